@@ -1,0 +1,10 @@
+export { Scheduler } from './scheduler.js';
+export type { SchedulerOptions, TaskOptions, SchedulerStats, SchedulerEvents, SkipInfo, ErrorInfo } from './scheduler.js';
+export { Task } from './task.js';
+export type { TaskState, TaskContext, TaskFunction } from './task.js';
+export type { Clock } from './clock.js';
+export { systemClock } from './clock.js';
+export type { RetryOptions } from './retry.js';
+export type { Lateness } from './lateness.js';
+export type { When } from './validate.js';
+export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError } from './errors.js';

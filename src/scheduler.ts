@@ -1,0 +1,591 @@
+import { assertClock, systemClock, type Clock } from './clock.js';
+import { Emitter } from './emitter.js';
+import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
+import { LatenessRecorder, type Lateness } from './lateness.js';
+import { retryDelay, toRetryPolicy, type RetryOptions } from './retry.js';
+import { SignalRegistry } from './signal-registry.js';
+import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type TaskSettings } from './task.js';
+import { TaskQueue } from './task-queue.js';
+import { assertDuration, assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './validate.js';
+import { IANAZone } from 'luxon';
+const systemZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
+const validateZone = (z: string) => { if (!IANAZone.isValidZone(z)) throw new RangeError('bad zone ' + z); return z; };
+
+/** Options of `new Scheduler()`. */
+export interface SchedulerOptions {
+  /**
+   * How many tasks may run at once: an integer >= 1, or `Infinity`.
+   * @default 10
+   */
+  workers?: number;
+  /**
+   * The most tasks that may be pending at once; `schedule()` beyond it throws `QueueFullError`.
+   * @default Infinity
+   */
+  maxPending?: number;
+  /**
+   * The IANA time zone calendar rules use unless they name their own.
+   * @default the system zone
+   */
+  timezone?: string;
+  /**
+   * When true, pending tasks do not keep the process alive.
+   * @default false
+   */
+  unref?: boolean;
+  /**
+   * Where time comes from. Pass a `ManualClock` from `taskheap/testing` in tests.
+   * @default the system clock
+   */
+  clock?: Clock;
+  /**
+   * Called when a task fails for good (after its last attempt).
+   * @default logs to console.error
+   */
+  onError?: (error: unknown, info: ErrorInfo) => void;
+}
+
+/** What `onError` is told about a failure. */
+export interface ErrorInfo {
+  task: Task;
+  name: string | undefined;
+  attempt: number;
+}
+
+/** Options of `schedule()` and `after()`. */
+export interface TaskOptions {
+  /** Cancels the task when aborted; may be shared by many tasks. */
+  signal?: AbortSignal;
+  /** A label for logs, errors and `ctx.name`. */
+  name?: string;
+  /**
+   * A run still going after this many ms has its `ctx.signal` aborted with a
+   * `TimeoutError`, ends as `timed-out` and frees its worker slot.
+   * @default Infinity
+   */
+  timeout?: number;
+  /** Retry failed or timed-out runs: a policy, or a number of attempts. */
+  retry?: RetryOptions | number;
+}
+
+/** A snapshot returned by `scheduler.stats()`. */
+export interface SchedulerStats {
+  /** Tasks waiting for their time or for a worker. */
+  pending: number;
+  /** Tasks running now. */
+  running: number;
+  /** Pending tasks already due, waiting for a free worker. */
+  waiting: number;
+  workers: number;
+  succeeded: number;
+  failed: number;
+  timedOut: number;
+  cancelled: number;
+  /** How late runs started (ms), over the last 1,024 runs; `max` over all. */
+  lateness: Lateness;
+}
+
+/** Events of a scheduler and the arguments their listeners receive. */
+export interface SchedulerEvents {
+  start: [task: Task];
+  success: [task: Task, value: unknown];
+  failure: [task: Task, error: unknown];
+  retry: [task: Task, error: unknown, delay: number];
+  cancel: [task: Task, reason: unknown];
+  skip: [info: SkipInfo];
+  idle: [];
+}
+
+/** Why a job occurrence did not run (the `skip` event). */
+export interface SkipInfo {
+  jobId: number;
+  name: string | undefined;
+  scheduledAt: Date;
+  reason: 'overlap' | 'misfire';
+}
+
+// A sleep never lasts longer than this, so a wall clock that jumps or a
+// machine that sleeps is noticed within this time (and setTimeout's 2^31-1 ms
+// limit is never reached).
+const MAX_SLEEP = 30_000;
+// A long run of synchronous tasks yields to the event loop after this many ms.
+const PUMP_BUDGET = 10;
+
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError']);
+const TASK_KEYS = new Set(['signal', 'name', 'timeout', 'retry']);
+
+let nextId = 1;
+
+function defaultOnError(error: unknown, info: ErrorInfo): void {
+  console.error(`[taskheap] task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`} failed:`, error);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as PromiseLike<unknown>).then === 'function';
+}
+
+function assertWorkers(value: unknown): asserts value is number {
+  if (value !== Infinity && (!Number.isInteger(value) || (value as number) < 1)) {
+    throw new RangeError(`Expected \`workers\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
+  }
+}
+
+/**
+ * Runs functions at points in time. Pending tasks sit in one min-heap and a
+ * single timer is armed for the earliest; due tasks run on a bounded,
+ * resizable pool of worker slots.
+ *
+ * @example
+ * const scheduler = new Scheduler({ workers: 4 });
+ * scheduler.after(1_000, () => console.log('a second later'));
+ * scheduler.schedule(new Date('2030-01-01'), async ({ signal }) => fetch(url, { signal }));
+ * await scheduler.close();
+ */
+export class Scheduler implements TaskOwner {
+  #queue = new TaskQueue();
+  #clock: Clock;
+  #workers: number;
+  #maxPending: number;
+  #timezone: string;
+  #unref: boolean;
+  #onError: (error: unknown, info: ErrorInfo) => void;
+  #events = new Emitter<SchedulerEvents>();
+  #signals = new SignalRegistry<Task>((task, reason) => this.cancelTask(task, reason));
+  #lateness = new LatenessRecorder();
+
+  #running = 0;
+  /** Runs of async tasks in flight, so `close({ abort: true })` can reach them. */
+  #active = new Set<Run>();
+  /** The run of a synchronous task while its function executes. */
+  #current: Run | undefined = undefined;
+  #timer: unknown = undefined;
+  /** Due time the timer was armed for; Infinity when none is armed. */
+  #timerAt = Infinity;
+  #pumpQueued = false;
+  #pumping = false;
+  #closed = false;
+  #closing: Promise<void> | undefined = undefined;
+  #idleWaiters: (() => void)[] = [];
+
+  #succeeded = 0;
+  #failed = 0;
+  #timedOut = 0;
+  #cancelled = 0;
+
+  /** @param options see `SchedulerOptions` */
+  constructor(options: SchedulerOptions = {}) {
+    assertOptionsObject(options, 'Scheduler');
+    assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
+    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError } = options;
+    assertWorkers(workers);
+    if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
+      throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
+    }
+    if (typeof unref !== 'boolean') throw new TypeError(`Expected \`unref\` to be a boolean, got ${describe(unref)}`);
+    assertClock(clock);
+    if (typeof onError !== 'function') throw new TypeError(`Expected \`onError\` to be a function, got ${describe(onError)}`);
+    this.#workers = workers;
+    this.#maxPending = maxPending;
+    this.#timezone = timezone === undefined ? systemZone() : validateZone(timezone);
+    this.#unref = unref;
+    this.#clock = clock;
+    this.#onError = onError;
+  }
+
+  /**
+   * Runs `fn` at `when`. A time in the past runs as soon as a worker is free.
+   * @param when a `Date`, epoch milliseconds, or a luxon `DateTime`
+   * @param fn the task; sync or async; receives a `TaskContext`
+   * @example
+   * const task = scheduler.schedule(Date.now() + 60_000, async (ctx) => {
+   *   await sendReminder({ signal: ctx.signal });
+   * }, { name: 'reminder', timeout: 5_000, retry: { attempts: 3, delay: 1_000 } });
+   */
+  schedule<R>(when: When, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>> {
+    return this.#add(toEpoch(when), fn, options);
+  }
+
+  /**
+   * Runs `fn` after `delay` milliseconds; the same as `schedule(now + delay, …)`.
+   * @example
+   * scheduler.after(5_000, () => console.log('five seconds later'));
+   */
+  after<R>(delay: number, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>> {
+    assertDuration(delay, 'delay');
+    return this.#add(this.#clock.now() + delay, fn, options);
+  }
+
+  /**
+   * How many tasks may run at once. Growing starts waiting tasks at once;
+   * shrinking lets running tasks finish. Safe to set from inside a task.
+   * @default 10
+   * @example
+   * scheduler.workers = 1;        // run one at a time from now on
+   * scheduler.workers = Infinity; // no limit
+   */
+  get workers(): number {
+    return this.#workers;
+  }
+
+  set workers(value: number) {
+    assertWorkers(value);
+    this.#workers = value;
+    this.#pump();
+  }
+
+  /**
+   * The most tasks that may be pending at once.
+   * @default Infinity
+   */
+  get maxPending(): number {
+    return this.#maxPending;
+  }
+
+  /** The default IANA time zone of calendar rules. */
+  get timezone(): string {
+    return this.#timezone;
+  }
+
+  /** The clock this scheduler reads. */
+  get clock(): Clock {
+    return this.#clock;
+  }
+
+  /** Tasks waiting for their time or for a worker. */
+  get size(): number {
+    return this.#queue.size;
+  }
+
+  /** Tasks running now. */
+  get running(): number {
+    return this.#running;
+  }
+
+  /** Whether `close()` was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Resolves when no task is pending or running.
+   * @example
+   * scheduler.after(0, work);
+   * await scheduler.onIdle();
+   */
+  onIdle(): Promise<void> {
+    if (this.#isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  /** Counters and lateness percentiles at this moment. */
+  stats(): SchedulerStats {
+    return {
+      pending: this.#queue.size,
+      running: this.#running,
+      waiting: this.#queue.countDue(this.#clock.now()),
+      workers: this.#workers,
+      succeeded: this.#succeeded,
+      failed: this.#failed,
+      timedOut: this.#timedOut,
+      cancelled: this.#cancelled,
+      lateness: this.#lateness.summary(),
+    };
+  }
+
+  /**
+   * Pending tasks, earliest first. A copy made on each call: O(n log n).
+   */
+  pendingTasks(): Task[] {
+    return this.#queue.toSortedArray();
+  }
+
+  /**
+   * Listens to an event.
+   * @example
+   * scheduler.on('failure', (task, error) => log.warn({ id: task.id, error }));
+   */
+  on<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
+    this.#events.on(event, listener);
+    return this;
+  }
+
+  /** Stops listening. */
+  off<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
+    this.#events.off(event, listener);
+    return this;
+  }
+
+  /** Listens to the next occurrence of an event only. */
+  once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
+    this.#events.once(event, listener);
+    return this;
+  }
+
+  /**
+   * Stops accepting work, cancels every pending task (their `result` rejects
+   * with `ClosedError`), and resolves once running tasks settle. With
+   * `abort: true` running tasks also see `ctx.signal` abort. Idempotent; safe
+   * to call from inside a task (but a task that awaits it waits for itself).
+   * @example
+   * process.on('SIGTERM', () => scheduler.close().then(() => process.exit(0)));
+   */
+  close(options: { abort?: boolean } = {}): Promise<void> {
+    assertOptionsObject(options, 'close');
+    const abort = options.abort ?? false;
+    if (typeof abort !== 'boolean') throw new TypeError(`Expected \`abort\` to be a boolean, got ${describe(abort)}`);
+    if (this.#closing === undefined) {
+      this.#closed = true;
+      this.#disarm();
+      const reason = new ClosedError();
+      for (const task of this.#queue.clear()) this.#cancelPending(task, reason, false);
+      this.#closing = this.onIdle();
+    }
+    if (abort) {
+      const reason = new ClosedError('The scheduler was closed with abort: true');
+      if (this.#current !== undefined) this.#abortRun(this.#current, reason);
+      for (const run of this.#active) this.#abortRun(run, reason);
+    }
+    return this.#closing;
+  }
+
+  /** `await using scheduler = new Scheduler()` closes it at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** @internal the `task.cancel()` implementation */
+  cancelTask(task: Task, reason: unknown): boolean {
+    if (task._state === State.Pending) {
+      this.#cancelPending(task, reason, true);
+      this.#checkIdle();
+      return true;
+    }
+    const run = task._run;
+    if (task._state !== State.Running || run === undefined || run.aborted) return false;
+    this.#abortRun(run, materialize(reason));
+    return true;
+  }
+
+  /** Cooperative: the run sees its signal abort, and if it then fails it ends `cancelled`. */
+  #abortRun(run: Run, reason: unknown): void {
+    run.cancelled = true;
+    run.abort(reason);
+  }
+
+  #add(time: number, fn: TaskFunction, options: TaskOptions | undefined): Task<any> {
+    if (typeof fn !== 'function') throw new TypeError(`Expected the task to be a function, got ${describe(fn)}`);
+    const settings = options === undefined ? undefined : toSettings(options);
+    if (this.#closed) throw new ClosedError();
+    if (this.#queue.size >= this.#maxPending) throw new QueueFullError(this.#maxPending);
+    const signal = settings?.signal;
+    if (signal?.aborted) throw signal.reason;
+    const task = new Task(nextId++, time, fn, this, settings);
+    if (signal !== undefined) this.#signals.add(signal, task);
+    this.#enqueue(task);
+    return task;
+  }
+
+  #enqueue(task: Task): void {
+    this.#queue.push(task);
+    // Arming is deferred to a microtask: scheduling a burst of tasks in one
+    // tick then costs one timer update, not one per task, and tasks already
+    // due in the same tick still start in due-time order.
+    if (task._time < this.#timerAt && !this.#pumpQueued) {
+      this.#pumpQueued = true;
+      queueMicrotask(this.#queuedPump);
+    }
+  }
+
+  #queuedPump = (): void => {
+    this.#pumpQueued = false;
+    this.#pump();
+  };
+
+  #wake = (): void => {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    this.#pump();
+  };
+
+  /** Starts due tasks while workers are free, then arms the timer for what is left. */
+  #pump(): void {
+    // A task that resizes the pool or settles synchronously calls back in
+    // here; the loop below already re-reads everything it depends on.
+    if (this.#pumping || this.#closed) return;
+    this.#pumping = true;
+    const clock = this.#clock;
+    const queue = this.#queue;
+    const start = clock.now();
+    try {
+      while (this.#running < this.#workers) {
+        const task = queue.peek();
+        if (task === undefined) break;
+        const now = clock.now();
+        if (task._time > now) break;
+        if (now - start > PUMP_BUDGET) return this.#yield();
+        queue.pop();
+        this.#dispatch(task, now);
+      }
+    } finally {
+      this.#pumping = false;
+    }
+    this.#arm();
+  }
+
+  /** Lets I/O and other timers run in the middle of a long burst of due tasks. */
+  #yield(): void {
+    this.#disarm();
+    this.#timerAt = -Infinity;
+    const immediate = setImmediate(this.#wake);
+    if (this.#unref) immediate.unref();
+    this.#timer = immediate;
+  }
+
+  #arm(): void {
+    const next = this.#running < this.#workers ? this.#queue.peek() : undefined;
+    // With no free worker, the next settling task pumps; no timer needed.
+    if (next === undefined) return this.#disarm();
+    if (next._time === this.#timerAt) return;
+    this.#disarm();
+    const delay = Math.min(Math.max(next._time - this.#clock.now(), 0), MAX_SLEEP);
+    this.#timerAt = next._time;
+    this.#timer = this.#clock.setTimer(this.#wake, delay, this.#unref);
+  }
+
+  #disarm(): void {
+    if (this.#timer === undefined) return;
+    if (this.#timerAt === -Infinity) clearImmediate(this.#timer as NodeJS.Immediate);
+    else this.#clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+  }
+
+  #dispatch(task: Task, now: number): void {
+    this.#running++;
+    task._state = State.Running;
+    task._attempt++;
+    const run = new Run(task, now);
+    task._run = run;
+    this.#lateness.record(now - task._time);
+    if (this.#events.has('start')) this.#events.emit('start', task);
+    let value: unknown;
+    this.#current = run;
+    try {
+      value = task._fn(run);
+    } catch (error) {
+      this.#current = undefined;
+      return this.#fail(run, error, false);
+    }
+    this.#current = undefined;
+    if (!isThenable(value)) return this.#succeed(run, value);
+    this.#active.add(run);
+    const timeout = task._settings?.timeout ?? Infinity;
+    if (timeout !== Infinity) run.timer = this.#clock.setTimer(() => this.#fail(run, new TimeoutError(timeout, task.name), true), timeout);
+    value.then((result) => this.#succeed(run, result), (error) => this.#fail(run, error, false));
+  }
+
+  #succeed(run: Run, value: unknown): void {
+    if (run.done) return;
+    this.#release(run);
+    const task = run.task;
+    this.#detach(task);
+    task._finish(State.Succeeded, value);
+    this.#succeeded++;
+    if (this.#events.has('success')) this.#events.emit('success', task, value);
+    this.#afterRun();
+  }
+
+  #fail(run: Run, error: unknown, timedOut: boolean): void {
+    if (run.done) return;
+    if (timedOut) run.abort(error);
+    this.#release(run);
+    const task = run.task;
+    const retry = task._settings?.retry;
+    if (run.cancelled) {
+      this.#detach(task);
+      task._finish(State.Cancelled, error);
+      this.#cancelled++;
+      if (this.#events.has('cancel')) this.#events.emit('cancel', task, error);
+    } else if (retry !== undefined && task._attempt < retry.attempts && !this.#closed) {
+      const delay = retryDelay(retry, task._attempt);
+      task._state = State.Pending;
+      task._time = this.#clock.now() + delay;
+      this.#enqueue(task);
+      if (this.#events.has('retry')) this.#events.emit('retry', task, error, delay);
+    } else {
+      this.#detach(task);
+      task._finish(timedOut ? State.TimedOut : State.Failed, error);
+      if (timedOut) this.#timedOut++;
+      else this.#failed++;
+      this.#report(task, error);
+    }
+    this.#afterRun();
+  }
+
+  #report(task: Task, error: unknown): void {
+    if (this.#events.has('failure')) this.#events.emit('failure', task, error);
+    try {
+      this.#onError(error, { task, name: task.name, attempt: task._attempt });
+    } catch (thrown) {
+      queueMicrotask(() => {
+        throw thrown;
+      });
+    }
+  }
+
+  /** Frees the run's worker slot; later outcomes of its function are ignored. */
+  #release(run: Run): void {
+    run.done = true;
+    this.#running--;
+    if (run.timer !== undefined) this.#clock.clearTimer(run.timer);
+    this.#active.delete(run);
+  }
+
+  #afterRun(): void {
+    this.#pump();
+    this.#checkIdle();
+  }
+
+  #cancelPending(task: Task, reason: unknown, inQueue: boolean): void {
+    task._state = State.Cancelled;
+    if (inQueue) this.#queue.discard();
+    this.#detach(task);
+    task._finish(State.Cancelled, reason);
+    this.#cancelled++;
+    if (this.#events.has('cancel')) this.#events.emit('cancel', task, materialize(reason));
+  }
+
+  #detach(task: Task): void {
+    const signal = task._settings?.signal;
+    if (signal !== undefined) this.#signals.delete(signal, task);
+  }
+
+  #isIdle(): boolean {
+    return this.#running === 0 && this.#queue.size === 0;
+  }
+
+  #checkIdle(): void {
+    if (!this.#isIdle()) return;
+    const waiters = this.#idleWaiters;
+    if (waiters.length > 0) {
+      this.#idleWaiters = [];
+      for (const resolve of waiters) resolve();
+    }
+    if (this.#events.has('idle')) this.#events.emit('idle');
+  }
+}
+
+function toSettings(options: TaskOptions): TaskSettings | undefined {
+  assertOptionsObject(options, 'task');
+  assertKnownKeys(options, TASK_KEYS, 'task');
+  const { signal, name, timeout = Infinity, retry } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+  }
+  if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
+  if (timeout !== Infinity) assertDuration(timeout, 'timeout', 1);
+  const policy = retry === undefined ? undefined : toRetryPolicy(retry);
+  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined) return undefined;
+  return { name, timeout, retry: policy, signal };
+}

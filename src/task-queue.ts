@@ -1,0 +1,91 @@
+import TinyQueue from 'tinyqueue';
+import { State, type Task } from './task.js';
+
+/** Earliest due time first; equal times in scheduling order. */
+function byDueTime(a: Task, b: Task): number {
+  return a._time - b._time || a.id - b.id;
+}
+
+// Below this many dead entries a rebuild is not worth its cost.
+const MIN_COMPACT = 1024;
+
+/**
+ * The pending tasks, a binary min-heap on due time.
+ *
+ * tinyqueue cannot remove from the middle, so a cancelled task stays in the
+ * heap as a tombstone (its state is no longer pending) and is dropped when it
+ * reaches the top. Once tombstones outnumber live tasks the heap is rebuilt
+ * without them in O(n): cancel stays O(1) amortised and a heap full of
+ * cancelled tasks never holds more than twice the live ones.
+ */
+export class TaskQueue {
+  #heap = new TinyQueue<Task>([], byDueTime);
+  #dead = 0;
+
+  /** Live (pending) tasks. */
+  get size(): number {
+    return this.#heap.length - this.#dead;
+  }
+
+  push(task: Task): void {
+    this.#heap.push(task);
+  }
+
+  /** The earliest live task, without removing it. */
+  peek(): Task | undefined {
+    const heap = this.#heap;
+    let top = heap.peek();
+    while (top !== undefined && top._state !== State.Pending) {
+      heap.pop();
+      this.#dead--;
+      top = heap.peek();
+    }
+    return top;
+  }
+
+  /** Removes the task `peek()` returned. */
+  pop(): void {
+    this.#heap.pop();
+  }
+
+  /** Call after a queued task stopped being pending (was cancelled). */
+  discard(): void {
+    this.#dead++;
+    if (this.#dead > MIN_COMPACT && this.#dead > this.#heap.length - this.#dead) this.#compact();
+  }
+
+  /** Number of live tasks due at or before `now`; visits only those (and their children). */
+  countDue(now: number): number {
+    const data = this.#heap.data;
+    const length = this.#heap.length;
+    let count = 0;
+    const stack = length > 0 ? [0] : [];
+    while (stack.length > 0) {
+      const i = stack.pop()!;
+      const task = data[i]!;
+      // Tombstones keep their old due time, so the heap order still holds below them.
+      if (task._time > now) continue;
+      if (task._state === State.Pending) count++;
+      if (2 * i + 1 < length) stack.push(2 * i + 1);
+      if (2 * i + 2 < length) stack.push(2 * i + 2);
+    }
+    return count;
+  }
+
+  /** Empties the queue, returning the live tasks in no particular order. */
+  clear(): Task[] {
+    const live = this.#heap.data.filter((task) => task._state === State.Pending);
+    this.#heap = new TinyQueue<Task>([], byDueTime);
+    this.#dead = 0;
+    return live;
+  }
+
+  /** Live tasks, earliest first (a copy; for introspection, not the hot path). */
+  toSortedArray(): Task[] {
+    return this.#heap.data.filter((task) => task._state === State.Pending).sort(byDueTime);
+  }
+
+  #compact(): void {
+    this.#heap = new TinyQueue(this.clear(), byDueTime);
+  }
+}

@@ -1,0 +1,232 @@
+import { CancelledError } from './errors.js';
+import type { RetryPolicy } from './retry.js';
+
+/** The life of a task: `pending` until it starts, then one of the final states. */
+export type TaskState = 'pending' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
+
+/** What a task function receives. */
+export interface TaskContext {
+  /** Aborted when the task is cancelled, times out, or the scheduler closes with `abort: true`. */
+  readonly signal: AbortSignal;
+  /** When this run was due. */
+  readonly scheduledAt: Date;
+  /** When this run started. */
+  readonly startedAt: Date;
+  /** 1 for the first run, 2 for the first retry, and so on. */
+  readonly attempt: number;
+  /** The task's `name` option. */
+  readonly name: string | undefined;
+}
+
+/** A task body: sync or async, given its context. */
+export type TaskFunction<R = unknown> = (ctx: TaskContext) => R;
+
+/** Options that rarely vary per task live in one shared-shape object, so a plain task stays small. */
+export interface TaskSettings {
+  readonly name: string | undefined;
+  readonly timeout: number;
+  readonly retry: RetryPolicy | undefined;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** The scheduler side of a task: what `task.cancel()` calls. */
+export interface TaskOwner {
+  cancelTask(task: Task, reason: unknown): boolean;
+}
+
+export enum State {
+  Pending,
+  Running,
+  Succeeded,
+  Failed,
+  TimedOut,
+  Cancelled,
+}
+
+/**
+ * Stands for "a new CancelledError" until somebody looks: an Error captures a
+ * stack trace, which would make cancelling a million tasks cost seconds and
+ * hundreds of megabytes for errors nobody reads.
+ */
+export const DEFAULT_CANCEL: unique symbol = Symbol('taskheap.defaultCancel');
+
+/** The real reason behind a possibly-deferred cancel reason. */
+export function materialize(reason: unknown): unknown {
+  return reason === DEFAULT_CANCEL ? new CancelledError() : reason;
+}
+
+const STATE_NAMES: readonly TaskState[] = ['pending', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
+
+/** A promise with its settle functions, created only when somebody reads `task.result`. */
+class Deferred<T> {
+  readonly promise: Promise<T>;
+  resolve!: (value: T) => void;
+  reject!: (reason: unknown) => void;
+
+  constructor() {
+    this.promise = new Promise<T>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    // `result` is a report, not an obligation: an unobserved rejection must
+    // never crash the process.
+    this.promise.catch(noop);
+  }
+}
+
+function noop(): void {}
+
+/**
+ * A handle on one scheduled function. Returned by `scheduler.schedule()` and
+ * `scheduler.after()`.
+ *
+ * @example
+ * const task = scheduler.after(5_000, () => 'hello');
+ * task.cancel();            // true: it never runs
+ * await task.result;        // rejects with CancelledError
+ */
+export class Task<T = unknown> {
+  /** A number unique within the process, increasing in scheduling order. */
+  readonly id: number;
+
+  // Internal state is plain properties, read by the scheduler on the hot path.
+  /** @internal due time, epoch ms */
+  _time: number;
+  /** @internal */
+  _fn: TaskFunction;
+  /** @internal */
+  _state: State = State.Pending;
+  /** @internal */
+  _owner: TaskOwner;
+  /** @internal */
+  _settings: TaskSettings | undefined;
+  /** @internal runs started so far */
+  _attempt = 0;
+  /** @internal the current run, while running */
+  _run: Run | undefined = undefined;
+  /** @internal a Deferred once `result` was read, else the outcome once settled */
+  _outcome: unknown = undefined;
+
+  /** @internal */
+  constructor(id: number, time: number, fn: TaskFunction, owner: TaskOwner, settings: TaskSettings | undefined) {
+    this.id = id;
+    this._time = time;
+    this._fn = fn;
+    this._owner = owner;
+    this._settings = settings;
+  }
+
+  /** The `name` option, if any. */
+  get name(): string | undefined {
+    return this._settings?.name;
+  }
+
+  /** When the task is (or was last) due; a retry moves it to the retry time. */
+  get runAt(): Date {
+    return new Date(this._time);
+  }
+
+  /** Where the task is in its life. */
+  get state(): TaskState {
+    return STATE_NAMES[this._state]!;
+  }
+
+  /** The number of runs started so far (retries included). */
+  get attempts(): number {
+    return this._attempt;
+  }
+
+  /**
+   * Settles with the task's return value, or rejects with its error, a
+   * `TimeoutError`, the cancel reason, or `ClosedError`. Created on first
+   * read, so tasks nobody awaits cost no promise.
+   */
+  get result(): Promise<T> {
+    const outcome = this._outcome;
+    if (outcome instanceof Deferred) return outcome.promise as Promise<T>;
+    const deferred = new Deferred<T>();
+    if (this._state === State.Succeeded) deferred.resolve(outcome as T);
+    else if (this._state >= State.Failed) deferred.reject(materialize(outcome));
+    this._outcome = deferred;
+    return deferred.promise;
+  }
+
+  /**
+   * Cancels the task. A pending task leaves the scheduler at once and never
+   * runs; a running task has its `ctx.signal` aborted (cancellation of a run
+   * is cooperative). Returns false if the task had already finished.
+   * @param reason The rejection of `result` and the signal's reason. Default: a `CancelledError`.
+   */
+  cancel(reason?: unknown): boolean {
+    return this._owner.cancelTask(this, reason === undefined ? DEFAULT_CANCEL : reason);
+  }
+
+  /** @internal settles `result` (if anyone is waiting) and keeps the outcome. */
+  _finish(state: State, outcome: unknown): void {
+    this._state = state;
+    this._run = undefined;
+    const deferred = this._outcome;
+    if (deferred instanceof Deferred) {
+      if (state === State.Succeeded) deferred.resolve(outcome);
+      else deferred.reject(materialize(outcome));
+    } else {
+      this._outcome = outcome;
+    }
+  }
+}
+
+/**
+ * One run of a task; it is the `ctx` the task function receives. The
+ * AbortController and the Dates are made only if the function asks for them,
+ * which keeps dispatch of plain tasks down to this one allocation.
+ * @internal
+ */
+export class Run implements TaskContext {
+  readonly task: Task;
+  readonly startedAtMs: number;
+  readonly attempt: number;
+  /** settled, timed out or released: later outcomes of the function are ignored */
+  done = false;
+  cancelled = false;
+  timer: unknown = undefined;
+  #controller: AbortController | undefined = undefined;
+  #aborted = false;
+  #reason: unknown = undefined;
+
+  constructor(task: Task, startedAt: number) {
+    this.task = task;
+    this.startedAtMs = startedAt;
+    this.attempt = task._attempt;
+  }
+
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  get scheduledAt(): Date {
+    return new Date(this.task._time);
+  }
+
+  get startedAt(): Date {
+    return new Date(this.startedAtMs);
+  }
+
+  get name(): string | undefined {
+    return this.task._settings?.name;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+  }
+}

@@ -1,0 +1,28 @@
+import { Scheduler, type SchedulerOptions } from '../src/index.js';
+import { ManualClock } from '../src/testing.js';
+
+export const START = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+/** A scheduler on a ManualClock, with failures collected instead of logged. */
+export function setup(options: SchedulerOptions = {}) {
+  const clock = new ManualClock(START);
+  const errors: unknown[] = [];
+  const scheduler = new Scheduler({ clock, onError: (error) => errors.push(error), ...options });
+  return { clock, scheduler, errors };
+}
+
+/** A promise with its resolve function exposed, to hold a task open. */
+export function gate<T = void>() {
+  let open!: (value: T) => void;
+  let fail!: (reason: unknown) => void;
+  const promise = new Promise<T>((resolve, reject) => {
+    open = resolve;
+    fail = reject;
+  });
+  return { promise, open, fail };
+}
+
+/** Lets pending promise reactions run. */
+export function flush(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
