@@ -1,4 +1,6 @@
 import { assertClock, systemClock, type Clock } from './clock.js';
+import { CronBuilder, Every, OnceBuilder, type JobBounds, type JobFactory, type JobOptions, type RulePlan } from './every.js';
+import { Job, type JobHost } from './job.js';
 import { Emitter } from './emitter.js';
 import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
 import { LatenessRecorder, type Lateness } from './lateness.js';
@@ -7,9 +9,7 @@ import { SignalRegistry } from './signal-registry.js';
 import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type TaskSettings } from './task.js';
 import { TaskQueue } from './task-queue.js';
 import { assertDuration, assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './validate.js';
-import { IANAZone } from 'luxon';
-const systemZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
-const validateZone = (z: string) => { if (!IANAZone.isValidZone(z)) throw new RangeError('bad zone ' + z); return z; };
+import { systemZone, validateZone } from './wall-time.js';
 
 /** Options of `new Scheduler()`. */
 export interface SchedulerOptions {
@@ -98,8 +98,7 @@ export interface SchedulerEvents {
 
 /** Why a job occurrence did not run (the `skip` event). */
 export interface SkipInfo {
-  jobId: number;
-  name: string | undefined;
+  job: Job;
   scheduledAt: Date;
   reason: 'overlap' | 'misfire';
 }
@@ -111,8 +110,10 @@ const MAX_SLEEP = 30_000;
 // A long run of synchronous tasks yields to the event loop after this many ms.
 const PUMP_BUDGET = 10;
 
+const CRON_KEYS = new Set(['timezone']);
 const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError']);
 const TASK_KEYS = new Set(['signal', 'name', 'timeout', 'retry']);
+const JOB_KEYS = new Set([...TASK_KEYS, 'overlap', 'misfire', 'jitter']);
 
 let nextId = 1;
 
@@ -142,8 +143,30 @@ function assertWorkers(value: unknown): asserts value is number {
  * scheduler.schedule(new Date('2030-01-01'), async ({ signal }) => fetch(url, { signal }));
  * await scheduler.close();
  */
-export class Scheduler implements TaskOwner {
+export class Scheduler implements TaskOwner, JobFactory {
   #queue = new TaskQueue();
+  /** Jobs that still plan occurrences (not done or cancelled). */
+  #jobs = new Set<Job>();
+  #jobHost: JobHost = {
+    now: () => this.#clock.now(),
+    enqueue: (time, fn, settings) => {
+      const task = new Task(nextId++, time, fn, this, settings);
+      this.#enqueue(task);
+      return task;
+    },
+    skipped: (job, scheduledAt, reason) => {
+      if (this.#events.has('skip')) this.#events.emit('skip', { job, scheduledAt: new Date(scheduledAt), reason });
+    },
+    finished: (job) => {
+      this.#jobs.delete(job);
+      const signal = this.#jobSignals.get(job);
+      if (signal !== undefined) {
+        this.#jobSignals.delete(job);
+        this.#signals.delete(signal, job);
+      }
+    },
+  };
+  #jobSignals = new Map<Job, AbortSignal>();
   #clock: Clock;
   #workers: number;
   #maxPending: number;
@@ -151,7 +174,10 @@ export class Scheduler implements TaskOwner {
   #unref: boolean;
   #onError: (error: unknown, info: ErrorInfo) => void;
   #events = new Emitter<SchedulerEvents>();
-  #signals = new SignalRegistry<Task>((task, reason) => this.cancelTask(task, reason));
+  #signals = new SignalRegistry<Task | Job>((member, reason) => {
+    if (member instanceof Job) member.cancel(reason);
+    else this.cancelTask(member, reason);
+  });
   #lateness = new LatenessRecorder();
 
   #running = 0;
@@ -214,6 +240,75 @@ export class Scheduler implements TaskOwner {
   after<R>(delay: number, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>> {
     assertDuration(delay, 'delay');
     return this.#add(this.#clock.now() + delay, fn, options);
+  }
+
+  /**
+   * Starts a fluent recurring rule: `every(n).<unit>()...run(fn)`.
+   * @param n how many units between runs; an integer >= 1
+   * @default 1
+   * @example
+   * scheduler.every(2).seconds().run(fn);
+   * scheduler.every().day().at('10:30').run(fn);
+   * scheduler.every().monday().at('08:30', 'Europe/Paris').run(fn);
+   * scheduler.every(10).minutes().from(date).until(date).times(5).immediately().run(fn);
+   */
+  every(n = 1): Every {
+    return new Every(this, n);
+  }
+
+  /**
+   * A job from a cron expression: 5 fields, or 6 with seconds first; lists,
+   * ranges, steps, names, `L`, `W`, `#`, `?` and the @-nicknames. A bad
+   * expression throws a RangeError that names the field.
+   * @example
+   * scheduler.cron('*\/15 9-17 * * MON-FRI', { timezone: 'Asia/Tokyo' }).run(fn);
+   */
+  cron(expression: string, options: { timezone?: string } = {}): CronBuilder {
+    assertOptionsObject(options, 'cron');
+    assertKnownKeys(options, CRON_KEYS, 'cron');
+    const zone = options.timezone === undefined ? this.#timezone : validateZone(options.timezone);
+    return new CronBuilder(this, expression, zone);
+  }
+
+
+  /** Jobs that are scheduled or paused, in creation order. */
+  jobs(): Job[] {
+    return [...this.#jobs];
+  }
+
+  /** @internal the time, for builders */
+  now(): number {
+    return this.#clock.now();
+  }
+
+  /** @internal `run()` of a builder lands here */
+  createJob(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
+    assertOptionsObject(options, 'job');
+    const { overlap = 'skip', misfire = 'once', jitter = bounds.jitter, signal, ...taskOptions } = options ?? {};
+    assertKnownKeys(options ?? {}, JOB_KEYS, 'job');
+    if (overlap !== 'skip' && overlap !== 'queue' && overlap !== 'allow') {
+      throw new RangeError(`Expected \`overlap\` to be 'skip', 'queue' or 'allow', got ${describe(overlap)}`);
+    }
+    if (misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
+      throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
+    }
+    assertDuration(jitter, 'jitter');
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+    }
+    const settings = toSettings(taskOptions);
+    if (this.#closed) throw new ClosedError();
+    if (this.#queue.size >= this.#maxPending) throw new QueueFullError(this.#maxPending);
+    if (signal?.aborted) throw signal.reason;
+    const job = new Job(this.#jobHost, fn, { ...plan, ...bounds, jitter, overlap, misfire, settings, signal });
+    if (job.state === 'scheduled') {
+      this.#jobs.add(job);
+      if (signal !== undefined) {
+        this.#jobSignals.set(job, signal);
+        this.#signals.add(signal, job);
+      }
+    }
+    return job;
   }
 
   /**
@@ -316,10 +411,26 @@ export class Scheduler implements TaskOwner {
     return this;
   }
 
-  /** Listens to the next occurrence of an event only. */
-  once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
-    this.#events.once(event, listener);
-    return this;
+  /**
+   * A one-shot job: like `schedule()`, but with the `Job` handle and options
+   * (`pause`, `trigger`, `lastRunAt`...).
+   * @example
+   * const job = scheduler.once(new Date('2026-12-24T18:00:00Z')).run(sendGreetings);
+   */
+  once(when: When): OnceBuilder;
+  /**
+   * Listens to the next occurrence of an event only.
+   * @example
+   * scheduler.once('idle', () => console.log('all done'));
+   */
+  once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this;
+  once<K extends keyof SchedulerEvents>(whenOrEvent: When | K, listener?: (...args: SchedulerEvents[K]) => void): OnceBuilder | this {
+    // An event name is a string; a time never is, so the two uses cannot be confused.
+    if (typeof whenOrEvent === 'string') {
+      this.#events.once(whenOrEvent, listener!);
+      return this;
+    }
+    return new OnceBuilder(this, whenOrEvent);
   }
 
   /**
@@ -338,6 +449,7 @@ export class Scheduler implements TaskOwner {
       this.#closed = true;
       this.#disarm();
       const reason = new ClosedError();
+      for (const job of this.#jobs) job._stop();
       for (const task of this.#queue.clear()) this.#cancelPending(task, reason, false);
       this.#closing = this.onIdle();
     }
@@ -490,7 +602,7 @@ export class Scheduler implements TaskOwner {
     this.#release(run);
     const task = run.task;
     this.#detach(task);
-    task._finish(State.Succeeded, value);
+    this.#finish(task, State.Succeeded, value);
     this.#succeeded++;
     if (this.#events.has('success')) this.#events.emit('success', task, value);
     this.#afterRun();
@@ -504,7 +616,7 @@ export class Scheduler implements TaskOwner {
     const retry = task._settings?.retry;
     if (run.cancelled) {
       this.#detach(task);
-      task._finish(State.Cancelled, error);
+      this.#finish(task, State.Cancelled, error);
       this.#cancelled++;
       if (this.#events.has('cancel')) this.#events.emit('cancel', task, error);
     } else if (retry !== undefined && task._attempt < retry.attempts && !this.#closed) {
@@ -515,7 +627,7 @@ export class Scheduler implements TaskOwner {
       if (this.#events.has('retry')) this.#events.emit('retry', task, error, delay);
     } else {
       this.#detach(task);
-      task._finish(timedOut ? State.TimedOut : State.Failed, error);
+      this.#finish(task, timedOut ? State.TimedOut : State.Failed, error);
       if (timedOut) this.#timedOut++;
       else this.#failed++;
       this.#report(task, error);
@@ -551,9 +663,14 @@ export class Scheduler implements TaskOwner {
     task._state = State.Cancelled;
     if (inQueue) this.#queue.discard();
     this.#detach(task);
-    task._finish(State.Cancelled, reason);
+    this.#finish(task, State.Cancelled, reason);
     this.#cancelled++;
     if (this.#events.has('cancel')) this.#events.emit('cancel', task, materialize(reason));
+  }
+
+  #finish(task: Task, state: State, outcome: unknown): void {
+    task._finish(state, outcome);
+    task._settings?.observer?.settled(task, state, outcome);
   }
 
   #detach(task: Task): void {

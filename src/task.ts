@@ -27,6 +27,13 @@ export interface TaskSettings {
   readonly timeout: number;
   readonly retry: RetryPolicy | undefined;
   readonly signal: AbortSignal | undefined;
+  /** told synchronously when a task with these settings reaches a final state (jobs use it) */
+  readonly observer?: TaskObserver | undefined;
+}
+
+/** Learns of a task's final state the moment it is reached. */
+export interface TaskObserver {
+  settled(task: Task, state: State, outcome: unknown): void;
 }
 
 /** The scheduler side of a task: what `task.cancel()` calls. */

@@ -1,0 +1,423 @@
+import { DateTime } from 'luxon';
+import { CalendarRule } from './calendar.js';
+import { CronRule } from './cron.js';
+import type { Job, MisfirePolicy, OverlapPolicy } from './job.js';
+import { IntervalRule, type Rule } from './rule.js';
+import type { TaskOptions } from './scheduler.js';
+import type { TaskFunction } from './task.js';
+import { assertDuration, describe, toEpoch, type When } from './validate.js';
+import { validateZone } from './wall-time.js';
+
+/** Options of `run()`: everything a task takes, plus the job policies. */
+export interface JobOptions extends TaskOptions {
+  /**
+   * A run that comes due while the previous one is still going is skipped
+   * (`'skip'`, reported by the `skip` event), run after it (`'queue'`), or
+   * run alongside it (`'allow'`).
+   * @default 'skip'
+   */
+  overlap?: OverlapPolicy;
+  /**
+   * Occurrences missed while the loop was blocked or the clock jumped
+   * collapse into one late run (`'once'`), are dropped (`'skip'`), or all run
+   * (`'all'`).
+   * @default 'once'
+   */
+  misfire?: MisfirePolicy;
+  /**
+   * Each run starts up to this many random ms after its time.
+   * @default 0
+   */
+  jitter?: number;
+}
+
+/** Where a builder's rule comes from. @internal */
+export interface RulePlan {
+  rule: Rule;
+  /** the first occurrence after the start point */
+  first: number | undefined;
+}
+
+/** The scheduler side of a builder. @internal */
+export interface JobFactory {
+  readonly timezone: string;
+  now(): number;
+  createJob(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job;
+}
+
+/** Limits set on a builder. @internal */
+export interface JobBounds {
+  until: number;
+  times: number;
+  jitter: number;
+}
+
+/**
+ * The steps every recurring rule shares: where it starts and stops, and `run()`.
+ */
+export abstract class JobBuilder {
+  /** @internal */
+  protected readonly factory: JobFactory;
+  #from: number | undefined = undefined;
+  #until = Infinity;
+  #times = Infinity;
+  #jitter = 0;
+  #immediately = false;
+
+  /** @internal */
+  constructor(factory: JobFactory) {
+    this.factory = factory;
+  }
+
+  /**
+   * Starts the rule at `when` instead of now: interval rules count from it,
+   * calendar rules take their first occurrence at or after it.
+   * @example
+   * scheduler.every(10).minutes().from(new Date('2026-12-01T09:00:00Z')).run(fn);
+   */
+  from(when: When): this {
+    this.#from = toEpoch(when, 'from');
+    return this;
+  }
+
+  /**
+   * No run is due after `when` (inclusive bound); the job is then `done`.
+   * @example
+   * scheduler.every().hour().until(Date.now() + 86_400_000).run(fn);
+   */
+  until(when: When): this {
+    this.#until = toEpoch(when, 'until');
+    return this;
+  }
+
+  /**
+   * Stop after `n` scheduled runs.
+   * @example
+   * scheduler.every(2).seconds().times(5).run(fn);
+   */
+  times(n: number): this {
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`Expected \`times\` to be an integer >= 1, got ${describe(n)}`);
+    this.#times = n;
+    return this;
+  }
+
+  /**
+   * Also run once at the start point (now, or `from`), then follow the rule.
+   * @example
+   * scheduler.every(5).minutes().immediately().run(poll);
+   */
+  immediately(): this {
+    this.#immediately = true;
+    return this;
+  }
+
+  /**
+   * Each run starts up to `ms` random milliseconds late, to spread load.
+   * @default 0
+   * @example
+   * scheduler.every().hour().jitter(30_000).run(refresh);
+   */
+  jitter(ms: number): this {
+    assertDuration(ms, 'jitter');
+    this.#jitter = ms;
+    return this;
+  }
+
+  /**
+   * Schedules `fn` by this rule and returns its `Job`.
+   * @example
+   * const job = scheduler.every().day().at('10:30').run(async (ctx) => report(ctx.signal));
+   */
+  run(fn: TaskFunction, options?: JobOptions): Job {
+    if (typeof fn !== 'function') throw new TypeError(`Expected the job to be a function, got ${describe(fn)}`);
+    const explicit = this.#from !== undefined;
+    const start = this.#from ?? this.factory.now();
+    const plan = this.plan(start, explicit);
+    if (this.#immediately) plan.first = start;
+    return this.factory.createJob(fn, options, plan, { until: this.#until, times: this.#times, jitter: this.#jitter });
+  }
+
+  /**
+   * The rule and its first occurrence for a start point; `inclusive` when
+   * the start was given with `from()`, so an occurrence exactly at it counts.
+   * @internal
+   */
+  protected abstract plan(start: number, inclusive: boolean): RulePlan;
+}
+
+type Unit = 'millisecond' | 'second' | 'minute' | 'hour' | 'day' | 'week';
+
+const UNIT_MS: Record<'millisecond' | 'second' | 'minute' | 'hour', number> = {
+  millisecond: 1,
+  second: 1_000,
+  minute: 60_000,
+  hour: 3_600_000,
+};
+
+/**
+ * The fluent rule builder returned by `scheduler.every(n)`.
+ *
+ * @example
+ * scheduler.every(2).seconds().run(fn);                      // every 2 s from now
+ * scheduler.every().day().at('10:30').run(fn);               // daily at 10:30 local
+ * scheduler.every().monday().at('08:30', 'Europe/Paris').run(fn);
+ * scheduler.every().weekday().at(9, 0).run(fn);              // Mon–Fri at 09:00
+ */
+export class Every extends JobBuilder {
+  readonly #n: number;
+  #unit: Unit | undefined = undefined;
+  #weekdays: number[] | undefined = undefined;
+  #at: [number, number, number] | undefined = undefined;
+  #zone: string | undefined = undefined;
+
+  /** @internal use `scheduler.every(n)` */
+  constructor(factory: JobFactory, n: number) {
+    super(factory);
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`Expected every(n) to get an integer >= 1, got ${describe(n)}`);
+    this.#n = n;
+  }
+
+  /** Every n milliseconds (fixed rate). */
+  milliseconds(): this {
+    return this.#setUnit('millisecond');
+  }
+  /** Alias of `milliseconds()`. */
+  millisecond(): this {
+    return this.#setUnit('millisecond');
+  }
+  /** Every n seconds (fixed rate). */
+  seconds(): this {
+    return this.#setUnit('second');
+  }
+  /** Alias of `seconds()`. */
+  second(): this {
+    return this.#setUnit('second');
+  }
+  /** Every n minutes (fixed rate); `at(':ss')` picks the second. */
+  minutes(): this {
+    return this.#setUnit('minute');
+  }
+  /** Alias of `minutes()`. */
+  minute(): this {
+    return this.#setUnit('minute');
+  }
+  /** Every n hours (fixed rate); `at(':mm')` picks the minute. */
+  hours(): this {
+    return this.#setUnit('hour');
+  }
+  /** Alias of `hours()`. */
+  hour(): this {
+    return this.#setUnit('hour');
+  }
+  /** Every n calendar days, at `at()` or at the start's time of day. */
+  days(): this {
+    return this.#setUnit('day');
+  }
+  /** Alias of `days()`. */
+  day(): this {
+    return this.#setUnit('day');
+  }
+  /** Every n calendar weeks, on the start's weekday. */
+  weeks(): this {
+    return this.#setUnit('week');
+  }
+  /** Alias of `weeks()`. */
+  week(): this {
+    return this.#setUnit('week');
+  }
+  /** On Mondays (every n weeks); weekday methods combine: `.monday().thursday()`. */
+  monday(): this {
+    return this.#addWeekday(1);
+  }
+  /** On Tuesdays. */
+  tuesday(): this {
+    return this.#addWeekday(2);
+  }
+  /** On Wednesdays. */
+  wednesday(): this {
+    return this.#addWeekday(3);
+  }
+  /** On Thursdays. */
+  thursday(): this {
+    return this.#addWeekday(4);
+  }
+  /** On Fridays. */
+  friday(): this {
+    return this.#addWeekday(5);
+  }
+  /** On Saturdays. */
+  saturday(): this {
+    return this.#addWeekday(6);
+  }
+  /** On Sundays. */
+  sunday(): this {
+    return this.#addWeekday(7);
+  }
+  /** Monday to Friday. */
+  weekday(): this {
+    return this.#setDays([1, 2, 3, 4, 5], 'weekday()');
+  }
+  /** Saturday and Sunday. */
+  weekend(): this {
+    return this.#setDays([6, 7], 'weekend()');
+  }
+
+  /**
+   * The time of day: `at('HH:mm')`, `at('HH:mm:ss')` or `at(h, m?, s?)` for
+   * days and longer (optionally with a zone: `at('08:30', 'Europe/Paris')`);
+   * `at(':mm')` for hours; `at(':ss')` for minutes.
+   * @example
+   * scheduler.every().day().at('10:30').run(fn);
+   * scheduler.every().hour().at(':15').run(fn);
+   */
+  at(time: string | number, minuteOrZone?: number | string, second?: number): this {
+    const unit = this.#unit;
+    if (unit === undefined) throw new TypeError('Call a unit (day(), monday(), hour()...) before at()');
+    if (unit === 'millisecond' || unit === 'second') throw new TypeError(`at() does not apply to ${unit}s`);
+    if (typeof time === 'number') {
+      if (unit !== 'day' && unit !== 'week') throw new TypeError(`at(h, m, s) needs a day or longer unit; use at(':mm') for hours and at(':ss') for minutes`);
+      if (typeof minuteOrZone === 'string') throw new TypeError('at(h, m, s) takes numbers; set a zone with timezone(zone)');
+      this.#at = [checkPart(time, 23, 'hour', time), checkPart(minuteOrZone ?? 0, 59, 'minute', time), checkPart(second ?? 0, 59, 'second', time)];
+      return this;
+    }
+    if (typeof time !== 'string') throw new TypeError(`Expected at() to get a time string or hour number, got ${describe(time)}`);
+    if (minuteOrZone !== undefined) {
+      if (typeof minuteOrZone !== 'string') throw new TypeError(`Expected the zone of at() to be a string, got ${describe(minuteOrZone)}`);
+      this.#zone = validateZone(minuteOrZone);
+    }
+    this.#at = parseAt(time, unit);
+    return this;
+  }
+
+  /**
+   * The IANA time zone of this rule's calendar arithmetic.
+   * @default the scheduler's `timezone`
+   * @example
+   * scheduler.every().day().at('09:00').timezone('Asia/Tokyo').run(fn);
+   */
+  timezone(zone: string): this {
+    if (typeof zone !== 'string') throw new TypeError(`Expected a time zone name, got ${describe(zone)}`);
+    this.#zone = validateZone(zone);
+    return this;
+  }
+
+  /** @internal */
+  protected plan(start: number, inclusive: boolean): RulePlan {
+    const unit = this.#unit;
+    if (unit === undefined) throw new TypeError(`every(${this.#n}) needs a unit before run(): seconds(), day(), monday()...`);
+    const zone = this.#zone ?? this.factory.timezone;
+    if (unit === 'day' || unit === 'week') {
+      const local = DateTime.fromMillis(start, { zone });
+      const [hour, minute, second] = this.#at ?? [local.hour, local.minute, local.second];
+      const rule = new CalendarRule({ zone, anchor: start, unit, every: this.#n, weekdays: this.#weekdays, hour, minute, second });
+      return { rule, first: rule.next(inclusive ? start - 1 : start) };
+    }
+    const interval = this.#n * UNIT_MS[unit];
+    if (this.#at === undefined) {
+      const rule = new IntervalRule(start, interval);
+      return { rule, first: rule.next(start) };
+    }
+    // at(':mm') / at(':ss'): the first instant at or after the start whose
+    // wall clock shows that minute/second, then every interval from there.
+    const local = DateTime.fromMillis(start, { zone }).set({ millisecond: 0 });
+    let aligned = unit === 'hour'
+      ? local.set({ minute: this.#at[1], second: this.#at[2] })
+      : local.set({ second: this.#at[2] });
+    if (aligned.toMillis() < start) aligned = aligned.plus(unit === 'hour' ? { hours: 1 } : { minutes: 1 });
+    const rule = new IntervalRule(aligned.toMillis(), interval);
+    return { rule, first: aligned.toMillis() };
+  }
+
+  #setUnit(unit: Unit): this {
+    if (this.#unit !== undefined) throw new TypeError(`every() already has the unit ${this.#unit}; cannot also use ${unit}`);
+    this.#unit = unit;
+    return this;
+  }
+
+  #addWeekday(day: number): this {
+    if (this.#unit === 'week' && this.#weekdays !== undefined) {
+      if (!this.#weekdays.includes(day)) this.#weekdays.push(day);
+      return this;
+    }
+    this.#setUnit('week');
+    this.#weekdays = [day];
+    return this;
+  }
+
+  #setDays(days: number[], name: string): this {
+    if (this.#n !== 1) throw new RangeError(`every(${this.#n}).${name} is ambiguous; use every().${name}`);
+    this.#setUnit('day');
+    this.#weekdays = days;
+    return this;
+  }
+}
+
+function checkPart(value: unknown, max: number, part: string, whole: unknown): number {
+  if (!Number.isInteger(value) || (value as number) < 0 || (value as number) > max) {
+    throw new RangeError(`Invalid time ${describe(whole)} for at(): ${part} must be an integer 0-${max}, got ${describe(value)}`);
+  }
+  return value as number;
+}
+
+const DAY_TIME = /^(\d{1,2}):(\d{2})(?::(\d{2}))?$/;
+const HOUR_TIME = /^:(\d{2})(?::(\d{2}))?$/;
+const MINUTE_TIME = /^:(\d{2})$/;
+
+/** Parses an at() string for a unit into [hour, minute, second]. */
+function parseAt(time: string, unit: Unit): [number, number, number] {
+  const bad = (why: string) => new RangeError(`Invalid time "${time}" for at() with ${unit}s: ${why}`);
+  if (unit === 'day' || unit === 'week') {
+    const match = DAY_TIME.exec(time);
+    if (match === null) throw bad("expected 'HH:mm' or 'HH:mm:ss'");
+    return [part(match[1], 23, 'hour', bad), part(match[2], 59, 'minute', bad), part(match[3], 59, 'second', bad)];
+  }
+  if (unit === 'hour') {
+    const match = HOUR_TIME.exec(time);
+    if (match === null) throw bad("expected ':mm' or ':mm:ss'");
+    return [0, part(match[1], 59, 'minute', bad), part(match[2], 59, 'second', bad)];
+  }
+  const match = MINUTE_TIME.exec(time);
+  if (match === null) throw bad("expected ':ss'");
+  return [0, 0, part(match[1], 59, 'second', bad)];
+}
+
+function part(text: string | undefined, max: number, name: string, bad: (why: string) => RangeError): number {
+  const value = text === undefined ? 0 : Number(text);
+  if (value > max) throw bad(`${name} ${value} is out of range 0-${max}`);
+  return value;
+}
+
+/** The builder returned by `scheduler.cron(expression)`. */
+export class CronBuilder extends JobBuilder {
+  readonly #rule: CronRule;
+
+  /** @internal use `scheduler.cron()` */
+  constructor(factory: JobFactory, expression: string, zone: string) {
+    super(factory);
+    this.#rule = new CronRule(expression, zone);
+  }
+
+  /** @internal */
+  protected plan(start: number, inclusive: boolean): RulePlan {
+    return { rule: this.#rule, first: this.#rule.next(inclusive ? start - 1 : start) };
+  }
+}
+
+/** A rule with a single occurrence, for `scheduler.once()`. */
+const NEVER_AGAIN: Rule = { next: () => undefined };
+
+/** The builder returned by `scheduler.once(when)`. */
+export class OnceBuilder extends JobBuilder {
+  readonly #at: number;
+
+  /** @internal use `scheduler.once()` */
+  constructor(factory: JobFactory, when: When) {
+    super(factory);
+    this.#at = toEpoch(when);
+  }
+
+  /** @internal */
+  protected plan(): RulePlan {
+    return { rule: NEVER_AGAIN, first: this.#at };
+  }
+}

@@ -1,0 +1,276 @@
+import type { Rule } from './rule.js';
+import { CancelledError } from './errors.js';
+import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from './task.js';
+
+/** The life of a recurring job. */
+export type JobState = 'scheduled' | 'paused' | 'done' | 'cancelled';
+
+/** What a job does when a run comes due while its previous run is still going. */
+export type OverlapPolicy = 'skip' | 'queue' | 'allow';
+
+/** What a job does with occurrences missed while the loop was blocked or the clock jumped. */
+export type MisfirePolicy = 'once' | 'skip' | 'all';
+
+/** Where a job's occurrences come from and where they stop. */
+export interface JobPlan {
+  rule: Rule;
+  /** the first occurrence, or undefined for none */
+  first: number | undefined;
+  until: number;
+  times: number;
+  jitter: number;
+  overlap: OverlapPolicy;
+  misfire: MisfirePolicy;
+  settings: TaskSettings | undefined;
+  signal: AbortSignal | undefined;
+}
+
+/** What a job needs from its scheduler. @internal */
+export interface JobHost {
+  now(): number;
+  /** queue an occurrence, exempt from maxPending (the job was already accepted) */
+  enqueue(time: number, fn: TaskFunction, settings: TaskSettings | undefined): Task;
+  skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void;
+  finished(job: Job): void;
+}
+
+let nextJobId = 1;
+
+/**
+ * A recurring (or one-shot) job made by `every()`, `cron()` or `once()`. It
+ * keeps exactly one entry in the scheduler's heap: its next occurrence.
+ *
+ * @example
+ * const job = scheduler.every().day().at('09:00').run(sendDigest);
+ * job.nextRunAt;      // tomorrow 09:00 in the scheduler's zone
+ * job.pause();        // no runs until resume()
+ * job.cancel();       // gone for good
+ */
+export class Job implements TaskObserver {
+  /** A number unique among jobs in this process. */
+  readonly id = nextJobId++;
+  readonly #host: JobHost;
+  readonly #fn: TaskFunction;
+  readonly #plan: JobPlan;
+  /** The settings of every occurrence task: the job's task options, and the job as observer. */
+  readonly #settings: TaskSettings;
+  #state: JobState = 'scheduled';
+  /** The heap entry for the next occurrence, and its nominal (un-jittered) time. */
+  #next: Task | undefined = undefined;
+  #nextAt: number | undefined = undefined;
+  /** Occurrences in progress (running, or waiting to retry). */
+  #inFlight = new Set<Task>();
+  #queued = 0;
+  #runs = 0;
+  #scheduledRuns = 0;
+  #failures = 0;
+  #lastRunAt: number | undefined = undefined;
+  #lastError: unknown = undefined;
+
+  /** @internal use `scheduler.every()`, `cron()` or `once()` */
+  constructor(host: JobHost, fn: TaskFunction, plan: JobPlan) {
+    this.#host = host;
+    this.#fn = fn;
+    this.#plan = plan;
+    const { name, timeout = Infinity, retry } = plan.settings ?? {};
+    this.#settings = { name, timeout, retry, signal: undefined, observer: this };
+    this.#planAt(plan.first);
+  }
+
+  /** The `name` option, if any. */
+  get name(): string | undefined {
+    return this.#plan.settings?.name;
+  }
+
+  /** `scheduled`, `paused`, `done` (no occurrences left) or `cancelled`. */
+  get state(): JobState {
+    return this.#state;
+  }
+
+  /** Whether a run of this job is in progress (running or waiting to retry). */
+  get running(): boolean {
+    return this.#inFlight.size > 0;
+  }
+
+  /** When the next run is due (jitter included), or undefined if none is planned. */
+  get nextRunAt(): Date | undefined {
+    return this.#next === undefined ? undefined : new Date(this.#next._time);
+  }
+
+  /** When the last run started. */
+  get lastRunAt(): Date | undefined {
+    return this.#lastRunAt === undefined ? undefined : new Date(this.#lastRunAt);
+  }
+
+  /** Runs started (retries of one occurrence count once; `trigger()` counts). */
+  get runs(): number {
+    return this.#runs;
+  }
+
+  /** Runs that failed for good (after their retries). */
+  get failures(): number {
+    return this.#failures;
+  }
+
+  /** The error of the last failed run. */
+  get lastError(): unknown {
+    return this.#lastError;
+  }
+
+  /**
+   * The next `n` occurrence times by the rule (without jitter), honouring
+   * `until` and `times`. Empty for a paused, done or cancelled job.
+   * @example
+   * scheduler.cron('0 9 * * MON-FRI').run(fn).nextRuns(5);
+   */
+  nextRuns(n: number): Date[] {
+    if (!Number.isInteger(n) || n < 0) throw new RangeError(`Expected \`n\` to be an integer >= 0, got ${String(n)}`);
+    const dates: Date[] = [];
+    let at = this.#nextAt;
+    const left = this.#plan.times - this.#scheduledRuns;
+    while (at !== undefined && dates.length < Math.min(n, left) && at <= this.#plan.until) {
+      dates.push(new Date(at));
+      at = this.#plan.rule.next(at);
+    }
+    return dates;
+  }
+
+  /**
+   * Stops planning runs until `resume()`. A run in progress is not interrupted.
+   * Returns false unless the job was scheduled.
+   */
+  pause(): boolean {
+    if (this.#state !== 'scheduled') return false;
+    this.#state = 'paused';
+    this.#unplan();
+    return true;
+  }
+
+  /**
+   * Plans the next occurrence after now; occurrences that fell in the pause
+   * are not run. Returns false unless the job was paused.
+   */
+  resume(): boolean {
+    if (this.#state !== 'paused') return false;
+    this.#state = 'scheduled';
+    this.#planAt(this.#plan.rule.next(this.#host.now()));
+    return true;
+  }
+
+  /**
+   * Runs the job now, outside its schedule: the planned occurrences, `times`
+   * and the overlap policy are not affected. Returns the run's task.
+   * @example
+   * await job.trigger().result;
+   */
+  trigger(): Task {
+    if (this.#state === 'cancelled') throw new CancelledError('Cannot trigger a cancelled job');
+    return this.#host.enqueue(this.#host.now(), this.#runNow, this.#settings);
+  }
+
+  /**
+   * Cancels the job for good: its next occurrence leaves the heap, and runs
+   * in progress have their `ctx.signal` aborted. Returns false if it was
+   * already cancelled.
+   */
+  cancel(reason?: unknown): boolean {
+    if (!this._stop()) return false;
+    for (const task of this.#inFlight) task.cancel(reason);
+    return true;
+  }
+
+  /** @internal ends the job without touching runs in progress (the scheduler closing) */
+  _stop(): boolean {
+    if (this.#state === 'cancelled') return false;
+    const wasDone = this.#state === 'done';
+    this.#state = 'cancelled';
+    this.#unplan();
+    this.#queued = 0;
+    if (!wasDone) this.#host.finished(this);
+    return true;
+  }
+
+  /** Puts the occurrence at `at` in the heap, or ends the job if there is none. */
+  #planAt(at: number | undefined): void {
+    const plan = this.#plan;
+    if (at === undefined || at > plan.until || this.#scheduledRuns >= plan.times) {
+      this.#nextAt = undefined;
+      this.#next = undefined;
+      if (this.#state === 'scheduled') {
+        this.#state = 'done';
+        this.#host.finished(this);
+      }
+      return;
+    }
+    this.#nextAt = at;
+    const jitter = plan.jitter === 0 ? 0 : Math.floor(Math.random() * plan.jitter);
+    this.#next = this.#host.enqueue(at + jitter, this.#due, this.#settings);
+  }
+
+  #unplan(): void {
+    this.#next?.cancel();
+    this.#next = undefined;
+    this.#nextAt = undefined;
+  }
+
+  /** The body of every occurrence task: decide whether it runs, plan the next one, run. */
+  #due = (ctx: TaskContext): unknown => {
+    // A retry of an occurrence that already ran: just run it again.
+    if (ctx.attempt > 1) return this.#fn(ctx);
+    const task = (ctx as Run).task;
+    const at = this.#nextAt!;
+    const now = this.#host.now();
+    const rule = this.#plan.rule;
+    // Missed: a later occurrence is already due, so whole periods went by
+    // (the loop was blocked, the machine slept, or the clock jumped).
+    const following = rule.next(at);
+    const missed = following !== undefined && following <= now;
+    const misfire = this.#plan.misfire;
+    let run = true;
+    if (missed && misfire === 'skip') {
+      run = false;
+      this.#host.skipped(this, at, 'misfire');
+    } else if (this.#inFlight.size > 0 && this.#plan.overlap !== 'allow') {
+      run = false;
+      if (this.#plan.overlap === 'queue') {
+        this.#queued++;
+        this.#scheduledRuns++;
+      } else {
+        this.#host.skipped(this, at, 'overlap');
+      }
+    }
+    if (run) this.#scheduledRuns++;
+    this.#planAt(missed && misfire !== 'all' ? rule.next(now) : following);
+    if (!run) return undefined;
+    return this.#start(task, ctx);
+  };
+
+  /** The body of triggered and queued runs. */
+  #runNow = (ctx: TaskContext): unknown => {
+    if (ctx.attempt > 1) return this.#fn(ctx);
+    return this.#start((ctx as Run).task, ctx);
+  };
+
+  #start(task: Task, ctx: TaskContext): unknown {
+    this.#runs++;
+    this.#lastRunAt = (ctx as Run).startedAtMs;
+    this.#inFlight.add(task);
+    return this.#fn(ctx);
+  }
+
+  /** @internal a run of this job reached its final state (TaskObserver) */
+  settled(task: Task, state: State, outcome: unknown): void {
+    // Occurrences that never started (cancelled by pause or cancel) are not runs.
+    if (!this.#inFlight.delete(task)) return;
+    if (state === State.Failed || state === State.TimedOut) {
+      this.#failures++;
+      this.#lastError = outcome;
+    }
+    if (this.#queued > 0 && this.#inFlight.size === 0 && this.#state !== 'cancelled') {
+      this.#queued--;
+      // In flight from now on, so an occurrence due before it starts queues behind it.
+      this.#inFlight.add(this.#host.enqueue(this.#host.now(), this.#runNow, this.#settings));
+    }
+  }
+}
+
