@@ -21,7 +21,7 @@ export interface JobPlan {
   jitter: number;
   overlap: OverlapPolicy;
   misfire: MisfirePolicy;
-  settings: TaskSettings | undefined;
+  settings: TaskSettings;
   signal: AbortSignal | undefined;
 }
 
@@ -29,7 +29,7 @@ export interface JobPlan {
 export interface JobHost {
   now(): number;
   /** queue an occurrence, exempt from maxPending (the job was already accepted) */
-  enqueue(time: number, fn: TaskFunction, settings: TaskSettings | undefined): Task;
+  enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task;
   skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void;
   finished(job: Job): void;
 }
@@ -72,14 +72,13 @@ export class Job implements TaskObserver {
     this.#host = host;
     this.#fn = fn;
     this.#plan = plan;
-    const { name, timeout = Infinity, retry } = plan.settings ?? {};
-    this.#settings = { name, timeout, retry, signal: undefined, observer: this };
+    this.#settings = { ...plan.settings, signal: undefined, observer: this };
     this.#planAt(plan.first);
   }
 
   /** The `name` option, if any. */
   get name(): string | undefined {
-    return this.#plan.settings?.name;
+    return this.#settings.name;
   }
 
   /** `scheduled`, `paused`, `done` (no occurrences left) or `cancelled`. */

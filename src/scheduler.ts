@@ -150,7 +150,7 @@ export class Scheduler implements TaskOwner, JobFactory {
   #jobHost: JobHost = {
     now: () => this.#clock.now(),
     enqueue: (time, fn, settings) => {
-      const task = new Task(nextId++, time, fn, this, settings);
+      const task = new Task(nextId++, time, fn, settings);
       this.#enqueue(task);
       return task;
     },
@@ -167,6 +167,8 @@ export class Scheduler implements TaskOwner, JobFactory {
     },
   };
   #jobSignals = new Map<Job, AbortSignal>();
+  /** Shared by every task scheduled without options. */
+  #defaults: TaskSettings = { owner: this, name: undefined, timeout: Infinity, retry: undefined, signal: undefined, observer: undefined };
   #clock: Clock;
   #workers: number;
   #maxPending: number;
@@ -296,7 +298,7 @@ export class Scheduler implements TaskOwner, JobFactory {
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
     }
-    const settings = toSettings(taskOptions);
+    const settings = this.#toSettings(taskOptions);
     if (this.#closed) throw new ClosedError();
     if (this.#queue.size >= this.#maxPending) throw new QueueFullError(this.#maxPending);
     if (signal?.aborted) throw signal.reason;
@@ -487,12 +489,12 @@ export class Scheduler implements TaskOwner, JobFactory {
 
   #add(time: number, fn: TaskFunction, options: TaskOptions | undefined): Task<any> {
     if (typeof fn !== 'function') throw new TypeError(`Expected the task to be a function, got ${describe(fn)}`);
-    const settings = options === undefined ? undefined : toSettings(options);
+    const settings = options === undefined ? this.#defaults : this.#toSettings(options);
     if (this.#closed) throw new ClosedError();
     if (this.#queue.size >= this.#maxPending) throw new QueueFullError(this.#maxPending);
-    const signal = settings?.signal;
+    const signal = settings.signal;
     if (signal?.aborted) throw signal.reason;
-    const task = new Task(nextId++, time, fn, this, settings);
+    const task = new Task(nextId++, time, fn, settings);
     if (signal !== undefined) this.#signals.add(signal, task);
     this.#enqueue(task);
     return task;
@@ -576,7 +578,6 @@ export class Scheduler implements TaskOwner, JobFactory {
   #dispatch(task: Task, now: number): void {
     this.#running++;
     task._state = State.Running;
-    task._attempt++;
     const run = new Run(task, now);
     task._run = run;
     this.#lateness.record(now - task._time);
@@ -592,7 +593,7 @@ export class Scheduler implements TaskOwner, JobFactory {
     this.#current = undefined;
     if (!isThenable(value)) return this.#succeed(run, value);
     this.#active.add(run);
-    const timeout = task._settings?.timeout ?? Infinity;
+    const timeout = task._settings.timeout;
     if (timeout !== Infinity) run.timer = this.#clock.setTimer(() => this.#fail(run, new TimeoutError(timeout, task.name), true), timeout);
     value.then((result) => this.#succeed(run, result), (error) => this.#fail(run, error, false));
   }
@@ -613,14 +614,14 @@ export class Scheduler implements TaskOwner, JobFactory {
     if (timedOut) run.abort(error);
     this.#release(run);
     const task = run.task;
-    const retry = task._settings?.retry;
+    const retry = task._settings.retry;
     if (run.cancelled) {
       this.#detach(task);
       this.#finish(task, State.Cancelled, error);
       this.#cancelled++;
       if (this.#events.has('cancel')) this.#events.emit('cancel', task, error);
-    } else if (retry !== undefined && task._attempt < retry.attempts && !this.#closed) {
-      const delay = retryDelay(retry, task._attempt);
+    } else if (retry !== undefined && run.attempt < retry.attempts && !this.#closed) {
+      const delay = retryDelay(retry, run.attempt);
       task._state = State.Pending;
       task._time = this.#clock.now() + delay;
       this.#enqueue(task);
@@ -638,7 +639,7 @@ export class Scheduler implements TaskOwner, JobFactory {
   #report(task: Task, error: unknown): void {
     if (this.#events.has('failure')) this.#events.emit('failure', task, error);
     try {
-      this.#onError(error, { task, name: task.name, attempt: task._attempt });
+      this.#onError(error, { task, name: task.name, attempt: task.attempts });
     } catch (thrown) {
       queueMicrotask(() => {
         throw thrown;
@@ -670,11 +671,11 @@ export class Scheduler implements TaskOwner, JobFactory {
 
   #finish(task: Task, state: State, outcome: unknown): void {
     task._finish(state, outcome);
-    task._settings?.observer?.settled(task, state, outcome);
+    task._settings.observer?.settled(task, state, outcome);
   }
 
   #detach(task: Task): void {
-    const signal = task._settings?.signal;
+    const signal = task._settings.signal;
     if (signal !== undefined) this.#signals.delete(signal, task);
   }
 
@@ -691,18 +692,18 @@ export class Scheduler implements TaskOwner, JobFactory {
     }
     if (this.#events.has('idle')) this.#events.emit('idle');
   }
-}
 
-function toSettings(options: TaskOptions): TaskSettings | undefined {
-  assertOptionsObject(options, 'task');
-  assertKnownKeys(options, TASK_KEYS, 'task');
-  const { signal, name, timeout = Infinity, retry } = options;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+  #toSettings(options: TaskOptions): TaskSettings {
+    assertOptionsObject(options, 'task');
+    assertKnownKeys(options, TASK_KEYS, 'task');
+    const { signal, name, timeout = Infinity, retry } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+    }
+    if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
+    if (timeout !== Infinity) assertDuration(timeout, 'timeout', 1);
+    const policy = retry === undefined ? undefined : toRetryPolicy(retry);
+    if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined) return this.#defaults;
+    return { owner: this, name, timeout, retry: policy, signal, observer: undefined };
   }
-  if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
-  if (timeout !== Infinity) assertDuration(timeout, 'timeout', 1);
-  const policy = retry === undefined ? undefined : toRetryPolicy(retry);
-  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined) return undefined;
-  return { name, timeout, retry: policy, signal };
 }

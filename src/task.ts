@@ -21,8 +21,13 @@ export interface TaskContext {
 /** A task body: sync or async, given its context. */
 export type TaskFunction<R = unknown> = (ctx: TaskContext) => R;
 
-/** Options that rarely vary per task live in one shared-shape object, so a plain task stays small. */
+/**
+ * What a task knows besides its time and function. Tasks scheduled without
+ * options all share their scheduler's default settings, so a plain task
+ * stays small; a job shares one settings object among its occurrences.
+ */
 export interface TaskSettings {
+  readonly owner: TaskOwner;
   readonly name: string | undefined;
   readonly timeout: number;
   readonly retry: RetryPolicy | undefined;
@@ -104,28 +109,23 @@ export class Task<T = unknown> {
   /** @internal */
   _state: State = State.Pending;
   /** @internal */
-  _owner: TaskOwner;
-  /** @internal */
-  _settings: TaskSettings | undefined;
-  /** @internal runs started so far */
-  _attempt = 0;
-  /** @internal the current run, while running */
+  _settings: TaskSettings;
+  /** @internal the current or last run; its `attempt` counts the runs so far */
   _run: Run | undefined = undefined;
   /** @internal a Deferred once `result` was read, else the outcome once settled */
   _outcome: unknown = undefined;
 
   /** @internal */
-  constructor(id: number, time: number, fn: TaskFunction, owner: TaskOwner, settings: TaskSettings | undefined) {
+  constructor(id: number, time: number, fn: TaskFunction, settings: TaskSettings) {
     this.id = id;
     this._time = time;
     this._fn = fn;
-    this._owner = owner;
     this._settings = settings;
   }
 
   /** The `name` option, if any. */
   get name(): string | undefined {
-    return this._settings?.name;
+    return this._settings.name;
   }
 
   /** When the task is (or was last) due; a retry moves it to the retry time. */
@@ -140,7 +140,7 @@ export class Task<T = unknown> {
 
   /** The number of runs started so far (retries included). */
   get attempts(): number {
-    return this._attempt;
+    return this._run === undefined ? 0 : this._run.attempt;
   }
 
   /**
@@ -165,13 +165,12 @@ export class Task<T = unknown> {
    * @param reason The rejection of `result` and the signal's reason. Default: a `CancelledError`.
    */
   cancel(reason?: unknown): boolean {
-    return this._owner.cancelTask(this, reason === undefined ? DEFAULT_CANCEL : reason);
+    return this._settings.owner.cancelTask(this, reason === undefined ? DEFAULT_CANCEL : reason);
   }
 
   /** @internal settles `result` (if anyone is waiting) and keeps the outcome. */
   _finish(state: State, outcome: unknown): void {
     this._state = state;
-    this._run = undefined;
     const deferred = this._outcome;
     if (deferred instanceof Deferred) {
       if (state === State.Succeeded) deferred.resolve(outcome);
@@ -203,7 +202,7 @@ export class Run implements TaskContext {
   constructor(task: Task, startedAt: number) {
     this.task = task;
     this.startedAtMs = startedAt;
-    this.attempt = task._attempt;
+    this.attempt = task._run === undefined ? 1 : task._run.attempt + 1;
   }
 
   get signal(): AbortSignal {
@@ -223,7 +222,7 @@ export class Run implements TaskContext {
   }
 
   get name(): string | undefined {
-    return this.task._settings?.name;
+    return this.task._settings.name;
   }
 
   get aborted(): boolean {
