@@ -3,6 +3,7 @@ import { CalendarRule } from './calendar.js';
 import { CronRule } from './cron.js';
 import type { Job, MisfirePolicy, OverlapPolicy } from './job.js';
 import { IntervalRule, type Rule } from './rule.js';
+import type { StoredJob } from './store.js';
 import type { TaskOptions } from './scheduler.js';
 import type { TaskFunction } from './task.js';
 import { assertDuration, describe, toEpoch, type When } from './validate.js';
@@ -43,6 +44,20 @@ export interface JobFactory {
   readonly timezone: string;
   now(): number;
   createJob(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job;
+  createStoredJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob>;
+}
+
+/** Options of `run(name, options)` for a stored job (a scheduler with a `store`). */
+export interface StoredJobOptions extends Omit<JobOptions, 'signal' | 'jitter' | 'overlap'> {
+  /** JSON-serialisable data handed to the handler on every run. */
+  payload?: unknown;
+  /** Registering a job with the same key again updates it instead of adding one. */
+  key?: string;
+  /**
+   * `'queue'` is not available for stored jobs.
+   * @default 'skip'
+   */
+  overlap?: 'skip' | 'allow';
 }
 
 /** Limits set on a builder. @internal */
@@ -128,13 +143,25 @@ export abstract class JobBuilder {
    * @example
    * const job = scheduler.every().day().at('10:30').run(async (ctx) => report(ctx.signal));
    */
-  run(fn: TaskFunction, options?: JobOptions): Job {
-    if (typeof fn !== 'function') throw new TypeError(`Expected the job to be a function, got ${describe(fn)}`);
+  run(fn: TaskFunction, options?: JobOptions): Job;
+  /**
+   * With a store: registers a durable job that runs the handler `name`
+   * (see `scheduler.define()`); resolves once the store has committed it.
+   * @example
+   * await scheduler.cron('0 9 * * MON-FRI').run('standup', { key: 'standup', payload: { channel: '#team' } });
+   */
+  run(name: string, options?: StoredJobOptions): Promise<StoredJob>;
+  run(fn: TaskFunction | string, options?: JobOptions | StoredJobOptions): Job | Promise<StoredJob> {
+    if (typeof fn !== 'function' && typeof fn !== 'string') {
+      throw new TypeError(`Expected the job to be a function or a handler name, got ${describe(fn)}`);
+    }
     const explicit = this.#from !== undefined;
     const start = this.#from ?? this.factory.now();
     const plan = this.plan(start, explicit);
     if (this.#immediately) plan.first = start;
-    return this.factory.createJob(fn, options, plan, { until: this.#until, times: this.#times, jitter: this.#jitter });
+    const bounds = { until: this.#until, times: this.#times, jitter: this.#jitter };
+    if (typeof fn === 'string') return this.factory.createStoredJob(fn, options as StoredJobOptions | undefined, plan, bounds);
+    return this.factory.createJob(fn, options as JobOptions | undefined, plan, bounds);
   }
 
   /**

@@ -17,3 +17,7 @@ export { CalendarRule } from './calendar.js';
 export type { CalendarRuleOptions } from './calendar.js';
 export { IntervalRule } from './rule.js';
 export type { Rule } from './rule.js';
+export { SchemaVersionError, UnknownHandlerError } from './store.js';
+export type { Store, StoredTask, StoredJob, StoredState, TaskFilter } from './store.js';
+export type { Handler, DurableTaskOptions } from './durable-runner.js';
+export type { StoredJobOptions } from './every.js';

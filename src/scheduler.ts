@@ -1,12 +1,14 @@
 import { assertClock, systemClock, type Clock } from './clock.js';
-import { CronBuilder, Every, OnceBuilder, type JobBounds, type JobFactory, type JobOptions, type RulePlan } from './every.js';
+import { DurableRunner, type DurableTaskOptions, type Handler } from './durable-runner.js';
+import { CronBuilder, Every, OnceBuilder, type JobBounds, type JobFactory, type JobOptions, type RulePlan, type StoredJobOptions } from './every.js';
 import { Job, type JobHost } from './job.js';
 import { Emitter } from './emitter.js';
 import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
 import { LatenessRecorder, type Lateness } from './lateness.js';
 import { retryDelay, toRetryPolicy, type RetryOptions } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
-import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type TaskSettings } from './task.js';
+import type { Store, StoredJob, StoredTask, TaskFilter } from './store.js';
+import { materialize, Run, State, Task, type TaskFunction, type TaskObserver, type TaskOwner, type TaskSettings } from './task.js';
 import { TaskQueue } from './task-queue.js';
 import { assertDuration, assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './validate.js';
 import { systemZone, validateZone } from './wall-time.js';
@@ -43,11 +45,19 @@ export interface SchedulerOptions {
    * @default logs to console.error
    */
   onError?: (error: unknown, info: ErrorInfo) => void;
+  /**
+   * Keeps named-handler work in a database so it outlives the process:
+   * `sqliteStore(path)` from `taskheap/sqlite` or `postgresStore(...)` from
+   * `taskheap/postgres`. Function tasks stay in memory either way.
+   * @default none
+   */
+  store?: Store;
 }
 
 /** What `onError` is told about a failure. */
 export interface ErrorInfo {
-  task: Task;
+  /** The failed task; undefined for an error of the store (a lost database connection). */
+  task: Task | undefined;
   name: string | undefined;
   attempt: number;
 }
@@ -111,14 +121,15 @@ const MAX_SLEEP = 30_000;
 const PUMP_BUDGET = 10;
 
 const CRON_KEYS = new Set(['timezone']);
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError']);
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store']);
 const TASK_KEYS = new Set(['signal', 'name', 'timeout', 'retry']);
 const JOB_KEYS = new Set([...TASK_KEYS, 'overlap', 'misfire', 'jitter']);
 
 let nextId = 1;
 
 function defaultOnError(error: unknown, info: ErrorInfo): void {
-  console.error(`[taskheap] task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`} failed:`, error);
+  const what = info.task === undefined ? 'store' : `task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`}`;
+  console.error(`[taskheap] ${what} failed:`, error);
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -205,7 +216,7 @@ export class Scheduler implements TaskOwner, JobFactory {
   constructor(options: SchedulerOptions = {}) {
     assertOptionsObject(options, 'Scheduler');
     assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
-    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError } = options;
+    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store } = options;
     assertWorkers(workers);
     if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
       throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
@@ -219,6 +230,92 @@ export class Scheduler implements TaskOwner, JobFactory {
     this.#unref = unref;
     this.#clock = clock;
     this.#onError = onError;
+    if (store !== undefined) {
+      if (typeof store !== 'object' || store === null || typeof store.claim !== 'function') {
+        throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
+      }
+      this.#runner = new DurableRunner(store, this.#durableHost(), { lease: store.lease ?? 30_000, poll: store.poll ?? 5_000 });
+    }
+  }
+
+  #runner: DurableRunner | undefined = undefined;
+
+  #durableHost() {
+    const owner = this;
+    return {
+      clock: this.#clock,
+      get workers() {
+        return owner.#workers;
+      },
+      enqueue: (time: number, fn: TaskFunction, settings: TaskSettings) => {
+        const task = new Task(nextId++, time, fn, settings);
+        this.#enqueue(task);
+        return task;
+      },
+      settings: (name: string, timeout: number, observer: TaskObserver): TaskSettings =>
+        ({ owner: this, name, timeout, retry: undefined, signal: undefined, observer }),
+      report: (error: unknown) => this.#safeOnError(error, { task: undefined, name: undefined, attempt: 0 }),
+    };
+  }
+
+  #requireStore(what: string): DurableRunner {
+    if (this.#runner === undefined) throw new TypeError(`${what} needs a scheduler created with a \`store\``);
+    return this.#runner;
+  }
+
+  /**
+   * Registers the handler that runs durable tasks and jobs named `name`.
+   * Define every handler before `start()`.
+   * @example
+   * scheduler.define('remind', async (ctx, payload: { user: string; text: string }) => send(payload));
+   */
+  define<P = any>(name: string, handler: Handler<P>): this {
+    this.#requireStore('define()').define(name, handler);
+    return this;
+  }
+
+  /**
+   * With a store: migrates its schema, returns work left running by a dead
+   * process to waiting, and starts claiming due work. Without a store it does
+   * nothing. Throws `SchemaVersionError` if the database is newer than this library.
+   * @example
+   * await scheduler.start();
+   */
+  start(): Promise<void> {
+    return this.#runner?.start() ?? Promise.resolve();
+  }
+
+  /**
+   * A stored task, as the store has it now.
+   * @example
+   * const { state, attempts, lastError } = (await scheduler.getTask(id))!;
+   */
+  getTask(id: number): Promise<StoredTask | undefined> {
+    return this.#requireStore('getTask()').getTask(id);
+  }
+
+  /**
+   * Stored tasks, earliest first.
+   * @example
+   * await scheduler.listTasks({ state: 'failed', limit: 50 });
+   */
+  listTasks(filter: TaskFilter = {}): Promise<StoredTask[]> {
+    return this.#requireStore('listTasks()').listTasks(filter);
+  }
+
+  /**
+   * Cancels a stored task by id, from any process sharing the store; if it
+   * is running somewhere, its `ctx.signal` aborts there.
+   * @example
+   * await scheduler.cancel(task.id);
+   */
+  cancel(id: number): Promise<boolean> {
+    return this.#requireStore('cancel()').cancel(id);
+  }
+
+  /** Cancels a stored recurring job by key, with its waiting occurrences. */
+  cancelJob(key: string): Promise<boolean> {
+    return this.#requireStore('cancelJob()').cancelJob(key);
   }
 
   /**
@@ -230,8 +327,24 @@ export class Scheduler implements TaskOwner, JobFactory {
    *   await sendReminder({ signal: ctx.signal });
    * }, { name: 'reminder', timeout: 5_000, retry: { attempts: 3, delay: 1_000 } });
    */
-  schedule<R>(when: When, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>> {
-    return this.#add(toEpoch(when), fn, options);
+  schedule<R>(when: When, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
+  /**
+   * With a store: schedules the handler `name` (see `define()`) with a JSON
+   * payload; resolves once the store has committed it.
+   * @example
+   * const task = await scheduler.schedule(when, 'remind', { payload: { user, text }, key: `remind:${id}` });
+   */
+  schedule(when: When, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
+  schedule<R>(when: When, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
+    const time = toEpoch(when);
+    if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
+    return this.#add(time, fn, options as TaskOptions | undefined);
+  }
+
+  #scheduleStored(time: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
+    const runner = this.#requireStore('Scheduling a handler by name');
+    if (this.#closed) throw new ClosedError();
+    return runner.schedule(time, name, options);
   }
 
   /**
@@ -239,9 +352,14 @@ export class Scheduler implements TaskOwner, JobFactory {
    * @example
    * scheduler.after(5_000, () => console.log('five seconds later'));
    */
-  after<R>(delay: number, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>> {
+  after<R>(delay: number, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
+  /** With a store: the handler `name` after `delay` ms (see the durable `schedule`). */
+  after(delay: number, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
+  after<R>(delay: number, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
     assertDuration(delay, 'delay');
-    return this.#add(this.#clock.now() + delay, fn, options);
+    const time = this.#clock.now() + delay;
+    if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
+    return this.#add(time, fn, options as TaskOptions | undefined);
   }
 
   /**
@@ -281,6 +399,13 @@ export class Scheduler implements TaskOwner, JobFactory {
   /** @internal the time, for builders */
   now(): number {
     return this.#clock.now();
+  }
+
+  /** @internal `run(name)` of a builder lands here */
+  createStoredJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob> {
+    const runner = this.#requireStore('A job with a handler name');
+    if (this.#closed) throw new ClosedError();
+    return runner.addJob(name, options, plan, bounds);
   }
 
   /** @internal `run()` of a builder lands here */
@@ -450,10 +575,11 @@ export class Scheduler implements TaskOwner, JobFactory {
     if (this.#closing === undefined) {
       this.#closed = true;
       this.#disarm();
+      this.#runner?.stop();
       const reason = new ClosedError();
       for (const job of this.#jobs) job._stop();
       for (const task of this.#queue.clear()) this.#cancelPending(task, reason, false);
-      this.#closing = this.onIdle();
+      this.#closing = this.#runner === undefined ? this.onIdle() : this.#runner.close(this.onIdle());
     }
     if (abort) {
       const reason = new ClosedError('The scheduler was closed with abort: true');
@@ -638,8 +764,12 @@ export class Scheduler implements TaskOwner, JobFactory {
 
   #report(task: Task, error: unknown): void {
     if (this.#events.has('failure')) this.#events.emit('failure', task, error);
+    this.#safeOnError(error, { task, name: task.name, attempt: task.attempts });
+  }
+
+  #safeOnError(error: unknown, info: ErrorInfo): void {
     try {
-      this.#onError(error, { task, name: task.name, attempt: task.attempts });
+      this.#onError(error, info);
     } catch (thrown) {
       queueMicrotask(() => {
         throw thrown;

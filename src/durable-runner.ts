@@ -1,0 +1,392 @@
+import { randomUUID } from 'node:crypto';
+import type { Clock } from './clock.js';
+import type { JobBounds, RulePlan, StoredJobOptions } from './every.js';
+import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from './retry.js';
+import {
+  UnknownHandlerError, ruleFromJson, ruleToJson, toPayload,
+  type ClaimedTask, type DueJob, type JobAdvance, type Store, type StoredJob, type StoredTask, type TaskFilter,
+} from './store.js';
+import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from './task.js';
+import { assertDuration, describe } from './validate.js';
+
+/** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
+export type Handler<P = any> = (ctx: TaskContext, payload: P) => unknown;
+
+/** Options of a durable `schedule(when, name, options)`. */
+export interface DurableTaskOptions {
+  /** JSON-serialisable data handed to the handler. */
+  payload?: unknown;
+  /** Makes scheduling idempotent: the same key replaces the task instead of adding one. */
+  key?: string;
+  /** ms; see TaskOptions.timeout */
+  timeout?: number;
+  /** see TaskOptions.retry */
+  retry?: RetryOptions | number;
+}
+
+/** Options a stored task or job keeps with it, as JSON. */
+interface StoredOptions {
+  timeout?: number;
+  retry?: RetryOptions;
+  overlap?: 'skip' | 'allow';
+  misfire?: 'once' | 'skip' | 'all';
+}
+
+/** What the runner needs from its scheduler. @internal */
+export interface DurableHost {
+  readonly clock: Clock;
+  readonly workers: number;
+  enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task;
+  settings(name: string, timeout: number, observer: TaskObserver): TaskSettings;
+  report(error: unknown, name: string): void;
+}
+
+const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
+const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
+// How many occurrences misfire 'all' inserts at once; the rest follow on the next claim.
+const MAX_CATCH_UP = 1_000;
+
+/**
+ * Moves durable work between a store and the scheduler's worker pool:
+ * claims due tasks under a lease, runs them as ordinary in-memory tasks,
+ * renews their leases while they run, and records how they ended.
+ * @internal
+ */
+export class DurableRunner implements TaskObserver {
+  readonly #store: Store;
+  readonly #host: DurableHost;
+  readonly #handlers = new Map<string, Handler>();
+  readonly #owner = randomUUID();
+  readonly #lease: number;
+  readonly #poll: number;
+  /** Claimed tasks by stored id, and the other way round. */
+  readonly #byId = new Map<number, Task>();
+  readonly #claims = new Map<Task, ClaimedTask>();
+  #started: Promise<void> | undefined = undefined;
+  #closed = false;
+  #timer: unknown = undefined;
+  #timerAt = Infinity;
+  #renewTimer: unknown = undefined;
+  #ticking = false;
+  #tickAgain = false;
+  /** Writes to the store still in flight, so close() can wait for them. */
+  #writes = new Set<Promise<unknown>>();
+  #failures = 0;
+
+  constructor(store: Store, host: DurableHost, options: { lease: number; poll: number }) {
+    this.#store = store;
+    this.#host = host;
+    this.#lease = options.lease;
+    this.#poll = options.poll;
+  }
+
+  define(name: string, handler: Handler): void {
+    if (typeof name !== 'string' || name === '') throw new TypeError(`Expected the handler name to be a non-empty string, got ${describe(name)}`);
+    if (typeof handler !== 'function') throw new TypeError(`Expected the handler for "${name}" to be a function, got ${describe(handler)}`);
+    this.#handlers.set(name, handler);
+  }
+
+  /** Migrates, recovers and starts claiming; idempotent. */
+  start(): Promise<void> {
+    this.#started ??= (async () => {
+      await this.#store.migrate();
+      await this.#store.recover?.();
+      await this.#store.subscribe((runAt) => this.#wakeAt(runAt), (id) => this.#cancelLocal(id));
+      this.#renewTimer = this.#host.clock.setTimer(this.#renew, this.#lease / 3);
+      this.#tick();
+    })();
+    return this.#started;
+  }
+
+  get started(): boolean {
+    return this.#started !== undefined;
+  }
+
+  /** Claimed tasks being run by this process. */
+  get inFlight(): number {
+    return this.#claims.size;
+  }
+
+  /** Validates at once (throwing at the call), then resolves when the store has committed. */
+  schedule(runAt: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
+    this.#assertHandler(name);
+    const { payload, key, stored } = this.#parse(options, TASK_KEYS, 'durable task');
+    const write = this.#store.addTask({
+      name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
+    });
+    return write.then((row) => {
+      this.#wakeAt(runAt);
+      return row;
+    });
+  }
+
+  addJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob> {
+    this.#assertHandler(name);
+    const { payload, key, stored } = this.#parse(options, JOB_KEYS, 'durable job');
+    if (bounds.jitter !== 0) throw new TypeError('jitter() is not supported for stored jobs');
+    const write = this.#store.addJob({
+      key: key ?? `job:${randomUUID()}`,
+      name,
+      payload,
+      rule: ruleToJson(plan.rule),
+      nextRunAt: plan.first ?? null,
+      remaining: bounds.times === Infinity ? null : bounds.times,
+      until: bounds.until === Infinity ? null : bounds.until,
+      options: JSON.stringify(stored),
+    });
+    return write.then((row) => {
+      if (plan.first !== undefined) this.#wakeAt(plan.first);
+      return row;
+    });
+  }
+
+  async cancel(id: number): Promise<boolean> {
+    const cancelled = await this.#store.cancel(id);
+    this.#cancelLocal(id);
+    return cancelled;
+  }
+
+  cancelJob(key: string): Promise<boolean> {
+    return this.#store.cancelJob(key);
+  }
+
+  getTask(id: number): Promise<StoredTask | undefined> {
+    return this.#store.getTask(id);
+  }
+
+  listTasks(filter: TaskFilter): Promise<StoredTask[]> {
+    return this.#store.listTasks(filter);
+  }
+
+  /** Stops claiming and renewing; from now on a cancelled claim goes back to waiting. */
+  stop(): void {
+    this.#closed = true;
+    this.#disarm();
+    if (this.#renewTimer !== undefined) this.#host.clock.clearTimer(this.#renewTimer);
+  }
+
+  /** After `stop()`: waits for running tasks and their writes, then closes the store. */
+  async close(idle: Promise<void>): Promise<void> {
+    await idle;
+    await Promise.allSettled([...this.#writes]);
+    await this.#store.close();
+  }
+
+  /** TaskObserver: a claimed task reached its final state in memory; write it down. */
+  settled(task: Task, state: State, outcome: unknown): void {
+    const claim = this.#claims.get(task);
+    if (claim === undefined) return;
+    this.#claims.delete(task);
+    this.#byId.delete(claim.id);
+    this.#write(this.#record(claim, state, outcome));
+    this.#tick();
+  }
+
+  #record(claim: ClaimedTask, state: State, outcome: unknown): Promise<void> {
+    const store = this.#store;
+    if (state === State.Succeeded) return store.complete(this.#owner, claim.id, 'succeeded', null);
+    // Cancelled because this process is shutting down: the work is not done, hand it back.
+    if (state === State.Cancelled && this.#closed) return store.release(this.#owner, claim.id);
+    if (state === State.Cancelled) return store.complete(this.#owner, claim.id, 'cancelled', errorText(outcome));
+    const options = JSON.parse(claim.options) as StoredOptions;
+    if (options.retry !== undefined && claim.attempts < claim.maxAttempts) {
+      const runAt = this.#host.clock.now() + retryDelay(toRetryPolicy(options.retry), claim.attempts);
+      return store.retry(this.#owner, claim.id, runAt, errorText(outcome));
+    }
+    this.#host.report(outcome, claim.name);
+    return store.complete(this.#owner, claim.id, state === State.TimedOut ? 'timed-out' : 'failed', errorText(outcome));
+  }
+
+  #write(promise: Promise<unknown>): void {
+    const tracked = promise.catch((error: unknown) => this.#host.report(error, 'store'));
+    this.#writes.add(tracked);
+    void tracked.finally(() => this.#writes.delete(tracked));
+  }
+
+  /** Claims what the pool can take, then sleeps until the next due time (or the poll interval). */
+  #tick = (): void => {
+    if (this.#closed || this.#started === undefined) return;
+    if (this.#ticking) {
+      this.#tickAgain = true;
+      return;
+    }
+    this.#ticking = true;
+    this.#disarm();
+    void this.#claim().then((delay) => {
+      this.#ticking = false;
+      if (this.#tickAgain) {
+        this.#tickAgain = false;
+        return this.#tick();
+      }
+      this.#arm(delay);
+    });
+  };
+
+  /** One claim round; resolves with how long to sleep. */
+  async #claim(): Promise<number> {
+    const clock = this.#host.clock;
+    try {
+      const workers = this.#host.workers;
+      const free = workers === Infinity ? 64 : workers - this.#claims.size;
+      if (free > 0) {
+        const now = clock.now();
+        const claimed = await this.#store.claim(this.#owner, now, this.#lease, free, advanceJob);
+        for (const claim of claimed) this.#dispatch(claim);
+        // A full batch suggests more is due: claim again at once.
+        if (claimed.length === free) return 0;
+      }
+      this.#failures = 0;
+      const next = await this.#store.nextDue();
+      const wait = next === undefined ? this.#poll : next - clock.now();
+      return Math.max(0, Math.min(wait, this.#poll));
+    } catch (error) {
+      // The database went away: keep the scheduler alive and retry with backoff.
+      this.#host.report(error, 'store');
+      this.#failures++;
+      return Math.min(this.#poll, 100 * 2 ** Math.min(this.#failures, 10));
+    }
+  }
+
+  #dispatch(claim: ClaimedTask): void {
+    const handler = this.#handlers.get(claim.name);
+    const options = JSON.parse(claim.options) as StoredOptions;
+    const payload: unknown = JSON.parse(claim.payload);
+    const fn: TaskFunction = handler === undefined
+      ? () => {
+        throw new UnknownHandlerError(claim.name);
+      }
+      : (ctx) => handler(durableContext(ctx, claim), payload);
+    const task = this.#host.enqueue(claim.runAt, fn, this.#host.settings(claim.name, options.timeout ?? Infinity, this));
+    this.#claims.set(task, claim);
+    this.#byId.set(claim.id, task);
+  }
+
+  #renew = (): void => {
+    if (this.#closed) return;
+    const ids = [...this.#byId.keys()];
+    const until = this.#host.clock.now() + this.#lease;
+    const renewal = ids.length === 0 ? Promise.resolve([]) : this.#store.renew(this.#owner, ids, until);
+    this.#write(renewal.then((lost) => {
+      // Another process owns these now (our lease expired) or they were cancelled: stop them here.
+      for (const id of lost) this.#cancelLocal(id);
+    }));
+    this.#renewTimer = this.#host.clock.setTimer(this.#renew, this.#lease / 3);
+  };
+
+  #cancelLocal(id: number): void {
+    this.#byId.get(id)?.cancel();
+  }
+
+  #wakeAt(runAt: number): void {
+    if (this.#closed || this.#started === undefined) return;
+    if (this.#ticking) {
+      this.#tickAgain = true;
+      return;
+    }
+    if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - this.#host.clock.now()));
+  }
+
+  #arm(delay: number): void {
+    this.#disarm();
+    if (this.#closed) return;
+    this.#timerAt = this.#host.clock.now() + delay;
+    this.#timer = this.#host.clock.setTimer(this.#tick, delay);
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) this.#host.clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+  }
+
+  #assertHandler(name: string): void {
+    if (!this.#handlers.has(name)) throw new UnknownHandlerError(name);
+  }
+
+  #parse(options: object | undefined, keys: ReadonlySet<string>, what: string) {
+    const given = (options ?? {}) as DurableTaskOptions & { overlap?: string; misfire?: string; name?: string };
+    for (const key in given) {
+      if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
+    }
+    const { payload, key, timeout, retry, overlap, misfire } = given;
+    if (key !== undefined && (typeof key !== 'string' || key === '')) throw new TypeError(`Expected \`key\` to be a non-empty string, got ${describe(key)}`);
+    if (timeout !== undefined) assertDuration(timeout, 'timeout', 1);
+    if (overlap !== undefined && overlap !== 'skip' && overlap !== 'allow') {
+      throw new RangeError(`Expected \`overlap\` of a stored job to be 'skip' or 'allow', got ${describe(overlap)}`);
+    }
+    if (misfire !== undefined && misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
+      throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
+    }
+    const stored: StoredOptions = {
+      timeout,
+      retry: retry === undefined ? undefined : storable(toRetryPolicy(retry)),
+      overlap: overlap as StoredOptions['overlap'],
+      misfire: misfire as StoredOptions['misfire'],
+    };
+    return { payload: toPayload(payload), key: key ?? null, stored };
+  }
+}
+
+/** A retry policy as JSON can hold it: JSON has no Infinity, so the default is left out. */
+function storable(policy: RetryPolicy): RetryOptions {
+  return policy.maxDelay === Infinity ? { ...policy, maxDelay: undefined } : policy;
+}
+
+/** The context a handler sees: the run's, with the stored attempt count and due time. */
+function durableContext(ctx: TaskContext, claim: ClaimedTask): TaskContext {
+  return {
+    get signal() {
+      return ctx.signal;
+    },
+    scheduledAt: new Date(claim.runAt),
+    startedAt: ctx.startedAt,
+    attempt: claim.attempts,
+    name: claim.name,
+  };
+}
+
+function errorText(error: unknown): string {
+  if (error instanceof Error) return error.stack ?? `${error.name}: ${error.message}`;
+  return String(error);
+}
+
+/**
+ * Which occurrences of a due job to insert, and its next due time, by its
+ * misfire policy: the same rules as in-memory jobs. `running` says an
+ * occurrence is still running under a live lease (overlap 'skip').
+ */
+export function advanceJob(job: DueJob, now: number, running = false): JobAdvance {
+  const rule = ruleFromJson(job.rule);
+  const options = JSON.parse(job.options) as StoredOptions;
+  const misfire = options.misfire ?? 'once';
+  let occurrences: number[] = [];
+  let next: number | undefined;
+  const following = rule.next(job.nextRunAt);
+  const missed = following !== undefined && following <= now;
+  if (!missed) {
+    occurrences.push(job.nextRunAt);
+    next = following;
+  } else if (misfire === 'all') {
+    let at: number | undefined = job.nextRunAt;
+    while (at !== undefined && at <= now && occurrences.length < MAX_CATCH_UP) {
+      occurrences.push(at);
+      at = rule.next(at);
+    }
+    next = at;
+  } else {
+    if (misfire === 'once') occurrences.push(job.nextRunAt);
+    next = rule.next(now);
+  }
+  if (running && (options.overlap ?? 'skip') === 'skip') occurrences = [];
+  if (job.until !== null) {
+    occurrences = occurrences.filter((at) => at <= job.until!);
+    if (next !== undefined && next > job.until) next = undefined;
+  }
+  let remaining = job.remaining;
+  if (remaining !== null) {
+    occurrences = occurrences.slice(0, remaining);
+    remaining -= occurrences.length;
+    if (remaining === 0) next = undefined;
+  }
+  return { occurrences, nextRunAt: next ?? null, remaining };
+}

@@ -1,0 +1,7 @@
+/**
+ * `import { sqliteStore } from 'taskheap/sqlite'`: durable schedules for one
+ * process. Needs the optional peer dependency `better-sqlite3`.
+ * @module
+ */
+export { sqliteStore } from './sqlite-store.js';
+export type { SqliteStoreOptions } from './sqlite-store.js';

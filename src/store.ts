@@ -1,0 +1,209 @@
+import { CalendarRule } from './calendar.js';
+import { CronRule } from './cron.js';
+import { TaskheapError } from './errors.js';
+import { IntervalRule, type Rule } from './rule.js';
+import { describe } from './validate.js';
+
+/** The life of a stored task. */
+export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
+
+/** A task as the store keeps it; what `scheduler.getTask(id)` returns. */
+export interface StoredTask {
+  id: number;
+  /** The handler name given to `define()`. */
+  name: string;
+  key: string | null;
+  payload: unknown;
+  state: StoredState;
+  /** Runs started so far. */
+  attempts: number;
+  maxAttempts: number;
+  runAt: Date;
+  lastError: string | null;
+  /** The recurring job this is an occurrence of, and the occurrence's time. */
+  jobKey: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** A recurring job as the store keeps it. */
+export interface StoredJob {
+  key: string;
+  name: string;
+  payload: unknown;
+  state: 'scheduled' | 'paused' | 'done' | 'cancelled';
+  nextRunAt: Date | null;
+  runs: number;
+}
+
+/** What is written when a task is scheduled. */
+export interface NewTask {
+  name: string;
+  key: string | null;
+  payload: string;
+  runAt: number;
+  maxAttempts: number;
+  options: string;
+}
+
+/** What is written when a recurring job is registered. */
+export interface NewJob {
+  key: string;
+  name: string;
+  payload: string;
+  rule: string;
+  nextRunAt: number | null;
+  remaining: number | null;
+  until: number | null;
+  options: string;
+}
+
+/** A task a process has claimed: it holds the lease until `complete` or `retry`. */
+export interface ClaimedTask {
+  id: number;
+  name: string;
+  payload: string;
+  attempts: number;
+  maxAttempts: number;
+  runAt: number;
+  options: string;
+}
+
+/** A recurring job due for its next occurrence. */
+export interface DueJob {
+  key: string;
+  name: string;
+  payload: string;
+  rule: string;
+  nextRunAt: number;
+  remaining: number | null;
+  until: number | null;
+  options: string;
+}
+
+/** What `materialize` decides for one due job. */
+export interface JobAdvance {
+  /** occurrence times to insert as tasks */
+  occurrences: number[];
+  nextRunAt: number | null;
+  remaining: number | null;
+}
+
+/** Filters of `scheduler.listTasks()`. */
+export interface TaskFilter {
+  state?: StoredState;
+  name?: string;
+  jobKey?: string;
+  /** @default 100 */
+  limit?: number;
+}
+
+/**
+ * Where durable work lives. taskheap ships two: `sqliteStore` (one process)
+ * and `postgresStore` (many processes). Every method is one transaction.
+ */
+export interface Store {
+  /** ms a claim lasts without renewal (default 30 s). */
+  readonly lease?: number;
+  /** ms between checks for work when nothing wakes the process (default 5 s). */
+  readonly poll?: number;
+  /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */
+  migrate(): Promise<void>;
+  /** Inserts a task, or replaces the one with the same key unless it is running. */
+  addTask(task: NewTask): Promise<StoredTask>;
+  /** Inserts or updates (by key) a recurring job. */
+  addJob(job: NewJob): Promise<StoredJob>;
+  /**
+   * Turns due recurring jobs into occurrence tasks (once per job and time,
+   * whichever process gets there first), then claims up to `limit` due
+   * waiting tasks, and running ones whose lease expired, for `owner`.
+   */
+  claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): Promise<ClaimedTask[]>;
+  /** The earliest time any waiting task or scheduled job is due. */
+  nextDue(): Promise<number | undefined>;
+  /** Extends the leases of `ids` still held by `owner`; returns the ids no longer held. */
+  renew(owner: string, ids: number[], until: number): Promise<number[]>;
+  /** Records the final state of a claimed task (ignored if the lease was lost). */
+  complete(owner: string, id: number, state: 'succeeded' | 'failed' | 'timed-out' | 'cancelled', error: string | null): Promise<void>;
+  /** Puts a claimed task back to waiting, due at `runAt`. */
+  retry(owner: string, id: number, runAt: number, error: string): Promise<void>;
+  /** Gives a claimed task back, unrun: waiting again, the claim's attempt not counted. */
+  release(owner: string, id: number): Promise<void>;
+  /** Cancels a waiting or running task; true if it was. Running ones are told through `onCancel`. */
+  cancel(id: number): Promise<boolean>;
+  /** Cancels a recurring job and its waiting occurrences. */
+  cancelJob(key: string): Promise<boolean>;
+  getTask(id: number): Promise<StoredTask | undefined>;
+  listTasks(filter: TaskFilter): Promise<StoredTask[]>;
+  /**
+   * Calls `onWake` when another process adds work due at a time (so a sleeping
+   * process can re-arm), and `onCancel` when a task is cancelled anywhere.
+   */
+  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void>;
+  /** Returns running tasks of a previous life of this store to waiting (single-process stores). */
+  recover?(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The schema version this library writes. */
+export const SCHEMA_VERSION = 1;
+
+/** A database written by a newer taskheap: refusing it beats corrupting it. */
+export class SchemaVersionError extends TaskheapError {
+  readonly found: number;
+
+  constructor(found: number) {
+    super(`The taskheap schema in this database is version ${found}, newer than this library's ${SCHEMA_VERSION}; upgrade taskheap`, 'ERR_SCHEMA_TOO_NEW');
+    this.found = found;
+  }
+}
+
+/** A task or job names a handler that `define()` never registered. */
+export class UnknownHandlerError extends TaskheapError {
+  constructor(name: string) {
+    super(`No handler named "${name}"; call scheduler.define("${name}", handler) first`, 'ERR_UNKNOWN_HANDLER');
+  }
+}
+
+/** Serialises a payload, or throws a TypeError saying why it cannot be stored. */
+export function toPayload(payload: unknown): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(payload ?? null, (_key, value: unknown) => {
+      if (typeof value === 'bigint' || typeof value === 'function' || typeof value === 'symbol') {
+        throw new TypeError(`a ${typeof value} is not JSON`);
+      }
+      return value;
+    });
+  } catch (error) {
+    throw new TypeError(`Expected \`payload\` to be JSON-serialisable: ${(error as Error).message}`);
+  }
+  if (json === undefined) throw new TypeError(`Expected \`payload\` to be JSON-serialisable, got ${describe(payload)}`);
+  return json;
+}
+
+/** A rule as stored: enough to rebuild it in any process. */
+type RuleSpec =
+  | { type: 'interval'; start: number; interval: number }
+  | { type: 'cron'; expression: string; zone: string }
+  | { type: 'calendar'; zone: string; anchor: number; unit: 'day' | 'week'; every: number; weekdays?: number[]; hour: number; minute: number; second: number };
+
+/** Serialises one of taskheap's rules. */
+export function ruleToJson(rule: Rule): string {
+  let spec: RuleSpec;
+  if (rule instanceof IntervalRule) spec = { type: 'interval', start: rule.start, interval: rule.interval };
+  else if (rule instanceof CronRule) spec = { type: 'cron', expression: rule.expression, zone: rule.zone };
+  else if (rule instanceof CalendarRule) {
+    const { zone, anchor, unit, every, weekdays, hour, minute, second } = rule;
+    spec = { type: 'calendar', zone, anchor, unit, every, weekdays: weekdays === undefined ? undefined : [...weekdays], hour, minute, second };
+  } else throw new TypeError('Only every() and cron() rules can be stored');
+  return JSON.stringify(spec);
+}
+
+/** Rebuilds a rule written by `ruleToJson`. */
+export function ruleFromJson(json: string): Rule {
+  const spec = JSON.parse(json) as RuleSpec;
+  if (spec.type === 'interval') return new IntervalRule(spec.start, spec.interval);
+  if (spec.type === 'cron') return new CronRule(spec.expression, spec.zone);
+  return new CalendarRule(spec);
+}
