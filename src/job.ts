@@ -31,7 +31,8 @@ export interface JobHost {
   /** queue an occurrence, exempt from maxPending (the job was already accepted) */
   enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task;
   skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void;
-  finished(job: Job): void;
+  /** the job will plan no more occurrences; `signal` is the one it was created with */
+  finished(job: Job, signal: AbortSignal | undefined): void;
 }
 
 let nextJobId = 1;
@@ -185,7 +186,7 @@ export class Job implements TaskObserver {
     this.#state = 'cancelled';
     this.#unplan();
     this.#queued = 0;
-    if (!wasDone) this.#host.finished(this);
+    if (!wasDone) this.#host.finished(this, this.#plan.signal);
     return true;
   }
 
@@ -197,7 +198,7 @@ export class Job implements TaskObserver {
       this.#next = undefined;
       if (this.#state === 'scheduled') {
         this.#state = 'done';
-        this.#host.finished(this);
+        this.#host.finished(this, this.#plan.signal);
       }
       return;
     }

@@ -160,24 +160,17 @@ export class Scheduler implements TaskOwner, JobFactory {
   #jobs = new Set<Job>();
   #jobHost: JobHost = {
     now: () => this.#clock.now(),
-    enqueue: (time, fn, settings) => {
-      const task = new Task(nextId++, time, fn, settings);
-      this.#enqueue(task);
-      return task;
-    },
+    enqueue: (time, fn, settings) => this.#push(time, fn, settings),
     skipped: (job, scheduledAt, reason) => {
       if (this.#events.has('skip')) this.#events.emit('skip', { job, scheduledAt: new Date(scheduledAt), reason });
     },
-    finished: (job) => {
+    finished: (job, signal) => {
       this.#jobs.delete(job);
-      const signal = this.#jobSignals.get(job);
-      if (signal !== undefined) {
-        this.#jobSignals.delete(job);
-        this.#signals.delete(signal, job);
-      }
+      if (signal !== undefined) this.#signals.delete(signal, job);
     },
   };
-  #jobSignals = new Map<Job, AbortSignal>();
+  /** Claims durable work from the store, when there is one. */
+  #runner: DurableRunner | undefined = undefined;
   /** Shared by every task scheduled without options. */
   #defaults: TaskSettings = { owner: this, name: undefined, timeout: Infinity, retry: undefined, signal: undefined, observer: undefined };
   #clock: Clock;
@@ -238,8 +231,6 @@ export class Scheduler implements TaskOwner, JobFactory {
     }
   }
 
-  #runner: DurableRunner | undefined = undefined;
-
   #durableHost() {
     const owner = this;
     return {
@@ -247,11 +238,7 @@ export class Scheduler implements TaskOwner, JobFactory {
       get workers() {
         return owner.#workers;
       },
-      enqueue: (time: number, fn: TaskFunction, settings: TaskSettings) => {
-        const task = new Task(nextId++, time, fn, settings);
-        this.#enqueue(task);
-        return task;
-      },
+      enqueue: (time: number, fn: TaskFunction, settings: TaskSettings) => this.#push(time, fn, settings),
       settings: (name: string, timeout: number, observer: TaskObserver): TaskSettings =>
         ({ owner: this, name, timeout, retry: undefined, signal: undefined, observer }),
       report: (error: unknown) => this.#safeOnError(error, { task: undefined, name: undefined, attempt: 0 }),
@@ -430,10 +417,7 @@ export class Scheduler implements TaskOwner, JobFactory {
     const job = new Job(this.#jobHost, fn, { ...plan, ...bounds, jitter, overlap, misfire, settings, signal });
     if (job.state === 'scheduled') {
       this.#jobs.add(job);
-      if (signal !== undefined) {
-        this.#jobSignals.set(job, signal);
-        this.#signals.add(signal, job);
-      }
+      if (signal !== undefined) this.#signals.add(signal, job);
     }
     return job;
   }
@@ -620,8 +604,14 @@ export class Scheduler implements TaskOwner, JobFactory {
     if (this.#queue.size >= this.#maxPending) throw new QueueFullError(this.#maxPending);
     const signal = settings.signal;
     if (signal?.aborted) throw signal.reason;
-    const task = new Task(nextId++, time, fn, settings);
+    const task = this.#push(time, fn, settings);
     if (signal !== undefined) this.#signals.add(signal, task);
+    return task;
+  }
+
+  /** A new task into the heap, past every check: jobs and the store's claims land here too. */
+  #push(time: number, fn: TaskFunction, settings: TaskSettings): Task {
+    const task = new Task(nextId++, time, fn, settings);
     this.#enqueue(task);
     return task;
   }
