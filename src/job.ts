@@ -62,6 +62,7 @@ export class Job implements TaskObserver {
   /** Occurrences in progress (running, or waiting to retry). */
   #inFlight = new Set<Task>();
   #queued = 0;
+  #pausedAt: number | undefined = undefined;
   #runs = 0;
   #scheduledRuns = 0;
   #failures = 0;
@@ -80,6 +81,15 @@ export class Job implements TaskObserver {
   /** The `name` option, if any. */
   get name(): string | undefined {
     return this.#settings.name;
+  }
+
+  /**
+   * The rule the job follows: a `CronRule` (its `expression`), a
+   * `CalendarRule`, or an `IntervalRule`; `once()` jobs have a rule with no
+   * further occurrences.
+   */
+  get rule(): Rule {
+    return this.#plan.rule;
   }
 
   /** `scheduled`, `paused`, `done` (no occurrences left) or `cancelled`. */
@@ -142,6 +152,7 @@ export class Job implements TaskObserver {
   pause(): boolean {
     if (this.#state !== 'scheduled') return false;
     this.#state = 'paused';
+    this.#pausedAt = this.#nextAt;
     this.#unplan();
     return true;
   }
@@ -153,7 +164,11 @@ export class Job implements TaskObserver {
   resume(): boolean {
     if (this.#state !== 'paused') return false;
     this.#state = 'scheduled';
-    this.#planAt(this.#plan.rule.next(this.#host.now()));
+    const now = this.#host.now();
+    // The occurrence that was next when paused still stands if it has not
+    // passed: a rule cannot always recompute it (once(), immediately()).
+    const pausedAt = this.#pausedAt;
+    this.#planAt(pausedAt !== undefined && pausedAt > now ? pausedAt : this.#plan.rule.next(now));
     return true;
   }
 

@@ -261,3 +261,36 @@ describe('jitter and retry inside a job', () => {
     expect(scheduler.running).toBe(0);
   });
 });
+
+describe('pause and resume keep a pending occurrence the rule cannot recompute', () => {
+  it('a paused once() job still runs at its time after resume', async () => {
+    const { clock, scheduler } = setup();
+    let runs = 0;
+    const job = scheduler.once(START + 10 * MINUTE).run(() => void runs++);
+    job.pause();
+    await clock.advance(MINUTE);
+    job.resume();
+    expect(job.nextRunAt).toEqual(new Date(START + 10 * MINUTE));
+    await clock.advance(10 * MINUTE);
+    expect(runs).toBe(1);
+    expect(job.state).toBe('done');
+  });
+
+  it('a once() job whose time passed during the pause does not run', async () => {
+    const { clock, scheduler } = setup();
+    let runs = 0;
+    const job = scheduler.once(START + MINUTE).run(() => void runs++);
+    job.pause();
+    await clock.advance(2 * MINUTE);
+    job.resume();
+    await clock.advance(MINUTE);
+    expect(runs).toBe(0);
+    expect(job.state).toBe('done');
+  });
+
+  it('exposes its rule', () => {
+    const { scheduler } = setup();
+    const job = scheduler.cron('0 9 * * MON-FRI').run(() => {});
+    expect((job.rule as { expression?: string }).expression).toBe('0 9 * * MON-FRI');
+  });
+});

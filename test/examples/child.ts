@@ -1,0 +1,55 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root: examples are run from there, as the README shows. */
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+export interface ChildResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  /** Wall time from spawn to exit, in ms. */
+  ms: number;
+}
+
+/**
+ * Runs `node --import tsx <file> ...args` from the repository root, feeding
+ * `input` to stdin (then closing it). Rejects if it outlives `timeout`.
+ */
+export function runExample(
+  file: string,
+  { args = [], input, env = {}, timeout = 10_000 }: { args?: string[]; input?: string; env?: Record<string, string>; timeout?: number } = {},
+): Promise<ChildResult> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(process.execPath, ['--import', 'tsx', file, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${file} did not exit within ${timeout} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`));
+    }, timeout);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, ms: performance.now() - started });
+    });
+    if (input !== undefined) child.stdin.end(input);
+    else child.stdin.end();
+  });
+}
+
+/** Lines of output, without the trailing empty one. */
+export function lines(text: string): string[] {
+  return text.split('\n').filter((line, index, all) => line !== '' || index < all.length - 1);
+}
