@@ -18,6 +18,6 @@ export type { CalendarRuleOptions } from './calendar.js';
 export { IntervalRule } from './rule.js';
 export type { Rule } from './rule.js';
 export { SchemaVersionError, UnknownHandlerError } from './store.js';
-export type { Store, StoredTask, StoredJob, StoredState, TaskFilter } from './store.js';
+export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance } from './store.js';
 export type { Handler, DurableTaskOptions } from './durable-runner.js';
 export type { StoredJobOptions } from './every.js';

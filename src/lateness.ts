@@ -1,7 +1,10 @@
 /** Lateness percentiles reported by `scheduler.stats()`, in milliseconds. */
 export interface Lateness {
+  /** Median lateness of recent runs. */
   p50: number;
+  /** 99th percentile lateness of recent runs. */
   p99: number;
+  /** The latest any run has started. */
   max: number;
 }
 

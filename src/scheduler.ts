@@ -58,7 +58,9 @@ export interface SchedulerOptions {
 export interface ErrorInfo {
   /** The failed task; undefined for an error of the store (a lost database connection). */
   task: Task | undefined;
+  /** The task's `name` option. */
   name: string | undefined;
+  /** The attempt that failed (1 for the first run); 0 for store errors. */
   attempt: number;
 }
 
@@ -86,10 +88,15 @@ export interface SchedulerStats {
   running: number;
   /** Pending tasks already due, waiting for a free worker. */
   waiting: number;
+  /** The pool size. */
   workers: number;
+  /** Tasks that succeeded, since the scheduler was created. */
   succeeded: number;
+  /** Tasks that failed for good (after their retries). */
   failed: number;
+  /** Tasks whose last attempt timed out. */
   timedOut: number;
+  /** Tasks cancelled before or while running (including by `close()`). */
   cancelled: number;
   /** How late runs started (ms), over the last 1,024 runs; `max` over all. */
   lateness: Lateness;
@@ -97,19 +104,29 @@ export interface SchedulerStats {
 
 /** Events of a scheduler and the arguments their listeners receive. */
 export interface SchedulerEvents {
+  /** A run started. */
   start: [task: Task];
+  /** A task succeeded, with its value. */
   success: [task: Task, value: unknown];
+  /** A task failed for good, with its last error. */
   failure: [task: Task, error: unknown];
+  /** A run failed and will be retried after `delay` ms. */
   retry: [task: Task, error: unknown, delay: number];
+  /** A task was cancelled (pending, or running and then gave up). */
   cancel: [task: Task, reason: unknown];
+  /** A job occurrence did not run (overlap or misfire policy). */
   skip: [info: SkipInfo];
+  /** Nothing is pending or running any more. */
   idle: [];
 }
 
 /** Why a job occurrence did not run (the `skip` event). */
 export interface SkipInfo {
+  /** The job whose occurrence was skipped. */
   job: Job;
+  /** When the skipped occurrence was due. */
   scheduledAt: Date;
+  /** `overlap`: the previous run was still going; `misfire`: whole periods were missed. */
   reason: 'overlap' | 'misfire';
 }
 
@@ -434,6 +451,7 @@ export class Scheduler implements TaskOwner, JobFactory {
     return this.#workers;
   }
 
+  /** Resizes the pool; throws a RangeError for anything but an integer >= 1 or Infinity. */
   set workers(value: number) {
     assertWorkers(value);
     this.#workers = value;

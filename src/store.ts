@@ -9,75 +9,119 @@ export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'time
 
 /** A task as the store keeps it; what `scheduler.getTask(id)` returns. */
 export interface StoredTask {
+  /** The store's id, unique across processes. */
   id: number;
   /** The handler name given to `define()`. */
   name: string;
+  /** The idempotency key, if one was given. */
   key: string | null;
+  /** The payload, parsed from JSON. */
   payload: unknown;
+  /** Where the task is in its life. */
   state: StoredState;
   /** Runs started so far. */
   attempts: number;
+  /** Runs allowed in all (`retry.attempts`, or 1). */
   maxAttempts: number;
+  /** When it is (or was last) due; a retry moves it. */
   runAt: Date;
+  /** The error of the last failed run (its stack), if any. */
   lastError: string | null;
-  /** The recurring job this is an occurrence of, and the occurrence's time. */
+  /** The key of the recurring job this is an occurrence of. */
   jobKey: string | null;
+  /** When it was first stored. */
   createdAt: Date;
+  /** When it last changed. */
   updatedAt: Date;
 }
 
 /** A recurring job as the store keeps it. */
 export interface StoredJob {
+  /** The job's key (given, or generated when none was). */
   key: string;
+  /** The handler name. */
   name: string;
+  /** The payload every run receives. */
   payload: unknown;
+  /** `scheduled` while occurrences remain. */
   state: 'scheduled' | 'paused' | 'done' | 'cancelled';
+  /** When the next occurrence is due. */
   nextRunAt: Date | null;
+  /** Occurrences created so far. */
   runs: number;
 }
 
 /** What is written when a task is scheduled. */
 export interface NewTask {
+  /** The handler name. */
   name: string;
+  /** The idempotency key, or null. */
   key: string | null;
+  /** The payload as JSON text. */
   payload: string;
+  /** When it is due, epoch ms. */
   runAt: number;
+  /** Runs allowed in all. */
   maxAttempts: number;
+  /** Timeout and retry policy as JSON text. */
   options: string;
 }
 
 /** What is written when a recurring job is registered. */
 export interface NewJob {
+  /** The job key (unique). */
   key: string;
+  /** The handler name. */
   name: string;
+  /** The payload as JSON text. */
   payload: string;
+  /** The rule as JSON text (see `ruleToJson`). */
   rule: string;
+  /** The first occurrence, epoch ms, or null if none. */
   nextRunAt: number | null;
+  /** Occurrences left (`times`), or null for no limit. */
   remaining: number | null;
+  /** No occurrence after this, epoch ms, or null. */
   until: number | null;
+  /** Timeout, retry, overlap and misfire as JSON text. */
   options: string;
 }
 
 /** A task a process has claimed: it holds the lease until `complete` or `retry`. */
 export interface ClaimedTask {
+  /** The store id. */
   id: number;
+  /** The handler name. */
   name: string;
+  /** The payload as JSON text. */
   payload: string;
+  /** Runs started, this claim included. */
   attempts: number;
+  /** Runs allowed in all. */
   maxAttempts: number;
+  /** When it was due, epoch ms. */
   runAt: number;
+  /** Timeout and retry policy as JSON text. */
   options: string;
 }
 
 /** A recurring job due for its next occurrence. */
 export interface DueJob {
+  /** The job key. */
   key: string;
+  /** The handler name. */
   name: string;
+  /** The payload as JSON text. */
   payload: string;
+  /** The rule as JSON text. */
   rule: string;
+  /** The due occurrence, epoch ms. */
   nextRunAt: number;
+  /** Occurrences left, or null for no limit. */
   remaining: number | null;
+  /** No occurrence after this, epoch ms, or null. */
   until: number | null;
+  /** Timeout, retry, overlap and misfire as JSON text. */
   options: string;
 }
 
@@ -85,15 +129,21 @@ export interface DueJob {
 export interface JobAdvance {
   /** occurrence times to insert as tasks */
   occurrences: number[];
+  /** The job's next occurrence after these, or null when it is done. */
   nextRunAt: number | null;
+  /** Occurrences left after these, or null for no limit. */
   remaining: number | null;
 }
 
 /** Filters of `scheduler.listTasks()`. */
 export interface TaskFilter {
+  /** Only tasks in this state. */
   state?: StoredState;
+  /** Only tasks of this handler. */
   name?: string;
+  /** Only occurrences of this recurring job. */
   jobKey?: string;
+  /** At most this many. */
   /** @default 100 */
   limit?: number;
 }
@@ -133,7 +183,9 @@ export interface Store {
   cancel(id: number): Promise<boolean>;
   /** Cancels a recurring job and its waiting occurrences. */
   cancelJob(key: string): Promise<boolean>;
+  /** One task by id. */
   getTask(id: number): Promise<StoredTask | undefined>;
+  /** Tasks matching `filter`, earliest first. */
   listTasks(filter: TaskFilter): Promise<StoredTask[]>;
   /**
    * Calls `onWake` when another process adds work due at a time (so a sleeping
@@ -142,6 +194,7 @@ export interface Store {
   subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void>;
   /** Returns running tasks of a previous life of this store to waiting (single-process stores). */
   recover?(): Promise<void>;
+  /** Releases connections and files. */
   close(): Promise<void>;
 }
 
@@ -150,6 +203,7 @@ export const SCHEMA_VERSION = 1;
 
 /** A database written by a newer taskheap: refusing it beats corrupting it. */
 export class SchemaVersionError extends TaskheapError {
+  /** The version found in the database. */
   readonly found: number;
 
   constructor(found: number) {
