@@ -1,0 +1,8 @@
+/**
+ * `import { postgresStore } from 'taskheap/postgres'`: durable schedules that
+ * many processes share through one PostgreSQL database. Needs the optional
+ * peer dependency `pg` (loaded on first use).
+ * @module
+ */
+export { postgresStore } from './postgres-store.js';
+export type { PostgresStoreOptions } from './postgres-store.js';

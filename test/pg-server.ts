@@ -1,0 +1,145 @@
+// A throwaway PostgreSQL server for tests and the store benchmark: initdb into
+// a temp dir, pg_ctl start on a free loopback port, and a database to use.
+// The server refuses to run as root, so as root every server command runs as
+// the `postgres` OS user (which owns the temp dir); as anyone else it runs as
+// that user.
+import { execFile } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+
+const run = promisify(execFile);
+
+/** A running (or stopped) throwaway server. */
+export interface PgServer {
+  readonly port: number;
+  readonly host: '127.0.0.1';
+  /** The database created for the caller. */
+  readonly database: string;
+  /** `postgres://postgres@127.0.0.1:<port>/<database>` */
+  readonly url: string;
+  /** Stops the server (`pg_ctl stop -m fast`: connections are terminated). */
+  stop(): Promise<void>;
+  /** Starts it again on the same port and data. */
+  start(): Promise<void>;
+  /** Stops the server and deletes its files. Idempotent. */
+  destroy(): Promise<void>;
+  /** The server's log, for failure messages. */
+  log(): string;
+}
+
+/** Where initdb and pg_ctl live: $PG_BIN, the newest /usr/lib/postgresql/N/bin, or PATH. */
+export function findPgBin(): string | undefined {
+  const candidates: string[] = [];
+  if (process.env.PG_BIN) candidates.push(process.env.PG_BIN);
+  const debian = '/usr/lib/postgresql';
+  if (existsSync(debian)) {
+    const versions = readdirSync(debian).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+    for (const version of versions) candidates.push(join(debian, version, 'bin'));
+  }
+  for (const dir of (process.env.PATH ?? '').split(':')) if (dir !== '') candidates.push(dir);
+  return candidates.find((dir) => existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl')));
+}
+
+export const NO_POSTGRES_MESSAGE =
+  'PostgreSQL server binaries (initdb, pg_ctl) were not found in $PG_BIN, /usr/lib/postgresql/*/bin or PATH. ' +
+  'Install them (Debian/Ubuntu: apt-get install -y postgresql) or set PG_BIN; .ci/run installs them in CI.';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Looks up the uid and gid of an OS user from /etc/passwd. */
+function osUser(name: string): { uid: number; gid: number } | undefined {
+  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith(`${name}:`));
+  if (line === undefined) return undefined;
+  const [, , uid, gid] = line.split(':');
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+/** Starts a fresh server. Throws with NO_POSTGRES_MESSAGE if there is none to start. */
+export async function startPgServer(options: { database?: string } = {}): Promise<PgServer> {
+  const bin = findPgBin();
+  if (bin === undefined) throw new Error(NO_POSTGRES_MESSAGE);
+  const database = options.database ?? 'taskheap_test';
+  const root = userInfo().uid === 0;
+  const dir = mkdtempSync(join(tmpdir(), 'taskheap-pg-'));
+  let as: ((file: string, args: string[]) => [string, string[]]) = (file, args) => [file, args];
+  if (root) {
+    const user = osUser('postgres');
+    if (user === undefined) throw new Error('Running as root, PostgreSQL needs an unprivileged OS user `postgres` to run the server as');
+    chownSync(dir, user.uid, user.gid);
+    as = (file, args) => ['runuser', ['-u', 'postgres', '--', file, ...args]];
+  }
+  const exec = async (tool: string, args: string[]) => {
+    const [file, argv] = as(join(bin, tool), args);
+    try {
+      return await run(file, argv, { cwd: dir, env: { ...process.env, LC_ALL: 'C', PGTZ: 'UTC' } });
+    } catch (error) {
+      const { stderr, stdout } = error as { stderr?: string; stdout?: string };
+      throw new Error(`${tool} ${args.join(' ')} failed: ${String(stderr ?? '')}${String(stdout ?? '')}\n${logText()}`);
+    }
+  };
+  const data = join(dir, 'data');
+  const logFile = join(dir, 'server.log');
+  const logText = () => (existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-4_000) : '');
+  await exec('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-sync']);
+  const port = await freePort();
+  const serverOptions = [
+    `-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off',
+    '-c full_page_writes=off', '-c max_connections=200', '-c shared_buffers=64MB', '-c timezone=UTC',
+  ].join(' ');
+  let running = false;
+  const start = async () => {
+    await exec('pg_ctl', ['-D', data, '-l', logFile, '-o', serverOptions, '-w', '-t', '60', 'start']);
+    running = true;
+  };
+  const stop = async () => {
+    if (!running) return;
+    await exec('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', '60', 'stop']);
+    running = false;
+  };
+  let destroyed = false;
+  const destroy = async () => {
+    if (destroyed) return;
+    destroyed = true;
+    try {
+      await stop();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  try {
+    await start();
+    const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE "${database.replace(/"/g, '""')}"`);
+    } finally {
+      await admin.end();
+    }
+  } catch (error) {
+    await destroy().catch(() => {});
+    throw error;
+  }
+  return {
+    port,
+    host: '127.0.0.1',
+    database,
+    url: `postgres://postgres@127.0.0.1:${port}/${database}`,
+    stop,
+    start,
+    destroy,
+    log: logText,
+  };
+}
