@@ -9,8 +9,17 @@ import {
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from './task.js';
 import { assertDuration, describe } from './validate.js';
 
+/** What a durable handler receives: the run's context plus the stored task's id. */
+export interface DurableContext extends TaskContext {
+  /**
+   * The stored task's id: the same on every delivery of the task, so a
+   * handler can use it to make its effects idempotent.
+   */
+  readonly id: number;
+}
+
 /** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
-export type Handler<P = any> = (ctx: TaskContext, payload: P) => unknown;
+export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
 
 /** Options of a durable `schedule(when, name, options)`. */
 export interface DurableTaskOptions {
@@ -68,6 +77,8 @@ export class DurableRunner implements TaskObserver {
   #timerAt = Infinity;
   #renewTimer: unknown = undefined;
   #ticking = false;
+  /** The claim round in flight, so close() can wait for it. */
+  #claiming: Promise<number> = Promise.resolve(0);
   #tickAgain = false;
   /** Writes to the store still in flight, so close() can wait for them. */
   #writes = new Set<Promise<unknown>>();
@@ -167,6 +178,7 @@ export class DurableRunner implements TaskObserver {
 
   /** After `stop()`: waits for running tasks and their writes, then closes the store. */
   async close(idle: Promise<void>): Promise<void> {
+    await this.#claiming;
     await idle;
     await Promise.allSettled([...this.#writes]);
     await this.#store.close();
@@ -212,7 +224,8 @@ export class DurableRunner implements TaskObserver {
     }
     this.#ticking = true;
     this.#disarm();
-    void this.#claim().then((delay) => {
+    this.#claiming = this.#claim();
+    void this.#claiming.then((delay) => {
       this.#ticking = false;
       if (this.#tickAgain) {
         this.#tickAgain = false;
@@ -231,6 +244,11 @@ export class DurableRunner implements TaskObserver {
       if (free > 0) {
         const now = clock.now();
         const claimed = await this.#store.claim(this.#owner, now, this.#lease, free, advanceJob);
+        // close() came while the claim was on its way: hand the work straight back.
+        if (this.#closed) {
+          for (const claim of claimed) this.#write(this.#store.release(this.#owner, claim.id));
+          return 0;
+        }
         for (const claim of claimed) this.#dispatch(claim);
         // A full batch suggests more is due: claim again at once.
         if (claimed.length === free) return 0;
@@ -333,8 +351,9 @@ function storable(policy: RetryPolicy): RetryOptions {
 }
 
 /** The context a handler sees: the run's, with the stored attempt count and due time. */
-function durableContext(ctx: TaskContext, claim: ClaimedTask): TaskContext {
+function durableContext(ctx: TaskContext, claim: ClaimedTask): DurableContext {
   return {
+    id: claim.id,
     get signal() {
       return ctx.signal;
     },

@@ -19,5 +19,5 @@ export { IntervalRule } from './rule.js';
 export type { Rule } from './rule.js';
 export { SchemaVersionError, UnknownHandlerError } from './store.js';
 export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance } from './store.js';
-export type { Handler, DurableTaskOptions } from './durable-runner.js';
+export type { Handler, DurableTaskOptions, DurableContext } from './durable-runner.js';
 export type { StoredJobOptions } from './every.js';

@@ -3,6 +3,9 @@ import {
   SCHEMA_VERSION, SchemaVersionError,
   type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from './store.js';
+
+/** SQL twin of `sameSchedule`: the stored job `j` and the new one have the same rule but for its start point. */
+const SAME = `(j.state = 'scheduled' AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
 import { assertDuration, describe } from './validate.js';
 
 /** Options of `postgresStore()`. */
@@ -299,13 +302,18 @@ class PostgresStore implements Store {
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {
-    // Re-registering the same rule keeps the job's place in its schedule.
+    // Re-registering the same schedule (every start does) keeps the job's
+    // place in it: its rule's start point, next occurrence and count left
+    // (see sameSchedule in store.ts; start and anchor are the start point).
     const { rows } = await this.#query<JobRow>(`WITH saved AS (
         INSERT INTO ${this.#jobs} AS j (key, name, payload, rule, state, next_run_at, remaining, until, options)
         VALUES ($1, $2, $3, $4, $5, ${ts('$6')}, $7, ${ts('$8')}, $9)
-        ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, rule = EXCLUDED.rule, state = EXCLUDED.state,
-          next_run_at = CASE WHEN j.rule = EXCLUDED.rule AND j.state = 'scheduled' THEN j.next_run_at ELSE EXCLUDED.next_run_at END,
-          remaining = EXCLUDED.remaining, until = EXCLUDED.until, options = EXCLUDED.options, updated_at = now()
+        ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload,
+          rule = CASE WHEN ${SAME} THEN j.rule ELSE EXCLUDED.rule END,
+          state = CASE WHEN ${SAME} THEN j.state ELSE EXCLUDED.state END,
+          next_run_at = CASE WHEN ${SAME} THEN j.next_run_at ELSE EXCLUDED.next_run_at END,
+          remaining = CASE WHEN ${SAME} THEN j.remaining ELSE EXCLUDED.remaining END,
+          until = EXCLUDED.until, options = EXCLUDED.options, updated_at = now()
         RETURNING j.key, j.name, j.payload, j.state, j.next_run_at, j.runs)
       SELECT key, name, payload, state, ${ms('next_run_at')} AS next_run_at, runs,
         CASE WHEN next_run_at IS NOT NULL THEN pg_notify('${WAKE}', $10 || (extract(epoch from next_run_at) * 1000)::bigint::text) END

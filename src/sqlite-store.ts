@@ -1,6 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import {
-  SCHEMA_VERSION, SchemaVersionError,
+  SCHEMA_VERSION, SchemaVersionError, sameSchedule,
   type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from './store.js';
 
@@ -138,13 +138,17 @@ class SqliteStore implements Store {
     const now = Date.now();
     return db.transaction(() => {
       const existing = db.prepare('SELECT * FROM taskheap_jobs WHERE key = ?').get(job.key) as JobRow | undefined;
-      // Re-registering the same rule keeps the job's place in its schedule.
-      const keepPlace = existing !== undefined && existing.rule === job.rule && existing.state === 'scheduled';
+      // Re-registering the same schedule (every start does) keeps the job's
+      // place in it: its rule's start point, next occurrence and count left.
+      const keep = existing !== undefined && existing.state === 'scheduled' && sameSchedule(existing.rule, job.rule);
+      const row = keep
+        ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining }
+        : job;
       db.prepare(`INSERT INTO taskheap_jobs (key, name, payload, rule, state, next_run_at, remaining, until, options, created_at, updated_at)
         VALUES (@key, @name, @payload, @rule, @state, @nextRunAt, @remaining, @until, @options, @now, @now)
         ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
-          next_run_at = ${keepPlace ? 'next_run_at' : '@nextRunAt'}, remaining = @remaining, until = @until, options = @options, updated_at = @now`)
-        .run({ ...job, state: job.nextRunAt === null ? 'done' : 'scheduled', now });
+          next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`)
+        .run({ ...row, state: row.nextRunAt === null ? 'done' : 'scheduled', now });
       return toJob(db.prepare('SELECT * FROM taskheap_jobs WHERE key = ?').get(job.key) as JobRow);
     })();
   }
@@ -153,11 +157,14 @@ class SqliteStore implements Store {
     const db = this.#open;
     return db.transaction(() => {
       this.#materialize(db, now, advance);
-      const rows = db.prepare(`UPDATE taskheap_tasks SET state = 'running', locked_by = ?, locked_until = ?, attempts = attempts + 1, updated_at = ?
-        WHERE id IN (SELECT id FROM taskheap_tasks
-          WHERE (state = 'waiting' AND run_at <= ?) OR (state = 'running' AND locked_until <= ?)
-          ORDER BY run_at, id LIMIT ?)
-        RETURNING *`).all(owner, now + lease, now, now, now, limit) as Row[];
+      // Two selects, each walking the (state, run_at) index, beat one OR
+      // that makes SQLite sort every due row on each claim.
+      const due = db.prepare(`SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`).all(now, limit) as Pick<Row, 'id' | 'run_at'>[];
+      const expired = db.prepare(`SELECT id, run_at FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? ORDER BY run_at, id LIMIT ?`).all(now, limit) as Pick<Row, 'id' | 'run_at'>[];
+      const ids = [...due, ...expired].sort((a, b) => a.run_at - b.run_at || a.id - b.id).slice(0, limit).map((row) => row.id);
+      const take = db.prepare(`UPDATE taskheap_tasks SET state = 'running', locked_by = ?, locked_until = ?, attempts = attempts + 1, updated_at = ?
+        WHERE id = ? RETURNING *`);
+      const rows = ids.map((id) => take.get(owner, now + lease, now, id) as Row);
       return rows.sort((a, b) => a.run_at - b.run_at || a.id - b.id).map(toClaim);
     })();
   }

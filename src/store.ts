@@ -254,6 +254,19 @@ export function ruleToJson(rule: Rule): string {
   return JSON.stringify(spec);
 }
 
+/**
+ * Whether two stored rules describe the same schedule, whatever their start
+ * point: `every(5).minutes()` registered again at the next start must keep
+ * its place, not begin anew.
+ */
+export function sameSchedule(a: string, b: string): boolean {
+  const strip = (json: string) => {
+    const { start: _start, anchor: _anchor, ...rest } = JSON.parse(json) as Record<string, unknown>;
+    return JSON.stringify(rest);
+  };
+  return strip(a) === strip(b);
+}
+
 /** Rebuilds a rule written by `ruleToJson`. */
 export function ruleFromJson(json: string): Rule {
   const spec = JSON.parse(json) as RuleSpec;

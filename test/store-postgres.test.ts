@@ -251,6 +251,29 @@ describe('postgresStore: durable tasks', () => {
     expect(tasks.every((t) => t.jobKey === 'ticker' && t.name === 'tick')).toBe(true);
   });
 
+  it('re-registering an interval job at a later start keeps its place and count; a new rule starts afresh', async () => {
+    const clock = new ManualClock(START);
+    const { scheduler } = open(freshSchema(), { clock });
+    scheduler.define('tick', () => {});
+    await scheduler.start();
+    await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
+    await clock.advance(5_000);
+    const again = await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' }); // as a restart would
+    expect(again.nextRunAt).toEqual(new Date(START + 10_000));
+    const changed = await scheduler.every(7).seconds().run('tick', { key: 'k' });
+    expect(changed.nextRunAt).toEqual(new Date(START + 5_000 + 7_000));
+  });
+
+  it('gives handlers the stored task id', async () => {
+    const { scheduler } = open(freshSchema());
+    const ids: number[] = [];
+    scheduler.define('note', (ctx) => void ids.push(ctx.id));
+    await scheduler.start();
+    const task = await scheduler.schedule(Date.now(), 'note');
+    await waitFor('the task to run', () => ids.length === 1);
+    expect(ids).toEqual([task.id]);
+  });
+
   it('overdue job occurrences at start-up follow the misfire policy', async () => {
     const schema = freshSchema();
     const clock = new ManualClock(START);

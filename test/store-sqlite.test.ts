@@ -122,6 +122,36 @@ describe('sqliteStore: durable tasks', () => {
     await scheduler.close();
   });
 
+  it('re-registering an interval job at a later start keeps its place, count and phase', async () => {
+    const { clock, scheduler } = await open();
+    const seen: number[] = [];
+    scheduler.define('tick', (ctx) => void seen.push((ctx.scheduledAt.getTime() - START) / 1_000));
+    await scheduler.start();
+    await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
+    await clock.advance(15_000);
+    const again = await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' }); // as a restart would
+    expect(again.nextRunAt).toEqual(new Date(START + 20_000));
+    await clock.advance(60_000);
+    expect(seen).toEqual([10, 20, 30]);
+    const changed = await scheduler.every(7).seconds().run('tick', { key: 'k' }); // a new rule starts afresh
+    expect(changed.nextRunAt).toEqual(new Date(clock.now() + 7_000));
+    await scheduler.close();
+  });
+
+  it('gives handlers the stored task id, the same on every delivery', async () => {
+    const { clock, scheduler } = await open();
+    const ids: number[] = [];
+    scheduler.define('flaky', (ctx) => {
+      ids.push(ctx.id);
+      if (ctx.attempt === 1) throw new Error('again');
+    });
+    await scheduler.start();
+    const task = await scheduler.schedule(START, 'flaky', { retry: { attempts: 2, delay: 10 } });
+    await clock.advance(100);
+    expect(ids).toEqual([task.id, task.id]);
+    await scheduler.close();
+  });
+
   it('overdue job occurrences at start-up follow the misfire policy', async () => {
     const path = tempDb();
     const clock = new ManualClock(START);
