@@ -6,8 +6,9 @@
  * instants until the rule is exhausted.
  *
  * @example
- * let t: number | undefined = Date.now();
- * for (let i = 0; i < 3 && t !== undefined; i++) console.log(new Date((t = rule.next(t)) ?? NaN));
+ * // The next three occurrences.
+ * const runs: Date[] = [];
+ * for (let t = rule.next(Date.now()); t !== undefined && runs.length < 3; t = rule.next(t)) runs.push(new Date(t));
  */
 export interface Rule {
   /** The first occurrence strictly after `after` (epoch ms), or undefined if the rule never fires again. */
