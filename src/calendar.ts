@@ -8,11 +8,13 @@ import { assertInstant } from './rule.js';
 import type { WallTimePattern } from './wall-time.js';
 import { DAY, HOUR, MINUTE, SECOND, TimeZone, nextFixedTime } from './wall-time.js';
 
+/** What a `CalendarRule` is made of. */
 export interface CalendarRuleOptions {
   /** IANA zone whose wall clock the rule follows. */
   zone: string;
   /** Epoch ms; its local date in `zone` is period 0. No occurrence falls on an earlier date. */
   anchor: number;
+  /** Count periods in calendar days or in ISO weeks. */
   unit: 'day' | 'week';
   /** Integer >= 1: every N days, or every N weeks. */
   every: number;
@@ -22,8 +24,11 @@ export interface CalendarRuleOptions {
    * every week" (weekday(), weekend()).
    */
   weekdays?: readonly number[];
+  /** Wall-clock hour, 0-23. */
   hour: number;
+  /** Wall-clock minute, 0-59. */
   minute: number;
+  /** Wall-clock second, 0-59. */
   second: number;
 }
 
@@ -49,14 +54,21 @@ export interface CalendarRuleOptions {
  * @throws RangeError (TypeError for a non-object) naming the bad option.
  */
 export class CalendarRule implements Rule, WallTimePattern {
+  /** The IANA zone whose wall clock the rule follows. */
   readonly zone: string;
+  /** Epoch ms whose local date is period 0. */
   readonly anchor: number;
+  /** Periods are calendar days or ISO weeks. */
   readonly unit: 'day' | 'week';
+  /** N: every N days or weeks. */
   readonly every: number;
   /** Sorted, without duplicates; undefined for plain "every N days". */
   readonly weekdays: readonly number[] | undefined;
+  /** Wall-clock hour. */
   readonly hour: number;
+  /** Wall-clock minute. */
   readonly minute: number;
+  /** Wall-clock second. */
   readonly second: number;
   /** Always true: one wall time per qualifying day. */
   readonly fixedTime = true;
