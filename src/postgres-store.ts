@@ -3,6 +3,7 @@ import {
   SCHEMA_VERSION, SchemaVersionError,
   type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from './store.js';
+import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type TaskRow } from './store-rows.js';
 
 /** SQL twin of `sameSchedule`: the stored job `j` and the new one have the same rule but for its start point. */
 const SAME = `(j.state = 'scheduled' AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
@@ -285,7 +286,7 @@ class PostgresStore implements Store {
   async addTask(task: NewTask): Promise<StoredTask> {
     const T = this.#tasks;
     // A keyed task replaces the one with its key unless that one is running.
-    const { rows } = await this.#query<Row>(`WITH saved AS (
+    const { rows } = await this.#query<TaskRow>(`WITH saved AS (
         INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options)
         VALUES ($1, $2, $3, ${ts('$4')}, $5, $6)
         ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
@@ -296,7 +297,7 @@ class PostgresStore implements Store {
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
     [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt)]);
     if (rows[0] !== undefined) return toTask(rows[0]);
-    const existing = await this.#query<Row>(`SELECT ${this.#taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`, [task.key]);
+    const existing = await this.#query<TaskRow>(`SELECT ${this.#taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`, [task.key]);
     if (existing.rows[0] === undefined) throw new Error(`The task with key "${String(task.key)}" vanished while it was being replaced; try again`);
     return toTask(existing.rows[0]);
   }
@@ -326,8 +327,9 @@ class PostgresStore implements Store {
     // The common case, no recurring job due: one statement claims, and says
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims.
-    const fast = await this.#query<ClaimRow & { jobs_due: boolean }>(this.#claimSql(true), [now, limit, owner, now + lease]);
-    if (fast.rows[0]?.jobs_due !== true) return toClaims(fast.rows.filter((row) => row.id !== null));
+    // The flag row of an empty claim has a null id.
+    const fast = await this.#query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(this.#claimSql(true), [now, limit, owner, now + lease]);
+    if (fast.rows[0]?.jobs_due !== true) return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
     return this.#transaction(async (client) => {
       await this.#materialize(client, now, advance);
       const { rows } = await client.query<ClaimRow>(this.#claimSql(false), [now, limit, owner, now + lease]);
@@ -459,12 +461,12 @@ class PostgresStore implements Store {
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
-    const { rows } = await this.#query<Row>(`SELECT ${this.#taskColumns('t')} FROM ${this.#tasks} AS t WHERE t.id = $1`, [id]);
+    const { rows } = await this.#query<TaskRow>(`SELECT ${this.#taskColumns('t')} FROM ${this.#tasks} AS t WHERE t.id = $1`, [id]);
     return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const { rows } = await this.#query<Row>(`SELECT ${this.#taskColumns('t')} FROM ${this.#tasks} AS t
+    const { rows } = await this.#query<TaskRow>(`SELECT ${this.#taskColumns('t')} FROM ${this.#tasks} AS t
       WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
       ORDER BY t.run_at, t.id LIMIT $4`, [filter.state ?? null, filter.name ?? null, filter.jobKey ?? null, filter.limit ?? 100]);
     return rows.map(toTask);
@@ -555,104 +557,3 @@ class PostgresStore implements Store {
   }
 }
 
-interface Row {
-  id: string | number;
-  name: string;
-  key: string | null;
-  payload: string;
-  state: StoredState;
-  run_at: number;
-  attempts: number;
-  max_attempts: number;
-  options: string;
-  last_error: string | null;
-  job_key: string | null;
-  created_at: number;
-  updated_at: number;
-}
-
-interface JobRow {
-  key: string;
-  name: string;
-  payload: string;
-  state: StoredJob['state'];
-  next_run_at: number | null;
-  runs: number;
-}
-
-interface DueJobRow {
-  key: string;
-  name: string;
-  payload: string;
-  rule: string;
-  next_run_at: number;
-  remaining: number | null;
-  until: number | null;
-  options: string;
-}
-
-interface ClaimRow {
-  id: string | number | null;
-  name: string;
-  payload: string;
-  attempts: number;
-  max_attempts: number;
-  run_at: number;
-  options: string;
-}
-
-/** A number column as a JS number, whatever type parsers the caller's pool has. */
-function num(value: unknown): number {
-  return Number(value);
-}
-
-function optionalNum(value: unknown): number | null {
-  return value === null || value === undefined ? null : Number(value);
-}
-
-function toTask(row: Row): StoredTask {
-  return {
-    id: num(row.id),
-    name: row.name,
-    key: row.key,
-    payload: JSON.parse(row.payload) as unknown,
-    state: row.state,
-    attempts: num(row.attempts),
-    maxAttempts: num(row.max_attempts),
-    runAt: new Date(num(row.run_at)),
-    lastError: row.last_error,
-    jobKey: row.job_key,
-    createdAt: new Date(num(row.created_at)),
-    updatedAt: new Date(num(row.updated_at)),
-  };
-}
-
-function toJob(row: JobRow): StoredJob {
-  const next = optionalNum(row.next_run_at);
-  return {
-    key: row.key,
-    name: row.name,
-    payload: JSON.parse(row.payload) as unknown,
-    state: row.state,
-    nextRunAt: next === null ? null : new Date(next),
-    runs: num(row.runs),
-  };
-}
-
-function toDueJob(row: DueJobRow): DueJob {
-  return {
-    key: row.key, name: row.name, payload: row.payload, rule: row.rule, nextRunAt: num(row.next_run_at),
-    remaining: optionalNum(row.remaining), until: optionalNum(row.until), options: row.options,
-  };
-}
-
-function toClaims(rows: ClaimRow[]): ClaimedTask[] {
-  return rows.map(toClaim).sort((a, b) => a.runAt - b.runAt || a.id - b.id);
-}
-
-function toClaim(row: ClaimRow): ClaimedTask {
-  return {
-    id: num(row.id), name: row.name, payload: row.payload, attempts: num(row.attempts), maxAttempts: num(row.max_attempts),
-    runAt: num(row.run_at), options: row.options,
-  };
-}

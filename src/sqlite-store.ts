@@ -3,6 +3,16 @@ import {
   SCHEMA_VERSION, SchemaVersionError, sameSchedule,
   type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from './store.js';
+import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type TaskRow } from './store-rows.js';
+
+/** What SQLite returns for an id and due-time query. */
+interface IdRow {
+  id: number;
+  run_at: number;
+}
+
+/** A whole `taskheap_jobs` row, numbers as SQLite returns them. */
+type StoredJobRow = JobRow & DueJobRow & { state: JobRow['state']; next_run_at: number | null; remaining: number | null };
 
 /** Options of `sqliteStore()`. */
 export interface SqliteStoreOptions {
@@ -118,18 +128,18 @@ class SqliteStore implements Store {
     const now = Date.now();
     return db.transaction(() => {
       if (task.key !== null) {
-        const existing = db.prepare('SELECT * FROM taskheap_tasks WHERE key = ?').get(task.key) as Row | undefined;
+        const existing = db.prepare('SELECT * FROM taskheap_tasks WHERE key = ?').get(task.key) as TaskRow | undefined;
         if (existing !== undefined) {
           if (existing.state === 'running') return toTask(existing);
           db.prepare(`UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
             options = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`)
             .run(task.name, task.payload, task.runAt, task.maxAttempts, task.options, now, existing.id);
-          return toTask(db.prepare('SELECT * FROM taskheap_tasks WHERE id = ?').get(existing.id) as Row);
+          return toTask(db.prepare('SELECT * FROM taskheap_tasks WHERE id = ?').get(existing.id) as TaskRow);
         }
       }
       const { lastInsertRowid } = db.prepare(`INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`).run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, now, now);
-      return toTask(db.prepare('SELECT * FROM taskheap_tasks WHERE id = ?').get(lastInsertRowid) as Row);
+      return toTask(db.prepare('SELECT * FROM taskheap_tasks WHERE id = ?').get(lastInsertRowid) as TaskRow);
     })();
   }
 
@@ -137,7 +147,7 @@ class SqliteStore implements Store {
     const db = this.#open;
     const now = Date.now();
     return db.transaction(() => {
-      const existing = db.prepare('SELECT * FROM taskheap_jobs WHERE key = ?').get(job.key) as JobRow | undefined;
+      const existing = db.prepare('SELECT * FROM taskheap_jobs WHERE key = ?').get(job.key) as StoredJobRow | undefined;
       // Re-registering the same schedule (every start does) keeps the job's
       // place in it: its rule's start point, next occurrence and count left.
       const keep = existing !== undefined && existing.state === 'scheduled' && sameSchedule(existing.rule, job.rule);
@@ -149,7 +159,7 @@ class SqliteStore implements Store {
         ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
           next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`)
         .run({ ...row, state: row.nextRunAt === null ? 'done' : 'scheduled', now });
-      return toJob(db.prepare('SELECT * FROM taskheap_jobs WHERE key = ?').get(job.key) as JobRow);
+      return toJob(db.prepare('SELECT * FROM taskheap_jobs WHERE key = ?').get(job.key) as StoredJobRow);
     })();
   }
 
@@ -159,18 +169,17 @@ class SqliteStore implements Store {
       this.#materialize(db, now, advance);
       // Two selects, each walking the (state, run_at) index, beat one OR
       // that makes SQLite sort every due row on each claim.
-      const due = db.prepare(`SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`).all(now, limit) as Pick<Row, 'id' | 'run_at'>[];
-      const expired = db.prepare(`SELECT id, run_at FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? ORDER BY run_at, id LIMIT ?`).all(now, limit) as Pick<Row, 'id' | 'run_at'>[];
+      const due = db.prepare(`SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`).all(now, limit) as IdRow[];
+      const expired = db.prepare(`SELECT id, run_at FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? ORDER BY run_at, id LIMIT ?`).all(now, limit) as IdRow[];
       const ids = [...due, ...expired].sort((a, b) => a.run_at - b.run_at || a.id - b.id).slice(0, limit).map((row) => row.id);
       const take = db.prepare(`UPDATE taskheap_tasks SET state = 'running', locked_by = ?, locked_until = ?, attempts = attempts + 1, updated_at = ?
         WHERE id = ? RETURNING *`);
-      const rows = ids.map((id) => take.get(owner, now + lease, now, id) as Row);
-      return rows.sort((a, b) => a.run_at - b.run_at || a.id - b.id).map(toClaim);
+      return toClaims(ids.map((id) => take.get(owner, now + lease, now, id) as TaskRow));
     })();
   }
 
   #materialize(db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
-    const due = db.prepare(`SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`).all(now) as JobRow[];
+    const due = db.prepare(`SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`).all(now) as StoredJobRow[];
     const isRunning = db.prepare(`SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`);
     // (job_key, scheduled_at) is unique: an occurrence is inserted once, whoever gets there first.
     const insert = db.prepare(`INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at)
@@ -229,14 +238,14 @@ class SqliteStore implements Store {
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
-    const row = this.#open.prepare('SELECT * FROM taskheap_tasks WHERE id = ?').get(id) as Row | undefined;
+    const row = this.#open.prepare('SELECT * FROM taskheap_tasks WHERE id = ?').get(id) as TaskRow | undefined;
     return row === undefined ? undefined : toTask(row);
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     const rows = this.#open.prepare(`SELECT * FROM taskheap_tasks
       WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
-      ORDER BY run_at, id LIMIT @limit`).all({ state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, limit: filter.limit ?? 100 }) as Row[];
+      ORDER BY run_at, id LIMIT @limit`).all({ state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, limit: filter.limit ?? 100 }) as TaskRow[];
     return rows.map(toTask);
   }
 
@@ -248,72 +257,4 @@ class SqliteStore implements Store {
     this.#db?.close();
     this.#db = undefined;
   }
-}
-
-interface Row {
-  id: number;
-  name: string;
-  key: string | null;
-  payload: string;
-  state: StoredState;
-  run_at: number;
-  attempts: number;
-  max_attempts: number;
-  options: string;
-  last_error: string | null;
-  job_key: string | null;
-  created_at: number;
-  updated_at: number;
-}
-
-interface JobRow {
-  key: string;
-  name: string;
-  payload: string;
-  rule: string;
-  state: StoredJob['state'];
-  next_run_at: number | null;
-  remaining: number | null;
-  until: number | null;
-  options: string;
-  runs: number;
-}
-
-function toTask(row: Row): StoredTask {
-  return {
-    id: row.id,
-    name: row.name,
-    key: row.key,
-    payload: JSON.parse(row.payload) as unknown,
-    state: row.state,
-    attempts: row.attempts,
-    maxAttempts: row.max_attempts,
-    runAt: new Date(row.run_at),
-    lastError: row.last_error,
-    jobKey: row.job_key,
-    createdAt: new Date(row.created_at),
-    updatedAt: new Date(row.updated_at),
-  };
-}
-
-function toJob(row: JobRow): StoredJob {
-  return {
-    key: row.key,
-    name: row.name,
-    payload: JSON.parse(row.payload) as unknown,
-    state: row.state,
-    nextRunAt: row.next_run_at === null ? null : new Date(row.next_run_at),
-    runs: row.runs,
-  };
-}
-
-function toDueJob(row: JobRow): DueJob {
-  return {
-    key: row.key, name: row.name, payload: row.payload, rule: row.rule, nextRunAt: row.next_run_at!,
-    remaining: row.remaining, until: row.until, options: row.options,
-  };
-}
-
-function toClaim(row: Row): ClaimedTask {
-  return { id: row.id, name: row.name, payload: row.payload, attempts: row.attempts, maxAttempts: row.max_attempts, runAt: row.run_at, options: row.options };
 }

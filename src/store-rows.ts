@@ -1,0 +1,116 @@
+import type { ClaimedTask, DueJob, StoredJob, StoredState, StoredTask } from './store.js';
+
+// Both SQL stores return rows of these shapes (snake_case columns, times as
+// epoch ms). Drivers may hand numbers back as strings (pg's bigint), so every
+// numeric column goes through Number().
+
+/** A `taskheap_tasks` row. */
+export interface TaskRow {
+  id: number | string;
+  name: string;
+  key: string | null;
+  payload: string;
+  state: StoredState;
+  run_at: number | string;
+  attempts: number | string;
+  max_attempts: number | string;
+  options: string;
+  last_error: string | null;
+  job_key: string | null;
+  created_at: number | string;
+  updated_at: number | string;
+}
+
+/** The `taskheap_jobs` columns a `StoredJob` shows. */
+export interface JobRow {
+  key: string;
+  name: string;
+  payload: string;
+  state: StoredJob['state'];
+  next_run_at: number | string | null;
+  runs: number | string;
+}
+
+/** A `taskheap_jobs` row due for materialization. */
+export interface DueJobRow {
+  key: string;
+  name: string;
+  payload: string;
+  rule: string;
+  next_run_at: number | string;
+  remaining: number | string | null;
+  until: number | string | null;
+  options: string;
+}
+
+/** The `taskheap_tasks` columns a claim returns. */
+export interface ClaimRow {
+  id: number | string;
+  name: string;
+  payload: string;
+  attempts: number | string;
+  max_attempts: number | string;
+  run_at: number | string;
+  options: string;
+}
+
+function optional(value: number | string | null | undefined): number | null {
+  return value === null || value === undefined ? null : Number(value);
+}
+
+export function toTask(row: TaskRow): StoredTask {
+  return {
+    id: Number(row.id),
+    name: row.name,
+    key: row.key,
+    payload: JSON.parse(row.payload) as unknown,
+    state: row.state,
+    attempts: Number(row.attempts),
+    maxAttempts: Number(row.max_attempts),
+    runAt: new Date(Number(row.run_at)),
+    lastError: row.last_error,
+    jobKey: row.job_key,
+    createdAt: new Date(Number(row.created_at)),
+    updatedAt: new Date(Number(row.updated_at)),
+  };
+}
+
+export function toJob(row: JobRow): StoredJob {
+  const next = optional(row.next_run_at);
+  return {
+    key: row.key,
+    name: row.name,
+    payload: JSON.parse(row.payload) as unknown,
+    state: row.state,
+    nextRunAt: next === null ? null : new Date(next),
+    runs: Number(row.runs),
+  };
+}
+
+export function toDueJob(row: DueJobRow): DueJob {
+  return {
+    key: row.key,
+    name: row.name,
+    payload: row.payload,
+    rule: row.rule,
+    nextRunAt: Number(row.next_run_at),
+    remaining: optional(row.remaining),
+    until: optional(row.until),
+    options: row.options,
+  };
+}
+
+/** Claimed rows in due order (earliest first, then by id), as the runner expects. */
+export function toClaims(rows: ClaimRow[]): ClaimedTask[] {
+  return rows
+    .map((row) => ({
+      id: Number(row.id),
+      name: row.name,
+      payload: row.payload,
+      attempts: Number(row.attempts),
+      maxAttempts: Number(row.max_attempts),
+      runAt: Number(row.run_at),
+      options: row.options,
+    }))
+    .sort((a, b) => a.runAt - b.runAt || a.id - b.id);
+}
