@@ -414,6 +414,22 @@ function part(text: string | undefined, max: number, name: string, bad: (why: st
   return value;
 }
 
+// Rules are immutable, and apps tend to register many jobs on a few
+// patterns: parse each pattern once and let its jobs share it.
+const cronRules = new Map<string, CronRule>();
+const CRON_CACHE_SIZE = 1_000;
+
+function cronRule(expression: string, zone: string): CronRule {
+  const key = `${zone} ${String(expression)}`;
+  let rule = cronRules.get(key);
+  if (rule === undefined) {
+    rule = new CronRule(expression, zone);
+    if (cronRules.size >= CRON_CACHE_SIZE) cronRules.clear();
+    cronRules.set(key, rule);
+  }
+  return rule;
+}
+
 /** The builder returned by `scheduler.cron(expression)`. */
 export class CronBuilder extends JobBuilder {
   readonly #rule: CronRule;
@@ -421,7 +437,7 @@ export class CronBuilder extends JobBuilder {
   /** @internal use `scheduler.cron()` */
   constructor(factory: JobFactory, expression: string, zone: string) {
     super(factory);
-    this.#rule = new CronRule(expression, zone);
+    this.#rule = cronRule(expression, zone);
   }
 
   /** @internal */

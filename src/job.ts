@@ -60,7 +60,8 @@ export class Job implements TaskObserver {
   #next: Task | undefined = undefined;
   #nextAt: number | undefined = undefined;
   /** Occurrences in progress (running, or waiting to retry). */
-  #inFlight = new Set<Task>();
+  /** Made on the first run: most jobs spend their life waiting, and a Set is not small. */
+  #inFlight: Set<Task> | undefined = undefined;
   #queued = 0;
   #pausedAt: number | undefined = undefined;
   #runs = 0;
@@ -99,7 +100,7 @@ export class Job implements TaskObserver {
 
   /** Whether a run of this job is in progress (running or waiting to retry). */
   get running(): boolean {
-    return this.#inFlight.size > 0;
+    return this.#busy();
   }
 
   /** When the next run is due (jitter included), or undefined if none is planned. */
@@ -180,7 +181,7 @@ export class Job implements TaskObserver {
    */
   trigger(): Task {
     if (this.#state === 'cancelled') throw new CancelledError('Cannot trigger a cancelled job');
-    return this.#host.enqueue(this.#host.now(), this.#runNow, this.#settings);
+    return this.#host.enqueue(this.#host.now(), Job.#runNow, this.#settings);
   }
 
   /**
@@ -190,7 +191,7 @@ export class Job implements TaskObserver {
    */
   cancel(reason?: unknown): boolean {
     if (!this._stop()) return false;
-    for (const task of this.#inFlight) task.cancel(reason);
+    if (this.#inFlight !== undefined) for (const task of this.#inFlight) task.cancel(reason);
     return true;
   }
 
@@ -219,7 +220,7 @@ export class Job implements TaskObserver {
     }
     this.#nextAt = at;
     const jitter = plan.jitter === 0 ? 0 : Math.floor(Math.random() * plan.jitter);
-    this.#next = this.#host.enqueue(at + jitter, this.#due, this.#settings);
+    this.#next = this.#host.enqueue(at + jitter, Job.#due, this.#settings);
   }
 
   #unplan(): void {
@@ -228,11 +229,27 @@ export class Job implements TaskObserver {
     this.#nextAt = undefined;
   }
 
-  /** The body of every occurrence task: decide whether it runs, plan the next one, run. */
-  #due = (ctx: TaskContext): unknown => {
+  // Every job's occurrence tasks share these two functions, which find their
+  // job through the task's settings, rather than each job making closures.
+
+  /** The body of every occurrence task. */
+  static #due(ctx: TaskContext): unknown {
+    const run = ctx as Run;
+    return (run.task._settings.observer as Job).#onDue(run);
+  }
+
+  /** The body of triggered and queued runs. */
+  static #runNow(ctx: TaskContext): unknown {
+    const run = ctx as Run;
+    const job = run.task._settings.observer as Job;
+    // A retry of a run that already started: just run it again.
+    return run.attempt > 1 ? job.#fn(run) : job.#start(run);
+  }
+
+  /** Decides whether the occurrence runs, plans the next one, runs. */
+  #onDue(ctx: Run): unknown {
     // A retry of an occurrence that already ran: just run it again.
     if (ctx.attempt > 1) return this.#fn(ctx);
-    const task = (ctx as Run).task;
     const at = this.#nextAt!;
     const now = this.#host.now();
     const rule = this.#plan.rule;
@@ -245,7 +262,7 @@ export class Job implements TaskObserver {
     if (missed && misfire === 'skip') {
       run = false;
       this.#host.skipped(this, at, 'misfire');
-    } else if (this.#inFlight.size > 0 && this.#plan.overlap !== 'allow') {
+    } else if (this.#busy() && this.#plan.overlap !== 'allow') {
       run = false;
       if (this.#plan.overlap === 'queue') {
         this.#queued++;
@@ -256,35 +273,32 @@ export class Job implements TaskObserver {
     }
     if (run) this.#scheduledRuns++;
     this.#planAt(missed && misfire !== 'all' ? rule.next(now) : following);
-    if (!run) return undefined;
-    return this.#start(task, ctx);
-  };
+    return run ? this.#start(ctx) : undefined;
+  }
 
-  /** The body of triggered and queued runs. */
-  #runNow = (ctx: TaskContext): unknown => {
-    if (ctx.attempt > 1) return this.#fn(ctx);
-    return this.#start((ctx as Run).task, ctx);
-  };
+  #busy(): boolean {
+    return this.#inFlight !== undefined && this.#inFlight.size > 0;
+  }
 
-  #start(task: Task, ctx: TaskContext): unknown {
+  #start(run: Run): unknown {
     this.#runs++;
-    this.#lastRunAt = (ctx as Run).startedAtMs;
-    this.#inFlight.add(task);
-    return this.#fn(ctx);
+    this.#lastRunAt = run.startedAtMs;
+    (this.#inFlight ??= new Set()).add(run.task);
+    return this.#fn(run);
   }
 
   /** @internal a run of this job reached its final state (TaskObserver) */
   settled(task: Task, state: State, outcome: unknown): void {
     // Occurrences that never started (cancelled by pause or cancel) are not runs.
-    if (!this.#inFlight.delete(task)) return;
+    if (this.#inFlight === undefined || !this.#inFlight.delete(task)) return;
     if (state === State.Failed || state === State.TimedOut) {
       this.#failures++;
       this.#lastError = outcome;
     }
-    if (this.#queued > 0 && this.#inFlight.size === 0 && this.#state !== 'cancelled') {
+    if (this.#queued > 0 && !this.#busy() && this.#state !== 'cancelled') {
       this.#queued--;
       // In flight from now on, so an occurrence due before it starts queues behind it.
-      this.#inFlight.add(this.#host.enqueue(this.#host.now(), this.#runNow, this.#settings));
+      this.#inFlight.add(this.#host.enqueue(this.#host.now(), Job.#runNow, this.#settings));
     }
   }
 }

@@ -415,8 +415,11 @@ export class Scheduler implements TaskOwner, JobFactory {
   /** @internal `run()` of a builder lands here */
   createJob(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
     assertOptionsObject(options, 'job');
-    const { overlap = 'skip', misfire = 'once', jitter = bounds.jitter, signal, ...taskOptions } = options ?? {};
-    assertKnownKeys(options ?? {}, JOB_KEYS, 'job');
+    if (options !== undefined) assertKnownKeys(options, JOB_KEYS, 'job');
+    const overlap = options?.overlap ?? 'skip';
+    const misfire = options?.misfire ?? 'once';
+    const jitter = options?.jitter ?? bounds.jitter;
+    const signal = options?.signal;
     if (overlap !== 'skip' && overlap !== 'queue' && overlap !== 'allow') {
       throw new RangeError(`Expected \`overlap\` to be 'skip', 'queue' or 'allow', got ${describe(overlap)}`);
     }
@@ -427,11 +430,14 @@ export class Scheduler implements TaskOwner, JobFactory {
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
     }
-    const settings = this.#toSettings(taskOptions);
+    // The job watches its signal itself (a cancelled job is gone for good), so its runs' settings carry none.
+    const settings = options === undefined ? this.#defaults : this.#toSettings({ name: options.name, timeout: options.timeout, retry: options.retry });
     if (this.#closed) throw new ClosedError();
     if (this.#queue.size >= this.#maxPending) throw new QueueFullError(this.#maxPending);
     if (signal?.aborted) throw signal.reason;
-    const job = new Job(this.#jobHost, fn, { ...plan, ...bounds, jitter, overlap, misfire, settings, signal });
+    const job = new Job(this.#jobHost, fn, {
+      rule: plan.rule, first: plan.first, until: bounds.until, times: bounds.times, jitter, overlap, misfire, settings, signal,
+    });
     if (job.state === 'scheduled') {
       this.#jobs.add(job);
       if (signal !== undefined) this.#signals.add(signal, job);
