@@ -132,3 +132,21 @@ describe('ManualClock', () => {
     expect(() => new ManualClock(NaN)).toThrow(RangeError);
   });
 });
+
+describe('unref', () => {
+  async function runFixture(unref: boolean): Promise<{ out: string; ms: number }> {
+    const { spawn } = await import('node:child_process');
+    const started = Date.now();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/unref.ts', String(unref)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await new Promise((resolve) => child.on('exit', resolve));
+    return { out, ms: Date.now() - started };
+  }
+
+  it('pending tasks keep the process alive by default, and do not with unref: true', async () => {
+    const [kept, released] = await Promise.all([runFixture(false), runFixture(true)]);
+    expect(kept.out).toBe('ran\n');
+    expect(released.out).toBe('');
+  }, 20_000);
+});
