@@ -77,8 +77,11 @@ export function validateZone(zone: string): string {
  * systemZone(); // e.g. 'Europe/Paris'
  */
 export function systemZone(): string {
-  return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+  // Creating a DateTimeFormat costs milliseconds; every Scheduler asks once.
+  return (cachedSystemZone ??= Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC');
 }
+
+let cachedSystemZone: string | undefined;
 
 /** Offsets of one 32-day block: `offsets[i]` applies from `starts[i]`; `starts[0]` is the block start. */
 interface Block {
