@@ -59,8 +59,10 @@ export class Job implements TaskObserver {
   /** The heap entry for the next occurrence, and its nominal (un-jittered) time. */
   #next: Task | undefined = undefined;
   #nextAt: number | undefined = undefined;
-  /** Occurrences in progress (running, or waiting to retry). */
-  /** Made on the first run: most jobs spend their life waiting, and a Set is not small. */
+  /**
+   * Occurrences in progress (running, or waiting to retry). Made on the first
+   * run: most jobs spend their life waiting, and a Set is not small.
+   */
   #inFlight: Set<Task> | undefined = undefined;
   #queued = 0;
   #pausedAt: number | undefined = undefined;
