@@ -44,6 +44,8 @@ interface StoredOptions {
 /** What the runner needs from its scheduler. @internal */
 export interface DurableHost {
   readonly clock: Clock;
+  /** the scheduler's `unref` option: timers of an unref'd scheduler do not keep the process alive */
+  readonly unref: boolean;
   readonly workers: number;
   enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task;
   settings(name: string, timeout: number, observer: TaskObserver): TaskSettings;
@@ -103,7 +105,7 @@ export class DurableRunner implements TaskObserver {
       await this.#store.migrate();
       await this.#store.recover?.();
       await this.#store.subscribe((runAt) => this.#wakeAt(runAt), (id) => this.#cancelLocal(id));
-      this.#renewTimer = this.#host.clock.setTimer(this.#renew, this.#lease / 3);
+      this.#renewTimer = this.#host.clock.setTimer(this.#renew, this.#lease / 3, this.#host.unref);
       this.#tick();
     })();
     return this.#started;
@@ -288,7 +290,7 @@ export class DurableRunner implements TaskObserver {
       // Another process owns these now (our lease expired) or they were cancelled: stop them here.
       for (const id of lost) this.#cancelLocal(id);
     }));
-    this.#renewTimer = this.#host.clock.setTimer(this.#renew, this.#lease / 3);
+    this.#renewTimer = this.#host.clock.setTimer(this.#renew, this.#lease / 3, this.#host.unref);
   };
 
   #cancelLocal(id: number): void {
@@ -308,7 +310,7 @@ export class DurableRunner implements TaskObserver {
     this.#disarm();
     if (this.#closed) return;
     this.#timerAt = this.#host.clock.now() + delay;
-    this.#timer = this.#host.clock.setTimer(this.#tick, delay);
+    this.#timer = this.#host.clock.setTimer(this.#tick, delay, this.#host.unref);
   }
 
   #disarm(): void {

@@ -252,6 +252,7 @@ export class Scheduler implements TaskOwner, JobFactory {
     const owner = this;
     return {
       clock: this.#clock,
+      unref: this.#unref,
       get workers() {
         return owner.#workers;
       },
