@@ -61,6 +61,19 @@ async function waitFor(what: string, condition: () => boolean | Promise<boolean>
   }
 }
 
+/** Defines a 'long' handler that runs until its signal aborts, recording when. */
+function defineLong(scheduler: Scheduler) {
+  const state = { started: false, abortedAt: 0 };
+  scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
+    state.started = true;
+    ctx.signal.addEventListener('abort', () => {
+      state.abortedAt = Date.now();
+      resolve();
+    });
+  }));
+  return state;
+}
+
 describe('postgresStore: durable tasks', () => {
   it('runs a named handler with its payload at its time and records the outcome', async () => {
     const { scheduler, errors } = open(freshSchema());
@@ -166,21 +179,13 @@ describe('postgresStore: durable tasks', () => {
     const schema = freshSchema();
     // A long lease: renewal (every lease / 3) would notice the cancellation too, but only after 20 s.
     const a = open(schema, { lease: 60_000 });
-    let started = false;
-    let abortedAt = 0;
-    a.scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
-      started = true;
-      ctx.signal.addEventListener('abort', () => {
-        abortedAt = Date.now();
-        resolve();
-      });
-    }));
+    const long = defineLong(a.scheduler);
     const ranLater: number[] = [];
     a.scheduler.define('later', () => void ranLater.push(Date.now()));
     await a.scheduler.start();
     const running = await a.scheduler.schedule(Date.now(), 'long');
     const waiting = await a.scheduler.schedule(Date.now() + 800, 'later');
-    await waitFor('the long task to start', () => started);
+    await waitFor('the long task to start', () => long.started);
 
     const b = open(schema, { lease: 60_000 });
     b.scheduler.define('long', () => {});
@@ -189,8 +194,8 @@ describe('postgresStore: durable tasks', () => {
     const cancelledAt = Date.now();
     expect(await b.scheduler.cancel(running.id)).toBe(true);
     expect(await b.scheduler.cancel(waiting.id)).toBe(true);
-    await waitFor('the running task in the other instance to abort', () => abortedAt > 0, 5_000);
-    expect(abortedAt - cancelledAt).toBeLessThan(2_000);
+    await waitFor('the running task in the other instance to abort', () => long.abortedAt > 0, 5_000);
+    expect(long.abortedAt - cancelledAt).toBeLessThan(2_000);
     expect((await a.scheduler.getTask(running.id))!.state).toBe('cancelled');
     await sleep(1_000);
     expect(ranLater).toEqual([]);
@@ -501,20 +506,12 @@ describe('postgresStore: the database goes away and comes back', () => {
     try {
       // A short poll: the scheduler keeps trying (and failing) while the database is down.
       const a = open(schema, { lease: 60_000, poll: 300 });
-      let started = false;
-      let abortedAt = 0;
-      a.scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
-        started = true;
-        ctx.signal.addEventListener('abort', () => {
-          abortedAt = Date.now();
-          resolve();
-        });
-      }));
+      const longRun = defineLong(a.scheduler);
       const ran: number[] = [];
       a.scheduler.define('later', () => void ran.push(Date.now()));
       await a.scheduler.start();
       const long = await a.scheduler.schedule(Date.now(), 'long');
-      await waitFor('the long task to start', () => started);
+      await waitFor('the long task to start', () => longRun.started);
       const dueAt = Date.now() + 3_000;
       const later = await a.scheduler.schedule(dueAt, 'later');
       const listeners = async () => {
@@ -538,12 +535,12 @@ describe('postgresStore: the database goes away and comes back', () => {
       for (const error of a.errors) expect(error).toBeInstanceOf(Error);
 
       await waitFor('the listener to reconnect', async () => (await listeners().catch(() => 0)) === 1, 15_000);
-      expect(abortedAt).toBe(0);
+      expect(longRun.abortedAt).toBe(0);
       const b = open(schema);
       b.scheduler.define('long', () => {});
       await b.scheduler.start();
       expect(await b.scheduler.cancel(long.id)).toBe(true);
-      await waitFor('the cancel to reach the running task after the restart', () => abortedAt > 0, 5_000);
+      await waitFor('the cancel to reach the running task after the restart', () => longRun.abortedAt > 0, 5_000);
       expect((await a.scheduler.getTask(long.id))!.state).toBe('cancelled');
       expect(unhandled).toEqual([]);
     } finally {
