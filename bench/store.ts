@@ -26,7 +26,7 @@ import pg from 'pg';
 import { Scheduler } from '../src/index.js';
 import { postgresStore } from '../src/postgres.js';
 import { sqliteStore } from '../src/sqlite.js';
-import type { Store } from '../src/store.js';
+import type { Store } from '../src/durable/store.js';
 import { startPgServer } from '../test/pg-server.js';
 
 const WORKERS = 16;

@@ -1,23 +1,29 @@
+/**
+ * `import { Scheduler } from 'taskheap'`: the scheduler, its tasks and jobs,
+ * calendar rules, errors, and the types of the durable layer.
+ * @module
+ */
 export { Scheduler } from './scheduler.js';
-export type { SchedulerOptions, TaskOptions, SchedulerStats, SchedulerEvents, SkipInfo, ErrorInfo } from './scheduler.js';
-export { Task } from './task.js';
-export type { TaskState, TaskContext, TaskFunction } from './task.js';
-export type { Clock } from './clock.js';
-export { systemClock } from './clock.js';
-export type { RetryOptions } from './retry.js';
-export type { Lateness } from './lateness.js';
-export type { When } from './validate.js';
-export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError } from './errors.js';
-export { Job } from './job.js';
-export type { JobState, OverlapPolicy, MisfirePolicy } from './job.js';
-export { Every, CronBuilder, OnceBuilder, JobBuilder } from './every.js';
-export type { JobOptions } from './every.js';
-export { CronRule } from './cron.js';
-export { CalendarRule } from './calendar.js';
-export type { CalendarRuleOptions } from './calendar.js';
-export { IntervalRule } from './rule.js';
-export type { Rule } from './rule.js';
-export { SchemaVersionError, UnknownHandlerError } from './store.js';
-export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance } from './store.js';
-export type { Handler, DurableTaskOptions, DurableContext } from './durable-runner.js';
-export type { StoredJobOptions } from './every.js';
+export type { SchedulerOptions, SchedulerEvents } from './scheduler.js';
+export type { ErrorInfo, SchedulerStats } from './core/loop.js';
+export type { TaskOptions } from './core/task-options.js';
+export { Task } from './core/task.js';
+export type { TaskState, TaskContext, TaskFunction } from './core/task.js';
+export type { Clock } from './core/clock.js';
+export { systemClock } from './core/clock.js';
+export type { RetryOptions } from './core/retry.js';
+export type { Lateness } from './core/lateness.js';
+export type { When } from './core/validate.js';
+export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError } from './core/errors.js';
+export { Job } from './jobs/job.js';
+export type { JobState, OverlapPolicy, MisfirePolicy, SkipInfo } from './jobs/job.js';
+export { Every, CronBuilder, OnceBuilder, JobBuilder } from './jobs/builders.js';
+export type { JobOptions } from './jobs/builders.js';
+export { CronRule } from './rules/cron.js';
+export { CalendarRule } from './rules/calendar.js';
+export type { CalendarRuleOptions } from './rules/calendar.js';
+export { IntervalRule } from './rules/rule.js';
+export type { Rule } from './rules/rule.js';
+export { SchemaVersionError, UnknownHandlerError } from './durable/store.js';
+export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance } from './durable/store.js';
+export type { Handler, DurableTaskOptions, DurableContext, StoredJobOptions } from './durable/options.js';

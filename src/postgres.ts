@@ -4,5 +4,5 @@
  * peer dependency `pg` (loaded on first use).
  * @module
  */
-export { postgresStore } from './postgres-store.js';
-export type { PostgresStoreOptions } from './postgres-store.js';
+export { postgresStore } from './durable/postgres/store.js';
+export type { PostgresStoreOptions } from './durable/postgres/store.js';

@@ -3,5 +3,5 @@
  * process. Needs the optional peer dependency `better-sqlite3`.
  * @module
  */
-export { sqliteStore } from './sqlite-store.js';
-export type { SqliteStoreOptions } from './sqlite-store.js';
+export { sqliteStore } from './durable/sqlite/store.js';
+export type { SqliteStoreOptions } from './durable/sqlite/store.js';

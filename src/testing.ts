@@ -2,4 +2,4 @@
  * Test helpers: `import { ManualClock } from 'taskheap/testing'`.
  * @module
  */
-export { ManualClock } from './manual-clock.js';
+export { ManualClock } from './testing/manual-clock.js';

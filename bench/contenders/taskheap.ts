@@ -57,7 +57,7 @@ export const contender: Contender = {
 /** src/cron.ts, or undefined while it does not exist; a file that fails to load is a real error. */
 async function importCron(): Promise<{ CronRule?: CronRuleClass } | undefined> {
   // A computed specifier: the type checker must not require the file to exist.
-  const specifier = new URL('../../src/cron.js', import.meta.url).href;
+  const specifier = new URL('../../src/rules/cron.js', import.meta.url).href;
   try {
     return (await import(specifier)) as { CronRule?: CronRuleClass };
   } catch (error) {

@@ -1,6 +1,6 @@
 import TinyQueue from 'tinyqueue';
-import type { Clock } from './clock.js';
-import { assertDuration, toEpoch, type When } from './validate.js';
+import type { Clock } from '../core/clock.js';
+import { assertDuration, toEpoch, type When } from '../core/validate.js';
 
 interface Timer {
   /** due, on the elapsed-time axis */

@@ -1,56 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock } from './clock.js';
-import type { JobBounds, RulePlan, StoredJobOptions } from './every.js';
-import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from './retry.js';
+import type { Clock } from '../core/clock.js';
+import type { JobBounds, RulePlan } from '../rules/plan.js';
+import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, StoredOptions } from './options.js';
+import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import {
   UnknownHandlerError, ruleFromJson, ruleToJson, toPayload,
   type ClaimedTask, type DueJob, type JobAdvance, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
-import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from './task.js';
-import { assertDuration, describe } from './validate.js';
-
-/** What a durable handler receives: the run's context plus the stored task's id. */
-export interface DurableContext extends TaskContext {
-  /**
-   * The stored task's id: the same on every delivery of the task, so a
-   * handler can use it to make its effects idempotent.
-   */
-  readonly id: number;
-}
-
-/** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
-export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
-
-/** Options of a durable `schedule(when, name, options)`. */
-export interface DurableTaskOptions {
-  /** JSON-serialisable data handed to the handler. */
-  payload?: unknown;
-  /** Makes scheduling idempotent: the same key replaces the task instead of adding one. */
-  key?: string;
-  /** ms; see TaskOptions.timeout */
-  timeout?: number;
-  /** see TaskOptions.retry */
-  retry?: RetryOptions | number;
-}
-
-/** Options a stored task or job keeps with it, as JSON. */
-interface StoredOptions {
-  timeout?: number;
-  retry?: RetryOptions;
-  overlap?: 'skip' | 'allow';
-  misfire?: 'once' | 'skip' | 'all';
-}
-
-/** What the runner needs from its scheduler. @internal */
-export interface DurableHost {
-  readonly clock: Clock;
-  /** the scheduler's `unref` option: timers of an unref'd scheduler do not keep the process alive */
-  readonly unref: boolean;
-  readonly workers: number;
-  enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task;
-  settings(name: string, timeout: number, observer: TaskObserver): TaskSettings;
-  report(error: unknown, name: string): void;
-}
+import type { TaskLoop } from '../core/loop.js';
+import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
+import { assertDuration, describe } from '../core/validate.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
@@ -65,7 +24,7 @@ const MAX_CATCH_UP = 1_000;
  */
 export class DurableRunner implements TaskObserver {
   readonly #store: Store;
-  readonly #host: DurableHost;
+  readonly #loop: TaskLoop;
   readonly #handlers = new Map<string, Handler>();
   readonly #owner = randomUUID();
   readonly #lease: number;
@@ -86,11 +45,14 @@ export class DurableRunner implements TaskObserver {
   #writes = new Set<Promise<unknown>>();
   #failures = 0;
 
-  constructor(store: Store, host: DurableHost, options: { lease: number; poll: number }) {
+  constructor(store: Store, loop: TaskLoop) {
+    if (typeof store !== 'object' || store === null || typeof store.claim !== 'function') {
+      throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
+    }
     this.#store = store;
-    this.#host = host;
-    this.#lease = options.lease;
-    this.#poll = options.poll;
+    this.#loop = loop;
+    this.#lease = store.lease ?? 30_000;
+    this.#poll = store.poll ?? 5_000;
   }
 
   define(name: string, handler: Handler): void {
@@ -105,7 +67,7 @@ export class DurableRunner implements TaskObserver {
       await this.#store.migrate();
       await this.#store.recover?.();
       await this.#store.subscribe((runAt) => this.#wakeAt(runAt), (id) => this.#cancelLocal(id));
-      this.#renewTimer = this.#host.clock.setTimer(this.#renew, this.#lease / 3, this.#host.unref);
+      this.#renewTimer = this.#loop.clock.setTimer(this.#renew, this.#lease / 3, this.#loop.unref);
       this.#tick();
     })();
     return this.#started;
@@ -175,7 +137,7 @@ export class DurableRunner implements TaskObserver {
   stop(): void {
     this.#closed = true;
     this.#disarm();
-    if (this.#renewTimer !== undefined) this.#host.clock.clearTimer(this.#renewTimer);
+    if (this.#renewTimer !== undefined) this.#loop.clock.clearTimer(this.#renewTimer);
   }
 
   /** After `stop()`: waits for running tasks and their writes, then closes the store. */
@@ -204,15 +166,15 @@ export class DurableRunner implements TaskObserver {
     if (state === State.Cancelled) return store.complete(this.#owner, claim.id, 'cancelled', errorText(outcome));
     const options = JSON.parse(claim.options) as StoredOptions;
     if (options.retry !== undefined && claim.attempts < claim.maxAttempts) {
-      const runAt = this.#host.clock.now() + retryDelay(toRetryPolicy(options.retry), claim.attempts);
+      const runAt = this.#loop.clock.now() + retryDelay(toRetryPolicy(options.retry), claim.attempts);
       return store.retry(this.#owner, claim.id, runAt, errorText(outcome));
     }
-    this.#host.report(outcome, claim.name);
+    this.#report(outcome);
     return store.complete(this.#owner, claim.id, state === State.TimedOut ? 'timed-out' : 'failed', errorText(outcome));
   }
 
   #write(promise: Promise<unknown>): void {
-    const tracked = promise.catch((error: unknown) => this.#host.report(error, 'store'));
+    const tracked = promise.catch((error: unknown) => this.#report(error));
     this.#writes.add(tracked);
     void tracked.finally(() => this.#writes.delete(tracked));
   }
@@ -239,9 +201,9 @@ export class DurableRunner implements TaskObserver {
 
   /** One claim round; resolves with how long to sleep. */
   async #claim(): Promise<number> {
-    const clock = this.#host.clock;
+    const clock = this.#loop.clock;
     try {
-      const workers = this.#host.workers;
+      const workers = this.#loop.workers;
       const free = workers === Infinity ? 64 : workers - this.#claims.size;
       if (free > 0) {
         const now = clock.now();
@@ -261,7 +223,7 @@ export class DurableRunner implements TaskObserver {
       return Math.max(0, Math.min(wait, this.#poll));
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.
-      this.#host.report(error, 'store');
+      this.#report(error);
       this.#failures++;
       return Math.min(this.#poll, 100 * 2 ** Math.min(this.#failures, 10));
     }
@@ -276,7 +238,7 @@ export class DurableRunner implements TaskObserver {
         throw new UnknownHandlerError(claim.name);
       }
       : (ctx) => handler(durableContext(ctx, claim), payload);
-    const task = this.#host.enqueue(claim.runAt, fn, this.#host.settings(claim.name, options.timeout ?? Infinity, this));
+    const task = this.#loop.push(claim.runAt, fn, this.#settings(claim.name, options.timeout ?? Infinity));
     this.#claims.set(task, claim);
     this.#byId.set(claim.id, task);
   }
@@ -284,13 +246,13 @@ export class DurableRunner implements TaskObserver {
   #renew = (): void => {
     if (this.#closed) return;
     const ids = [...this.#byId.keys()];
-    const until = this.#host.clock.now() + this.#lease;
+    const until = this.#loop.clock.now() + this.#lease;
     const renewal = ids.length === 0 ? Promise.resolve([]) : this.#store.renew(this.#owner, ids, until);
     this.#write(renewal.then((lost) => {
       // Another process owns these now (our lease expired) or they were cancelled: stop them here.
       for (const id of lost) this.#cancelLocal(id);
     }));
-    this.#renewTimer = this.#host.clock.setTimer(this.#renew, this.#lease / 3, this.#host.unref);
+    this.#renewTimer = this.#loop.clock.setTimer(this.#renew, this.#lease / 3, this.#loop.unref);
   };
 
   #cancelLocal(id: number): void {
@@ -303,20 +265,30 @@ export class DurableRunner implements TaskObserver {
       this.#tickAgain = true;
       return;
     }
-    if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - this.#host.clock.now()));
+    if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - this.#loop.clock.now()));
   }
 
   #arm(delay: number): void {
     this.#disarm();
     if (this.#closed) return;
-    this.#timerAt = this.#host.clock.now() + delay;
-    this.#timer = this.#host.clock.setTimer(this.#tick, delay, this.#host.unref);
+    this.#timerAt = this.#loop.clock.now() + delay;
+    this.#timer = this.#loop.clock.setTimer(this.#tick, delay, this.#loop.unref);
   }
 
   #disarm(): void {
-    if (this.#timer !== undefined) this.#host.clock.clearTimer(this.#timer);
+    if (this.#timer !== undefined) this.#loop.clock.clearTimer(this.#timer);
     this.#timer = undefined;
     this.#timerAt = Infinity;
+  }
+
+  /** Settings of a claimed task: the runner observes how it ends; retries are the store's. */
+  #settings(name: string, timeout: number): TaskSettings {
+    return { owner: this.#loop, name, timeout, retry: undefined, signal: undefined, observer: this };
+  }
+
+  /** A store error (or a durable task's failure) for `onError`. */
+  #report(error: unknown): void {
+    this.#loop.report(error, { task: undefined, name: undefined, attempt: 0 });
   }
 
   #assertHandler(name: string): void {

@@ -2,12 +2,11 @@ import type { Client, ClientConfig, Notification, Pool, PoolClient, PoolConfig, 
 import {
   SCHEMA_VERSION, SchemaVersionError,
   type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
-} from './store.js';
-import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type TaskRow } from './store-rows.js';
+} from '../store.js';
+import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
+import { CANCEL, quote, statements, WAKE, type Statements } from './sql.js';
 
-/** SQL twin of `sameSchedule`: the stored job `j` and the new one have the same rule but for its start point. */
-const SAME = `(j.state = 'scheduled' AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
-import { assertDuration, describe } from './validate.js';
+import { assertDuration, describe } from '../../core/validate.js';
 
 /** Options of `postgresStore()`. */
 export interface PostgresStoreOptions {
@@ -38,63 +37,10 @@ export interface PostgresStoreOptions {
 type Pg = typeof import('pg');
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 
-/** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
-const WAKE = 'taskheap_wake';
-const CANCEL = 'taskheap_cancel';
 const LISTENER_NAME = 'taskheap-listener';
 const RECONNECT_MIN = 100;
 const RECONNECT_MAX = 5_000;
 const OPTION_KEYS = new Set(['connectionString', 'pool', 'lease', 'poll', 'schema']);
-
-/** SQL: epoch ms (a parameter or expression) to timestamptz, and back. */
-const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
-const ms = (expression: string) => `(extract(epoch from ${expression}) * 1000)::float8`;
-
-/**
- * The schema, one entry per version: entry `v` upgrades version `v` to `v + 1`.
- * `t` qualifies a table name with the store's schema.
- */
-const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
-  // version 1
-  (t) => `
-    CREATE TABLE ${t('taskheap_tasks')} (
-      id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-      name text NOT NULL,
-      key text UNIQUE,
-      payload text NOT NULL,
-      state text NOT NULL DEFAULT 'waiting'
-        CHECK (state IN ('waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled')),
-      run_at timestamptz NOT NULL,
-      attempts integer NOT NULL DEFAULT 0,
-      max_attempts integer NOT NULL DEFAULT 1,
-      options text NOT NULL DEFAULT '{}',
-      locked_by text,
-      locked_until timestamptz,
-      last_error text,
-      job_key text,
-      scheduled_at timestamptz,
-      created_at timestamptz NOT NULL DEFAULT now(),
-      updated_at timestamptz NOT NULL DEFAULT now(),
-      CONSTRAINT taskheap_tasks_occurrence UNIQUE (job_key, scheduled_at)
-    );
-    CREATE INDEX taskheap_tasks_waiting ON ${t('taskheap_tasks')} (run_at, id) WHERE state = 'waiting';
-    CREATE INDEX taskheap_tasks_leased ON ${t('taskheap_tasks')} (locked_until) WHERE state = 'running';
-    CREATE TABLE ${t('taskheap_jobs')} (
-      key text PRIMARY KEY,
-      name text NOT NULL,
-      payload text NOT NULL,
-      rule text NOT NULL,
-      state text NOT NULL DEFAULT 'scheduled' CHECK (state IN ('scheduled', 'paused', 'done', 'cancelled')),
-      next_run_at timestamptz,
-      remaining integer,
-      until timestamptz,
-      options text NOT NULL,
-      runs integer NOT NULL DEFAULT 0,
-      created_at timestamptz NOT NULL DEFAULT now(),
-      updated_at timestamptz NOT NULL DEFAULT now()
-    );
-    CREATE INDEX taskheap_jobs_due ON ${t('taskheap_jobs')} (next_run_at) WHERE state = 'scheduled';`,
-];
 
 /**
  * A store in PostgreSQL that many processes share: each claims due work with
@@ -139,10 +85,6 @@ function isPool(value: unknown): value is Pool {
   return typeof candidate === 'object' && candidate !== null && typeof candidate.connect === 'function' && typeof candidate.query === 'function';
 }
 
-function quote(identifier: string): string {
-  return `"${identifier.replace(/"/g, '""')}"`;
-}
-
 function noop(): void {}
 
 class PostgresStore implements Store {
@@ -150,10 +92,7 @@ class PostgresStore implements Store {
   readonly poll: number;
   readonly #connectionString: string | undefined;
   readonly #schema: string | undefined;
-  /** Qualified table names. */
-  readonly #tasks: string;
-  readonly #jobs: string;
-  readonly #meta: string;
+  readonly #sql: Statements;
   /** Prefix of NOTIFY payloads, so stores in other schemas of the same database ignore ours. */
   readonly #prefix: string;
   #pg: Pg | undefined = undefined;
@@ -174,10 +113,7 @@ class PostgresStore implements Store {
     this.#pool = options.pool;
     this.#ownsPool = options.pool === undefined;
     this.#schema = options.schema;
-    const t = (name: string) => (options.schema === undefined ? name : `${quote(options.schema)}.${name}`);
-    this.#tasks = t('taskheap_tasks');
-    this.#jobs = t('taskheap_jobs');
-    this.#meta = t('taskheap_meta');
+    this.#sql = statements(options.schema);
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     // A pool of our own, or the caller's, must never crash the process when
     // an idle connection dies (the database restarting): the failed queries
@@ -227,22 +163,21 @@ class PostgresStore implements Store {
       this.#pool = new pg.Pool(this.#poolConfig());
       this.#pool.on('error', noop);
     }
-    const t = (name: string) => (this.#schema === undefined ? name : `${quote(this.#schema)}.${name}`);
+    const sql = this.#sql;
     await this.#transaction(async (client) => {
-      // Processes starting together migrate one at a time.
-      await client.query(`SELECT pg_advisory_xact_lock(hashtext('taskheap:' || $1::text))`, [this.#schema ?? '']);
-      if (this.#schema !== undefined) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quote(this.#schema)}`);
-      await client.query(`CREATE TABLE IF NOT EXISTS ${this.#meta} (version integer NOT NULL)`);
-      const { rows } = await client.query<{ version: number }>(`SELECT version FROM ${this.#meta}`);
+      await client.query(sql.migrationLock, [this.#schema ?? '']);
+      if (sql.createSchema !== undefined) await client.query(sql.createSchema);
+      await client.query(sql.createMeta);
+      const { rows } = await client.query<{ version: number }>(sql.readVersion);
       const found = rows[0] === undefined ? 0 : Number(rows[0].version);
       if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
       for (let version = found; version < SCHEMA_VERSION; version++) {
-        const migration = MIGRATIONS[version];
+        const migration = sql.migrations[version];
         if (migration === undefined) throw new Error(`taskheap's PostgreSQL store has no migration to schema version ${version + 1}`);
-        await client.query(migration(t));
+        await client.query(migration);
       }
-      if (rows[0] === undefined) await client.query(`INSERT INTO ${this.#meta} (version) VALUES ($1)`, [SCHEMA_VERSION]);
-      else if (found !== SCHEMA_VERSION) await client.query(`UPDATE ${this.#meta} SET version = $1`, [SCHEMA_VERSION]);
+      if (rows[0] === undefined) await client.query(sql.insertVersion, [SCHEMA_VERSION]);
+      else if (found !== SCHEMA_VERSION) await client.query(sql.updateVersion, [SCHEMA_VERSION]);
     });
   }
 
@@ -277,49 +212,19 @@ class PostgresStore implements Store {
     return this.#db.query<R>(text, values);
   }
 
-  /** The columns a task row is read with; `a` is the table alias. */
-  #taskColumns(a: string): string {
-    return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
-      ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at`;
-  }
-
   async addTask(task: NewTask): Promise<StoredTask> {
-    const T = this.#tasks;
-    // A keyed task replaces the one with its key unless that one is running.
-    const { rows } = await this.#query<TaskRow>(`WITH saved AS (
-        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options)
-        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6)
-        ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
-          attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, updated_at = now()
-        WHERE t.state <> 'running'
-        RETURNING ${this.#taskColumns('t')})
-      SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
-    [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt)]);
+    const { rows } = await this.#query<TaskRow>(this.#sql.addTask,
+      [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt)]);
     if (rows[0] !== undefined) return toTask(rows[0]);
-    const existing = await this.#query<TaskRow>(`SELECT ${this.#taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`, [task.key]);
+    // The key belongs to a running task, which is left alone: report it as it is.
+    const existing = await this.#query<TaskRow>(this.#sql.taskByKey, [task.key]);
     if (existing.rows[0] === undefined) throw new Error(`The task with key "${String(task.key)}" vanished while it was being replaced; try again`);
     return toTask(existing.rows[0]);
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {
-    // Re-registering the same schedule (every start does) keeps the job's
-    // place in it: its rule's start point, next occurrence and count left
-    // (see sameSchedule in store.ts; start and anchor are the start point).
-    const { rows } = await this.#query<JobRow>(`WITH saved AS (
-        INSERT INTO ${this.#jobs} AS j (key, name, payload, rule, state, next_run_at, remaining, until, options)
-        VALUES ($1, $2, $3, $4, $5, ${ts('$6')}, $7, ${ts('$8')}, $9)
-        ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload,
-          rule = CASE WHEN ${SAME} THEN j.rule ELSE EXCLUDED.rule END,
-          state = CASE WHEN ${SAME} THEN j.state ELSE EXCLUDED.state END,
-          next_run_at = CASE WHEN ${SAME} THEN j.next_run_at ELSE EXCLUDED.next_run_at END,
-          remaining = CASE WHEN ${SAME} THEN j.remaining ELSE EXCLUDED.remaining END,
-          until = EXCLUDED.until, options = EXCLUDED.options, updated_at = now()
-        RETURNING j.key, j.name, j.payload, j.state, j.next_run_at, j.runs)
-      SELECT key, name, payload, state, ${ms('next_run_at')} AS next_run_at, runs,
-        CASE WHEN next_run_at IS NOT NULL THEN pg_notify('${WAKE}', $10 || (extract(epoch from next_run_at) * 1000)::bigint::text) END
-      FROM saved`,
-    [job.key, job.name, job.payload, job.rule, job.nextRunAt === null ? 'done' : 'scheduled', job.nextRunAt, job.remaining, job.until, job.options, this.#prefix]);
+    const { rows } = await this.#query<JobRow>(this.#sql.addJob,
+      [job.key, job.name, job.payload, job.rule, job.nextRunAt === null ? 'done' : 'scheduled', job.nextRunAt, job.remaining, job.until, job.options, this.#prefix]);
     return toJob(rows[0]!);
   }
 
@@ -328,48 +233,20 @@ class PostgresStore implements Store {
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims.
     // The flag row of an empty claim has a null id.
-    const fast = await this.#query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(this.#claimSql(true), [now, limit, owner, now + lease]);
+    const fast = await this.#query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(this.#sql.claimUnlessJobsDue, [now, limit, owner, now + lease]);
     if (fast.rows[0]?.jobs_due !== true) return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
     return this.#transaction(async (client) => {
       await this.#materialize(client, now, advance);
-      const { rows } = await client.query<ClaimRow>(this.#claimSql(false), [now, limit, owner, now + lease]);
+      const { rows } = await client.query<ClaimRow>(this.#sql.claim, [now, limit, owner, now + lease]);
       return toClaims(rows);
     });
   }
 
-  /**
-   * Claims up to $2 tasks due at $1 for owner $3 until $4: waiting tasks that
-   * are due, and running ones whose lease ran out (their process died); each
-   * branch walks its own partial index. `unlessJobsDue`: claims only if no
-   * recurring job is due, and returns that flag (on a row of its own if nothing was claimed).
-   */
-  #claimSql(unlessJobsDue: boolean): string {
-    const T = this.#tasks;
-    const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
-    return `WITH
-      ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${this.#jobs} WHERE state = 'scheduled' AND next_run_at <= ${ts('$1')}) AS jobs_due),` : ''}
-      expired AS (SELECT id, run_at FROM ${T} WHERE state = 'running' AND locked_until <= ${ts('$1')} ${gate}
-        ORDER BY run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
-      waiting AS (SELECT id, run_at FROM ${T} WHERE state = 'waiting' AND run_at <= ${ts('$1')} ${gate}
-        ORDER BY run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
-      due AS (SELECT id FROM (SELECT * FROM expired UNION ALL SELECT * FROM waiting) d ORDER BY run_at, id LIMIT $2),
-      claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $3, locked_until = ${ts('$4')}, attempts = t.attempts + 1, updated_at = now()
-        FROM due WHERE t.id = due.id
-        RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options)
-      ${unlessJobsDue ? 'SELECT flag.jobs_due, claimed.* FROM flag LEFT JOIN claimed ON true' : 'SELECT * FROM claimed'}`;
-  }
-
   /** Turns due recurring jobs into occurrence tasks; part of the claim's transaction. */
   async #materialize(client: PoolClient, now: number, advance: Advance): Promise<void> {
-    const T = this.#tasks;
-    // Another process materializing the same job holds its row: skip it, that process does the work.
-    const { rows: due } = await client.query<DueJobRow>(`SELECT key, name, payload, rule, ${ms('next_run_at')} AS next_run_at, remaining,
-        ${ms('until')} AS until, options
-      FROM ${this.#jobs} WHERE state = 'scheduled' AND next_run_at <= ${ts('$1')}
-      ORDER BY next_run_at LIMIT 100 FOR UPDATE SKIP LOCKED`, [now]);
+    const { rows: due } = await client.query<DueJobRow>(this.#sql.dueJobs, [now]);
     if (due.length === 0) return;
-    const { rows: busy } = await client.query<{ job_key: string }>(`SELECT DISTINCT job_key FROM ${T}
-      WHERE job_key = ANY($1::text[]) AND state = 'running' AND locked_until > ${ts('$2')}`, [due.map((job) => job.key), now]);
+    const { rows: busy } = await client.query<{ job_key: string }>(this.#sql.runningJobs, [due.map((job) => job.key), now]);
     const running = new Set(busy.map((row) => row.job_key));
     const occurrences = { name: [] as string[], payload: [] as string[], at: [] as number[], maxAttempts: [] as number[], options: [] as string[], jobKey: [] as string[] };
     const updates = { key: [] as string[], next: [] as (number | null)[], remaining: [] as (number | null)[], state: [] as string[], added: [] as number[] };
@@ -392,83 +269,54 @@ class PostgresStore implements Store {
       updates.added.push(plan.occurrences.length);
     }
     if (occurrences.at.length > 0) {
-      // (job_key, scheduled_at) is unique: an occurrence is inserted once, whichever process gets there first.
-      await client.query(`INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key)
-        SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key
-        FROM unnest($1::text[], $2::text[], $3::float8[], $4::int[], $5::text[], $6::text[]) AS u(name, payload, at, max_attempts, options, job_key)
-        ON CONFLICT (job_key, scheduled_at) DO NOTHING`,
+      await client.query(this.#sql.insertOccurrences,
       [occurrences.name, occurrences.payload, occurrences.at, occurrences.maxAttempts, occurrences.options, occurrences.jobKey]);
     }
-    await client.query(`UPDATE ${this.#jobs} AS j SET next_run_at = ${ts('u.next')}, remaining = u.remaining, state = u.state,
-        runs = j.runs + u.added, updated_at = now()
-      FROM unnest($1::text[], $2::float8[], $3::int[], $4::text[], $5::int[]) AS u(key, next, remaining, state, added)
-      WHERE j.key = u.key`, [updates.key, updates.next, updates.remaining, updates.state, updates.added]);
+    await client.query(this.#sql.advanceJobs, [updates.key, updates.next, updates.remaining, updates.state, updates.added]);
   }
 
   async nextDue(): Promise<number | undefined> {
-    const { rows } = await this.#query<{ t: number | string | null }>(`SELECT ${ms(`LEAST(
-        (SELECT MIN(run_at) FROM ${this.#tasks} WHERE state = 'waiting'),
-        (SELECT MIN(locked_until) FROM ${this.#tasks} WHERE state = 'running'),
-        (SELECT MIN(next_run_at) FROM ${this.#jobs} WHERE state = 'scheduled'))`)} AS t`);
+    const { rows } = await this.#query<{ t: number | string | null }>(this.#sql.nextDue);
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Number(t);
   }
 
   async renew(owner: string, ids: number[], until: number): Promise<number[]> {
     if (ids.length === 0) return [];
-    const { rows } = await this.#query<{ id: string | number }>(`UPDATE ${this.#tasks} SET locked_until = ${ts('$1')}
-      WHERE id = ANY($2::bigint[]) AND locked_by = $3 AND state = 'running' RETURNING id`, [until, ids, owner]);
+    const { rows } = await this.#query<{ id: string | number }>(this.#sql.renew, [until, ids, owner]);
     const kept = new Set(rows.map((row) => Number(row.id)));
     return ids.filter((id) => !kept.has(id));
   }
 
   async complete(owner: string, id: number, state: 'succeeded' | 'failed' | 'timed-out' | 'cancelled', error: string | null): Promise<void> {
-    await this.#query(`UPDATE ${this.#tasks} SET state = $1, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
-      WHERE id = $3 AND locked_by = $4`, [state, error, id, owner]);
+    await this.#query(this.#sql.complete, [state, error, id, owner]);
   }
 
   async retry(owner: string, id: number, runAt: number, error: string): Promise<void> {
-    // The wake reaches this process too: its next claim may already be under way without this row.
-    await this.#query(`WITH retried AS (
-        UPDATE ${this.#tasks} SET state = 'waiting', run_at = ${ts('$1')}, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
-        WHERE id = $3 AND locked_by = $4 RETURNING id)
-      SELECT pg_notify('${WAKE}', $5) FROM retried`, [runAt, error, id, owner, this.#wakePayload(runAt)]);
+    await this.#query(this.#sql.retry, [runAt, error, id, owner, this.#wakePayload(runAt)]);
   }
 
   async release(owner: string, id: number): Promise<void> {
-    await this.#query(`WITH released AS (
-        UPDATE ${this.#tasks} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
-        WHERE id = $1 AND locked_by = $2 AND state = 'running' RETURNING run_at)
-      SELECT pg_notify('${WAKE}', $3 || (extract(epoch from run_at) * 1000)::bigint::text) FROM released`, [id, owner, this.#prefix]);
+    await this.#query(this.#sql.release, [id, owner, this.#prefix]);
   }
 
   async cancel(id: number): Promise<boolean> {
-    // Locking the row first gives its state as it was, so only a running task is announced.
-    const { rows } = await this.#query<{ was: StoredState }>(`WITH
-        old AS (SELECT id, state FROM ${this.#tasks} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
-        cancelled AS (UPDATE ${this.#tasks} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
-          FROM old WHERE t.id = old.id RETURNING old.state AS was)
-      SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END FROM cancelled`, [id, `${this.#prefix}${id}`]);
+    const { rows } = await this.#query<{ was: StoredState }>(this.#sql.cancel, [id, `${this.#prefix}${id}`]);
     return rows.length > 0;
   }
 
   async cancelJob(key: string): Promise<boolean> {
-    const { rows } = await this.#query<{ n: string | number }>(`WITH
-        job AS (UPDATE ${this.#jobs} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
-        occurrences AS (UPDATE ${this.#tasks} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id)
-      SELECT (SELECT count(*) FROM job) AS n`, [key]);
+    const { rows } = await this.#query<{ n: string | number }>(this.#sql.cancelJob, [key]);
     return Number(rows[0]?.n ?? 0) > 0;
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
-    const { rows } = await this.#query<TaskRow>(`SELECT ${this.#taskColumns('t')} FROM ${this.#tasks} AS t WHERE t.id = $1`, [id]);
+    const { rows } = await this.#query<TaskRow>(this.#sql.taskById, [id]);
     return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const { rows } = await this.#query<TaskRow>(`SELECT ${this.#taskColumns('t')} FROM ${this.#tasks} AS t
-      WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
-      ORDER BY t.run_at, t.id LIMIT $4`, [filter.state ?? null, filter.name ?? null, filter.jobKey ?? null, filter.limit ?? 100]);
+    const { rows } = await this.#query<TaskRow>(this.#sql.listTasks, [filter.state ?? null, filter.name ?? null, filter.jobKey ?? null, filter.limit ?? 100]);
     return rows.map(toTask);
   }
 
@@ -495,7 +343,7 @@ class PostgresStore implements Store {
     client.on('notification', this.#notified);
     try {
       await client.connect();
-      await client.query(`LISTEN ${WAKE}; LISTEN ${CANCEL}`);
+      await client.query(this.#sql.listen);
     } catch (error) {
       await client.end().catch(noop);
       throw error;

@@ -1,13 +1,15 @@
 import { DateTime } from 'luxon';
-import { CalendarRule } from './calendar.js';
-import { CronRule } from './cron.js';
+import { CalendarRule } from '../rules/calendar.js';
+import { CronRule } from '../rules/cron.js';
 import type { Job, MisfirePolicy, OverlapPolicy } from './job.js';
-import { IntervalRule, type Rule } from './rule.js';
-import type { StoredJob } from './store.js';
-import type { TaskOptions } from './scheduler.js';
-import type { TaskFunction } from './task.js';
-import { assertDuration, describe, toEpoch, type When } from './validate.js';
-import { validateZone } from './wall-time.js';
+import { IntervalRule, type Rule } from '../rules/rule.js';
+import type { StoredJobOptions } from '../durable/options.js';
+import type { StoredJob } from '../durable/store.js';
+import type { TaskOptions } from '../core/task-options.js';
+import type { JobBounds, RulePlan } from '../rules/plan.js';
+import type { TaskFunction } from '../core/task.js';
+import { assertDuration, describe, toEpoch, type When } from '../core/validate.js';
+import { validateZone } from '../rules/wall-time.js';
 
 /** Options of `run()`: everything a task takes, plus the job policies. */
 export interface JobOptions extends TaskOptions {
@@ -32,39 +34,12 @@ export interface JobOptions extends TaskOptions {
   jitter?: number;
 }
 
-/** Where a builder's rule comes from. @internal */
-export interface RulePlan {
-  rule: Rule;
-  /** the first occurrence after the start point */
-  first: number | undefined;
-}
-
 /** The scheduler side of a builder. @internal */
 export interface JobFactory {
   readonly timezone: string;
   now(): number;
   createJob(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job;
   createStoredJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob>;
-}
-
-/** Options of `run(name, options)` for a stored job (a scheduler with a `store`). */
-export interface StoredJobOptions extends Omit<JobOptions, 'signal' | 'jitter' | 'overlap'> {
-  /** JSON-serialisable data handed to the handler on every run. */
-  payload?: unknown;
-  /** Registering a job with the same key again updates it instead of adding one. */
-  key?: string;
-  /**
-   * `'queue'` is not available for stored jobs.
-   * @default 'skip'
-   */
-  overlap?: 'skip' | 'allow';
-}
-
-/** Limits set on a builder. @internal */
-export interface JobBounds {
-  until: number;
-  times: number;
-  jitter: number;
 }
 
 /**

@@ -1,8 +1,8 @@
-import { CalendarRule } from './calendar.js';
-import { CronRule } from './cron.js';
-import { TaskheapError } from './errors.js';
-import { IntervalRule, type Rule } from './rule.js';
-import { describe } from './validate.js';
+import { CalendarRule } from '../rules/calendar.js';
+import { CronRule } from '../rules/cron.js';
+import { TaskheapError } from '../core/errors.js';
+import { IntervalRule, type Rule } from '../rules/rule.js';
+import { describe } from '../core/validate.js';
 
 /** The life of a stored task. */
 export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';

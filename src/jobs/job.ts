@@ -1,6 +1,6 @@
-import type { Rule } from './rule.js';
-import { CancelledError } from './errors.js';
-import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from './task.js';
+import type { Rule } from '../rules/rule.js';
+import { CancelledError } from '../core/errors.js';
+import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 
 /** The life of a recurring job. */
 export type JobState = 'scheduled' | 'paused' | 'done' | 'cancelled';
@@ -23,6 +23,16 @@ export interface JobPlan {
   misfire: MisfirePolicy;
   settings: TaskSettings;
   signal: AbortSignal | undefined;
+}
+
+/** Why a job occurrence did not run (the `skip` event). */
+export interface SkipInfo {
+  /** The job whose occurrence was skipped. */
+  job: Job;
+  /** When the skipped occurrence was due. */
+  scheduledAt: Date;
+  /** `overlap`: the previous run was still going; `misfire`: whole periods were missed. */
+  reason: 'overlap' | 'misfire';
 }
 
 /** What a job needs from its scheduler. @internal */

@@ -1,0 +1,452 @@
+import type { Clock } from './clock.js';
+import type { Emitter } from './emitter.js';
+import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
+import { LatenessRecorder, type Lateness } from './lateness.js';
+import { retryDelay } from './retry.js';
+import { SignalRegistry } from './signal-registry.js';
+import { toSettings, type TaskOptions } from './task-options.js';
+import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type TaskSettings } from './task.js';
+import { TaskQueue } from './task-queue.js';
+import { describe } from './validate.js';
+
+/** What `onError` is told about a failure. */
+export interface ErrorInfo {
+  /** The failed task; undefined for an error of the store (a lost database connection). */
+  task: Task | undefined;
+  /** The task's `name` option. */
+  name: string | undefined;
+  /** The attempt that failed (1 for the first run); 0 for store errors. */
+  attempt: number;
+}
+
+/** A snapshot returned by `scheduler.stats()`. */
+export interface SchedulerStats {
+  /** Tasks waiting for their time or for a worker. */
+  pending: number;
+  /** Tasks running now. */
+  running: number;
+  /** Pending tasks already due, waiting for a free worker. */
+  waiting: number;
+  /** The pool size. */
+  workers: number;
+  /** Tasks that succeeded, since the scheduler was created. */
+  succeeded: number;
+  /** Tasks that failed for good (after their retries). */
+  failed: number;
+  /** Tasks whose last attempt timed out. */
+  timedOut: number;
+  /** Tasks cancelled before or while running (including by `close()`). */
+  cancelled: number;
+  /** How late runs started (ms), over the last 1,024 runs; `max` over all. */
+  lateness: Lateness;
+}
+
+/** The events of the loop itself; the scheduler adds the jobs' `skip`. */
+export interface TaskEvents {
+  /** A run started. */
+  start: [task: Task];
+  /** A task succeeded, with its value. */
+  success: [task: Task, value: unknown];
+  /** A task failed for good, with its last error. */
+  failure: [task: Task, error: unknown];
+  /** A run failed and will be retried after `delay` ms. */
+  retry: [task: Task, error: unknown, delay: number];
+  /** A task was cancelled (pending, or running and then gave up). */
+  cancel: [task: Task, reason: unknown];
+  /** Nothing is pending or running any more. */
+  idle: [];
+}
+
+/** Something an AbortSignal can cancel: a task or a job. */
+export interface Cancellable {
+  cancel(reason?: unknown): boolean;
+}
+
+/** The loop's settings, validated by the scheduler. @internal */
+export interface LoopOptions {
+  workers: number;
+  maxPending: number;
+  unref: boolean;
+  clock: Clock;
+  onError: (error: unknown, info: ErrorInfo) => void;
+}
+
+// A sleep never lasts longer than this, so a wall clock that jumps or a
+// machine that sleeps is noticed within this time (and setTimeout's 2^31-1 ms
+// limit is never reached).
+const MAX_SLEEP = 30_000;
+// A long run of synchronous tasks yields to the event loop after this many ms.
+const PUMP_BUDGET = 10;
+
+let nextId = 1;
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as PromiseLike<unknown>).then === 'function';
+}
+
+/** Throws a RangeError unless `value` is a valid pool size. */
+export function assertWorkers(value: unknown): asserts value is number {
+  if (value !== Infinity && (!Number.isInteger(value) || (value as number) < 1)) {
+    throw new RangeError(`Expected \`workers\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
+  }
+}
+
+/**
+ * The in-memory engine behind `Scheduler`: pending tasks sit in one min-heap,
+ * a single timer is armed for the earliest, and due tasks run on a bounded,
+ * resizable pool of worker slots. Jobs and durable work feed it through
+ * `push()`; it knows nothing of either.
+ * @internal
+ */
+export class TaskLoop implements TaskOwner {
+  readonly clock: Clock;
+  /** Shared by every task scheduled without options. */
+  readonly defaults: TaskSettings = { owner: this, name: undefined, timeout: Infinity, retry: undefined, signal: undefined, observer: undefined };
+  readonly #queue = new TaskQueue();
+  readonly #events: Emitter<TaskEvents>;
+  readonly #signals = new SignalRegistry<Cancellable>((member, reason) => member.cancel(reason));
+  readonly #lateness = new LatenessRecorder();
+  readonly #unref: boolean;
+  readonly #onError: (error: unknown, info: ErrorInfo) => void;
+  #workers: number;
+  readonly maxPending: number;
+
+  #running = 0;
+  /** Runs of async tasks in flight, so `close({ abort: true })` can reach them. */
+  readonly #active = new Set<Run>();
+  /** The run of a synchronous task while its function executes. */
+  #current: Run | undefined = undefined;
+  #timer: unknown = undefined;
+  /** Due time the timer was armed for; Infinity when none is armed. */
+  #timerAt = Infinity;
+  #pumpQueued = false;
+  #pumping = false;
+  #closed = false;
+  #idleWaiters: (() => void)[] = [];
+
+  #succeeded = 0;
+  #failed = 0;
+  #timedOut = 0;
+  #cancelled = 0;
+
+  constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
+    this.clock = options.clock;
+    this.#workers = options.workers;
+    this.maxPending = options.maxPending;
+    this.#unref = options.unref;
+    this.#onError = options.onError;
+    this.#events = events;
+  }
+
+  get workers(): number {
+    return this.#workers;
+  }
+
+  set workers(value: number) {
+    assertWorkers(value);
+    this.#workers = value;
+    this.#pump();
+  }
+
+  get size(): number {
+    return this.#queue.size;
+  }
+
+  get running(): number {
+    return this.#running;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  get unref(): boolean {
+    return this.#unref;
+  }
+
+  /** The checks every new piece of work passes: open, room left. */
+  assertAccepting(): void {
+    if (this.#closed) throw new ClosedError();
+    if (this.#queue.size >= this.maxPending) throw new QueueFullError(this.maxPending);
+  }
+
+  /** A user's task: validated, checked against the limits, then queued. */
+  add(time: number, fn: TaskFunction, options: TaskOptions | undefined): Task<any> {
+    if (typeof fn !== 'function') throw new TypeError(`Expected the task to be a function, got ${describe(fn)}`);
+    const settings = options === undefined ? this.defaults : toSettings(options, this.defaults);
+    this.assertAccepting();
+    const signal = settings.signal;
+    if (signal?.aborted) throw signal.reason;
+    const task = this.push(time, fn, settings);
+    if (signal !== undefined) this.#signals.add(signal, task);
+    return task;
+  }
+
+  /** A new task into the heap, past every check: jobs and the store's claims land here too. */
+  push(time: number, fn: TaskFunction, settings: TaskSettings): Task {
+    const task = new Task(nextId++, time, fn, settings);
+    this.#enqueue(task);
+    return task;
+  }
+
+  /** Cancels `member` when `signal` aborts (one listener per signal, however many members). */
+  watch(signal: AbortSignal, member: Cancellable): void {
+    this.#signals.add(signal, member);
+  }
+
+  unwatch(signal: AbortSignal, member: Cancellable): void {
+    this.#signals.delete(signal, member);
+  }
+
+  /** Reports a failure to `onError`; a throwing `onError` surfaces as an uncaught exception. */
+  report(error: unknown, info: ErrorInfo): void {
+    try {
+      this.#onError(error, info);
+    } catch (thrown) {
+      queueMicrotask(() => {
+        throw thrown;
+      });
+    }
+  }
+
+  onIdle(): Promise<void> {
+    if (this.#isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  stats(): SchedulerStats {
+    return {
+      pending: this.#queue.size,
+      running: this.#running,
+      waiting: this.#queue.countDue(this.clock.now()),
+      workers: this.#workers,
+      succeeded: this.#succeeded,
+      failed: this.#failed,
+      timedOut: this.#timedOut,
+      cancelled: this.#cancelled,
+      lateness: this.#lateness.summary(),
+    };
+  }
+
+  pendingTasks(): Task[] {
+    return this.#queue.toSortedArray();
+  }
+
+  /** Stops taking work and cancels every pending task; resolves when running ones settle. */
+  close(): Promise<void> {
+    this.#closed = true;
+    this.#disarm();
+    const reason = new ClosedError();
+    for (const task of this.#queue.clear()) this.#cancelPending(task, reason, false);
+    return this.onIdle();
+  }
+
+  /** Aborts the signal of every running task (`close({ abort: true })`). */
+  abortRunning(reason: unknown): void {
+    if (this.#current !== undefined) this.#abortRun(this.#current, reason);
+    for (const run of this.#active) this.#abortRun(run, reason);
+  }
+
+  /** @internal the `task.cancel()` implementation */
+  cancelTask(task: Task, reason: unknown): boolean {
+    if (task._state === State.Pending) {
+      this.#cancelPending(task, reason, true);
+      this.#checkIdle();
+      return true;
+    }
+    const run = task._run;
+    if (task._state !== State.Running || run === undefined || run.aborted) return false;
+    this.#abortRun(run, materialize(reason));
+    return true;
+  }
+
+  /** Cooperative: the run sees its signal abort, and if it then fails it ends `cancelled`. */
+  #abortRun(run: Run, reason: unknown): void {
+    run.cancelled = true;
+    run.abort(reason);
+  }
+
+  #enqueue(task: Task): void {
+    this.#queue.push(task);
+    // Arming is deferred to a microtask: scheduling a burst of tasks in one
+    // tick then costs one timer update, not one per task, and tasks already
+    // due in the same tick still start in due-time order.
+    if (task._time < this.#timerAt && !this.#pumpQueued) {
+      this.#pumpQueued = true;
+      queueMicrotask(this.#queuedPump);
+    }
+  }
+
+  #queuedPump = (): void => {
+    this.#pumpQueued = false;
+    this.#pump();
+  };
+
+  #wake = (): void => {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    this.#pump();
+  };
+
+  /** Starts due tasks while workers are free, then arms the timer for what is left. */
+  #pump(): void {
+    // A task that resizes the pool or settles synchronously calls back in
+    // here; the loop below already re-reads everything it depends on.
+    if (this.#pumping || this.#closed) return;
+    this.#pumping = true;
+    const clock = this.clock;
+    const queue = this.#queue;
+    const start = clock.now();
+    try {
+      while (this.#running < this.#workers) {
+        const task = queue.peek();
+        if (task === undefined) break;
+        const now = clock.now();
+        if (task._time > now) break;
+        if (now - start > PUMP_BUDGET) return this.#yield();
+        queue.pop();
+        this.#dispatch(task, now);
+      }
+    } finally {
+      this.#pumping = false;
+    }
+    this.#arm();
+  }
+
+  /** Lets I/O and other timers run in the middle of a long burst of due tasks. */
+  #yield(): void {
+    this.#disarm();
+    this.#timerAt = -Infinity;
+    const immediate = setImmediate(this.#wake);
+    if (this.#unref) immediate.unref();
+    this.#timer = immediate;
+  }
+
+  #arm(): void {
+    const next = this.#running < this.#workers ? this.#queue.peek() : undefined;
+    // With no free worker, the next settling task pumps; no timer needed.
+    if (next === undefined) return this.#disarm();
+    if (next._time === this.#timerAt) return;
+    this.#disarm();
+    const delay = Math.min(Math.max(next._time - this.clock.now(), 0), MAX_SLEEP);
+    this.#timerAt = next._time;
+    this.#timer = this.clock.setTimer(this.#wake, delay, this.#unref);
+  }
+
+  #disarm(): void {
+    if (this.#timer === undefined) return;
+    if (this.#timerAt === -Infinity) clearImmediate(this.#timer as NodeJS.Immediate);
+    else this.clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+  }
+
+  #dispatch(task: Task, now: number): void {
+    this.#running++;
+    task._state = State.Running;
+    const run = new Run(task, now);
+    task._run = run;
+    this.#lateness.record(now - task._time);
+    if (this.#events.has('start')) this.#events.emit('start', task);
+    let value: unknown;
+    this.#current = run;
+    try {
+      value = task._fn(run);
+    } catch (error) {
+      this.#current = undefined;
+      return this.#fail(run, error, false);
+    }
+    this.#current = undefined;
+    if (!isThenable(value)) return this.#succeed(run, value);
+    this.#active.add(run);
+    const timeout = task._settings.timeout;
+    if (timeout !== Infinity) run.timer = this.clock.setTimer(() => this.#fail(run, new TimeoutError(timeout, task.name), true), timeout);
+    value.then((result) => this.#succeed(run, result), (error) => this.#fail(run, error, false));
+  }
+
+  #succeed(run: Run, value: unknown): void {
+    if (run.done) return;
+    this.#release(run);
+    const task = run.task;
+    this.#detach(task);
+    this.#finish(task, State.Succeeded, value);
+    this.#succeeded++;
+    if (this.#events.has('success')) this.#events.emit('success', task, value);
+    this.#afterRun();
+  }
+
+  #fail(run: Run, error: unknown, timedOut: boolean): void {
+    if (run.done) return;
+    if (timedOut) run.abort(error);
+    this.#release(run);
+    const task = run.task;
+    const retry = task._settings.retry;
+    if (run.cancelled) {
+      this.#detach(task);
+      this.#finish(task, State.Cancelled, error);
+      this.#cancelled++;
+      if (this.#events.has('cancel')) this.#events.emit('cancel', task, error);
+    } else if (retry !== undefined && run.attempt < retry.attempts && !this.#closed) {
+      const delay = retryDelay(retry, run.attempt);
+      task._state = State.Pending;
+      task._time = this.clock.now() + delay;
+      this.#enqueue(task);
+      if (this.#events.has('retry')) this.#events.emit('retry', task, error, delay);
+    } else {
+      this.#detach(task);
+      this.#finish(task, timedOut ? State.TimedOut : State.Failed, error);
+      if (timedOut) this.#timedOut++;
+      else this.#failed++;
+      if (this.#events.has('failure')) this.#events.emit('failure', task, error);
+      this.report(error, { task, name: task.name, attempt: task.attempts });
+    }
+    this.#afterRun();
+  }
+
+  /** Frees the run's worker slot; later outcomes of its function are ignored. */
+  #release(run: Run): void {
+    run.done = true;
+    this.#running--;
+    if (run.timer !== undefined) this.clock.clearTimer(run.timer);
+    this.#active.delete(run);
+  }
+
+  #afterRun(): void {
+    this.#pump();
+    this.#checkIdle();
+  }
+
+  #cancelPending(task: Task, reason: unknown, inQueue: boolean): void {
+    task._state = State.Cancelled;
+    if (inQueue) this.#queue.discard();
+    this.#detach(task);
+    this.#finish(task, State.Cancelled, reason);
+    this.#cancelled++;
+    if (this.#events.has('cancel')) this.#events.emit('cancel', task, materialize(reason));
+  }
+
+  #finish(task: Task, state: State, outcome: unknown): void {
+    task._finish(state, outcome);
+    task._settings.observer?.settled(task, state, outcome);
+  }
+
+  #detach(task: Task): void {
+    const signal = task._settings.signal;
+    if (signal !== undefined) this.#signals.delete(signal, task);
+  }
+
+  #isIdle(): boolean {
+    return this.#running === 0 && this.#queue.size === 0;
+  }
+
+  #checkIdle(): void {
+    if (!this.#isIdle()) return;
+    const waiters = this.#idleWaiters;
+    if (waiters.length > 0) {
+      this.#idleWaiters = [];
+      for (const resolve of waiters) resolve();
+    }
+    if (this.#events.has('idle')) this.#events.emit('idle');
+  }
+}

@@ -1,0 +1,41 @@
+import { toRetryPolicy, type RetryOptions } from './retry.js';
+import type { TaskSettings } from './task.js';
+import { assertDuration, assertKnownKeys, assertOptionsObject, describe } from './validate.js';
+
+/** Options of `schedule()` and `after()`. */
+export interface TaskOptions {
+  /** Cancels the task when aborted; may be shared by many tasks. */
+  signal?: AbortSignal;
+  /** A label for logs, errors and `ctx.name`. */
+  name?: string;
+  /**
+   * A run still going after this many ms has its `ctx.signal` aborted with a
+   * `TimeoutError`, ends as `timed-out` and frees its worker slot.
+   * @default Infinity
+   */
+  timeout?: number;
+  /** Retry failed or timed-out runs: a policy, or a number of attempts. */
+  retry?: RetryOptions | number;
+}
+
+/** The keys of `TaskOptions`, for checks that also accept more. */
+export const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry']);
+
+/**
+ * Validates task options into the settings a task carries. Options that say
+ * nothing beyond the defaults give back `defaults` itself, so plain tasks
+ * share one settings object.
+ */
+export function toSettings(options: TaskOptions, defaults: TaskSettings): TaskSettings {
+  assertOptionsObject(options, 'task');
+  assertKnownKeys(options, TASK_KEYS, 'task');
+  const { signal, name, timeout = Infinity, retry } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+  }
+  if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
+  if (timeout !== Infinity) assertDuration(timeout, 'timeout', 1);
+  const policy = retry === undefined ? undefined : toRetryPolicy(retry);
+  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined) return defaults;
+  return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined };
+}

@@ -1,0 +1,62 @@
+import type { RetryOptions } from '../core/retry.js';
+import type { TaskContext } from '../core/task.js';
+
+/** What a durable handler receives: the run's context plus the stored task's id. */
+export interface DurableContext extends TaskContext {
+  /**
+   * The stored task's id: the same on every delivery of the task, so a
+   * handler can use it to make its effects idempotent.
+   */
+  readonly id: number;
+}
+
+/** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
+export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
+
+/** Options of a durable `schedule(when, name, options)`. */
+export interface DurableTaskOptions {
+  /** JSON-serialisable data handed to the handler. */
+  payload?: unknown;
+  /** Makes scheduling idempotent: the same key replaces the task instead of adding one. */
+  key?: string;
+  /** ms; see TaskOptions.timeout */
+  timeout?: number;
+  /** see TaskOptions.retry */
+  retry?: RetryOptions | number;
+}
+
+/** Options a stored task or job keeps with it, as JSON. @internal */
+export interface StoredOptions {
+  timeout?: number;
+  retry?: RetryOptions;
+  overlap?: 'skip' | 'allow';
+  misfire?: 'once' | 'skip' | 'all';
+}
+
+/** Options of `run(name, options)` for a stored job (a scheduler with a `store`). */
+export interface StoredJobOptions {
+  /** A label for logs and errors. */
+  name?: string;
+  /** JSON-serialisable data handed to the handler on every run. */
+  payload?: unknown;
+  /** Registering a job with the same key again updates it instead of adding one. */
+  key?: string;
+  /** ms; see TaskOptions.timeout */
+  timeout?: number;
+  /** see TaskOptions.retry */
+  retry?: RetryOptions | number;
+  /**
+   * A run that comes due while the previous one is still running somewhere is
+   * skipped (`'skip'`) or run alongside it (`'allow'`); `'queue'` is not
+   * available for stored jobs.
+   * @default 'skip'
+   */
+  overlap?: 'skip' | 'allow';
+  /**
+   * Occurrences missed while no process was running collapse into one late run
+   * (`'once'`), are dropped (`'skip'`), or all run (`'all'`).
+   * @default 'once'
+   */
+  misfire?: 'once' | 'skip' | 'all';
+}
+

@@ -1,0 +1,197 @@
+// Every statement the PostgreSQL store runs, in one place. Tables may live
+// in a schema of the user's choice, so the statements are built once per
+// store from its qualified table names (see \`statements()\`). Times are
+// \`timestamptz\`; the store speaks epoch milliseconds, converted here.
+
+/** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
+export const WAKE = 'taskheap_wake';
+export const CANCEL = 'taskheap_cancel';
+
+/** SQL: epoch ms (a parameter or expression) to timestamptz, and back. */
+const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
+const ms = (expression: string) => `(extract(epoch from ${expression}) * 1000)::float8`;
+
+/** SQL twin of `sameSchedule`: the stored job `j` and the new one have the same rule but for its start point. */
+const SAME = `(j.state = 'scheduled' AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
+
+/** Quotes an identifier (a schema name). */
+export function quote(identifier: string): string {
+  return `"${identifier.replace(/"/g, '""')}"`;
+}
+
+/**
+ * The schema, one entry per version: entry `v` upgrades version `v` to `v + 1`.
+ * `t` qualifies a table name with the store's schema.
+ */
+const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
+  // version 1
+  (t) => `
+    CREATE TABLE ${t('taskheap_tasks')} (
+      id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      name text NOT NULL,
+      key text UNIQUE,
+      payload text NOT NULL,
+      state text NOT NULL DEFAULT 'waiting'
+        CHECK (state IN ('waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled')),
+      run_at timestamptz NOT NULL,
+      attempts integer NOT NULL DEFAULT 0,
+      max_attempts integer NOT NULL DEFAULT 1,
+      options text NOT NULL DEFAULT '{}',
+      locked_by text,
+      locked_until timestamptz,
+      last_error text,
+      job_key text,
+      scheduled_at timestamptz,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      updated_at timestamptz NOT NULL DEFAULT now(),
+      CONSTRAINT taskheap_tasks_occurrence UNIQUE (job_key, scheduled_at)
+    );
+    CREATE INDEX taskheap_tasks_waiting ON ${t('taskheap_tasks')} (run_at, id) WHERE state = 'waiting';
+    CREATE INDEX taskheap_tasks_leased ON ${t('taskheap_tasks')} (locked_until) WHERE state = 'running';
+    CREATE TABLE ${t('taskheap_jobs')} (
+      key text PRIMARY KEY,
+      name text NOT NULL,
+      payload text NOT NULL,
+      rule text NOT NULL,
+      state text NOT NULL DEFAULT 'scheduled' CHECK (state IN ('scheduled', 'paused', 'done', 'cancelled')),
+      next_run_at timestamptz,
+      remaining integer,
+      until timestamptz,
+      options text NOT NULL,
+      runs integer NOT NULL DEFAULT 0,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      updated_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX taskheap_jobs_due ON ${t('taskheap_jobs')} (next_run_at) WHERE state = 'scheduled';`,
+];
+
+/** The columns a task row is read with; `a` is the table alias. */
+function taskColumns(a: string): string {
+  return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
+    ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at`;
+}
+
+/**
+ * Claims up to $2 tasks due at $1 for owner $3 until $4: waiting tasks that
+ * are due, and running ones whose lease ran out (their process died); each
+ * branch walks its own partial index. `unlessJobsDue`: claims only if no
+ * recurring job is due, and returns that flag (on a row of its own if nothing was claimed).
+ */
+function claimSql(T: string, J: string, unlessJobsDue: boolean): string {
+  const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
+  return `WITH
+    ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= ${ts('$1')}) AS jobs_due),` : ''}
+    expired AS (SELECT id, run_at FROM ${T} WHERE state = 'running' AND locked_until <= ${ts('$1')} ${gate}
+      ORDER BY run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+    waiting AS (SELECT id, run_at FROM ${T} WHERE state = 'waiting' AND run_at <= ${ts('$1')} ${gate}
+      ORDER BY run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+    due AS (SELECT id FROM (SELECT * FROM expired UNION ALL SELECT * FROM waiting) d ORDER BY run_at, id LIMIT $2),
+    claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $3, locked_until = ${ts('$4')}, attempts = t.attempts + 1, updated_at = now()
+      FROM due WHERE t.id = due.id
+      RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options)
+    ${unlessJobsDue ? 'SELECT flag.jobs_due, claimed.* FROM flag LEFT JOIN claimed ON true' : 'SELECT * FROM claimed'}`;
+}
+
+/** The statements of a store whose tables live in `schema` (undefined: the search_path). */
+export function statements(schema: string | undefined) {
+  const t = (name: string) => (schema === undefined ? name : `${quote(schema)}.${name}`);
+  const T = t('taskheap_tasks');
+  const J = t('taskheap_jobs');
+  const M = t('taskheap_meta');
+  return {
+    migrations: MIGRATIONS.map((migration) => migration(t)),
+    /** Processes starting together migrate one at a time. */
+    migrationLock: `SELECT pg_advisory_xact_lock(hashtext('taskheap:' || $1::text))`,
+    createSchema: schema === undefined ? undefined : `CREATE SCHEMA IF NOT EXISTS ${quote(schema)}`,
+    createMeta: `CREATE TABLE IF NOT EXISTS ${M} (version integer NOT NULL)`,
+    readVersion: `SELECT version FROM ${M}`,
+    insertVersion: `INSERT INTO ${M} (version) VALUES ($1)`,
+    updateVersion: `UPDATE ${M} SET version = $1`,
+
+    /** A keyed task replaces the one with its key unless that one is running. */
+    addTask: `WITH saved AS (
+        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options)
+        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6)
+        ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
+          attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
+          last_error = NULL, updated_at = now()
+        WHERE t.state <> 'running'
+        RETURNING ${taskColumns('t')})
+      SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
+    taskByKey: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`,
+    taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
+    listTasks: `SELECT ${taskColumns('t')} FROM ${T} AS t
+      WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
+      ORDER BY t.run_at, t.id LIMIT $4`,
+
+    /**
+     * Re-registering the same schedule (every start does) keeps the job's
+     * place in it: its rule's start point, next occurrence and count left
+     * (see sameSchedule in durable/store.ts; start and anchor are the start point).
+     */
+    addJob: `WITH saved AS (
+        INSERT INTO ${J} AS j (key, name, payload, rule, state, next_run_at, remaining, until, options)
+        VALUES ($1, $2, $3, $4, $5, ${ts('$6')}, $7, ${ts('$8')}, $9)
+        ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload,
+          rule = CASE WHEN ${SAME} THEN j.rule ELSE EXCLUDED.rule END,
+          state = CASE WHEN ${SAME} THEN j.state ELSE EXCLUDED.state END,
+          next_run_at = CASE WHEN ${SAME} THEN j.next_run_at ELSE EXCLUDED.next_run_at END,
+          remaining = CASE WHEN ${SAME} THEN j.remaining ELSE EXCLUDED.remaining END,
+          until = EXCLUDED.until, options = EXCLUDED.options, updated_at = now()
+        RETURNING j.key, j.name, j.payload, j.state, j.next_run_at, j.runs)
+      SELECT key, name, payload, state, ${ms('next_run_at')} AS next_run_at, runs,
+        CASE WHEN next_run_at IS NOT NULL THEN pg_notify('${WAKE}', $10 || (extract(epoch from next_run_at) * 1000)::bigint::text) END
+      FROM saved`,
+
+    /** The common case, no recurring job due: claims in one statement and says whether a job is due. */
+    claimUnlessJobsDue: claimSql(T, J, true),
+    claim: claimSql(T, J, false),
+    /** Another process materializing the same job holds its row: skip it, that process does the work. */
+    dueJobs: `SELECT key, name, payload, rule, ${ms('next_run_at')} AS next_run_at, remaining, ${ms('until')} AS until, options
+      FROM ${J} WHERE state = 'scheduled' AND next_run_at <= ${ts('$1')}
+      ORDER BY next_run_at LIMIT 100 FOR UPDATE SKIP LOCKED`,
+    runningJobs: `SELECT DISTINCT job_key FROM ${T}
+      WHERE job_key = ANY($1::text[]) AND state = 'running' AND locked_until > ${ts('$2')}`,
+    /** (job_key, scheduled_at) is unique: an occurrence is inserted once, whichever process gets there first. */
+    insertOccurrences: `INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key)
+      SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key
+      FROM unnest($1::text[], $2::text[], $3::float8[], $4::int[], $5::text[], $6::text[]) AS u(name, payload, at, max_attempts, options, job_key)
+      ON CONFLICT (job_key, scheduled_at) DO NOTHING`,
+    advanceJobs: `UPDATE ${J} AS j SET next_run_at = ${ts('u.next')}, remaining = u.remaining, state = u.state,
+        runs = j.runs + u.added, updated_at = now()
+      FROM unnest($1::text[], $2::float8[], $3::int[], $4::text[], $5::int[]) AS u(key, next, remaining, state, added)
+      WHERE j.key = u.key`,
+    nextDue: `SELECT ${ms(`LEAST(
+        (SELECT MIN(run_at) FROM ${T} WHERE state = 'waiting'),
+        (SELECT MIN(locked_until) FROM ${T} WHERE state = 'running'),
+        (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled'))`)} AS t`,
+
+    renew: `UPDATE ${T} SET locked_until = ${ts('$1')}
+      WHERE id = ANY($2::bigint[]) AND locked_by = $3 AND state = 'running' RETURNING id`,
+    complete: `UPDATE ${T} SET state = $1, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
+      WHERE id = $3 AND locked_by = $4`,
+    /** The wake reaches this process too: its next claim may already be under way without this row. */
+    retry: `WITH retried AS (
+        UPDATE ${T} SET state = 'waiting', run_at = ${ts('$1')}, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
+        WHERE id = $3 AND locked_by = $4 RETURNING id)
+      SELECT pg_notify('${WAKE}', $5) FROM retried`,
+    release: `WITH released AS (
+        UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
+        WHERE id = $1 AND locked_by = $2 AND state = 'running' RETURNING run_at)
+      SELECT pg_notify('${WAKE}', $3 || (extract(epoch from run_at) * 1000)::bigint::text) FROM released`,
+    /** Locking the row first gives its state as it was, so only a running task is announced. */
+    cancel: `WITH
+        old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
+        cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
+          FROM old WHERE t.id = old.id RETURNING old.state AS was)
+      SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END FROM cancelled`,
+    cancelJob: `WITH
+        job AS (UPDATE ${J} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
+        occurrences AS (UPDATE ${T} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id)
+      SELECT (SELECT count(*) FROM job) AS n`,
+    listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}`,
+  };
+}
+
+/** The statements of one store. */
+export type Statements = ReturnType<typeof statements>;

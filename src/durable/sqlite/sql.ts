@@ -1,0 +1,89 @@
+// Every statement the SQLite store runs, in one place. Times are UTC epoch
+// milliseconds in INTEGER columns; payloads and options are JSON text.
+
+/** The schema, one entry per version: entry N-1 migrates version N-1 to N. */
+export const MIGRATIONS: readonly string[] = [
+  // version 1
+  `CREATE TABLE taskheap_tasks (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     name TEXT NOT NULL,
+     key TEXT UNIQUE,
+     payload TEXT NOT NULL,
+     state TEXT NOT NULL DEFAULT 'waiting',
+     run_at INTEGER NOT NULL,
+     attempts INTEGER NOT NULL DEFAULT 0,
+     max_attempts INTEGER NOT NULL DEFAULT 1,
+     options TEXT NOT NULL DEFAULT '{}',
+     locked_by TEXT,
+     locked_until INTEGER,
+     last_error TEXT,
+     job_key TEXT,
+     scheduled_at INTEGER,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     UNIQUE (job_key, scheduled_at)
+   );
+   CREATE INDEX taskheap_tasks_due ON taskheap_tasks (state, run_at);
+   CREATE TABLE taskheap_jobs (
+     key TEXT PRIMARY KEY,
+     name TEXT NOT NULL,
+     payload TEXT NOT NULL,
+     rule TEXT NOT NULL,
+     state TEXT NOT NULL DEFAULT 'scheduled',
+     next_run_at INTEGER,
+     remaining INTEGER,
+     until INTEGER,
+     options TEXT NOT NULL,
+     runs INTEGER NOT NULL DEFAULT 0,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL
+   );
+   CREATE INDEX taskheap_jobs_due ON taskheap_jobs (state, next_run_at);`,
+];
+
+/** The statements, by what they do. */
+export const SQL = {
+  createMeta: `CREATE TABLE IF NOT EXISTS taskheap_meta (version INTEGER NOT NULL)`,
+  readVersion: `SELECT version FROM taskheap_meta`,
+  insertVersion: `INSERT INTO taskheap_meta (version) VALUES (?)`,
+  updateVersion: `UPDATE taskheap_meta SET version = ?`,
+  recover: `UPDATE taskheap_tasks SET state = 'waiting', locked_by = NULL, locked_until = NULL WHERE state = 'running'`,
+  taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
+  replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
+    options = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
+  taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
+  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+  jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,
+  upsertJob: `INSERT INTO taskheap_jobs (key, name, payload, rule, state, next_run_at, remaining, until, options, created_at, updated_at)
+    VALUES (@key, @name, @payload, @rule, @state, @nextRunAt, @remaining, @until, @options, @now, @now)
+    ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
+    next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`,
+  dueWaiting: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`,
+  dueExpired: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? ORDER BY run_at, id LIMIT ?`,
+  claimOne: `UPDATE taskheap_tasks SET state = 'running', locked_by = ?, locked_until = ?, attempts = attempts + 1, updated_at = ?
+    WHERE id = ? RETURNING *`,
+  dueJobs: `SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`,
+  jobRunning: `SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`,
+  insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  advanceJob: `UPDATE taskheap_jobs SET next_run_at = ?, remaining = ?, state = ?, runs = runs + ?, updated_at = ? WHERE key = ?`,
+  nextDue: `SELECT MIN(t) AS t FROM (
+    SELECT MIN(run_at) AS t FROM taskheap_tasks WHERE state = 'waiting'
+    UNION ALL SELECT MIN(locked_until) FROM taskheap_tasks WHERE state = 'running'
+    UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
+  renew: `UPDATE taskheap_tasks SET locked_until = ? WHERE id = ? AND locked_by = ? AND state = 'running'`,
+  complete: `UPDATE taskheap_tasks SET state = ?, last_error = ?, locked_by = NULL, locked_until = NULL, updated_at = ?
+    WHERE id = ? AND locked_by = ?`,
+  retry: `UPDATE taskheap_tasks SET state = 'waiting', run_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL, updated_at = ?
+    WHERE id = ? AND locked_by = ?`,
+  release: `UPDATE taskheap_tasks SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = ?
+    WHERE id = ? AND locked_by = ? AND state = 'running'`,
+  cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?
+    WHERE id = ? AND state IN ('waiting', 'running')`,
+  cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
+  cancelOccurrences: `UPDATE taskheap_tasks SET state = 'cancelled', updated_at = ? WHERE job_key = ? AND state = 'waiting'`,
+  listTasks: `SELECT * FROM taskheap_tasks
+    WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
+    ORDER BY run_at, id LIMIT @limit`,
+} as const;

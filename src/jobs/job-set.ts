@@ -1,0 +1,90 @@
+import type { Emitter } from '../core/emitter.js';
+import type { TaskLoop } from '../core/loop.js';
+import { toSettings } from '../core/task-options.js';
+import type { Task, TaskFunction, TaskSettings } from '../core/task.js';
+import { assertDuration, assertKnownKeys, assertOptionsObject, describe } from '../core/validate.js';
+import type { JobBounds, RulePlan } from '../rules/plan.js';
+import type { JobOptions } from './builders.js';
+import { Job, type JobHost, type SkipInfo } from './job.js';
+
+const JOB_KEYS = new Set(['signal', 'name', 'timeout', 'retry', 'overlap', 'misfire', 'jitter']);
+
+/**
+ * The in-memory jobs of one scheduler: creates them on its loop and keeps
+ * those that still plan occurrences (not done or cancelled).
+ * @internal
+ */
+export class JobSet implements JobHost {
+  readonly #loop: TaskLoop;
+  readonly #events: Emitter<{ skip: [info: SkipInfo] }>;
+  readonly #live = new Set<Job>();
+
+  constructor(loop: TaskLoop, events: Emitter<{ skip: [info: SkipInfo] }>) {
+    this.#loop = loop;
+    this.#events = events;
+  }
+
+  /** Validates the options, then starts the job. */
+  create(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
+    assertOptionsObject(options, 'job');
+    if (options !== undefined) assertKnownKeys(options, JOB_KEYS, 'job');
+    const overlap = options?.overlap ?? 'skip';
+    const misfire = options?.misfire ?? 'once';
+    const jitter = options?.jitter ?? bounds.jitter;
+    const signal = options?.signal;
+    if (overlap !== 'skip' && overlap !== 'queue' && overlap !== 'allow') {
+      throw new RangeError(`Expected \`overlap\` to be 'skip', 'queue' or 'allow', got ${describe(overlap)}`);
+    }
+    if (misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
+      throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
+    }
+    assertDuration(jitter, 'jitter');
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+    }
+    const loop = this.#loop;
+    // The job watches its signal itself (a cancelled job is gone for good), so its runs' settings carry none.
+    const settings = options === undefined
+      ? loop.defaults
+      : toSettings({ name: options.name, timeout: options.timeout, retry: options.retry }, loop.defaults);
+    loop.assertAccepting();
+    if (signal?.aborted) throw signal.reason;
+    const job = new Job(this, fn, {
+      rule: plan.rule, first: plan.first, until: bounds.until, times: bounds.times, jitter, overlap, misfire, settings, signal,
+    });
+    if (job.state === 'scheduled') {
+      this.#live.add(job);
+      if (signal !== undefined) loop.watch(signal, job);
+    }
+    return job;
+  }
+
+  /** Jobs that are scheduled or paused, in creation order. */
+  list(): Job[] {
+    return [...this.#live];
+  }
+
+  /** Ends every job without touching runs in progress (the scheduler closing). */
+  stop(): void {
+    for (const job of this.#live) job._stop();
+  }
+
+  // JobHost: what each job calls back.
+
+  now(): number {
+    return this.#loop.clock.now();
+  }
+
+  enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task {
+    return this.#loop.push(time, fn, settings);
+  }
+
+  skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void {
+    if (this.#events.has('skip')) this.#events.emit('skip', { job, scheduledAt: new Date(scheduledAt), reason });
+  }
+
+  finished(job: Job, signal: AbortSignal | undefined): void {
+    this.#live.delete(job);
+    if (signal !== undefined) this.#loop.unwatch(signal, job);
+  }
+}

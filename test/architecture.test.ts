@@ -1,0 +1,123 @@
+// The layout of src/ is part of the design: each folder may import only the
+// folders below it (README, "Layout"), and no file may reach itself through
+// its imports. This test reads every import (type-only and dynamic ones too)
+// with TypeScript's own pre-processor and fails on a cycle or a forbidden edge.
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, posix } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+
+const SRC = fileURLToPath(new URL('../src/', import.meta.url));
+
+/** What each folder may import, besides itself. Keep in step with the README's layout map. */
+const MAY_IMPORT: Record<string, readonly string[]> = {
+  core: [],
+  rules: ['core'],
+  durable: ['core', 'rules'],
+  'durable/sqlite': ['core', 'durable'],
+  'durable/postgres': ['core', 'durable'],
+  jobs: ['core', 'rules', 'durable'],
+  testing: ['core'],
+};
+/** Files at the top of src/: the scheduler and the entry points. */
+const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
+  'scheduler.ts': ['core', 'rules', 'durable', 'jobs'],
+  'index.ts': ['.', 'core', 'rules', 'durable', 'jobs'],
+  'sqlite.ts': ['durable/sqlite'],
+  'postgres.ts': ['durable/postgres'],
+  'testing.ts': ['testing'],
+};
+
+function sourceFiles(): string[] {
+  return (readdirSync(SRC, { recursive: true }) as string[])
+    .map((file) => file.split('\\').join('/'))
+    .filter((file) => file.endsWith('.ts'))
+    .sort();
+}
+
+/** The src-relative files `file` imports (relative specifiers only; packages are not ours). */
+function importsOf(file: string): string[] {
+  const info = ts.preProcessFile(readFileSync(join(SRC, file), 'utf8'), true, true);
+  return info.importedFiles
+    .map((ref) => ref.fileName)
+    .filter((spec) => spec.startsWith('.'))
+    .map((spec) => posix.normalize(posix.join(posix.dirname(file), spec)).replace(/\.js$/, '.ts'));
+}
+
+const graph = new Map(sourceFiles().map((file) => [file, importsOf(file)]));
+
+function folderOf(file: string): string {
+  return dirname(file);
+}
+
+/** Every import cycle, each as the path that closes it. */
+function cycles(): string[][] {
+  const found: string[][] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const visit = (file: string): void => {
+    state.set(file, 'open');
+    path.push(file);
+    for (const next of graph.get(file) ?? []) {
+      if (state.get(next) === 'open') found.push([...path.slice(path.indexOf(next)), next]);
+      else if (!state.has(next)) visit(next);
+    }
+    path.pop();
+    state.set(file, 'done');
+  };
+  for (const file of graph.keys()) if (!state.has(file)) visit(file);
+  return found;
+}
+
+describe('src/ layout', () => {
+  it('every import resolves to a file in src/', () => {
+    const missing = [...graph].flatMap(([file, targets]) => targets.filter((t) => !graph.has(t)).map((t) => `${file} -> ${t}`));
+    expect(missing).toEqual([]);
+  });
+
+  it('has no import cycle', () => {
+    expect(cycles().map((cycle) => cycle.join(' -> '))).toEqual([]);
+  });
+
+  it('the cycle check finds a cycle when there is one', () => {
+    // Guards the guard: a graph with a known cycle must be reported.
+    graph.set('core/__a.ts', ['core/__b.ts']);
+    graph.set('core/__b.ts', ['core/__a.ts']);
+    try {
+      expect(cycles().map((cycle) => cycle.join(' -> '))).toEqual(['core/__a.ts -> core/__b.ts -> core/__a.ts']);
+    } finally {
+      graph.delete('core/__a.ts');
+      graph.delete('core/__b.ts');
+    }
+  });
+
+  it('each folder imports only the folders below it', () => {
+    const forbidden: string[] = [];
+    for (const [file, targets] of graph) {
+      const folder = folderOf(file);
+      const allowed = folder === '.' ? TOP_MAY_IMPORT[file] : MAY_IMPORT[folder];
+      if (allowed === undefined) {
+        forbidden.push(`${file}: its folder has no entry in MAY_IMPORT (add one, and a line in the README)`);
+        continue;
+      }
+      for (const target of targets) {
+        const to = folderOf(target);
+        if (to !== folder && !allowed.includes(to)) forbidden.push(`${file} -> ${target}`);
+      }
+    }
+    expect(forbidden).toEqual([]);
+  });
+
+  it('the in-memory scheduler loads no database driver', () => {
+    const reached = new Set<string>();
+    const walk = (file: string): void => {
+      if (reached.has(file)) return;
+      reached.add(file);
+      for (const next of graph.get(file) ?? []) walk(next);
+    };
+    walk('index.ts');
+    const drivers = [...reached].filter((file) => file.startsWith('durable/sqlite/') || file.startsWith('durable/postgres/'));
+    expect(drivers).toEqual([]);
+  });
+});
