@@ -4,7 +4,7 @@
  * Store throughput: how many no-op durable tasks per second are claimed, run
  * and recorded as succeeded, with SQLite (1 process) and PostgreSQL (1 and 3
  * processes), next to the in-memory scheduler draining the same N no-op
- * tasks. Starts a throwaway PostgreSQL (test/pg-server.ts) and a temp SQLite
+ * tasks. Starts a throwaway PostgreSQL (test/durable/pg-server.ts) and a temp SQLite
  * file. N = 20,000 (quick: 2,000). Prints a markdown table and writes
  * bench/results/store-latest.json.
  *
@@ -27,7 +27,7 @@ import { Scheduler } from '../src/index.js';
 import { postgresStore } from '../src/postgres.js';
 import { sqliteStore } from '../src/sqlite.js';
 import type { Store } from '../src/durable/store.js';
-import { startPgServer } from '../test/pg-server.js';
+import { startPgServer } from '../test/durable/pg-server.js';
 
 const WORKERS = 16;
 const SELF = fileURLToPath(import.meta.url);

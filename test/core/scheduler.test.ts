@@ -1,7 +1,7 @@
 import { DateTime } from 'luxon';
 import { describe, expect, it, vi } from 'vitest';
-import { ClosedError, QueueFullError, Scheduler } from '../src/index.js';
-import { START, flush, setup } from './helpers.js';
+import { ClosedError, QueueFullError, Scheduler } from '../../src/index.js';
+import { START, flush, setup } from '../helpers.js';
 
 describe('schedule ordering', () => {
   it('runs tasks at their due times, earliest first', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { TimeoutError } from '../src/index.js';
-import { START, gate, setup } from './helpers.js';
+import { TimeoutError } from '../../src/index.js';
+import { START, gate, setup } from '../helpers.js';
 
 describe('timeout', () => {
   it('aborts the run with TimeoutError, ends timed-out and frees the slot', async () => {

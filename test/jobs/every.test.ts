@@ -1,8 +1,8 @@
 import { DateTime } from 'luxon';
 import { describe, expect, it } from 'vitest';
-import { Scheduler } from '../src/index.js';
-import { ManualClock } from '../src/testing.js';
-import { START, setup } from './helpers.js';
+import { Scheduler } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
+import { START, setup } from '../helpers.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

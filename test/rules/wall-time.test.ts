@@ -8,7 +8,7 @@ import {
   daysInMonth,
   systemZone,
   validateZone,
-} from '../src/rules/wall-time.js';
+} from '../../src/rules/wall-time.js';
 
 const HOUR = 3_600_000;
 const wall = (y: number, mo: number, d: number, h = 0, mi = 0, s = 0) => Date.UTC(y, mo - 1, d, h, mi, s);

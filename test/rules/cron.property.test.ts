@@ -14,7 +14,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { DateTime } from 'luxon';
-import { CronRule } from '../src/rules/cron.js';
+import { CronRule } from '../../src/rules/cron.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;

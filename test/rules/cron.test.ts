@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DateTime } from 'luxon';
-import { CronRule } from '../src/rules/cron.js';
+import { CronRule } from '../../src/rules/cron.js';
 
 /** The first `n` occurrences after local time `from` in `zone`, as "yyyy-MM-dd HH:mm:ss Www" local strings. */
 function runs(expression: string, from: string, n = 4, zone = 'UTC'): string[] {

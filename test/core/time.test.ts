@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Scheduler } from '../src/index.js';
-import { ManualClock } from '../src/testing.js';
-import { START, setup } from './helpers.js';
+import { Scheduler } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
+import { START, setup } from '../helpers.js';
 
 const DAY = 86_400_000;
 

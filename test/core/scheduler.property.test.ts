@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type Task } from '../src/index.js';
-import { ManualClock } from '../src/testing.js';
+import { Scheduler, type Task } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
 
 type Op =
   | { kind: 'schedule'; delay: number; duration: number }

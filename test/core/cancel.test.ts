@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CancelledError } from '../src/index.js';
-import { START, setup } from './helpers.js';
+import { CancelledError } from '../../src/index.js';
+import { START, setup } from '../helpers.js';
 
 describe('cancel', () => {
   it('a cancelled pending task leaves the heap at once and never runs', async () => {

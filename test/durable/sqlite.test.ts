@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, SchemaVersionError, UnknownHandlerError } from '../src/index.js';
-import { sqliteStore } from '../src/sqlite.js';
-import { ManualClock } from '../src/testing.js';
-import { START } from './helpers.js';
+import { Scheduler, SchemaVersionError, UnknownHandlerError } from '../../src/index.js';
+import { sqliteStore } from '../../src/sqlite.js';
+import { ManualClock } from '../../src/testing.js';
+import { START } from '../helpers.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-')), 'store.db');

@@ -13,9 +13,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DateTime, IANAZone } from 'luxon';
-import { CalendarRule } from '../src/rules/calendar.js';
-import { CronRule } from '../src/rules/cron.js';
-import type { Rule } from '../src/rules/rule.js';
+import { CalendarRule } from '../../src/rules/calendar.js';
+import { CronRule } from '../../src/rules/cron.js';
+import type { Rule } from '../../src/rules/rule.js';
 
 /** Every occurrence in [from, to] (instants given as ISO strings with offsets), as ISO strings in `zone`. */
 function between(rule: Rule, zone: string, from: string, to: string): string[] {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { SkipInfo } from '../src/index.js';
-import { START, gate, setup } from './helpers.js';
+import type { SkipInfo } from '../../src/index.js';
+import { START, gate, setup } from '../helpers.js';
 
 const MINUTE = 60_000;
 

@@ -1,8 +1,8 @@
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { Scheduler } from '../src/index.js';
-import { ManualClock } from '../src/testing.js';
+import { Scheduler } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
 
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;

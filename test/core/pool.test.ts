@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { START, gate, setup } from './helpers.js';
+import { START, gate, setup } from '../helpers.js';
 
 describe('worker pool', () => {
   it('runs at most `workers` tasks at once; the rest wait in deadline order', async () => {

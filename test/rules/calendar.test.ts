@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { DateTime } from 'luxon';
-import { CalendarRule } from '../src/rules/calendar.js';
-import type { CalendarRuleOptions } from '../src/rules/calendar.js';
+import { CalendarRule } from '../../src/rules/calendar.js';
+import type { CalendarRuleOptions } from '../../src/rules/calendar.js';
 
 const at = (iso: string, zone = 'UTC') => DateTime.fromISO(iso, { zone }).toMillis();
 

@@ -1,4 +1,4 @@
-// postgresStore against a real PostgreSQL server (started by test/pg-server.ts):
+// postgresStore against a real PostgreSQL server (started by test/durable/pg-server.ts):
 // the SQLite store's cases, cancellation across instances through NOTIFY,
 // three worker processes sharing one schedule with one SIGKILLed, and the
 // database restarting under a running scheduler. No mocks.
@@ -6,10 +6,10 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Scheduler, SchemaVersionError, UnknownHandlerError, type Clock } from '../src/index.js';
-import { postgresStore, type PostgresStoreOptions } from '../src/postgres.js';
-import { ManualClock } from '../src/testing.js';
-import { START } from './helpers.js';
+import { Scheduler, SchemaVersionError, UnknownHandlerError, type Clock } from '../../src/index.js';
+import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
+import { ManualClock } from '../../src/testing.js';
+import { START } from '../helpers.js';
 import { startPgServer, type PgServer } from './pg-server.js';
 
 let server: PgServer;
