@@ -67,8 +67,12 @@ function osUser(name: string): { uid: number; gid: number } | undefined {
   return { uid: Number(uid), gid: Number(gid) };
 }
 
-/** Starts a fresh server. Throws with NO_POSTGRES_MESSAGE if there is none to start. */
-export async function startPgServer(options: { database?: string } = {}): Promise<PgServer> {
+/**
+ * Starts a fresh server. Throws with NO_POSTGRES_MESSAGE if there is none to start.
+ * `settings` are extra server options (`-c name=value`), applied after the
+ * defaults so they override them (the bench turns fsync back on this way).
+ */
+export async function startPgServer(options: { database?: string; settings?: readonly string[] } = {}): Promise<PgServer> {
   const bin = findPgBin();
   if (bin === undefined) throw new Error(NO_POSTGRES_MESSAGE);
   const database = options.database ?? 'taskheap_test';
@@ -98,6 +102,7 @@ export async function startPgServer(options: { database?: string } = {}): Promis
   const serverOptions = [
     `-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off',
     '-c full_page_writes=off', '-c max_connections=200', '-c shared_buffers=64MB', '-c timezone=UTC',
+    ...(options.settings ?? []),
   ].join(' ');
   let running = false;
   const start = async () => {

@@ -1,0 +1,349 @@
+/**
+ * `npm run bench:peers [-- --quick]`
+ *
+ * taskheap's PostgreSQL store side by side with graphile-worker, pg-boss
+ * (same PostgreSQL server, a fresh database per run) and BullMQ (Redis), on
+ * the same machine in one run. Every process, taskheap's included, runs
+ * under Node 24, which the peers' current versions need: the binary and the
+ * peers are fetched into node_modules/.cache/taskheap-peers on first use
+ * (bench/peers/runtime.ts), so `npm ci` stays lean.
+ *
+ * Workloads (N = 20,000 no-op jobs; quick: 2,000), each the median of
+ * interleaved rounds (3; quick: 1), with fsync off and again with fsync on:
+ * - enqueue one at a time: sequential single adds from one process (N/4 jobs);
+ * - bulk enqueue: calls of 1,000 jobs;
+ * - processing with 1 and with 3 worker processes of 16 slots each: from
+ *   "go" until the last job ran; every job is checked to have run exactly
+ *   once, and `pg_stat_statements` counts the statements per job;
+ * - delayed jobs: 1,000 jobs due 2 to 4 s ahead, one worker process; lateness
+ *   is the handler's start minus the due time;
+ * - idle: statements a worker process runs in 30 s (quick: 10 s) with nothing to do.
+ * Writes bench/results/peers-latest.{json,md}.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { startPgServer, type PgServer } from '../test/durable/pg-server.js';
+import { BUILD_DIR, buildForChildren } from './lib/build.js';
+import { SETTINGS } from './peers/contenders.js';
+import { ensureRuntime, startRedis, type PeerRuntime } from './peers/runtime.js';
+
+const QUICK = process.argv.includes('--quick');
+const N = QUICK ? 2_000 : 20_000;
+const ROUNDS = QUICK ? 1 : 3;
+const DELAYED = 1_000;
+const IDLE_SECONDS = QUICK ? 10 : 30;
+const STATS = ['-c shared_preload_libraries=pg_stat_statements', '-c pg_stat_statements.track=all', '-c pg_stat_statements.max=10000'];
+const FSYNC_ON = ['-c fsync=on', '-c synchronous_commit=on', '-c full_page_writes=on'];
+
+type Fsync = 'off' | 'on';
+interface Sample {
+  workload: string;
+  fsync: Fsync;
+  contender: string;
+  /** jobs/s, or lateness ms, by workload */
+  value?: number;
+  p50?: number;
+  p99?: number;
+  statementsPerJob?: number;
+  /** exactly once, or what went wrong */
+  check?: string;
+  note?: string;
+}
+
+interface Env {
+  runtime: PeerRuntime;
+  server: PgServer;
+  admin: pg.Pool;
+  redisUrl: string | undefined;
+  contenders: string[];
+}
+
+let runCounter = 0;
+
+// ------------------------------------------------------------ child processes
+
+interface Child {
+  lines: AsyncIterator<string>;
+  send(line: string): void;
+  exited: Promise<number | null>;
+}
+
+function start(env: Env, order: object): Child {
+  const proc = spawn(env.runtime.node, [`${BUILD_DIR}bench/peers/child.js`, JSON.stringify(order)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', resolve));
+  return { lines, send: (line) => proc.stdin!.write(`${line}\n`), exited };
+}
+
+async function nextLine(child: Child, what: string): Promise<string> {
+  const { value, done } = await child.lines.next();
+  if (done) throw new Error(`${what}: the child exited (code ${String(await child.exited)})`);
+  return value;
+}
+
+/** Runs a child to its single answer. */
+async function once(env: Env, order: object, what: string): Promise<string> {
+  const child = start(env, order);
+  const line = await nextLine(child, what);
+  await child.exited;
+  return line;
+}
+
+/** A fresh database (or Redis queue) for one run, migrated by the contender. */
+async function freshTarget(env: Env, contender: string) {
+  const name = `bench_${++runCounter}`;
+  await env.admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(env.server.url);
+  url.pathname = `/${name}`;
+  const target = { pgUrl: url.toString(), redisUrl: env.redisUrl, queue: name };
+  await once(env, { contender, role: 'prepare', target }, `${contender} prepare`);
+  return { name, target };
+}
+
+async function statements(env: Env, database: string): Promise<number> {
+  const { rows } = await env.admin.query<{ n: string | null }>(
+    `SELECT sum(calls) AS n FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)`, [database]);
+  return Number(rows[0]?.n ?? 0);
+}
+
+// ------------------------------------------------------------------ workloads
+
+async function enqueue(env: Env, contender: string, fsync: Fsync, bulk: boolean): Promise<Sample> {
+  const workload = bulk ? 'bulk enqueue (1,000 per call)' : 'enqueue one at a time';
+  const { target } = await freshTarget(env, contender);
+  const n = bulk ? N : N / 4;
+  const answer = JSON.parse(await once(env, { contender, role: 'enqueue', target, n, bulk }, `${contender} enqueue`)) as { seconds?: number; unsupported?: boolean };
+  if (answer.unsupported) return { workload, fsync, contender, note: 'no bulk API' };
+  return { workload, fsync, contender, value: n / answer.seconds! };
+}
+
+interface WorkerReport {
+  ids: number[];
+  lastAt: number;
+  lateness: number[];
+}
+
+/** Starts `processes` workers, says go, waits for `expected` jobs, stops them and gathers their reports. */
+async function work(env: Env, contender: string, target: object, processes: number, expected: number, beforeGo?: () => Promise<void>, afterGo?: () => Promise<void>) {
+  const workers = Array.from({ length: processes }, () => start(env, { contender, role: 'worker', target }));
+  for (const w of workers) if ((await nextLine(w, `${contender} worker`)) !== 'loaded') throw new Error(`${contender}: worker did not load`);
+  await beforeGo?.();
+  const goAt = Date.now();
+  for (const w of workers) w.send('go');
+  await afterGo?.();
+  const counts = workers.map(() => 0);
+  const reports: (WorkerReport | undefined)[] = workers.map(() => undefined);
+  const deadline = Date.now() + (QUICK ? 60_000 : 180_000);
+  // Each worker prints its count as it changes; a report line ends it.
+  const readers = workers.map(async (w, k) => {
+    for (;;) {
+      const line = await nextLine(w, `${contender} worker`);
+      if (line.startsWith('count ')) counts[k] = Number(line.slice(6));
+      else if (line.startsWith('{')) return (reports[k] = JSON.parse(line) as WorkerReport);
+    }
+  });
+  while (counts.reduce((a, b) => a + b, 0) < expected && Date.now() < deadline) await sleep(20);
+  // A little longer, so a job run twice would show up in the counts.
+  await sleep(QUICK ? 200 : 500);
+  for (const w of workers) w.send('stop');
+  await Promise.all(readers);
+  await Promise.all(workers.map((w) => w.exited));
+  return { goAt, reports: reports as WorkerReport[] };
+}
+
+function exactlyOnce(reports: WorkerReport[], n: number): string {
+  const seen = new Uint32Array(n);
+  for (const report of reports) for (const i of report.ids) seen[i]!++;
+  let missing = 0;
+  let twice = 0;
+  for (const count of seen) {
+    if (count === 0) missing++;
+    else if (count > 1) twice++;
+  }
+  return missing === 0 && twice === 0 ? 'exactly once' : `${missing} missing, ${twice} more than once`;
+}
+
+async function processing(env: Env, contender: string, fsync: Fsync, processes: number): Promise<Sample> {
+  const workload = `processing, ${processes} process${processes > 1 ? 'es' : ''}`;
+  const { name, target } = await freshTarget(env, contender);
+  await once(env, { contender, role: 'fill', target, n: N }, `${contender} fill`);
+  let before = 0;
+  const pgBased = contender !== 'bullmq';
+  const { goAt, reports } = await work(env, contender, target, processes, N, async () => {
+    if (pgBased) before = await statements(env, name);
+  });
+  const lastAt = Math.max(...reports.map((r) => r.lastAt));
+  const statementsPerJob = pgBased ? (await statements(env, name) - before) / N : undefined;
+  return { workload, fsync, contender, value: N / ((lastAt - goAt) / 1000), statementsPerJob, check: exactlyOnce(reports, N) };
+}
+
+async function delayed(env: Env, contender: string, fsync: Fsync): Promise<Sample> {
+  const { target } = await freshTarget(env, contender);
+  const { reports } = await work(env, contender, target, 1, DELAYED, undefined, async () => {
+    await sleep(500); // the worker is up and idle
+    const at = Date.now() + 2_000;
+    await once(env, { contender, role: 'enqueue', target, n: DELAYED, bulk: false, due: { at, spread: 2_000 } }, `${contender} delayed enqueue`);
+    if (Date.now() > at) process.stderr.write(`bench: ${contender} took longer to enqueue the delayed jobs than their lead\n`);
+  });
+  const lateness = reports.flatMap((r) => r.lateness).sort((a, b) => a - b);
+  const pick = (q: number) => lateness[Math.min(lateness.length - 1, Math.floor(q * lateness.length))] ?? NaN;
+  return { workload: 'delayed jobs, lateness', fsync, contender, p50: pick(0.5), p99: pick(0.99), check: exactlyOnce(reports, DELAYED) };
+}
+
+/** Statements each contender's idle worker runs; all at once, each in its own database. */
+async function idle(env: Env): Promise<Sample[]> {
+  const pgContenders = env.contenders.filter((c) => c !== 'bullmq');
+  const targets = await Promise.all(pgContenders.map((c) => freshTarget(env, c)));
+  const workers = pgContenders.map((contender, k) => start(env, { contender, role: 'worker', target: targets[k]!.target }));
+  for (const w of workers) await nextLine(w, 'idle worker');
+  for (const w of workers) w.send('go');
+  await sleep(3_000); // start-up work is not idling
+  const before = await Promise.all(targets.map((t) => statements(env, t.name)));
+  await sleep(IDLE_SECONDS * 1_000);
+  const after = await Promise.all(targets.map((t) => statements(env, t.name)));
+  for (const w of workers) w.send('stop');
+  await Promise.all(workers.map((w) => w.exited));
+  return pgContenders.map((contender, k) => ({
+    workload: `statements while idle, ${IDLE_SECONDS} s`, fsync: 'off' as const, contender, value: after[k]! - before[k]!,
+  }));
+}
+
+// ------------------------------------------------------------------- the run
+
+async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
+  const samples: Sample[] = [];
+  const contenders = fsync === 'on' ? env.contenders.filter((c) => c !== 'bullmq') : env.contenders;
+  const workloads: ((contender: string) => Promise<Sample>)[] = [
+    (c) => enqueue(env, c, fsync, false),
+    (c) => enqueue(env, c, fsync, true),
+    (c) => processing(env, c, fsync, 1),
+    (c) => processing(env, c, fsync, 3),
+  ];
+  if (fsync === 'off') workloads.push((c) => delayed(env, c, fsync));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const workload of workloads) {
+      // Interleaved, and each round in another order, so drift of the machine spreads evenly.
+      for (let k = 0; k < contenders.length; k++) {
+        const contender = contenders[(k + round) % contenders.length]!;
+        const sample = await workload(contender);
+        process.stderr.write(`bench: fsync ${fsync}, round ${round + 1}: ${sample.workload}, ${contender}: ${describe(sample)}\n`);
+        samples.push(sample);
+      }
+    }
+  }
+  return samples;
+}
+
+function describe(s: Sample): string {
+  if (s.note !== undefined) return s.note;
+  if (s.p99 !== undefined) return `p50 ${s.p50} ms, p99 ${s.p99} ms (${s.check})`;
+  const extra = [s.statementsPerJob === undefined ? '' : `${s.statementsPerJob.toFixed(2)} statements/job`, s.check ?? ''].filter(Boolean).join(', ');
+  return `${Math.round(s.value!)}${extra === '' ? '' : ` (${extra})`}`;
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+/** One row per workload and fsync setting, one column per contender, with ratios to taskheap. */
+function table(samples: Sample[], contenders: string[]): string {
+  const rows: string[] = [`| | ${contenders.join(' | ')} |`, `| --- | ${contenders.map(() => '---:').join(' | ')} |`];
+  const keys = [...new Set(samples.map((s) => `${s.workload}|${s.fsync}`))];
+  const cell = (list: Sample[], field: 'value' | 'p99' | 'statementsPerJob'): number | undefined => {
+    const values = list.map((s) => s[field]).filter((v): v is number => v !== undefined && Number.isFinite(v));
+    return values.length === 0 ? undefined : median(values);
+  };
+  const emit = (label: string, field: 'value' | 'p99' | 'statementsPerJob', key: string, unit: (v: number) => string, higherIsBetter: boolean) => {
+    const [workload, fsync] = key.split('|');
+    const of = (c: string) => samples.filter((s) => s.workload === workload && s.fsync === fsync && s.contender === c);
+    const own = cell(of('taskheap'), field);
+    const cells = contenders.map((c) => {
+      const list = of(c);
+      if (list.length === 0) return '—';
+      if (list[0]!.note !== undefined) return list[0]!.note;
+      const value = cell(list, field);
+      if (value === undefined) return '—';
+      const checks = [...new Set(list.map((s) => s.check).filter((x) => x !== undefined && x !== 'exactly once'))];
+      const ratio = c === 'taskheap' || own === undefined || own === 0 ? '' : ` (${(value / own).toFixed(2)}×)`;
+      return `${unit(value)}${ratio}${checks.length > 0 ? ` **${checks.join('; ')}**` : ''}`;
+    });
+    rows.push(`| ${label}${higherIsBetter ? '' : ' (lower is better)'} | ${cells.join(' | ')} |`);
+  };
+  for (const key of keys) {
+    const [workload, fsync] = key.split('|') as [string, Fsync];
+    const suffix = workload.startsWith('statements while idle') || workload.startsWith('delayed') ? '' : `, fsync ${fsync}`;
+    if (workload.startsWith('delayed')) emit(`${workload} p99, ms`, 'p99', key, (v) => v.toFixed(0), false);
+    else if (workload.startsWith('statements')) emit(workload, 'value', key, (v) => v.toFixed(0), false);
+    else {
+      emit(`${workload}: jobs/s${suffix}`, 'value', key, (v) => Math.round(v).toLocaleString('en-US'), true);
+      if (workload.startsWith('processing')) emit(`${workload}: statements per job${suffix}`, 'statementsPerJob', key, (v) => v.toFixed(2), false);
+    }
+  }
+  return rows.join('\n');
+}
+
+async function withServer<T>(settings: string[], fn: (server: PgServer, admin: pg.Pool) => Promise<T>): Promise<T> {
+  const server = await startPgServer({ database: 'bench_admin', settings: [...STATS, ...settings] });
+  const admin = new pg.Pool({ connectionString: server.url, max: 4 });
+  admin.on('error', () => {});
+  try {
+    await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    return await fn(server, admin);
+  } finally {
+    await admin.end();
+    await server.destroy();
+  }
+}
+
+async function main(): Promise<void> {
+  const runtime = ensureRuntime();
+  await buildForChildren();
+  const redis = runtime.redis === undefined ? undefined : await startRedis(runtime.redis);
+  const contenders = ['taskheap', 'graphile-worker', 'pg-boss', ...(redis === undefined ? [] : ['bullmq'])];
+  const load = [os.loadavg()[0]!];
+  const samples: Sample[] = [];
+  let pgVersion = '';
+  try {
+    for (const fsync of ['off', 'on'] as const) {
+      await withServer(fsync === 'on' ? FSYNC_ON : [], async (server, admin) => {
+        pgVersion = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
+        const env: Env = { runtime, server, admin, redisUrl: redis?.url, contenders };
+        samples.push(...await pass(env, fsync));
+        if (fsync === 'off') samples.push(...await idle(env));
+      });
+    }
+  } finally {
+    await redis?.stop();
+    load.push(os.loadavg()[0]!);
+  }
+  const cpus = os.cpus();
+  const lines = [
+    `# taskheap against PostgreSQL job queues${QUICK ? ' (quick)' : ''}`,
+    '',
+    `- Machine: ${cpus[0]?.model.trim() ?? 'unknown'}, ${cpus.length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GB; load average (1 min) ${load[0]!.toFixed(2)} at start, ${load[1]!.toFixed(2)} at end`,
+    `- Every process on Node ${runtime.nodeVersion}; PostgreSQL ${pgVersion} on loopback (shared_buffers 64MB; fsync off: also synchronous_commit and full_page_writes off); Redis ${redis === undefined ? 'absent' : 'in memory'}`,
+    `- Versions: ${Object.entries(runtime.versions).map(([name, version]) => `${name} ${version}`).join(', ')}`,
+    `- N = ${N.toLocaleString('en-US')} no-op jobs (enqueue one at a time: N/4), ${ROUNDS} interleaved round${ROUNDS > 1 ? 's' : ''} (median), ${DELAYED.toLocaleString('en-US')} delayed jobs`,
+    ...Object.entries(SETTINGS).filter(([name]) => contenders.includes(name)).map(([name, text]) => `- ${name}: ${text}`),
+    '- Ratios in parentheses: the figure divided by taskheap\'s. A bold note means a job did not run exactly once.',
+    '',
+    table(samples, contenders),
+    '',
+  ];
+  const markdown = lines.join('\n');
+  console.log(markdown);
+  const results = new URL('./results/', import.meta.url);
+  mkdirSync(results, { recursive: true });
+  const name = QUICK ? 'peers-latest-quick' : 'peers-latest';
+  writeFileSync(new URL(`${name}.md`, results), markdown);
+  writeFileSync(new URL(`${name}.json`, results), `${JSON.stringify({ date: new Date().toISOString(), quick: QUICK, n: N, rounds: ROUNDS, node: runtime.nodeVersion, postgres: pgVersion, versions: runtime.versions, loadAverage: load, samples }, null, 2)}\n`);
+  console.log(`Saved bench/results/${name}.{md,json}`);
+}
+
+await main();
