@@ -15,6 +15,7 @@ export type { RetryOptions } from './core/retry.js';
 export type { Lateness } from './core/lateness.js';
 export type { When } from './core/validate.js';
 export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError } from './core/errors.js';
+export { MissingPeerError } from './core/peer.js';
 export { Job } from './jobs/job.js';
 export type { JobState, OverlapPolicy, MisfirePolicy, SkipInfo } from './jobs/job.js';
 export { Every, CronBuilder, OnceBuilder, JobBuilder } from './jobs/builders.js';

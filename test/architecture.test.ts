@@ -19,6 +19,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   'durable/postgres': ['core', 'durable'],
   jobs: ['core', 'rules', 'durable'],
   testing: ['core'],
+  ops: ['core', 'jobs', '.'],
 };
 /** Files at the top of src/: the scheduler and the entry points. */
 const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
@@ -27,6 +28,8 @@ const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
   'sqlite.ts': ['durable/sqlite'],
   'postgres.ts': ['durable/postgres'],
   'testing.ts': ['testing'],
+  'metrics.ts': ['ops'],
+  'otel.ts': ['ops'],
 };
 
 function sourceFiles(): string[] {

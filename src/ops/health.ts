@@ -1,0 +1,158 @@
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import type { Scheduler } from '../scheduler.js';
+
+/** Options of `health()`. */
+export interface HealthOptions {
+  /**
+   * Unhealthy when due tasks wait and no run has started for this long (ms):
+   * the pool is stuck on runs that never end, or the loop is not dispatching.
+   * @default 30000
+   */
+  maxStall?: number;
+  /**
+   * Unhealthy when the event loop was blocked longer than this (ms) since the
+   * previous check: a synchronous task or handler hogs the process.
+   * @default 1000
+   */
+  maxLoopDelay?: number;
+  /**
+   * How long the store may take to answer a one-row query (ms) before it
+   * counts as unreachable.
+   * @default 2000
+   */
+  storeTimeout?: number;
+}
+
+/** One check's verdict. */
+export interface HealthCheck {
+  healthy: boolean;
+  /** Why not, when not. */
+  reason?: string;
+}
+
+/** What `check()` returns; `healthy` is true when every check is. */
+export interface HealthReport {
+  healthy: boolean;
+  checks: {
+    /** Worst event-loop delay since the previous check. */
+    loop: HealthCheck & { maxDelayMs: number };
+    /** Due tasks are being started. */
+    dispatch: HealthCheck & { waiting: number; sinceLastStartMs: number };
+    /** The store answers (absent without a store). */
+    store?: HealthCheck & { latencyMs: number };
+  };
+}
+
+const HEALTH_KEYS = new Set(['maxStall', 'maxLoopDelay', 'storeTimeout']);
+
+/**
+ * Liveness and readiness for probes: is the event loop responsive, are due
+ * tasks being started, does the store answer. Costs nothing until created;
+ * then one event listener and Node's event-loop delay histogram.
+ *
+ * @example
+ * import { health } from 'taskheap/metrics';
+ * const probe = health(scheduler);
+ * app.get('/healthz', (req, res) => probe.handler(req, res)); // 200 or 503, JSON
+ */
+export class SchedulerHealth {
+  readonly #scheduler: Scheduler;
+  readonly #maxStall: number;
+  readonly #maxLoopDelay: number;
+  readonly #storeTimeout: number;
+  readonly #delay: IntervalHistogram;
+  /** When a run last started, or when the probe was made (a fresh probe knows no history). */
+  #lastStart: number;
+  readonly #onStart = (): void => {
+    this.#lastStart = this.#scheduler.clock.now();
+  };
+
+  /** @internal use `health(scheduler)` */
+  constructor(scheduler: Scheduler, options: HealthOptions = {}) {
+    for (const key in options) {
+      if (!HEALTH_KEYS.has(key)) throw new TypeError(`Unknown health option \`${key}\`; expected one of: ${[...HEALTH_KEYS].join(', ')}`);
+    }
+    const { maxStall = 30_000, maxLoopDelay = 1_000, storeTimeout = 2_000 } = options;
+    for (const [name, value] of [['maxStall', maxStall], ['maxLoopDelay', maxLoopDelay], ['storeTimeout', storeTimeout]] as const) {
+      if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+        throw new RangeError(`Expected \`${name}\` to be a finite number of milliseconds > 0, got ${String(value)}`);
+      }
+    }
+    this.#scheduler = scheduler;
+    this.#maxStall = maxStall;
+    this.#maxLoopDelay = maxLoopDelay;
+    this.#storeTimeout = storeTimeout;
+    this.#lastStart = scheduler.clock.now();
+    this.#delay = monitorEventLoopDelay({ resolution: 20 });
+    this.#delay.enable();
+    scheduler.on('start', this.#onStart);
+  }
+
+  /** Runs every check; resolves within `storeTimeout` whatever the store does. */
+  async check(): Promise<HealthReport> {
+    const scheduler = this.#scheduler;
+    const maxDelayMs = this.#delay.max / 1e6;
+    this.#delay.reset();
+    const loop = maxDelayMs > this.#maxLoopDelay
+      ? { healthy: false, reason: `the event loop was blocked for ${Math.round(maxDelayMs)} ms`, maxDelayMs }
+      : { healthy: true, maxDelayMs };
+    const { waiting } = scheduler.stats();
+    const sinceLastStartMs = scheduler.clock.now() - this.#lastStart;
+    const dispatch = waiting > 0 && sinceLastStartMs > this.#maxStall
+      ? { healthy: false, reason: `${waiting} due task(s) wait and no run started for ${Math.round(sinceLastStartMs)} ms`, waiting, sinceLastStartMs }
+      : { healthy: true, waiting, sinceLastStartMs };
+    const report: HealthReport = { healthy: loop.healthy && dispatch.healthy, checks: { loop, dispatch } };
+    const store = await this.#checkStore();
+    if (store !== undefined) {
+      report.checks.store = store;
+      report.healthy &&= store.healthy;
+    }
+    return report;
+  }
+
+  async #checkStore(): Promise<(HealthCheck & { latencyMs: number }) | undefined> {
+    let probe: Promise<unknown>;
+    try {
+      probe = this.#scheduler.listTasks({ limit: 1 });
+    } catch {
+      return undefined; // no store
+    }
+    const started = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${this.#storeTimeout} ms`)), this.#storeTimeout);
+      timer.unref();
+    });
+    try {
+      await Promise.race([probe, timeout]);
+      return { healthy: true, latencyMs: performance.now() - started };
+    } catch (error) {
+      probe.catch(() => {});
+      return { healthy: false, reason: `the store did not answer: ${error instanceof Error ? error.message : String(error)}`, latencyMs: performance.now() - started };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * A request handler for `node:http` (and frameworks that hand over the raw
+   * request and response): 200 when healthy, 503 when not, the report as JSON.
+   */
+  handler = (_request: unknown, response: { writeHead(status: number, headers: Record<string, string>): unknown; end(body: string): unknown }): void => {
+    void this.check().then((report) => {
+      response.writeHead(report.healthy ? 200 : 503, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+      response.end(JSON.stringify(report));
+    });
+  };
+
+  /** Stops watching. Idempotent. */
+  close(): void {
+    this.#delay.disable();
+    this.#scheduler.off('start', this.#onStart);
+  }
+}
+
+/** Creates a health probe for `scheduler` (see `SchedulerHealth`). */
+export function health(scheduler: Scheduler, options?: HealthOptions): SchedulerHealth {
+  return new SchedulerHealth(scheduler, options);
+}
