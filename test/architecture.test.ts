@@ -20,6 +20,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   jobs: ['core', 'rules', 'durable'],
   testing: ['core'],
   ops: ['core', 'jobs', '.'],
+  dashboard: ['core', 'rules', 'durable', 'jobs', '.'],
 };
 /** Files at the top of src/: the scheduler and the entry points. */
 const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
@@ -30,6 +31,7 @@ const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
   'testing.ts': ['testing'],
   'metrics.ts': ['ops'],
   'otel.ts': ['ops'],
+  'dashboard.ts': ['dashboard'],
 };
 
 function sourceFiles(): string[] {

@@ -1,0 +1,294 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describe as describeValue } from '../core/validate.js';
+import type { Scheduler } from '../scheduler.js';
+import { page } from './page.js';
+import { snapshot } from './state.js';
+
+/** Options of `dashboard()`. */
+export interface DashboardOptions {
+  /**
+   * Called with every request (the `node:http` IncomingMessage, or the fetch
+   * `Request`); it is let through only if this returns (or resolves to)
+   * true. Required, so a dashboard is never open by accident: pass
+   * `() => true` to open it on purpose (a trusted network, a local tool).
+   * @example
+   * authorize: (req) => req.headers.authorization === `Bearer ${process.env.ADMIN_TOKEN}`
+   */
+  authorize: (request: IncomingMessage | Request) => boolean | Promise<boolean>;
+  /**
+   * Lets the page pause, resume, trigger and cancel jobs and cancel tasks.
+   * @default false (read-only)
+   */
+  actions?: boolean;
+  /**
+   * The path the dashboard is served under when the server hands it whole
+   * URLs (plain `node:http`, Hono). Under Express's `app.use('/admin', ...)`
+   * leave it out: Express strips the mount path itself.
+   * @default ''
+   */
+  basePath?: string;
+  /** @default 'taskheap' */
+  title?: string;
+  /**
+   * Most pending and stored tasks listed.
+   * @default 100
+   */
+  limit?: number;
+}
+
+/** A request, whatever server it came from. */
+interface Incoming {
+  method: string;
+  /** The path below the mount point, '' for the mount point itself. */
+  path: string;
+  /** The full path as the browser asked for it, to redirect to its slash-terminated form. */
+  fullPath: string;
+  header(name: string): string | undefined;
+  body(): Promise<string>;
+  original: IncomingMessage | Request;
+}
+
+interface Outgoing {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+const OPTION_KEYS = new Set(['authorize', 'actions', 'basePath', 'title', 'limit']);
+const MAX_BODY = 4_096;
+const JOB_ACTIONS = new Set(['pause', 'resume', 'trigger', 'cancel']);
+
+const COMMON_HEADERS = {
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
+function json(status: number, value: unknown): Outgoing {
+  return { status, headers: { ...COMMON_HEADERS, 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify(value) };
+}
+
+/**
+ * The dashboard: one page listing jobs, pending tasks and stored tasks with
+ * their state, next and last run, errors and lateness, refreshed every
+ * second; actions only when enabled; every request through `authorize`.
+ * Mount `handle` on `node:http` or Express, or `fetch` on Hono and other
+ * fetch-style servers.
+ */
+export class Dashboard {
+  readonly #scheduler: Scheduler;
+  readonly #authorize: DashboardOptions['authorize'];
+  readonly #actions: boolean;
+  readonly #basePath: string;
+  readonly #title: string;
+  readonly #limit: number;
+  /** Required on every action, in a header: a cross-site page can neither read it nor send the header. */
+  readonly #csrf = randomBytes(32).toString('hex');
+
+  /** @internal use `dashboard(scheduler, options)` */
+  constructor(scheduler: Scheduler, options: DashboardOptions) {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`Expected dashboard options with an \`authorize\` function, got ${describeValue(options)}`);
+    for (const key in options) {
+      if (!OPTION_KEYS.has(key)) throw new TypeError(`Unknown dashboard option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
+    }
+    const { authorize, actions = false, basePath = '', title = 'taskheap', limit = 100 } = options;
+    if (typeof authorize !== 'function') {
+      throw new TypeError(`Expected \`authorize\` to be a function (pass \`() => true\` for an open dashboard), got ${describeValue(authorize)}`);
+    }
+    if (typeof actions !== 'boolean') throw new TypeError(`Expected \`actions\` to be a boolean, got ${describeValue(actions)}`);
+    if (typeof basePath !== 'string' || (basePath !== '' && (!basePath.startsWith('/') || basePath.endsWith('/')))) {
+      throw new TypeError(`Expected \`basePath\` to be '' or a path like '/admin/jobs' (no trailing slash), got ${describeValue(basePath)}`);
+    }
+    if (typeof title !== 'string') throw new TypeError(`Expected \`title\` to be a string, got ${describeValue(title)}`);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new RangeError(`Expected \`limit\` to be an integer from 1 to 10000, got ${describeValue(limit)}`);
+    this.#scheduler = scheduler;
+    this.#authorize = authorize;
+    this.#actions = actions;
+    this.#basePath = basePath;
+    this.#title = title;
+    this.#limit = limit;
+  }
+
+  /**
+   * For `node:http` and Express/Connect (`app.use('/admin', dash.handle)`);
+   * a request outside the dashboard's paths goes to `next` when there is one.
+   */
+  handle = (request: IncomingMessage, response: ServerResponse, next?: (error?: unknown) => void): void => {
+    const url = new URL(request.url ?? '/', 'http://localhost');
+    const original = (request as IncomingMessage & { originalUrl?: string }).originalUrl;
+    const path = this.#below(url.pathname);
+    if (path === undefined) {
+      if (next !== undefined) return next();
+      response.writeHead(404, { ...COMMON_HEADERS, 'content-type': 'text/plain; charset=utf-8' }).end('Not found');
+      return;
+    }
+    const incoming: Incoming = {
+      method: request.method ?? 'GET',
+      path,
+      fullPath: original === undefined ? url.pathname : new URL(original, 'http://localhost').pathname,
+      header: (name) => {
+        const value = request.headers[name];
+        return Array.isArray(value) ? value[0] : value;
+      },
+      body: () => readBody(request),
+      original: request,
+    };
+    this.#respond(incoming).then((out) => {
+      response.writeHead(out.status, out.headers).end(out.body);
+    }, (error: unknown) => {
+      if (next !== undefined) return next(error);
+      response.writeHead(500, { ...COMMON_HEADERS, 'content-type': 'text/plain; charset=utf-8' }).end('Internal error');
+    });
+  };
+
+  /** For fetch-style servers: Hono (`app.all('/admin/*', (c) => dash.fetch(c.req.raw))`), Bun, Deno. */
+  fetch = async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    const path = this.#below(url.pathname);
+    if (path === undefined) return new Response('Not found', { status: 404, headers: COMMON_HEADERS });
+    const out = await this.#respond({
+      method: request.method,
+      path,
+      fullPath: url.pathname,
+      header: (name) => request.headers.get(name) ?? undefined,
+      body: async () => {
+        const text = await request.text();
+        if (text.length > MAX_BODY) throw new RangeError('body too large');
+        return text;
+      },
+      original: request,
+    });
+    return new Response(out.body, { status: out.status, headers: out.headers });
+  };
+
+  /** The path below basePath, or undefined when the request is not the dashboard's. */
+  #below(pathname: string): string | undefined {
+    if (this.#basePath === '') return pathname === '/' ? '' : pathname;
+    if (pathname === this.#basePath) return '';
+    if (pathname.startsWith(`${this.#basePath}/`)) return pathname.slice(this.#basePath.length) === '/' ? '' : pathname.slice(this.#basePath.length);
+    return undefined;
+  }
+
+  async #respond(request: Incoming): Promise<Outgoing> {
+    let allowed = false;
+    try {
+      allowed = (await this.#authorize(request.original)) === true;
+    } catch {
+      allowed = false;
+    }
+    if (!allowed) return json(401, { error: 'Unauthorized' });
+    if (request.path === '' && request.method === 'GET') {
+      // The page loads its data with relative URLs: they need the trailing slash.
+      if (!request.fullPath.endsWith('/')) return { status: 308, headers: { ...COMMON_HEADERS, location: `${request.fullPath}/` }, body: '' };
+      return this.#page();
+    }
+    if (request.path === '/api/state' && request.method === 'GET') return json(200, await snapshot(this.#scheduler, this.#limit, this.#actions));
+    if (request.path === '/api/action') {
+      if (request.method !== 'POST') {
+        const out = json(405, { error: 'Use POST' });
+        out.headers.allow = 'POST';
+        return out;
+      }
+      return this.#act(request);
+    }
+    return json(404, { error: 'Not found' });
+  }
+
+  #page(): Outgoing {
+    const nonce = randomBytes(16).toString('base64');
+    return {
+      status: 200,
+      headers: {
+        ...COMMON_HEADERS,
+        'content-type': 'text/html; charset=utf-8',
+        'x-frame-options': 'DENY',
+        'content-security-policy': [
+          "default-src 'none'", `script-src 'nonce-${nonce}'`, `style-src 'nonce-${nonce}'`, "connect-src 'self'",
+          "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
+        ].join('; '),
+      },
+      body: page(this.#title, nonce, this.#csrf),
+    };
+  }
+
+  /** Runs an action: enabled, same origin, carrying the CSRF token, JSON. */
+  async #act(request: Incoming): Promise<Outgoing> {
+    if (!this.#actions) return json(403, { error: 'This dashboard is read-only (actions: false)' });
+    if (!this.#sameOrigin(request) || !this.#tokenMatches(request.header('x-taskheap-csrf'))) return json(403, { error: 'Forbidden: cross-site request' });
+    if (!(request.header('content-type') ?? '').startsWith('application/json')) return json(415, { error: 'Expected application/json' });
+    let body: { kind?: unknown; id?: unknown; action?: unknown };
+    try {
+      body = JSON.parse(await request.body()) as typeof body;
+    } catch {
+      return json(400, { error: 'Expected a JSON body { kind, id, action }' });
+    }
+    const { kind, id, action } = body ?? {};
+    if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
+    if (kind === 'job') {
+      if (typeof action !== 'string' || !JOB_ACTIONS.has(action)) return json(400, { error: `Unknown job action ${JSON.stringify(action)}` });
+      const job = this.#scheduler.jobs().find((candidate) => candidate.id === id);
+      if (job === undefined) return json(404, { error: `No job #${id}` });
+      if (action === 'pause') job.pause();
+      else if (action === 'resume') job.resume();
+      else if (action === 'trigger') job.trigger();
+      else job.cancel();
+      return json(200, { ok: true });
+    }
+    if (action !== 'cancel') return json(400, { error: `Unknown task action ${JSON.stringify(action)}` });
+    if (kind === 'task') {
+      const task = this.#scheduler.pendingTasks().find((candidate) => candidate.id === id);
+      if (task === undefined) return json(404, { error: `No pending task #${id}` });
+      task.cancel();
+      return json(200, { ok: true });
+    }
+    if (kind === 'stored') return json(200, { ok: await this.#scheduler.cancel(id) });
+    return json(400, { error: `Unknown kind ${JSON.stringify(kind)}` });
+  }
+
+  /** A browser says where a request comes from; anything but this very origin is refused. */
+  #sameOrigin(request: Incoming): boolean {
+    const site = request.header('sec-fetch-site');
+    if (site !== undefined && site !== 'same-origin') return false;
+    const origin = request.header('origin');
+    if (origin === undefined) return true;
+    try {
+      return new URL(origin).host === request.header('host');
+    } catch {
+      return false;
+    }
+  }
+
+  #tokenMatches(token: string | undefined): boolean {
+    if (token === undefined || token.length !== this.#csrf.length) return false;
+    return timingSafeEqual(Buffer.from(token), Buffer.from(this.#csrf));
+  }
+}
+
+function readBody(request: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let size = 0;
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY) {
+        reject(new RangeError('body too large'));
+        request.destroy();
+      } else chunks.push(chunk);
+    });
+    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    request.on('error', reject);
+  });
+}
+
+/**
+ * Creates the dashboard of `scheduler`.
+ * @example
+ * import { dashboard } from 'taskheap/dashboard';
+ * const dash = dashboard(scheduler, { authorize: (req) => isAdmin(req), actions: true });
+ * app.use('/admin/jobs', dash.handle);                       // Express
+ * http.createServer(dashboard(scheduler, { authorize, basePath: '/jobs' }).handle); // node:http
+ */
+export function dashboard(scheduler: Scheduler, options: DashboardOptions): Dashboard {
+  return new Dashboard(scheduler, options);
+}

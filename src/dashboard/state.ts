@@ -1,0 +1,110 @@
+import type { SchedulerStats } from '../core/loop.js';
+import type { StoredTask } from '../durable/store.js';
+import { Job } from '../jobs/job.js';
+import { CalendarRule } from '../rules/calendar.js';
+import { CronRule } from '../rules/cron.js';
+import { IntervalRule } from '../rules/rule.js';
+import type { Scheduler } from '../scheduler.js';
+
+/** A job as the page shows it. */
+export interface JobView {
+  id: number;
+  name: string | null;
+  rule: string;
+  state: string;
+  running: boolean;
+  nextRunAt: number | null;
+  lastRunAt: number | null;
+  runs: number;
+  failures: number;
+  lastError: string | null;
+}
+
+/** A pending in-memory task as the page shows it. */
+export interface TaskView {
+  id: number;
+  name: string | null;
+  state: string;
+  runAt: number;
+  attempts: number;
+}
+
+/** Everything the page draws, as JSON. */
+export interface DashboardState {
+  now: number;
+  actions: boolean;
+  stats: Omit<SchedulerStats, 'workers'> & { workers: number | 'Infinity' };
+  jobs: JobView[];
+  tasks: TaskView[];
+  /** More pending tasks than shown. */
+  moreTasks: number;
+  /** Stored tasks, or null without a store. */
+  stored: StoredTask[] | null;
+  storedError: string | null;
+}
+
+function describeError(error: unknown): string | null {
+  if (error === undefined || error === null) return null;
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+const WEEKDAYS = ['', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'];
+const pad = (n: number) => String(n).padStart(2, '0');
+
+function describeInterval(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['min', 60_000], ['s', 1_000]] as const) {
+    if (ms % size === 0) return `${ms / size} ${unit}`;
+  }
+  return `${ms} ms`;
+}
+
+/** A job's rule in words: `*\/15 * * * *`, `every 10 min`, `every 2 weeks on Mon, Thu at 08:30 (Europe/Paris)`. */
+export function describeRule(job: Job): string {
+  const rule = job.rule;
+  if (rule instanceof CronRule) return rule.expression;
+  if (rule instanceof IntervalRule) return `every ${describeInterval(rule.interval)}`;
+  if (rule instanceof CalendarRule) {
+    const period = rule.every === 1 ? rule.unit : `${rule.every} ${rule.unit}s`;
+    const days = rule.weekdays === undefined ? '' : ` on ${rule.weekdays.map((d) => WEEKDAYS[d]).join(', ')}`;
+    const at = `${pad(rule.hour)}:${pad(rule.minute)}${rule.second === 0 ? '' : `:${pad(rule.second)}`}`;
+    return `every ${period}${days} at ${at} (${rule.zone})`;
+  }
+  return 'once';
+}
+
+export function jobView(job: Job): JobView {
+  return {
+    id: job.id, name: job.name ?? null, rule: describeRule(job), state: job.state, running: job.running,
+    nextRunAt: job.nextRunAt?.getTime() ?? null, lastRunAt: job.lastRunAt?.getTime() ?? null,
+    runs: job.runs, failures: job.failures, lastError: describeError(job.lastError),
+  };
+}
+
+/**
+ * A snapshot of the scheduler: its jobs, its first `limit` pending one-off
+ * tasks and, with a store, the first `limit` stored tasks.
+ */
+export async function snapshot(scheduler: Scheduler, limit: number, actions: boolean): Promise<DashboardState> {
+  const stats = scheduler.stats();
+  // A job's next occurrence shows in the job's row: the task list is one-off tasks.
+  const oneOff = scheduler.pendingTasks().filter((task) => !(task._settings.observer instanceof Job));
+  let stored: StoredTask[] | null = null;
+  let storedError: string | null = null;
+  try {
+    stored = await scheduler.listTasks({ limit });
+  } catch (error) {
+    if (!(error instanceof TypeError && /needs a scheduler created with a `store`/.test(error.message))) storedError = describeError(error);
+  }
+  return {
+    now: scheduler.clock.now(),
+    actions,
+    stats: { ...stats, workers: stats.workers === Infinity ? 'Infinity' : stats.workers },
+    jobs: scheduler.jobs().map(jobView),
+    tasks: oneOff.slice(0, limit).map((task) => ({
+      id: task.id, name: task.name ?? null, state: task.state, runAt: task.runAt.getTime(), attempts: task.attempts,
+    })),
+    moreTasks: Math.max(0, oneOff.length - limit),
+    stored,
+    storedError,
+  };
+}
