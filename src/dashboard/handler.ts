@@ -131,7 +131,7 @@ export class Dashboard {
         const value = request.headers[name];
         return Array.isArray(value) ? value[0] : value;
       },
-      body: () => readBody(request),
+      body: () => parsedBody(request) ?? readBody(request),
       original: request,
     };
     this.#respond(incoming).then((out) => {
@@ -263,6 +263,13 @@ export class Dashboard {
     if (token === undefined || token.length !== this.#csrf.length) return false;
     return timingSafeEqual(Buffer.from(token), Buffer.from(this.#csrf));
   }
+}
+
+/** A body a framework's middleware already read (Express's `express.json()`, say): the stream is spent. */
+function parsedBody(request: IncomingMessage): Promise<string> | undefined {
+  const body = (request as IncomingMessage & { body?: unknown }).body;
+  if (body === undefined) return undefined;
+  return Promise.resolve(typeof body === 'string' ? body : Buffer.isBuffer(body) ? body.toString('utf8') : JSON.stringify(body));
 }
 
 function readBody(request: IncomingMessage): Promise<string> {
