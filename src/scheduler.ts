@@ -332,10 +332,21 @@ export class Scheduler implements JobFactory {
   }
 
   /**
-   * Pending tasks, earliest first. A copy made on each call: O(n log n).
+   * Pending tasks, earliest first: all of them (a copy, O(n log n)), or the
+   * `limit` earliest (O(limit log limit)).
+   * @example
+   * scheduler.pendingTasks(10); // the next ten to run
    */
-  pendingTasks(): Task[] {
-    return this.#loop.pendingTasks();
+  pendingTasks(limit?: number): Task[] {
+    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) {
+      throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);
+    }
+    return this.#loop.pendingTasks(limit);
+  }
+
+  /** @internal pending and waiting counts per task name, for `metrics()`: one O(n) pass. */
+  pendingByName(): Map<string, { pending: number; waiting: number }> {
+    return this.#loop.pendingByName();
   }
 
   /**

@@ -229,8 +229,22 @@ export class TaskLoop implements TaskOwner {
     };
   }
 
-  pendingTasks(): Task[] {
-    return this.#queue.toSortedArray();
+  pendingTasks(limit = Infinity): Task[] {
+    return limit >= this.#queue.size ? this.#queue.toSortedArray() : this.#queue.earliest(limit);
+  }
+
+  /** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass over the heap. */
+  pendingByName(): Map<string, { pending: number; waiting: number }> {
+    const now = this.clock.now();
+    const counts = new Map<string, { pending: number; waiting: number }>();
+    this.#queue.forEach((task) => {
+      const name = task._settings.name ?? '';
+      let entry = counts.get(name);
+      if (entry === undefined) counts.set(name, (entry = { pending: 0, waiting: 0 }));
+      entry.pending++;
+      if (task._time <= now) entry.waiting++;
+    });
+    return counts;
   }
 
   /** Stops taking work and cancels every pending task; resolves when running ones settle. */

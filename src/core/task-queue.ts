@@ -80,6 +80,30 @@ export class TaskQueue {
     return live;
   }
 
+  /** Calls `fn` for each live task, in no particular order. */
+  forEach(fn: (task: Task) => void): void {
+    for (const task of this.#heap.data) if (task._state === State.Pending) fn(task);
+  }
+
+  /**
+   * The `limit` earliest live tasks, earliest first, in O(limit log limit):
+   * a walk down the heap that always expands the smallest entry seen so far.
+   */
+  earliest(limit: number): Task[] {
+    const data = this.#heap.data;
+    const length = this.#heap.length;
+    const out: Task[] = [];
+    if (length === 0 || limit <= 0) return out;
+    const frontier = new TinyQueue<number>([0], (a, b) => byDueTime(data[a]!, data[b]!));
+    while (frontier.length > 0 && out.length < limit) {
+      const i = frontier.pop()!;
+      if (data[i]!._state === State.Pending) out.push(data[i]!);
+      if (2 * i + 1 < length) frontier.push(2 * i + 1);
+      if (2 * i + 2 < length) frontier.push(2 * i + 2);
+    }
+    return out;
+  }
+
   /** Live tasks, earliest first (a copy; for introspection, not the hot path). */
   toSortedArray(): Task[] {
     return this.#heap.data.filter((task) => task._state === State.Pending).sort(byDueTime);

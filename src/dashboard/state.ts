@@ -86,8 +86,12 @@ export function jobView(job: Job): JobView {
  */
 export async function snapshot(scheduler: Scheduler, limit: number, actions: boolean): Promise<DashboardState> {
   const stats = scheduler.stats();
-  // A job's next occurrence shows in the job's row: the task list is one-off tasks.
-  const oneOff = scheduler.pendingTasks().filter((task) => !(task._settings.observer instanceof Job));
+  // A job's next occurrence shows in the job's row: the task list is one-off
+  // tasks. Each planned job has one entry in the heap, so `limit + jobs`
+  // earliest tasks hold the `limit` earliest one-off ones.
+  const jobs = scheduler.jobs();
+  const planned = jobs.filter((job) => job.nextRunAt !== undefined).length;
+  const oneOff = scheduler.pendingTasks(limit + planned).filter((task) => !(task._settings.observer instanceof Job)).slice(0, limit);
   let stored: StoredTask[] | null = null;
   let storedError: string | null = null;
   try {
@@ -99,11 +103,11 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
     now: scheduler.clock.now(),
     actions,
     stats: { ...stats, workers: stats.workers === Infinity ? 'Infinity' : stats.workers },
-    jobs: scheduler.jobs().map(jobView),
-    tasks: oneOff.slice(0, limit).map((task) => ({
+    jobs: jobs.map(jobView),
+    tasks: oneOff.map((task) => ({
       id: task.id, name: task.name ?? null, state: task.state, runAt: task.runAt.getTime(), attempts: task.attempts,
     })),
-    moreTasks: Math.max(0, oneOff.length - limit),
+    moreTasks: Math.max(0, stats.pending - planned - oneOff.length),
     stored,
     storedError,
   };

@@ -22,6 +22,10 @@ export interface NameMetrics {
   skipped: number;
   /** Runs in progress now. */
   running: number;
+  /** Tasks of this name waiting for their time or for a worker. */
+  pending: number;
+  /** Tasks of this name already due, waiting for a free worker. */
+  waiting: number;
   /** How late runs started, ms (last 1,024 runs; `max` over all). */
   lateness: Lateness;
   /** How long runs took, ms (last 1,024 runs; `max` over all). */
@@ -145,41 +149,50 @@ export class SchedulerMetrics {
     return series;
   }
 
-  /** The names seen so far. */
+  /** The names seen so far: of runs, skips, and pending tasks. */
   names(): string[] {
-    return [...this.#series.keys()];
+    return [...new Set([...this.#series.keys(), ...this.#scheduler.pendingByName().keys()])];
   }
 
-  /** The counters of one name (zeros if it was never seen). */
+  /** The counters of one name (zeros if it was never seen). Counting its pending tasks walks the queue: O(pending). */
   get(name: string): NameMetrics {
+    return this.#view(name, this.#scheduler.pendingByName());
+  }
+
+  #view(name: string, pending: Map<string, { pending: number; waiting: number }>): NameMetrics {
     const s = this.#series.get(name) ?? new Series();
+    const queued = pending.get(name);
     return {
       runs: s.runs, succeeded: s.succeeded, failed: s.failed, retries: s.retries, timeouts: s.timeouts,
       cancelled: s.cancelled, skipped: s.skipped, running: s.running,
+      pending: queued?.pending ?? 0, waiting: queued?.waiting ?? 0,
       lateness: s.lateness.summary(), duration: s.duration.summary(),
     };
   }
 
   /** Every name's counters, and the scheduler's own `stats()`. */
   snapshot(): { scheduler: SchedulerStats; names: Record<string, NameMetrics> } {
+    const pending = this.#scheduler.pendingByName();
     return {
       scheduler: this.#scheduler.stats(),
-      names: Object.fromEntries(this.names().map((name) => [name, this.get(name)])),
+      names: Object.fromEntries(this.names().map((name) => [name, this.#view(name, pending)])),
     };
   }
 
   /**
    * Everything in Prometheus' text exposition format (version 0.0.4):
    * counters and gauges per name, lateness and duration as summaries in
-   * seconds, and the scheduler's pool and queue gauges.
+   * seconds, and the scheduler's pool gauges. Walks the pending tasks once.
    */
   prometheus(): string {
     const p = this.#prefix;
     const out: string[] = [];
-    const names = this.names();
-    const family = (name: string, type: string, help: string, value: (s: Series) => number) => {
+    const pending = this.#scheduler.pendingByName();
+    for (const name of pending.keys()) this.#of(name);
+    const names = [...this.#series.keys()];
+    const family = (name: string, type: string, help: string, value: (s: Series, key: string) => number) => {
       out.push(`# HELP ${p}_${name} ${help}`, `# TYPE ${p}_${name} ${type}`);
-      for (const key of names) out.push(`${p}_${name}{name="${escapeLabel(key)}"} ${value(this.#series.get(key)!)}`);
+      for (const key of names) out.push(`${p}_${name}{name="${escapeLabel(key)}"} ${value(this.#series.get(key)!, key)}`);
     };
     family('runs_total', 'counter', 'Runs started, retries included.', (s) => s.runs);
     family('succeeded_total', 'counter', 'Tasks that succeeded.', (s) => s.succeeded);
@@ -189,6 +202,8 @@ export class SchedulerMetrics {
     family('cancelled_total', 'counter', 'Tasks cancelled, pending or running.', (s) => s.cancelled);
     family('skipped_total', 'counter', 'Job occurrences skipped by the overlap or misfire policy.', (s) => s.skipped);
     family('running', 'gauge', 'Runs in progress.', (s) => s.running);
+    family('pending', 'gauge', 'Tasks waiting for their time or for a worker.', (_s, key) => pending.get(key)?.pending ?? 0);
+    family('waiting', 'gauge', 'Tasks already due, waiting for a free worker.', (_s, key) => pending.get(key)?.waiting ?? 0);
     const summary = (name: string, help: string, window: (s: Series) => LatenessRecorder, sum: (s: Series) => number, count: (s: Series) => number) => {
       out.push(`# HELP ${p}_${name} ${help}`, `# TYPE ${p}_${name} summary`);
       for (const key of names) {
@@ -207,8 +222,6 @@ export class SchedulerMetrics {
     summary('duration_seconds', 'How long runs took (quantiles over the last 1,024 runs).', (s) => s.duration, (s) => s.durationSum, (s) => s.durations);
     const stats = this.#scheduler.stats();
     const gauge = (name: string, help: string, value: number) => out.push(`# HELP ${p}_${name} ${help}`, `# TYPE ${p}_${name} gauge`, `${p}_${name} ${value}`);
-    gauge('pending', 'Tasks waiting for their time or for a worker.', stats.pending);
-    gauge('waiting', 'Tasks already due, waiting for a free worker.', stats.waiting);
     gauge('workers', 'The size of the worker pool.', stats.workers === Infinity ? Number.MAX_SAFE_INTEGER : stats.workers);
     gauge('jobs', 'Recurring jobs scheduled or paused.', this.#scheduler.jobs().length);
     return `${out.join('\n')}\n`;

@@ -88,6 +88,22 @@ describe('metrics()', () => {
     await scheduler.close();
   });
 
+  it('counts pending and waiting tasks per name', async () => {
+    const { clock, scheduler } = setup({ workers: 1 });
+    const m = metrics(scheduler);
+    const hold = gate();
+    scheduler.after(0, () => hold.promise, { name: 'busy' });
+    scheduler.after(10, () => {}, { name: 'send' });
+    scheduler.after(20, () => {}, { name: 'send' });
+    scheduler.after(60_000, () => {}, { name: 'send' });
+    await clock.advance(100);
+    expect(m.get('send')).toMatchObject({ pending: 3, waiting: 2, running: 0 });
+    expect(m.get('busy')).toMatchObject({ pending: 0, running: 1 });
+    expect(m.snapshot().names.send).toMatchObject({ pending: 3, waiting: 2 });
+    hold.open();
+    await scheduler.close();
+  });
+
   it('counts skipped job occurrences under the job name', async () => {
     const { clock, scheduler } = setup();
     const m = metrics(scheduler);
@@ -114,7 +130,8 @@ describe('metrics()', () => {
     const values = samples(text);
     expect(values.get(key('taskheap_runs_total', { name: 'a "quoted"\nname\\' }))).toBe(1);
     expect(values.get(key('taskheap_failed_total', { name: 'b' }))).toBe(1);
-    expect(values.get(key('taskheap_pending'))).toBe(1);
+    expect(values.get(key('taskheap_pending', { name: '' }))).toBe(1);
+    expect(values.get(key('taskheap_pending', { name: 'b' }))).toBe(0);
     expect(values.get(key('taskheap_workers'))).toBe(10);
     expect(values.get(key('taskheap_lateness_seconds_count', { name: 'b' }))).toBe(1);
     expect(values.has(key('taskheap_lateness_seconds', { name: 'b', quantile: '0.99' }))).toBe(true);
@@ -135,7 +152,7 @@ describe('metrics()', () => {
       expect(response.headers.get('content-type')).toContain('text/plain; version=0.0.4');
       const text = await response.text();
       expect(promtool(text)).toBe('');
-      expect(samples(text).get(key('bot_pending'))).toBe(0);
+      expect(samples(text).get(key('bot_workers'))).toBe(10);
     } finally {
       server.close();
       await scheduler.close();
