@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { CACHE } from './runtime.js';
+import { CACHE } from './cache.js';
 
 /** A job as the bench sees it: its index, and when it is due (epoch ms; absent: now). */
 export interface BenchJob {

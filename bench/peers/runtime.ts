@@ -7,16 +7,10 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
-
-// The repository root; the children run a transpiled copy of this file from
-// under node_modules/.cache, whose root is the same.
-const HERE = fileURLToPath(new URL('../../', import.meta.url));
-const ROOT = HERE.includes('/node_modules/') ? HERE.slice(0, HERE.indexOf('/node_modules/') + 1) : HERE;
-export const CACHE = join(ROOT, 'node_modules/.cache/taskheap-peers');
+import { freePort } from '../../test/durable/pg-server.js';
+import { CACHE } from './cache.js';
 
 /** The peers and the versions the bench pins (majors), with their drivers. */
 export const PEERS: Record<string, string> = { 'graphile-worker': '0.18', 'pg-boss': '12', bullmq: '6', ioredis: '5', pg: '8' };
@@ -98,17 +92,6 @@ function ensureRedis(): string | undefined {
     }
   }
   return existsSync(path) ? path : undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 /** A throwaway Redis on loopback, in memory only (no RDB, no AOF), as a job queue bench would run it. */

@@ -48,7 +48,8 @@ export const NO_POSTGRES_MESSAGE =
   'PostgreSQL server binaries (initdb, pg_ctl) were not found in $PG_BIN, /usr/lib/postgresql/*/bin or PATH. ' +
   'Install them (Debian/Ubuntu: apt-get install -y postgresql) or set PG_BIN; .ci/run installs them in CI.';
 
-function freePort(): Promise<number> {
+/** A free TCP port on 127.0.0.1, for a server a test or bench starts. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
