@@ -2,6 +2,7 @@ import {
   SCHEMA_VERSION, SchemaVersionError, sameSchedule,
   type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
+import { toDuration, type Duration } from '../../core/duration.js';
 import { describe } from '../../core/validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
@@ -19,11 +20,11 @@ type StoredJobRow = JobRow & DueJobRow & { state: JobRow['state']; next_run_at: 
 /** Options of `sqliteStore()`. */
 export interface SqliteStoreOptions {
   /**
-   * How long a claimed task stays claimed without renewal, in ms. In one
-   * process it only matters for tasks whose run outlives it.
+   * How long a claimed task stays claimed without renewal: ms, or a string
+   * such as `'30s'`. In one process it only matters for tasks whose run outlives it.
    * @default 30000
    */
-  lease?: number;
+  lease?: Duration;
   /**
    * The SQLite binding: Node's built-in `node:sqlite` (Node >= 22.13, no
    * native build) or the `better-sqlite3` package. Both read and write the
@@ -49,7 +50,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   if (driver !== undefined && driver !== 'node:sqlite' && driver !== 'better-sqlite3') {
     throw new RangeError(`Expected \`driver\` to be 'node:sqlite' or 'better-sqlite3', got ${describe(driver)}`);
   }
-  return new SqliteStore(path, options.lease ?? 30_000, driver);
+  return new SqliteStore(path, toDuration(options.lease ?? 30_000, 'lease', 1), driver);
 }
 
 class SqliteStore implements Store {
