@@ -46,7 +46,8 @@ describe('durations', () => {
     expect(parseDuration('1d')).toBe(24 * HOUR);
     expect(parseDuration('1h30m')).toBe(90 * MINUTE);
     expect(parseDuration('1m500ms')).toBe(MINUTE + 500);
-    for (const bad of ['', '10', 'm', '1.5h', '10x', '-5s', '1h 30m']) expect(parseDuration(bad)).toBeUndefined();
+    expect(parseDuration('1.5h')).toBe(90 * MINUTE);
+    for (const bad of ['', '10', 'm', '10x', '-5s', '30m1h', '1h  30m']) expect(parseDuration(bad)).toBeUndefined();
   });
 
   it('formats compactly', () => {
