@@ -104,7 +104,8 @@ interface DaySpec {
  * A cron expression in a time zone.
  *
  * Syntax (OCPS 1.4): 5 fields (minute hour day-of-month month day-of-week),
- * 6 with seconds first, or 7 with seconds first and a year last (1970-9999);
+ * 6 with seconds first, or 7 with seconds first and a year last (1970-9999;
+ * `*\/4` there means the years divisible by 4);
  * `*`, `a`, `a,b`, `a-b`, `*\/n`, `a-b/n`, `a/n`; JAN-DEC and SUN-SAT (any
  * case, also in ranges, `FRI-SUN` wraps to Sunday); 0 and 7 are both Sunday;
  * `?` = `*` in the day fields (only there); day-of-month `L`, `L-n`, `nW`,
@@ -319,7 +320,8 @@ function parseField(text: string, field: Field, fail: Fail, special?: (item: str
       if (base === '?' && field !== DAYS_OF_MONTH && field !== DAYS_OF_WEEK) {
         fail(`"?" is only allowed in the day-of-month and day-of-week fields, not in the ${field.name} field`);
       }
-      from = field.min;
+      // Years step from year 0, so `*/4` means the years divisible by 4 (as croner), not 1970, 1974...
+      from = field === YEARS ? Math.ceil(field.min / by) * by : field.min;
       to = field.top;
     } else {
       const [low = '', high, more] = base.split('-');

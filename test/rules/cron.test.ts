@@ -383,7 +383,8 @@ describe('CronRule: OCPS 1.4', () => {
     expect(runs('0 15 10 * * * 2027', '2026-06-01', 2)).toEqual(['2027-01-01 10:15:00 Fri', '2027-01-02 10:15:00 Sat']);
     expect(days('0 0 0 1 1 * 2028,2030-2031', '2026-06-01', 4)).toEqual(['2028-01-01 Sat', '2030-01-01 Tue', '2031-01-01 Wed']);
     expect(days('0 0 0 1 1 * 1970-2199/2', '2025-06-01', 2)).toEqual(['2026-01-01 Thu', '2028-01-01 Sat']);
-    expect(days('0 0 0 1 1 * */4', '2025-06-01', 2)).toEqual(['2026-01-01 Thu', '2030-01-01 Tue']); // steps count from 1970
+    expect(days('0 0 0 1 1 * */4', '2025-06-01', 2)).toEqual(['2028-01-01 Sat', '2032-01-01 Thu']); // years divisible by 4, as croner
+    expect(days('0 0 0 1 1 * 2027/5', '2025-06-01', 2)).toEqual(['2027-01-01 Fri', '2032-01-01 Thu']);
     expect(days('0 0 0 1 1 * *', '2026-06-01', 1)).toEqual(['2027-01-01 Fri']);
     expect(runs('30 15 10 * * *', '2026-03-10T10:15:29', 1)).toEqual(['2026-03-10 10:15:30 Tue']);
   });
@@ -432,6 +433,11 @@ describe('CronRule: OCPS 1.4', () => {
     expect(days('0 0 1 * ?', '2026-01-01', 1)).toEqual(['2026-02-01 Sun']);
     expect(() => new CronRule('? 12 * * *', 'UTC')).toThrow(/not in the minute field/);
     expect(() => new CronRule('0 0 * ? *', 'UTC')).toThrow(/not in the month field/);
+  });
+
+  it('a full-range day-of-month is restricted: with a weekday it ORs to every day', () => {
+    expect(days('0 0 1-31 * MON', '2025-10-05', 3)).toEqual(['2025-10-06 Mon', '2025-10-07 Tue', '2025-10-08 Wed']);
+    expect(days('0 0 * * MON', '2025-10-05', 2)).toEqual(['2025-10-06 Mon', '2025-10-13 Mon']);
   });
 
   it('impossible dates parse and simply never fire', () => {
