@@ -74,7 +74,7 @@ function parse(text: string, what: string): number {
     if (match === null) {
       const rest = text.slice(at);
       if (rest === '') throw bad(`it ends with a space; ${GRAMMAR}`);
-      const hint = /^\d+(?:\.\d+)? /.test(rest) ? ' (no space between a number and its unit)' : '';
+      const hint = /^\d+(?:\.\d+)? (?:ms|w|d|h|m|s)(?![A-Za-z])/.test(rest) ? ' (no space between a number and its unit)' : '';
       throw bad(`cannot read "${rest}"${hint}; ${GRAMMAR}`);
     }
     const [, whole, fraction = '', unit] = match;

@@ -39,6 +39,7 @@ describe('parseDuration', () => {
     ['m', /cannot read "m"/],
     ['10 m', /cannot read "10 m" \(no space between a number and its unit\)/],
     ['10minutes', /cannot read "inutes"|largest to smallest/],
+    ['10 minutes', /cannot read "10 minutes"; expected/],
     ['10M', /cannot read "10M"/],
     ['1H', /cannot read "1H"/],
     ['-5s', /cannot read "-5s"/],

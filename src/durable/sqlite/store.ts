@@ -43,6 +43,7 @@ export interface SqliteStoreOptions {
  * @example
  * import { sqliteStore } from 'taskheap/sqlite';
  * const scheduler = new Scheduler({ store: sqliteStore('reminders.db') });
+ * const pinned = sqliteStore('reminders.db', { driver: 'better-sqlite3', lease: '1m' });
  */
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Store & { readonly lease: number } {
   if (typeof path !== 'string' || path === '') throw new TypeError(`Expected the SQLite path to be a non-empty string, got ${String(path)}`);
