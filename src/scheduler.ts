@@ -180,9 +180,10 @@ export class Scheduler implements JobFactory {
   }
 
   /**
-   * A job from a cron expression: 5 fields, or 6 with seconds first; lists,
-   * ranges, steps, names, `L`, `W`, `#`, `?` and the @-nicknames. A bad
-   * expression throws a RangeError that names the field.
+   * A job from a cron expression (OCPS 1.4): 5 fields, 6 with seconds first,
+   * or 7 with a year last; lists, ranges, steps, names, `L`, `W`, `#`, `?`,
+   * `+` (day-of-month AND day-of-week) and the @-nicknames. A bad expression
+   * throws a RangeError that names the field.
    * @example
    * scheduler.cron('*\/15 9-17 * * MON-FRI', { timezone: 'Asia/Tokyo' }).run(fn);
    */
