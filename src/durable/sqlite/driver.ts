@@ -10,9 +10,9 @@ export type SqliteDriver = 'node:sqlite' | 'better-sqlite3';
 /** The drivers, in the order `sqliteStore()` tries them by default. */
 export const SQLITE_DRIVERS: readonly SqliteDriver[] = ['node:sqlite', 'better-sqlite3'];
 
-/** What a write returns. */
+/** What a write returns (numbers: neither driver is asked for BigInts). */
 export interface RunResult {
-  changes: number | bigint;
+  changes: number;
   lastInsertRowid: number | bigint;
 }
 
