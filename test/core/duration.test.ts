@@ -211,6 +211,8 @@ describe('durations as strings where a duration is accepted', () => {
     await clock.advance('1s');
     expect((await scheduler.getTask(task.id))!.state).toBe('timed-out');
     expect(() => scheduler.schedule(START, 'slow', { timeout: '30' })).toThrow(/Invalid `timeout` "30"/);
+    const later = await scheduler.after('1h30m', 'slow');
+    expect(later.runAt).toEqual(new Date(clock.now() + 5_400_000));
     await scheduler.close();
   });
 });
