@@ -38,6 +38,7 @@ import { pathToFileURL } from 'node:url';
 import { DateTime } from 'luxon';
 import { Scheduler } from '../src/index.js';
 import type { Job, Task } from '../src/index.js';
+import { parseDuration as parseTaskheapDuration } from '../src/index.js';
 
 export interface BotOptions {
   /** The scheduler reminders go to; `quit` closes it. */
@@ -99,15 +100,15 @@ const HELP = [
 ];
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-const DURATION = /^(?:\d+(?:ms|s|m|h|d))+$/;
 const MAX_DURATION = 3650 * UNIT_MS.d!;
 
-/** `1h30m` → 5_400_000; undefined if it is not a duration. */
+/** `1h30m` → 5_400_000 (taskheap's `parseDuration`); undefined if it is not a duration. */
 export function parseDuration(text: string): number | undefined {
-  if (!DURATION.test(text)) return undefined;
-  let total = 0;
-  for (const [, amount, unit] of text.matchAll(/(\d+)(ms|s|m|h|d)/g)) total += Number(amount) * UNIT_MS[unit!]!;
-  return total;
+  try {
+    return parseTaskheapDuration(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** 5_400_000 → `1h30m`. */

@@ -14,6 +14,8 @@ export { systemClock } from './core/clock.js';
 export type { RetryOptions } from './core/retry.js';
 export type { Lateness } from './core/lateness.js';
 export type { When } from './core/validate.js';
+export { parseDuration } from './core/duration.js';
+export type { Duration } from './core/duration.js';
 export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError } from './core/errors.js';
 export { MissingPeerError } from './core/peer.js';
 export { Job } from './jobs/job.js';

@@ -4,7 +4,8 @@ import { ClosedError } from './core/errors.js';
 import { assertWorkers, TaskLoop, type ErrorInfo, type SchedulerStats, type TaskEvents } from './core/loop.js';
 import type { TaskOptions } from './core/task-options.js';
 import type { Task, TaskFunction } from './core/task.js';
-import { assertDuration, assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './core/validate.js';
+import { toDuration, type Duration } from './core/duration.js';
+import { assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableRunner } from './durable/runner.js';
 import type { Store, StoredJob, StoredTask, TaskFilter } from './durable/store.js';
@@ -146,38 +147,43 @@ export class Scheduler implements JobFactory {
   }
 
   /**
-   * Runs `fn` after `delay` milliseconds; the same as `schedule(now + delay, …)`.
+   * Runs `fn` after `delay` (milliseconds, or a string such as `'10m'` or
+   * `'1h30m'`, see `parseDuration`); the same as `schedule(now + delay, …)`.
    * @example
    * scheduler.after(5_000, () => console.log('five seconds later'));
+   * scheduler.after('10m', () => console.log('ten minutes later'));
    */
-  after<R>(delay: number, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
-  /** With a store: the handler `name` after `delay` ms (see the durable `schedule`). */
-  after(delay: number, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
-  after<R>(delay: number, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
-    assertDuration(delay, 'delay');
-    const time = this.#loop.clock.now() + delay;
+  after<R>(delay: Duration, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
+  /** With a store: the handler `name` after `delay` (see the durable `schedule`). */
+  after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
+  after<R>(delay: Duration, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
+    const time = this.#loop.clock.now() + toDuration(delay, 'delay');
     if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
     return this.#loop.add(time, fn, options as TaskOptions | undefined);
   }
 
   /**
-   * Starts a fluent recurring rule: `every(n).<unit>()...run(fn)`.
-   * @param n how many units between runs; an integer >= 1
+   * Starts a fluent recurring rule: `every(n).<unit>()...run(fn)`, or
+   * `every('15m')...run(fn)` with a duration string (units up to hours; it is
+   * `every(15).minutes()`).
+   * @param n how many units between runs (an integer >= 1), or a duration string
    * @default 1
    * @example
    * scheduler.every(2).seconds().run(fn);
+   * scheduler.every('15m').run(fn);
    * scheduler.every().day().at('10:30').run(fn);
    * scheduler.every().monday().at('08:30', 'Europe/Paris').run(fn);
    * scheduler.every(10).minutes().from(date).until(date).times(5).immediately().run(fn);
    */
-  every(n = 1): Every {
+  every(n: number | string = 1): Every {
     return new Every(this, n);
   }
 
   /**
-   * A job from a cron expression: 5 fields, or 6 with seconds first; lists,
-   * ranges, steps, names, `L`, `W`, `#`, `?` and the @-nicknames. A bad
-   * expression throws a RangeError that names the field.
+   * A job from a cron expression (OCPS 1.4): 5 fields, 6 with seconds first,
+   * or 7 with a year last; lists, ranges, steps, names, `L`, `W`, `#`, `?`,
+   * `+` (day-of-month AND day-of-week) and the @-nicknames. A bad expression
+   * throws a RangeError that names the field.
    * @example
    * scheduler.cron('*\/15 9-17 * * MON-FRI', { timezone: 'Asia/Tokyo' }).run(fn);
    */

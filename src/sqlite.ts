@@ -1,7 +1,9 @@
 /**
  * `import { sqliteStore } from 'taskheap/sqlite'`: durable schedules for one
- * process. Needs the optional peer dependency `better-sqlite3`.
+ * process. Runs on Node's built-in `node:sqlite` (Node >= 22.13) or on the
+ * optional peer dependency `better-sqlite3`.
  * @module
  */
 export { sqliteStore } from './durable/sqlite/store.js';
 export type { SqliteStoreOptions } from './durable/sqlite/store.js';
+export type { SqliteDriver } from './durable/sqlite/driver.js';

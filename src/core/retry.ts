@@ -1,4 +1,5 @@
-import { assertDuration, assertKnownKeys, describe } from './validate.js';
+import { toDuration, type Duration } from './duration.js';
+import { assertKnownKeys, describe } from './validate.js';
 
 /** How a failed or timed-out run is retried. */
 export interface RetryOptions {
@@ -8,26 +9,26 @@ export interface RetryOptions {
    */
   attempts?: number;
   /**
-   * Wait before the second attempt, in milliseconds.
+   * Wait before the second attempt: milliseconds, or a string such as `'1s'`.
    * @default 1000
    */
-  delay?: number;
+  delay?: Duration;
   /**
    * `'fixed'` waits `delay` every time; `'exponential'` doubles it after each failure.
    * @default 'exponential'
    */
   backoff?: 'fixed' | 'exponential';
   /**
-   * Upper bound on the wait, in milliseconds.
+   * Upper bound on the wait: milliseconds, or a string such as `'1h'`.
    * @default Infinity
    */
-  maxDelay?: number;
+  maxDelay?: Duration;
   /**
-   * Up to this many random milliseconds are added to each wait, so that many
-   * tasks failing together do not retry in lockstep.
+   * Up to this much random time is added to each wait, so that many tasks
+   * failing together do not retry in lockstep: milliseconds or a string.
    * @default 0
    */
-  jitter?: number;
+  jitter?: Duration;
 }
 
 /** A validated, complete retry policy. */
@@ -51,18 +52,16 @@ export function toRetryPolicy(retry: RetryOptions | number): RetryPolicy {
     throw new TypeError(`Expected \`retry\` to be a number of attempts or an options object, got ${describe(retry)}`);
   }
   assertKnownKeys(options, KEYS, 'retry');
-  const { attempts = 3, delay = 1000, backoff = 'exponential', maxDelay = Infinity, jitter = 0 } = options;
+  const { attempts = 3, backoff = 'exponential' } = options;
   if (!Number.isInteger(attempts) || attempts < 1) {
     throw new RangeError(`Expected \`retry.attempts\` to be an integer >= 1, got ${describe(attempts)}`);
   }
-  assertDuration(delay, 'retry.delay');
+  const delay = toDuration(options.delay ?? 1000, 'retry.delay');
   if (backoff !== 'fixed' && backoff !== 'exponential') {
     throw new RangeError(`Expected \`retry.backoff\` to be 'fixed' or 'exponential', got ${describe(backoff)}`);
   }
-  if (typeof maxDelay !== 'number' || Number.isNaN(maxDelay) || maxDelay < 0) {
-    throw new RangeError(`Expected \`retry.maxDelay\` to be a number of milliseconds >= 0, got ${describe(maxDelay)}`);
-  }
-  assertDuration(jitter, 'retry.jitter');
+  const maxDelay = options.maxDelay === undefined || options.maxDelay === Infinity ? Infinity : toDuration(options.maxDelay, 'retry.maxDelay');
+  const jitter = toDuration(options.jitter ?? 0, 'retry.jitter');
   return { attempts, delay, backoff, maxDelay, jitter };
 }
 

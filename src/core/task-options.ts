@@ -1,6 +1,7 @@
 import { toRetryPolicy, type RetryOptions } from './retry.js';
 import type { TaskSettings } from './task.js';
-import { assertDuration, assertKnownKeys, assertOptionsObject, describe } from './validate.js';
+import { toDuration, type Duration } from './duration.js';
+import { assertKnownKeys, assertOptionsObject, describe } from './validate.js';
 
 /** Options of `schedule()` and `after()`. */
 export interface TaskOptions {
@@ -9,11 +10,12 @@ export interface TaskOptions {
   /** A label for logs, errors and `ctx.name`. */
   name?: string;
   /**
-   * A run still going after this many ms has its `ctx.signal` aborted with a
-   * `TimeoutError`, ends as `timed-out` and frees its worker slot.
+   * A run still going after this long (milliseconds, or a string such as
+   * `'30s'`) has its `ctx.signal` aborted with a `TimeoutError`, ends as
+   * `timed-out` and frees its worker slot.
    * @default Infinity
    */
-  timeout?: number;
+  timeout?: Duration;
   /** Retry failed or timed-out runs: a policy, or a number of attempts. */
   retry?: RetryOptions | number;
 }
@@ -29,12 +31,12 @@ export const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeou
 export function toSettings(options: TaskOptions, defaults: TaskSettings): TaskSettings {
   assertOptionsObject(options, 'task');
   assertKnownKeys(options, TASK_KEYS, 'task');
-  const { signal, name, timeout = Infinity, retry } = options;
+  const { signal, name, retry } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
   }
   if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
-  if (timeout !== Infinity) assertDuration(timeout, 'timeout', 1);
+  const timeout = options.timeout === undefined || options.timeout === Infinity ? Infinity : toDuration(options.timeout, 'timeout', 1);
   const policy = retry === undefined ? undefined : toRetryPolicy(retry);
   if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined) return defaults;
   return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined };

@@ -1,3 +1,4 @@
+import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
 
@@ -19,8 +20,8 @@ export interface DurableTaskOptions {
   payload?: unknown;
   /** Makes scheduling idempotent: the same key replaces the task instead of adding one. */
   key?: string;
-  /** ms; see TaskOptions.timeout */
-  timeout?: number;
+  /** milliseconds or a string such as `'30s'`; see TaskOptions.timeout */
+  timeout?: Duration;
   /** see TaskOptions.retry */
   retry?: RetryOptions | number;
 }
@@ -41,8 +42,8 @@ export interface StoredJobOptions {
   payload?: unknown;
   /** Registering a job with the same key again updates it instead of adding one. */
   key?: string;
-  /** ms; see TaskOptions.timeout */
-  timeout?: number;
+  /** milliseconds or a string such as `'30s'`; see TaskOptions.timeout */
+  timeout?: Duration;
   /** see TaskOptions.retry */
   retry?: RetryOptions | number;
   /**

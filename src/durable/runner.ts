@@ -9,7 +9,8 @@ import {
 } from './store.js';
 import type { TaskLoop } from '../core/loop.js';
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
-import { assertDuration, describe } from '../core/validate.js';
+import { toDuration } from '../core/duration.js';
+import { describe } from '../core/validate.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
@@ -300,9 +301,9 @@ export class DurableRunner implements TaskObserver {
     for (const key in given) {
       if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
     }
-    const { payload, key, timeout, retry, overlap, misfire } = given;
+    const { payload, key, retry, overlap, misfire } = given;
     if (key !== undefined && (typeof key !== 'string' || key === '')) throw new TypeError(`Expected \`key\` to be a non-empty string, got ${describe(key)}`);
-    if (timeout !== undefined) assertDuration(timeout, 'timeout', 1);
+    const timeout = given.timeout === undefined ? undefined : toDuration(given.timeout, 'timeout', 1);
     if (overlap !== undefined && overlap !== 'skip' && overlap !== 'allow') {
       throw new RangeError(`Expected \`overlap\` of a stored job to be 'skip' or 'allow', got ${describe(overlap)}`);
     }

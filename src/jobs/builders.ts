@@ -8,7 +8,8 @@ import type { StoredJob } from '../durable/store.js';
 import type { TaskOptions } from '../core/task-options.js';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { TaskFunction } from '../core/task.js';
-import { assertDuration, describe, toEpoch, type When } from '../core/validate.js';
+import { toDuration, type Duration } from '../core/duration.js';
+import { describe, toEpoch, type When } from '../core/validate.js';
 import { validateZone } from '../rules/wall-time.js';
 
 /** Options of `run()`: everything a task takes, plus the job policies. */
@@ -28,10 +29,11 @@ export interface JobOptions extends TaskOptions {
    */
   misfire?: MisfirePolicy;
   /**
-   * Each run starts up to this many random ms after its time.
+   * Each run starts up to this long after its time, at random: milliseconds
+   * or a string such as `'30s'`.
    * @default 0
    */
-  jitter?: number;
+  jitter?: Duration;
 }
 
 /** The scheduler side of a builder. @internal */
@@ -102,14 +104,14 @@ export abstract class JobBuilder {
   }
 
   /**
-   * Each run starts up to `ms` random milliseconds late, to spread load.
+   * Each run starts up to `ms` late, at random, to spread load: milliseconds
+   * or a string such as `'30s'`.
    * @default 0
    * @example
-   * scheduler.every().hour().jitter(30_000).run(refresh);
+   * scheduler.every().hour().jitter('30s').run(refresh);
    */
-  jitter(ms: number): this {
-    assertDuration(ms, 'jitter');
-    this.#jitter = ms;
+  jitter(ms: Duration): this {
+    this.#jitter = toDuration(ms, 'jitter');
     return this;
   }
 
@@ -173,8 +175,12 @@ export class Every extends JobBuilder {
   #zone: string | undefined = undefined;
 
   /** @internal use `scheduler.every(n)` */
-  constructor(factory: JobFactory, n: number) {
+  constructor(factory: JobFactory, n: number | string) {
     super(factory);
+    if (typeof n === 'string') {
+      [this.#n, this.#unit] = intervalOf(n);
+      return;
+    }
     if (!Number.isInteger(n) || n < 1) throw new RangeError(`Expected every(n) to get an integer >= 1, got ${describe(n)}`);
     this.#n = n;
   }
@@ -352,6 +358,24 @@ export class Every extends JobBuilder {
     this.#weekdays = days;
     return this;
   }
+}
+
+/**
+ * `every('15m')`: the interval as a count of the largest unit that divides it
+ * exactly, so `at(':ss')` / `at(':mm')` still apply (`every('2h').at(':15')`).
+ * Days and weeks are refused: `every('1d')` could mean 24 hours or the same
+ * wall time tomorrow, and the two differ across DST.
+ */
+function intervalOf(text: string): [number, Unit] {
+  const ms = toDuration(text, 'every()', 1);
+  if (/\d(?:\.\d+)?[dw]/.test(text)) {
+    throw new RangeError(`every("${text}") is ambiguous across DST: use every().day() / every(n).days() for calendar days at the same wall time, or hours (every("24h")) for elapsed time`);
+  }
+  if (!Number.isInteger(ms)) throw new RangeError(`Expected every("${text}") to be a whole number of milliseconds, got ${ms} ms`);
+  for (const unit of ['hour', 'minute', 'second'] as const) {
+    if (ms % UNIT_MS[unit] === 0) return [ms / UNIT_MS[unit], unit];
+  }
+  return [ms, 'millisecond'];
 }
 
 function checkPart(value: unknown, max: number, part: string, whole: unknown): number {

@@ -2,7 +2,8 @@ import type { Emitter } from '../core/emitter.js';
 import type { TaskLoop } from '../core/loop.js';
 import { toSettings } from '../core/task-options.js';
 import type { Task, TaskFunction, TaskSettings } from '../core/task.js';
-import { assertDuration, assertKnownKeys, assertOptionsObject, describe } from '../core/validate.js';
+import { toDuration } from '../core/duration.js';
+import { assertKnownKeys, assertOptionsObject, describe } from '../core/validate.js';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { JobOptions } from './builders.js';
 import { Job, type JobHost, type SkipInfo } from './job.js';
@@ -30,7 +31,7 @@ export class JobSet implements JobHost {
     if (options !== undefined) assertKnownKeys(options, JOB_KEYS, 'job');
     const overlap = options?.overlap ?? 'skip';
     const misfire = options?.misfire ?? 'once';
-    const jitter = options?.jitter ?? bounds.jitter;
+    const jitter = toDuration(options?.jitter ?? bounds.jitter, 'jitter');
     const signal = options?.signal;
     if (overlap !== 'skip' && overlap !== 'queue' && overlap !== 'allow') {
       throw new RangeError(`Expected \`overlap\` to be 'skip', 'queue' or 'allow', got ${describe(overlap)}`);
@@ -38,7 +39,6 @@ export class JobSet implements JobHost {
     if (misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
       throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
     }
-    assertDuration(jitter, 'jitter');
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
     }

@@ -52,6 +52,12 @@ const DAYS_OF_WEEK: Field = {
   names: ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'],
 };
 
+/**
+ * Years: OCPS's portable range starts at 1970; 9999 bounds the search for
+ * patterns that never match again. `*` leaves the year free (no table).
+ */
+const YEARS: Field = { name: 'year', min: 1970, max: 9999, top: 9999 };
+
 const NICKNAMES = new Map([
   ['@yearly', '0 0 1 1 *'],
   ['@annually', '0 0 1 1 *'],
@@ -88,22 +94,27 @@ interface DaySpec {
   dow: number;
   /** `w#n` pairs: the nth weekday w of the month. */
   nth: Array<[weekday: number, n: number]>;
-  /** `wL`: the last weekday w of the month, as a weekday mask. */
+  /** `wL` / `w#L`: the last weekday w of the month, as a weekday mask. */
   lastOf: number;
+  /** OCPS `+` before day-of-week: a day must match both fields, not either. */
+  and: boolean;
 }
 
 /**
  * A cron expression in a time zone.
  *
- * Syntax: 5 fields (minute hour day-of-month month day-of-week) or 6 with
- * seconds first; `*`, `a`, `a,b`, `a-b`, `*\/n`, `a-b/n`, `a/n`; JAN-DEC and
- * SUN-SAT (any case, also in ranges, `FRI-SUN` wraps to Sunday); 0 and 7 are
- * both Sunday; `?` = `*` in the day fields; day-of-month `L`, `L-n`, `nW`,
- * `LW`; day-of-week `nL` (last weekday n of the month) and `n#k` (kth weekday
- * n); `@yearly` `@annually` `@monthly` `@weekly` `@daily` `@midnight`
- * `@hourly`. When both day fields are restricted a day matches either (Vixie
- * cron); when one is `*` or `?` only the other counts. `nW` never matches in
- * a month that has no day n.
+ * Syntax (OCPS 1.4): 5 fields (minute hour day-of-month month day-of-week),
+ * 6 with seconds first, or 7 with seconds first and a year last (1970-9999;
+ * `*\/4` there means the years divisible by 4);
+ * `*`, `a`, `a,b`, `a-b`, `*\/n`, `a-b/n`, `a/n`; JAN-DEC and SUN-SAT (any
+ * case, also in ranges, `FRI-SUN` wraps to Sunday); 0 and 7 are both Sunday;
+ * `?` = `*` in the day fields (only there); day-of-month `L`, `L-n`, `nW`,
+ * `LW`; day-of-week `nL` or `n#L` (last weekday n of the month) and `n#k`
+ * (kth weekday n); `@yearly` `@annually` `@monthly` `@weekly` `@daily`
+ * `@midnight` `@hourly` (lowercase, as in Vixie cron). When both day fields
+ * are restricted a day matches either (Vixie cron), or both when day-of-week
+ * starts with `+` (`0 12 1 * +MON`: the 1st, if it is a Monday); when one is
+ * `*` or `?` only the other counts. `nW` never matches in a month that has no day n.
  *
  * DST: a *fixed-time* expression (second, minute and hour each one value)
  * fires once per matching day: in a spring-forward gap at the end of the gap,
@@ -130,6 +141,8 @@ export class CronRule implements Rule, WallTimePattern {
   readonly #minute: Int8Array;
   readonly #hour: Int8Array;
   readonly #month: Int8Array;
+  /** Next allowed year >= y, indexed by y - 1970; undefined when any year will do. */
+  readonly #year: Int16Array | undefined;
   /** Matching-day masks per kind of month: index (length - 28) * 7 + weekday of the 1st. */
   readonly #days = new Int32Array(28);
   readonly #canFire: boolean;
@@ -145,22 +158,24 @@ export class CronRule implements Rule, WallTimePattern {
 
     let text = expression.trim();
     if (text.startsWith('@')) {
-      const expanded = NICKNAMES.get(text.toLowerCase());
+      const expanded = NICKNAMES.get(text);
       if (expanded === undefined) {
-        fail(`unknown nickname "${text}": expected one of ${[...NICKNAMES.keys()].join(', ')}`);
+        const hint = text === '@reboot' ? ' (@reboot is not supported: run the task when your program starts)' : '';
+        fail(`unknown nickname "${text}"${hint}: expected one of ${[...NICKNAMES.keys()].join(', ')} (lowercase)`);
       }
       text = expanded;
     }
     const parts = text === '' ? [] : text.split(/\s+/);
-    if (parts.length !== 5 && parts.length !== 6) fail(`wrong number of fields (${parts.length}): expected 5 or 6`);
+    if (parts.length < 5 || parts.length > 7) fail(`wrong number of fields (${parts.length}): expected 5, 6 (seconds first) or 7 (seconds first, year last)`);
     if (parts.length === 5) parts.unshift('0');
-    const [second, minute, hour, dom, month, dow] = parts as [string, string, string, string, string, string];
+    const [second, minute, hour, dom, month, dow, year = '*'] = parts as [string, string, string, string, string, string, string?];
 
     const seconds = parseField(second, SECONDS, fail);
     const minutes = parseField(minute, MINUTES, fail);
     const hours = parseField(hour, HOURS, fail);
     const months = parseField(month, MONTHS, fail);
     const days = parseDays(dom, dow, fail);
+    this.#year = year === '*' ? undefined : yearTable(parseField(year, YEARS, fail));
 
     this.#second = nextTable(seconds);
     this.#minute = nextTable(minutes);
@@ -210,11 +225,22 @@ export class CronRule implements Rule, WallTimePattern {
     let hour = Math.floor(secondOfDay / 3600);
     let minute = Math.floor(secondOfDay / 60) % 60;
     let second = secondOfDay % 60;
-    const lastYear = year + SEARCH_YEARS;
+    // With a year field the table bounds the search instead (it ends at 9999).
+    const years = this.#year;
+    const lastYear = years === undefined ? year + SEARCH_YEARS : Infinity;
 
     // Odometer: find the next allowed value of each field from the largest
     // down; if a field has none left, bump the field above and reset the rest.
     while (year <= lastYear) {
+      if (years !== undefined) {
+        const y = year < YEARS.min ? years[0]! : year > YEARS.max ? -1 : years[year - YEARS.min]!;
+        if (y < 0) return undefined;
+        if (y !== year) {
+          year = y;
+          month = day = 1;
+          hour = minute = second = 0;
+        }
+      }
       const m = this.#month[month]!;
       if (m < 0) {
         year++;
@@ -294,7 +320,8 @@ function parseField(text: string, field: Field, fail: Fail, special?: (item: str
       if (base === '?' && field !== DAYS_OF_MONTH && field !== DAYS_OF_WEEK) {
         fail(`"?" is only allowed in the day-of-month and day-of-week fields, not in the ${field.name} field`);
       }
-      from = field.min;
+      // Years step from year 0, so `*/4` means the years divisible by 4 (as croner), not 1970, 1974...
+      from = field === YEARS ? Math.ceil(field.min / by) * by : field.min;
       to = field.top;
     } else {
       const [low = '', high, more] = base.split('-');
@@ -333,7 +360,15 @@ function parseValue(text: string, field: Field, fail: Fail): number {
 }
 
 function parseDays(domText: string, dowText: string, fail: Fail): DaySpec {
+  // OCPS 1.4: a leading `+` on day-of-week asks for AND; nowhere else.
+  const and = dowText.startsWith('+');
+  if (and) dowText = dowText.slice(1);
+  if (dowText.includes('+') || domText.includes('+')) {
+    fail('"+" is only allowed as the first character of the day-of-week field (e.g. +MON)');
+  }
+  if (and && dowText === '') fail('"+" in the day-of-week field needs a value after it (e.g. +MON)');
   const spec: DaySpec = {
+    and,
     domStar: domText === '*' || domText === '?',
     dowStar: dowText === '*' || dowText === '?',
     dom: 0,
@@ -370,7 +405,7 @@ function parseDays(domText: string, dowText: string, fail: Fail): DaySpec {
   const dows = parseField(dowText, DAYS_OF_WEEK, fail, (item) => {
     const upper = item.toUpperCase();
     if (upper === 'L') fail(`"L" in day-of-week field needs a weekday before it, e.g. 5L or FRIL`);
-    const last = /^(\d+|[A-Z]{3})L$/.exec(upper);
+    const last = /^(\d+|[A-Z]{3})#?L$/.exec(upper);
     if (last !== null) {
       spec.lastOf |= 1 << parseValue(last[1]!, DAYS_OF_WEEK, fail) % 7;
       return true;
@@ -421,13 +456,20 @@ function dayMask(spec: DaySpec, length: number, first: number): number {
 
   if (spec.domStar) return dow;
   if (spec.dowStar) return dom;
-  return dom | dow;
+  return spec.and ? dom & dow : dom | dow;
 }
 
 /** table[v] = the smallest allowed value >= v, or -1; one extra slot so a carried-over v = max + 1 reads -1. */
 function nextTable(set: Uint8Array): Int8Array {
   const table = new Int8Array(set.length + 1).fill(-1);
   for (let v = set.length - 1; v >= 0; v--) table[v] = set[v] === 1 ? v : table[v + 1]!;
+  return table;
+}
+
+/** As `nextTable`, for years: table[y - 1970] = the first allowed year >= y, or -1. */
+function yearTable(set: Uint8Array): Int16Array {
+  const table = new Int16Array(YEARS.max - YEARS.min + 2).fill(-1);
+  for (let y = YEARS.max; y >= YEARS.min; y--) table[y - YEARS.min] = set[y] === 1 ? y : table[y - YEARS.min + 1]!;
   return table;
 }
 

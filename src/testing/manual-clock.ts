@@ -1,6 +1,7 @@
 import TinyQueue from 'tinyqueue';
 import type { Clock } from '../core/clock.js';
-import { assertDuration, toEpoch, type When } from '../core/validate.js';
+import { toDuration, type Duration } from '../core/duration.js';
+import { toEpoch, type When } from '../core/validate.js';
 
 interface Timer {
   /** due, on the elapsed-time axis */
@@ -67,15 +68,15 @@ export class ManualClock implements Clock {
   }
 
   /**
-   * Moves time forward by `ms`, stopping at each timer's due time in order:
+   * Moves time forward by `ms` (milliseconds, or a string such as `'1h'`), stopping at each timer's due time in order:
    * the clock reads that due time while the timer's callback runs, and
    * promise reactions settle before the next step. Never waits for real time.
    * @example
    * await clock.advance(60 * 60_000); // one virtual hour, in a few ms
+   * await clock.advance('1h');        // the same
    */
-  async advance(ms: number): Promise<void> {
-    assertDuration(ms, 'ms');
-    const target = this.#elapsed + ms;
+  async advance(ms: Duration): Promise<void> {
+    const target = this.#elapsed + toDuration(ms, 'ms');
     await settle();
     for (;;) {
       const timer = this.#timers.peek();

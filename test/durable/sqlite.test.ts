@@ -2,9 +2,9 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, SchemaVersionError, UnknownHandlerError } from '../../src/index.js';
+import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../src/durable/sqlite/driver.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
 import { START } from '../helpers.js';
@@ -13,13 +13,41 @@ function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-')), 'store.db');
 }
 
+/** Why `driver` cannot open a database in this Node, or undefined if it can. */
+async function unavailable(driver: SqliteDriver): Promise<string | undefined> {
+  try {
+    (await openDatabase(':memory:', driver)).close();
+    return undefined;
+  } catch (error) {
+    const cause = (error as Error).cause as Error | undefined;
+    return `${(error as Error).message}${cause === undefined ? '' : `: ${cause.message.split('\n')[0]}`}`;
+  }
+}
+
+// The store's tests run once per driver that loads in this Node (describe.each
+// below): on Node 20 only better-sqlite3, on 22 and 24 node:sqlite and, with
+// its native build, better-sqlite3. A driver that does not load is skipped, saying why.
+const DRIVERS = await Promise.all(SQLITE_DRIVERS.map(async (driver) => ({ driver, reason: await unavailable(driver) })));
+const AVAILABLE = DRIVERS.filter((d) => d.reason === undefined);
+for (const { driver, reason } of DRIVERS) {
+  if (reason === undefined) continue;
+  console.warn(`test/durable/sqlite.test.ts: skipping driver ${driver}: ${reason}`);
+  describe.skip(`sqliteStore on ${driver} (skipped: ${reason.split('\n')[0]})`, () => {
+    it('every SQLite store test', () => {});
+  });
+}
+
+/** The driver of the describe.each block running now (set in its beforeAll). */
+let driver: SqliteDriver = AVAILABLE[0]?.driver ?? 'better-sqlite3';
+
 async function open(path = tempDb(), clock = new ManualClock(START)) {
   const errors: unknown[] = [];
-  const scheduler = new Scheduler({ clock, store: sqliteStore(path), onError: (error) => errors.push(error) });
+  const scheduler = new Scheduler({ clock, store: sqliteStore(path, { driver }), onError: (error) => errors.push(error) });
   return { path, clock, scheduler, errors };
 }
 
-describe('sqliteStore: durable tasks', () => {
+describe.each(AVAILABLE)('sqliteStore on $driver: durable tasks', ({ driver: current }) => {
+  beforeAll(() => void (driver = current));
   it('runs a named handler with its payload at its time and records the outcome', async () => {
     const { clock, scheduler } = await open();
     const seen: unknown[] = [];
@@ -198,7 +226,7 @@ describe('sqliteStore: durable tasks', () => {
 
   it('refuses a schema from a newer version with a clear error', async () => {
     const path = tempDb();
-    const db = new Database(path);
+    const db = await openDatabase(path, driver);
     db.exec('CREATE TABLE taskheap_meta (version INTEGER NOT NULL); INSERT INTO taskheap_meta VALUES (99)');
     db.close();
     const { scheduler } = await open(path);
@@ -207,9 +235,13 @@ describe('sqliteStore: durable tasks', () => {
   });
 });
 
-describe('sqliteStore: crash and restart', () => {
+describe.each(AVAILABLE)('sqliteStore on $driver: crash and restart', ({ driver: current }) => {
+  beforeAll(() => void (driver = current));
   function worker(args: string[]) {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/sqlite-worker.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/sqlite-worker.ts', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TASKHEAP_SQLITE_DRIVER: driver },
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -237,9 +269,98 @@ describe('sqliteStore: crash and restart', () => {
     expect(await second.exited).toBe(0);
     const done = new Set(readFileSync(log, 'utf8').split('\n').filter((l) => l !== '' && l !== '-1'));
     expect(done.size).toBe(N);
-    const check = new Database(db, { readonly: true });
+    const check = await openDatabase(db, driver);
     const states = check.prepare(`SELECT state, COUNT(*) AS n FROM taskheap_tasks WHERE job_key IS NULL GROUP BY state`).all();
     check.close();
-    expect(states).toEqual([{ state: 'succeeded', n: N }]);
+    expect(states.map((row) => ({ ...(row as object) }))).toEqual([{ state: 'succeeded', n: N }]);
   }, 60_000);
+});
+
+const loads = (driver: SqliteDriver) => DRIVERS.find((d) => d.driver === driver)!.reason === undefined;
+
+describe.each(AVAILABLE)('the $driver driver', ({ driver }) => {
+  it('commits a transaction, rolls it back when it throws, and nests as a savepoint', async () => {
+    const db = await openDatabase(tempDb(), driver);
+    db.exec('CREATE TABLE t (v INTEGER)');
+    const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+    const values = () => (db.prepare('SELECT v FROM t ORDER BY v').all() as { v: number }[]).map((row) => row.v);
+    expect(db.transaction((v: number) => insert.run(v).changes)(1)).toBe(1);
+    expect(() => db.transaction(() => {
+      insert.run(2);
+      throw new Error('boom');
+    })()).toThrow('boom');
+    db.transaction(() => {
+      insert.run(3);
+      try {
+        db.transaction(() => {
+          insert.run(4);
+          throw new Error('inner');
+        })();
+      } catch {
+        // the inner part is undone, the outer goes on
+      }
+      insert.run(5);
+    })();
+    expect(values()).toEqual([1, 3, 5]);
+    expect(() => db.transaction(async () => insert.run(6))()).toThrow(/synchronous/);
+    expect(values()).toEqual([1, 3, 5]);
+    db.close();
+  });
+
+  it('binds named parameters from an object that has more keys than the SQL names', async () => {
+    const db = await openDatabase(':memory:', driver);
+    db.exec('CREATE TABLE t (a TEXT, b INTEGER)');
+    db.prepare('INSERT INTO t (a, b) VALUES (@a, @b)').run({ a: 'x', b: 1, unrelated: 'ignored' });
+    expect({ ...(db.prepare('SELECT * FROM t WHERE a = @a').get({ a: 'x', b: 9 }) as object) }).toEqual({ a: 'x', b: 1 });
+    db.close();
+  });
+});
+
+describe('choosing the SQLite driver', () => {
+  it.skipIf(!loads('node:sqlite'))('defaults to node:sqlite where this Node has it', async () => {
+    const db = await openDatabase(':memory:');
+    expect(db.driver).toBe('node:sqlite');
+    db.close();
+  });
+
+  it.skipIf(loads('node:sqlite') || !loads('better-sqlite3'))('falls back to better-sqlite3 where node:sqlite is missing', async () => {
+    const db = await openDatabase(':memory:');
+    expect(db.driver).toBe('better-sqlite3');
+    db.close();
+  });
+
+  it.skipIf(!loads('node:sqlite') || !loads('better-sqlite3'))('the two drivers read each other\'s files', async () => {
+    const path = tempDb();
+    const first = new Scheduler({ clock: new ManualClock(START), store: sqliteStore(path, { driver: 'better-sqlite3' }) });
+    first.define('remind', () => {});
+    await first.start();
+    const task = await first.schedule(START + 60_000, 'remind', { payload: { text: 'hi' }, key: 'k' });
+    await first.close();
+    const second = new Scheduler({ clock: new ManualClock(START), store: sqliteStore(path, { driver: 'node:sqlite' }) });
+    second.define('remind', () => {});
+    await second.start();
+    expect(await second.getTask(task.id)).toMatchObject({ key: 'k', payload: { text: 'hi' }, state: 'waiting' });
+    await second.close();
+  });
+
+  it('rejects an unknown driver at the call', () => {
+    expect(() => sqliteStore('x.db', { driver: 'sqlite3' as never })).toThrow(/`driver`.*"sqlite3"/);
+  });
+
+  it.skipIf(loads('node:sqlite'))('driver node:sqlite says which Node it needs where it is missing', async () => {
+    await expect(openDatabase(':memory:', 'node:sqlite')).rejects.toThrow(/Node >= 22\.13/);
+  });
+
+  it.skipIf(!loads('node:sqlite'))('loading node:sqlite prints no ExperimentalWarning, and other warnings still show', async () => {
+    const script = `import { openDatabase } from './src/durable/sqlite/driver.ts';
+      (await openDatabase(':memory:')).close();
+      process.emitWarning('still here', 'ExperimentalWarning');`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(0);
+    expect(err).toContain('still here');
+    expect(err).not.toMatch(/SQLite is an experimental/);
+  }, 30_000);
 });

@@ -158,7 +158,7 @@ describe('http-server example', () => {
       [{ type: 'once', at: true }, 400, '"at" must be an ISO date string or epoch milliseconds, got true'],
       [{ type: 'once', in: -5 }, 400, '"in" must be a number of milliseconds >= 0, got -5'],
       [{ type: 'once', in: 5, name: 42 }, 400, '"name" must be a string, got 42'],
-      [{ type: 'cron', expression: '*/5 * * *' }, 400, 'Invalid cron expression "*/5 * * *": wrong number of fields (4): expected 5 or 6'],
+      [{ type: 'cron', expression: '*/5 * * *' }, 400, 'Invalid cron expression "*/5 * * *": wrong number of fields (4): expected 5, 6 (seconds first) or 7 (seconds first, year last)'],
       [{ type: 'cron', expression: '61 * * * *' }, 400, /^Invalid cron expression "61 \* \* \* \*": .*minute/],
       [{ type: 'cron', expression: 5 }, 400, /^Cron expression must be a string/],
       [{ type: 'cron' }, 400, 'A cron job needs "expression", e.g. "*/5 * * * *"'],

@@ -46,7 +46,8 @@ describe('durations', () => {
     expect(parseDuration('1d')).toBe(24 * HOUR);
     expect(parseDuration('1h30m')).toBe(90 * MINUTE);
     expect(parseDuration('1m500ms')).toBe(MINUTE + 500);
-    for (const bad of ['', '10', 'm', '1.5h', '10x', '-5s', '1h 30m']) expect(parseDuration(bad)).toBeUndefined();
+    expect(parseDuration('1.5h')).toBe(90 * MINUTE);
+    for (const bad of ['', '10', 'm', '10x', '-5s', '30m1h', '1h  30m']) expect(parseDuration(bad)).toBeUndefined();
   });
 
   it('formats compactly', () => {
@@ -187,7 +188,7 @@ describe('reminder bot, in-process with a ManualClock', () => {
       'every 2 weekday at 10:00 x',
       'cron */5 * * *',
       'cron 61 * * * * bad minute',
-      'cron "0 0 0 * * * *" too many',
+      'cron "0 0 0 * * * * *" too many',
       'snooze',
       'snooze 99 5m',
       'snooze 1 soon',
@@ -210,7 +211,7 @@ describe('reminder bot, in-process with a ManualClock', () => {
       'error: every(2).weekday() is ambiguous; use every().weekday()',
       'error: a cron rule needs 5 fields, got 4; usage: cron <5 fields> <text>, e.g. cron */5 * * * * check mail',
       expect.stringMatching(/^error: Invalid cron expression "61 \* \* \* \*": .*minute/),
-      expect.stringMatching(/^error: Invalid cron expression "0 0 0 \* \* \* \*": wrong number of fields \(7\)/),
+      expect.stringMatching(/^error: Invalid cron expression "0 0 0 \* \* \* \* \*": wrong number of fields \(8\)/),
       'error: usage: snooze <id>, e.g. snooze 1 (see list)',
       'error: no reminder #99 (see list)',
       'error: bad duration "soon": use e.g. 500ms, 10s, 5m, 2h, 1d or 1h30m',

@@ -137,6 +137,10 @@ interface Spec {
   months: number[];
   dom: DayPart;
   dow: DayPart;
+  /** OCPS `+`: both day fields must match. */
+  and: boolean;
+  /** OCPS 7th field; undefined = any year. */
+  years: number[] | undefined;
 }
 
 const MONTH_NAMES = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC'];
@@ -242,8 +246,8 @@ const dowField: fc.Arbitrary<DayPart> = fc.oneof(
   {
     weight: 1,
     arbitrary: fc
-      .tuple(fc.integer({ min: 0, max: 7 }), fc.boolean())
-      .map(([w, name]) => ({ text: `${name ? weekdayName(w, 0) : w}L`, restricted: true, match: (d: DateInfo) => d.weekday === w % 7 && d.day + 7 > d.daysInMonth })),
+      .tuple(fc.integer({ min: 0, max: 7 }), fc.boolean(), fc.boolean())
+      .map(([w, name, hash]) => ({ text: `${name ? weekdayName(w, 0) : w}${hash ? '#' : ''}L`, restricted: true, match: (d: DateInfo) => d.weekday === w % 7 && d.day + 7 > d.daysInMonth })),
   },
   {
     weight: 1,
@@ -253,10 +257,13 @@ const dowField: fc.Arbitrary<DayPart> = fc.oneof(
   },
 );
 
-function spec(second: Plain | undefined, minute: Plain, hour: Plain, dom: DayPart, month: Plain, dow: DayPart): Spec {
-  const fields = [minute.text, hour.text, dom.text, month.text, dow.text];
+function spec(second: Plain | undefined, minute: Plain, hour: Plain, dom: DayPart, month: Plain, dow: DayPart, and = false, year?: Plain): Spec {
+  const fields = [minute.text, hour.text, dom.text, month.text, `${and ? '+' : ''}${dow.text}`];
+  const withSeconds = second === undefined && year === undefined ? fields : [second?.text ?? '0', ...fields];
   return {
-    expression: (second === undefined ? fields : [second.text, ...fields]).join(' '),
+    and,
+    years: year?.values,
+    expression: (year === undefined ? withSeconds : [...withSeconds, year.text]).join(' '),
     seconds: second?.values ?? [0],
     minutes: minute.values,
     hours: hour.values,
@@ -266,7 +273,14 @@ function spec(second: Plain | undefined, minute: Plain, hour: Plain, dom: DayPar
   };
 }
 
-const fiveFields = fc.tuple(minuteField, hourField, domField, monthField, dowField).map(([mi, h, dom, mo, dow]) => spec(undefined, mi, h, dom, mo, dow));
+// OCPS 1.4: `+` before day-of-week (AND), and a year field (7 fields) around the years the walk covers.
+const yearField = fc.oneof(
+  fc.constant<Plain>({ text: '*', values: span(1970, 9999) }),
+  plainField(2000, 2045, 2045, numeric, fc.integer({ min: 2022, max: 2042 })).filter((p) => p.text !== '*' && !p.text.startsWith('*/')),
+);
+const fiveFields = fc
+  .tuple(minuteField, hourField, domField, monthField, dowField, fc.boolean(), fc.option(yearField, { freq: 3 }))
+  .map(([mi, h, dom, mo, dow, and, year]) => spec(undefined, mi, h, dom, mo, dow, and, year ?? undefined));
 const star: DayPart = { text: '*', restricted: false, match: () => true };
 const sixFields = fc
   .tuple(secondField, minuteField, fc.oneof(fc.constant<Plain>({ text: '*', values: span(0, 23) }), hourField))
@@ -283,8 +297,9 @@ function dateInfo(wall: number): DateInfo {
 
 function dateMatches(s: Spec, d: DateInfo): boolean {
   if (!s.months.includes(d.month)) return false;
-  // Vixie cron: OR when both day fields are restricted, otherwise the restricted one (if any).
-  if (s.dom.restricted && s.dow.restricted) return s.dom.match(d) || s.dow.match(d);
+  if (s.years !== undefined && !s.years.includes(d.year)) return false;
+  // Vixie cron: OR when both day fields are restricted (AND with OCPS `+`), otherwise the restricted one (if any).
+  if (s.dom.restricted && s.dow.restricted && !s.and) return s.dom.match(d) || s.dow.match(d);
   return s.dom.match(d) && s.dow.match(d);
 }
 

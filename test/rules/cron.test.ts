@@ -225,14 +225,16 @@ describe('CronRule: day-of-month and day-of-week together (Vixie cron)', () => {
 });
 
 describe('CronRule: nicknames', () => {
-  it('expands @yearly @annually @monthly @weekly @daily @midnight @hourly, any case', () => {
+  it('expands @yearly @annually @monthly @weekly @daily @midnight @hourly (lowercase only, as Vixie cron and OCPS)', () => {
     expect(days('@yearly', '2026-01-01', 2)).toEqual(['2027-01-01 Fri', '2028-01-01 Sat']);
     expect(days('@annually', '2026-01-01', 1)).toEqual(['2027-01-01 Fri']);
     expect(days('@monthly', '2026-01-01', 2)).toEqual(['2026-02-01 Sun', '2026-03-01 Sun']);
     expect(days('@weekly', '2026-01-01', 2)).toEqual(['2026-01-04 Sun', '2026-01-11 Sun']);
     expect(days('@daily', '2026-01-01', 2)).toEqual(['2026-01-02 Fri', '2026-01-03 Sat']);
     expect(days('@midnight', '2026-01-01', 1)).toEqual(['2026-01-02 Fri']);
-    expect(days('@DAILY', '2026-01-01', 1)).toEqual(['2026-01-02 Fri']);
+    expect(() => new CronRule('@DAILY', 'UTC')).toThrow(/unknown nickname "@DAILY"/);
+    expect(() => new CronRule('@Daily', 'UTC')).toThrow(RangeError);
+    expect(() => new CronRule('@daily 0 0 * * *', 'UTC')).toThrow(/unknown nickname/);
     expect(runs('@hourly', '2026-01-01T00:00', 2)).toEqual(['2026-01-01 01:00:00 Thu', '2026-01-01 02:00:00 Thu']);
   });
 });
@@ -304,8 +306,8 @@ describe('CronRule: errors name the field and the problem', () => {
   };
 
   it('wrong number of fields', () => {
-    expect(error('* * * *')).toBe('Invalid cron expression "* * * *": wrong number of fields (4): expected 5 or 6');
-    expect(error('* * * * * * *')).toMatch(/wrong number of fields \(7\): expected 5 or 6/);
+    expect(error('* * * *')).toBe('Invalid cron expression "* * * *": wrong number of fields (4): expected 5, 6 (seconds first) or 7 (seconds first, year last)');
+    expect(error('* * * * * * * *')).toMatch(/wrong number of fields \(8\): expected 5, 6/);
     expect(error('')).toMatch(/wrong number of fields \(0\)/);
     expect(error('   ')).toMatch(/wrong number of fields \(0\)/);
   });
@@ -363,7 +365,7 @@ describe('CronRule: errors name the field and the problem', () => {
   });
 
   it('unknown nicknames', () => {
-    expect(error('@reboot')).toMatch(/unknown nickname "@reboot": expected one of @yearly, @annually/);
+    expect(error('@reboot')).toMatch(/unknown nickname "@reboot" \(@reboot is not supported: run the task when your program starts\): expected one of @yearly, @annually/);
     expect(error('@every 5m')).toMatch(/unknown nickname "@every 5m"/);
   });
 
@@ -371,5 +373,76 @@ describe('CronRule: errors name the field and the problem', () => {
     expect(() => new CronRule(5 as unknown as string, 'UTC')).toThrow(TypeError);
     expect(() => new CronRule(undefined as unknown as string, 'UTC')).toThrow('Cron expression must be a string, got undefined');
     expect(() => new CronRule(null as unknown as string, 'UTC')).toThrow('Cron expression must be a string, got null');
+  });
+});
+
+// OCPS 1.4 (the open cron pattern specification croner 10+ follows) adds a
+// year field, the `+` modifier and `#L`; these pin taskheap's reading of it.
+describe('CronRule: OCPS 1.4', () => {
+  it('a 7th field restricts the year; 6 fields stay seconds-first', () => {
+    expect(runs('0 15 10 * * * 2027', '2026-06-01', 2)).toEqual(['2027-01-01 10:15:00 Fri', '2027-01-02 10:15:00 Sat']);
+    expect(days('0 0 0 1 1 * 2028,2030-2031', '2026-06-01', 4)).toEqual(['2028-01-01 Sat', '2030-01-01 Tue', '2031-01-01 Wed']);
+    expect(days('0 0 0 1 1 * 1970-2199/2', '2025-06-01', 2)).toEqual(['2026-01-01 Thu', '2028-01-01 Sat']);
+    expect(days('0 0 0 1 1 * */4', '2025-06-01', 2)).toEqual(['2028-01-01 Sat', '2032-01-01 Thu']); // years divisible by 4, as croner
+    expect(days('0 0 0 1 1 * 2027/5', '2025-06-01', 2)).toEqual(['2027-01-01 Fri', '2032-01-01 Thu']);
+    expect(days('0 0 0 1 1 * *', '2026-06-01', 1)).toEqual(['2027-01-01 Fri']);
+    expect(runs('30 15 10 * * *', '2026-03-10T10:15:29', 1)).toEqual(['2026-03-10 10:15:30 Tue']);
+  });
+
+  it('a year far ahead is found, and one that has passed ends the rule', () => {
+    expect(days('0 0 0 29 2 * 2400', '2026-01-01', 2)).toEqual(['2400-02-29 Tue']);
+    expect(days('0 0 0 29 2 * 2100', '2026-01-01', 1)).toEqual([]); // 2100 is not a leap year
+    expect(runs('0 0 0 * * * 2025', '2026-01-01', 1)).toEqual([]);
+    expect(days('0 0 0 31 12 * 9999', '9999-01-01', 2)).toEqual(['9999-12-31 Fri']);
+  });
+
+  it('year field errors name the field', () => {
+    expect(() => new CronRule('0 0 0 * * * 1969', 'UTC')).toThrow(/year field value 1969 is out of range 1970-9999/);
+    expect(() => new CronRule('0 0 0 * * * 10000', 'UTC')).toThrow(/year field value 10000 is out of range/);
+    expect(() => new CronRule('0 0 0 * * * ?', 'UTC')).toThrow(/"\?" is only allowed in the day-of-month and day-of-week fields, not in the year field/);
+    expect(() => new CronRule('0 0 0 * * * 2030-2027', 'UTC')).toThrow(/range 2030-2027 is reversed in year field/);
+  });
+
+  it('+ before day-of-week combines the day fields with AND', () => {
+    // OR (Vixie): the 1st and every Monday; AND: a 1st that is a Monday.
+    expect(days('0 0 1 * MON', '2025-08-31', 3)).toEqual(['2025-09-01 Mon', '2025-09-08 Mon', '2025-09-15 Mon']);
+    expect(days('0 0 1 * +MON', '2025-08-31', 3)).toEqual(['2025-09-01 Mon', '2025-12-01 Mon', '2026-06-01 Mon']);
+    expect(days('0 0 13 * +FRI', '2026-01-01', 2)).toEqual(['2026-02-13 Fri', '2026-03-13 Fri']);
+    expect(days('0 0 L * +FRI#L', '2026-01-01', 2)).toEqual(['2026-07-31 Fri', '2027-04-30 Fri']); // months that end on a Friday
+    // + with a wildcard on either side leaves the other field alone.
+    expect(days('0 0 * * +MON', '2026-01-01', 2)).toEqual(['2026-01-05 Mon', '2026-01-12 Mon']);
+    expect(days('0 0 1 * +*', '2026-01-01', 2)).toEqual(['2026-02-01 Sun', '2026-03-01 Sun']);
+    expect(days('0 0 1-7 * +MON', '2026-01-01', 2)).toEqual(['2026-01-05 Mon', '2026-02-02 Mon']); // first Monday
+  });
+
+  it('+ anywhere else is an error', () => {
+    expect(() => new CronRule('0 12 +1 * MON', 'UTC')).toThrow(/"\+" is only allowed as the first character of the day-of-week field/);
+    expect(() => new CronRule('0 12 1 * MON,+FRI', 'UTC')).toThrow(/"\+" is only allowed/);
+    expect(() => new CronRule('0 12 1 * ++MON', 'UTC')).toThrow(/"\+" is only allowed/);
+    expect(() => new CronRule('+0 12 1 * MON', 'UTC')).toThrow(/invalid value "\+0" in minute field/);
+    expect(() => new CronRule('0 12 1 * +', 'UTC')).toThrow(/needs a value after it/);
+  });
+
+  it('#L is the last weekday of the month, like nL', () => {
+    expect(days('0 0 * * FRI#L', '2025-02-01', 2)).toEqual(['2025-02-28 Fri', '2025-03-28 Fri']);
+    expect(days('0 0 * * 5#L', '2025-02-01', 1)).toEqual(days('0 0 * * 5L', '2025-02-01', 1));
+  });
+
+  it('? is a wildcard in the day fields and an error elsewhere', () => {
+    expect(days('0 0 ? * MON', '2026-01-01', 1)).toEqual(['2026-01-05 Mon']);
+    expect(days('0 0 1 * ?', '2026-01-01', 1)).toEqual(['2026-02-01 Sun']);
+    expect(() => new CronRule('? 12 * * *', 'UTC')).toThrow(/not in the minute field/);
+    expect(() => new CronRule('0 0 * ? *', 'UTC')).toThrow(/not in the month field/);
+  });
+
+  it('a full-range day-of-month is restricted: with a weekday it ORs to every day', () => {
+    expect(days('0 0 1-31 * MON', '2025-10-05', 3)).toEqual(['2025-10-06 Mon', '2025-10-07 Tue', '2025-10-08 Wed']);
+    expect(days('0 0 * * MON', '2025-10-05', 2)).toEqual(['2025-10-06 Mon', '2025-10-13 Mon']);
+  });
+
+  it('impossible dates parse and simply never fire', () => {
+    expect(runs('* * 31 2 *', '2026-01-01', 1)).toEqual([]);
+    expect(() => new CronRule('0 12 1-15W * *', 'UTC')).toThrow(RangeError);
+    expect(() => new CronRule('0 0 /30 * *', 'UTC')).toThrow(RangeError);
   });
 });

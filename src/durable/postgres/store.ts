@@ -6,7 +6,8 @@ import {
 import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
 import { CANCEL, quote, statements, WAKE, type Statements } from './sql.js';
 
-import { assertDuration, describe } from '../../core/validate.js';
+import { toDuration, type Duration } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 
 /** Options of `postgresStore()`. */
 export interface PostgresStoreOptions {
@@ -18,18 +19,18 @@ export interface PostgresStoreOptions {
   /** A pool of your own; the store uses it and leaves it open on `close()`. */
   pool?: Pool;
   /**
-   * How long a claimed task stays claimed without renewal, in ms. A live
+   * How long a claimed task stays claimed without renewal: ms, or a string such as `'30s'`. A live
    * process renews its claims every `lease / 3`; a dead one's work is taken
    * over by another process once its lease has run out.
    * @default 30000
    */
-  lease?: number;
+  lease?: Duration;
   /**
-   * The longest an idle process sleeps between checks for due work, in ms.
+   * The longest an idle process sleeps between checks for due work: ms, or a string such as `'5s'`.
    * New work wakes it earlier through LISTEN/NOTIFY.
    * @default 5000
    */
-  poll?: number;
+  poll?: Duration;
   /** The schema to keep taskheap's tables in (created if missing); default: the connection's search_path. */
   schema?: string;
 }
@@ -67,15 +68,14 @@ export function postgresStore(poolOrOptions: Pool | PostgresStoreOptions | strin
   for (const key in options) {
     if (!OPTION_KEYS.has(key)) throw new TypeError(`Unknown postgresStore option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
   }
-  const { connectionString, pool, lease = 30_000, poll = 5_000, schema } = options;
+  const { connectionString, pool, schema } = options;
   if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
     throw new TypeError(`Expected \`connectionString\` to be a non-empty string, got ${describe(connectionString)}`);
   }
   if (pool !== undefined && !isPool(pool)) throw new TypeError(`Expected \`pool\` to be a pg Pool, got ${describe(pool)}`);
   if (pool !== undefined && connectionString !== undefined) throw new TypeError('Give either `pool` or `connectionString`, not both');
-  assertDuration(lease, 'lease', 1);
-  assertDuration(poll, 'poll', 1);
-  if (lease === Infinity || poll === Infinity) throw new RangeError('Expected `lease` and `poll` to be finite');
+  const lease = toDuration(options.lease ?? 30_000, 'lease', 1);
+  const poll = toDuration(options.poll ?? 5_000, 'poll', 1);
   if (schema !== undefined && (typeof schema !== 'string' || schema === '')) throw new TypeError(`Expected \`schema\` to be a non-empty string, got ${describe(schema)}`);
   return new PostgresStore({ connectionString, pool, lease, poll, schema });
 }

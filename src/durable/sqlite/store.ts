@@ -1,8 +1,10 @@
-import type BetterSqlite3 from 'better-sqlite3';
 import {
   SCHEMA_VERSION, SchemaVersionError, sameSchedule,
   type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
+import { toDuration, type Duration } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
+import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
 import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
 
@@ -18,43 +20,56 @@ type StoredJobRow = JobRow & DueJobRow & { state: JobRow['state']; next_run_at: 
 /** Options of `sqliteStore()`. */
 export interface SqliteStoreOptions {
   /**
-   * How long a claimed task stays claimed without renewal, in ms. In one
-   * process it only matters for tasks whose run outlives it.
+   * How long a claimed task stays claimed without renewal: ms, or a string
+   * such as `'30s'`. In one process it only matters for tasks whose run outlives it.
    * @default 30000
    */
-  lease?: number;
+  lease?: Duration;
+  /**
+   * The SQLite binding: Node's built-in `node:sqlite` (Node >= 22.13, no
+   * native build) or the `better-sqlite3` package. Both read and write the
+   * same file format.
+   * @default 'node:sqlite' where this Node has it, else 'better-sqlite3'
+   */
+  driver?: SqliteDriver;
 }
-
-type Database = BetterSqlite3.Database;
 
 /**
  * A store in one SQLite file, for one process: tasks and jobs survive a
- * crash or a restart. Uses `better-sqlite3` (an optional peer dependency,
- * loaded on first use). Times are stored as UTC epoch milliseconds.
+ * crash or a restart. Runs on Node's built-in `node:sqlite` where it exists
+ * (Node >= 22.13), else on `better-sqlite3` (an optional peer dependency,
+ * loaded on first use); see `driver`. Times are stored as UTC epoch milliseconds.
  *
  * @example
  * import { sqliteStore } from 'taskheap/sqlite';
  * const scheduler = new Scheduler({ store: sqliteStore('reminders.db') });
+ * const pinned = sqliteStore('reminders.db', { driver: 'better-sqlite3', lease: '1m' });
  */
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Store & { readonly lease: number } {
   if (typeof path !== 'string' || path === '') throw new TypeError(`Expected the SQLite path to be a non-empty string, got ${String(path)}`);
-  return new SqliteStore(path, options.lease ?? 30_000);
+  const { driver } = options;
+  if (driver !== undefined && driver !== 'node:sqlite' && driver !== 'better-sqlite3') {
+    throw new RangeError(`Expected \`driver\` to be 'node:sqlite' or 'better-sqlite3', got ${describe(driver)}`);
+  }
+  return new SqliteStore(path, toDuration(options.lease ?? 30_000, 'lease', 1), driver);
 }
 
 class SqliteStore implements Store {
   readonly lease: number;
   readonly #path: string;
+  readonly #driver: SqliteDriver | undefined;
   #db: Database | undefined = undefined;
 
-  constructor(path: string, lease: number) {
+  constructor(path: string, lease: number, driver: SqliteDriver | undefined) {
     this.#path = path;
     this.lease = lease;
+    this.#driver = driver;
   }
 
   /** Prepared statements by SQL text: each is compiled once per open database. */
-  #statements = new Map<string, BetterSqlite3.Statement>();
+  #statements = new Map<string, Statement>();
 
-  #statement(sql: string): BetterSqlite3.Statement {
+  #statement(sql: string): Statement {
     let statement = this.#statements.get(sql);
     if (statement === undefined) {
       statement = this.#open.prepare(sql);
@@ -70,13 +85,12 @@ class SqliteStore implements Store {
 
   async migrate(): Promise<void> {
     if (this.#db === undefined) {
-      const { default: Sqlite } = await import('better-sqlite3');
-      const db = new Sqlite(this.#path);
+      const db = await openDatabase(this.#path, this.#driver);
       // WAL keeps readers and the writer out of each other's way; NORMAL
       // sync survives a process crash (not a power cut) at a fraction of FULL's cost.
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = NORMAL');
-      db.pragma('busy_timeout = 5000');
+      db.exec('PRAGMA journal_mode = WAL');
+      db.exec('PRAGMA synchronous = NORMAL');
+      db.exec('PRAGMA busy_timeout = 5000');
       this.#db = db;
     }
     const db = this.#open;
