@@ -1,9 +1,9 @@
-import { spawnSync } from 'node:child_process';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { MeterProvider, MetricReader, type DataPoint, type Histogram } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
 import { otel } from '../../src/ops/otel.js';
+import { runWithout } from '../fixtures/without-package.js';
 import { setup } from '../helpers.js';
 
 /** A reader we collect from on demand (the SDK's own base class). */
@@ -63,26 +63,12 @@ describe('otel()', () => {
   });
 
   it('rejects with ERR_MISSING_PEER, naming the install command, when @opentelemetry/api is not installed', () => {
-    // A real child process whose module resolution cannot find the package, as on a machine without it.
-    const hook = `data:text/javascript,${encodeURIComponent(`
-      export async function resolve(specifier, context, next) {
-        if (specifier === '@opentelemetry/api') {
-          const error = new Error("Cannot find package '@opentelemetry/api' imported from " + context.parentURL);
-          error.code = 'ERR_MODULE_NOT_FOUND';
-          throw error;
-        }
-        return next(specifier, context);
-      }`)}`;
-    const script = `
-      import { register } from 'node:module';
-      register(${JSON.stringify(hook)});
+    const line = runWithout('@opentelemetry/api', `
       const { Scheduler } = await import('./src/index.ts');
-      const { otel } = await import('./src/ops/otel.ts');
-      try { await otel(new Scheduler()); console.log('loaded'); }
-      catch (error) { console.log(JSON.stringify({ code: error.code, message: error.message, package: error.package })); }
-      process.exit(0);`;
-    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
-    const answer = JSON.parse(child.stdout.trim().split('\n').pop()!) as { code: string; message: string; package: string };
+      const { otel } = await import('./src/otel.ts');
+      try { await otel(new Scheduler()); console.log('{}'); }
+      catch (error) { console.log(JSON.stringify({ code: error.code, message: error.message, package: error.package })); }`);
+    const answer = JSON.parse(line) as { code: string; message: string; package: string };
     expect(answer.code).toBe('ERR_MISSING_PEER');
     expect(answer.package).toBe('@opentelemetry/api');
     expect(answer.message).toContain('npm install @opentelemetry/api');

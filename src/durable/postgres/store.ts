@@ -7,6 +7,7 @@ import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type 
 import { CANCEL, quote, statements, WAKE, type Statements } from './sql.js';
 
 import { toDuration, type Duration } from '../../core/duration.js';
+import { loadPeer } from '../../core/peer.js';
 import { describe } from '../../core/validate.js';
 
 /** Options of `postgresStore()`. */
@@ -128,7 +129,7 @@ class PostgresStore implements Store {
 
   async #load(): Promise<Pg> {
     if (this.#pg === undefined) {
-      const module = await import('pg');
+      const module = await loadPeer<Pg>('pg', 'postgresStore()');
       // pg >= 8.12 has named ESM exports; older versions only a CommonJS default.
       this.#pg = ((module as unknown as { default?: Pg }).default ?? module) as Pg;
     }

@@ -4,6 +4,8 @@
 // shape; the differences (no `.transaction()` or `.pragma()` helper in
 // node:sqlite, stricter named parameters) are absorbed here, once.
 
+import { loadPeer } from '../../core/peer.js';
+
 /** Which SQLite binding the store uses. */
 export type SqliteDriver = 'node:sqlite' | 'better-sqlite3';
 
@@ -56,19 +58,11 @@ type BetterSqlite3 = new (path: string) => NativeDatabase;
  */
 export async function openDatabase(path: string, driver?: SqliteDriver): Promise<Database> {
   if (driver === 'node:sqlite') return wrap(new (nodeSqlite()).DatabaseSync(path), driver);
-  if (driver === 'better-sqlite3') return wrap(openBetter(await betterSqlite3(), path), driver);
+  if (driver === 'better-sqlite3') return wrap(openBetter(await betterSqlite3("sqliteStore() with driver 'better-sqlite3'"), path), driver);
   const builtin = loadNodeSqlite();
   if (builtin !== undefined) return wrap(new builtin.DatabaseSync(path), 'node:sqlite');
-  let Better: BetterSqlite3;
-  try {
-    Better = await betterSqlite3();
-  } catch (error) {
-    throw new Error(
-      `The SQLite store needs node:sqlite (built into Node >= 22.13) or the better-sqlite3 package (npm install better-sqlite3); neither loads in Node ${process.versions.node}`,
-      { cause: error },
-    );
-  }
-  return wrap(openBetter(Better, path), 'better-sqlite3');
+  const feature = `sqliteStore() on Node ${process.versions.node}, which has no node:sqlite (Node >= 22.13 has it),`;
+  return wrap(openBetter(await betterSqlite3(feature), path), 'better-sqlite3');
 }
 
 /** better-sqlite3 loads its native binary on first open: say what to do when it was built for another Node. */
@@ -112,14 +106,9 @@ function nodeSqlite(): NodeSqlite {
   return module;
 }
 
-async function betterSqlite3(): Promise<BetterSqlite3> {
-  let module: { default: BetterSqlite3 };
-  try {
-    module = await import('better-sqlite3') as unknown as { default: BetterSqlite3 };
-  } catch (error) {
-    throw new Error(`driver 'better-sqlite3' needs the better-sqlite3 package: npm install better-sqlite3`, { cause: error });
-  }
-  return module.default;
+/** The better-sqlite3 package; a `MissingPeerError` (ERR_MISSING_PEER) naming the install command when it is not installed. */
+async function betterSqlite3(feature: string): Promise<BetterSqlite3> {
+  return (await loadPeer<{ default: BetterSqlite3 }>('better-sqlite3', feature)).default;
 }
 
 /** Named parameters in `sql` (`@name`, `:name`, `$name`), outside string literals. */
