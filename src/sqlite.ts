@@ -3,5 +3,5 @@
  * process. Needs the optional peer dependency `better-sqlite3`.
  * @module
  */
-export { sqliteStore } from './durable/sqlite/store.js';
+export { sqliteStore, StoreInUseError } from './durable/sqlite/store.js';
 export type { SqliteStoreOptions } from './durable/sqlite/store.js';

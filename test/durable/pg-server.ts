@@ -132,6 +132,10 @@ export async function startPgServer(options: { database?: string } = {}): Promis
     await exec('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', '60', 'stop']);
     running = false;
   };
+  const pids = () => {
+    const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return [postmaster, ...childrenOf(postmaster)];
+  };
   let destroyed = false;
   const destroy = async () => {
     if (destroyed) return;
@@ -164,15 +168,12 @@ export async function startPgServer(options: { database?: string } = {}): Promis
     start,
     destroy,
     log: logText,
-    pids() {
-      const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-      return [postmaster, ...childrenOf(postmaster)];
-    },
+    pids,
     freeze() {
-      for (const pid of this.pids()) process.kill(pid, 'SIGSTOP');
+      for (const pid of pids()) process.kill(pid, 'SIGSTOP');
     },
     thaw() {
-      for (const pid of this.pids()) process.kill(pid, 'SIGCONT');
+      for (const pid of pids()) process.kill(pid, 'SIGCONT');
     },
   };
 }

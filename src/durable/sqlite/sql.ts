@@ -69,7 +69,14 @@ export const SQL = {
     ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
     next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`,
   dueWaiting: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`,
-  dueExpired: `SELECT id, run_at, expiries FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? ORDER BY run_at, id LIMIT ?`,
+  /**
+   * Expired leases of another owner. One store owns the file (it holds the
+   * lock), and recover() hands back a dead owner's work at start-up, so this
+   * finds nothing in normal use; our own expired leases (a handler blocking
+   * the event loop) are never taken from ourselves: this process is alive.
+   */
+  dueExpired: `SELECT id, run_at, expiries FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+    ORDER BY run_at, id LIMIT ?`,
   /** A claim; an expired lease taken over counts one expiry. */
   claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running'), state = 'running', locked_by = ?, locked_until = ?,
     attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *`,

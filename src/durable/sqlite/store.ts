@@ -124,6 +124,16 @@ class SqliteStore implements Store {
   async migrate(): Promise<void> {
     if (this.#db === undefined) this.#db = await this.#openFile();
     const db = this.#open;
+    try {
+      this.#migrate(db);
+    } catch (error) {
+      // Refused (a newer schema) or broken: let go of the file for whoever fixes it.
+      await this.close();
+      throw error;
+    }
+  }
+
+  #migrate(db: Database): void {
     this.#named(() => {
       db.exec(SQL.createMeta);
       const row = this.#statement(SQL.readVersion).get() as { version: number } | undefined;
@@ -238,7 +248,7 @@ class SqliteStore implements Store {
       // Two selects, each walking the (state, run_at) index, beat one OR
       // that makes SQLite sort every due row on each claim.
       const due = this.#statement(SQL.dueWaiting).all(now, limit) as IdRow[];
-      const expired = this.#statement(SQL.dueExpired).all(now, limit) as IdRow[];
+      const expired = this.#statement(SQL.dueExpired).all(now, owner, limit) as IdRow[];
       const rows = [...due, ...expired].sort((a, b) => a.run_at - b.run_at || a.id - b.id).slice(0, limit);
       const take = this.#statement(SQL.claimOne);
       const fail = this.#statement(SQL.failExpired);
