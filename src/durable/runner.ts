@@ -214,8 +214,10 @@ export class DurableRunner implements TaskObserver {
     if (claim === undefined) return;
     this.#claims.delete(task);
     this.#byId.delete(claim.id);
-    this.#pending.set(claim.id, this.#outcome(claim, state, outcome));
-    this.#flush();
+    const result = this.#outcome(claim, state, outcome);
+    this.#pending.set(claim.id, result);
+    // The common case sends just this one; after a failure the backoff timer sends them all.
+    if (this.#flushTimer === undefined && !this.#finished) this.#send(result);
     this.#tick();
   }
 
@@ -256,7 +258,8 @@ export class DurableRunner implements TaskObserver {
       this.#flushFailures = 0;
     }, (error: unknown) => {
       this.#sending.delete(id);
-      this.#report(error);
+      // One report per outage, not one per outcome and round: the claim loop reports too.
+      if (this.#flushFailures === 0) this.#report(error);
       this.#flushFailures++;
       if (this.#flushTimer === undefined && !this.#finished) {
         this.#flushTimer = this.#loop.clock.setTimer(() => {
