@@ -407,7 +407,8 @@ describe('postgresStore: three processes share one schedule', () => {
   it('runs 10,000 tasks and three recurring jobs with one worker SIGKILLed: nothing lost, no occurrence run twice at once', async () => {
     const schema = freshSchema();
     const N = 10_000;
-    const lease = 1_500;
+    // Long enough that renewals (every lease / 3, each query bounded by lease / 3) keep up on a loaded machine.
+    const lease = 3_000;
     await admin.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.runs (
       id serial PRIMARY KEY, n integer, job_key text, scheduled_at timestamptz, pid integer NOT NULL,
       started_at timestamptz NOT NULL DEFAULT clock_timestamp(), finished_at timestamptz)`);
