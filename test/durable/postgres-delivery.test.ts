@@ -238,6 +238,35 @@ describe('postgresStore: no task runs twice unless a process dies', () => {
     }
   }, 30_000);
 
+  it('a claim whose answer never arrived is handed back, unrun and uncounted, by the next renewal', async () => {
+    const schema = freshSchema();
+    const runs = new Map<number, number>();
+    const { scheduler } = open(schema, runs);
+    await scheduler.start();
+    const known = (await scheduler.schedule(Date.now() + 60_000, 'work', { payload: { ms: 0 } })).id;
+    const lost = (await scheduler.schedule(Date.now() + 60_000, 'work', { payload: { ms: 0 } })).id;
+    await scheduler.close();
+    await admin.query(`UPDATE "${schema}".taskheap_tasks SET run_at = now()`);
+    const store = postgresStore({ connectionString: server.url, schema, lease: 3_000, timeout: 100 });
+    await store.migrate();
+    try {
+      const none = (): never => {
+        throw new Error('no jobs here');
+      };
+      // The process got both, as far as the database knows; it only heard of `known`.
+      expect((await store.claim('me', 0, 3_000, 10, none)).map((c) => c.id)).toEqual([known, lost]);
+      // A renewal right away leaves a claim that may still be on its way alone.
+      expect(await store.renew('me', [known], 0, 3_000)).toEqual([]);
+      expect(await store.getTask(lost)).toMatchObject({ state: 'running' });
+      await sleep(400); // more than 3 × timeout
+      expect(await store.renew('me', [known], 0, 3_000)).toEqual([]);
+      expect(await store.getTask(lost)).toMatchObject({ state: 'waiting', attempts: 0 });
+      expect(await store.getTask(known)).toMatchObject({ state: 'running', attempts: 1 });
+    } finally {
+      await store.close();
+    }
+  }, 30_000);
+
   it('a process whose clock is minutes ahead neither runs tasks early nor takes over running work', async () => {
     const schema = freshSchema();
     const runs = new Map<number, number>();
