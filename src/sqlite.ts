@@ -4,6 +4,6 @@
  * optional peer dependency `better-sqlite3`.
  * @module
  */
-export { sqliteStore } from './durable/sqlite/store.js';
+export { sqliteStore, StoreInUseError } from './durable/sqlite/store.js';
 export type { SqliteStoreOptions } from './durable/sqlite/store.js';
 export type { SqliteDriver } from './durable/sqlite/driver.js';

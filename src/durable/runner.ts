@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock } from '../core/clock.js';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, StoredOptions } from './options.js';
 import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import {
-  UnknownHandlerError, ruleFromJson, ruleToJson, toPayload,
-  type ClaimedTask, type DueJob, type JobAdvance, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  UnknownHandlerError, ruleFromJson, ruleToJson,
+  type ClaimedTask, type DueJob, type JobAdvance, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
+import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
@@ -16,11 +16,22 @@ const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
 // How many occurrences misfire 'all' inserts at once; the rest follow on the next claim.
 const MAX_CATCH_UP = 1_000;
+/** Backoff of failed store calls: 100 ms doubling up to this. */
+const MAX_BACKOFF = 5_000;
+/** The longest wait before a stored retry: a year. */
+const MAX_RETRY_DELAY = 365 * 86_400_000;
+/** How long close() keeps retrying unconfirmed outcomes unless the store says otherwise. */
+const CLOSE_TIMEOUT = 5_000;
 
 /**
  * Moves durable work between a store and the scheduler's worker pool:
  * claims due tasks under a lease, runs them as ordinary in-memory tasks,
  * renews their leases while they run, and records how they ended.
+ *
+ * An outcome is not done until the store confirms it: a finished task waits
+ * in `#pending`, still under a renewed lease, while one flush loop writes the
+ * outcomes and retries the failed ones with backoff. Only a confirmed write,
+ * or the store saying the lease is no longer ours, lets it go.
  * @internal
  */
 export class DurableRunner implements TaskObserver {
@@ -30,14 +41,26 @@ export class DurableRunner implements TaskObserver {
   readonly #owner = randomUUID();
   readonly #lease: number;
   readonly #poll: number;
+  readonly #closeTimeout: number;
   /** Claimed tasks by stored id, and the other way round. */
   readonly #byId = new Map<number, Task>();
   readonly #claims = new Map<Task, ClaimedTask>();
+  /** Finished tasks whose outcome the store has not confirmed yet, by id; their leases are still renewed. */
+  readonly #pending = new Map<number, Outcome>();
+  /** Ids of `#pending` whose write is on its way. */
+  readonly #sending = new Set<number>();
+  /** Set while failed outcome writes wait for their backoff. */
+  #flushTimer: unknown = undefined;
+  #flushFailures = 0;
   #started: Promise<void> | undefined = undefined;
+  /** No more claims (stop()). */
   #closed = false;
+  /** No more renewals either (close() is over). */
+  #finished = false;
   #timer: unknown = undefined;
   #timerAt = Infinity;
   #renewTimer: unknown = undefined;
+  #renewing = false;
   #ticking = false;
   /** The claim round in flight, so close() can wait for it. */
   #claiming: Promise<number> = Promise.resolve(0);
@@ -47,17 +70,18 @@ export class DurableRunner implements TaskObserver {
   #failures = 0;
 
   constructor(store: Store, loop: TaskLoop) {
-    if (typeof store !== 'object' || store === null || typeof store.claim !== 'function') {
+    if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
       throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
     }
     this.#store = store;
     this.#loop = loop;
     this.#lease = store.lease ?? 30_000;
     this.#poll = store.poll ?? 5_000;
+    this.#closeTimeout = store.closeTimeout ?? CLOSE_TIMEOUT;
   }
 
   define(name: string, handler: Handler): void {
-    if (typeof name !== 'string' || name === '') throw new TypeError(`Expected the handler name to be a non-empty string, got ${describe(name)}`);
+    assertName(name, 'the handler name');
     if (typeof handler !== 'function') throw new TypeError(`Expected the handler for "${name}" to be a function, got ${describe(handler)}`);
     this.#handlers.set(name, handler);
   }
@@ -86,6 +110,7 @@ export class DurableRunner implements TaskObserver {
   /** Validates at once (throwing at the call), then resolves when the store has committed. */
   schedule(runAt: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
     this.#assertHandler(name);
+    assertStoredTime(runAt, 'when');
     const { payload, key, stored } = this.#parse(options, TASK_KEYS, 'durable task');
     const write = this.#store.addTask({
       name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
@@ -100,6 +125,11 @@ export class DurableRunner implements TaskObserver {
     this.#assertHandler(name);
     const { payload, key, stored } = this.#parse(options, JOB_KEYS, 'durable job');
     if (bounds.jitter !== 0) throw new TypeError('jitter() is not supported for stored jobs');
+    if (plan.first !== undefined) assertStoredTime(plan.first, 'the first occurrence');
+    if (bounds.until !== Infinity) assertStoredTime(bounds.until, 'until');
+    if (bounds.times !== Infinity && bounds.times > MAX_ATTEMPTS) {
+      throw new RangeError(`Expected \`times\` of a stored job to be at most ${MAX_ATTEMPTS}, got ${describe(bounds.times)}`);
+    }
     const write = this.#store.addJob({
       key: key ?? `job:${randomUUID()}`,
       name,
@@ -134,44 +164,111 @@ export class DurableRunner implements TaskObserver {
     return this.#store.listTasks(filter);
   }
 
-  /** Stops claiming and renewing; from now on a cancelled claim goes back to waiting. */
+  /**
+   * Stops claiming; from now on a cancelled claim goes back to waiting.
+   * Leases are still renewed until close() is over: running tasks and
+   * unconfirmed outcomes stay ours.
+   */
   stop(): void {
     this.#closed = true;
     this.#disarm();
-    if (this.#renewTimer !== undefined) this.#loop.clock.clearTimer(this.#renewTimer);
   }
 
-  /** After `stop()`: waits for running tasks and their writes, then closes the store. */
+  /**
+   * After `stop()`: waits for running tasks, then for their outcomes to be
+   * confirmed (at most `closeTimeout` ms), then closes the store.
+   */
   async close(idle: Promise<void>): Promise<void> {
     await this.#claiming;
     await idle;
+    await this.#drain();
+    this.#finished = true;
+    if (this.#renewTimer !== undefined) this.#loop.clock.clearTimer(this.#renewTimer);
+    if (this.#flushTimer !== undefined) this.#loop.clock.clearTimer(this.#flushTimer);
+    this.#flushTimer = undefined;
+    if (this.#pending.size > 0) {
+      this.#report(new Error(`taskheap: ${this.#pending.size} task outcome(s) could not be recorded within ${this.#closeTimeout} ms of close(); `
+        + 'those tasks run again once their lease expires'));
+      this.#pending.clear();
+    }
     await Promise.allSettled([...this.#writes]);
     await this.#store.close();
   }
 
-  /** TaskObserver: a claimed task reached its final state in memory; write it down. */
+  /** Waits (real time: the store's, not the scheduler's clock) until every outcome is confirmed, or the close timeout. */
+  async #drain(): Promise<void> {
+    const deadline = Date.now() + this.#closeTimeout;
+    while (this.#pending.size > 0 && Date.now() < deadline) {
+      if (this.#flushTimer !== undefined) {
+        // Close is no time for a long backoff: try again now.
+        this.#loop.clock.clearTimer(this.#flushTimer);
+        this.#flushTimer = undefined;
+        this.#flush();
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(1, deadline - Date.now()))));
+    }
+  }
+
+  /** TaskObserver: a claimed task reached its final state in memory; hand its outcome to the flush loop. */
   settled(task: Task, state: State, outcome: unknown): void {
     const claim = this.#claims.get(task);
     if (claim === undefined) return;
     this.#claims.delete(task);
     this.#byId.delete(claim.id);
-    this.#write(this.#record(claim, state, outcome));
+    const result = this.#outcome(claim, state, outcome);
+    this.#pending.set(claim.id, result);
+    // The common case sends just this one; after a failure the backoff timer sends them all.
+    if (this.#flushTimer === undefined && !this.#finished) this.#send(result);
     this.#tick();
   }
 
-  #record(claim: ClaimedTask, state: State, outcome: unknown): Promise<void> {
-    const store = this.#store;
-    if (state === State.Succeeded) return store.complete(this.#owner, claim.id, 'succeeded', null);
+  #outcome(claim: ClaimedTask, state: State, outcome: unknown): Outcome {
+    const id = claim.id;
+    if (state === State.Succeeded) return { id, kind: 'complete', state: 'succeeded', error: null };
     // Cancelled because this process is shutting down: the work is not done, hand it back.
-    if (state === State.Cancelled && this.#closed) return store.release(this.#owner, claim.id);
-    if (state === State.Cancelled) return store.complete(this.#owner, claim.id, 'cancelled', errorText(outcome));
+    if (state === State.Cancelled && this.#closed) return { id, kind: 'release' };
+    if (state === State.Cancelled) return { id, kind: 'complete', state: 'cancelled', error: errorText(outcome) };
     const options = JSON.parse(claim.options) as StoredOptions;
     if (options.retry !== undefined && claim.attempts < claim.maxAttempts) {
-      const runAt = this.#loop.clock.now() + retryDelay(toRetryPolicy(options.retry), claim.attempts);
-      return store.retry(this.#owner, claim.id, runAt, errorText(outcome));
+      // A stored time must stay within what the columns hold, whatever the policy says.
+      const delay = Math.min(retryDelay(toRetryPolicy(options.retry), claim.attempts), MAX_RETRY_DELAY);
+      return { id, kind: 'retry', delay, error: errorText(outcome) };
     }
     this.#report(outcome);
-    return store.complete(this.#owner, claim.id, state === State.TimedOut ? 'timed-out' : 'failed', errorText(outcome));
+    return { id, kind: 'complete', state: state === State.TimedOut ? 'timed-out' : 'failed', error: errorText(outcome) };
+  }
+
+  /**
+   * The flush loop: sends every pending outcome not already on its way.
+   * While a failed write waits for its backoff, new outcomes wait with it.
+   * Today one outcome per store call; the store takes a batch.
+   */
+  #flush = (): void => {
+    if (this.#flushTimer !== undefined || this.#finished) return;
+    for (const outcome of this.#pending.values()) {
+      if (!this.#sending.has(outcome.id)) this.#send(outcome);
+    }
+  };
+
+  #send(outcome: Outcome): void {
+    const id = outcome.id;
+    this.#sending.add(id);
+    this.#write(this.#store.settle(this.#owner, [outcome], this.#loop.clock.now()).then(() => {
+      this.#sending.delete(id);
+      if (this.#pending.get(id) === outcome) this.#pending.delete(id);
+      this.#flushFailures = 0;
+    }, (error: unknown) => {
+      this.#sending.delete(id);
+      // One report per outage, not one per outcome and round: the claim loop reports too.
+      if (this.#flushFailures === 0) this.#report(error);
+      this.#flushFailures++;
+      if (this.#flushTimer === undefined && !this.#finished) {
+        this.#flushTimer = this.#loop.clock.setTimer(() => {
+          this.#flushTimer = undefined;
+          this.#flush();
+        }, backoff(this.#flushFailures), this.#loop.unref);
+      }
+    }));
   }
 
   #write(promise: Promise<unknown>): void {
@@ -207,11 +304,11 @@ export class DurableRunner implements TaskObserver {
       const workers = this.#loop.workers;
       const free = workers === Infinity ? 64 : workers - this.#claims.size;
       if (free > 0) {
-        const now = clock.now();
-        const claimed = await this.#store.claim(this.#owner, now, this.#lease, free, advanceJob);
+        const claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob);
         // close() came while the claim was on its way: hand the work straight back.
         if (this.#closed) {
-          for (const claim of claimed) this.#write(this.#store.release(this.#owner, claim.id));
+          for (const claim of claimed) this.#pending.set(claim.id, { id: claim.id, kind: 'release' });
+          this.#flush();
           return 0;
         }
         for (const claim of claimed) this.#dispatch(claim);
@@ -219,14 +316,14 @@ export class DurableRunner implements TaskObserver {
         if (claimed.length === free) return 0;
       }
       this.#failures = 0;
-      const next = await this.#store.nextDue();
-      const wait = next === undefined ? this.#poll : next - clock.now();
-      return Math.max(0, Math.min(wait, this.#poll));
+      // The store says how long until something is due, by its own clock.
+      const wait = await this.#store.nextDue(clock.now());
+      return Math.max(0, Math.min(wait ?? this.#poll, this.#poll));
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.
       this.#report(error);
       this.#failures++;
-      return Math.min(this.#poll, 100 * 2 ** Math.min(this.#failures, 10));
+      return Math.min(this.#poll, backoff(this.#failures));
     }
   }
 
@@ -239,21 +336,31 @@ export class DurableRunner implements TaskObserver {
         throw new UnknownHandlerError(claim.name);
       }
       : (ctx) => handler(durableContext(ctx, claim), payload);
-    const task = this.#loop.push(claim.runAt, fn, this.#settings(claim.name, options.timeout ?? Infinity));
+    // Due now: the store decided so by its clock, which may differ from ours.
+    const task = this.#loop.push(Math.min(claim.runAt, this.#loop.clock.now()), fn, this.#settings(claim.name, options.timeout ?? Infinity));
     this.#claims.set(task, claim);
     this.#byId.set(claim.id, task);
   }
 
+  /** Renews the leases of running tasks and of finished ones whose outcome is not confirmed yet. */
   #renew = (): void => {
-    if (this.#closed) return;
-    const ids = [...this.#byId.keys()];
-    const until = this.#loop.clock.now() + this.#lease;
-    const renewal = ids.length === 0 ? Promise.resolve([]) : this.#store.renew(this.#owner, ids, until);
-    this.#write(renewal.then((lost) => {
-      // Another process owns these now (our lease expired) or they were cancelled: stop them here.
-      for (const id of lost) this.#cancelLocal(id);
-    }));
+    if (this.#finished) return;
     this.#renewTimer = this.#loop.clock.setTimer(this.#renew, this.#lease / 3, this.#loop.unref);
+    // A renewal still on its way (a slow database) is not overtaken by another.
+    if (this.#renewing) return;
+    // Sent with no ids too: a shared store also hands back claims whose answer never arrived.
+    const ids = [...this.#byId.keys(), ...this.#pending.keys()];
+    this.#renewing = true;
+    this.#write(this.#store.renew(this.#owner, ids, this.#loop.clock.now(), this.#lease).then((lost) => {
+      // Another process owns these now (our lease expired) or they were
+      // cancelled: stop them here, and stop writing their outcomes.
+      for (const id of lost) {
+        this.#cancelLocal(id);
+        this.#pending.delete(id);
+      }
+    }).finally(() => {
+      this.#renewing = false;
+    }));
   };
 
   #cancelLocal(id: number): void {
@@ -302,22 +409,34 @@ export class DurableRunner implements TaskObserver {
       if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
     }
     const { payload, key, retry, overlap, misfire } = given;
-    if (key !== undefined && (typeof key !== 'string' || key === '')) throw new TypeError(`Expected \`key\` to be a non-empty string, got ${describe(key)}`);
+    if (key !== undefined) assertKey(key, 'key');
     const timeout = given.timeout === undefined ? undefined : toDuration(given.timeout, 'timeout', 1);
+    if (timeout !== undefined && timeout > MAX_TIMER) {
+      throw new RangeError(`Expected \`timeout\` of a stored task to be at most ${MAX_TIMER} ms (the timer limit), got ${describe(timeout)}`);
+    }
     if (overlap !== undefined && overlap !== 'skip' && overlap !== 'allow') {
       throw new RangeError(`Expected \`overlap\` of a stored job to be 'skip' or 'allow', got ${describe(overlap)}`);
     }
     if (misfire !== undefined && misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
       throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
     }
+    const policy = retry === undefined ? undefined : toRetryPolicy(retry);
+    if (policy !== undefined && policy.attempts > MAX_ATTEMPTS) {
+      throw new RangeError(`Expected \`retry.attempts\` of a stored task to be at most ${MAX_ATTEMPTS} (what the attempts column holds), got ${describe(policy.attempts)}`);
+    }
     const stored: StoredOptions = {
       timeout,
-      retry: retry === undefined ? undefined : storable(toRetryPolicy(retry)),
+      retry: policy === undefined ? undefined : storable(policy),
       overlap: overlap as StoredOptions['overlap'],
       misfire: misfire as StoredOptions['misfire'],
     };
     return { payload: toPayload(payload), key: key ?? null, stored };
   }
+}
+
+/** The wait after `failures` failed store calls in a row: 100 ms doubling, at most MAX_BACKOFF. */
+function backoff(failures: number): number {
+  return Math.min(MAX_BACKOFF, 100 * 2 ** Math.min(failures, 10));
 }
 
 /** A retry policy as JSON can hold it: JSON has no Infinity, so the default is left out. */

@@ -148,15 +148,39 @@ export interface TaskFilter {
   limit?: number;
 }
 
+/** The final states a claimed task can be recorded in. */
+export type FinalState = 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
+
+/**
+ * How a claimed run ended, as the runner hands it to the store. The runner
+ * keeps the task under lease until the store confirms the outcome.
+ */
+export type Outcome =
+  /** A final state. */
+  | { readonly id: number; readonly kind: 'complete'; readonly state: FinalState; readonly error: string | null }
+  /** Waiting again, due `delay` ms after the store's now. */
+  | { readonly id: number; readonly kind: 'retry'; readonly delay: number; readonly error: string }
+  /** Handed back unrun: waiting again, the claim's attempt not counted. */
+  | { readonly id: number; readonly kind: 'release' };
+
 /**
  * Where durable work lives. taskheap ships two: `sqliteStore` (one process)
  * and `postgresStore` (many processes). Every method is one transaction.
+ *
+ * Time: `now` arguments are the scheduler's clock. A store shared by many
+ * processes (PostgreSQL) ignores them for due times and leases and uses the
+ * database server's clock instead, so process clocks may disagree.
  */
 export interface Store {
   /** ms a claim lasts without renewal (default 30 s). */
   readonly lease?: number;
   /** ms between checks for work when nothing wakes the process (default 5 s). */
   readonly poll?: number;
+  /**
+   * ms the runner keeps retrying unconfirmed outcomes on `close()` before it
+   * gives up on them (their leases then lapse and the tasks run again).
+   */
+  readonly closeTimeout?: number;
   /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */
   migrate(): Promise<void>;
   /** Inserts a task, or replaces the one with the same key unless it is running. */
@@ -166,19 +190,22 @@ export interface Store {
   /**
    * Turns due recurring jobs into occurrence tasks (once per job and time,
    * whichever process gets there first), then claims up to `limit` due
-   * waiting tasks, and running ones whose lease expired, for `owner`.
+   * waiting tasks, and running ones whose lease expired, for `owner`, for
+   * `lease` ms from the moment the claim is written. An expired task whose
+   * lease has already expired `maxLeaseExpiries` times is not claimed but
+   * recorded `failed`.
    */
   claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): Promise<ClaimedTask[]>;
-  /** The earliest time any waiting task or scheduled job is due. */
-  nextDue(): Promise<number | undefined>;
-  /** Extends the leases of `ids` still held by `owner`; returns the ids no longer held. */
-  renew(owner: string, ids: number[], until: number): Promise<number[]>;
-  /** Records the final state of a claimed task (ignored if the lease was lost). */
-  complete(owner: string, id: number, state: 'succeeded' | 'failed' | 'timed-out' | 'cancelled', error: string | null): Promise<void>;
-  /** Puts a claimed task back to waiting, due at `runAt`. */
-  retry(owner: string, id: number, runAt: number, error: string): Promise<void>;
-  /** Gives a claimed task back, unrun: waiting again, the claim's attempt not counted. */
-  release(owner: string, id: number): Promise<void>;
+  /** ms from now until any waiting task, expiring lease or scheduled job is due (0 if overdue). */
+  nextDue(now: number): Promise<number | undefined>;
+  /** Extends the leases of `ids` still held by `owner` to `lease` ms from now; returns the ids no longer held. */
+  renew(owner: string, ids: readonly number[], now: number, lease: number): Promise<number[]>;
+  /**
+   * Records outcomes of claimed tasks, all or none. An outcome for a task
+   * `owner` no longer holds (its lease was taken over, or it was cancelled)
+   * is ignored: resolving means none of them needs writing again.
+   */
+  settle(owner: string, outcomes: readonly Outcome[], now: number): Promise<void>;
   /** Cancels a waiting or running task; true if it was. Running ones are told through `onCancel`. */
   cancel(id: number): Promise<boolean>;
   /** Cancels a recurring job and its waiting occurrences. */
@@ -198,8 +225,16 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** How many times a task's lease may expire (its process died or stalled) before it is failed. */
+export const DEFAULT_MAX_LEASE_EXPIRIES = 1;
+
+/** The `last_error` of a task failed because its lease expired too often. */
+export function leaseExpiredText(times: number): string {
+  return `LeaseExpiredError: the lease of this task expired ${times} times (its process died, or blocked its event loop for longer than the lease); maxLeaseExpiries is ${times - 1}`;
+}
+
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** A database written by a newer taskheap: refusing it beats corrupting it. */
 export class SchemaVersionError extends TaskheapError {
@@ -217,23 +252,6 @@ export class UnknownHandlerError extends TaskheapError {
   constructor(name: string) {
     super(`No handler named "${name}"; call scheduler.define("${name}", handler) first`, 'ERR_UNKNOWN_HANDLER');
   }
-}
-
-/** Serialises a payload, or throws a TypeError saying why it cannot be stored. */
-export function toPayload(payload: unknown): string {
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(payload ?? null, (_key, value: unknown) => {
-      if (typeof value === 'bigint' || typeof value === 'function' || typeof value === 'symbol') {
-        throw new TypeError(`a ${typeof value} is not JSON`);
-      }
-      return value;
-    });
-  } catch (error) {
-    throw new TypeError(`Expected \`payload\` to be JSON-serialisable: ${(error as Error).message}`);
-  }
-  if (json === undefined) throw new TypeError(`Expected \`payload\` to be JSON-serialisable, got ${describe(payload)}`);
-  return json;
 }
 
 /** A rule as stored: enough to rebuild it in any process. */

@@ -29,6 +29,29 @@ export interface PgServer {
   destroy(): Promise<void>;
   /** The server's log, for failure messages. */
   log(): string;
+  /** The pids of the postmaster and all its children (backends, workers). */
+  pids(): number[];
+  /** SIGSTOPs every server process: a hung server, connections stay open, nothing answers. */
+  freeze(): void;
+  /** SIGCONTs them again. */
+  thaw(): void;
+}
+
+/** The children of `pid`, from /proc. */
+function childrenOf(pid: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may hold spaces, so read after its closing parenthesis.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) found.push(Number(entry));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return found;
 }
 
 /** Where initdb and pg_ctl live: $PG_BIN, the newest /usr/lib/postgresql/N/bin, or PATH. */
@@ -115,6 +138,10 @@ export async function startPgServer(options: { database?: string; settings?: rea
     await exec('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', '60', 'stop']);
     running = false;
   };
+  const pids = () => {
+    const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return [postmaster, ...childrenOf(postmaster)];
+  };
   let destroyed = false;
   const destroy = async () => {
     if (destroyed) return;
@@ -147,5 +174,12 @@ export async function startPgServer(options: { database?: string; settings?: rea
     start,
     destroy,
     log: logText,
+    pids,
+    freeze() {
+      for (const pid of pids()) process.kill(pid, 'SIGSTOP');
+    },
+    thaw() {
+      for (const pid of pids()) process.kill(pid, 'SIGCONT');
+    },
   };
 }

@@ -63,7 +63,12 @@ const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
       updated_at timestamptz NOT NULL DEFAULT now()
     );
     CREATE INDEX taskheap_jobs_due ON ${t('taskheap_jobs')} (next_run_at) WHERE state = 'scheduled';`,
+  // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
+  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN expiries integer NOT NULL DEFAULT 0;`,
 ];
+
+/** SQL: $n milliseconds as an interval. */
+const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
 
 /** The columns a task row is read with; `a` is the table alias. */
 function taskColumns(a: string): string {
@@ -72,21 +77,29 @@ function taskColumns(a: string): string {
 }
 
 /**
- * Claims up to $2 tasks due at $1 for owner $3 until $4: waiting tasks that
- * are due, and running ones whose lease ran out (their process died); each
- * branch walks its own partial index. `unlessJobsDue`: claims only if no
- * recurring job is due, and returns that flag (on a row of its own if nothing was claimed).
+ * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
+ * and running ones whose lease ran out (their process died or stalled); each
+ * branch walks its own partial index. Every time is the server's: process
+ * clocks may disagree, the database's is the one clock. An expired task
+ * whose lease already expired $4 times is failed with error $5 instead.
+ * Our own expired leases are left alone: this process is alive (it is
+ * claiming) and renews them. `unlessJobsDue`: claims only if no recurring job
+ * is due, and returns that flag (on a row of its own if nothing was claimed).
  */
 function claimSql(T: string, J: string, unlessJobsDue: boolean): string {
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
   return `WITH
-    ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= ${ts('$1')}) AS jobs_due),` : ''}
-    expired AS (SELECT id, run_at FROM ${T} WHERE state = 'running' AND locked_until <= ${ts('$1')} ${gate}
-      ORDER BY run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
-    waiting AS (SELECT id, run_at FROM ${T} WHERE state = 'waiting' AND run_at <= ${ts('$1')} ${gate}
-      ORDER BY run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
-    due AS (SELECT id FROM (SELECT * FROM expired UNION ALL SELECT * FROM waiting) d ORDER BY run_at, id LIMIT $2),
-    claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $3, locked_until = ${ts('$4')}, attempts = t.attempts + 1, updated_at = now()
+    ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
+    expired AS (SELECT id, run_at, expiries FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate}
+      ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
+    failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
+        updated_at = now()
+      FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id),
+    waiting AS (SELECT id, run_at FROM ${T} WHERE state = 'waiting' AND run_at <= now() ${gate}
+      ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
+    due AS (SELECT id FROM (SELECT id, run_at FROM expired WHERE expiries < $4 UNION ALL SELECT * FROM waiting) d ORDER BY run_at, id LIMIT $1),
+    claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
+        attempts = t.attempts + 1, expiries = t.expiries + (t.state = 'running')::int, updated_at = now()
       FROM due WHERE t.id = due.id
       RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options)
     ${unlessJobsDue ? 'SELECT flag.jobs_due, claimed.* FROM flag LEFT JOIN claimed ON true' : 'SELECT * FROM claimed'}`;
@@ -147,11 +160,12 @@ export function statements(schema: string | undefined) {
     claimUnlessJobsDue: claimSql(T, J, true),
     claim: claimSql(T, J, false),
     /** Another process materializing the same job holds its row: skip it, that process does the work. */
-    dueJobs: `SELECT key, name, payload, rule, ${ms('next_run_at')} AS next_run_at, remaining, ${ms('until')} AS until, options
-      FROM ${J} WHERE state = 'scheduled' AND next_run_at <= ${ts('$1')}
+    dueJobs: `SELECT key, name, payload, rule, ${ms('next_run_at')} AS next_run_at, remaining, ${ms('until')} AS until, options,
+        ${ms('now()')} AS now
+      FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()
       ORDER BY next_run_at LIMIT 100 FOR UPDATE SKIP LOCKED`,
     runningJobs: `SELECT DISTINCT job_key FROM ${T}
-      WHERE job_key = ANY($1::text[]) AND state = 'running' AND locked_until > ${ts('$2')}`,
+      WHERE job_key = ANY($1::text[]) AND state = 'running' AND locked_until > now()`,
     /** (job_key, scheduled_at) is unique: an occurrence is inserted once, whichever process gets there first. */
     insertOccurrences: `INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key)
       SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key
@@ -161,25 +175,36 @@ export function statements(schema: string | undefined) {
         runs = j.runs + u.added, updated_at = now()
       FROM unnest($1::text[], $2::float8[], $3::int[], $4::text[], $5::int[]) AS u(key, next, remaining, state, added)
       WHERE j.key = u.key`,
-    nextDue: `SELECT ${ms(`LEAST(
+    /** ms until something is due, by the server's clock (negative: overdue). */
+    nextDue: `SELECT (extract(epoch from LEAST(
         (SELECT MIN(run_at) FROM ${T} WHERE state = 'waiting'),
         (SELECT MIN(locked_until) FROM ${T} WHERE state = 'running'),
-        (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled'))`)} AS t`,
+        (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`,
 
-    renew: `UPDATE ${T} SET locked_until = ${ts('$1')}
-      WHERE id = ANY($2::bigint[]) AND locked_by = $3 AND state = 'running' RETURNING id`,
+    /**
+     * Extends the leases ($1 ms from now) of the ids $2 owner $3 holds, and
+     * returns the running tasks it holds but does not know of: claims whose
+     * answer never arrived (a query timeout after the server committed),
+     * claimed more than $4 ms ago so that no claim still on its way counts.
+     * They go back to waiting, unrun.
+     */
+    renew: `WITH
+        renewed AS (UPDATE ${T} SET locked_until = clock_timestamp() + ${millis('$1')}
+          WHERE id = ANY($2::bigint[]) AND locked_by = $3 AND state = 'running' RETURNING id),
+        orphans AS (UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
+          WHERE locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')} RETURNING id)
+      SELECT id FROM renewed`,
     complete: `UPDATE ${T} SET state = $1, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
       WHERE id = $3 AND locked_by = $4`,
-    /** The wake reaches this process too: its next claim may already be under way without this row. */
+    /** Due $1 ms after the server's now. The wake reaches this process too: its next claim may already be under way without this row. */
     retry: `WITH retried AS (
-        UPDATE ${T} SET state = 'waiting', run_at = ${ts('$1')}, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
-        WHERE id = $3 AND locked_by = $4 RETURNING id)
-      SELECT pg_notify('${WAKE}', $5) FROM retried`,
+        UPDATE ${T} SET state = 'waiting', run_at = now() + ${millis('$1')}, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
+        WHERE id = $3 AND locked_by = $4 RETURNING run_at)
+      SELECT pg_notify('${WAKE}', $5 || (extract(epoch from run_at) * 1000)::bigint::text) FROM retried`,
     release: `WITH released AS (
         UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
         WHERE id = $1 AND locked_by = $2 AND state = 'running' RETURNING run_at)
       SELECT pg_notify('${WAKE}', $3 || (extract(epoch from run_at) * 1000)::bigint::text) FROM released`,
-    /** Locking the row first gives its state as it was, so only a running task is announced. */
     cancel: `WITH
         old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()

@@ -1,14 +1,14 @@
 import type { Client, ClientConfig, Notification, Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import {
-  SCHEMA_VERSION, SchemaVersionError,
-  type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
+  type ClaimedTask, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
 import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
 import { CANCEL, quote, statements, WAKE, type Statements } from './sql.js';
-
 import { toDuration, type Duration } from '../../core/duration.js';
 import { loadPeer } from '../../core/peer.js';
 import { describe } from '../../core/validate.js';
+import { assertCount, assertName, MAX_TIMER } from '../validate.js';
 
 /** Options of `postgresStore()`. */
 export interface PostgresStoreOptions {
@@ -34,6 +34,24 @@ export interface PostgresStoreOptions {
   poll?: Duration;
   /** The schema to keep taskheap's tables in (created if missing); default: the connection's search_path. */
   schema?: string;
+  /**
+   * The longest any query or connection attempt may take, in ms: a hung
+   * server or a network partition is reported to `onError` after this and
+   * retried with backoff. Sets the pool's `connectionTimeoutMillis` and
+   * `query_timeout`, and the server's `statement_timeout` and
+   * `idle_in_transaction_session_timeout` (the last two only on a pool the
+   * store creates; set them on a pool you pass). `close()` gives up on the
+   * database after about three times this.
+   * @default 10000
+   */
+  timeout?: Duration;
+  /**
+   * How many times a task's lease may expire (its process died, or blocked
+   * its event loop past the lease) before the task is failed instead of
+   * claimed again, with a `lastError` saying so.
+   * @default 1
+   */
+  maxLeaseExpiries?: number;
 }
 
 type Pg = typeof import('pg');
@@ -42,7 +60,7 @@ type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 const LISTENER_NAME = 'taskheap-listener';
 const RECONNECT_MIN = 100;
 const RECONNECT_MAX = 5_000;
-const OPTION_KEYS = new Set(['connectionString', 'pool', 'lease', 'poll', 'schema']);
+const OPTION_KEYS = new Set(['connectionString', 'pool', 'lease', 'poll', 'schema', 'timeout', 'maxLeaseExpiries']);
 
 /**
  * A store in PostgreSQL that many processes share: each claims due work with
@@ -69,7 +87,7 @@ export function postgresStore(poolOrOptions: Pool | PostgresStoreOptions | strin
   for (const key in options) {
     if (!OPTION_KEYS.has(key)) throw new TypeError(`Unknown postgresStore option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
   }
-  const { connectionString, pool, schema } = options;
+  const { connectionString, pool, schema, maxLeaseExpiries = DEFAULT_MAX_LEASE_EXPIRIES } = options;
   if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
     throw new TypeError(`Expected \`connectionString\` to be a non-empty string, got ${describe(connectionString)}`);
   }
@@ -77,8 +95,17 @@ export function postgresStore(poolOrOptions: Pool | PostgresStoreOptions | strin
   if (pool !== undefined && connectionString !== undefined) throw new TypeError('Give either `pool` or `connectionString`, not both');
   const lease = toDuration(options.lease ?? 30_000, 'lease', 1);
   const poll = toDuration(options.poll ?? 5_000, 'poll', 1);
-  if (schema !== undefined && (typeof schema !== 'string' || schema === '')) throw new TypeError(`Expected \`schema\` to be a non-empty string, got ${describe(schema)}`);
-  return new PostgresStore({ connectionString, pool, lease, poll, schema });
+  const timeout = toDuration(options.timeout ?? 10_000, 'timeout', 1);
+  for (const [what, value] of [['lease', lease], ['poll', poll], ['timeout', timeout]] as const) {
+    if (value > MAX_TIMER) throw new RangeError(`Expected \`${what}\` to be at most ${MAX_TIMER} ms (the timer limit), got ${describe(value)}`);
+  }
+  // A lease must outlast a renewal that takes as long as a query may.
+  if (lease < 3 * timeout && options.timeout !== undefined) {
+    throw new RangeError(`Expected \`lease\` (${lease} ms) to be at least 3 × \`timeout\` (${timeout} ms): renewals every lease / 3 must be able to wait for a slow query`);
+  }
+  assertCount(maxLeaseExpiries, 'maxLeaseExpiries');
+  if (schema !== undefined) assertName(schema, 'schema');
+  return new PostgresStore({ connectionString, pool, lease, poll, schema, timeout: Math.min(timeout, Math.floor(lease / 3)), maxLeaseExpiries });
 }
 
 function isPool(value: unknown): value is Pool {
@@ -91,6 +118,12 @@ function noop(): void {}
 class PostgresStore implements Store {
   readonly lease: number;
   readonly poll: number;
+  readonly closeTimeout: number;
+  readonly #timeout: number;
+  readonly #maxExpiries: number;
+  readonly #expiredText: string;
+  /** Every connection our pool opened, so close() can cut them when the server never answers. */
+  readonly #clients = new Set<Client>();
   readonly #connectionString: string | undefined;
   readonly #schema: string | undefined;
   readonly #sql: Statements;
@@ -107,9 +140,15 @@ class PostgresStore implements Store {
   #onWake: ((runAt: number) => void) | undefined = undefined;
   #onCancel: ((id: number) => void) | undefined = undefined;
 
-  constructor(options: { connectionString: string | undefined; pool: Pool | undefined; lease: number; poll: number; schema: string | undefined }) {
+  constructor(options: {
+    connectionString: string | undefined; pool: Pool | undefined; lease: number; poll: number; schema: string | undefined; timeout: number; maxLeaseExpiries: number;
+  }) {
     this.lease = options.lease;
     this.poll = options.poll;
+    this.#timeout = options.timeout;
+    this.closeTimeout = options.timeout;
+    this.#maxExpiries = options.maxLeaseExpiries;
+    this.#expiredText = leaseExpiredText(options.maxLeaseExpiries + 1);
     this.#connectionString = options.connectionString;
     this.#pool = options.pool;
     this.#ownsPool = options.pool === undefined;
@@ -139,17 +178,35 @@ class PostgresStore implements Store {
   /** What the listener connects with: the pool's own settings. */
   #clientConfig(): ClientConfig {
     const base: PoolConfig = this.#ownsPool ? this.#poolConfig() : { ...(this.#db.options as PoolConfig) };
-    return { ...base, keepAlive: true, connectionTimeoutMillis: base.connectionTimeoutMillis ?? 10_000, application_name: LISTENER_NAME };
+    return { ...base, keepAlive: true, connectionTimeoutMillis: base.connectionTimeoutMillis ?? this.#timeout, application_name: LISTENER_NAME };
   }
 
+  /**
+   * Every wait on the wire is bounded: the server cancels a statement (or an
+   * abandoned transaction) after `timeout`; the client gives up on an answer
+   * a little later, which is what notices a server that is frozen or cut off
+   * (no TCP reset ever comes). Keepalive finds dead idle connections.
+   */
   #poolConfig(): PoolConfig {
     return {
       connectionString: this.#connectionString,
       max: 10,
-      connectionTimeoutMillis: 10_000,
+      connectionTimeoutMillis: this.#timeout,
+      query_timeout: this.#timeout + 500,
+      statement_timeout: this.#timeout,
+      idle_in_transaction_session_timeout: this.#timeout,
       keepAlive: true,
+      keepAliveInitialDelayMillis: 1_000,
       fallback_application_name: 'taskheap',
     };
+  }
+
+  #newPool(pg: Pg): Pool {
+    const pool = new pg.Pool(this.#poolConfig());
+    pool.on('error', noop);
+    pool.on('connect', (client) => this.#clients.add(client));
+    pool.on('remove', (client) => this.#clients.delete(client));
+    return pool;
   }
 
   #wakePayload(runAt: number): string {
@@ -160,10 +217,7 @@ class PostgresStore implements Store {
     const pg = await this.#load();
     this.#closed = false;
     this.#closing = undefined;
-    if (this.#pool === undefined) {
-      this.#pool = new pg.Pool(this.#poolConfig());
-      this.#pool.on('error', noop);
-    }
+    this.#pool ??= this.#newPool(pg);
     const sql = this.#sql;
     await this.#transaction(async (client) => {
       await client.query(sql.migrationLock, [this.#schema ?? '']);
@@ -182,9 +236,12 @@ class PostgresStore implements Store {
     });
   }
 
-  /** Runs `fn` in one transaction on one pooled connection; a broken connection is discarded. */
+  /** Runs `fn` in one transaction on one pooled connection; a broken (or timed-out) connection is discarded. */
   async #transaction<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.#db.connect();
+    const query = client.query.bind(client) as PoolClient['query'];
+    // A pool we were given has no query_timeout of ours: every query gets one.
+    (client as { query: unknown }).query = (text: string, values?: unknown[]) => query({ text, values, query_timeout: this.#timeout + 500 } as never);
     let broken: Error | undefined;
     // A checked-out client has no pool listener: an error between queries must not crash the process.
     const onError = (error: Error) => (broken = error);
@@ -195,6 +252,8 @@ class PostgresStore implements Store {
       await client.query('COMMIT');
       return result;
     } catch (error) {
+      // No SQLSTATE: the connection failed or timed out, not the statement; it cannot be trusted again.
+      if (broken === undefined && typeof (error as { code?: unknown }).code !== 'string') broken = error as Error;
       if (broken === undefined) {
         try {
           await client.query('ROLLBACK');
@@ -204,13 +263,14 @@ class PostgresStore implements Store {
       }
       throw error;
     } finally {
+      (client as { query: unknown }).query = query;
       client.removeListener('error', onError);
       client.release(broken ?? false);
     }
   }
 
   #query<R extends QueryResultRow = QueryResultRow>(text: string, values: unknown[] = []) {
-    return this.#db.query<R>(text, values);
+    return this.#db.query<R>({ text, values, query_timeout: this.#timeout + 500 } as never);
   }
 
   async addTask(task: NewTask): Promise<StoredTask> {
@@ -234,20 +294,24 @@ class PostgresStore implements Store {
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims.
     // The flag row of an empty claim has a null id.
-    const fast = await this.#query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(this.#sql.claimUnlessJobsDue, [now, limit, owner, now + lease]);
+    // Due times and leases are the server's: `now` (this process's clock) is not used.
+    const params = [limit, owner, lease, this.#maxExpiries, this.#expiredText];
+    const fast = await this.#query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(this.#sql.claimUnlessJobsDue, params);
     if (fast.rows[0]?.jobs_due !== true) return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
     return this.#transaction(async (client) => {
-      await this.#materialize(client, now, advance);
-      const { rows } = await client.query<ClaimRow>(this.#sql.claim, [now, limit, owner, now + lease]);
+      await this.#materialize(client, advance);
+      const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
       return toClaims(rows);
     });
   }
 
   /** Turns due recurring jobs into occurrence tasks; part of the claim's transaction. */
-  async #materialize(client: PoolClient, now: number, advance: Advance): Promise<void> {
-    const { rows: due } = await client.query<DueJobRow>(this.#sql.dueJobs, [now]);
+  async #materialize(client: PoolClient, advance: Advance): Promise<void> {
+    const { rows: due } = await client.query<DueJobRow & { now: number }>(this.#sql.dueJobs);
     if (due.length === 0) return;
-    const { rows: busy } = await client.query<{ job_key: string }>(this.#sql.runningJobs, [due.map((job) => job.key), now]);
+    // The server's now: which occurrences were missed is decided by the one shared clock.
+    const now = Number(due[0]!.now);
+    const { rows: busy } = await client.query<{ job_key: string }>(this.#sql.runningJobs, [due.map((job) => job.key)]);
     const running = new Set(busy.map((row) => row.job_key));
     const occurrences = { name: [] as string[], payload: [] as string[], at: [] as number[], maxAttempts: [] as number[], options: [] as string[], jobKey: [] as string[] };
     const updates = { key: [] as string[], next: [] as (number | null)[], remaining: [] as (number | null)[], state: [] as string[], added: [] as number[] };
@@ -279,26 +343,31 @@ class PostgresStore implements Store {
   async nextDue(): Promise<number | undefined> {
     const { rows } = await this.#query<{ t: number | string | null }>(this.#sql.nextDue);
     const t = rows[0]?.t;
-    return t === null || t === undefined ? undefined : Number(t);
+    return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }
 
-  async renew(owner: string, ids: number[], until: number): Promise<number[]> {
-    if (ids.length === 0) return [];
-    const { rows } = await this.#query<{ id: string | number }>(this.#sql.renew, [until, ids, owner]);
+  async renew(owner: string, ids: readonly number[], _now: number, lease: number): Promise<number[]> {
+    // Runs with no ids too: it also hands back claims whose answer was lost.
+    const { rows } = await this.#query<{ id: string | number }>(this.#sql.renew, [lease, ids, owner, 3 * this.#timeout]);
     const kept = new Set(rows.map((row) => Number(row.id)));
     return ids.filter((id) => !kept.has(id));
   }
 
-  async complete(owner: string, id: number, state: 'succeeded' | 'failed' | 'timed-out' | 'cancelled', error: string | null): Promise<void> {
-    await this.#query(this.#sql.complete, [state, error, id, owner]);
+  async settle(owner: string, outcomes: readonly Outcome[]): Promise<void> {
+    if (outcomes.length === 1) {
+      await this.#settleOne(outcomes[0]!, owner, (text, values) => this.#query(text, values));
+      return;
+    }
+    await this.#transaction(async (client) => {
+      for (const outcome of outcomes) await this.#settleOne(outcome, owner, (text, values) => client.query(text, values));
+    });
   }
 
-  async retry(owner: string, id: number, runAt: number, error: string): Promise<void> {
-    await this.#query(this.#sql.retry, [runAt, error, id, owner, this.#wakePayload(runAt)]);
-  }
-
-  async release(owner: string, id: number): Promise<void> {
-    await this.#query(this.#sql.release, [id, owner, this.#prefix]);
+  #settleOne(outcome: Outcome, owner: string, query: (text: string, values: unknown[]) => Promise<unknown>): Promise<unknown> {
+    const sql = this.#sql;
+    if (outcome.kind === 'complete') return query(sql.complete, [outcome.state, outcome.error, outcome.id, owner]);
+    if (outcome.kind === 'retry') return query(sql.retry, [outcome.delay, outcome.error, outcome.id, owner, this.#prefix]);
+    return query(sql.release, [outcome.id, owner, this.#prefix]);
   }
 
   async cancel(id: number): Promise<boolean> {
@@ -384,6 +453,18 @@ class PostgresStore implements Store {
     else if (message.channel === CANCEL) this.#onCancel?.(value);
   };
 
+  /** Waits for `ending` at most `timeout` ms, then destroys the sockets of `clients`. */
+  async #bounded(ending: Promise<unknown>, clients: Client[]): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), this.#timeout)));
+    const result = await Promise.race([ending, late]);
+    clearTimeout(timer);
+    if (result !== 'late') return;
+    for (const client of clients) {
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    }
+  }
+
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#closed = true;
@@ -392,12 +473,15 @@ class PostgresStore implements Store {
       this.#backoff = RECONNECT_MIN;
       const listener = this.#listener;
       this.#listener = undefined;
-      await listener?.end().catch(noop);
+      // A server that never answers must not hold close() forever: after
+      // `timeout` the sockets are cut instead of waiting for a goodbye.
+      if (listener !== undefined) await this.#bounded(listener.end().catch(noop), [listener]);
       const pool = this.#pool;
       if (pool === undefined) return;
       if (this.#ownsPool) {
         this.#pool = undefined;
-        await pool.end();
+        await this.#bounded(pool.end().catch(noop), [...this.#clients]);
+        this.#clients.clear();
       } else {
         pool.removeListener('error', noop);
       }

@@ -39,6 +39,8 @@ export const MIGRATIONS: readonly string[] = [
      updated_at INTEGER NOT NULL
    );
    CREATE INDEX taskheap_jobs_due ON taskheap_jobs (state, next_run_at);`,
+  // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
+  `ALTER TABLE taskheap_tasks ADD COLUMN expiries INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 /** The statements, by what they do. */
@@ -47,7 +49,14 @@ export const SQL = {
   readVersion: `SELECT version FROM taskheap_meta`,
   insertVersion: `INSERT INTO taskheap_meta (version) VALUES (?)`,
   updateVersion: `UPDATE taskheap_meta SET version = ?`,
-  recover: `UPDATE taskheap_tasks SET state = 'waiting', locked_by = NULL, locked_until = NULL WHERE state = 'running'`,
+  /**
+   * At start-up, whatever is still running ran in a previous owner that died:
+   * back to waiting, one lease expiry counted; past the limit failed with `error`.
+   */
+  recover: `UPDATE taskheap_tasks SET locked_by = NULL, locked_until = NULL, expiries = expiries + 1, updated_at = @now,
+    state = CASE WHEN expiries >= @limit THEN 'failed' ELSE 'waiting' END,
+    last_error = CASE WHEN expiries >= @limit THEN @error ELSE last_error END
+    WHERE state = 'running'`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
     options = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
@@ -60,9 +69,20 @@ export const SQL = {
     ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
     next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`,
   dueWaiting: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`,
-  dueExpired: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? ORDER BY run_at, id LIMIT ?`,
-  claimOne: `UPDATE taskheap_tasks SET state = 'running', locked_by = ?, locked_until = ?, attempts = attempts + 1, updated_at = ?
-    WHERE id = ? RETURNING *`,
+  /**
+   * Expired leases of another owner. One store owns the file (it holds the
+   * lock), and recover() hands back a dead owner's work at start-up, so this
+   * finds nothing in normal use; our own expired leases (a handler blocking
+   * the event loop) are never taken from ourselves: this process is alive.
+   */
+  dueExpired: `SELECT id, run_at, expiries FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+    ORDER BY run_at, id LIMIT ?`,
+  /** A claim; an expired lease taken over counts one expiry. */
+  claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running'), state = 'running', locked_by = ?, locked_until = ?,
+    attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *`,
+  /** An expired task past the limit of expiries: failed instead of claimed. */
+  failExpired: `UPDATE taskheap_tasks SET state = 'failed', expiries = expiries + 1, last_error = ?, locked_by = NULL, locked_until = NULL,
+    updated_at = ? WHERE id = ?`,
   dueJobs: `SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`,
   jobRunning: `SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`,
   insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at)

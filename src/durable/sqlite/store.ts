@@ -1,9 +1,13 @@
 import {
-  SCHEMA_VERSION, SchemaVersionError, sameSchedule,
-  type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText, sameSchedule,
+  type ClaimedTask, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { toDuration, type Duration } from '../../core/duration.js';
-import { describe } from '../../core/validate.js';
+import { TaskheapError } from '../../core/errors.js';
+import { assertKnownKeys, describe } from '../../core/validate.js';
+import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
 import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
@@ -12,6 +16,8 @@ import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type Ta
 interface IdRow {
   id: number;
   run_at: number;
+  /** Expired leases so far (expired running tasks only). */
+  expiries?: number;
 }
 
 /** A whole `taskheap_jobs` row, numbers as SQLite returns them. */
@@ -21,10 +27,19 @@ type StoredJobRow = JobRow & DueJobRow & { state: JobRow['state']; next_run_at: 
 export interface SqliteStoreOptions {
   /**
    * How long a claimed task stays claimed without renewal: ms, or a string
-   * such as `'30s'`. In one process it only matters for tasks whose run outlives it.
+   * such as `'30s'`. In one process it only matters for tasks whose run
+   * outlives it (a handler that blocks the event loop longer than this is run
+   * again). At most 2^31 - 1 ms.
    * @default 30000
    */
   lease?: Duration;
+  /**
+   * How many times a task's lease may expire (the process died mid-run, or a
+   * handler blocked the event loop past the lease) before the task is failed
+   * instead of run again, with a `lastError` saying so.
+   * @default 1
+   */
+  maxLeaseExpiries?: number;
   /**
    * The SQLite binding: Node's built-in `node:sqlite` (Node >= 22.13, no
    * native build) or the `better-sqlite3` package. Both read and write the
@@ -34,11 +49,35 @@ export interface SqliteStoreOptions {
   driver?: SqliteDriver;
 }
 
+const OPTION_KEYS = new Set(['lease', 'maxLeaseExpiries', 'driver']);
+
+/** Another taskheap store (in this process or another) has the SQLite file open. */
+export class StoreInUseError extends TaskheapError {
+  /** The file. */
+  readonly path: string;
+  /** Who has it, as its owner file says (pid, host, since), if known. */
+  readonly owner: { pid: number; hostname: string; since: string } | undefined;
+
+  constructor(path: string, owner: StoreInUseError['owner']) {
+    const who = owner === undefined
+      ? 'another taskheap store (in this process or another)'
+      : `process ${owner.pid} on ${owner.hostname} (since ${owner.since})${owner.pid === process.pid && owner.hostname === hostname() ? ', this very process: another sqliteStore() of the same file' : ''}`;
+    super(`The SQLite file ${path} is in use by ${who}; one store owns a file at a time. Close that scheduler first, or use postgresStore() to share work between processes`, 'ERR_STORE_IN_USE');
+    this.path = path;
+    this.owner = owner;
+  }
+}
+
 /**
  * A store in one SQLite file, for one process: tasks and jobs survive a
  * crash or a restart. Runs on Node's built-in `node:sqlite` where it exists
  * (Node >= 22.13), else on `better-sqlite3` (an optional peer dependency,
  * loaded on first use); see `driver`. Times are stored as UTC epoch milliseconds.
+ *
+ * The store holds an exclusive lock on the file from `start()` to `close()`:
+ * a second store of the same file, in this process or another, is refused
+ * with a `StoreInUseError`. The operating system drops the lock when the
+ * owning process dies, so the next store takes over its running work.
  *
  * @example
  * import { sqliteStore } from 'taskheap/sqlite';
@@ -46,23 +85,36 @@ export interface SqliteStoreOptions {
  * const pinned = sqliteStore('reminders.db', { driver: 'better-sqlite3', lease: '1m' });
  */
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Store & { readonly lease: number } {
-  if (typeof path !== 'string' || path === '') throw new TypeError(`Expected the SQLite path to be a non-empty string, got ${String(path)}`);
-  const { driver } = options;
+  if (typeof path !== 'string' || path === '') throw new TypeError(`Expected the SQLite path to be a non-empty string, got ${describe(path)}`);
+  if (path.includes('\0')) throw new TypeError(`Expected the SQLite path to contain no NUL character, got ${JSON.stringify(path)}`);
+  if (path === ':memory:' || /^file:.*(:memory:|[?&]mode=memory)/.test(path)) {
+    throw new TypeError(`sqliteStore() needs a file: ${JSON.stringify(path)} is an in-memory database, which is gone when the process ends; use a scheduler without a store for work that need not survive`);
+  }
+  if (typeof options !== 'object' || options === null) throw new TypeError(`Expected sqliteStore options to be an object, got ${describe(options)}`);
+  assertKnownKeys(options, OPTION_KEYS, 'sqliteStore');
+  const { maxLeaseExpiries = DEFAULT_MAX_LEASE_EXPIRIES, driver } = options;
+  const lease = toDuration(options.lease ?? 30_000, 'lease', 1);
+  if (lease > MAX_TIMER) throw new RangeError(`Expected \`lease\` to be at most ${MAX_TIMER} ms (the timer limit), got ${describe(lease)}`);
+  assertCount(maxLeaseExpiries, 'maxLeaseExpiries');
   if (driver !== undefined && driver !== 'node:sqlite' && driver !== 'better-sqlite3') {
     throw new RangeError(`Expected \`driver\` to be 'node:sqlite' or 'better-sqlite3', got ${describe(driver)}`);
   }
-  return new SqliteStore(path, toDuration(options.lease ?? 30_000, 'lease', 1), driver);
+  return new SqliteStore(path, lease, maxLeaseExpiries, driver);
 }
 
 class SqliteStore implements Store {
   readonly lease: number;
   readonly #path: string;
+  readonly #maxExpiries: number;
+  readonly #expiredText: string;
   readonly #driver: SqliteDriver | undefined;
   #db: Database | undefined = undefined;
 
-  constructor(path: string, lease: number, driver: SqliteDriver | undefined) {
+  constructor(path: string, lease: number, maxExpiries: number, driver: SqliteDriver | undefined) {
     this.#path = path;
     this.lease = lease;
+    this.#maxExpiries = maxExpiries;
+    this.#expiredText = leaseExpiredText(maxExpiries + 1);
     this.#driver = driver;
   }
 
@@ -84,37 +136,101 @@ class SqliteStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    if (this.#db === undefined) {
-      const db = await openDatabase(this.#path, this.#driver);
-      // WAL keeps readers and the writer out of each other's way; NORMAL
-      // sync survives a process crash (not a power cut) at a fraction of FULL's cost.
-      db.exec('PRAGMA journal_mode = WAL');
-      db.exec('PRAGMA synchronous = NORMAL');
-      db.exec('PRAGMA busy_timeout = 5000');
-      this.#db = db;
-    }
+    if (this.#db === undefined) this.#db = await this.#openFile();
     const db = this.#open;
-    db.exec(SQL.createMeta);
-    const row = this.#statement(SQL.readVersion).get() as { version: number } | undefined;
-    const found = row?.version ?? 0;
-    if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
-    db.transaction(() => {
-      for (let version = found; version < SCHEMA_VERSION; version++) db.exec(MIGRATIONS[version]!);
-      if (row === undefined) this.#statement(SQL.insertVersion).run(SCHEMA_VERSION);
-      else this.#statement(SQL.updateVersion).run(SCHEMA_VERSION);
-    })();
+    try {
+      this.#migrate(db);
+    } catch (error) {
+      // Refused (a newer schema) or broken: let go of the file for whoever fixes it.
+      await this.close();
+      throw error;
+    }
+  }
+
+  #migrate(db: Database): void {
+    this.#named(() => {
+      db.exec(SQL.createMeta);
+      const row = this.#statement(SQL.readVersion).get() as { version: number } | undefined;
+      const found = row?.version ?? 0;
+      if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
+      db.transaction(() => {
+        for (let version = found; version < SCHEMA_VERSION; version++) db.exec(MIGRATIONS[version]!);
+        if (row === undefined) this.#statement(SQL.insertVersion).run(SCHEMA_VERSION);
+        else this.#statement(SQL.updateVersion).run(SCHEMA_VERSION);
+      })();
+    });
+  }
+
+  /**
+   * Opens the file and takes it for this store alone: EXCLUSIVE locking mode
+   * holds SQLite's lock from the first read until close, so a second store
+   * (another process, or another sqliteStore() here) cannot read it at all,
+   * let alone return our running work to waiting. The OS drops the lock when
+   * a process dies, which is what makes taking over a dead owner's file safe.
+   * The owner file beside it only serves the error message.
+   */
+  async #openFile(): Promise<Database> {
+    const db = await this.#namedAsync(() => openDatabase(this.#path, this.#driver));
+    try {
+      this.#named(() => {
+        db.exec('PRAGMA busy_timeout = 0');
+        db.exec('PRAGMA locking_mode = EXCLUSIVE');
+        // WAL keeps readers and the writer out of each other's way; NORMAL
+        // sync survives a process crash (not a power cut) at a fraction of FULL's cost.
+        db.exec('PRAGMA journal_mode = WAL');
+        db.exec('PRAGMA synchronous = NORMAL');
+        db.exec('BEGIN EXCLUSIVE; COMMIT');
+      });
+    } catch (error) {
+      db.close();
+      if (isBusy(error)) throw new StoreInUseError(this.#path, readOwner(this.#ownerFile));
+      throw error;
+    }
+    try {
+      writeFileSync(this.#ownerFile, JSON.stringify({ pid: process.pid, hostname: hostname(), since: new Date().toISOString() }));
+    } catch {
+      // A read-only directory: the lock still holds; only the error message is poorer.
+    }
+    return db;
+  }
+
+  get #ownerFile(): string {
+    return `${this.#path}-taskheap-owner`;
+  }
+
+  /** Runs `fn`; a driver error gets the file's name in its message (its class and code stay). */
+  #named<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      if (error instanceof Error && !(error instanceof TaskheapError) && !error.message.includes(this.#path)) {
+        error.message = `SQLite store ${this.#path}: ${error.message}`;
+      }
+      throw error;
+    }
+  }
+
+  async #namedAsync<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      return this.#named(() => {
+        throw error;
+      });
+    }
   }
 
   async recover(): Promise<void> {
-    // One process owns this file, so anything still marked running was
-    // running in a process that died: it goes back to waiting at once.
-    this.#statement(SQL.recover).run();
+    // This store owns the file (it holds the lock), so anything still marked
+    // running was running in an owner that died: back to waiting at once,
+    // one lease expiry counted, failed past the limit.
+    this.#named(() => this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText }));
   }
 
   async addTask(task: NewTask): Promise<StoredTask> {
     const db = this.#open;
     const now = Date.now();
-    return db.transaction(() => {
+    return this.#named(() => db.transaction(() => {
       if (task.key !== null) {
         const existing = this.#statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
         if (existing !== undefined) {
@@ -126,13 +242,13 @@ class SqliteStore implements Store {
       }
       const { lastInsertRowid } = this.#statement(SQL.insertTask).run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, now, now);
       return toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow);
-    })();
+    })());
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {
     const db = this.#open;
     const now = Date.now();
-    return db.transaction(() => {
+    return this.#named(() => db.transaction(() => {
       const existing = this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
       // Re-registering the same schedule (every start does) keeps the job's
       // place in it: its rule's start point, next occurrence and count left.
@@ -143,21 +259,28 @@ class SqliteStore implements Store {
       this.#statement(SQL.upsertJob)
         .run({ ...row, state: row.nextRunAt === null ? 'done' : 'scheduled', now });
       return toJob(this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow);
-    })();
+    })());
   }
 
   async claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): Promise<ClaimedTask[]> {
     const db = this.#open;
-    return db.transaction(() => {
+    return this.#named(() => db.transaction(() => {
       this.#materialize(db, now, advance);
       // Two selects, each walking the (state, run_at) index, beat one OR
       // that makes SQLite sort every due row on each claim.
       const due = this.#statement(SQL.dueWaiting).all(now, limit) as IdRow[];
-      const expired = this.#statement(SQL.dueExpired).all(now, limit) as IdRow[];
-      const ids = [...due, ...expired].sort((a, b) => a.run_at - b.run_at || a.id - b.id).slice(0, limit).map((row) => row.id);
+      const expired = this.#statement(SQL.dueExpired).all(now, owner, limit) as IdRow[];
+      const rows = [...due, ...expired].sort((a, b) => a.run_at - b.run_at || a.id - b.id).slice(0, limit);
       const take = this.#statement(SQL.claimOne);
-      return toClaims(ids.map((id) => take.get(owner, now + lease, now, id) as TaskRow));
-    })();
+      const fail = this.#statement(SQL.failExpired);
+      const claimed: TaskRow[] = [];
+      for (const row of rows) {
+        // Expired too often: a task that kills or stalls its process must not be retried forever.
+        if (row.expiries !== undefined && row.expiries >= this.#maxExpiries) fail.run(this.#expiredText, now, row.id);
+        else claimed.push(take.get(owner, now + lease, now, row.id) as TaskRow);
+      }
+      return toClaims(claimed);
+    })());
   }
 
   #materialize(db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
@@ -174,50 +297,54 @@ class SqliteStore implements Store {
     }
   }
 
-  async nextDue(): Promise<number | undefined> {
-    const row = this.#statement(SQL.nextDue).get() as { t: number | null };
-    return row.t ?? undefined;
+  async nextDue(now: number): Promise<number | undefined> {
+    const row = this.#named(() => this.#statement(SQL.nextDue).get() as { t: number | null });
+    return row.t === null ? undefined : Math.max(0, row.t - now);
   }
 
-  async renew(owner: string, ids: number[], until: number): Promise<number[]> {
+  // One process, one clock: the scheduler's (which a test may drive); the
+  // calls are synchronous, so `now` is the time the row is written.
+  async renew(owner: string, ids: readonly number[], now: number, lease: number): Promise<number[]> {
     const db = this.#open;
     const stmt = this.#statement(SQL.renew);
-    return db.transaction(() => ids.filter((id) => stmt.run(until, id, owner).changes === 0))();
+    const until = now + lease;
+    return this.#named(() => db.transaction(() => ids.filter((id) => stmt.run(until, id, owner).changes === 0))());
   }
 
-  async complete(owner: string, id: number, state: 'succeeded' | 'failed' | 'timed-out' | 'cancelled', error: string | null): Promise<void> {
-    this.#statement(SQL.complete).run(state, error, Date.now(), id, owner);
-  }
-
-  async retry(owner: string, id: number, runAt: number, error: string): Promise<void> {
-    this.#statement(SQL.retry).run(runAt, error, Date.now(), id, owner);
-  }
-
-  async release(owner: string, id: number): Promise<void> {
-    this.#statement(SQL.release).run(Date.now(), id, owner);
+  async settle(owner: string, outcomes: readonly Outcome[], now: number): Promise<void> {
+    const db = this.#open;
+    const at = Date.now();
+    this.#named(() => db.transaction(() => {
+      for (const outcome of outcomes) {
+        if (outcome.kind === 'complete') this.#statement(SQL.complete).run(outcome.state, outcome.error, at, outcome.id, owner);
+        else if (outcome.kind === 'retry') this.#statement(SQL.retry).run(now + outcome.delay, outcome.error, at, outcome.id, owner);
+        else this.#statement(SQL.release).run(at, outcome.id, owner);
+      }
+    })());
   }
 
   async cancel(id: number): Promise<boolean> {
-    const { changes } = this.#statement(SQL.cancel).run(Date.now(), id);
+    const { changes } = this.#named(() => this.#statement(SQL.cancel).run(Date.now(), id));
     return changes > 0;
   }
 
   async cancelJob(key: string): Promise<boolean> {
     const db = this.#open;
-    return db.transaction(() => {
+    return this.#named(() => db.transaction(() => {
       const { changes } = this.#statement(SQL.cancelJob).run(Date.now(), key);
       this.#statement(SQL.cancelOccurrences).run(Date.now(), key);
       return changes > 0;
-    })();
+    })());
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
-    const row = this.#statement(SQL.taskById).get(id) as TaskRow | undefined;
+    const row = this.#named(() => this.#statement(SQL.taskById).get(id) as TaskRow | undefined);
     return row === undefined ? undefined : toTask(row);
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const rows = this.#statement(SQL.listTasks).all({ state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, limit: filter.limit ?? 100 }) as TaskRow[];
+    const rows = this.#named(() => this.#statement(SQL.listTasks)
+      .all({ state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, limit: filter.limit ?? 100 }) as TaskRow[]);
     return rows.map(toTask);
   }
 
@@ -227,7 +354,27 @@ class SqliteStore implements Store {
 
   async close(): Promise<void> {
     this.#statements.clear();
-    this.#db?.close();
+    if (this.#db === undefined) return;
+    this.#db.close();
     this.#db = undefined;
+    // The lock is gone with the connection; so is our claim on the name.
+    if (readOwner(this.#ownerFile)?.pid === process.pid) rmSync(this.#ownerFile, { force: true });
   }
+}
+
+/** The owner file's contents, if there is one and it parses. */
+function readOwner(file: string): StoreInUseError['owner'] {
+  try {
+    const owner = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; hostname?: unknown; since?: unknown };
+    if (typeof owner.pid !== 'number' || typeof owner.hostname !== 'string' || typeof owner.since !== 'string') return undefined;
+    return { pid: owner.pid, hostname: owner.hostname, since: owner.since };
+  } catch {
+    return undefined;
+  }
+}
+
+/** SQLITE_BUSY or SQLITE_LOCKED, as better-sqlite3 (`code`) or node:sqlite (`errcode` 5 or 6) reports it. */
+function isBusy(error: unknown): boolean {
+  const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown };
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || errcode === 5 || errcode === 6;
 }

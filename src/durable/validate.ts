@@ -1,0 +1,119 @@
+// What the durable layer checks at the call, before anything reaches a
+// database: values a column cannot hold, and payloads JSON would change.
+import { describe } from '../core/validate.js';
+
+/** The longest delay setTimeout keeps (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
+export const MAX_TIMER = 2 ** 31 - 1;
+/** The largest count an `integer` column holds (attempts, times). */
+export const MAX_ATTEMPTS = 2 ** 31 - 1;
+/** Longest handler name, in UTF-16 code units. */
+export const MAX_NAME_LENGTH = 255;
+/** Longest key (tasks and jobs); keys are indexed, and an index entry must fit in a PostgreSQL page. */
+export const MAX_KEY_LENGTH = 512;
+/** Stored times: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z, what both stores and ISO dates hold. */
+export const MIN_TIME = -62_135_596_800_000;
+export const MAX_TIME = 253_402_300_799_999;
+
+/** A handler name: a non-empty string without NUL, at most MAX_NAME_LENGTH long. */
+export function assertName(name: unknown, what: string): asserts name is string {
+  assertText(name, what, MAX_NAME_LENGTH);
+}
+
+/** A task or job key: a non-empty string without NUL, at most MAX_KEY_LENGTH long. */
+export function assertKey(key: unknown, what: string): asserts key is string {
+  assertText(key, what, MAX_KEY_LENGTH);
+}
+
+function assertText(value: unknown, what: string, max: number): void {
+  if (typeof value !== 'string' || value === '') throw new TypeError(`Expected ${label(what)} to be a non-empty string, got ${describe(value)}`);
+  if (value.length > max) throw new RangeError(`Expected ${label(what)} to be at most ${max} characters long, got ${value.length}`);
+  // PostgreSQL text cannot hold NUL, and C-string APIs would cut it short.
+  if (value.includes('\0')) throw new TypeError(`Expected ${label(what)} to contain no NUL character, got ${JSON.stringify(value.slice(0, 60))}`);
+}
+
+function label(what: string): string {
+  return /^[\w.]+$/.test(what) ? `\`${what}\`` : what;
+}
+
+/** An epoch-ms time both stores can hold. */
+export function assertStoredTime(ms: number, what: string): void {
+  if (!Number.isFinite(ms) || ms < MIN_TIME || ms > MAX_TIME) {
+    throw new RangeError(`Expected ${label(what)} of a stored task to be between years 1 and 9999 (epoch ms ${MIN_TIME} to ${MAX_TIME}), got ${describe(ms)}`);
+  }
+}
+
+/**
+ * Serialises a payload, or throws a TypeError naming the path of the first
+ * value JSON would change or drop (`payload.items[2]`): a handler must get
+ * back exactly what was scheduled.
+ *
+ * Allowed: null, booleans, finite numbers, strings, arrays, plain objects.
+ * Object properties whose value is `undefined` are left out (reading them
+ * back gives `undefined` again); anywhere else `undefined` is refused.
+ */
+export function toPayload(payload: unknown): string {
+  if (payload === undefined) return 'null';
+  check(payload, 'payload', []);
+  return JSON.stringify(payload);
+}
+
+function check(value: unknown, path: string, parents: object[]): void {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) refuse(path, `${String(value)} becomes null in JSON`);
+      return;
+    case 'undefined':
+      refuse(path, 'undefined becomes null in a JSON array');
+      return;
+    case 'bigint':
+    case 'function':
+    case 'symbol':
+      refuse(path, `a ${typeof value} is not JSON`);
+      return;
+    default:
+      break;
+  }
+  if (value === null) return;
+  const object = value as object;
+  if (parents.includes(object)) refuse(path, 'it refers to itself (a cycle)');
+  if (Array.isArray(object)) {
+    parents.push(object);
+    for (let i = 0; i < object.length; i++) {
+      if (!(i in object)) refuse(`${path}[${i}]`, 'a hole in an array becomes null in JSON');
+      check(object[i], `${path}[${i}]`, parents);
+    }
+    parents.pop();
+    return;
+  }
+  const proto = Object.getPrototypeOf(object) as object | null;
+  if (proto !== Object.prototype && proto !== null) {
+    const kind = object instanceof Date
+      ? 'a Date becomes a string in JSON; pass date.toISOString() or date.getTime()'
+      : object instanceof Map || object instanceof Set
+        ? `a ${object.constructor.name} becomes {} in JSON; pass an array or a plain object`
+        : `a ${(object.constructor as { name?: string } | undefined)?.name ?? 'class'} instance loses its class in JSON; pass a plain object`;
+    refuse(path, kind);
+  }
+  if (Object.getOwnPropertySymbols(object).length > 0) refuse(path, 'symbol keys are dropped by JSON');
+  parents.push(object);
+  for (const key of Object.keys(object)) {
+    const child = (object as Record<string, unknown>)[key];
+    if (child === undefined) continue;
+    check(child, /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`, parents);
+  }
+  parents.pop();
+}
+
+function refuse(path: string, why: string): never {
+  throw new TypeError(`Expected \`payload\` to be JSON that reads back unchanged, but \`${path}\` is not: ${why}`);
+}
+
+/** A count option: an integer from 0 to MAX_ATTEMPTS. */
+export function assertCount(value: unknown, what: string): asserts value is number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_ATTEMPTS) {
+    throw new RangeError(`Expected ${label(what)} to be an integer from 0 to ${MAX_ATTEMPTS}, got ${describe(value)}`);
+  }
+}

@@ -1,0 +1,321 @@
+// Delivery under faults, against a real PostgreSQL server: the server stopped
+// and restarted, every connection terminated, the server frozen (SIGSTOP), a
+// handler blocking its event loop past the lease, a process clock minutes
+// ahead. Two schedulers stand for two processes (each has its own owner id,
+// pool and listener). Each test asserts that nothing is lost and that no task
+// starts twice where no process died.
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Scheduler, type Clock } from '../../src/index.js';
+import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
+import { statements } from '../../src/durable/postgres/sql.js';
+import { startPgServer, type PgServer } from './pg-server.js';
+
+let server: PgServer;
+let admin: pg.Pool;
+
+beforeAll(async () => {
+  server = await startPgServer();
+  admin = new pg.Pool({ connectionString: server.url, max: 2 });
+  admin.on('error', () => {});
+}, 120_000);
+
+afterAll(async () => {
+  try {
+    server?.thaw();
+  } catch {
+    // not running
+  }
+  await admin?.end().catch(() => {});
+  await server?.destroy();
+}, 60_000);
+
+let schemas = 0;
+function freshSchema(): string {
+  return `d${++schemas}_${process.pid}`;
+}
+
+const opened: Scheduler[] = [];
+afterEach(async () => {
+  for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
+});
+
+type Options = Omit<PostgresStoreOptions, 'connectionString' | 'schema' | 'pool'> & { clock?: Clock; workers?: number };
+
+/** One "process": a scheduler whose 'work' handler counts its runs per task id into `runs`. */
+function open(schema: string, runs: Map<number, number>, options: Options = {}, work: (ms: number) => Promise<void> | void = (ms) => sleep(ms)) {
+  const { clock, workers, ...storeOptions } = options;
+  const errors: unknown[] = [];
+  const scheduler = new Scheduler({
+    store: postgresStore({ connectionString: server.url, schema, lease: 3_000, poll: 200, timeout: 1_000, ...storeOptions }),
+    onError: (error) => errors.push(error),
+    workers: workers ?? 8,
+    ...(clock === undefined ? {} : { clock }),
+  });
+  scheduler.define('work', async (ctx, payload: { ms: number }) => {
+    runs.set(ctx.id, (runs.get(ctx.id) ?? 0) + 1);
+    await work(payload.ms);
+  });
+  opened.push(scheduler);
+  return { scheduler, errors };
+}
+
+async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeout = 20_000): Promise<void> {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    try {
+      if (await condition()) return;
+    } catch {
+      // the database is away: look again
+    }
+    if (Date.now() > deadline) throw new Error(`Timed out after ${timeout} ms waiting for: ${what}`);
+    await sleep(50);
+  }
+}
+
+/** The tasks of a schema by state, straight from the table. */
+async function states(schema: string): Promise<Record<string, number>> {
+  const { rows } = await admin.query<{ state: string; n: string }>(`SELECT state, count(*) AS n FROM "${schema}".taskheap_tasks GROUP BY state`);
+  return Object.fromEntries(rows.map((row) => [row.state, Number(row.n)]));
+}
+
+async function maxAttempts(schema: string): Promise<number> {
+  const { rows } = await admin.query<{ m: number }>(`SELECT max(attempts) AS m FROM "${schema}".taskheap_tasks`);
+  return Number(rows[0]!.m);
+}
+
+/** Schedules `n` tasks due now that run `ms` each, through `scheduler`. */
+async function seed(scheduler: Scheduler, n: number, ms: number): Promise<number[]> {
+  const ids: number[] = [];
+  const now = Date.now();
+  for (let i = 0; i < n; i++) ids.push((await scheduler.schedule(now, 'work', { payload: { ms } })).id);
+  return ids;
+}
+
+function expectOnceEach(runs: Map<number, number>, ids: number[]): void {
+  const twice = ids.filter((id) => (runs.get(id) ?? 0) > 1);
+  const never = ids.filter((id) => (runs.get(id) ?? 0) === 0);
+  expect({ twice, never }).toEqual({ twice: [], never: [] });
+}
+
+describe('postgresStore: no task runs twice unless a process dies', () => {
+  it('the server stopped and restarted under load: outcomes written during the outage are retried, not lost', async () => {
+    const schema = freshSchema();
+    const runs = new Map<number, number>();
+    const a = open(schema, runs, { lease: 6_000 });
+    const b = open(schema, runs, { lease: 6_000 });
+    await a.scheduler.start();
+    await b.scheduler.start();
+    const ids = await seed(a.scheduler, 60, 400);
+    await waitFor('work to be running', () => runs.size >= 10);
+    await server.stop(); // connections terminated: tasks finish while nothing can be written
+    await sleep(1_500);
+    await server.start();
+    await waitFor('every task to succeed', async () => (await states(schema)).succeeded === ids.length, 30_000);
+    expectOnceEach(runs, ids);
+    expect(await maxAttempts(schema)).toBe(1);
+    // The outage was reported, and both recovered by themselves.
+    expect(a.errors.length + b.errors.length).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('every connection terminated, ten times mid-run: nothing lost, nothing run twice', async () => {
+    const schema = freshSchema();
+    const runs = new Map<number, number>();
+    const a = open(schema, runs);
+    const b = open(schema, runs);
+    await a.scheduler.start();
+    await b.scheduler.start();
+    const ids = await seed(a.scheduler, 200, 100);
+    await waitFor('work to be running', () => runs.size >= 10);
+    for (let round = 0; round < 10; round++) {
+      await sleep(60);
+      await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`);
+    }
+    await waitFor('every task to succeed', async () => (await states(schema)).succeeded === ids.length, 30_000);
+    expectOnceEach(runs, ids);
+    expect(await maxAttempts(schema)).toBe(1);
+  }, 60_000);
+
+  it('the server frozen (SIGSTOP) beyond the timeout: noticed within seconds, reported, then recovered; nothing run twice', async () => {
+    const schema = freshSchema();
+    const runs = new Map<number, number>();
+    const a = open(schema, runs, { lease: 6_000, timeout: 500 });
+    await a.scheduler.start();
+    const ids = await seed(a.scheduler, 40, 300);
+    await waitFor('work to be running', () => runs.size >= 8);
+    const frozenAt = Date.now();
+    server.freeze();
+    let noticed = 0;
+    try {
+      await waitFor('a timeout to be reported', () => a.errors.length > 0, 5_000);
+      noticed = Date.now() - frozenAt;
+      await sleep(Math.max(0, 2_000 - (Date.now() - frozenAt)));
+    } finally {
+      server.thaw();
+    }
+    expect(noticed).toBeLessThan(3_000);
+    expect(String(a.errors[0])).toMatch(/timeout|terminated|canceling statement/i);
+    await waitFor('every task to succeed', async () => (await states(schema)).succeeded === ids.length, 30_000);
+    expectOnceEach(runs, ids);
+  }, 60_000);
+
+  it('close() finishes within about 3 × timeout after running tasks end, even if the server never answers', async () => {
+    const schema = freshSchema();
+    const runs = new Map<number, number>();
+    const a = open(schema, runs, { lease: 6_000, timeout: 500 });
+    await a.scheduler.start();
+    await seed(a.scheduler, 4, 300);
+    await waitFor('work to be running', () => runs.size >= 4);
+    server.freeze();
+    const started = Date.now();
+    let took = Infinity;
+    try {
+      await a.scheduler.close();
+      took = Date.now() - started;
+    } finally {
+      server.thaw();
+    }
+    // 300 ms of running work, then at most timeout for the outcomes, the in-flight queries and the sockets each.
+    expect(took).toBeLessThan(300 + 3 * 500 + 1_000);
+    // The outcomes it could not write were reported; those tasks are not lost: they run again later.
+    expect(a.errors.some((error) => /could not be recorded/.test(String(error)))).toBe(true);
+    const b = open(schema, runs, { lease: 6_000, timeout: 500 });
+    await b.scheduler.start();
+    await waitFor('the unconfirmed tasks to run again and succeed', async () => (await states(schema)).succeeded === 4, 20_000);
+  }, 60_000);
+
+  it('a handler blocking its event loop past the lease: re-claims are bounded by maxLeaseExpiries, attempts by the README bound', async () => {
+    const schema = freshSchema();
+    const runs = new Map<number, number>();
+    // Both "processes" share this event loop, so a blocking handler stalls both: neither renews.
+    const block = (ms: number) => {
+      const until = Date.now() + ms;
+      while (Date.now() < until) { /* a synchronous handler hogging the event loop */ }
+    };
+    const a = open(schema, runs, { lease: 400, timeout: 100, poll: 50 }, block);
+    const b = open(schema, runs, { lease: 400, timeout: 100, poll: 50 }, block);
+    await a.scheduler.start();
+    await b.scheduler.start();
+    const [id] = await seed(a.scheduler, 1, 1_000);
+    await waitFor('the task to end', async () => {
+      const task = await a.scheduler.getTask(id!);
+      return task!.state === 'succeeded' || task!.state === 'failed';
+    });
+    const task = (await a.scheduler.getTask(id!))!;
+    // maxAttempts 1 + maxLeaseExpiries 1: at most two runs.
+    expect(runs.get(id!)).toBeLessThanOrEqual(2);
+    expect(task.attempts).toBeLessThanOrEqual(2);
+    if (task.state === 'failed') expect(task.lastError).toMatch(/lease of this task expired 2 times/);
+  }, 30_000);
+
+  it('an expired lease is re-claimed at most maxLeaseExpiries times, then the task fails saying so', async () => {
+    const schema = freshSchema();
+    const store = postgresStore({ connectionString: server.url, schema, lease: 300, maxLeaseExpiries: 2 });
+    const runs = new Map<number, number>();
+    const { scheduler } = open(schema, runs);
+    await scheduler.start();
+    const [id] = await seed(scheduler, 0, 0).then(async () => [(await scheduler.schedule(Date.now() + 60_000, 'work', { payload: { ms: 0 } })).id]);
+    await scheduler.close();
+    await admin.query(`UPDATE "${schema}".taskheap_tasks SET run_at = now()`);
+    await store.migrate();
+    try {
+      const none = (): never => {
+        throw new Error('no jobs here');
+      };
+      // Three "processes" claim in turn and die without renewing.
+      for (const [owner, expected] of [['p1', 1], ['p2', 2], ['p3', 3]] as const) {
+        const claimed = await store.claim(owner, 0, 300, 10, none);
+        expect(claimed.map((c) => [c.id, c.attempts])).toEqual([[id, expected]]);
+        await sleep(350);
+      }
+      expect(await store.claim('p4', 0, 300, 10, none)).toEqual([]);
+      const task = (await store.getTask(id!))!;
+      expect(task).toMatchObject({ state: 'failed', attempts: 3 });
+      expect(task.lastError).toMatch(/the lease of this task expired 3 times.*maxLeaseExpiries is 2/);
+    } finally {
+      await store.close();
+    }
+  }, 30_000);
+
+  it('a claim whose answer never arrived is handed back, unrun and uncounted, by the next renewal', async () => {
+    const schema = freshSchema();
+    const runs = new Map<number, number>();
+    const { scheduler } = open(schema, runs);
+    await scheduler.start();
+    const known = (await scheduler.schedule(Date.now() + 60_000, 'work', { payload: { ms: 0 } })).id;
+    const lost = (await scheduler.schedule(Date.now() + 60_000, 'work', { payload: { ms: 0 } })).id;
+    await scheduler.close();
+    await admin.query(`UPDATE "${schema}".taskheap_tasks SET run_at = now()`);
+    const store = postgresStore({ connectionString: server.url, schema, lease: 3_000, timeout: 100 });
+    await store.migrate();
+    try {
+      const none = (): never => {
+        throw new Error('no jobs here');
+      };
+      // The process got both, as far as the database knows; it only heard of `known`.
+      expect((await store.claim('me', 0, 3_000, 10, none)).map((c) => c.id)).toEqual([known, lost]);
+      // A renewal right away leaves a claim that may still be on its way alone.
+      expect(await store.renew('me', [known], 0, 3_000)).toEqual([]);
+      expect(await store.getTask(lost)).toMatchObject({ state: 'running' });
+      await sleep(400); // more than 3 × timeout
+      expect(await store.renew('me', [known], 0, 3_000)).toEqual([]);
+      expect(await store.getTask(lost)).toMatchObject({ state: 'waiting', attempts: 0 });
+      expect(await store.getTask(known)).toMatchObject({ state: 'running', attempts: 1 });
+    } finally {
+      await store.close();
+    }
+  }, 30_000);
+
+  it('a process whose clock is minutes ahead neither runs tasks early nor takes over running work', async () => {
+    const schema = freshSchema();
+    const runs = new Map<number, number>();
+    const startedAt = new Map<number, number>();
+    const ahead: Clock = {
+      now: () => Date.now() + 3 * 60_000,
+      setTimer: (callback, delay, unref) => {
+        const timer = setTimeout(callback, delay);
+        if (unref) timer.unref();
+        return timer;
+      },
+      clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
+    };
+    const work = (ms: number) => sleep(ms);
+    const normal = open(schema, runs, { lease: 1_500, timeout: 400 }, work);
+    const skewed = open(schema, runs, { lease: 1_500, timeout: 400, clock: ahead }, work);
+    for (const { scheduler } of [normal, skewed]) {
+      scheduler.define('timed', async (ctx, payload: { at: number }) => {
+        runs.set(ctx.id, (runs.get(ctx.id) ?? 0) + 1);
+        startedAt.set(ctx.id, Date.now() - payload.at);
+        await sleep(2_000); // longer than the lease: renewals must keep it
+      });
+    }
+    await normal.scheduler.start();
+    const due = Date.now() + 1_000;
+    const ids: number[] = [];
+    for (let i = 0; i < 20; i++) ids.push((await normal.scheduler.schedule(due, 'timed', { payload: { at: due } })).id);
+    await skewed.scheduler.start();
+    await waitFor('every task to succeed', async () => (await states(schema)).succeeded === ids.length, 30_000);
+    expectOnceEach(runs, ids);
+    // None started before it was due (the server's clock and ours agree; 50 ms for rounding).
+    expect(Math.min(...startedAt.values())).toBeGreaterThanOrEqual(-50);
+  }, 60_000);
+});
+
+describe('postgresStore: schema version 2', () => {
+  it('upgrades a version 1 database in place: rows kept, lease expiries counted from 0', async () => {
+    const schema = freshSchema();
+    const sql = statements(schema);
+    await admin.query(`CREATE SCHEMA "${schema}"`);
+    await admin.query(sql.createMeta);
+    await admin.query(sql.migrations[0]!);
+    await admin.query(sql.insertVersion, [1]);
+    await admin.query(`INSERT INTO "${schema}".taskheap_tasks (name, payload, run_at) VALUES ('work', '{"ms":0}', now())`);
+    const runs = new Map<number, number>();
+    const { scheduler } = open(schema, runs);
+    await scheduler.start();
+    await waitFor('the old task to run', async () => (await states(schema)).succeeded === 1);
+    const { rows } = await admin.query(`SELECT (SELECT version FROM "${schema}".taskheap_meta) AS version, expiries FROM "${schema}".taskheap_tasks`);
+    expect(rows).toEqual([{ version: 2, expiries: 0 }]);
+  });
+});
