@@ -80,10 +80,6 @@ const PUMP_BUDGET = 10;
 
 let nextId = 1;
 
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as PromiseLike<unknown>).then === 'function';
-}
 
 /** Throws a RangeError unless `value` is a valid pool size. */
 export function assertWorkers(value: unknown): asserts value is number {
@@ -358,11 +354,25 @@ export class TaskLoop implements TaskOwner {
       return this.#fail(run, error, false);
     }
     this.#current = undefined;
-    if (!isThenable(value)) return this.#succeed(run, value);
+    if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return this.#succeed(run, value);
+    // The user's value is read once and called inside a try: a `then` getter
+    // or a `then()` that throws is the task's failure, never an exception
+    // escaping the pump (which would stop the loop and kill the process).
+    let then: unknown;
+    try {
+      then = (value as PromiseLike<unknown>).then;
+    } catch (error) {
+      return this.#fail(run, error, false);
+    }
+    if (typeof then !== 'function') return this.#succeed(run, value);
     this.#active.add(run);
     const timeout = task._settings.timeout;
     if (timeout !== Infinity) run.timer = this.clock.setTimer(() => this.#fail(run, new TimeoutError(timeout, task.name), true), timeout);
-    value.then((result) => this.#succeed(run, result), (error) => this.#fail(run, error, false));
+    try {
+      (then as PromiseLike<unknown>['then']).call(value, (result) => this.#succeed(run, result), (error) => this.#fail(run, error, false));
+    } catch (error) {
+      this.#fail(run, error, false);
+    }
   }
 
   #succeed(run: Run, value: unknown): void {

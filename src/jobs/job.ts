@@ -1,5 +1,6 @@
 import type { Rule } from '../rules/rule.js';
 import { CancelledError } from '../core/errors.js';
+import { describe } from '../core/validate.js';
 import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 
 /** The life of a recurring job. */
@@ -46,6 +47,9 @@ export interface JobHost {
 }
 
 let nextJobId = 1;
+
+/** The most occurrences `job.nextRuns(n)` lists at once. */
+export const MAX_NEXT_RUNS = 10_000;
 
 /**
  * A recurring (or one-shot) job made by `every()`, `cron()` or `once()`. It
@@ -142,12 +146,15 @@ export class Job implements TaskObserver {
 
   /**
    * The next `n` occurrence times by the rule (without jitter), honouring
-   * `until` and `times`. Empty for a paused, done or cancelled job.
+   * `until` and `times`. Empty for a paused, done or cancelled job. `n` is at
+   * most `MAX_NEXT_RUNS` (10,000): a list is built in memory at once.
    * @example
    * scheduler.cron('0 9 * * MON-FRI').run(fn).nextRuns(5);
    */
   nextRuns(n: number): Date[] {
-    if (!Number.isInteger(n) || n < 0) throw new RangeError(`Expected \`n\` to be an integer >= 0, got ${String(n)}`);
+    if (!Number.isInteger(n) || n < 0 || n > MAX_NEXT_RUNS) {
+      throw new RangeError(`Expected \`n\` to be an integer 0-${MAX_NEXT_RUNS}, got ${describe(n)}`);
+    }
     const dates: Date[] = [];
     let at = this.#nextAt;
     const left = this.#plan.times - this.#scheduledRuns;
