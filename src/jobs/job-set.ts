@@ -75,6 +75,14 @@ export class JobSet implements JobHost {
     return this.#loop.clock.now();
   }
 
+  monotonic(): number {
+    return this.#loop.monotonic();
+  }
+
+  wallOf(elapsed: number): number {
+    return this.#loop.wallOf(elapsed);
+  }
+
   enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task {
     return this.#loop.push(time, fn, settings);
   }

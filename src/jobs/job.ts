@@ -1,6 +1,7 @@
 import type { Rule } from '../rules/rule.js';
 import { CancelledError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
+import { IntervalRule } from '../rules/rule.js';
 import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 
 /** The life of a recurring job. */
@@ -39,6 +40,10 @@ export interface SkipInfo {
 /** What a job needs from its scheduler. @internal */
 export interface JobHost {
   now(): number;
+  /** elapsed time (the clock's monotonic reading) */
+  monotonic(): number;
+  /** the wall time at which to queue an elapsed-time task due at elapsed time `elapsed` */
+  wallOf(elapsed: number): number;
   /** queue an occurrence, exempt from maxPending (the job was already accepted) */
   enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task;
   skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void;
@@ -85,14 +90,33 @@ export class Job implements TaskObserver {
   #failures = 0;
   #lastRunAt: number | undefined = undefined;
   #lastError: unknown = undefined;
+  /**
+   * Interval rules run on elapsed time: the job's own time line is the wall
+   * time it was created at plus elapsed time since, and this is that wall
+   * time minus the elapsed reading then. Undefined for calendar, cron and
+   * once() rules, which follow the wall clock.
+   */
+  readonly #axis: number | undefined;
 
   /** @internal use `scheduler.every()`, `cron()` or `once()` */
   constructor(host: JobHost, fn: TaskFunction, plan: JobPlan) {
     this.#host = host;
     this.#fn = fn;
     this.#plan = plan;
-    this.#settings = { ...plan.settings, signal: undefined, observer: this };
+    const elapsed = plan.rule instanceof IntervalRule;
+    this.#axis = elapsed ? host.now() - host.monotonic() : undefined;
+    this.#settings = { ...plan.settings, signal: undefined, observer: this, elapsed };
     this.#planAt(plan.first);
+  }
+
+  /** Now on the job's time line: the wall clock, or for interval rules elapsed time. */
+  #now(): number {
+    return this.#axis === undefined ? this.#host.now() : this.#host.monotonic() + this.#axis;
+  }
+
+  /** The wall time at which a time on the job's time line is due. */
+  #toWall(at: number): number {
+    return this.#axis === undefined ? at : this.#host.wallOf(at - this.#axis);
   }
 
   /** The `name` option, if any. */
@@ -159,7 +183,7 @@ export class Job implements TaskObserver {
     let at = this.#nextAt;
     const left = this.#plan.times - this.#scheduledRuns;
     while (at !== undefined && dates.length < Math.min(n, left) && at <= this.#plan.until) {
-      dates.push(new Date(at));
+      dates.push(new Date(this.#toWall(at)));
       at = this.#plan.rule.next(at);
     }
     return dates;
@@ -184,7 +208,7 @@ export class Job implements TaskObserver {
   resume(): boolean {
     if (this.#state !== 'paused') return false;
     this.#state = 'scheduled';
-    const now = this.#host.now();
+    const now = this.#now();
     // The occurrence that was next when paused still stands if it has not
     // passed: a rule cannot always recompute it (once(), immediately()).
     const pausedAt = this.#pausedAt;
@@ -239,7 +263,7 @@ export class Job implements TaskObserver {
     }
     this.#nextAt = at;
     const jitter = plan.jitter === 0 ? 0 : Math.floor(Math.random() * plan.jitter);
-    this.#next = this.#host.enqueue(at + jitter, Job.#due, this.#settings);
+    this.#next = this.#host.enqueue(this.#toWall(at) + jitter, Job.#due, this.#settings);
   }
 
   #unplan(): void {
@@ -270,7 +294,7 @@ export class Job implements TaskObserver {
     // A retry of an occurrence that already ran: just run it again.
     if (ctx.attempt > 1) return this.#fn(ctx);
     const at = this.#nextAt!;
-    const now = this.#host.now();
+    const now = this.#now();
     const rule = this.#plan.rule;
     // Missed: a later occurrence is already due, so whole periods went by
     // (the loop was blocked, the machine slept, or the clock jumped).

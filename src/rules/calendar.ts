@@ -90,8 +90,11 @@ export class CalendarRule implements Rule, WallTimePattern {
       throw new RangeError(`Invalid anchor ${String(anchor)}: expected finite epoch milliseconds`);
     }
     if (unit !== 'day' && unit !== 'week') throw new RangeError(`Invalid unit ${JSON.stringify(unit)}: expected "day" or "week"`);
-    // No step beyond the Date range (2e8 days): day arithmetic on larger ones loses precision and never ends.
-    checkInteger('every', every, 1, unit === 'day' ? MAX_DAYS : Math.floor(MAX_DAYS / 7));
+    checkInteger('every', every, 1, Number.MAX_SAFE_INTEGER);
+    // No step beyond the Date range (2e8 days): it could never fire twice, and
+    // day arithmetic on larger ones loses precision and never ends.
+    const maxEvery = unit === 'day' ? MAX_DAYS : Math.floor(MAX_DAYS / 7);
+    if (every > maxEvery) throw new RangeError(`Invalid every ${every}: at most ${maxEvery} ${unit}s (the Date range)`);
     checkInteger('hour', hour, 0, 23);
     checkInteger('minute', minute, 0, 59);
     checkInteger('second', second, 0, 59);
