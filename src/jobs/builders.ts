@@ -28,6 +28,14 @@ export interface JobOptions extends TaskOptions {
    */
   misfire?: MisfirePolicy;
   /**
+   * With `misfire: 'all'`, the most missed occurrences one catch-up runs
+   * late; the rest are dropped and reported by one `skip` event (reason
+   * `'misfire'`). Late runs queue behind work already due, so a catch-up
+   * never starves other tasks.
+   * @default 1000
+   */
+  catchUp?: number;
+  /**
    * Each run starts up to this many random ms after its time.
    * @default 0
    */

@@ -23,6 +23,8 @@ export interface JobPlan {
   jitter: number;
   overlap: OverlapPolicy;
   misfire: MisfirePolicy;
+  /** With misfire 'all': the most missed occurrences run late in one catch-up. */
+  catchUp: number;
   settings: TaskSettings;
   signal: AbortSignal | undefined;
 }
@@ -33,7 +35,12 @@ export interface SkipInfo {
   job: Job;
   /** When the skipped occurrence was due. */
   scheduledAt: Date;
-  /** `overlap`: the previous run was still going; `misfire`: whole periods were missed. */
+  /**
+   * `overlap`: the previous run was still going; `misfire`: whole periods
+   * were missed. One `misfire` event stands for every occurrence missed in
+   * one go (with misfire 'all': every one beyond the `catchUp` cap), and
+   * `scheduledAt` is the first of them.
+   */
   reason: 'overlap' | 'misfire';
 }
 
@@ -90,6 +97,8 @@ export class Job implements TaskObserver {
   #failures = 0;
   #lastRunAt: number | undefined = undefined;
   #lastError: unknown = undefined;
+  /** Missed occurrences run so far in the current catch-up (misfire 'all'). */
+  #caughtUp = 0;
   /**
    * Interval rules run on elapsed time: the job's own time line is the wall
    * time it was created at plus elapsed time since, and this is that wall
@@ -249,8 +258,12 @@ export class Job implements TaskObserver {
     return true;
   }
 
-  /** Puts the occurrence at `at` in the heap, or ends the job if there is none. */
-  #planAt(at: number | undefined): void {
+  /**
+   * Puts the occurrence at `at` in the heap, or ends the job if there is none.
+   * `late`: a missed occurrence caught up; it queues at now, behind work
+   * already due, so a long catch-up shares the workers instead of starving them.
+   */
+  #planAt(at: number | undefined, late = false): void {
     const plan = this.#plan;
     if (at === undefined || at > plan.until || this.#scheduledRuns >= plan.times) {
       this.#nextAt = undefined;
@@ -263,7 +276,8 @@ export class Job implements TaskObserver {
     }
     this.#nextAt = at;
     const jitter = plan.jitter === 0 ? 0 : Math.floor(Math.random() * plan.jitter);
-    this.#next = this.#host.enqueue(this.#toWall(at) + jitter, Job.#due, this.#settings);
+    const wall = this.#toWall(at);
+    this.#next = this.#host.enqueue((late ? Math.max(wall, this.#host.now()) : wall) + jitter, Job.#due, this.#settings);
   }
 
   #unplan(): void {
@@ -315,7 +329,20 @@ export class Job implements TaskObserver {
       }
     }
     if (run) this.#scheduledRuns++;
-    this.#planAt(missed && misfire !== 'all' ? rule.next(now) : following);
+    if (!missed) {
+      this.#caughtUp = 0;
+      this.#planAt(following);
+    } else if (misfire !== 'all') {
+      this.#planAt(rule.next(now));
+    } else if (++this.#caughtUp < this.#plan.catchUp) {
+      this.#planAt(following, true);
+    } else {
+      // The cap is reached: the rest of the missed occurrences are dropped,
+      // reported once, and the job resumes with its next future occurrence.
+      this.#caughtUp = 0;
+      this.#host.skipped(this, following!, 'misfire');
+      this.#planAt(rule.next(now));
+    }
     return run ? this.#start(ctx) : undefined;
   }
 
