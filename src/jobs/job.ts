@@ -99,6 +99,8 @@ export class Job implements TaskObserver {
   #lastError: unknown = undefined;
   /** Missed occurrences run so far in the current catch-up (misfire 'all'). */
   #caughtUp = 0;
+  /** The planned occurrence was queued late (at now, not at its time): a catch-up run. */
+  #late = false;
   /**
    * Interval rules run on elapsed time: the job's own time line is the wall
    * time it was created at plus elapsed time since, and this is that wall
@@ -277,6 +279,7 @@ export class Job implements TaskObserver {
     this.#nextAt = at;
     const jitter = plan.jitter === 0 ? 0 : Math.floor(Math.random() * plan.jitter);
     const wall = this.#toWall(at);
+    this.#late = late;
     this.#next = this.#host.enqueue((late ? Math.max(wall, this.#host.now()) : wall) + jitter, Job.#due, this.#settings);
   }
 
@@ -308,6 +311,7 @@ export class Job implements TaskObserver {
     // A retry of an occurrence that already ran: just run it again.
     if (ctx.attempt > 1) return this.#fn(ctx);
     const at = this.#nextAt!;
+    const late = this.#late;
     const now = this.#now();
     const rule = this.#plan.rule;
     // Missed: a later occurrence is already due, so whole periods went by
@@ -343,18 +347,20 @@ export class Job implements TaskObserver {
       this.#host.skipped(this, following!, 'misfire');
       this.#planAt(rule.next(now));
     }
-    return run ? this.#start(ctx) : undefined;
+    if (!run) return undefined;
+    // A catch-up run was queued at now, but it stands for the occurrence at `at`.
+    return this.#start(ctx, late ? lateContext(ctx, this.#toWall(at)) : ctx);
   }
 
   #busy(): boolean {
     return this.#inFlight !== undefined && this.#inFlight.size > 0;
   }
 
-  #start(run: Run): unknown {
+  #start(run: Run, ctx: TaskContext = run): unknown {
     this.#runs++;
     this.#lastRunAt = run.startedAtMs;
     (this.#inFlight ??= new Set()).add(run.task);
-    return this.#fn(run);
+    return this.#fn(ctx);
   }
 
   /** @internal a run of this job reached its final state (TaskObserver) */
@@ -373,3 +379,16 @@ export class Job implements TaskObserver {
   }
 }
 
+
+/** The context of a catch-up run: the run's own, with the missed occurrence as `scheduledAt`. */
+function lateContext(run: Run, scheduledAt: number): TaskContext {
+  return {
+    get signal() {
+      return run.signal;
+    },
+    scheduledAt: new Date(scheduledAt),
+    startedAt: run.startedAt,
+    attempt: run.attempt,
+    name: run.name,
+  };
+}

@@ -98,6 +98,15 @@ describe("misfire 'all' is capped and does not starve other work", () => {
     expect(job.runs).toBe(DEFAULT_CATCH_UP);
   });
 
+  it('catch-up runs see the missed occurrence as ctx.scheduledAt', async () => {
+    const { clock, scheduler } = setup();
+    const seen: number[] = [];
+    scheduler.every(1).minute().run((ctx) => void seen.push((ctx.scheduledAt.getTime() - START) / MINUTE), { misfire: 'all' });
+    clock.stall(5 * MINUTE + SECOND);
+    await clock.advance(0);
+    expect(seen).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('late runs queue behind work already due', async () => {
     const { clock, scheduler } = setup({ workers: 1 });
     const starts: string[] = [];
