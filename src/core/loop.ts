@@ -362,9 +362,11 @@ export class TaskLoop implements TaskOwner {
       while (this.#running < this.#workers) {
         const task = queue.peek();
         if (task === undefined) break;
-        const now = clock.now();
+        // One clock read per task: the wall time follows elapsed time within a pump.
+        const current = monotonic();
+        const now = current + offset;
         if (task._time > now) break;
-        if (monotonic() > deadline) return this.#yield();
+        if (current > deadline) return this.#yield();
         queue.pop();
         if (task._settings.elapsed === true) this.#elapsedPending--;
         this.#dispatch(task, now);
