@@ -115,7 +115,9 @@ export class Job implements TaskObserver {
     this.#fn = fn;
     this.#plan = plan;
     const elapsed = plan.rule instanceof IntervalRule;
-    this.#axis = elapsed ? host.now() - host.monotonic() : undefined;
+    // The loop's own offset between the two clocks, so an occurrence maps to
+    // exactly its time on the wall clock until the wall clock jumps.
+    this.#axis = elapsed ? host.wallOf(0) : undefined;
     this.#settings = { ...plan.settings, signal: undefined, observer: this, elapsed };
     this.#planAt(plan.first);
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_CATCH_UP, type SkipInfo } from '../../src/index.js';
+import { DEFAULT_CATCH_UP, Scheduler, type SkipInfo } from '../../src/index.js';
 import { advanceJob } from '../../src/durable/advance-job.js';
 import { ruleToJson } from '../../src/durable/store.js';
 import { IntervalRule } from '../../src/rules/rule.js';
@@ -51,6 +51,15 @@ describe('interval jobs follow elapsed time; calendar and cron rules the wall cl
     expect(skips).toEqual([]);
     // nextRunAt is on the wall clock as it reads now.
     expect(job.nextRunAt!.getTime()).toBe(clock.now() + 5 * SECOND);
+  });
+
+  it('with the system clock, interval occurrences sit exactly on start + k * interval', async () => {
+    const scheduler = new Scheduler();
+    const from = Date.UTC(2030, 0, 1);
+    const job = scheduler.every(7).hours().from(from).run(() => {});
+    expect(job.nextRunAt!.getTime()).toBe(from + 7 * HOUR);
+    expect(job.nextRuns(3).map((d) => d.getTime())).toEqual([7, 14, 21].map((h) => from + h * HOUR));
+    await scheduler.close();
   });
 
   it('a cron rule follows the wall clock: set forward past its time, it runs (within the 30 s re-check)', async () => {
