@@ -87,7 +87,6 @@ const JUMP = 1_000;
 
 let nextId = 1;
 
-
 /** Throws a RangeError unless `value` is a valid pool size. */
 export function assertWorkers(value: unknown): asserts value is number {
   if (value !== Infinity && (!Number.isInteger(value) || (value as number) < 1)) {
