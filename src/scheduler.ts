@@ -5,7 +5,7 @@ import { assertWorkers, TaskLoop, type ErrorInfo, type SchedulerStats, type Task
 import type { TaskOptions } from './core/task-options.js';
 import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
-import { assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './core/validate.js';
+import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableRunner } from './durable/runner.js';
 import type { Store, StoredJob, StoredTask, TaskFilter } from './durable/store.js';
@@ -63,6 +63,14 @@ export interface SchedulerEvents extends TaskEvents {
 }
 
 const CRON_KEYS = new Set(['timezone']);
+/** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. */
+const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>(['start', 'success', 'failure', 'retry', 'cancel', 'skip', 'idle']);
+
+function assertEvent(event: unknown): void {
+  if (typeof event !== 'string' || !EVENTS.has(event)) {
+    throw new TypeError(`Unknown event ${describe(event)}; expected one of: ${[...EVENTS].join(', ')}`);
+  }
+}
 const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store']);
 
 function defaultOnError(error: unknown, info: ErrorInfo): void {
@@ -158,6 +166,7 @@ export class Scheduler implements JobFactory {
   after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
   after<R>(delay: Duration, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
     const time = this.#loop.clock.now() + toDuration(delay, 'delay');
+    if (time > MAX_TIME) throw new RangeError(`Expected \`delay\` to end within the Date range (${MAX_TIME} epoch ms), got ${describe(delay)}`);
     if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
     return this.#loop.add(time, fn, options as TaskOptions | undefined);
   }
@@ -361,21 +370,26 @@ export class Scheduler implements JobFactory {
    * scheduler.on('failure', (task, error) => log.warn({ id: task.id, error }));
    */
   on<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
+    assertEvent(event);
     this.#events.on(event, listener);
     return this;
   }
 
   /** Stops listening. */
   off<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
+    assertEvent(event);
     this.#events.off(event, listener);
     return this;
   }
 
   /**
    * A one-shot job: like `schedule()`, but with the `Job` handle and options
-   * (`pause`, `trigger`, `lastRunAt`...).
+   * (`pause`, `trigger`, `lastRunAt`...). `when` may be an ISO-8601 string
+   * with an offset or Z; it can never be taken for an event name, as no
+   * event name looks like a time.
    * @example
    * const job = scheduler.once(new Date('2026-12-24T18:00:00Z')).run(sendGreetings);
+   * scheduler.once('2026-12-24T18:00:00Z').run(sendGreetings);
    */
   once(when: When): OnceBuilder;
   /**
@@ -385,10 +399,17 @@ export class Scheduler implements JobFactory {
    */
   once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this;
   once<K extends keyof SchedulerEvents>(whenOrEvent: When | K, listener?: (...args: SchedulerEvents[K]) => void): OnceBuilder | this {
-    // An event name is a string; a time never is, so the two uses cannot be confused.
-    if (typeof whenOrEvent === 'string') {
-      this.#events.once(whenOrEvent, listener!);
+    // One reading per call: an event name (a fixed, short list) subscribes and
+    // needs a listener; a second argument means a subscription was meant, so
+    // the name must be an event; anything else is a time, and a string then
+    // has to be an ISO-8601 instant with an offset (toEpoch says so if not).
+    if (listener !== undefined || (typeof whenOrEvent === 'string' && EVENTS.has(whenOrEvent))) {
+      assertEvent(whenOrEvent);
+      this.#events.once(whenOrEvent as K, listener!);
       return this;
+    }
+    if (typeof whenOrEvent === 'string' && !isIsoInstant(whenOrEvent)) {
+      throw new TypeError(`Expected once() to get a time (a Date, epoch ms, a DateTime or an ISO-8601 string with an offset or Z) or an event name (${[...EVENTS].join(', ')}) with a listener, got ${describe(whenOrEvent)}`);
     }
     return new OnceBuilder(this, whenOrEvent);
   }

@@ -5,7 +5,8 @@ type Listener<Args extends unknown[]> = (...args: Args) => void;
  * listener may add or remove listeners while an event is being delivered.
  */
 export class Emitter<Events extends { [K in keyof Events]: unknown[] }> {
-  #listeners: { [K in keyof Events]?: Listener<Events[K]>[] } = {};
+  // No prototype: an event called `toString` or `__proto__` must not find Object's members.
+  #listeners: { [K in keyof Events]?: Listener<Events[K]>[] } = Object.create(null) as { [K in keyof Events]?: Listener<Events[K]>[] };
 
   /** Whether anybody listens to `event`: lets hot paths skip building the payload. */
   has(event: keyof Events): boolean {
@@ -30,6 +31,10 @@ export class Emitter<Events extends { [K in keyof Events]: unknown[] }> {
   }
 
   once<K extends keyof Events>(event: K, listener: Listener<Events[K]>): void {
+    // Checked here, not when the event first fires: a missing listener is a mistake at this call.
+    if (typeof listener !== 'function') {
+      throw new TypeError(`Expected the listener for "${String(event)}" to be a function, got ${typeof listener}`);
+    }
     const wrapper: Listener<Events[K]> & OnceListener = (...args) => {
       this.off(event, wrapper);
       listener(...args);

@@ -1,4 +1,4 @@
-import type { Clock } from './clock.js';
+import { systemClock, type Clock } from './clock.js';
 import type { Emitter } from './emitter.js';
 import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
 import { LatenessRecorder, type Lateness } from './lateness.js';
@@ -75,15 +75,17 @@ export interface LoopOptions {
 // machine that sleeps is noticed within this time (and setTimeout's 2^31-1 ms
 // limit is never reached).
 const MAX_SLEEP = 30_000;
-// A long run of synchronous tasks yields to the event loop after this many ms.
-const PUMP_BUDGET = 10;
+// A burst of due tasks stops starting tasks after this many ms of elapsed time
+// and yields to the event loop. The budget spans every pump of one event-loop
+// turn (pumps called back from settling async tasks included), and is half of
+// the ~10 ms the loop aims for: the tasks it started settle after it, in the
+// same turn. So timers and I/O run about every 10 ms whatever the tasks do.
+const PUMP_BUDGET = 5;
+// A change of the wall clock against elapsed time larger than this is a jump
+// (someone set the clock, NTP stepped it); smaller ones are drift and ignored.
+const JUMP = 1_000;
 
 let nextId = 1;
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as PromiseLike<unknown>).then === 'function';
-}
 
 /** Throws a RangeError unless `value` is a valid pool size. */
 export function assertWorkers(value: unknown): asserts value is number {
@@ -122,6 +124,21 @@ export class TaskLoop implements TaskOwner {
   #timerAt = Infinity;
   #pumpQueued = false;
   #pumping = false;
+  /** Reads elapsed time: the clock's monotonic(), or its now() if it has none. */
+  readonly #monotonic: () => number;
+  /** Wall minus elapsed time, as the pending elapsed-time tasks were placed. */
+  #offset: number;
+  /** Pending tasks whose time follows elapsed time (settings.elapsed). */
+  #elapsedPending = 0;
+  /** Elapsed time the current slice (the pumps of this event-loop turn) began; NaN when none is open. */
+  #sliceStart = NaN;
+  /**
+   * Whether a slice spans every pump of an event-loop turn: with the system
+   * clock. Another clock (a ManualClock) has its own notion of time, which a
+   * test moves between steps that may share a turn; there the budget counts
+   * per pump on that clock, so a test never sees a yield it did not cause.
+   */
+  readonly #spanSlices: boolean;
   #closed = false;
   #idleWaiters: (() => void)[] = [];
 
@@ -131,7 +148,11 @@ export class TaskLoop implements TaskOwner {
   #cancelled = 0;
 
   constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
-    this.clock = options.clock;
+    const clock = options.clock;
+    this.clock = clock;
+    this.#monotonic = clock.monotonic === undefined ? () => clock.now() : () => clock.monotonic!();
+    this.#offset = clock.now() - this.#monotonic();
+    this.#spanSlices = clock === systemClock;
     this.#workers = options.workers;
     this.maxPending = options.maxPending;
     this.#unref = options.unref;
@@ -181,6 +202,20 @@ export class TaskLoop implements TaskOwner {
     const task = this.push(time, fn, settings);
     if (signal !== undefined) this.#signals.add(signal, task);
     return task;
+  }
+
+  /** Elapsed time, ms (the clock's monotonic reading). */
+  monotonic(): number {
+    return this.#monotonic();
+  }
+
+  /**
+   * The wall time to give an elapsed-time task (settings.elapsed) due at the
+   * elapsed time `elapsed`: on the same footing as the pending ones, so a
+   * clock jump noticed later moves them all alike.
+   */
+  wallOf(elapsed: number): number {
+    return elapsed + this.#offset;
   }
 
   /** A new task into the heap, past every check: jobs and the store's claims land here too. */
@@ -252,6 +287,7 @@ export class TaskLoop implements TaskOwner {
     this.#closed = true;
     this.#disarm();
     const reason = new ClosedError();
+    this.#elapsedPending = 0;
     for (const task of this.#queue.clear()) this.#cancelPending(task, reason, false);
     return this.onIdle();
   }
@@ -283,6 +319,7 @@ export class TaskLoop implements TaskOwner {
 
   #enqueue(task: Task): void {
     this.#queue.push(task);
+    if (task._settings.elapsed === true) this.#elapsedPending++;
     // Arming is deferred to a microtask: scheduling a burst of tasks in one
     // tick then costs one timer update, not one per task, and tasks already
     // due in the same tick still start in due-time order.
@@ -300,32 +337,69 @@ export class TaskLoop implements TaskOwner {
   #wake = (): void => {
     this.#timer = undefined;
     this.#timerAt = Infinity;
+    // A timer or the yield's immediate: a new event-loop turn, a new slice.
+    this.#sliceStart = NaN;
     this.#pump();
+  };
+
+  /** Runs once the event loop turns: the next pump begins a fresh slice. */
+  #closeSlice = (): void => {
+    this.#sliceStart = NaN;
   };
 
   /** Starts due tasks while workers are free, then arms the timer for what is left. */
   #pump(): void {
     // A task that resizes the pool or settles synchronously calls back in
     // here; the loop below already re-reads everything it depends on.
-    if (this.#pumping || this.#closed) return;
+    // A yield pending (timerAt -Infinity): its immediate pumps once the event loop has turned.
+    if (this.#pumping || this.#closed || this.#timerAt === -Infinity) return;
     this.#pumping = true;
     const clock = this.clock;
     const queue = this.#queue;
-    const start = clock.now();
+    const monotonic = this.#monotonic;
+    const elapsed = monotonic();
+    // Async tasks settle in microtasks and pump from there, never returning
+    // to the event loop; so the budget runs from the first pump of this turn,
+    // and only an immediate (which runs once the turn is over) resets it.
+    if (!this.#spanSlices) {
+      this.#sliceStart = elapsed;
+    } else if (this.#sliceStart !== this.#sliceStart) {
+      this.#sliceStart = elapsed;
+      const immediate = setImmediate(this.#closeSlice);
+      immediate.unref();
+    }
+    const offset = clock.now() - elapsed;
+    if (offset - this.#offset > JUMP || this.#offset - offset > JUMP) this.#rebase(offset);
+    const deadline = this.#sliceStart + PUMP_BUDGET;
     try {
       while (this.#running < this.#workers) {
         const task = queue.peek();
         if (task === undefined) break;
-        const now = clock.now();
+        // One clock read per task: the wall time follows elapsed time within a pump.
+        const current = monotonic();
+        const now = current + offset;
         if (task._time > now) break;
-        if (now - start > PUMP_BUDGET) return this.#yield();
+        if (current > deadline) return this.#yield();
         queue.pop();
+        if (task._settings.elapsed === true) this.#elapsedPending--;
         this.#dispatch(task, now);
       }
     } finally {
       this.#pumping = false;
     }
     this.#arm();
+  }
+
+  /**
+   * The wall clock jumped against elapsed time: elapsed-time tasks move with
+   * it (an interval job set back an hour keeps its pace), wall-time tasks stay.
+   */
+  #rebase(offset: number): void {
+    const delta = offset - this.#offset;
+    this.#offset = offset;
+    if (this.#elapsedPending === 0) return;
+    this.#queue.shift(delta, (task) => task._settings.elapsed === true);
+    this.#disarm();
   }
 
   /** Lets I/O and other timers run in the middle of a long burst of due tasks. */
@@ -372,11 +446,25 @@ export class TaskLoop implements TaskOwner {
       return this.#fail(run, error, false);
     }
     this.#current = undefined;
-    if (!isThenable(value)) return this.#succeed(run, value);
+    if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return this.#succeed(run, value);
+    // The user's value is read once and called inside a try: a `then` getter
+    // or a `then()` that throws is the task's failure, never an exception
+    // escaping the pump (which would stop the loop and kill the process).
+    let then: unknown;
+    try {
+      then = (value as PromiseLike<unknown>).then;
+    } catch (error) {
+      return this.#fail(run, error, false);
+    }
+    if (typeof then !== 'function') return this.#succeed(run, value);
     this.#active.add(run);
     const timeout = task._settings.timeout;
     if (timeout !== Infinity) run.timer = this.clock.setTimer(() => this.#fail(run, new TimeoutError(timeout, task.name), true), timeout);
-    value.then((result) => this.#succeed(run, result), (error) => this.#fail(run, error, false));
+    try {
+      (then as PromiseLike<unknown>['then']).call(value, (result) => this.#succeed(run, result), (error) => this.#fail(run, error, false));
+    } catch (error) {
+      this.#fail(run, error, false);
+    }
   }
 
   #succeed(run: Run, value: unknown): void {
@@ -433,7 +521,10 @@ export class TaskLoop implements TaskOwner {
 
   #cancelPending(task: Task, reason: unknown, inQueue: boolean): void {
     task._state = State.Cancelled;
-    if (inQueue) this.#queue.discard();
+    if (inQueue) {
+      this.#queue.discard();
+      if (task._settings.elapsed === true) this.#elapsedPending--;
+    }
     this.#detach(task);
     this.#finish(task, State.Cancelled, reason);
     this.#cancelled++;

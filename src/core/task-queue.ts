@@ -109,6 +109,16 @@ export class TaskQueue {
     return this.#heap.data.filter((task) => task._state === State.Pending).sort(byDueTime);
   }
 
+  /**
+   * Moves the pending tasks `select` picks by `delta` ms and restores the heap
+   * order: O(n), for the rare wall-clock jump.
+   */
+  shift(delta: number, select: (task: Task) => boolean): void {
+    const live = this.clear();
+    for (const task of live) if (select(task)) task._time += delta;
+    this.#heap = new TinyQueue(live, byDueTime);
+  }
+
   #compact(): void {
     this.#heap = new TinyQueue(this.clear(), byDueTime);
   }

@@ -34,6 +34,11 @@ export interface TaskSettings {
   readonly signal: AbortSignal | undefined;
   /** told synchronously when a task with these settings reaches a final state (jobs use it) */
   readonly observer?: TaskObserver | undefined;
+  /**
+   * The task's time follows elapsed time, not the wall clock (interval jobs):
+   * when the wall clock is set back or forward, the loop moves it by as much.
+   */
+  readonly elapsed?: boolean;
 }
 
 /** Learns of a task's final state the moment it is reached. */

@@ -11,16 +11,45 @@ export function describe(value: unknown): string {
   return `${String(value)} (${typeof value})`;
 }
 
-/** A point in time as users may give it. */
-export type When = Date | number | DateTime;
+/**
+ * A point in time as users may give it: a `Date`, epoch milliseconds, a luxon
+ * `DateTime`, or an ISO-8601 string that carries its offset
+ * (`'2026-12-24T18:00:00Z'`, `'2026-12-24T19:00:00+01:00'`).
+ */
+export type When = Date | number | DateTime | string;
 
 /**
- * Converts a `Date`, epoch milliseconds or a luxon `DateTime` to epoch
- * milliseconds, or throws a TypeError/RangeError that names the bad value.
+ * The latest (and, negated, the earliest) instant accepted anywhere: the range
+ * of an ECMAScript `Date`, ±8.64e15 ms (±100,000,000 days around 1970, about
+ * years -271821 to 275760). Every accepted time can then be shown as a Date,
+ * and arithmetic on it stays exact.
+ */
+export const MAX_TIME = 8.64e15;
+
+// Date and time with seconds optional, fraction optional, and a mandatory
+// offset: a string without one would be read in some implicit zone, which is
+// exactly the ambiguity a scheduler must not guess at.
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)$/i;
+
+/** Whether `text` has the shape of an ISO-8601 instant with an offset (it may still be invalid, like month 13). */
+export function isIsoInstant(text: string): boolean {
+  return ISO_INSTANT.test(text);
+}
+
+function inRange(ms: number, what: string, when: unknown): number {
+  if (ms >= -MAX_TIME && ms <= MAX_TIME) return ms;
+  throw new RangeError(`Expected \`${what}\` to be within ±8.64e15 epoch milliseconds (the Date range), got ${describe(when)}`);
+}
+
+/**
+ * Converts a `Date`, epoch milliseconds, a luxon `DateTime` or an ISO-8601
+ * string with an offset to epoch milliseconds, or throws a
+ * TypeError/RangeError that names the bad value. Accepted times lie within
+ * ±`MAX_TIME`.
  */
 export function toEpoch(when: unknown, what = 'when'): number {
   if (typeof when === 'number') {
-    if (Number.isFinite(when)) return when;
+    if (Number.isFinite(when)) return inRange(when, what, when);
     throw new RangeError(`Expected \`${what}\` to be a finite number of epoch milliseconds, got ${describe(when)}`);
   }
   if (when instanceof Date) {
@@ -29,10 +58,18 @@ export function toEpoch(when: unknown, what = 'when'): number {
     throw new RangeError(`Expected \`${what}\` to be a valid Date, got Invalid Date`);
   }
   if (DateTime.isDateTime(when)) {
-    if (when.isValid) return when.toMillis();
+    if (when.isValid) return inRange(when.toMillis(), what, when);
     throw new RangeError(`Expected \`${what}\` to be a valid DateTime, got an invalid one (${when.invalidReason ?? 'unknown reason'})`);
   }
-  throw new TypeError(`Expected \`${what}\` to be a Date, epoch milliseconds or a luxon DateTime, got ${describe(when)}`);
+  if (typeof when === 'string') {
+    if (!ISO_INSTANT.test(when)) {
+      throw new TypeError(`Expected \`${what}\` to be an ISO-8601 time with an offset or Z ('2026-12-24T18:00:00Z'), got ${describe(when)}`);
+    }
+    const parsed = DateTime.fromISO(when, { setZone: true });
+    if (parsed.isValid) return inRange(parsed.toMillis(), what, when);
+    throw new RangeError(`Expected \`${what}\` to be a valid ISO-8601 time, got ${describe(when)} (${parsed.invalidReason ?? 'invalid'})`);
+  }
+  throw new TypeError(`Expected \`${what}\` to be a Date, epoch milliseconds, a luxon DateTime or an ISO-8601 string, got ${describe(when)}`);
 }
 
 /** Throws a TypeError naming the first key of `options` that is not in `known`. */
@@ -48,12 +85,5 @@ export function assertKnownKeys(options: object, known: ReadonlySet<string>, wha
 export function assertOptionsObject(options: unknown, what: string): asserts options is object | undefined {
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new TypeError(`Expected ${what} options to be an object, got ${describe(options)}`);
-  }
-}
-
-/** A duration in milliseconds: finite and >= `min`. */
-export function assertDuration(value: unknown, what: string, min = 0): asserts value is number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
-    throw new RangeError(`Expected \`${what}\` to be a finite number of milliseconds >= ${min}, got ${describe(value)}`);
   }
 }

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, StoredOptions } from './options.js';
 import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
+import { advanceJob } from './advance-job.js';
 import {
-  UnknownHandlerError, ruleFromJson, ruleToJson,
-  type ClaimedTask, type DueJob, type JobAdvance, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  UnknownHandlerError, ruleToJson,
+  type ClaimedTask, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
 import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
@@ -14,8 +15,6 @@ import { describe } from '../core/validate.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
-// How many occurrences misfire 'all' inserts at once; the rest follow on the next claim.
-const MAX_CATCH_UP = 1_000;
 /** Backoff of failed store calls: 100 ms doubling up to this. */
 const MAX_BACKOFF = 5_000;
 /** The longest wait before a stored retry: a year. */
@@ -461,45 +460,4 @@ function durableContext(ctx: TaskContext, claim: ClaimedTask): DurableContext {
 function errorText(error: unknown): string {
   if (error instanceof Error) return error.stack ?? `${error.name}: ${error.message}`;
   return String(error);
-}
-
-/**
- * Which occurrences of a due job to insert, and its next due time, by its
- * misfire policy: the same rules as in-memory jobs. `running` says an
- * occurrence is still running under a live lease (overlap 'skip').
- */
-export function advanceJob(job: DueJob, now: number, running = false): JobAdvance {
-  const rule = ruleFromJson(job.rule);
-  const options = JSON.parse(job.options) as StoredOptions;
-  const misfire = options.misfire ?? 'once';
-  let occurrences: number[] = [];
-  let next: number | undefined;
-  const following = rule.next(job.nextRunAt);
-  const missed = following !== undefined && following <= now;
-  if (!missed) {
-    occurrences.push(job.nextRunAt);
-    next = following;
-  } else if (misfire === 'all') {
-    let at: number | undefined = job.nextRunAt;
-    while (at !== undefined && at <= now && occurrences.length < MAX_CATCH_UP) {
-      occurrences.push(at);
-      at = rule.next(at);
-    }
-    next = at;
-  } else {
-    if (misfire === 'once') occurrences.push(job.nextRunAt);
-    next = rule.next(now);
-  }
-  if (running && (options.overlap ?? 'skip') === 'skip') occurrences = [];
-  if (job.until !== null) {
-    occurrences = occurrences.filter((at) => at <= job.until!);
-    if (next !== undefined && next > job.until) next = undefined;
-  }
-  let remaining = job.remaining;
-  if (remaining !== null) {
-    occurrences = occurrences.slice(0, remaining);
-    remaining -= occurrences.length;
-    if (remaining === 0) next = undefined;
-  }
-  return { occurrences, nextRunAt: next ?? null, remaining };
 }

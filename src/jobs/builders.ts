@@ -9,7 +9,7 @@ import type { TaskOptions } from '../core/task-options.js';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { TaskFunction } from '../core/task.js';
 import { toDuration, type Duration } from '../core/duration.js';
-import { describe, toEpoch, type When } from '../core/validate.js';
+import { describe, MAX_TIME, toEpoch, type When } from '../core/validate.js';
 import { validateZone } from '../rules/wall-time.js';
 
 /** Options of `run()`: everything a task takes, plus the job policies. */
@@ -28,6 +28,14 @@ export interface JobOptions extends TaskOptions {
    * @default 'once'
    */
   misfire?: MisfirePolicy;
+  /**
+   * With `misfire: 'all'`, the most missed occurrences one catch-up runs
+   * late; the rest are dropped and reported by one `skip` event (reason
+   * `'misfire'`). Late runs queue behind work already due, so a catch-up
+   * never starves other tasks.
+   * @default 1000
+   */
+  catchUp?: number;
   /**
    * Each run starts up to this long after its time, at random: milliseconds
    * or a string such as `'30s'`.
@@ -151,12 +159,21 @@ export abstract class JobBuilder {
 
 type Unit = 'millisecond' | 'second' | 'minute' | 'hour' | 'day' | 'week';
 
-const UNIT_MS: Record<'millisecond' | 'second' | 'minute' | 'hour', number> = {
+const UNIT_MS: Record<Unit, number> = {
   millisecond: 1,
   second: 1_000,
   minute: 60_000,
   hour: 3_600_000,
+  day: 86_400_000,
+  week: 604_800_000,
 };
+
+/**
+ * The longest step a rule may take: the whole Date range (2 x 8.64e15 ms).
+ * A longer one could never fire twice, and the arithmetic on such steps
+ * loses precision (every(3e15).weeks() used to loop forever).
+ */
+const MAX_STEP = 2 * MAX_TIME;
 
 /**
  * The fluent rule builder returned by `scheduler.every(n)`.
@@ -338,6 +355,9 @@ export class Every extends JobBuilder {
 
   #setUnit(unit: Unit): this {
     if (this.#unit !== undefined) throw new TypeError(`every() already has the unit ${this.#unit}; cannot also use ${unit}`);
+    if (this.#n * UNIT_MS[unit] > MAX_STEP) {
+      throw new RangeError(`every(${this.#n}) ${unit}s spans more than the Date range; at most ${Math.floor(MAX_STEP / UNIT_MS[unit])} ${unit}s`);
+    }
     this.#unit = unit;
     return this;
   }

@@ -4,11 +4,11 @@ import { toSettings } from '../core/task-options.js';
 import type { Task, TaskFunction, TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe } from '../core/validate.js';
-import type { JobBounds, RulePlan } from '../rules/plan.js';
+import { DEFAULT_CATCH_UP, type JobBounds, type RulePlan } from '../rules/plan.js';
 import type { JobOptions } from './builders.js';
 import { Job, type JobHost, type SkipInfo } from './job.js';
 
-const JOB_KEYS = new Set(['signal', 'name', 'timeout', 'retry', 'overlap', 'misfire', 'jitter']);
+const JOB_KEYS = new Set(['signal', 'name', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'jitter']);
 
 /**
  * The in-memory jobs of one scheduler: creates them on its loop and keeps
@@ -31,6 +31,7 @@ export class JobSet implements JobHost {
     if (options !== undefined) assertKnownKeys(options, JOB_KEYS, 'job');
     const overlap = options?.overlap ?? 'skip';
     const misfire = options?.misfire ?? 'once';
+    const catchUp = options?.catchUp ?? DEFAULT_CATCH_UP;
     const jitter = toDuration(options?.jitter ?? bounds.jitter, 'jitter');
     const signal = options?.signal;
     if (overlap !== 'skip' && overlap !== 'queue' && overlap !== 'allow') {
@@ -38,6 +39,9 @@ export class JobSet implements JobHost {
     }
     if (misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
       throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
+    }
+    if (!Number.isInteger(catchUp) || catchUp < 1) {
+      throw new RangeError(`Expected \`catchUp\` to be an integer >= 1, got ${describe(catchUp)}`);
     }
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
@@ -50,7 +54,7 @@ export class JobSet implements JobHost {
     loop.assertAccepting();
     if (signal?.aborted) throw signal.reason;
     const job = new Job(this, fn, {
-      rule: plan.rule, first: plan.first, until: bounds.until, times: bounds.times, jitter, overlap, misfire, settings, signal,
+      rule: plan.rule, first: plan.first, until: bounds.until, times: bounds.times, jitter, overlap, misfire, catchUp, settings, signal,
     });
     if (job.state === 'scheduled') {
       this.#live.add(job);
@@ -73,6 +77,14 @@ export class JobSet implements JobHost {
 
   now(): number {
     return this.#loop.clock.now();
+  }
+
+  monotonic(): number {
+    return this.#loop.monotonic();
+  }
+
+  wallOf(elapsed: number): number {
+    return this.#loop.wallOf(elapsed);
   }
 
   enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task {

@@ -1,5 +1,7 @@
 import type { Rule } from '../rules/rule.js';
 import { CancelledError } from '../core/errors.js';
+import { describe } from '../core/validate.js';
+import { IntervalRule } from '../rules/rule.js';
 import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 
 /** The life of a recurring job. */
@@ -21,6 +23,8 @@ export interface JobPlan {
   jitter: number;
   overlap: OverlapPolicy;
   misfire: MisfirePolicy;
+  /** With misfire 'all': the most missed occurrences run late in one catch-up. */
+  catchUp: number;
   settings: TaskSettings;
   signal: AbortSignal | undefined;
 }
@@ -31,13 +35,22 @@ export interface SkipInfo {
   job: Job;
   /** When the skipped occurrence was due. */
   scheduledAt: Date;
-  /** `overlap`: the previous run was still going; `misfire`: whole periods were missed. */
+  /**
+   * `overlap`: the previous run was still going; `misfire`: whole periods
+   * were missed. One `misfire` event stands for every occurrence missed in
+   * one go (with misfire 'all': every one beyond the `catchUp` cap), and
+   * `scheduledAt` is the first of them.
+   */
   reason: 'overlap' | 'misfire';
 }
 
 /** What a job needs from its scheduler. @internal */
 export interface JobHost {
   now(): number;
+  /** elapsed time (the clock's monotonic reading) */
+  monotonic(): number;
+  /** the wall time at which to queue an elapsed-time task due at elapsed time `elapsed` */
+  wallOf(elapsed: number): number;
   /** queue an occurrence, exempt from maxPending (the job was already accepted) */
   enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task;
   skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void;
@@ -46,6 +59,9 @@ export interface JobHost {
 }
 
 let nextJobId = 1;
+
+/** The most occurrences `job.nextRuns(n)` lists at once. */
+export const MAX_NEXT_RUNS = 10_000;
 
 /**
  * A recurring (or one-shot) job made by `every()`, `cron()` or `once()`. It
@@ -81,14 +97,39 @@ export class Job implements TaskObserver {
   #failures = 0;
   #lastRunAt: number | undefined = undefined;
   #lastError: unknown = undefined;
+  /** Missed occurrences run so far in the current catch-up (misfire 'all'). */
+  #caughtUp = 0;
+  /** The planned occurrence was queued late (at now, not at its time): a catch-up run. */
+  #late = false;
+  /**
+   * Interval rules run on elapsed time: the job's own time line is the wall
+   * time it was created at plus elapsed time since, and this is that wall
+   * time minus the elapsed reading then. Undefined for calendar, cron and
+   * once() rules, which follow the wall clock.
+   */
+  readonly #axis: number | undefined;
 
   /** @internal use `scheduler.every()`, `cron()` or `once()` */
   constructor(host: JobHost, fn: TaskFunction, plan: JobPlan) {
     this.#host = host;
     this.#fn = fn;
     this.#plan = plan;
-    this.#settings = { ...plan.settings, signal: undefined, observer: this };
+    const elapsed = plan.rule instanceof IntervalRule;
+    // The loop's own offset between the two clocks, so an occurrence maps to
+    // exactly its time on the wall clock until the wall clock jumps.
+    this.#axis = elapsed ? host.wallOf(0) : undefined;
+    this.#settings = { ...plan.settings, signal: undefined, observer: this, elapsed };
     this.#planAt(plan.first);
+  }
+
+  /** Now on the job's time line: the wall clock, or for interval rules elapsed time. */
+  #now(): number {
+    return this.#axis === undefined ? this.#host.now() : this.#host.monotonic() + this.#axis;
+  }
+
+  /** The wall time at which a time on the job's time line is due. */
+  #toWall(at: number): number {
+    return this.#axis === undefined ? at : this.#host.wallOf(at - this.#axis);
   }
 
   /** The `name` option, if any. */
@@ -142,17 +183,20 @@ export class Job implements TaskObserver {
 
   /**
    * The next `n` occurrence times by the rule (without jitter), honouring
-   * `until` and `times`. Empty for a paused, done or cancelled job.
+   * `until` and `times`. Empty for a paused, done or cancelled job. `n` is at
+   * most `MAX_NEXT_RUNS` (10,000): a list is built in memory at once.
    * @example
    * scheduler.cron('0 9 * * MON-FRI').run(fn).nextRuns(5);
    */
   nextRuns(n: number): Date[] {
-    if (!Number.isInteger(n) || n < 0) throw new RangeError(`Expected \`n\` to be an integer >= 0, got ${String(n)}`);
+    if (!Number.isInteger(n) || n < 0 || n > MAX_NEXT_RUNS) {
+      throw new RangeError(`Expected \`n\` to be an integer 0-${MAX_NEXT_RUNS}, got ${describe(n)}`);
+    }
     const dates: Date[] = [];
     let at = this.#nextAt;
     const left = this.#plan.times - this.#scheduledRuns;
     while (at !== undefined && dates.length < Math.min(n, left) && at <= this.#plan.until) {
-      dates.push(new Date(at));
+      dates.push(new Date(this.#toWall(at)));
       at = this.#plan.rule.next(at);
     }
     return dates;
@@ -177,7 +221,7 @@ export class Job implements TaskObserver {
   resume(): boolean {
     if (this.#state !== 'paused') return false;
     this.#state = 'scheduled';
-    const now = this.#host.now();
+    const now = this.#now();
     // The occurrence that was next when paused still stands if it has not
     // passed: a rule cannot always recompute it (once(), immediately()).
     const pausedAt = this.#pausedAt;
@@ -218,8 +262,12 @@ export class Job implements TaskObserver {
     return true;
   }
 
-  /** Puts the occurrence at `at` in the heap, or ends the job if there is none. */
-  #planAt(at: number | undefined): void {
+  /**
+   * Puts the occurrence at `at` in the heap, or ends the job if there is none.
+   * `late`: a missed occurrence caught up; it queues at now, behind work
+   * already due, so a long catch-up shares the workers instead of starving them.
+   */
+  #planAt(at: number | undefined, late = false): void {
     const plan = this.#plan;
     if (at === undefined || at > plan.until || this.#scheduledRuns >= plan.times) {
       this.#nextAt = undefined;
@@ -232,7 +280,9 @@ export class Job implements TaskObserver {
     }
     this.#nextAt = at;
     const jitter = plan.jitter === 0 ? 0 : Math.floor(Math.random() * plan.jitter);
-    this.#next = this.#host.enqueue(at + jitter, Job.#due, this.#settings);
+    const wall = this.#toWall(at);
+    this.#late = late;
+    this.#next = this.#host.enqueue((late ? Math.max(wall, this.#host.now()) : wall) + jitter, Job.#due, this.#settings);
   }
 
   #unplan(): void {
@@ -263,7 +313,8 @@ export class Job implements TaskObserver {
     // A retry of an occurrence that already ran: just run it again.
     if (ctx.attempt > 1) return this.#fn(ctx);
     const at = this.#nextAt!;
-    const now = this.#host.now();
+    const late = this.#late;
+    const now = this.#now();
     const rule = this.#plan.rule;
     // Missed: a later occurrence is already due, so whole periods went by
     // (the loop was blocked, the machine slept, or the clock jumped).
@@ -284,19 +335,34 @@ export class Job implements TaskObserver {
       }
     }
     if (run) this.#scheduledRuns++;
-    this.#planAt(missed && misfire !== 'all' ? rule.next(now) : following);
-    return run ? this.#start(ctx) : undefined;
+    if (!missed) {
+      this.#caughtUp = 0;
+      this.#planAt(following);
+    } else if (misfire !== 'all') {
+      this.#planAt(rule.next(now));
+    } else if (++this.#caughtUp < this.#plan.catchUp) {
+      this.#planAt(following, true);
+    } else {
+      // The cap is reached: the rest of the missed occurrences are dropped,
+      // reported once, and the job resumes with its next future occurrence.
+      this.#caughtUp = 0;
+      this.#host.skipped(this, following!, 'misfire');
+      this.#planAt(rule.next(now));
+    }
+    if (!run) return undefined;
+    // A catch-up run was queued at now, but it stands for the occurrence at `at`.
+    return this.#start(ctx, late ? lateContext(ctx, this.#toWall(at)) : ctx);
   }
 
   #busy(): boolean {
     return this.#inFlight !== undefined && this.#inFlight.size > 0;
   }
 
-  #start(run: Run): unknown {
+  #start(run: Run, ctx: TaskContext = run): unknown {
     this.#runs++;
     this.#lastRunAt = run.startedAtMs;
     (this.#inFlight ??= new Set()).add(run.task);
-    return this.#fn(run);
+    return this.#fn(ctx);
   }
 
   /** @internal a run of this job reached its final state (TaskObserver) */
@@ -315,3 +381,16 @@ export class Job implements TaskObserver {
   }
 }
 
+
+/** The context of a catch-up run: the run's own, with the missed occurrence as `scheduledAt`. */
+function lateContext(run: Run, scheduledAt: number): TaskContext {
+  return {
+    get signal() {
+      return run.signal;
+    },
+    scheduledAt: new Date(scheduledAt),
+    startedAt: run.startedAt,
+    attempt: run.attempt,
+    name: run.name,
+  };
+}

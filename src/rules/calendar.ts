@@ -91,6 +91,10 @@ export class CalendarRule implements Rule, WallTimePattern {
     }
     if (unit !== 'day' && unit !== 'week') throw new RangeError(`Invalid unit ${JSON.stringify(unit)}: expected "day" or "week"`);
     checkInteger('every', every, 1, Number.MAX_SAFE_INTEGER);
+    // No step beyond the Date range (2e8 days): it could never fire twice, and
+    // day arithmetic on larger ones loses precision and never ends.
+    const maxEvery = unit === 'day' ? MAX_DAYS : Math.floor(MAX_DAYS / 7);
+    if (every > maxEvery) throw new RangeError(`Invalid every ${every}: at most ${maxEvery} ${unit}s (the Date range)`);
     checkInteger('hour', hour, 0, 23);
     checkInteger('minute', minute, 0, 59);
     checkInteger('second', second, 0, 59);
@@ -166,6 +170,9 @@ export class CalendarRule implements Rule, WallTimePattern {
     }
   }
 }
+
+/** Days in the whole Date range, ±8.64e15 ms. */
+const MAX_DAYS = 200_000_000;
 
 /** ISO week number counted from the week of Monday 1969-12-29 (day -3). */
 function isoWeek(day: number): number {

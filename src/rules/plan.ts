@@ -13,3 +13,11 @@ export interface JobBounds {
   times: number;
   jitter: number;
 }
+
+/**
+ * With misfire 'all', the most missed occurrences one catch-up runs late (in
+ * memory) or inserts (in a store); the rest are dropped. A per-second job
+ * that was down for 30 days would otherwise run 2.6 million times at once.
+ * A job's `catchUp` option overrides it.
+ */
+export const DEFAULT_CATCH_UP = 1_000;

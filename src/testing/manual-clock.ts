@@ -50,6 +50,14 @@ export class ManualClock implements Clock {
     return this.#now;
   }
 
+  /**
+   * Elapsed time since the clock was made, ms: moved by `advance()`, never by
+   * `set()`. Interval jobs follow it.
+   */
+  monotonic(): number {
+    return this.#elapsed;
+  }
+
   /** @internal Clock implementation */
   setTimer(callback: () => void, delay: number): Timer {
     const timer: Timer = { at: this.#elapsed + Math.max(0, delay), seq: this.#seq++, callback };
@@ -85,7 +93,8 @@ export class ManualClock implements Clock {
       const callback = timer.callback;
       if (callback === undefined) continue;
       timer.callback = undefined;
-      this.#moveTo(timer.at);
+      // A timer overdue after stall() fires at once, without time going back.
+      this.#moveTo(Math.max(timer.at, this.#elapsed));
       callback();
       await settle();
     }
@@ -104,12 +113,26 @@ export class ManualClock implements Clock {
 
   /**
    * Jumps the wall clock to `when` without firing timers, as a clock change
-   * on a real machine does. Timers keep their remaining delays.
+   * on a real machine does. Timers keep their remaining delays and elapsed
+   * time (`monotonic()`) does not move, so the two clocks now differ: tasks
+   * for a wall time follow the jump, interval jobs do not.
    * @example
    * clock.set(clock.now() + 3_600_000); // an hour ahead; a scheduler notices within 30 s
    */
   set(when: When): void {
     this.#now = toEpoch(when);
+  }
+
+  /**
+   * Moves both clocks forward by `ms` without firing timers, as a blocked
+   * event loop or a busy machine does: timers due meanwhile fire late, at the
+   * next `advance()`. For tests of misfires and lateness.
+   * @example
+   * clock.stall(10 * 60_000);  // the loop was stuck for 10 minutes
+   * await clock.advance(0);     // overdue timers fire now
+   */
+  stall(ms: Duration): void {
+    this.#moveTo(this.#elapsed + toDuration(ms, 'ms'));
   }
 
   #moveTo(elapsed: number): void {

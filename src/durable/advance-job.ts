@@ -1,0 +1,48 @@
+import { DEFAULT_CATCH_UP } from '../rules/plan.js';
+import type { StoredOptions } from './options.js';
+import { ruleFromJson, type DueJob, type JobAdvance } from './store.js';
+
+/**
+ * Which occurrences of a due job to insert, and its next due time, by its
+ * misfire policy: the same rules as in-memory jobs, including the catch-up
+ * cap of misfire 'all' (`DEFAULT_CATCH_UP`, or the job's `catchUp` option). `running` says an
+ * occurrence is still running under a live lease (overlap 'skip').
+ */
+export function advanceJob(job: DueJob, now: number, running = false): JobAdvance {
+  const rule = ruleFromJson(job.rule);
+  const options = JSON.parse(job.options) as StoredOptions & { catchUp?: number };
+  const misfire = options.misfire ?? 'once';
+  const catchUp = Number.isInteger(options.catchUp) && options.catchUp! >= 1 ? options.catchUp! : DEFAULT_CATCH_UP;
+  let occurrences: number[] = [];
+  let next: number | undefined;
+  const following = rule.next(job.nextRunAt);
+  const missed = following !== undefined && following <= now;
+  if (!missed) {
+    occurrences.push(job.nextRunAt);
+    next = following;
+  } else if (misfire === 'all') {
+    // At most `catchUp` rows, whatever the outage: the rest are dropped and
+    // the job goes on from its next future occurrence.
+    let at: number | undefined = job.nextRunAt;
+    while (at !== undefined && at <= now && occurrences.length < catchUp) {
+      occurrences.push(at);
+      at = rule.next(at);
+    }
+    next = at !== undefined && at <= now ? rule.next(now) : at;
+  } else {
+    if (misfire === 'once') occurrences.push(job.nextRunAt);
+    next = rule.next(now);
+  }
+  if (running && (options.overlap ?? 'skip') === 'skip') occurrences = [];
+  if (job.until !== null) {
+    occurrences = occurrences.filter((at) => at <= job.until!);
+    if (next !== undefined && next > job.until) next = undefined;
+  }
+  let remaining = job.remaining;
+  if (remaining !== null) {
+    occurrences = occurrences.slice(0, remaining);
+    remaining -= occurrences.length;
+    if (remaining === 0) next = undefined;
+  }
+  return { occurrences, nextRunAt: next ?? null, remaining };
+}
