@@ -10,7 +10,7 @@ import { ruleFromJson, type DueJob, type JobAdvance } from './store.js';
  */
 export function advanceJob(job: DueJob, now: number, running = false): JobAdvance {
   const rule = ruleFromJson(job.rule);
-  const options = JSON.parse(job.options) as StoredOptions & { catchUp?: number };
+  const options = JSON.parse(job.options) as StoredOptions;
   const misfire = options.misfire ?? 'once';
   const catchUp = Number.isInteger(options.catchUp) && options.catchUp! >= 1 ? options.catchUp! : DEFAULT_CATCH_UP;
   let occurrences: number[] = [];

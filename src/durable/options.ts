@@ -32,6 +32,7 @@ export interface StoredOptions {
   retry?: RetryOptions;
   overlap?: 'skip' | 'allow';
   misfire?: 'once' | 'skip' | 'all';
+  catchUp?: number;
 }
 
 /** Options of `run(name, options)` for a stored job (a scheduler with a `store`). */
@@ -59,5 +60,11 @@ export interface StoredJobOptions {
    * @default 'once'
    */
   misfire?: 'once' | 'skip' | 'all';
+  /**
+   * With `misfire: 'all'`, the most missed occurrences one catch-up inserts;
+   * the rest are dropped and the job resumes at its next future occurrence.
+   * @default 1000
+   */
+  catchUp?: number;
 }
 

@@ -14,7 +14,7 @@ import { toDuration } from '../core/duration.js';
 import { describe } from '../core/validate.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
-const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
+const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name']);
 /** Backoff of failed store calls: 100 ms doubling up to this. */
 const MAX_BACKOFF = 5_000;
 /** The longest wait before a stored retry: a year. */
@@ -403,11 +403,14 @@ export class DurableRunner implements TaskObserver {
   }
 
   #parse(options: object | undefined, keys: ReadonlySet<string>, what: string) {
-    const given = (options ?? {}) as DurableTaskOptions & { overlap?: string; misfire?: string; name?: string };
+    const given = (options ?? {}) as DurableTaskOptions & { overlap?: string; misfire?: string; catchUp?: unknown; name?: string };
     for (const key in given) {
       if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
     }
-    const { payload, key, retry, overlap, misfire } = given;
+    const { payload, key, retry, overlap, misfire, catchUp } = given;
+    if (catchUp !== undefined && (!Number.isInteger(catchUp) || (catchUp as number) < 1 || (catchUp as number) > MAX_ATTEMPTS)) {
+      throw new RangeError(`Expected \`catchUp\` to be an integer from 1 to ${MAX_ATTEMPTS}, got ${describe(catchUp)}`);
+    }
     if (key !== undefined) assertKey(key, 'key');
     const timeout = given.timeout === undefined ? undefined : toDuration(given.timeout, 'timeout', 1);
     if (timeout !== undefined && timeout > MAX_TIMER) {
@@ -428,6 +431,7 @@ export class DurableRunner implements TaskObserver {
       retry: policy === undefined ? undefined : storable(policy),
       overlap: overlap as StoredOptions['overlap'],
       misfire: misfire as StoredOptions['misfire'],
+      catchUp: catchUp as number | undefined,
     };
     return { payload: toPayload(payload), key: key ?? null, stored };
   }

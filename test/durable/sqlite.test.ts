@@ -189,6 +189,8 @@ describe.each(AVAILABLE)('sqliteStore on $driver: durable tasks', ({ driver: cur
     await first.scheduler.every(1).minute().run('tick', { key: 'once' });
     await first.scheduler.every(1).minute().run('tick', { key: 'skip', misfire: 'skip' });
     await first.scheduler.every(1).minute().run('tick', { key: 'all', misfire: 'all' });
+    await first.scheduler.every(1).minute().run('tick', { key: 'capped', misfire: 'all', catchUp: 4 });
+    expect(() => first.scheduler.every(1).minute().run('tick', { key: 'bad', misfire: 'all', catchUp: 0 })).toThrow(/`catchUp` to be an integer from 1/);
     await first.scheduler.close();
     clock.set(START + 10 * 60_000 + 30_000); // the process was down for ten minutes
     const second = await open(path, clock);
@@ -196,8 +198,8 @@ describe.each(AVAILABLE)('sqliteStore on $driver: durable tasks', ({ driver: cur
     second.scheduler.define('tick', () => {});
     await second.scheduler.start();
     await clock.advance(0);
-    for (const key of ['once', 'skip', 'all']) seen[key] = (await second.scheduler.listTasks({ jobKey: key })).length;
-    expect(seen).toEqual({ once: 1, skip: 0, all: 10 });
+    for (const key of ['once', 'skip', 'all', 'capped']) seen[key] = (await second.scheduler.listTasks({ jobKey: key })).length;
+    expect(seen).toEqual({ once: 1, skip: 0, all: 10, capped: 4 });
     await second.scheduler.close();
   });
 
