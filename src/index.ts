@@ -13,7 +13,7 @@ export type { Clock } from './core/clock.js';
 export { systemClock } from './core/clock.js';
 export type { RetryOptions } from './core/retry.js';
 export type { Lateness } from './core/lateness.js';
-export type { When } from './core/validate.js';
+export type { DateTimeLike, When } from './core/validate.js';
 export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError } from './core/errors.js';
 export { Job } from './jobs/job.js';
 export type { JobState, OverlapPolicy, MisfirePolicy, SkipInfo } from './jobs/job.js';

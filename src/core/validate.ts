@@ -11,8 +11,20 @@ export function describe(value: unknown): string {
   return `${String(value)} (${typeof value})`;
 }
 
-/** A point in time as users may give it. */
-export type When = Date | number | DateTime;
+/**
+ * The part of a luxon `DateTime` taskheap reads. It is structural on purpose:
+ * the published .d.ts files must not import luxon's types, or every user would
+ * need `@types/luxon` (TS7016 with `skipLibCheck: false`, and `When` silently
+ * becoming `any` with `skipLibCheck: true`). Any luxon `DateTime` matches it;
+ * at run time `toEpoch` still accepts only real luxon DateTimes.
+ */
+export interface DateTimeLike {
+  readonly isValid: boolean;
+  toMillis(): number;
+}
+
+/** A point in time as users may give it: a `Date`, epoch milliseconds or a luxon `DateTime`. */
+export type When = Date | number | DateTimeLike;
 
 /**
  * Converts a `Date`, epoch milliseconds or a luxon `DateTime` to epoch
