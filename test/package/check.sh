@@ -7,6 +7,9 @@
 # package's metadata and types. Exits non-zero on the first failure.
 #
 #   bash test/package/check.sh     (or: npm run check:package)
+#
+# TASKHEAP_EXTRA_NODES: bin directories of further Node versions (space
+# separated; .ci/run passes 22 and 24) that run every smoke script too.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 fixtures="$repo/test/package"
@@ -36,11 +39,21 @@ consumer() { # name, package.json type
   if [ -e "$dir/node_modules/@types/luxon" ]; then echo "$1: @types/luxon got installed"; exit 1; fi
 }
 
+nodes=("$(command -v node)")
+for bin in ${TASKHEAP_EXTRA_NODES:-}; do nodes+=("$bin/node"); done
+each_node() { # script, args...: runs it with every node in $nodes
+  local node
+  for node in "${nodes[@]}"; do
+    printf '%s: ' "$("$node" --version)"
+    "$node" "$@"
+  done
+}
+
 consumer esm module
-(cd "$work/esm" && node smoke.mjs)
+(cd "$work/esm" && each_node smoke.mjs)
 
 consumer cjs commonjs
-(cd "$work/cjs" && node smoke.cjs)
+(cd "$work/cjs" && each_node smoke.cjs)
 
 tsc="$repo/node_modules/.bin/tsc"
 for name in ts-nodenext ts-bundler; do
@@ -48,6 +61,6 @@ for name in ts-nodenext ts-bundler; do
   # @types/node comes from this repo (any real consumer has its own); luxon's types never do.
   (cd "$work/$name" && "$tsc" -p . --typeRoots "$repo/node_modules/@types" \
     && "$tsc" -p . --typeRoots "$repo/node_modules/@types" --skipLibCheck true --noEmit \
-    && node out/smoke.js "$name")
+    && each_node out/smoke.js "$name")
 done
 echo "package: all consumers passed"
