@@ -1,7 +1,8 @@
 /**
  * Every `ts`/`js` code block of README.md runs as written: each is saved to a
  * temp directory (imports of `taskheap` pointed at src/), run in its own
- * `node --import tsx` process there, and must exit 0 on its own, with the
+ * `node --import tsx` process there (a `js` block using `require()` as
+ * CommonJS), and must exit 0 on its own, with the
  * output the block promises where it prints something.
  *
  * A block preceded by `<!-- not run: reason -->` is a fragment and is skipped;
@@ -59,11 +60,14 @@ const ENTRY: Record<string, string> = {
 
 /** Points `from 'taskheap…'` at this checkout's src/ (the package is not installed into itself). */
 function localImports(code: string): string {
-  return code.replace(/from '(taskheap(?:\/\w+)?)'/g, (whole, name: string) => {
+  const local = (name: string) => {
     const file = ENTRY[name];
     if (file === undefined) throw new Error(`README imports unknown entry point ${name}`);
-    return `from '${pathToFileURL(join(root, file)).href}'`;
-  });
+    return join(root, file);
+  };
+  return code
+    .replace(/from '(taskheap(?:\/\w+)?)'/g, (_, name: string) => `from '${pathToFileURL(local(name)).href}'`)
+    .replace(/require\('(taskheap(?:\/\w+)?)'\)/g, (_, name: string) => `require(${JSON.stringify(local(name))})`);
 }
 
 const tsx = import.meta.resolve('tsx');
@@ -104,7 +108,9 @@ describe('README.md code blocks', () => {
       continue;
     }
     it(`${title} runs and exits 0`, async () => {
-      const file = join(work, `block-${block.line}.${block.lang === 'js' ? 'mjs' : 'mts'}`);
+      // A js block that uses require() is CommonJS; the rest are ES modules.
+      const commonjs = block.lang === 'js' && /\brequire\(/.test(block.code) && !/^import /m.test(block.code);
+      const file = join(work, `block-${block.line}.${commonjs ? 'cjs' : block.lang === 'js' ? 'mjs' : 'mts'}`);
       writeFileSync(file, localImports(block.code));
       const result = await run(file);
       expect(result.stderr, title).toBe('');
