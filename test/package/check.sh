@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs taskheap as npm would publish it and installs the tarball into fresh
 # consumer projects in a temp dir (never this repo's node_modules): ESM,
-# CommonJS, and TypeScript with `module: nodenext` and with
-# `moduleResolution: bundler`, each type-checked with skipLibCheck false and
+# CommonJS, and TypeScript with `module: nodenext` (an ESM and a CommonJS
+# package) and with `moduleResolution: bundler`, each type-checked with skipLibCheck false and
 # true. Each runs a small smoke script. Then publint and attw check the
 # package's metadata and types. Exits non-zero on the first failure.
 #
@@ -56,8 +56,9 @@ consumer cjs commonjs
 (cd "$work/cjs" && each_node smoke.cjs)
 
 tsc="$repo/node_modules/.bin/tsc"
-for name in ts-nodenext ts-bundler; do
-  consumer "$name" module
+for entry in ts-nodenext:module ts-bundler:module ts-cjs:commonjs; do
+  name="${entry%%:*}"
+  consumer "$name" "${entry#*:}"
   # @types/node comes from this repo (any real consumer has its own); luxon's types never do.
   (cd "$work/$name" && "$tsc" -p . --typeRoots "$repo/node_modules/@types" \
     && "$tsc" -p . --typeRoots "$repo/node_modules/@types" --skipLibCheck true --noEmit \
