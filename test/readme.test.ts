@@ -5,6 +5,9 @@
  * CommonJS), and must exit 0 on its own, with the
  * output the block promises where it prints something.
  *
+ * A block that imports `taskheap/postgres` runs with `DATABASE_URL` set to a
+ * throwaway PostgreSQL server (test/durable/pg-server.ts), started once.
+ *
  * A block preceded by `<!-- not run: reason -->` is a fragment and is skipped;
  * the reason is required, and this test lists the skipped blocks so they stay
  * few.
@@ -15,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startPgServer, type PgServer } from './durable/pg-server.js';
 
 const root = resolve(import.meta.dirname, '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
@@ -72,11 +76,15 @@ function localImports(code: string): string {
 
 const tsx = import.meta.resolve('tsx');
 const work = mkdtempSync(join(tmpdir(), 'taskheap-readme-'));
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+let pg: Promise<PgServer> | undefined;
+afterAll(async () => {
+  rmSync(work, { recursive: true, force: true });
+  await (await pg?.catch(() => undefined))?.destroy();
+});
 
-function run(file: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(file: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--import', tsx, file], { cwd: work, env: { ...process.env, TZ: 'UTC' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', tsx, file], { cwd: work, env: { ...process.env, TZ: 'UTC', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
@@ -112,7 +120,9 @@ describe('README.md code blocks', () => {
       const commonjs = block.lang === 'js' && /\brequire\(/.test(block.code) && !/^import /m.test(block.code);
       const file = join(work, `block-${block.line}.${commonjs ? 'cjs' : block.lang === 'js' ? 'mjs' : 'mts'}`);
       writeFileSync(file, localImports(block.code));
-      const result = await run(file);
+      const env: Record<string, string> = {};
+      if (block.code.includes("'taskheap/postgres'")) env.DATABASE_URL = (await (pg ??= startPgServer({ database: 'readme' }))).url;
+      const result = await run(file, env);
       expect(result.stderr, title).toBe('');
       expect(result.code, `${title}\n${result.stdout}`).toBe(0);
       // Lines the block prints are shown in it as `// prints: ...` comments.
