@@ -13,7 +13,7 @@ export type { Clock } from './core/clock.js';
 export { systemClock } from './core/clock.js';
 export type { RetryOptions } from './core/retry.js';
 export type { Lateness } from './core/lateness.js';
-export type { When } from './core/validate.js';
+export type { DateTimeLike, IsoInstant, When } from './core/validate.js';
 export { parseDuration } from './core/duration.js';
 export type { Duration } from './core/duration.js';
 export { MAX_TIME } from './core/validate.js';

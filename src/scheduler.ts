@@ -411,7 +411,7 @@ export class Scheduler implements JobFactory {
     if (typeof whenOrEvent === 'string' && !isIsoInstant(whenOrEvent)) {
       throw new TypeError(`Expected once() to get a time (a Date, epoch ms, a DateTime or an ISO-8601 string with an offset or Z) or an event name (${[...EVENTS].join(', ')}) with a listener, got ${describe(whenOrEvent)}`);
     }
-    return new OnceBuilder(this, whenOrEvent);
+    return new OnceBuilder(this, whenOrEvent as When);
   }
 
   /**

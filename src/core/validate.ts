@@ -12,11 +12,30 @@ export function describe(value: unknown): string {
 }
 
 /**
+ * The part of a luxon `DateTime` taskheap reads. It is structural on purpose:
+ * the published .d.ts files must not import luxon's types, or every user would
+ * need `@types/luxon` (TS7016 with `skipLibCheck: false`, and `When` silently
+ * becoming `any` with `skipLibCheck: true`). Any luxon `DateTime` matches it;
+ * at run time `toEpoch` still accepts only real luxon DateTimes.
+ */
+export interface DateTimeLike {
+  readonly isValid: boolean;
+  toMillis(): number;
+}
+
+/**
+ * An ISO-8601 date-time string, as the type system can tell one:
+ * `'2026-12-24T18:00:00Z'` fits, `'tomorrow'` does not. At run time it must
+ * also carry its offset (`Z` or `+01:00`): no zone is ever guessed.
+ */
+export type IsoInstant = `${number}-${number}-${number}T${string}`;
+
+/**
  * A point in time as users may give it: a `Date`, epoch milliseconds, a luxon
  * `DateTime`, or an ISO-8601 string that carries its offset
  * (`'2026-12-24T18:00:00Z'`, `'2026-12-24T19:00:00+01:00'`).
  */
-export type When = Date | number | DateTime | string;
+export type When = Date | number | DateTimeLike | IsoInstant;
 
 /**
  * The latest (and, negated, the earliest) instant accepted anywhere: the range

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Packs taskheap as npm would publish it and installs the tarball into fresh
+# consumer projects in a temp dir (never this repo's node_modules): ESM,
+# CommonJS, and TypeScript with `module: nodenext` (an ESM and a CommonJS
+# package) and with `moduleResolution: bundler`, each type-checked with skipLibCheck false and
+# true. Each runs a small smoke script. Then publint and attw check the
+# package's metadata and types. Exits non-zero on the first failure.
+#
+#   bash test/package/check.sh     (or: npm run check:package)
+#
+# TASKHEAP_EXTRA_NODES: bin directories of further Node versions (space
+# separated; .ci/run passes 22 and 24) that run every smoke script too.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+fixtures="$repo/test/package"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false
+
+cd "$repo"
+# prepack builds dist/ first.
+tarball="$work/$(npm pack --silent --pack-destination "$work" | tail -n 1)"
+echo "packed $(basename "$tarball") ($(du -k "$tarball" | cut -f1) kB)"
+
+npx --no-install publint run --strict "$tarball"
+# The package is ESM only; `require()` loads that build on Node >= 20.19, so
+# attw's node16 CJS "resolves to ESM" notice is expected, not an error.
+# --profile node16: `moduleResolution: node10` ignores "exports", so it cannot
+# see subpaths like taskheap/sqlite; TypeScript deprecates it.
+npx --no-install attw "$tarball" --profile node16 --ignore-rules cjs-resolves-to-esm --format table-flipped
+
+consumer() { # name, package.json type
+  local dir="$work/$1"
+  mkdir -p "$dir"
+  cp -r "$fixtures/$1/." "$dir/"
+  printf '{ "name": "consumer-%s", "private": true, "type": "%s" }\n' "$1" "$2" > "$dir/package.json"
+  (cd "$dir" && npm install --silent --prefer-offline "$tarball")
+  # @types/luxon must not be needed: fail if something installed it.
+  if [ -e "$dir/node_modules/@types/luxon" ]; then echo "$1: @types/luxon got installed"; exit 1; fi
+}
+
+nodes=("$(command -v node)")
+for bin in ${TASKHEAP_EXTRA_NODES:-}; do nodes+=("$bin/node"); done
+each_node() { # script, args...: runs it with every node in $nodes
+  local node
+  for node in "${nodes[@]}"; do
+    printf '%s: ' "$("$node" --version)"
+    "$node" "$@"
+  done
+}
+
+consumer esm module
+(cd "$work/esm" && each_node smoke.mjs)
+
+consumer cjs commonjs
+(cd "$work/cjs" && each_node smoke.cjs)
+
+tsc="$repo/node_modules/.bin/tsc"
+for entry in ts-nodenext:module ts-bundler:module ts-cjs:commonjs; do
+  name="${entry%%:*}"
+  consumer "$name" "${entry#*:}"
+  # @types/node comes from this repo (any real consumer has its own); luxon's types never do.
+  (cd "$work/$name" && "$tsc" -p . --typeRoots "$repo/node_modules/@types" \
+    && "$tsc" -p . --typeRoots "$repo/node_modules/@types" --skipLibCheck true --noEmit \
+    && each_node out/smoke.js "$name")
+done
+echo "package: all consumers passed"

@@ -1,0 +1,137 @@
+/**
+ * Every `ts`/`js` code block of README.md runs as written: each is saved to a
+ * temp directory (imports of `taskheap` pointed at src/), run in its own
+ * `node --import tsx` process there (a `js` block using `require()` as
+ * CommonJS), and must exit 0 on its own, with the
+ * output the block promises where it prints something.
+ *
+ * A block that imports `taskheap/postgres` runs with `DATABASE_URL` set to a
+ * throwaway PostgreSQL server (test/durable/pg-server.ts), started once.
+ *
+ * A block preceded by `<!-- not run: reason -->` is a fragment and is skipped;
+ * the reason is required, and this test lists the skipped blocks so they stay
+ * few.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startPgServer, type PgServer } from './durable/pg-server.js';
+
+const root = resolve(import.meta.dirname, '..');
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+
+interface Block {
+  /** 1-based line of the opening fence. */
+  line: number;
+  lang: string;
+  code: string;
+  /** The reason of a preceding `<!-- not run: reason -->`. */
+  skip: string | undefined;
+  /** The section heading it is under. */
+  heading: string;
+}
+
+/** The fenced code blocks of a markdown text, with the marker before each. */
+function codeBlocks(markdown: string): Block[] {
+  const lines = markdown.split('\n');
+  const blocks: Block[] = [];
+  let heading = '';
+  for (let i = 0; i < lines.length; i++) {
+    const text = lines[i]!;
+    if (text.startsWith('#')) heading = text.replace(/^#+\s*/, '');
+    const open = /^```(\w*)\s*$/.exec(text);
+    if (open === null) continue;
+    const start = i;
+    const body: string[] = [];
+    for (i++; i < lines.length && !lines[i]!.startsWith('```'); i++) body.push(lines[i]!);
+    let before = start - 1;
+    while (before >= 0 && lines[before]!.trim() === '') before--;
+    const marker = before >= 0 ? /^<!--\s*not run:\s*(.*?)\s*-->$/.exec(lines[before]!.trim()) : null;
+    blocks.push({ line: start + 1, lang: open[1]!, code: body.join('\n'), skip: marker?.[1], heading });
+  }
+  return blocks;
+}
+
+const ENTRY: Record<string, string> = {
+  taskheap: 'src/index.ts',
+  'taskheap/testing': 'src/testing.ts',
+  'taskheap/sqlite': 'src/sqlite.ts',
+  'taskheap/postgres': 'src/postgres.ts',
+  'taskheap/metrics': 'src/metrics.ts',
+  'taskheap/otel': 'src/otel.ts',
+  'taskheap/dashboard': 'src/dashboard.ts',
+};
+
+/** Points `from 'taskheap…'` at this checkout's src/ (the package is not installed into itself). */
+function localImports(code: string): string {
+  const local = (name: string) => {
+    const file = ENTRY[name];
+    if (file === undefined) throw new Error(`README imports unknown entry point ${name}`);
+    return join(root, file);
+  };
+  return code
+    .replace(/from '(taskheap(?:\/\w+)?)'/g, (_, name: string) => `from '${pathToFileURL(local(name)).href}'`)
+    .replace(/require\('(taskheap(?:\/\w+)?)'\)/g, (_, name: string) => `require(${JSON.stringify(local(name))})`);
+}
+
+const tsx = import.meta.resolve('tsx');
+// Inside the checkout, so a block's other imports (express, hono, luxon) resolve from its node_modules.
+mkdirSync(join(root, 'node_modules/.cache'), { recursive: true });
+const work = mkdtempSync(join(root, 'node_modules/.cache/taskheap-readme-'));
+let pg: Promise<PgServer> | undefined;
+afterAll(async () => {
+  rmSync(work, { recursive: true, force: true });
+  await (await pg?.catch(() => undefined))?.destroy();
+});
+
+function run(file: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, ['--import', tsx, file], { cwd: work, env: { ...process.env, TZ: 'UTC', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+    // Bounded: a block that keeps the process alive fails instead of hanging.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    child.on('error', fail);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      done({ code, stdout, stderr });
+    });
+  });
+}
+
+const blocks = codeBlocks(readme).filter((block) => block.lang === 'ts' || block.lang === 'js');
+
+describe('README.md code blocks', () => {
+  it('finds the blocks, and skips only marked fragments with a reason', () => {
+    expect(blocks.length).toBeGreaterThanOrEqual(5);
+    for (const block of blocks) if (block.skip !== undefined) expect(block.skip, `README.md:${block.line}`).not.toBe('');
+    const skipped = blocks.filter((block) => block.skip !== undefined);
+    expect(skipped.length, 'most blocks must run').toBeLessThan(blocks.length - skipped.length);
+  });
+
+  for (const block of blocks) {
+    const title = `README.md:${block.line} (${block.heading})`;
+    if (block.skip !== undefined) {
+      it.skip(`${title}: not run: ${block.skip}`, () => {});
+      continue;
+    }
+    it(`${title} runs and exits 0`, async () => {
+      // A js block that uses require() is CommonJS; the rest are ES modules.
+      const commonjs = block.lang === 'js' && /\brequire\(/.test(block.code) && !/^import /m.test(block.code);
+      const file = join(work, `block-${block.line}.${commonjs ? 'cjs' : block.lang === 'js' ? 'mjs' : 'mts'}`);
+      writeFileSync(file, localImports(block.code));
+      const env: Record<string, string> = {};
+      if (block.code.includes("'taskheap/postgres'")) env.DATABASE_URL = (await (pg ??= startPgServer({ database: 'readme' }))).url;
+      const result = await run(file, env);
+      expect(result.stderr, title).toBe('');
+      expect(result.code, `${title}\n${result.stdout}`).toBe(0);
+      // Lines the block prints are shown in it as `// prints: ...` comments.
+      const promised = [...block.code.matchAll(/\/\/ prints: (.*)$/gm)].map((match) => match[1]!.trim());
+      for (const line of promised) expect(result.stdout, title).toContain(line);
+    }, 30_000);
+  }
+});
