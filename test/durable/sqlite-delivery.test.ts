@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../../src/durable/sqlite/driver.js';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { sqliteStore, StoreInUseError, type SqliteStoreOptions } from '../../src/sqlite.js';
@@ -87,7 +87,9 @@ describe('sqliteStore: one owner per file', () => {
     const [task] = await heir.scheduler.listTasks({ name: 'hold' });
     await waitFor('the task to run here', async () => (await heir.scheduler.getTask(task!.id))!.state === 'succeeded');
     expect(heir.runs).toEqual([task!.id]);
-    const db = await heir.scheduler.close().then(() => new Database(path));
+    await heir.scheduler.close();
+    // Read with whichever driver this Node has (node:sqlite from 22.13), as the store does.
+    const db = await openDatabase(path);
     expect(db.prepare('SELECT attempts, expiries FROM taskheap_tasks').all()).toEqual([{ attempts: 2, expiries: 1 }]);
     db.close();
   }, 40_000);
@@ -100,7 +102,7 @@ describe('sqliteStore: one owner per file', () => {
     const b = await first.scheduler.schedule(Date.now() + 60_000, 'work');
     await first.scheduler.close();
     // As a process that died mid-run leaves them: a once already, b never.
-    const db = new Database(path);
+    const db = await openDatabase(path);
     db.prepare(`UPDATE taskheap_tasks SET state = 'running', locked_by = 'dead', locked_until = 0, attempts = 2, expiries = 1 WHERE id = ?`).run(a.id);
     db.prepare(`UPDATE taskheap_tasks SET state = 'running', locked_by = 'dead', locked_until = 0, attempts = 1, run_at = 0 WHERE id = ?`).run(b.id);
     db.close();
@@ -137,7 +139,7 @@ describe('sqliteStore: one owner per file', () => {
 
   it('upgrades a version 1 file in place: rows kept, lease expiries counted from 0', async () => {
     const path = tempDb();
-    const db = new Database(path);
+    const db = await openDatabase(path);
     db.exec(SQL.createMeta);
     db.exec(MIGRATIONS[0]!);
     db.prepare(SQL.insertVersion).run(1);
@@ -147,7 +149,7 @@ describe('sqliteStore: one owner per file', () => {
     await scheduler.start();
     await waitFor('the old task to run', () => runs.length === 1);
     await scheduler.close();
-    const after = new Database(path);
+    const after = await openDatabase(path);
     expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 2 });
     expect(after.prepare('SELECT state, expiries FROM taskheap_tasks').all()).toEqual([{ state: 'succeeded', expiries: 0 }]);
     after.close();

@@ -32,7 +32,8 @@ describe('validateZone', () => {
     expect(() => validateZone('Mars/Olympus')).toThrow(RangeError);
     expect(() => validateZone('Mars/Olympus')).toThrow('Invalid time zone "Mars/Olympus"');
     expect(() => validateZone('')).toThrow('Invalid time zone ""');
-    expect(() => validateZone('+05:00')).toThrow(RangeError);
+    // Node 24's Intl would take it, Node 20 and 22 would not: refused on every Node.
+    expect(() => validateZone('+05:00')).toThrow(/Invalid time zone "\+05:00".*"Etc\/GMT-5" is UTC\+05:00/);
   });
 
   it('rejects non-strings with a TypeError', () => {
