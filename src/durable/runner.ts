@@ -32,6 +32,12 @@ const CLOSE_TIMEOUT = 5_000;
  * in `#pending`, still under a renewed lease, while one flush loop writes the
  * outcomes and retries the failed ones with backoff. Only a confirmed write,
  * or the store saying the lease is no longer ours, lets it go.
+ *
+ * Batching: outcomes that finish in the same turn of the event loop go to
+ * the store in one call (one statement in PostgreSQL), and while a batch is
+ * on its way the next one gathers. Claims take up to twice the worker count
+ * (a prefetch the in-memory loop queues), refilled once a worker count's
+ * worth of room is free, so workers rarely wait for a round trip.
  * @internal
  */
 export class DurableRunner implements TaskObserver {
@@ -47,8 +53,12 @@ export class DurableRunner implements TaskObserver {
   readonly #claims = new Map<Task, ClaimedTask>();
   /** Finished tasks whose outcome the store has not confirmed yet, by id; their leases are still renewed. */
   readonly #pending = new Map<number, Outcome>();
-  /** Ids of `#pending` whose write is on its way. */
+  /** Ids of `#pending` whose write is on its way (one batch at a time). */
   readonly #sending = new Set<number>();
+  /** The defined handler names, as the claim filters by them. */
+  #names: string[] = [];
+  /** An end-of-turn flush (and claim) is queued. */
+  #turnQueued = false;
   /** Set while failed outcome writes wait for their backoff. */
   #flushTimer: unknown = undefined;
   #flushFailures = 0;
@@ -84,6 +94,7 @@ export class DurableRunner implements TaskObserver {
     assertName(name, 'the handler name');
     if (typeof handler !== 'function') throw new TypeError(`Expected the handler for "${name}" to be a function, got ${describe(handler)}`);
     this.#handlers.set(name, handler);
+    this.#names = [...this.#handlers.keys()];
   }
 
   /** Migrates, recovers and starts claiming; idempotent. */
@@ -102,7 +113,7 @@ export class DurableRunner implements TaskObserver {
     return this.#started !== undefined;
   }
 
-  /** Claimed tasks being run by this process. */
+  /** Claimed tasks held by this process: running, or prefetched and about to. */
   get inFlight(): number {
     return this.#claims.size;
   }
@@ -217,9 +228,40 @@ export class DurableRunner implements TaskObserver {
     this.#byId.delete(claim.id);
     const result = this.#outcome(claim, state, outcome);
     this.#pending.set(claim.id, result);
-    // The common case sends just this one; after a failure the backoff timer sends them all.
-    if (this.#flushTimer === undefined && !this.#finished) this.#send(result);
-    this.#tick();
+    this.#endOfTurn();
+  }
+
+  /**
+   * Outcomes finishing in the same turn share one write: the flush, and the
+   * claim that refills the freed room, wait for the end of the turn: a
+   * microtask queued behind the continuations of the other tasks that were
+   * started together (a claimed batch starts in one go). A microtask, not a
+   * timer: the outcome's write keeps the time it finished (a retry is due
+   * from then), and no timer delay is added to every batch.
+   */
+  #endOfTurn(): void {
+    if (this.#turnQueued) return;
+    this.#turnQueued = true;
+    queueMicrotask(this.#turn);
+  }
+
+  #turn = (): void => {
+    this.#turnQueued = false;
+    this.#flush();
+    // Refill once there is room for a worker count's worth: fewer, fuller claims.
+    if (this.#capacity() - this.#claims.size >= this.#refill()) this.#tick();
+  };
+
+  /** How many claimed tasks this process holds at most: its workers and as many again prefetched. */
+  #capacity(): number {
+    const workers = this.#loop.workers;
+    return workers === Infinity ? 64 : 2 * workers;
+  }
+
+  /** How much room is worth a claim when a task finishes. */
+  #refill(): number {
+    const workers = this.#loop.workers;
+    return workers === Infinity ? 1 : workers;
   }
 
   #outcome(claim: ClaimedTask, state: State, outcome: unknown): Outcome {
@@ -239,26 +281,24 @@ export class DurableRunner implements TaskObserver {
   }
 
   /**
-   * The flush loop: sends every pending outcome not already on its way.
-   * While a failed write waits for its backoff, new outcomes wait with it.
-   * Today one outcome per store call; the store takes a batch.
+   * The flush loop: sends every pending outcome in one batch. One batch is
+   * on its way at a time; what finishes meanwhile goes in the next. While a
+   * failed write waits for its backoff, new outcomes wait with it.
    */
   #flush = (): void => {
-    if (this.#flushTimer !== undefined || this.#finished) return;
-    for (const outcome of this.#pending.values()) {
-      if (!this.#sending.has(outcome.id)) this.#send(outcome);
-    }
-  };
-
-  #send(outcome: Outcome): void {
-    const id = outcome.id;
-    this.#sending.add(id);
-    this.#write(this.#store.settle(this.#owner, [outcome], this.#loop.clock.now()).then(() => {
-      this.#sending.delete(id);
-      if (this.#pending.get(id) === outcome) this.#pending.delete(id);
+    if (this.#flushTimer !== undefined || this.#finished || this.#sending.size > 0 || this.#pending.size === 0) return;
+    const batch = [...this.#pending.values()];
+    for (const outcome of batch) this.#sending.add(outcome.id);
+    this.#write(this.#store.settle(this.#owner, batch, this.#loop.clock.now()).then(() => {
+      for (const outcome of batch) {
+        this.#sending.delete(outcome.id);
+        if (this.#pending.get(outcome.id) === outcome) this.#pending.delete(outcome.id);
+      }
       this.#flushFailures = 0;
+      // What finished while this batch was on its way.
+      this.#flush();
     }, (error: unknown) => {
-      this.#sending.delete(id);
+      for (const outcome of batch) this.#sending.delete(outcome.id);
       // One report per outage, not one per outcome and round: the claim loop reports too.
       if (this.#flushFailures === 0) this.#report(error);
       this.#flushFailures++;
@@ -269,7 +309,7 @@ export class DurableRunner implements TaskObserver {
         }, backoff(this.#flushFailures), this.#loop.unref);
       }
     }));
-  }
+  };
 
   #write(promise: Promise<unknown>): void {
     const tracked = promise.catch((error: unknown) => this.#report(error));
@@ -301,10 +341,11 @@ export class DurableRunner implements TaskObserver {
   async #claim(): Promise<number> {
     const clock = this.#loop.clock;
     try {
-      const workers = this.#loop.workers;
-      const free = workers === Infinity ? 64 : workers - this.#claims.size;
-      if (free > 0) {
-        const claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob);
+      const free = this.#capacity() - this.#claims.size;
+      // Full: the end of the turn that frees room claims again.
+      if (free <= 0) return this.#poll;
+      {
+        const claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob, this.#names);
         // close() came while the claim was on its way: hand the work straight back.
         if (this.#closed) {
           for (const claim of claimed) this.#pending.set(claim.id, { id: claim.id, kind: 'release' });
@@ -312,12 +353,13 @@ export class DurableRunner implements TaskObserver {
           return 0;
         }
         for (const claim of claimed) this.#dispatch(claim);
-        // A full batch suggests more is due: claim again at once.
-        if (claimed.length === free) return 0;
+        this.#failures = 0;
+        // A full batch suggests more is due: claim again at once if there is
+        // room enough; otherwise finishing tasks make room and claim.
+        if (claimed.length === free) return this.#capacity() - this.#claims.size >= this.#refill() ? 0 : this.#poll;
       }
-      this.#failures = 0;
       // The store says how long until something is due, by its own clock.
-      const wait = await this.#store.nextDue(clock.now());
+      const wait = await this.#store.nextDue(clock.now(), this.#names);
       return Math.max(0, Math.min(wait ?? this.#poll, this.#poll));
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.
