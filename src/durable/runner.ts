@@ -4,13 +4,13 @@ import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, Sto
 import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import {
   UnknownHandlerError, ruleFromJson, ruleToJson,
-  type ClaimedTask, type DueJob, type JobAdvance, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  type ClaimedTask, type DueJob, type NewTask, type JobAdvance, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
 import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
-import { describe } from '../core/validate.js';
+import { describe, toEpoch } from '../core/validate.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
@@ -129,6 +129,35 @@ export class DurableRunner implements TaskObserver {
     return write.then((row) => {
       this.#wakeAt(runAt);
       return row;
+    });
+  }
+
+  /**
+   * Validates every item first (an error names the item's index, and
+   * nothing is written), then adds them all in one transaction.
+   */
+  scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<StoredTask[]> {
+    const tasks: NewTask[] = [];
+    let earliest = Infinity;
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]!;
+      try {
+        if (typeof item.name !== 'string') throw new TypeError(`Expected \`name\` to be a handler name (a string), got ${describe(item.name)}`);
+        this.#assertHandler(item.name);
+        const runAt = toEpoch(item.runAt);
+        assertStoredTime(runAt, 'when');
+        const { payload, key, stored } = this.#parse(item.options, TASK_KEYS, 'durable task');
+        tasks.push({ name: item.name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored) });
+        earliest = Math.min(earliest, runAt);
+      } catch (error) {
+        if (error instanceof Error) error.message = `scheduleMany() item ${i}: ${error.message}`;
+        throw error;
+      }
+    }
+    if (tasks.length === 0) return Promise.resolve([]);
+    return this.#store.addTasks(tasks).then((rows) => {
+      this.#wakeAt(earliest);
+      return rows;
     });
   }
 

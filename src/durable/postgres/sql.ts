@@ -152,7 +152,7 @@ export function statements(schema: string | undefined) {
           last_error = NULL, updated_at = now()
         WHERE t.state <> 'running'
         RETURNING ${taskColumns('t')}),
-      wake AS (SELECT pg_notify('${WAKE}', $7 || (extract(epoch from MIN(run_at)) * 1000)::bigint::text) FROM saved HAVING count(*) > 0)
+      wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(run_at)::bigint::text) FROM saved HAVING count(*) > 0)
       SELECT saved.* FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
     tasksByKeys: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = ANY($1::text[])`,
     taskByKey: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`,
