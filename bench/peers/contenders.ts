@@ -38,7 +38,7 @@ export const CONCURRENCY = 16;
 
 /** What each contender runs with, for the report. */
 export const SETTINGS: Record<string, string> = {
-  taskheap: `postgresStore defaults (lease 30 s, poll 5 s), workers: ${CONCURRENCY}`,
+  taskheap: `postgresStore defaults (lease 30 s, poll 5 s), workers: ${CONCURRENCY} (claims up to ${2 * CONCURRENCY} ahead, outcomes batched)`,
   'graphile-worker': `the performance preset of its docs with concurrentJobs ${CONCURRENCY}: maxPoolSize ${CONCURRENCY + 1}, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0`,
   'pg-boss': `work() with batchSize ${CONCURRENCY}, burstWhenBatchFull, pollingIntervalSeconds 0.5 (its minimum)`,
   bullmq: `Worker concurrency ${CONCURRENCY}; Redis in memory (no RDB, no AOF)`,
@@ -62,9 +62,10 @@ async function taskheap(target: Target): Promise<Contender> {
   // A process that only adds work: until taskheap has producers (issue 13),
   // the bench adds through the store, which is what a durable schedule()
   // does once its arguments are checked.
-  const add = (job: BenchJob) => store.addTask({
+  const row = (job: BenchJob) => ({
     name: 'noop', key: null, payload: JSON.stringify(payload(job)), runAt: job.due ?? Date.now(), maxAttempts: 1, options: '{}',
   });
+  const add = (job: BenchJob) => store.addTask(row(job));
   return {
     prepare: async () => {
       await store.migrate();
@@ -74,7 +75,11 @@ async function taskheap(target: Target): Promise<Contender> {
       await (open ??= store.migrate());
       await add(job);
     },
-    addMany: undefined,
+    // What scheduler.scheduleMany() does once every item is checked: one statement, one transaction.
+    addMany: async (jobs) => {
+      await (open ??= store.migrate());
+      await store.addTasks(jobs.map(row));
+    },
     work: async (concurrency, onJob) => {
       scheduler = new Scheduler({ store, workers: concurrency, onError: (error) => process.stderr.write(`taskheap: ${String(error)}\n`) });
       scheduler.define('noop', (_ctx, job: BenchJob) => onJob(job));
