@@ -35,9 +35,10 @@ const CLOSE_TIMEOUT = 5_000;
  *
  * Batching: outcomes that finish in the same turn of the event loop go to
  * the store in one call (one statement in PostgreSQL), and while a batch is
- * on its way the next one gathers. Claims take up to twice the worker count
- * (a prefetch the in-memory loop queues), refilled once a worker count's
- * worth of room is free, so workers rarely wait for a round trip.
+ * on its way the next one gathers. Claims take the free workers and
+ * `store.prefetch` more (default: as many again), which the in-memory loop
+ * queues, refilled once half of that is free, so workers rarely wait for a
+ * round trip.
  * @internal
  */
 export class DurableRunner implements TaskObserver {
@@ -277,20 +278,24 @@ export class DurableRunner implements TaskObserver {
   #turn = (): void => {
     this.#turnQueued = false;
     this.#flush();
-    // Refill once there is room for a worker count's worth: fewer, fuller claims.
+    // Refill once half the capacity is free: fewer, fuller claims.
     if (this.#capacity() - this.#claims.size >= this.#refill()) this.#tick();
   };
 
-  /** How many claimed tasks this process holds at most: its workers and as many again prefetched. */
+  /** How many claimed tasks this process holds at most: its workers, and `prefetch` more waiting for one. */
   #capacity(): number {
     const workers = this.#loop.workers;
-    return workers === Infinity ? 64 : 2 * workers;
+    if (workers === Infinity) return 64 + (this.#store.prefetch ?? 0);
+    return workers + (this.#store.prefetch ?? workers);
   }
 
-  /** How much room is worth a claim when a task finishes. */
+  /**
+   * How much room is worth a claim when a task finishes: half the capacity,
+   * so a claim is on its way while the other half still keeps workers busy.
+   * Unlimited workers run what they claim at once: any room is worth it.
+   */
   #refill(): number {
-    const workers = this.#loop.workers;
-    return workers === Infinity ? 1 : workers;
+    return this.#loop.workers === Infinity ? 1 : Math.ceil(this.#capacity() / 2);
   }
 
   #outcome(claim: ClaimedTask, state: State, outcome: unknown): Outcome {

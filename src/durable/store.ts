@@ -181,6 +181,8 @@ export interface Store {
    * gives up on them (their leases then lapse and the tasks run again).
    */
   readonly closeTimeout?: number;
+  /** Tasks claimed beyond the free workers (default: the worker count; 0 with unlimited workers). */
+  readonly prefetch?: number;
   /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */
   migrate(): Promise<void>;
   /** Inserts a task, or replaces the one with the same key unless it is running. */

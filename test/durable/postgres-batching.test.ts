@@ -43,9 +43,9 @@ function counted(store: Store): { store: Store; batches: number[] } {
   return { store, batches };
 }
 
-function open(schema: string, workers?: number) {
+function open(schema: string, workers?: number, prefetch?: number) {
   const errors: unknown[] = [];
-  const { store, batches } = counted(postgresStore({ connectionString: server.url, schema }));
+  const { store, batches } = counted(postgresStore({ connectionString: server.url, schema, ...(prefetch === undefined ? {} : { prefetch }) }));
   const scheduler = new Scheduler({ store, onError: (error) => errors.push(error), ...(workers === undefined ? {} : { workers }) });
   opened.push(scheduler);
   return { scheduler, errors, batches, store };
@@ -169,6 +169,32 @@ describe('postgresStore: claims', () => {
     expect(found.map((row) => [row.state, row.attempts])).toEqual([['succeeded', 1], ['waiting', 0], ['waiting', 0]]);
     expect(started).toEqual([0]);
   }, 30_000);
+});
+
+describe('postgresStore: prefetch', () => {
+  it('prefetch sets how many tasks are claimed beyond the free workers; 0 claims only what the workers can start', async () => {
+    for (const [prefetch, held] of [[0, 1], [3, 4]] as const) {
+      const schema = freshSchema();
+      const { scheduler, store } = open(schema, 1, prefetch);
+      await store.migrate();
+      const gates: (() => void)[] = [];
+      scheduler.define('slow', () => new Promise<void>((resolve) => gates.push(resolve)));
+      await scheduler.scheduleMany(Array.from({ length: 8 }, () => ({ when: Date.now(), name: 'slow' })));
+      await scheduler.start();
+      await waitFor(`${held} claimed`, async () => (await rows(schema)).filter((row) => row.state === 'running').length === held);
+      await sleep(200);
+      expect((await rows(schema)).filter((row) => row.state === 'running').length).toBe(held);
+      const closing = scheduler.close();
+      for (const gate of gates) gate();
+      await closing;
+    }
+  }, 30_000);
+
+  it('rejects a prefetch that is not an integer from 0 to 10,000', () => {
+    for (const bad of [-1, 1.5, 10_001, '5', Number.NaN]) {
+      expect(() => postgresStore({ connectionString: server.url, prefetch: bad as never })).toThrow(/Expected `prefetch` to be an integer from 0 to 10000/);
+    }
+  });
 });
 
 describe('postgresStore: scheduleMany', () => {

@@ -52,7 +52,20 @@ export interface PostgresStoreOptions {
    * @default 1
    */
   maxLeaseExpiries?: number;
+  /**
+   * How many tasks a process claims beyond its free workers, to run as soon
+   * as a worker frees up without waiting for a round trip. Prefetched tasks
+   * are leased (and renewed) like running ones and handed back, unrun, on
+   * `close()`; while one process holds them, others cannot run them. Raise
+   * it for many short tasks (throughput), lower it (to 0) for long ones
+   * spread across processes (fairness).
+   * @default the scheduler's `workers`
+   */
+  prefetch?: number;
 }
+
+/** The most tasks a process may claim ahead of its workers. */
+const MAX_PREFETCH = 10_000;
 
 type Pg = typeof import('pg');
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
@@ -60,7 +73,7 @@ type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 const LISTENER_NAME = 'taskheap-listener';
 const RECONNECT_MIN = 100;
 const RECONNECT_MAX = 5_000;
-const OPTION_KEYS = new Set(['connectionString', 'pool', 'lease', 'poll', 'schema', 'timeout', 'maxLeaseExpiries']);
+const OPTION_KEYS = new Set(['connectionString', 'pool', 'lease', 'poll', 'schema', 'timeout', 'maxLeaseExpiries', 'prefetch']);
 
 /**
  * A store in PostgreSQL that many processes share: each claims due work with
@@ -104,8 +117,12 @@ export function postgresStore(poolOrOptions: Pool | PostgresStoreOptions | strin
     throw new RangeError(`Expected \`lease\` (${lease} ms) to be at least 3 × \`timeout\` (${timeout} ms): renewals every lease / 3 must be able to wait for a slow query`);
   }
   assertCount(maxLeaseExpiries, 'maxLeaseExpiries');
+  const { prefetch } = options;
+  if (prefetch !== undefined && (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 0 || prefetch > MAX_PREFETCH)) {
+    throw new RangeError(`Expected \`prefetch\` to be an integer from 0 to ${MAX_PREFETCH}, got ${describe(prefetch)}`);
+  }
   if (schema !== undefined) assertName(schema, 'schema');
-  return new PostgresStore({ connectionString, pool, lease, poll, schema, timeout: Math.min(timeout, Math.floor(lease / 3)), maxLeaseExpiries });
+  return new PostgresStore({ connectionString, pool, lease, poll, schema, timeout: Math.min(timeout, Math.floor(lease / 3)), maxLeaseExpiries, prefetch });
 }
 
 function isPool(value: unknown): value is Pool {
@@ -119,6 +136,7 @@ class PostgresStore implements Store {
   readonly lease: number;
   readonly poll: number;
   readonly closeTimeout: number;
+  readonly prefetch: number | undefined;
   readonly #timeout: number;
   readonly #maxExpiries: number;
   readonly #expiredText: string;
@@ -142,7 +160,9 @@ class PostgresStore implements Store {
 
   constructor(options: {
     connectionString: string | undefined; pool: Pool | undefined; lease: number; poll: number; schema: string | undefined; timeout: number; maxLeaseExpiries: number;
+    prefetch: number | undefined;
   }) {
+    this.prefetch = options.prefetch;
     this.lease = options.lease;
     this.poll = options.poll;
     this.#timeout = options.timeout;
