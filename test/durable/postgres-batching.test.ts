@@ -238,6 +238,24 @@ describe('postgresStore: scheduleMany', () => {
     expect((await rows(schema)).length).toBe(2);
   });
 
+  it('a key whose task is running is left alone (reported as it is), while the other items are written', async () => {
+    const schema = freshSchema();
+    const { scheduler, store } = open(schema);
+    await store.migrate();
+    scheduler.define('a', () => {});
+    const [busy] = await scheduler.scheduleMany([{ when: Date.now() - 1_000, name: 'a', key: 'busy', payload: 'old' }]);
+    const none = () => ({ occurrences: [], nextRunAt: null, remaining: null });
+    expect((await store.claim('elsewhere', Date.now(), 30_000, 1, none)).map((c) => c.id)).toEqual([busy!.id]);
+    const added = await scheduler.scheduleMany([
+      { when: Date.now() + 60_000, name: 'a', key: 'busy', payload: 'new' },
+      { when: Date.now() + 60_000, name: 'a', key: 'fresh', payload: 'new' },
+    ]);
+    expect(added.map((row) => [row.id === busy!.id, row.key, row.state, row.payload])).toEqual([
+      [true, 'busy', 'running', 'old'],
+      [false, 'fresh', 'waiting', 'new'],
+    ]);
+  });
+
   it('a bad item throws at the call, naming its index, and nothing is written', async () => {
     const schema = freshSchema();
     const { scheduler, store } = open(schema);
