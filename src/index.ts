@@ -31,4 +31,4 @@ export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
 export { SchemaVersionError, UnknownHandlerError } from './durable/store.js';
 export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState } from './durable/store.js';
-export type { Handler, DurableTaskOptions, DurableContext, StoredJobOptions } from './durable/options.js';
+export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';

@@ -6,7 +6,7 @@ import type { TaskOptions } from './core/task-options.js';
 import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
-import type { DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
+import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableRunner } from './durable/runner.js';
 import type { Store, StoredJob, StoredTask, TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type JobFactory, type JobOptions } from './jobs/builders.js';
@@ -152,6 +152,31 @@ export class Scheduler implements JobFactory {
     const runner = this.#requireStore('Scheduling a handler by name');
     if (this.#loop.closed) throw new ClosedError();
     return runner.schedule(time, name, options);
+  }
+
+  /**
+   * With a store: schedules many durable tasks in one call and one
+   * transaction, all or nothing. Every item is checked first; a bad one
+   * throws at this call, naming its index, and nothing is written. Each item
+   * has its own time, handler, payload and `key` (a key replaces the task
+   * with that key unless it is running, as in `schedule()`; a key given twice
+   * in one call: the last item wins). Resolves with the stored rows, in the
+   * order given.
+   * @example
+   * const rows = await scheduler.scheduleMany(users.map((user) => ({
+   *   when: Date.now(), name: 'welcome', payload: { user: user.id }, key: `welcome:${user.id}`,
+   * })));
+   */
+  scheduleMany(items: readonly DurableTaskItem[]): Promise<StoredTask[]> {
+    const runner = this.#requireStore('scheduleMany()');
+    if (this.#loop.closed) throw new ClosedError();
+    if (!Array.isArray(items)) throw new TypeError(`Expected \`items\` of scheduleMany() to be an array, got ${describe(items)}`);
+    const tasks = items.map((item, i) => {
+      if (typeof item !== 'object' || item === null) throw new TypeError(`scheduleMany() item ${i}: expected an object { when, name, ... }, got ${describe(item)}`);
+      const { when, name, ...options } = item;
+      return { runAt: when as unknown, name: name as unknown, options };
+    });
+    return runner.scheduleMany(tasks);
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { When } from '../core/validate.js';
 import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
@@ -24,6 +25,14 @@ export interface DurableTaskOptions {
   timeout?: Duration;
   /** see TaskOptions.retry */
   retry?: RetryOptions | number;
+}
+
+/** One task of `scheduler.scheduleMany()`: when, which handler, and the options of a durable `schedule()`. */
+export interface DurableTaskItem extends DurableTaskOptions {
+  /** a `Date`, epoch milliseconds, or a luxon `DateTime` */
+  when: When;
+  /** The handler name given to `define()`. */
+  name: string;
 }
 
 /** Options a stored task or job keeps with it, as JSON. @internal */

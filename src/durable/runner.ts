@@ -5,13 +5,13 @@ import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '
 import { advanceJob } from './advance-job.js';
 import {
   UnknownHandlerError, ruleToJson,
-  type ClaimedTask, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  type ClaimedTask, type NewTask, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
 import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
-import { describe } from '../core/validate.js';
+import { describe, toEpoch } from '../core/validate.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name']);
@@ -31,6 +31,13 @@ const CLOSE_TIMEOUT = 5_000;
  * in `#pending`, still under a renewed lease, while one flush loop writes the
  * outcomes and retries the failed ones with backoff. Only a confirmed write,
  * or the store saying the lease is no longer ours, lets it go.
+ *
+ * Batching: outcomes that finish in the same turn of the event loop go to
+ * the store in one call (one statement in PostgreSQL), and while a batch is
+ * on its way the next one gathers. Claims take the free workers and
+ * `store.prefetch` more (default: as many again), which the in-memory loop
+ * queues, refilled once half of that is free, so workers rarely wait for a
+ * round trip.
  * @internal
  */
 export class DurableRunner implements TaskObserver {
@@ -46,8 +53,12 @@ export class DurableRunner implements TaskObserver {
   readonly #claims = new Map<Task, ClaimedTask>();
   /** Finished tasks whose outcome the store has not confirmed yet, by id; their leases are still renewed. */
   readonly #pending = new Map<number, Outcome>();
-  /** Ids of `#pending` whose write is on its way. */
+  /** Ids of `#pending` whose write is on its way (one batch at a time). */
   readonly #sending = new Set<number>();
+  /** The defined handler names, as the claim filters by them. */
+  #names: string[] = [];
+  /** An end-of-turn flush (and claim) is queued. */
+  #turnQueued = false;
   /** Set while failed outcome writes wait for their backoff. */
   #flushTimer: unknown = undefined;
   #flushFailures = 0;
@@ -83,6 +94,7 @@ export class DurableRunner implements TaskObserver {
     assertName(name, 'the handler name');
     if (typeof handler !== 'function') throw new TypeError(`Expected the handler for "${name}" to be a function, got ${describe(handler)}`);
     this.#handlers.set(name, handler);
+    this.#names = [...this.#handlers.keys()];
   }
 
   /** Migrates, recovers and starts claiming; idempotent. */
@@ -101,7 +113,7 @@ export class DurableRunner implements TaskObserver {
     return this.#started !== undefined;
   }
 
-  /** Claimed tasks being run by this process. */
+  /** Claimed tasks held by this process: running, or prefetched and about to. */
   get inFlight(): number {
     return this.#claims.size;
   }
@@ -117,6 +129,35 @@ export class DurableRunner implements TaskObserver {
     return write.then((row) => {
       this.#wakeAt(runAt);
       return row;
+    });
+  }
+
+  /**
+   * Validates every item first (an error names the item's index, and
+   * nothing is written), then adds them all in one transaction.
+   */
+  scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<StoredTask[]> {
+    const tasks: NewTask[] = [];
+    let earliest = Infinity;
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]!;
+      try {
+        if (typeof item.name !== 'string') throw new TypeError(`Expected \`name\` to be a handler name (a string), got ${describe(item.name)}`);
+        this.#assertHandler(item.name);
+        const runAt = toEpoch(item.runAt);
+        assertStoredTime(runAt, 'when');
+        const { payload, key, stored } = this.#parse(item.options, TASK_KEYS, 'durable task');
+        tasks.push({ name: item.name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored) });
+        earliest = Math.min(earliest, runAt);
+      } catch (error) {
+        if (error instanceof Error) error.message = `scheduleMany() item ${i}: ${error.message}`;
+        throw error;
+      }
+    }
+    if (tasks.length === 0) return Promise.resolve([]);
+    return this.#store.addTasks(tasks).then((rows) => {
+      this.#wakeAt(earliest);
+      return rows;
     });
   }
 
@@ -216,9 +257,44 @@ export class DurableRunner implements TaskObserver {
     this.#byId.delete(claim.id);
     const result = this.#outcome(claim, state, outcome);
     this.#pending.set(claim.id, result);
-    // The common case sends just this one; after a failure the backoff timer sends them all.
-    if (this.#flushTimer === undefined && !this.#finished) this.#send(result);
-    this.#tick();
+    this.#endOfTurn();
+  }
+
+  /**
+   * Outcomes finishing in the same turn share one write: the flush, and the
+   * claim that refills the freed room, wait for the end of the turn: a
+   * microtask queued behind the continuations of the other tasks that were
+   * started together (a claimed batch starts in one go). A microtask, not a
+   * timer: the outcome's write keeps the time it finished (a retry is due
+   * from then), and no timer delay is added to every batch.
+   */
+  #endOfTurn(): void {
+    if (this.#turnQueued) return;
+    this.#turnQueued = true;
+    queueMicrotask(this.#turn);
+  }
+
+  #turn = (): void => {
+    this.#turnQueued = false;
+    this.#flush();
+    // Refill once half the capacity is free: fewer, fuller claims.
+    if (this.#capacity() - this.#claims.size >= this.#refill()) this.#tick();
+  };
+
+  /** How many claimed tasks this process holds at most: its workers, and `prefetch` more waiting for one. */
+  #capacity(): number {
+    const workers = this.#loop.workers;
+    if (workers === Infinity) return 64 + (this.#store.prefetch ?? 0);
+    return workers + (this.#store.prefetch ?? workers);
+  }
+
+  /**
+   * How much room is worth a claim when a task finishes: half the capacity,
+   * so a claim is on its way while the other half still keeps workers busy.
+   * Unlimited workers run what they claim at once: any room is worth it.
+   */
+  #refill(): number {
+    return this.#loop.workers === Infinity ? 1 : Math.ceil(this.#capacity() / 2);
   }
 
   #outcome(claim: ClaimedTask, state: State, outcome: unknown): Outcome {
@@ -238,26 +314,24 @@ export class DurableRunner implements TaskObserver {
   }
 
   /**
-   * The flush loop: sends every pending outcome not already on its way.
-   * While a failed write waits for its backoff, new outcomes wait with it.
-   * Today one outcome per store call; the store takes a batch.
+   * The flush loop: sends every pending outcome in one batch. One batch is
+   * on its way at a time; what finishes meanwhile goes in the next. While a
+   * failed write waits for its backoff, new outcomes wait with it.
    */
   #flush = (): void => {
-    if (this.#flushTimer !== undefined || this.#finished) return;
-    for (const outcome of this.#pending.values()) {
-      if (!this.#sending.has(outcome.id)) this.#send(outcome);
-    }
-  };
-
-  #send(outcome: Outcome): void {
-    const id = outcome.id;
-    this.#sending.add(id);
-    this.#write(this.#store.settle(this.#owner, [outcome], this.#loop.clock.now()).then(() => {
-      this.#sending.delete(id);
-      if (this.#pending.get(id) === outcome) this.#pending.delete(id);
+    if (this.#flushTimer !== undefined || this.#finished || this.#sending.size > 0 || this.#pending.size === 0) return;
+    const batch = [...this.#pending.values()];
+    for (const outcome of batch) this.#sending.add(outcome.id);
+    this.#write(this.#store.settle(this.#owner, batch, this.#loop.clock.now()).then(() => {
+      for (const outcome of batch) {
+        this.#sending.delete(outcome.id);
+        if (this.#pending.get(outcome.id) === outcome) this.#pending.delete(outcome.id);
+      }
       this.#flushFailures = 0;
+      // What finished while this batch was on its way.
+      this.#flush();
     }, (error: unknown) => {
-      this.#sending.delete(id);
+      for (const outcome of batch) this.#sending.delete(outcome.id);
       // One report per outage, not one per outcome and round: the claim loop reports too.
       if (this.#flushFailures === 0) this.#report(error);
       this.#flushFailures++;
@@ -268,7 +342,7 @@ export class DurableRunner implements TaskObserver {
         }, backoff(this.#flushFailures), this.#loop.unref);
       }
     }));
-  }
+  };
 
   #write(promise: Promise<unknown>): void {
     const tracked = promise.catch((error: unknown) => this.#report(error));
@@ -300,10 +374,11 @@ export class DurableRunner implements TaskObserver {
   async #claim(): Promise<number> {
     const clock = this.#loop.clock;
     try {
-      const workers = this.#loop.workers;
-      const free = workers === Infinity ? 64 : workers - this.#claims.size;
-      if (free > 0) {
-        const claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob);
+      const free = this.#capacity() - this.#claims.size;
+      // Full: the end of the turn that frees room claims again.
+      if (free <= 0) return this.#poll;
+      {
+        const claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob, this.#names);
         // close() came while the claim was on its way: hand the work straight back.
         if (this.#closed) {
           for (const claim of claimed) this.#pending.set(claim.id, { id: claim.id, kind: 'release' });
@@ -311,12 +386,13 @@ export class DurableRunner implements TaskObserver {
           return 0;
         }
         for (const claim of claimed) this.#dispatch(claim);
-        // A full batch suggests more is due: claim again at once.
-        if (claimed.length === free) return 0;
+        this.#failures = 0;
+        // A full batch suggests more is due: claim again at once if there is
+        // room enough; otherwise finishing tasks make room and claim.
+        if (claimed.length === free) return this.#capacity() - this.#claims.size >= this.#refill() ? 0 : this.#poll;
       }
-      this.#failures = 0;
       // The store says how long until something is due, by its own clock.
-      const wait = await this.#store.nextDue(clock.now());
+      const wait = await this.#store.nextDue(clock.now(), this.#names);
       return Math.max(0, Math.min(wait ?? this.#poll, this.#poll));
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.

@@ -181,10 +181,18 @@ export interface Store {
    * gives up on them (their leases then lapse and the tasks run again).
    */
   readonly closeTimeout?: number;
+  /** Tasks claimed beyond the free workers (default: the worker count; 0 with unlimited workers). */
+  readonly prefetch?: number;
   /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */
   migrate(): Promise<void>;
   /** Inserts a task, or replaces the one with the same key unless it is running. */
   addTask(task: NewTask): Promise<StoredTask>;
+  /**
+   * Adds many tasks in one transaction, all or none, as `addTask` would one
+   * after another (a key given twice: the last wins); returns the stored
+   * rows in the order given.
+   */
+  addTasks(tasks: readonly NewTask[]): Promise<StoredTask[]>;
   /** Inserts or updates (by key) a recurring job. */
   addJob(job: NewJob): Promise<StoredJob>;
   /**
@@ -193,15 +201,22 @@ export interface Store {
    * waiting tasks, and running ones whose lease expired, for `owner`, for
    * `lease` ms from the moment the claim is written. An expired task whose
    * lease has already expired `maxLeaseExpiries` times is not claimed but
-   * recorded `failed`.
+   * recorded `failed`. With `names`, only tasks of those handlers (the ones
+   * this process has defined) are claimed; others wait for a process that
+   * defines them.
    */
-  claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): Promise<ClaimedTask[]>;
-  /** ms from now until any waiting task, expiring lease or scheduled job is due (0 if overdue). */
-  nextDue(now: number): Promise<number | undefined>;
+  claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
+    names?: readonly string[]): Promise<ClaimedTask[]>;
+  /**
+   * ms from now until any waiting task, expiring lease or scheduled job is
+   * due (0 if overdue); with `names`, tasks of those handlers only.
+   */
+  nextDue(now: number, names?: readonly string[]): Promise<number | undefined>;
   /** Extends the leases of `ids` still held by `owner` to `lease` ms from now; returns the ids no longer held. */
   renew(owner: string, ids: readonly number[], now: number, lease: number): Promise<number[]>;
   /**
-   * Records outcomes of claimed tasks, all or none. An outcome for a task
+   * Records outcomes of claimed tasks, all or none, in one statement
+   * (PostgreSQL) or one transaction (SQLite). An outcome for a task
    * `owner` no longer holds (its lease was taken over, or it was cancelled)
    * is ignored: resolving means none of them needs writing again.
    */

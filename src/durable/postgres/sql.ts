@@ -67,6 +67,9 @@ const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
   (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN expiries integer NOT NULL DEFAULT 0;`,
 ];
 
+/** SQL: only tasks whose handler is among $6 (null: any). */
+const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
+
 /** SQL: $n milliseconds as an interval. */
 const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
 
@@ -85,17 +88,19 @@ function taskColumns(a: string): string {
  * Our own expired leases are left alone: this process is alive (it is
  * claiming) and renews them. `unlessJobsDue`: claims only if no recurring job
  * is due, and returns that flag (on a row of its own if nothing was claimed).
+ * $6 (text[], or null for any): only tasks of these handler names, the ones
+ * this process has defined; others wait for a process that runs them.
  */
 function claimSql(T: string, J: string, unlessJobsDue: boolean): string {
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
   return `WITH
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
-    expired AS (SELECT id, run_at, expiries FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate}
+    expired AS (SELECT id, run_at, expiries FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
       FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id),
-    waiting AS (SELECT id, run_at FROM ${T} WHERE state = 'waiting' AND run_at <= now() ${gate}
+    waiting AS (SELECT id, run_at FROM ${T} WHERE state = 'waiting' AND run_at <= now() ${gate} ${NAMED}
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     due AS (SELECT id FROM (SELECT id, run_at FROM expired WHERE expiries < $4 UNION ALL SELECT * FROM waiting) d ORDER BY run_at, id LIMIT $1),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
@@ -131,6 +136,25 @@ export function statements(schema: string | undefined) {
         WHERE t.state <> 'running'
         RETURNING ${taskColumns('t')})
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
+    /**
+     * Many tasks in one statement (keys distinct: the store keeps the last
+     * of each), each inserted, or replacing the one with its key unless that
+     * one is running; one wake for the earliest.
+     */
+    addTasks: `WITH saved AS (
+        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options)
+        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[]) WITH ORDINALITY
+          AS u(name, key, payload, at, max_attempts, options, ord)
+        ORDER BY u.ord
+        ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
+          attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
+          last_error = NULL, updated_at = now()
+        WHERE t.state <> 'running'
+        RETURNING ${taskColumns('t')}),
+      wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(run_at)::bigint::text) FROM saved HAVING count(*) > 0)
+      SELECT saved.* FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
+    tasksByKeys: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = ANY($1::text[])`,
     taskByKey: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`,
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
     listTasks: `SELECT ${taskColumns('t')} FROM ${T} AS t
@@ -175,10 +199,10 @@ export function statements(schema: string | undefined) {
         runs = j.runs + u.added, updated_at = now()
       FROM unnest($1::text[], $2::float8[], $3::int[], $4::text[], $5::int[]) AS u(key, next, remaining, state, added)
       WHERE j.key = u.key`,
-    /** ms until something is due, by the server's clock (negative: overdue). */
+    /** ms until something is due, by the server's clock (negative: overdue); tasks only of the names $1 (null: any). */
     nextDue: `SELECT (extract(epoch from LEAST(
-        (SELECT MIN(run_at) FROM ${T} WHERE state = 'waiting'),
-        (SELECT MIN(locked_until) FROM ${T} WHERE state = 'running'),
+        (SELECT MIN(run_at) FROM ${T} WHERE state = 'waiting' AND ($1::text[] IS NULL OR name = ANY($1::text[]))),
+        (SELECT MIN(locked_until) FROM ${T} WHERE state = 'running' AND ($1::text[] IS NULL OR name = ANY($1::text[]))),
         (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`,
 
     /**
@@ -194,17 +218,26 @@ export function statements(schema: string | undefined) {
         orphans AS (UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
           WHERE locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')} RETURNING id)
       SELECT id FROM renewed`,
-    complete: `UPDATE ${T} SET state = $1, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
-      WHERE id = $3 AND locked_by = $4`,
-    /** Due $1 ms after the server's now. The wake reaches this process too: its next claim may already be under way without this row. */
-    retry: `WITH retried AS (
-        UPDATE ${T} SET state = 'waiting', run_at = now() + ${millis('$1')}, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
-        WHERE id = $3 AND locked_by = $4 RETURNING run_at)
-      SELECT pg_notify('${WAKE}', $5 || (extract(epoch from run_at) * 1000)::bigint::text) FROM retried`,
-    release: `WITH released AS (
-        UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
-        WHERE id = $1 AND locked_by = $2 AND state = 'running' RETURNING run_at)
-      SELECT pg_notify('${WAKE}', $3 || (extract(epoch from run_at) * 1000)::bigint::text) FROM released`,
+    /**
+     * Records a batch of outcomes in one statement, for the tasks owner $6
+     * still holds: per row, kind 'complete' (final state, error), 'retry'
+     * (waiting again, due delay ms after the server's now, error) or
+     * 'release' (waiting again, the claim's attempt not counted). One wake
+     * carries the earliest time a retried or released task is due: it
+     * reaches this process too, whose next claim may already be on its way.
+     */
+    settle: `WITH
+        u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[]) AS u(id, kind, state, delay, error)),
+        done AS (UPDATE ${T} AS t SET
+            state = CASE u.kind WHEN 'complete' THEN u.state ELSE 'waiting' END,
+            run_at = CASE u.kind WHEN 'retry' THEN now() + ${millis('u.delay')} ELSE t.run_at END,
+            last_error = CASE u.kind WHEN 'release' THEN t.last_error ELSE u.error END,
+            attempts = t.attempts - (u.kind = 'release')::int,
+            locked_by = NULL, locked_until = NULL, updated_at = now()
+          FROM u WHERE t.id = u.id AND t.locked_by = $6 AND (u.kind <> 'release' OR t.state = 'running')
+          RETURNING u.kind, t.run_at)
+      SELECT pg_notify('${WAKE}', $7 || (extract(epoch from MIN(run_at)) * 1000)::bigint::text) FROM done
+      WHERE kind <> 'complete' HAVING count(*) > 0`,
     cancel: `WITH
         old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()

@@ -52,7 +52,20 @@ export interface PostgresStoreOptions {
    * @default 1
    */
   maxLeaseExpiries?: number;
+  /**
+   * How many tasks a process claims beyond its free workers, to run as soon
+   * as a worker frees up without waiting for a round trip. Prefetched tasks
+   * are leased (and renewed) like running ones and handed back, unrun, on
+   * `close()`; while one process holds them, others cannot run them. Raise
+   * it for many short tasks (throughput), lower it (to 0) for long ones
+   * spread across processes (fairness).
+   * @default the scheduler's `workers`
+   */
+  prefetch?: number;
 }
+
+/** The most tasks a process may claim ahead of its workers. */
+const MAX_PREFETCH = 10_000;
 
 type Pg = typeof import('pg');
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
@@ -60,7 +73,7 @@ type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 const LISTENER_NAME = 'taskheap-listener';
 const RECONNECT_MIN = 100;
 const RECONNECT_MAX = 5_000;
-const OPTION_KEYS = new Set(['connectionString', 'pool', 'lease', 'poll', 'schema', 'timeout', 'maxLeaseExpiries']);
+const OPTION_KEYS = new Set(['connectionString', 'pool', 'lease', 'poll', 'schema', 'timeout', 'maxLeaseExpiries', 'prefetch']);
 
 /**
  * A store in PostgreSQL that many processes share: each claims due work with
@@ -104,8 +117,12 @@ export function postgresStore(poolOrOptions: Pool | PostgresStoreOptions | strin
     throw new RangeError(`Expected \`lease\` (${lease} ms) to be at least 3 × \`timeout\` (${timeout} ms): renewals every lease / 3 must be able to wait for a slow query`);
   }
   assertCount(maxLeaseExpiries, 'maxLeaseExpiries');
+  const { prefetch } = options;
+  if (prefetch !== undefined && (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 0 || prefetch > MAX_PREFETCH)) {
+    throw new RangeError(`Expected \`prefetch\` to be an integer from 0 to ${MAX_PREFETCH}, got ${describe(prefetch)}`);
+  }
   if (schema !== undefined) assertName(schema, 'schema');
-  return new PostgresStore({ connectionString, pool, lease, poll, schema, timeout: Math.min(timeout, Math.floor(lease / 3)), maxLeaseExpiries });
+  return new PostgresStore({ connectionString, pool, lease, poll, schema, timeout: Math.min(timeout, Math.floor(lease / 3)), maxLeaseExpiries, prefetch });
 }
 
 function isPool(value: unknown): value is Pool {
@@ -119,6 +136,7 @@ class PostgresStore implements Store {
   readonly lease: number;
   readonly poll: number;
   readonly closeTimeout: number;
+  readonly prefetch: number | undefined;
   readonly #timeout: number;
   readonly #maxExpiries: number;
   readonly #expiredText: string;
@@ -142,7 +160,9 @@ class PostgresStore implements Store {
 
   constructor(options: {
     connectionString: string | undefined; pool: Pool | undefined; lease: number; poll: number; schema: string | undefined; timeout: number; maxLeaseExpiries: number;
+    prefetch: number | undefined;
   }) {
+    this.prefetch = options.prefetch;
     this.lease = options.lease;
     this.poll = options.poll;
     this.#timeout = options.timeout;
@@ -283,19 +303,60 @@ class PostgresStore implements Store {
     return toTask(existing.rows[0]);
   }
 
+  async addTasks(tasks: readonly NewTask[]): Promise<StoredTask[]> {
+    if (tasks.length === 0) return [];
+    // A key given twice in one call: the last wins, as with one call after another.
+    const last = new Map<string, number>();
+    tasks.forEach((task, i) => {
+      if (task.key !== null) last.set(task.key, i);
+    });
+    const rows = tasks.filter((task, i) => task.key === null || last.get(task.key) === i);
+    const columns = { name: [] as string[], key: [] as (string | null)[], payload: [] as string[], at: [] as number[], max: [] as number[], options: [] as string[] };
+    let earliest = Infinity;
+    for (const task of rows) {
+      columns.name.push(task.name);
+      columns.key.push(task.key);
+      columns.payload.push(task.payload);
+      columns.at.push(task.runAt);
+      columns.max.push(task.maxAttempts);
+      columns.options.push(task.options);
+      earliest = Math.min(earliest, task.runAt);
+    }
+    return this.#transaction(async (client) => {
+      const saved = await client.query<TaskRow>(this.#sql.addTasks,
+        [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix]);
+      const byKey = new Map<string, StoredTask>();
+      // New rows are numbered in the order given; keyed rows are found by key.
+      const fresh: StoredTask[] = [];
+      for (const row of saved.rows) {
+        const task = toTask(row);
+        if (task.key === null) fresh.push(task);
+        else byKey.set(task.key, task);
+      }
+      // Keys of running tasks are left alone: report those as they are.
+      const missing = [...last.keys()].filter((key) => !byKey.has(key));
+      if (missing.length > 0) {
+        const existing = await client.query<TaskRow>(this.#sql.tasksByKeys, [missing]);
+        for (const row of existing.rows) byKey.set(row.key!, toTask(row));
+      }
+      let next = 0;
+      return tasks.map((task) => (task.key === null ? fresh[next++]! : byKey.get(task.key)!));
+    });
+  }
+
   async addJob(job: NewJob): Promise<StoredJob> {
     const { rows } = await this.#query<JobRow>(this.#sql.addJob,
       [job.key, job.name, job.payload, job.rule, job.nextRunAt === null ? 'done' : 'scheduled', job.nextRunAt, job.remaining, job.until, job.options, this.#prefix]);
     return toJob(rows[0]!);
   }
 
-  async claim(owner: string, now: number, lease: number, limit: number, advance: Advance): Promise<ClaimedTask[]> {
+  async claim(owner: string, now: number, lease: number, limit: number, advance: Advance, names?: readonly string[]): Promise<ClaimedTask[]> {
     // The common case, no recurring job due: one statement claims, and says
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims.
     // The flag row of an empty claim has a null id.
     // Due times and leases are the server's: `now` (this process's clock) is not used.
-    const params = [limit, owner, lease, this.#maxExpiries, this.#expiredText];
+    const params = [limit, owner, lease, this.#maxExpiries, this.#expiredText, names ?? null];
     const fast = await this.#query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(this.#sql.claimUnlessJobsDue, params);
     if (fast.rows[0]?.jobs_due !== true) return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
     return this.#transaction(async (client) => {
@@ -340,8 +401,8 @@ class PostgresStore implements Store {
     await client.query(this.#sql.advanceJobs, [updates.key, updates.next, updates.remaining, updates.state, updates.added]);
   }
 
-  async nextDue(): Promise<number | undefined> {
-    const { rows } = await this.#query<{ t: number | string | null }>(this.#sql.nextDue);
+  async nextDue(_now: number, names?: readonly string[]): Promise<number | undefined> {
+    const { rows } = await this.#query<{ t: number | string | null }>(this.#sql.nextDue, [names ?? null]);
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }
@@ -353,21 +414,18 @@ class PostgresStore implements Store {
     return ids.filter((id) => !kept.has(id));
   }
 
+  /** One statement for the whole batch: an outcome costs a row of arrays, not a round trip. */
   async settle(owner: string, outcomes: readonly Outcome[]): Promise<void> {
-    if (outcomes.length === 1) {
-      await this.#settleOne(outcomes[0]!, owner, (text, values) => this.#query(text, values));
-      return;
+    if (outcomes.length === 0) return;
+    const id: number[] = [], kind: string[] = [], state: (string | null)[] = [], delay: (number | null)[] = [], error: (string | null)[] = [];
+    for (const outcome of outcomes) {
+      id.push(outcome.id);
+      kind.push(outcome.kind);
+      state.push(outcome.kind === 'complete' ? outcome.state : null);
+      delay.push(outcome.kind === 'retry' ? outcome.delay : null);
+      error.push(outcome.kind === 'release' ? null : outcome.error);
     }
-    await this.#transaction(async (client) => {
-      for (const outcome of outcomes) await this.#settleOne(outcome, owner, (text, values) => client.query(text, values));
-    });
-  }
-
-  #settleOne(outcome: Outcome, owner: string, query: (text: string, values: unknown[]) => Promise<unknown>): Promise<unknown> {
-    const sql = this.#sql;
-    if (outcome.kind === 'complete') return query(sql.complete, [outcome.state, outcome.error, outcome.id, owner]);
-    if (outcome.kind === 'retry') return query(sql.retry, [outcome.delay, outcome.error, outcome.id, owner, this.#prefix]);
-    return query(sql.release, [outcome.id, owner, this.#prefix]);
+    await this.#query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix]);
   }
 
   async cancel(id: number): Promise<boolean> {

@@ -69,6 +69,9 @@ export const SQL = {
     ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
     next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`,
   dueWaiting: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`,
+  /** Only tasks whose handler is among the names of a JSON array: the ones this process has defined. */
+  dueWaitingNamed: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ?
+    AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
   /**
    * Expired leases of another owner. One store owns the file (it holds the
    * lock), and recover() hands back a dead owner's work at start-up, so this
@@ -77,6 +80,8 @@ export const SQL = {
    */
   dueExpired: `SELECT id, run_at, expiries FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     ORDER BY run_at, id LIMIT ?`,
+  dueExpiredNamed: `SELECT id, run_at, expiries FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+    AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
   /** A claim; an expired lease taken over counts one expiry. */
   claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running'), state = 'running', locked_by = ?, locked_until = ?,
     attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *`,
@@ -91,6 +96,10 @@ export const SQL = {
   nextDue: `SELECT MIN(t) AS t FROM (
     SELECT MIN(run_at) AS t FROM taskheap_tasks WHERE state = 'waiting'
     UNION ALL SELECT MIN(locked_until) FROM taskheap_tasks WHERE state = 'running'
+    UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
+  nextDueNamed: `SELECT MIN(t) AS t FROM (
+    SELECT MIN(run_at) AS t FROM taskheap_tasks WHERE state = 'waiting' AND name IN (SELECT value FROM json_each(?))
+    UNION ALL SELECT MIN(locked_until) FROM taskheap_tasks WHERE state = 'running' AND name IN (SELECT value FROM json_each(?))
     UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
   renew: `UPDATE taskheap_tasks SET locked_until = ? WHERE id = ? AND locked_by = ? AND state = 'running'`,
   complete: `UPDATE taskheap_tasks SET state = ?, last_error = ?, locked_by = NULL, locked_until = NULL, updated_at = ?

@@ -230,19 +230,32 @@ class SqliteStore implements Store {
   async addTask(task: NewTask): Promise<StoredTask> {
     const db = this.#open;
     const now = Date.now();
-    return this.#named(() => db.transaction(() => {
-      if (task.key !== null) {
-        const existing = this.#statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
-        if (existing !== undefined) {
-          if (existing.state === 'running') return toTask(existing);
-          this.#statement(SQL.replaceTask)
-            .run(task.name, task.payload, task.runAt, task.maxAttempts, task.options, now, existing.id);
-          return toTask(this.#statement(SQL.taskById).get(existing.id) as TaskRow);
-        }
+    return this.#named(() => db.transaction(() => this.#add(task, now))());
+  }
+
+  /** Many tasks, one transaction: all are written or none. */
+  async addTasks(tasks: readonly NewTask[]): Promise<StoredTask[]> {
+    const db = this.#open;
+    const now = Date.now();
+    const rows = this.#named(() => db.transaction(() => tasks.map((task) => this.#add(task, now)))());
+    // A key given twice in one call: the last wins, and every item reports the row as it ends up.
+    const last = new Map<string, StoredTask>();
+    for (const row of rows) if (row.key !== null) last.set(row.key, row);
+    return rows.map((row) => (row.key === null ? row : last.get(row.key)!));
+  }
+
+  #add(task: NewTask, now: number): StoredTask {
+    if (task.key !== null) {
+      const existing = this.#statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
+      if (existing !== undefined) {
+        if (existing.state === 'running') return toTask(existing);
+        this.#statement(SQL.replaceTask)
+          .run(task.name, task.payload, task.runAt, task.maxAttempts, task.options, now, existing.id);
+        return toTask(this.#statement(SQL.taskById).get(existing.id) as TaskRow);
       }
-      const { lastInsertRowid } = this.#statement(SQL.insertTask).run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, now, now);
-      return toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow);
-    })());
+    }
+    const { lastInsertRowid } = this.#statement(SQL.insertTask).run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, now, now);
+    return toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow);
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {
@@ -262,14 +275,20 @@ class SqliteStore implements Store {
     })());
   }
 
-  async claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): Promise<ClaimedTask[]> {
+  async claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
+    names?: readonly string[]): Promise<ClaimedTask[]> {
+    const named = names === undefined ? undefined : JSON.stringify(names);
     const db = this.#open;
     return this.#named(() => db.transaction(() => {
       this.#materialize(db, now, advance);
       // Two selects, each walking the (state, run_at) index, beat one OR
       // that makes SQLite sort every due row on each claim.
-      const due = this.#statement(SQL.dueWaiting).all(now, limit) as IdRow[];
-      const expired = this.#statement(SQL.dueExpired).all(now, owner, limit) as IdRow[];
+      const due = (named === undefined
+        ? this.#statement(SQL.dueWaiting).all(now, limit)
+        : this.#statement(SQL.dueWaitingNamed).all(now, named, limit)) as IdRow[];
+      const expired = (named === undefined
+        ? this.#statement(SQL.dueExpired).all(now, owner, limit)
+        : this.#statement(SQL.dueExpiredNamed).all(now, owner, named, limit)) as IdRow[];
       const rows = [...due, ...expired].sort((a, b) => a.run_at - b.run_at || a.id - b.id).slice(0, limit);
       const take = this.#statement(SQL.claimOne);
       const fail = this.#statement(SQL.failExpired);
@@ -297,8 +316,10 @@ class SqliteStore implements Store {
     }
   }
 
-  async nextDue(now: number): Promise<number | undefined> {
-    const row = this.#named(() => this.#statement(SQL.nextDue).get() as { t: number | null });
+  async nextDue(now: number, names?: readonly string[]): Promise<number | undefined> {
+    const row = this.#named(() => (names === undefined
+      ? this.#statement(SQL.nextDue).get()
+      : this.#statement(SQL.nextDueNamed).get(JSON.stringify(names), JSON.stringify(names))) as { t: number | null });
     return row.t === null ? undefined : Math.max(0, row.t - now);
   }
 
