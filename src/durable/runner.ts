@@ -423,10 +423,14 @@ export class DurableRunner implements TaskObserver {
     this.#renewTimer = this.#loop.clock.setTimer(this.#renew, this.#lease / 3, this.#loop.unref);
     // A renewal still on its way (a slow database) is not overtaken by another.
     if (this.#renewing) return;
-    // Sent with no ids too: a shared store also hands back claims whose answer never arrived.
+    // Sent with no ids too: a shared store also hands back claims whose answer
+    // never arrived. Never while a claim is on its way: its answer may be
+    // waiting unread behind a blocked event loop, and the task would then run
+    // here and again elsewhere. A claim whose answer was lost has failed here
+    // already, so the next renewal hands it back.
     const ids = [...this.#byId.keys(), ...this.#pending.keys()];
     this.#renewing = true;
-    this.#write(this.#store.renew(this.#owner, ids, this.#loop.clock.now(), this.#lease).then((lost) => {
+    this.#write(this.#store.renew(this.#owner, ids, this.#loop.clock.now(), this.#lease, !this.#ticking).then((lost) => {
       // Another process owns these now (our lease expired) or they were
       // cancelled: stop them here, and stop writing their outcomes.
       for (const id of lost) {

@@ -212,8 +212,15 @@ export interface Store {
    * due (0 if overdue); with `names`, tasks of those handlers only.
    */
   nextDue(now: number, names?: readonly string[]): Promise<number | undefined>;
-  /** Extends the leases of `ids` still held by `owner` to `lease` ms from now; returns the ids no longer held. */
-  renew(owner: string, ids: readonly number[], now: number, lease: number): Promise<number[]>;
+  /**
+   * Extends the leases of `ids` still held by `owner` to `lease` ms from now;
+   * returns the ids no longer held. With `handBack` (a shared store), tasks
+   * the owner holds but did not list, claimed long ago, are claims whose
+   * answer never reached it: they go back to waiting, unrun. The caller
+   * passes false while a claim of its own is on its way, whose answer may
+   * just not have been read yet.
+   */
+  renew(owner: string, ids: readonly number[], now: number, lease: number, handBack?: boolean): Promise<number[]>;
   /**
    * Records outcomes of claimed tasks, all or none, in one statement
    * (PostgreSQL) or one transaction (SQLite). An outcome for a task

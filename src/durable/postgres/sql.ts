@@ -216,7 +216,7 @@ export function statements(schema: string | undefined) {
         renewed AS (UPDATE ${T} SET locked_until = clock_timestamp() + ${millis('$1')}
           WHERE id = ANY($2::bigint[]) AND locked_by = $3 AND state = 'running' RETURNING id),
         orphans AS (UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
-          WHERE locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')} RETURNING id)
+          WHERE $5::boolean AND locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')} RETURNING id)
       SELECT id FROM renewed`,
     /**
      * Records a batch of outcomes in one statement, for the tasks owner $6

@@ -407,9 +407,9 @@ class PostgresStore implements Store {
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }
 
-  async renew(owner: string, ids: readonly number[], _now: number, lease: number): Promise<number[]> {
+  async renew(owner: string, ids: readonly number[], _now: number, lease: number, handBack = true): Promise<number[]> {
     // Runs with no ids too: it also hands back claims whose answer was lost.
-    const { rows } = await this.#query<{ id: string | number }>(this.#sql.renew, [lease, ids, owner, 3 * this.#timeout]);
+    const { rows } = await this.#query<{ id: string | number }>(this.#sql.renew, [lease, ids, owner, 3 * this.#timeout, handBack]);
     const kept = new Set(rows.map((row) => Number(row.id)));
     return ids.filter((id) => !kept.has(id));
   }
