@@ -54,6 +54,17 @@ export interface SchedulerOptions {
    * @default none
    */
   store?: Store;
+  /**
+   * With a store: the handler names this process may schedule without
+   * defining them, such as a web process that adds work for workers
+   * elsewhere. A process that defines handlers or lists names here refuses
+   * any other name at the call (`UnknownHandlerError`), which catches typos;
+   * one that does neither accepts any well-formed name.
+   * @default none
+   * @example
+   * new Scheduler({ store, handlers: ['remind', 'invoice'] });
+   */
+  handlers?: readonly string[];
 }
 
 /** Events of a scheduler and the arguments their listeners receive. */
@@ -63,7 +74,7 @@ export interface SchedulerEvents extends TaskEvents {
 }
 
 const CRON_KEYS = new Set(['timezone']);
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store']);
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers']);
 
 function defaultOnError(error: unknown, info: ErrorInfo): void {
   const what = info.task === undefined ? 'store' : `task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`}`;
@@ -98,7 +109,7 @@ export class Scheduler implements JobFactory {
   constructor(options: SchedulerOptions = {}) {
     assertOptionsObject(options, 'Scheduler');
     assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
-    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store } = options;
+    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers } = options;
     assertWorkers(workers);
     if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
       throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
@@ -109,7 +120,11 @@ export class Scheduler implements JobFactory {
     this.#timezone = timezone === undefined ? systemZone() : validateZone(timezone);
     this.#loop = new TaskLoop({ workers, maxPending, unref, clock, onError }, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
-    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop);
+    if (handlers !== undefined) {
+      if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
+      if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
+    }
+    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers);
   }
 
   #requireStore(what: string): DurableRunner {
@@ -226,6 +241,19 @@ export class Scheduler implements JobFactory {
   define<P = any>(name: string, handler: Handler<P>): this {
     this.#requireStore('define()').define(name, handler);
     return this;
+  }
+
+  /**
+   * With a store: opens it and creates or upgrades its schema, once. Not
+   * needed: the first call that uses the store (`schedule`, `getTask`,
+   * `start`...) does it. Call it at boot to fail early on a database that is
+   * unreachable or newer than this library (`SchemaVersionError`). Claims
+   * and runs nothing.
+   * @example
+   * await scheduler.migrate();
+   */
+  migrate(): Promise<void> {
+    return this.#requireStore('migrate()').ready();
   }
 
   /**

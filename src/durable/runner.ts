@@ -4,13 +4,14 @@ import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, Sto
 import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import {
   UnknownHandlerError, ruleFromJson, ruleToJson,
-  type ClaimedTask, type DueJob, type JobAdvance, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
 import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
 import { describe } from '../core/validate.js';
+import { ClosedError } from '../core/errors.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
@@ -68,8 +69,12 @@ export class DurableRunner implements TaskObserver {
   /** Writes to the store still in flight, so close() can wait for them. */
   #writes = new Set<Promise<unknown>>();
   #failures = 0;
+  /** Handler names this process may schedule without defining them (the scheduler's `handlers` option). */
+  readonly #known: ReadonlySet<string>;
+  /** The store opened and migrated, once: by the first call that needs it, `migrate()` or `start()`. */
+  #ready: Promise<void> | undefined = undefined;
 
-  constructor(store: Store, loop: TaskLoop) {
+  constructor(store: Store, loop: TaskLoop, known: readonly string[] = []) {
     if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
       throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
     }
@@ -78,6 +83,22 @@ export class DurableRunner implements TaskObserver {
     this.#lease = store.lease ?? 30_000;
     this.#poll = store.poll ?? 5_000;
     this.#closeTimeout = store.closeTimeout ?? CLOSE_TIMEOUT;
+    for (const name of known) assertName(name, 'a name in `handlers`');
+    this.#known = new Set(known);
+  }
+
+  /**
+   * Opens the store and creates or upgrades its schema, once. Producers get
+   * here from their first call; a failure is not remembered, so the next
+   * call tries again (the database may be back).
+   */
+  ready(): Promise<void> {
+    if (this.#finished) return Promise.reject(new ClosedError());
+    this.#ready ??= this.#store.migrate().catch((error: unknown) => {
+      this.#ready = undefined;
+      throw error;
+    });
+    return this.#ready;
   }
 
   define(name: string, handler: Handler): void {
@@ -89,7 +110,7 @@ export class DurableRunner implements TaskObserver {
   /** Migrates, recovers and starts claiming; idempotent. */
   start(): Promise<void> {
     this.#started ??= (async () => {
-      await this.#store.migrate();
+      await this.ready();
       await this.#store.recover?.();
       await this.#store.subscribe((runAt) => this.#wakeAt(runAt), (id) => this.#cancelLocal(id));
       this.#renewTimer = this.#loop.clock.setTimer(this.#renew, this.#lease / 3, this.#loop.unref);
@@ -112,9 +133,9 @@ export class DurableRunner implements TaskObserver {
     this.#assertHandler(name);
     assertStoredTime(runAt, 'when');
     const { payload, key, stored } = this.#parse(options, TASK_KEYS, 'durable task');
-    const write = this.#store.addTask({
+    const write = this.ready().then(() => this.#store.addTask({
       name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
-    });
+    }));
     return write.then((row) => {
       this.#wakeAt(runAt);
       return row;
@@ -130,7 +151,7 @@ export class DurableRunner implements TaskObserver {
     if (bounds.times !== Infinity && bounds.times > MAX_ATTEMPTS) {
       throw new RangeError(`Expected \`times\` of a stored job to be at most ${MAX_ATTEMPTS}, got ${describe(bounds.times)}`);
     }
-    const write = this.#store.addJob({
+    const job: NewJob = {
       key: key ?? `job:${randomUUID()}`,
       name,
       payload,
@@ -139,7 +160,8 @@ export class DurableRunner implements TaskObserver {
       remaining: bounds.times === Infinity ? null : bounds.times,
       until: bounds.until === Infinity ? null : bounds.until,
       options: JSON.stringify(stored),
-    });
+    };
+    const write = this.ready().then(() => this.#store.addJob(job));
     return write.then((row) => {
       if (plan.first !== undefined) this.#wakeAt(plan.first);
       return row;
@@ -147,20 +169,24 @@ export class DurableRunner implements TaskObserver {
   }
 
   async cancel(id: number): Promise<boolean> {
+    await this.ready();
     const cancelled = await this.#store.cancel(id);
     this.#cancelLocal(id);
     return cancelled;
   }
 
-  cancelJob(key: string): Promise<boolean> {
+  async cancelJob(key: string): Promise<boolean> {
+    await this.ready();
     return this.#store.cancelJob(key);
   }
 
-  getTask(id: number): Promise<StoredTask | undefined> {
+  async getTask(id: number): Promise<StoredTask | undefined> {
+    await this.ready();
     return this.#store.getTask(id);
   }
 
-  listTasks(filter: TaskFilter): Promise<StoredTask[]> {
+  async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
+    await this.ready();
     return this.#store.listTasks(filter);
   }
 
@@ -399,8 +425,15 @@ export class DurableRunner implements TaskObserver {
     this.#loop.report(error, { task: undefined, name: undefined, attempt: 0 });
   }
 
+  /**
+   * A process that names its handlers (defines some, or lists them in
+   * `handlers`) may only schedule those: a typo fails at the call. A process
+   * that names none is a pure producer and accepts any well-formed name.
+   */
   #assertHandler(name: string): void {
-    if (!this.#handlers.has(name)) throw new UnknownHandlerError(name);
+    assertName(name, 'the handler name');
+    if (this.#handlers.size === 0 && this.#known.size === 0) return;
+    if (!this.#handlers.has(name) && !this.#known.has(name)) throw new UnknownHandlerError(name);
   }
 
   #parse(options: object | undefined, keys: ReadonlySet<string>, what: string) {

@@ -250,7 +250,7 @@ export class SchemaVersionError extends TaskheapError {
 /** A task or job names a handler that `define()` never registered. */
 export class UnknownHandlerError extends TaskheapError {
   constructor(name: string) {
-    super(`No handler named "${name}"; call scheduler.define("${name}", handler) first`, 'ERR_UNKNOWN_HANDLER');
+    super(`No handler named "${name}"; define it with scheduler.define("${name}", handler) or, in a process that only adds work, list it in the scheduler's \`handlers\` option`, 'ERR_UNKNOWN_HANDLER');
   }
 }
 
