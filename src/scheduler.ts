@@ -1,6 +1,6 @@
 import { assertClock, systemClock, type Clock } from './core/clock.js';
 import { Emitter } from './core/emitter.js';
-import { ClosedError } from './core/errors.js';
+import { ClosedError, TaskheapError } from './core/errors.js';
 import { assertWorkers, TaskLoop, type ErrorInfo, type SchedulerStats, type TaskEvents } from './core/loop.js';
 import type { TaskOptions } from './core/task-options.js';
 import type { Task, TaskFunction } from './core/task.js';
@@ -8,7 +8,7 @@ import { toDuration, type Duration } from './core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableRunner } from './durable/runner.js';
-import type { Store, StoredJob, StoredTask, TaskFilter } from './durable/store.js';
+import { TaskNotFoundError, type Store, type StoredJob, type StoredTask, type TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type JobFactory, type JobOptions } from './jobs/builders.js';
 import type { Job, SkipInfo } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
@@ -74,6 +74,12 @@ export interface SchedulerEvents extends TaskEvents {
 }
 
 const CRON_KEYS = new Set(['timezone']);
+const WAIT_KEYS = new Set(['signal', 'timeout']);
+
+/** A stored task id: a positive safe integer. */
+function assertId(id: unknown): asserts id is number {
+  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
+}
 const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers']);
 
 function defaultOnError(error: unknown, info: ErrorInfo): void {
@@ -293,6 +299,49 @@ export class Scheduler implements JobFactory {
    */
   cancel(id: number): Promise<boolean> {
     return this.#requireStore('cancel()').cancel(id);
+  }
+
+  /**
+   * Resolves with a stored task once it is in a final state (`succeeded`,
+   * `failed`, `timed-out` or `cancelled`), from any process: its `result`
+   * is what the handler returned, `lastError` and `errors` why it failed.
+   * Rejects with `TaskNotFoundError` if there is no such task,
+   * `WaitTimeoutError` after `timeout` (the task goes on), the signal's
+   * reason when `signal` aborts, and `ClosedError` when the scheduler closes.
+   * Needs no `start()`. PostgreSQL wakes it through LISTEN/NOTIFY.
+   * @example
+   * const task = await scheduler.schedule(Date.now(), 'resize', { payload: { image } });
+   * const { state, result } = await scheduler.waitFor(task.id, { timeout: '30s' });
+   */
+  waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
+    const runner = this.#requireStore('waitFor()');
+    assertId(id);
+    assertOptionsObject(options, 'waitFor');
+    assertKnownKeys(options, WAIT_KEYS, 'waitFor');
+    const { signal } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+    const timeout = options.timeout === undefined ? Infinity : toDuration(options.timeout, 'timeout', 1);
+    return runner.waitFor(id, signal, timeout);
+  }
+
+  /**
+   * Runs a failed, timed-out or cancelled stored task again: back to
+   * `waiting`, due now, with all its attempts (`attempts` starts again at 0;
+   * the errors of earlier attempts stay in `errors`). Resolves with the task,
+   * or rejects with `TaskNotFoundError` if there is none with this id, and
+   * with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it is waiting,
+   * running or succeeded.
+   * @example
+   * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retry(task.id);
+   */
+  async retry(id: number): Promise<StoredTask> {
+    const runner = this.#requireStore('retry()');
+    assertId(id);
+    const task = await runner.requeue(id);
+    if (task !== undefined) return task;
+    const now = await runner.getTask(id);
+    if (now === undefined) throw new TaskNotFoundError(id);
+    throw new TaskheapError(`Task ${id} is ${now.state}; only a failed, timed-out or cancelled task can be retried`, 'ERR_TASK_NOT_FINISHED');
   }
 
   /** Cancels a stored recurring job by key, with its waiting occurrences. */

@@ -1,4 +1,4 @@
-import type { ClaimedTask, DueJob, StoredJob, StoredState, StoredTask } from './store.js';
+import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredState, StoredTask } from './store.js';
 
 // Both SQL stores return rows of these shapes (snake_case columns, times as
 // epoch ms). Drivers may hand numbers back as strings (pg's bigint), so every
@@ -19,6 +19,9 @@ export interface TaskRow {
   job_key: string | null;
   created_at: number | string;
   updated_at: number | string;
+  /** Version 3: the return value and the attempts' errors, JSON. */
+  result?: string | null;
+  errors?: string | null;
 }
 
 /** The `taskheap_jobs` columns a `StoredJob` shows. */
@@ -72,6 +75,8 @@ export function toTask(row: TaskRow): StoredTask {
     jobKey: row.job_key,
     createdAt: new Date(Number(row.created_at)),
     updatedAt: new Date(Number(row.updated_at)),
+    result: row.result === null || row.result === undefined ? undefined : JSON.parse(row.result) as unknown,
+    errors: row.errors === null || row.errors === undefined ? [] : toErrors(row.errors),
   };
 }
 
@@ -113,4 +118,9 @@ export function toClaims(rows: ClaimRow[]): ClaimedTask[] {
       options: row.options,
     }))
     .sort((a, b) => a.runAt - b.runAt || a.id - b.id);
+}
+
+function toErrors(json: string): AttemptError[] {
+  return (JSON.parse(json) as { attempt: number; at: number; error: string }[])
+    .map((entry) => ({ attempt: Number(entry.attempt), at: new Date(Number(entry.at)), error: entry.error }));
 }

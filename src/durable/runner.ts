@@ -3,10 +3,10 @@ import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, StoredOptions } from './options.js';
 import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import {
-  UnknownHandlerError, ruleFromJson, ruleToJson,
+  FINAL_STATES, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError, ruleFromJson, ruleToJson,
   type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
-import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
+import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload, toResult } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
@@ -69,6 +69,10 @@ export class DurableRunner implements TaskObserver {
   /** Writes to the store still in flight, so close() can wait for them. */
   #writes = new Set<Promise<unknown>>();
   #failures = 0;
+  /** waitFor() calls by task id. */
+  readonly #waiters = new Map<number, Set<Waiter>>();
+  /** The store's watch(), once somebody waits. */
+  #watching: Promise<void> | undefined = undefined;
   /** Handler names this process may schedule without defining them (the scheduler's `handlers` option). */
   readonly #known: ReadonlySet<string>;
   /** The store opened and migrated, once: by the first call that needs it, `migrate()` or `start()`. */
@@ -172,7 +176,101 @@ export class DurableRunner implements TaskObserver {
     await this.ready();
     const cancelled = await this.#store.cancel(id);
     this.#cancelLocal(id);
+    if (cancelled) this.#done(id);
     return cancelled;
+  }
+
+  /** Puts a failed, timed-out or cancelled task back to waiting, due now, with all its attempts. */
+  async requeue(id: number): Promise<StoredTask | undefined> {
+    await this.ready();
+    const task = await this.#store.requeue(id, this.#loop.clock.now());
+    if (task !== undefined) this.#wakeAt(task.runAt.getTime());
+    return task;
+  }
+
+  /**
+   * Resolves with the task once it is in a final state. Woken by this
+   * process's own writes and, where the store has them, by other processes'
+   * announcements (PostgreSQL NOTIFY); a look every poll interval covers an
+   * announcement lost while the listener reconnected.
+   */
+  async waitFor(id: number, signal: AbortSignal | undefined, timeout: number): Promise<StoredTask> {
+    await this.ready();
+    signal?.throwIfAborted();
+    if (this.#store.watch !== undefined) {
+      this.#watching ??= this.#store.watch((done) => (done === null ? this.#doneAll() : this.#done(done))).catch((error: unknown) => {
+        this.#watching = undefined;
+        throw error;
+      });
+      await this.#watching;
+    }
+    // close() came while we were getting ready: it has already let its waiters go.
+    if (this.#closed) throw new ClosedError();
+    const clock = this.#loop.clock;
+    return new Promise<StoredTask>((resolve, reject) => {
+      let settled = false;
+      let looking = false;
+      let again = false;
+      let poll: unknown;
+      let deadline: unknown;
+      const finish = (outcome: () => void) => {
+        if (settled) return;
+        settled = true;
+        const set = this.#waiters.get(id);
+        set?.delete(waiter);
+        if (set?.size === 0) this.#waiters.delete(id);
+        if (poll !== undefined) clock.clearTimer(poll);
+        if (deadline !== undefined) clock.clearTimer(deadline);
+        signal?.removeEventListener('abort', aborted);
+        outcome();
+      };
+      const look = (): void => {
+        if (settled) return;
+        // One read at a time; a wake during it reads again afterwards.
+        if (looking) {
+          again = true;
+          return;
+        }
+        looking = true;
+        this.#store.getTask(id).then((task) => {
+          looking = false;
+          if (task === undefined) finish(() => reject(new TaskNotFoundError(id)));
+          else if (FINAL_STATES.has(task.state)) finish(() => resolve(task));
+          else if (again) {
+            again = false;
+            look();
+          }
+        }, (error: unknown) => {
+          looking = false;
+          finish(() => reject(error));
+        });
+      };
+      const waiter: Waiter = { look, fail: (error) => finish(() => reject(error)) };
+      const aborted = () => finish(() => reject(signal!.reason));
+      const tick = () => {
+        poll = clock.setTimer(tick, this.#poll, this.#loop.unref);
+        look();
+      };
+      let set = this.#waiters.get(id);
+      if (set === undefined) this.#waiters.set(id, set = new Set());
+      set.add(waiter);
+      signal?.addEventListener('abort', aborted, { once: true });
+      if (timeout !== Infinity) {
+        deadline = clock.setTimer(() => finish(() => reject(new WaitTimeoutError(id, timeout))), timeout, this.#loop.unref);
+      }
+      poll = clock.setTimer(tick, this.#poll, this.#loop.unref);
+      look();
+    });
+  }
+
+  /** A task reached a final state: whoever waits for it looks. */
+  #done(id: number): void {
+    const set = this.#waiters.get(id);
+    if (set !== undefined) for (const waiter of set) waiter.look();
+  }
+
+  #doneAll(): void {
+    for (const set of this.#waiters.values()) for (const waiter of set) waiter.look();
   }
 
   async cancelJob(key: string): Promise<boolean> {
@@ -205,6 +303,7 @@ export class DurableRunner implements TaskObserver {
    * confirmed (at most `closeTimeout` ms), then closes the store.
    */
   async close(idle: Promise<void>): Promise<void> {
+    for (const set of this.#waiters.values()) for (const waiter of set) waiter.fail(new ClosedError());
     await this.#claiming;
     await idle;
     await this.#drain();
@@ -235,6 +334,13 @@ export class DurableRunner implements TaskObserver {
     }
   }
 
+  /** TaskObserver: whether this failed run is retried by the store (attempts left), so not reported yet. */
+  retriesLater(task: Task): boolean {
+    const claim = this.#claims.get(task);
+    if (claim === undefined || claim.attempts >= claim.maxAttempts) return false;
+    return (JSON.parse(claim.options) as StoredOptions).retry !== undefined;
+  }
+
   /** TaskObserver: a claimed task reached its final state in memory; hand its outcome to the flush loop. */
   settled(task: Task, state: State, outcome: unknown): void {
     const claim = this.#claims.get(task);
@@ -250,7 +356,8 @@ export class DurableRunner implements TaskObserver {
 
   #outcome(claim: ClaimedTask, state: State, outcome: unknown): Outcome {
     const id = claim.id;
-    if (state === State.Succeeded) return { id, kind: 'complete', state: 'succeeded', error: null };
+    // The wrapper of #dispatch turned the handler's value into JSON text (or null).
+    if (state === State.Succeeded) return { id, kind: 'complete', state: 'succeeded', error: null, result: outcome as string | null };
     // Cancelled because this process is shutting down: the work is not done, hand it back.
     if (state === State.Cancelled && this.#closed) return { id, kind: 'release' };
     if (state === State.Cancelled) return { id, kind: 'complete', state: 'cancelled', error: errorText(outcome) };
@@ -260,7 +367,7 @@ export class DurableRunner implements TaskObserver {
       const delay = Math.min(retryDelay(toRetryPolicy(options.retry), claim.attempts), MAX_RETRY_DELAY);
       return { id, kind: 'retry', delay, error: errorText(outcome) };
     }
-    this.#report(outcome);
+    // The last attempt: the loop reports it (failure event, onError), once.
     return { id, kind: 'complete', state: state === State.TimedOut ? 'timed-out' : 'failed', error: errorText(outcome) };
   }
 
@@ -283,6 +390,7 @@ export class DurableRunner implements TaskObserver {
       this.#sending.delete(id);
       if (this.#pending.get(id) === outcome) this.#pending.delete(id);
       this.#flushFailures = 0;
+      if (outcome.kind === 'complete') this.#done(id);
     }, (error: unknown) => {
       this.#sending.delete(id);
       // One report per outage, not one per outcome and round: the claim loop reports too.
@@ -361,7 +469,7 @@ export class DurableRunner implements TaskObserver {
       ? () => {
         throw new UnknownHandlerError(claim.name);
       }
-      : (ctx) => handler(durableContext(ctx, claim), payload);
+      : async (ctx) => toResult(await handler(durableContext(ctx, claim), payload));
     // Due now: the store decided so by its clock, which may differ from ours.
     const task = this.#loop.push(Math.min(claim.runAt, this.#loop.clock.now()), fn, this.#settings(claim.name, options.timeout ?? Infinity));
     this.#claims.set(task, claim);
@@ -465,6 +573,12 @@ export class DurableRunner implements TaskObserver {
     };
     return { payload: toPayload(payload), key: key ?? null, stored };
   }
+}
+
+/** One waitFor() call: `look` reads the task again, `fail` rejects it. */
+interface Waiter {
+  look(): void;
+  fail(error: unknown): void;
 }
 
 /** The wait after `failures` failed store calls in a row: 100 ms doubling, at most MAX_BACKOFF. */

@@ -33,7 +33,27 @@ export interface StoredTask {
   createdAt: Date;
   /** When it last changed. */
   updatedAt: Date;
+  /**
+   * What the handler returned, parsed from JSON, once the task succeeded;
+   * `undefined` if it returned nothing (or has not succeeded).
+   */
+  result: unknown;
+  /** The errors of its failed attempts, oldest first: the last 10 are kept. */
+  errors: AttemptError[];
 }
+
+/** One failed attempt of a stored task. */
+export interface AttemptError {
+  /** Which attempt (1 is the first run). */
+  attempt: number;
+  /** When it was recorded. */
+  at: Date;
+  /** The error's stack (or its text). */
+  error: string;
+}
+
+/** The states a stored task does not leave by itself. */
+export const FINAL_STATES: ReadonlySet<StoredState> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 
 /** A recurring job as the store keeps it. */
 export interface StoredJob {
@@ -157,7 +177,7 @@ export type FinalState = 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
  */
 export type Outcome =
   /** A final state. */
-  | { readonly id: number; readonly kind: 'complete'; readonly state: FinalState; readonly error: string | null }
+  | { readonly id: number; readonly kind: 'complete'; readonly state: FinalState; readonly error: string | null; readonly result?: string | null }
   /** Waiting again, due `delay` ms after the store's now. */
   | { readonly id: number; readonly kind: 'retry'; readonly delay: number; readonly error: string }
   /** Handed back unrun: waiting again, the claim's attempt not counted. */
@@ -219,6 +239,18 @@ export interface Store {
    * process can re-arm), and `onCancel` when a task is cancelled anywhere.
    */
   subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void>;
+  /**
+   * Puts a failed, timed-out or cancelled task back to waiting, due `now`
+   * (the store's now where it has its own clock), with its attempts reset;
+   * undefined if there is no such task in one of those states.
+   */
+  requeue(id: number, now: number): Promise<StoredTask | undefined>;
+  /**
+   * Calls `onDone` with the id of a task another process brought to a final
+   * state (`null`: some announcements may have been missed). Stores whose
+   * writers all live in this process (SQLite) need not have it.
+   */
+  watch?(onDone: (id: number | null) => void): Promise<void>;
   /** Returns running tasks of a previous life of this store to waiting (single-process stores). */
   recover?(): Promise<void>;
   /** Releases connections and files. */
@@ -234,7 +266,7 @@ export function leaseExpiredText(times: number): string {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** A database written by a newer taskheap: refusing it beats corrupting it. */
 export class SchemaVersionError extends TaskheapError {
@@ -244,6 +276,31 @@ export class SchemaVersionError extends TaskheapError {
   constructor(found: number) {
     super(`The taskheap schema in this database is version ${found}, newer than this library's ${SCHEMA_VERSION}; upgrade taskheap`, 'ERR_SCHEMA_TOO_NEW');
     this.found = found;
+  }
+}
+
+/** `waitFor(id)` or `retry(id)` named a task the store does not have (never added, or deleted by retention). */
+export class TaskNotFoundError extends TaskheapError {
+  /** The id asked for. */
+  readonly id: number;
+
+  constructor(id: number) {
+    super(`No stored task with id ${id}`, 'ERR_TASK_NOT_FOUND');
+    this.id = id;
+  }
+}
+
+/** `waitFor(id, { timeout })`: the task was not finished in time (it goes on). */
+export class WaitTimeoutError extends TaskheapError {
+  /** The id waited for. */
+  readonly id: number;
+  /** The timeout, ms. */
+  readonly timeout: number;
+
+  constructor(id: number, timeout: number) {
+    super(`Task ${id} did not reach a final state within ${timeout} ms (it goes on; waitFor() only stopped waiting)`, 'ERR_WAIT_TIMEOUT');
+    this.id = id;
+    this.timeout = timeout;
   }
 }
 

@@ -57,6 +57,17 @@ export function toPayload(payload: unknown): string {
   return JSON.stringify(payload);
 }
 
+/**
+ * Serialises a handler's return value like a payload: `undefined` (no
+ * value) is stored as SQL NULL; anything JSON would change throws a
+ * TypeError naming its path (`result.when`), which fails the attempt.
+ */
+export function toResult(value: unknown): string | null {
+  if (value === undefined) return null;
+  check(value, 'result', []);
+  return JSON.stringify(value);
+}
+
 function check(value: unknown, path: string, parents: object[]): void {
   switch (typeof value) {
     case 'string':
@@ -108,7 +119,8 @@ function check(value: unknown, path: string, parents: object[]): void {
 }
 
 function refuse(path: string, why: string): never {
-  throw new TypeError(`Expected \`payload\` to be JSON that reads back unchanged, but \`${path}\` is not: ${why}`);
+  const root = /^\w+/.exec(path)?.[0] ?? 'payload';
+  throw new TypeError(`Expected \`${root}\` to be JSON that reads back unchanged, but \`${path}\` is not: ${why}`);
 }
 
 /** A count option: an integer from 0 to MAX_ATTEMPTS. */

@@ -20,7 +20,7 @@ function tempDb(): string {
 }
 
 /** Polls `condition` until it holds; fails with `what` after `timeout` ms. */
-export async function until(what: string, condition: () => boolean | Promise<boolean>, timeout = 15_000): Promise<void> {
+async function until(what: string, condition: () => boolean | Promise<boolean>, timeout = 15_000): Promise<void> {
   const deadline = Date.now() + timeout;
   for (;;) {
     if (await condition()) return;

@@ -6,6 +6,10 @@
 /** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
 export const WAKE = 'taskheap_wake';
 export const CANCEL = 'taskheap_cancel';
+/** A task reached a final state (payload `<id>`); only processes waiting for a task (`waitFor`) listen. */
+export const DONE = 'taskheap_done';
+/** How many attempts' errors a task keeps (the latest). */
+export const MAX_ERRORS = 10;
 
 /** SQL: epoch ms (a parameter or expression) to timestamptz, and back. */
 const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
@@ -65,7 +69,18 @@ const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
     CREATE INDEX taskheap_jobs_due ON ${t('taskheap_jobs')} (next_run_at) WHERE state = 'scheduled';`,
   // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
   (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN expiries integer NOT NULL DEFAULT 0;`,
+  // version 3: the handler's return value (JSON), and the errors of the last attempts (a JSON array).
+  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN result text, ADD COLUMN errors text;`,
 ];
+
+/**
+ * The row's \`errors\` with one more entry \`{ attempt, at, error }\` (the
+ * error \`param\`, at the server's now), the oldest dropped beyond MAX_ERRORS.
+ */
+const appendError = (param: string) => `(SELECT COALESCE(jsonb_agg(e ORDER BY i), '[]'::jsonb)::text FROM (SELECT e, i
+    FROM jsonb_array_elements(COALESCE(errors, '[]')::jsonb
+      || jsonb_build_array(jsonb_build_object('attempt', attempts, 'at', ${ms('now()')}, 'error', ${param}::text))) WITH ORDINALITY AS x(e, i)
+    ORDER BY i DESC LIMIT ${MAX_ERRORS}) AS kept)`;
 
 /** SQL: $n milliseconds as an interval. */
 const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
@@ -73,7 +88,8 @@ const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')
 /** The columns a task row is read with; `a` is the table alias. */
 function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
-    ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at`;
+    ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
+    ${a}.result, ${a}.errors`;
 }
 
 /**
@@ -194,11 +210,23 @@ export function statements(schema: string | undefined) {
         orphans AS (UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
           WHERE locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')} RETURNING id)
       SELECT id FROM renewed`,
-    complete: `UPDATE ${T} SET state = $1, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
-      WHERE id = $3 AND locked_by = $4`,
+    /** A final state ($1); a failure's error ($2) joins \`errors\`, a success's return value ($5) is \`result\`; announced on DONE. */
+    complete: `WITH done AS (
+        UPDATE ${T} SET state = $1::text, last_error = $2::text, result = $5::text,
+          errors = CASE WHEN $1::text IN ('failed', 'timed-out') THEN ${appendError('$2')} ELSE errors END,
+          locked_by = NULL, locked_until = NULL, updated_at = now()
+        WHERE id = $3 AND locked_by = $4 RETURNING id)
+      SELECT pg_notify('${DONE}', $6 || id::text) FROM done`,
+    /** A finished task back to waiting, due now, with all its attempts again; its past errors stay. */
+    requeue: `WITH again AS (
+        UPDATE ${T} AS t SET state = 'waiting', run_at = now(), attempts = 0, expiries = 0, result = NULL,
+          locked_by = NULL, locked_until = NULL, updated_at = now()
+        WHERE t.id = $1 AND t.state IN ('failed', 'timed-out', 'cancelled') RETURNING ${taskColumns('t')})
+      SELECT again.*, pg_notify('${WAKE}', $2 || (again.run_at)::bigint::text) FROM again`,
     /** Due $1 ms after the server's now. The wake reaches this process too: its next claim may already be under way without this row. */
     retry: `WITH retried AS (
-        UPDATE ${T} SET state = 'waiting', run_at = now() + ${millis('$1')}, last_error = $2, locked_by = NULL, locked_until = NULL, updated_at = now()
+        UPDATE ${T} SET state = 'waiting', run_at = now() + ${millis('$1')}, last_error = $2, errors = ${appendError('$2')},
+          locked_by = NULL, locked_until = NULL, updated_at = now()
         WHERE id = $3 AND locked_by = $4 RETURNING run_at)
       SELECT pg_notify('${WAKE}', $5 || (extract(epoch from run_at) * 1000)::bigint::text) FROM retried`,
     release: `WITH released AS (
@@ -209,12 +237,13 @@ export function statements(schema: string | undefined) {
         old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM old WHERE t.id = old.id RETURNING old.state AS was)
-      SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END FROM cancelled`,
+      SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END, pg_notify('${DONE}', $2) FROM cancelled`,
     cancelJob: `WITH
         job AS (UPDATE ${J} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
         occurrences AS (UPDATE ${T} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id)
       SELECT (SELECT count(*) FROM job) AS n`,
     listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}`,
+    listenDone: `LISTEN ${DONE}`,
   };
 }
 

@@ -4,7 +4,7 @@ import {
   type ClaimedTask, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
 import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
-import { CANCEL, quote, statements, WAKE, type Statements } from './sql.js';
+import { CANCEL, DONE, quote, statements, WAKE, type Statements } from './sql.js';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { loadPeer } from '../../core/peer.js';
 import { describe } from '../../core/validate.js';
@@ -139,6 +139,8 @@ class PostgresStore implements Store {
   #backoff = RECONNECT_MIN;
   #onWake: ((runAt: number) => void) | undefined = undefined;
   #onCancel: ((id: number) => void) | undefined = undefined;
+  /** Set by watch(): told of tasks reaching a final state anywhere (null: notifications may have been lost). */
+  #onDone: ((id: number | null) => void) | undefined = undefined;
 
   constructor(options: {
     connectionString: string | undefined; pool: Pool | undefined; lease: number; poll: number; schema: string | undefined; timeout: number; maxLeaseExpiries: number;
@@ -365,7 +367,7 @@ class PostgresStore implements Store {
 
   #settleOne(outcome: Outcome, owner: string, query: (text: string, values: unknown[]) => Promise<unknown>): Promise<unknown> {
     const sql = this.#sql;
-    if (outcome.kind === 'complete') return query(sql.complete, [outcome.state, outcome.error, outcome.id, owner]);
+    if (outcome.kind === 'complete') return query(sql.complete, [outcome.state, outcome.error, outcome.id, owner, outcome.result ?? null, this.#prefix]);
     if (outcome.kind === 'retry') return query(sql.retry, [outcome.delay, outcome.error, outcome.id, owner, this.#prefix]);
     return query(sql.release, [outcome.id, owner, this.#prefix]);
   }
@@ -378,6 +380,21 @@ class PostgresStore implements Store {
   async cancelJob(key: string): Promise<boolean> {
     const { rows } = await this.#query<{ n: string | number }>(this.#sql.cancelJob, [key]);
     return Number(rows[0]?.n ?? 0) > 0;
+  }
+
+  async requeue(id: number): Promise<StoredTask | undefined> {
+    const { rows } = await this.#query<TaskRow>(this.#sql.requeue, [id, this.#prefix]);
+    return rows[0] === undefined ? undefined : toTask(rows[0]);
+  }
+
+  async watch(onDone: (id: number | null) => void): Promise<void> {
+    const first = this.#onDone === undefined;
+    this.#onDone = onDone;
+    if (this.#listener !== undefined) {
+      if (first) await this.#listener.query(this.#sql.listenDone);
+    } else if (this.#reconnectTimer === undefined) {
+      await this.#listen();
+    }
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
@@ -414,6 +431,7 @@ class PostgresStore implements Store {
     try {
       await client.connect();
       await client.query(this.#sql.listen);
+      if (this.#onDone !== undefined) await client.query(this.#sql.listenDone);
     } catch (error) {
       await client.end().catch(noop);
       throw error;
@@ -438,6 +456,7 @@ class PostgresStore implements Store {
         this.#backoff = RECONNECT_MIN;
         // Whatever was announced while we were away is lost: look again now.
         this.#onWake?.(Date.now());
+        this.#onDone?.(null);
       }, () => this.#scheduleReconnect());
     }, delay);
     this.#reconnectTimer.unref();
@@ -451,6 +470,7 @@ class PostgresStore implements Store {
     const value = Number(rest);
     if (message.channel === WAKE) this.#onWake?.(value);
     else if (message.channel === CANCEL) this.#onCancel?.(value);
+    else if (message.channel === DONE) this.#onDone?.(value);
   };
 
   /** Waits for `ending` at most `timeout` ms, then destroys the sockets of `clients`. */

@@ -41,7 +41,22 @@ export const MIGRATIONS: readonly string[] = [
    CREATE INDEX taskheap_jobs_due ON taskheap_jobs (state, next_run_at);`,
   // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
   `ALTER TABLE taskheap_tasks ADD COLUMN expiries INTEGER NOT NULL DEFAULT 0;`,
+  // version 3: the handler's return value (JSON), and the errors of the last attempts (a JSON array).
+  `ALTER TABLE taskheap_tasks ADD COLUMN result TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN errors TEXT;`,
 ];
+
+/** How many attempts' errors a task keeps (the latest). */
+export const MAX_ERRORS = 10;
+
+/**
+ * The task's \`errors\` with one more entry \`{ attempt, at, error }\` (@error,
+ * at @at), the oldest dropped beyond MAX_ERRORS: json_each numbers the
+ * entries, the last MAX_ERRORS are kept in order.
+ */
+const APPEND_ERROR = `(SELECT json_group_array(json(value)) FROM (SELECT key, value FROM (SELECT key, value
+    FROM json_each(json_insert(COALESCE(errors, '[]'), '$[#]', json_object('attempt', attempts, 'at', @at, 'error', @error)))
+    ORDER BY key DESC LIMIT ${MAX_ERRORS}) ORDER BY key))`;
 
 /** The statements, by what they do. */
 export const SQL = {
@@ -93,10 +108,18 @@ export const SQL = {
     UNION ALL SELECT MIN(locked_until) FROM taskheap_tasks WHERE state = 'running'
     UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
   renew: `UPDATE taskheap_tasks SET locked_until = ? WHERE id = ? AND locked_by = ? AND state = 'running'`,
-  complete: `UPDATE taskheap_tasks SET state = ?, last_error = ?, locked_by = NULL, locked_until = NULL, updated_at = ?
-    WHERE id = ? AND locked_by = ?`,
-  retry: `UPDATE taskheap_tasks SET state = 'waiting', run_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL, updated_at = ?
-    WHERE id = ? AND locked_by = ?`,
+  /** A final state; a failure's error joins \`errors\`, a success's return value is \`result\`. */
+  complete: `UPDATE taskheap_tasks SET state = @state, last_error = @error, result = @result,
+    errors = CASE WHEN @state IN ('failed', 'timed-out') THEN ${APPEND_ERROR} ELSE errors END,
+    locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id = @id AND locked_by = @owner`,
+  retry: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, last_error = @error, errors = ${APPEND_ERROR},
+    locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id = @id AND locked_by = @owner`,
+  /** A finished task back to waiting, due @runAt, with all its attempts again; its past errors stay. */
+  requeue: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, attempts = 0, expiries = 0, result = NULL,
+    locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id = @id AND state IN ('failed', 'timed-out', 'cancelled') RETURNING *`,
   release: `UPDATE taskheap_tasks SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND locked_by = ? AND state = 'running'`,
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?

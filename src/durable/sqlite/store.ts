@@ -316,8 +316,11 @@ class SqliteStore implements Store {
     const at = Date.now();
     this.#named(() => db.transaction(() => {
       for (const outcome of outcomes) {
-        if (outcome.kind === 'complete') this.#statement(SQL.complete).run(outcome.state, outcome.error, at, outcome.id, owner);
-        else if (outcome.kind === 'retry') this.#statement(SQL.retry).run(now + outcome.delay, outcome.error, at, outcome.id, owner);
+        if (outcome.kind === 'complete') {
+          this.#statement(SQL.complete).run({ state: outcome.state, error: outcome.error, result: outcome.result ?? null, at, id: outcome.id, owner });
+        } else if (outcome.kind === 'retry') {
+          this.#statement(SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
+        }
         else this.#statement(SQL.release).run(at, outcome.id, owner);
       }
     })());
@@ -335,6 +338,11 @@ class SqliteStore implements Store {
       this.#statement(SQL.cancelOccurrences).run(Date.now(), key);
       return changes > 0;
     })());
+  }
+
+  async requeue(id: number, now: number): Promise<StoredTask | undefined> {
+    const row = this.#named(() => this.#statement(SQL.requeue).get({ runAt: now, at: Date.now(), id }) as TaskRow | undefined);
+    return row === undefined ? undefined : toTask(row);
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
