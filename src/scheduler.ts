@@ -7,7 +7,7 @@ import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
-import { DurableRunner } from './durable/runner.js';
+import { DEFAULT_RETENTION, DurableRunner, type Retention } from './durable/runner.js';
 import { TaskNotFoundError, type Store, type StoredJob, type StoredTask, type TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type JobFactory, type JobOptions } from './jobs/builders.js';
 import type { Job, SkipInfo } from './jobs/job.js';
@@ -65,6 +65,17 @@ export interface SchedulerOptions {
    * new Scheduler({ store, handlers: ['remind', 'invoice'] });
    */
   handlers?: readonly string[];
+  /**
+   * With a store: how long finished tasks are kept before a running worker
+   * (a scheduler that called `start()`) deletes them: `succeeded` for
+   * succeeded tasks, `failed` for failed, timed-out and cancelled ones (and
+   * recurring jobs that are over). ms or a duration string; `false` keeps
+   * that kind forever; `retention: false` keeps everything.
+   * @default { succeeded: '1d', failed: '7d' }
+   * @example
+   * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
+   */
+  retention?: false | { succeeded?: Duration | false; failed?: Duration | false };
 }
 
 /** Events of a scheduler and the arguments their listeners receive. */
@@ -80,7 +91,22 @@ const WAIT_KEYS = new Set(['signal', 'timeout']);
 function assertId(id: unknown): asserts id is number {
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
 }
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers']);
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention']);
+const RETENTION_KEYS = new Set(['succeeded', 'failed']);
+
+/** The `retention` option in ms (null: kept forever). */
+function toRetention(retention: SchedulerOptions['retention']): Retention {
+  if (retention === undefined) return DEFAULT_RETENTION;
+  if (retention === false) return { succeeded: null, failed: null };
+  assertOptionsObject(retention, 'retention');
+  assertKnownKeys(retention, RETENTION_KEYS, 'retention');
+  const age = (value: Duration | false | undefined, what: 'succeeded' | 'failed') => {
+    if (value === undefined) return DEFAULT_RETENTION[what];
+    if (value === false) return null;
+    return toDuration(value, `retention.${what}`, 1);
+  };
+  return { succeeded: age(retention.succeeded, 'succeeded'), failed: age(retention.failed, 'failed') };
+}
 
 function defaultOnError(error: unknown, info: ErrorInfo): void {
   const what = info.task === undefined ? 'store' : `task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`}`;
@@ -115,7 +141,7 @@ export class Scheduler implements JobFactory {
   constructor(options: SchedulerOptions = {}) {
     assertOptionsObject(options, 'Scheduler');
     assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
-    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers } = options;
+    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
     assertWorkers(workers);
     if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
       throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
@@ -130,7 +156,9 @@ export class Scheduler implements JobFactory {
       if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
       if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
     }
-    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers);
+    if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
+    const ages = toRetention(retention);
+    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages);
   }
 
   #requireStore(what: string): DurableRunner {

@@ -78,7 +78,13 @@ export class DurableRunner implements TaskObserver {
   /** The store opened and migrated, once: by the first call that needs it, `migrate()` or `start()`. */
   #ready: Promise<void> | undefined = undefined;
 
-  constructor(store: Store, loop: TaskLoop, known: readonly string[] = []) {
+  /** Retention ages in ms (null: kept forever). */
+  readonly #retention: Retention;
+  #sweepTimer: unknown = undefined;
+  /** The sweep in flight, so close() can wait for it. */
+  #sweeping: Promise<void> = Promise.resolve();
+
+  constructor(store: Store, loop: TaskLoop, known: readonly string[] = [], retention: Retention = DEFAULT_RETENTION) {
     if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
       throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
     }
@@ -89,6 +95,7 @@ export class DurableRunner implements TaskObserver {
     this.#closeTimeout = store.closeTimeout ?? CLOSE_TIMEOUT;
     for (const name of known) assertName(name, 'a name in `handlers`');
     this.#known = new Set(known);
+    this.#retention = retention;
   }
 
   /**
@@ -119,6 +126,9 @@ export class DurableRunner implements TaskObserver {
       await this.#store.subscribe((runAt) => this.#wakeAt(runAt), (id) => this.#cancelLocal(id));
       this.#renewTimer = this.#loop.clock.setTimer(this.#renew, this.#lease / 3, this.#loop.unref);
       this.#tick();
+      if (this.#retention.succeeded !== null || this.#retention.failed !== null) {
+        this.#sweepTimer = this.#loop.clock.setTimer(this.#sweep, 0, this.#loop.unref);
+      }
     })();
     return this.#started;
   }
@@ -304,6 +314,9 @@ export class DurableRunner implements TaskObserver {
    */
   async close(idle: Promise<void>): Promise<void> {
     for (const set of this.#waiters.values()) for (const waiter of set) waiter.fail(new ClosedError());
+    if (this.#sweepTimer !== undefined) this.#loop.clock.clearTimer(this.#sweepTimer);
+    this.#sweepTimer = undefined;
+    await this.#sweeping;
     await this.#claiming;
     await idle;
     await this.#drain();
@@ -476,6 +489,28 @@ export class DurableRunner implements TaskObserver {
     this.#byId.set(claim.id, task);
   }
 
+  /**
+   * Retention: deletes finished rows past their age in batches of
+   * SWEEP_BATCH, each its own short statement, yielding to the event loop
+   * between batches so no lock is held for long and claims go on; then
+   * sleeps SWEEP_EVERY. Whichever process runs work does it; several doing
+   * it at once skip each other's rows (PostgreSQL) or are one (SQLite).
+   */
+  #sweep = (): void => {
+    this.#sweepTimer = undefined;
+    this.#sweeping = (async () => {
+      const { succeeded, failed } = this.#retention;
+      try {
+        while (!this.#closed && await this.#store.prune(succeeded, failed, SWEEP_BATCH) >= SWEEP_BATCH) {
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      } catch (error) {
+        this.#report(error);
+      }
+      if (!this.#closed) this.#sweepTimer = this.#loop.clock.setTimer(this.#sweep, SWEEP_EVERY, this.#loop.unref);
+    })();
+  };
+
   /** Renews the leases of running tasks and of finished ones whose outcome is not confirmed yet. */
   #renew = (): void => {
     if (this.#finished) return;
@@ -574,6 +609,19 @@ export class DurableRunner implements TaskObserver {
     return { payload: toPayload(payload), key: key ?? null, stored };
   }
 }
+
+/** How long finished rows are kept, ms; null: forever. */
+export interface Retention {
+  readonly succeeded: number | null;
+  readonly failed: number | null;
+}
+
+/** A day for succeeded tasks, a week for failed, timed-out and cancelled ones (and finished jobs). */
+export const DEFAULT_RETENTION: Retention = { succeeded: 86_400_000, failed: 7 * 86_400_000 };
+/** Rows one retention statement deletes at most. */
+export const SWEEP_BATCH = 500;
+/** ms between retention sweeps. */
+export const SWEEP_EVERY = 60_000;
 
 /** One waitFor() call: `look` reads the task again, `fail` rejects it. */
 interface Waiter {

@@ -251,6 +251,13 @@ export interface Store {
    * writers all live in this process (SQLite) need not have it.
    */
   watch?(onDone: (id: number | null) => void): Promise<void>;
+  /**
+   * Retention: deletes at most `limit` finished tasks last changed more than
+   * `succeeded` ms ago (succeeded ones) or `failed` ms ago (failed, timed-out,
+   * cancelled), and as many finished jobs older than `failed`; null keeps
+   * that kind. Resolves with how many rows went: `limit` or more suggests more.
+   */
+  prune(succeeded: number | null, failed: number | null, limit: number): Promise<number>;
   /** Returns running tasks of a previous life of this store to waiting (single-process stores). */
   recover?(): Promise<void>;
   /** Releases connections and files. */

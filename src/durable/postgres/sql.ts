@@ -70,7 +70,9 @@ const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
   // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
   (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN expiries integer NOT NULL DEFAULT 0;`,
   // version 3: the handler's return value (JSON), and the errors of the last attempts (a JSON array).
-  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN result text, ADD COLUMN errors text;`,
+  // Finished rows by age, for retention.
+  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN result text, ADD COLUMN errors text;
+    CREATE INDEX taskheap_tasks_finished ON ${t('taskheap_tasks')} (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
 ];
 
 /**
@@ -242,6 +244,21 @@ export function statements(schema: string | undefined) {
         job AS (UPDATE ${J} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
         occurrences AS (UPDATE ${T} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id)
       SELECT (SELECT count(*) FROM job) AS n`,
+    /**
+     * Retention: deletes up to $3 finished tasks older than their age ($1 ms
+     * for succeeded ones, $2 for the others; null: kept), oldest first, by
+     * the server's clock. Rows another process is deleting are skipped.
+     */
+    pruneTasks: `WITH doomed AS (SELECT id FROM ${T}
+        WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
+          AND updated_at < now() - ${millis('LEAST($1::float8, $2::float8)')}
+          AND updated_at < now() - ${millis(`CASE WHEN state = 'succeeded' THEN $1::float8 ELSE $2::float8 END`)}
+        ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
+    /** Retention: recurring jobs that are over (done or cancelled) older than $1 ms. */
+    pruneJobs: `WITH doomed AS (SELECT key FROM ${J} WHERE state IN ('done', 'cancelled') AND updated_at < now() - ${millis('$1')}
+        LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${J} AS j USING doomed WHERE j.key = doomed.key`,
     listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}`,
     listenDone: `LISTEN ${DONE}`,
   };

@@ -397,6 +397,13 @@ class PostgresStore implements Store {
     }
   }
 
+  async prune(succeeded: number | null, failed: number | null, limit: number): Promise<number> {
+    if (succeeded === null && failed === null) return 0;
+    const tasks = await this.#query(this.#sql.pruneTasks, [succeeded, failed, limit]);
+    const jobs = failed === null ? undefined : await this.#query(this.#sql.pruneJobs, [failed, limit]);
+    return (tasks.rowCount ?? 0) + (jobs?.rowCount ?? 0);
+  }
+
   async getTask(id: number): Promise<StoredTask | undefined> {
     const { rows } = await this.#query<TaskRow>(this.#sql.taskById, [id]);
     return rows[0] === undefined ? undefined : toTask(rows[0]);

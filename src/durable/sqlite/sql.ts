@@ -42,8 +42,10 @@ export const MIGRATIONS: readonly string[] = [
   // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
   `ALTER TABLE taskheap_tasks ADD COLUMN expiries INTEGER NOT NULL DEFAULT 0;`,
   // version 3: the handler's return value (JSON), and the errors of the last attempts (a JSON array).
+  // Finished rows by age, for retention.
   `ALTER TABLE taskheap_tasks ADD COLUMN result TEXT;
-   ALTER TABLE taskheap_tasks ADD COLUMN errors TEXT;`,
+   ALTER TABLE taskheap_tasks ADD COLUMN errors TEXT;
+   CREATE INDEX taskheap_tasks_finished ON taskheap_tasks (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
 ];
 
 /** How many attempts' errors a task keeps (the latest). */
@@ -126,6 +128,18 @@ export const SQL = {
     WHERE id = ? AND state IN ('waiting', 'running')`,
   cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
   cancelOccurrences: `UPDATE taskheap_tasks SET state = 'cancelled', updated_at = ? WHERE job_key = ? AND state = 'waiting'`,
+  /**
+   * Retention: up to @limit finished tasks last changed before their cutoff
+   * (@succeeded for succeeded ones, @failed for the others), oldest first,
+   * walking the partial index of finished rows.
+   */
+  pruneTasks: `DELETE FROM taskheap_tasks WHERE id IN (SELECT id FROM taskheap_tasks
+    WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled') AND updated_at < MAX(@succeeded, @failed)
+      AND updated_at < CASE WHEN state = 'succeeded' THEN @succeeded ELSE @failed END
+    ORDER BY updated_at LIMIT @limit)`,
+  /** Retention: recurring jobs that are over (done or cancelled) before @failed. */
+  pruneJobs: `DELETE FROM taskheap_jobs WHERE key IN (SELECT key FROM taskheap_jobs
+    WHERE state IN ('done', 'cancelled') AND updated_at < @failed LIMIT @limit)`,
   listTasks: `SELECT * FROM taskheap_tasks
     WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
     ORDER BY run_at, id LIMIT @limit`,

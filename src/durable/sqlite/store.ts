@@ -12,6 +12,9 @@ import { openDatabase, type Database, type SqliteDriver, type Statement } from '
 import { MIGRATIONS, SQL } from './sql.js';
 import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
 
+/** A cutoff no row is older than: retention disabled for that kind. */
+const NEVER = -8.64e15;
+
 /** What SQLite returns for an id and due-time query. */
 interface IdRow {
   id: number;
@@ -343,6 +346,17 @@ class SqliteStore implements Store {
   async requeue(id: number, now: number): Promise<StoredTask | undefined> {
     const row = this.#named(() => this.#statement(SQL.requeue).get({ runAt: now, at: Date.now(), id }) as TaskRow | undefined);
     return row === undefined ? undefined : toTask(row);
+  }
+
+  // One process: the cutoffs are this machine's clock, the one updated_at is written with.
+  async prune(succeeded: number | null, failed: number | null, limit: number): Promise<number> {
+    const now = Date.now();
+    const params = { succeeded: succeeded === null ? NEVER : now - succeeded, failed: failed === null ? NEVER : now - failed, limit };
+    return this.#named(() => {
+      const { changes } = this.#statement(SQL.pruneTasks).run(params);
+      const jobs = failed === null ? 0 : this.#statement(SQL.pruneJobs).run({ failed: params.failed, limit }).changes;
+      return Number(changes) + Number(jobs);
+    });
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
