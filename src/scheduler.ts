@@ -8,7 +8,7 @@ import { toDuration, type Duration } from './core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DEFAULT_RETENTION, DurableRunner, type Retention } from './durable/runner.js';
-import { TaskNotFoundError, type Store, type StoredJob, type StoredTask, type TaskFilter } from './durable/store.js';
+import { TaskNotFoundError, type JobFilter, type Store, type StoredJob, type StoredTask, type TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type JobFactory, type JobOptions } from './jobs/builders.js';
 import type { Job, SkipInfo } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
@@ -311,9 +311,13 @@ export class Scheduler implements JobFactory {
   }
 
   /**
-   * Stored tasks, earliest first.
+   * Stored tasks, earliest due first (then by id), filtered by `state`,
+   * `name` (handler), `keyPrefix`, `jobKey` and due time (`from` inclusive,
+   * `to` exclusive); at most `limit` (default 100, at most 10,000). For the
+   * next page pass the last task of this one as `after`.
    * @example
-   * await scheduler.listTasks({ state: 'failed', limit: 50 });
+   * const page = await scheduler.listTasks({ state: 'failed', name: 'invoice', limit: 50 });
+   * const next = await scheduler.listTasks({ state: 'failed', name: 'invoice', limit: 50, after: page.at(-1) });
    */
   listTasks(filter: TaskFilter = {}): Promise<StoredTask[]> {
     return this.#requireStore('listTasks()').listTasks(filter);
@@ -372,9 +376,68 @@ export class Scheduler implements JobFactory {
     throw new TaskheapError(`Task ${id} is ${now.state}; only a failed, timed-out or cancelled task can be retried`, 'ERR_TASK_NOT_FINISHED');
   }
 
-  /** Cancels a stored recurring job by key, with its waiting occurrences. */
+  /**
+   * Cancels a stored recurring job by key, with its waiting occurrences; a
+   * running occurrence finishes. Resolves false if there is no such job or
+   * it was already cancelled.
+   */
   cancelJob(key: string): Promise<boolean> {
     return this.#requireStore('cancelJob()').cancelJob(key);
+  }
+
+  /**
+   * A stored recurring job by key: its state, `nextRunAt`, `lastRunAt`,
+   * `runs` and its stored occurrences by state (`counts`).
+   * @example
+   * const { state, nextRunAt, lastRunAt, counts } = (await scheduler.getJob('standup'))!;
+   */
+  getJob(key: string): Promise<StoredJob | undefined> {
+    return this.#requireStore('getJob()').getJob(key);
+  }
+
+  /**
+   * Stored recurring jobs in key order, filtered by `state`, `name` or
+   * `keyPrefix`; `after` (a key) gives the next page.
+   * @example
+   * const page = await scheduler.listJobs({ state: 'paused', limit: 50 });
+   * const next = await scheduler.listJobs({ state: 'paused', limit: 50, after: page.at(-1)?.key });
+   */
+  listJobs(filter: JobFilter = {}): Promise<StoredJob[]> {
+    return this.#requireStore('listJobs()').listJobs(filter);
+  }
+
+  /**
+   * Pauses a stored job from any process: no occurrence comes due until it
+   * is resumed (waiting and running ones are left alone). Resolves false if
+   * the job was not scheduled (no such job, already paused, done, cancelled).
+   */
+  pauseJob(key: string): Promise<boolean> {
+    return this.#requireStore('pauseJob()').setJobState(key, 'scheduled', 'paused');
+  }
+
+  /**
+   * Resumes a paused stored job. Occurrences missed while it was paused are
+   * handled by its `misfire` policy, as after downtime. Resolves false if it was not paused.
+   */
+  resumeJob(key: string): Promise<boolean> {
+    return this.#requireStore('resumeJob()').setJobState(key, 'paused', 'scheduled');
+  }
+
+  /**
+   * Runs a stored job now, once, besides its schedule (paused ones too):
+   * adds an occurrence due now, which does not count against `times` or
+   * `runs` and does not move `nextRunAt`. Resolves with that task, or
+   * rejects with `TaskheapError` `ERR_JOB_NOT_FOUND` if there is no such
+   * job or it was cancelled.
+   * @example
+   * const task = await scheduler.triggerJob('nightly-report');
+   * await scheduler.waitFor(task.id);
+   */
+  triggerJob(key: string): Promise<StoredTask> {
+    return this.#requireStore('triggerJob()').triggerJob(key).then((task) => {
+      if (task !== undefined) return task;
+      throw new TaskheapError(`No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`, 'ERR_JOB_NOT_FOUND');
+    });
   }
 
   /**

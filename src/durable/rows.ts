@@ -32,6 +32,17 @@ export interface JobRow {
   state: StoredJob['state'];
   next_run_at: number | string | null;
   runs: number | string;
+  created_at: number | string;
+  updated_at: number | string;
+}
+
+/** Occurrences of one job in one state: what `jobStats` statements return. */
+export interface JobStatsRow {
+  job_key: string;
+  state: StoredState;
+  n: number | string;
+  /** The latest due time among those not waiting, epoch ms. */
+  last: number | string | null;
 }
 
 /** A `taskheap_jobs` row due for materialization. */
@@ -80,8 +91,16 @@ export function toTask(row: TaskRow): StoredTask {
   };
 }
 
-export function toJob(row: JobRow): StoredJob {
+export function toJob(row: JobRow, stats: readonly JobStatsRow[] = []): StoredJob {
   const next = optional(row.next_run_at);
+  const counts: Record<StoredState, number> = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+  let last: number | null = null;
+  for (const stat of stats) {
+    if (stat.job_key !== row.key) continue;
+    counts[stat.state] = Number(stat.n);
+    const at = optional(stat.last);
+    if (at !== null && (last === null || at > last)) last = at;
+  }
   return {
     key: row.key,
     name: row.name,
@@ -89,6 +108,10 @@ export function toJob(row: JobRow): StoredJob {
     state: row.state,
     nextRunAt: next === null ? null : new Date(next),
     runs: Number(row.runs),
+    lastRunAt: last === null ? null : new Date(last),
+    counts,
+    createdAt: new Date(Number(row.created_at)),
+    updatedAt: new Date(Number(row.updated_at)),
   };
 }
 

@@ -4,9 +4,9 @@ import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, Sto
 import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import {
   FINAL_STATES, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError, ruleFromJson, ruleToJson,
-  type ClaimedTask, type DueJob, type JobAdvance, type NewJob, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  type ClaimedTask, type DueJob, type JobAdvance, type JobFilter, type NewJob, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
-import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload, toResult } from './validate.js';
+import { assertJobFilter, assertKey, assertName, assertStoredTime, assertTaskFilter, MAX_ATTEMPTS, MAX_TIMER, toPayload, toResult } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
@@ -175,7 +175,11 @@ export class DurableRunner implements TaskObserver {
       until: bounds.until === Infinity ? null : bounds.until,
       options: JSON.stringify(stored),
     };
-    const write = this.ready().then(() => this.#store.addJob(job));
+    // Read back with its counts and last run: registration is rare, one more read is cheap.
+    const write = this.ready().then(async () => {
+      const row = await this.#store.addJob(job);
+      return (await this.#store.getJob(row.key)) ?? row;
+    });
     return write.then((row) => {
       if (plan.first !== undefined) this.#wakeAt(plan.first);
       return row;
@@ -293,9 +297,44 @@ export class DurableRunner implements TaskObserver {
     return this.#store.getTask(id);
   }
 
-  async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
+  listTasks(filter: TaskFilter): Promise<StoredTask[]> {
+    assertTaskFilter(filter);
+    return this.ready().then(() => this.#store.listTasks(filter));
+  }
+
+  getJob(key: string): Promise<StoredJob | undefined> {
+    assertKey(key, 'key');
+    return this.ready().then(() => this.#store.getJob(key));
+  }
+
+  listJobs(filter: JobFilter): Promise<StoredJob[]> {
+    assertJobFilter(filter);
+    return this.ready().then(() => this.#store.listJobs(filter));
+  }
+
+  /** Pauses ('scheduled' to 'paused') or resumes a stored job; false if it was not in the state to leave. */
+  setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    assertKey(key, 'key');
+    return this.#setJobState(key, from, to);
+  }
+
+  async #setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
     await this.ready();
-    return this.#store.listTasks(filter);
+    const changed = await this.#store.setJobState(key, from, to);
+    if (changed && to === 'scheduled') this.#wakeAt(this.#loop.clock.now());
+    return changed;
+  }
+
+  triggerJob(key: string): Promise<StoredTask | undefined> {
+    assertKey(key, 'key');
+    return this.#triggerJob(key);
+  }
+
+  async #triggerJob(key: string): Promise<StoredTask | undefined> {
+    await this.ready();
+    const task = await this.#store.triggerJob(key, this.#loop.clock.now());
+    if (task !== undefined) this.#wakeAt(task.runAt.getTime());
+    return task;
   }
 
   /**

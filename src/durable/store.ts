@@ -69,6 +69,28 @@ export interface StoredJob {
   nextRunAt: Date | null;
   /** Occurrences created so far. */
   runs: number;
+  /** When the latest occurrence that has started (or finished) was due; null if none has. */
+  lastRunAt: Date | null;
+  /** The stored occurrences by state (retention deletes old finished ones). */
+  counts: Record<StoredState, number>;
+  /** When the job was first stored. */
+  createdAt: Date;
+  /** When it last changed (registered again, advanced, paused...). */
+  updatedAt: Date;
+}
+
+/** Filters of `scheduler.listJobs()`. */
+export interface JobFilter {
+  /** Only jobs in this state. */
+  state?: StoredJob['state'];
+  /** Only jobs of this handler. */
+  name?: string;
+  /** Only jobs whose key starts with this. */
+  keyPrefix?: string;
+  /** The page after this key (the last job of the previous page): jobs come in key order. */
+  after?: string;
+  /** @default 100 */
+  limit?: number;
 }
 
 /** What is written when a task is scheduled. */
@@ -155,15 +177,28 @@ export interface JobAdvance {
   remaining: number | null;
 }
 
-/** Filters of `scheduler.listTasks()`. */
+/** Filters of `scheduler.listTasks()`; all given ones must hold. Tasks come ordered by due time, then id. */
 export interface TaskFilter {
   /** Only tasks in this state. */
   state?: StoredState;
   /** Only tasks of this handler. */
   name?: string;
+  /** Only tasks whose key starts with this (`'invoice:'`). */
+  keyPrefix?: string;
   /** Only occurrences of this recurring job. */
   jobKey?: string;
-  /** At most this many. */
+  /** Only tasks due at or after this time. */
+  from?: Date | number;
+  /** Only tasks due before this time. */
+  to?: Date | number;
+  /**
+   * The page after this task: pass the last task of the previous page
+   * (its `runAt` and `id` are the cursor).
+   * @example
+   * const next = await scheduler.listTasks({ state: 'failed', after: page.at(-1) });
+   */
+  after?: { runAt: Date | number; id: number };
+  /** At most this many, 1 to 10,000. */
   /** @default 100 */
   limit?: number;
 }
@@ -258,6 +293,14 @@ export interface Store {
    * that kind. Resolves with how many rows went: `limit` or more suggests more.
    */
   prune(succeeded: number | null, failed: number | null, limit: number): Promise<number>;
+  /** One recurring job by key, with its occurrences' counts. */
+  getJob(key: string): Promise<StoredJob | undefined>;
+  /** Recurring jobs matching `filter`, in key order. */
+  listJobs(filter: JobFilter): Promise<StoredJob[]>;
+  /** Sets a job's state: pause ('scheduled' to 'paused') or resume ('paused' to 'scheduled'); false if it was not in `from`. */
+  setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean>;
+  /** Adds an occurrence of a job due now (not counted against `times`); undefined if there is no such job or it was cancelled. */
+  triggerJob(key: string, now: number): Promise<StoredTask | undefined>;
   /** Returns running tasks of a previous life of this store to waiting (single-process stores). */
   recover?(): Promise<void>;
   /** Releases connections and files. */

@@ -94,6 +94,12 @@ function taskColumns(a: string): string {
     ${a}.result, ${a}.errors`;
 }
 
+/** The columns a job row is read with; `a` is the table alias. */
+function jobColumns(a: string): string {
+  return `${a}.key, ${a}.name, ${a}.payload, ${a}.state, ${ms(`${a}.next_run_at`)} AS next_run_at, ${a}.runs,
+    ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at`;
+}
+
 /**
  * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
  * and running ones whose lease ran out (their process died or stalled); each
@@ -151,9 +157,39 @@ export function statements(schema: string | undefined) {
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
     taskByKey: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`,
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
+    /**
+     * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
+     * the previous page as the caller saw it, in ms: rows are ordered by
+     * their due time cut to ms, then id, so a cursor never skips a row.
+     */
     listTasks: `SELECT ${taskColumns('t')} FROM ${T} AS t
       WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
-      ORDER BY t.run_at, t.id LIMIT $4`,
+        AND ($5::text IS NULL OR left(t.key, length($5)) = $5)
+        AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
+        AND ($8::float8 IS NULL OR (date_trunc('milliseconds', t.run_at), t.id) > (${ts('$8')}, $9::bigint))
+      ORDER BY date_trunc('milliseconds', t.run_at), t.id LIMIT $4`,
+    jobByKey: `SELECT ${jobColumns('j')} FROM ${J} AS j WHERE j.key = $1`,
+    listJobs: `SELECT ${jobColumns('j')} FROM ${J} AS j
+      WHERE ($1::text IS NULL OR j.state = $1) AND ($2::text IS NULL OR j.name = $2)
+        AND ($3::text IS NULL OR left(j.key, length($3)) = $3) AND ($4::text IS NULL OR j.key > $4)
+      ORDER BY j.key LIMIT $5`,
+    /** Occurrences of the jobs $1 by state, and the latest due time of those that started. */
+    jobStats: `SELECT job_key, state, count(*) AS n, max(${ms('COALESCE(scheduled_at, run_at)')}) FILTER (WHERE state <> 'waiting') AS last
+      FROM ${T} WHERE job_key = ANY($1::text[]) GROUP BY job_key, state`,
+    /** Pause or resume; a resumed job wakes the workers. */
+    setJobState: `WITH changed AS (UPDATE ${J} SET state = $3, updated_at = now() WHERE key = $1 AND state = $2 RETURNING next_run_at)
+      SELECT CASE WHEN $3 = 'scheduled' AND next_run_at IS NOT NULL
+        THEN pg_notify('${WAKE}', $4 || (extract(epoch from next_run_at) * 1000)::bigint::text) END FROM changed`,
+    /**
+     * An extra occurrence due now: scheduled_at stays NULL, so it never takes
+     * the place of a scheduled occurrence (the unique key ignores NULLs).
+     */
+    triggerJob: `WITH added AS (
+        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key)
+        SELECT name, payload, now(), COALESCE((options::jsonb #>> '{retry,attempts}')::int, 1), options, key
+        FROM ${J} WHERE key = $1 AND state <> 'cancelled'
+        RETURNING ${taskColumns('t')})
+      SELECT added.*, pg_notify('${WAKE}', $2 || added.run_at::bigint::text) FROM added`,
 
     /**
      * Re-registering the same schedule (every start does) keeps the job's
@@ -169,8 +205,8 @@ export function statements(schema: string | undefined) {
           next_run_at = CASE WHEN ${SAME} THEN j.next_run_at ELSE EXCLUDED.next_run_at END,
           remaining = CASE WHEN ${SAME} THEN j.remaining ELSE EXCLUDED.remaining END,
           until = EXCLUDED.until, options = EXCLUDED.options, updated_at = now()
-        RETURNING j.key, j.name, j.payload, j.state, j.next_run_at, j.runs)
-      SELECT key, name, payload, state, ${ms('next_run_at')} AS next_run_at, runs,
+        RETURNING j.key, j.name, j.payload, j.state, j.next_run_at, j.runs, j.created_at, j.updated_at)
+      SELECT key, name, payload, state, ${ms('next_run_at')} AS next_run_at, runs, ${ms('created_at')} AS created_at, ${ms('updated_at')} AS updated_at,
         CASE WHEN next_run_at IS NOT NULL THEN pg_notify('${WAKE}', $10 || (extract(epoch from next_run_at) * 1000)::bigint::text) END
       FROM saved`,
 

@@ -1,9 +1,14 @@
 import type { Client, ClientConfig, Notification, Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
-  type ClaimedTask, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type ClaimedTask, type JobFilter, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
-import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
+import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+
+/** A filter's time as epoch ms, or null. */
+function epoch(time: Date | number | undefined): number | null {
+  return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
+}
 import { CANCEL, DONE, quote, statements, WAKE, type Statements } from './sql.js';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { loadPeer } from '../../core/peer.js';
@@ -410,8 +415,38 @@ class PostgresStore implements Store {
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const { rows } = await this.#query<TaskRow>(this.#sql.listTasks, [filter.state ?? null, filter.name ?? null, filter.jobKey ?? null, filter.limit ?? 100]);
+    const { rows } = await this.#query<TaskRow>(this.#sql.listTasks, [
+      filter.state ?? null, filter.name ?? null, filter.jobKey ?? null, filter.limit ?? 100, filter.keyPrefix ?? null,
+      epoch(filter.from), epoch(filter.to), epoch(filter.after?.runAt), filter.after?.id ?? null,
+    ]);
     return rows.map(toTask);
+  }
+
+  async getJob(key: string): Promise<StoredJob | undefined> {
+    const { rows } = await this.#query<JobRow>(this.#sql.jobByKey, [key]);
+    return (await this.#withStats(rows))[0];
+  }
+
+  async listJobs(filter: JobFilter): Promise<StoredJob[]> {
+    const { rows } = await this.#query<JobRow>(this.#sql.listJobs,
+      [filter.state ?? null, filter.name ?? null, filter.keyPrefix ?? null, filter.after ?? null, filter.limit ?? 100]);
+    return this.#withStats(rows);
+  }
+
+  async #withStats(rows: JobRow[]): Promise<StoredJob[]> {
+    if (rows.length === 0) return [];
+    const stats = await this.#query<JobStatsRow>(this.#sql.jobStats, [rows.map((row) => row.key)]);
+    return rows.map((row) => toJob(row, stats.rows));
+  }
+
+  async setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    const { rows } = await this.#query(this.#sql.setJobState, [key, from, to, this.#prefix]);
+    return rows.length > 0;
+  }
+
+  async triggerJob(key: string): Promise<StoredTask | undefined> {
+    const { rows } = await this.#query<TaskRow>(this.#sql.triggerJob, [key, this.#prefix]);
+    return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
   async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void> {

@@ -140,7 +140,26 @@ export const SQL = {
   /** Retention: recurring jobs that are over (done or cancelled) before @failed. */
   pruneJobs: `DELETE FROM taskheap_jobs WHERE key IN (SELECT key FROM taskheap_jobs
     WHERE state IN ('done', 'cancelled') AND updated_at < @failed LIMIT @limit)`,
+  /** Every filter is optional (NULL); the cursor is the last row of the previous page, (run_at, id). */
   listTasks: `SELECT * FROM taskheap_tasks
     WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
+      AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix)
+      AND (@from IS NULL OR run_at >= @from) AND (@to IS NULL OR run_at < @to)
+      AND (@afterRunAt IS NULL OR run_at > @afterRunAt OR (run_at = @afterRunAt AND id > @afterId))
     ORDER BY run_at, id LIMIT @limit`,
+  listJobs: `SELECT * FROM taskheap_jobs
+    WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name)
+      AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix) AND (@after IS NULL OR key > @after)
+    ORDER BY key LIMIT @limit`,
+  /** Occurrences of the jobs @keys (a JSON array) by state, and the latest due time of those that started. */
+  jobStats: `SELECT job_key, state, count(*) AS n, MAX(CASE WHEN state <> 'waiting' THEN COALESCE(scheduled_at, run_at) END) AS last
+    FROM taskheap_tasks WHERE job_key IN (SELECT value FROM json_each(@keys)) GROUP BY job_key, state`,
+  setJobState: `UPDATE taskheap_jobs SET state = @to, updated_at = @now WHERE key = @key AND state = @from`,
+  /**
+   * An extra occurrence due @now: scheduled_at stays NULL, so it never takes
+   * the place of a scheduled occurrence (the unique key ignores NULLs).
+   */
+  triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at)
+    SELECT name, payload, @now, COALESCE(json_extract(options, '$.retry.attempts'), 1), options, key, @at, @at
+    FROM taskheap_jobs WHERE key = @key AND state <> 'cancelled' RETURNING *`,
 } as const;

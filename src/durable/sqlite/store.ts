@@ -1,6 +1,6 @@
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText, sameSchedule,
-  type ClaimedTask, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type ClaimedTask, type JobFilter, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -10,7 +10,12 @@ import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
+import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+
+/** A filter's time as epoch ms, or null. */
+function epoch(time: Date | number | undefined): number | null {
+  return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
+}
 
 /** A cutoff no row is older than: retention disabled for that kind. */
 const NEVER = -8.64e15;
@@ -365,9 +370,40 @@ class SqliteStore implements Store {
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const rows = this.#named(() => this.#statement(SQL.listTasks)
-      .all({ state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, limit: filter.limit ?? 100 }) as TaskRow[]);
+    const rows = this.#named(() => this.#statement(SQL.listTasks).all({
+      state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, keyPrefix: filter.keyPrefix ?? null,
+      from: epoch(filter.from), to: epoch(filter.to), afterRunAt: epoch(filter.after?.runAt), afterId: filter.after?.id ?? null,
+      limit: filter.limit ?? 100,
+    }) as TaskRow[]);
     return rows.map(toTask);
+  }
+
+  async getJob(key: string): Promise<StoredJob | undefined> {
+    const row = this.#named(() => this.#statement(SQL.jobByKey).get(key) as StoredJobRow | undefined);
+    return row === undefined ? undefined : this.#withStats([row])[0];
+  }
+
+  async listJobs(filter: JobFilter): Promise<StoredJob[]> {
+    const rows = this.#named(() => this.#statement(SQL.listJobs).all({
+      state: filter.state ?? null, name: filter.name ?? null, keyPrefix: filter.keyPrefix ?? null, after: filter.after ?? null, limit: filter.limit ?? 100,
+    }) as StoredJobRow[]);
+    return this.#withStats(rows);
+  }
+
+  #withStats(rows: StoredJobRow[]): StoredJob[] {
+    if (rows.length === 0) return [];
+    const stats = this.#named(() => this.#statement(SQL.jobStats).all({ keys: JSON.stringify(rows.map((row) => row.key)) }) as JobStatsRow[]);
+    return rows.map((row) => toJob(row, stats));
+  }
+
+  async setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    const { changes } = this.#named(() => this.#statement(SQL.setJobState).run({ key, from, to, now: Date.now() }));
+    return Number(changes) > 0;
+  }
+
+  async triggerJob(key: string, now: number): Promise<StoredTask | undefined> {
+    const row = this.#named(() => this.#statement(SQL.triggerJob).get({ key, now, at: Date.now() }) as TaskRow | undefined);
+    return row === undefined ? undefined : toTask(row);
   }
 
   async subscribe(): Promise<void> {
