@@ -72,6 +72,11 @@ describe.each(Object.keys(STORES) as (keyof typeof STORES)[])('management on %s'
     expect(after.lastRunAt).toEqual(task.runAt);
     expect(runs).toEqual(['daily']);
 
+    // Registering the same schedule again (every deploy does) keeps the pause; a new rule starts it anew.
+    expect((await scheduler.every('1h').run('report', { key: 'report:daily', payload: { which: 'daily' } })).state).toBe('paused');
+    expect(await scheduler.pauseJob('other:1')).toBe(true);
+    expect((await scheduler.every('2h').run('other', { key: 'other:1' })).state).toBe('scheduled');
+
     expect(await scheduler.resumeJob('report:daily')).toBe(true);
     expect(await scheduler.resumeJob('report:daily')).toBe(false);
     expect((await scheduler.getJob('report:daily'))?.state).toBe('scheduled');

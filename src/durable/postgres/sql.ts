@@ -15,8 +15,12 @@ export const MAX_ERRORS = 10;
 const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
 const ms = (expression: string) => `(extract(epoch from ${expression}) * 1000)::float8`;
 
-/** SQL twin of `sameSchedule`: the stored job `j` and the new one have the same rule but for its start point. */
-const SAME = `(j.state = 'scheduled' AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
+/**
+ * SQL twin of `sameSchedule`: the stored job `j` (scheduled or paused) and
+ * the new one have the same rule but for its start point. A paused job then
+ * keeps its state: a pause survives the re-registration of every deploy.
+ */
+const SAME = `(j.state IN ('scheduled', 'paused') AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
 
 /** Quotes an identifier (a schema name). */
 export function quote(identifier: string): string {

@@ -260,12 +260,13 @@ class SqliteStore implements Store {
       const existing = this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
       // Re-registering the same schedule (every start does) keeps the job's
       // place in it: its rule's start point, next occurrence and count left.
-      const keep = existing !== undefined && existing.state === 'scheduled' && sameSchedule(existing.rule, job.rule);
+      // A paused job stays paused: a pause survives the re-registration of every deploy.
+      const keep = existing !== undefined && (existing.state === 'scheduled' || existing.state === 'paused') && sameSchedule(existing.rule, job.rule);
       const row = keep
         ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining }
         : job;
       this.#statement(SQL.upsertJob)
-        .run({ ...row, state: row.nextRunAt === null ? 'done' : 'scheduled', now });
+        .run({ ...row, state: row.nextRunAt === null ? 'done' : keep ? existing.state : 'scheduled', now });
       return toJob(this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow);
     })());
   }
