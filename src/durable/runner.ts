@@ -175,10 +175,12 @@ export class DurableRunner implements TaskObserver {
       until: bounds.until === Infinity ? null : bounds.until,
       options: JSON.stringify(stored),
     };
-    // Read back with its counts and last run: registration is rare, one more read is cheap.
+    // Its counts and last run are read after: registration is rare, one more read is cheap. The
+    // schedule is the one the registration wrote (a claim may already have advanced it since).
     const write = this.ready().then(async () => {
       const row = await this.#store.addJob(job);
-      return (await this.#store.getJob(row.key)) ?? row;
+      const stats = await this.#store.getJob(row.key);
+      return stats === undefined ? row : { ...row, lastRunAt: stats.lastRunAt, counts: stats.counts };
     });
     return write.then((row) => {
       if (plan.first !== undefined) this.#wakeAt(plan.first);

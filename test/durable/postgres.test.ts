@@ -260,7 +260,8 @@ describe('postgresStore: durable tasks', () => {
     const clock = new ManualClock(START);
     const { scheduler } = open(freshSchema(), { clock });
     scheduler.define('tick', () => {});
-    await scheduler.start();
+    // Not started: nothing claims. The server's clock is far past START, so a
+    // running claim loop would advance the overdue job between the two calls.
     await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
     await clock.advance(5_000);
     const again = await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' }); // as a restart would
