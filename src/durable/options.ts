@@ -24,6 +24,18 @@ export interface DurableTaskOptions {
   timeout?: Duration;
   /** see TaskOptions.retry */
   retry?: RetryOptions | number;
+  /**
+   * PostgreSQL only: a `pg` client inside the caller's own transaction
+   * (`BEGIN` sent, not yet committed). The task is written through it, so it
+   * is stored if and only if that transaction commits; workers hear of it
+   * at the commit.
+   * @example
+   * await client.query('BEGIN');
+   * await client.query('INSERT INTO orders ...');
+   * await scheduler.schedule(Date.now(), 'email-receipt', { payload: { order }, client });
+   * await client.query('COMMIT');
+   */
+  client?: { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> };
 }
 
 /** Options a stored task or job keeps with it, as JSON. @internal */

@@ -13,7 +13,7 @@ import { toDuration } from '../core/duration.js';
 import { describe } from '../core/validate.js';
 import { ClosedError } from '../core/errors.js';
 
-const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
+const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'name']);
 // How many occurrences misfire 'all' inserts at once; the rest follow on the next claim.
 const MAX_CATCH_UP = 1_000;
@@ -147,9 +147,13 @@ export class DurableRunner implements TaskObserver {
     this.#assertHandler(name);
     assertStoredTime(runAt, 'when');
     const { payload, key, stored } = this.#parse(options, TASK_KEYS, 'durable task');
+    const client = options?.client;
+    if (client !== undefined && (typeof client !== 'object' || client === null || typeof client.query !== 'function')) {
+      throw new TypeError(`Expected \`client\` to be a pg Client or PoolClient inside your transaction, got ${describe(client)}`);
+    }
     const write = this.ready().then(() => this.#store.addTask({
       name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
-    }));
+    }, client));
     return write.then((row) => {
       this.#wakeAt(runAt);
       return row;

@@ -93,6 +93,15 @@ export interface JobFilter {
   limit?: number;
 }
 
+/**
+ * A database connection of the caller's, inside their own transaction: a
+ * `pg` `Client` or `PoolClient` (what `option.client` of a durable
+ * `schedule()` takes). The task commits or rolls back with that transaction.
+ */
+export interface QueryClient {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
 /** What is written when a task is scheduled. */
 export interface NewTask {
   /** The handler name. */
@@ -239,7 +248,7 @@ export interface Store {
   /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */
   migrate(): Promise<void>;
   /** Inserts a task, or replaces the one with the same key unless it is running. */
-  addTask(task: NewTask): Promise<StoredTask>;
+  addTask(task: NewTask, via?: QueryClient): Promise<StoredTask>;
   /** Inserts or updates (by key) a recurring job. */
   addJob(job: NewJob): Promise<StoredJob>;
   /**

@@ -178,6 +178,34 @@ describe('producers on PostgreSQL', () => {
     expect((await web.listTasks()).map((t) => t.name)).toEqual(['double']);
   });
 
+  it('schedule({ client }) writes through the caller\'s transaction: rolled back, nothing; committed, stored and run', async () => {
+    const name = schema();
+    const web = producer(name);
+    await web.migrate();
+    const client = await admin.connect();
+    try {
+      await client.query('BEGIN');
+      await web.schedule(Date.now(), 'double', { payload: { n: 1 }, client });
+      await client.query('ROLLBACK');
+      expect(await web.listTasks()).toEqual([]);
+
+      await client.query('BEGIN');
+      const task = await web.schedule(Date.now(), 'double', { payload: { n: 2 }, client, key: 'tx:2' });
+      expect(await web.getTask(task.id)).toBeUndefined(); // not visible before the commit
+      await client.query('COMMIT');
+      expect((await web.getTask(task.id))?.key).toBe('tx:2');
+      await worker(name).ready;
+      const done = await web.waitFor(task.id, { timeout: '20s' });
+      expect(done.result).toMatchObject({ n: 4 });
+    } finally {
+      client.release();
+    }
+    expect(() => web.schedule(Date.now(), 'double', { client: {} as never })).toThrow(/client/);
+    const local = new Scheduler({ store: sqliteStore(tempDb()) });
+    await expect(local.schedule(Date.now(), 'x', { client: { query: async () => ({ rows: [] }) } })).rejects.toThrow(/postgresStore/);
+    await local.close();
+  }, 60_000);
+
   it('migrate() creates the schema so a producer can fail early at boot', async () => {
     const name = schema();
     const web = producer(name);

@@ -1,7 +1,7 @@
 import type { Client, ClientConfig, Notification, Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
-  type ClaimedTask, type JobFilter, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
 import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
 
@@ -280,12 +280,16 @@ class PostgresStore implements Store {
     return this.#db.query<R>({ text, values, query_timeout: this.#timeout + 500 } as never);
   }
 
-  async addTask(task: NewTask): Promise<StoredTask> {
-    const { rows } = await this.#query<TaskRow>(this.#sql.addTask,
+  async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
+    // Through the caller's client: their transaction decides, and the NOTIFY goes out at its commit.
+    const query = via === undefined
+      ? (text: string, values: unknown[]) => this.#query<TaskRow>(text, values)
+      : async (text: string, values: unknown[]) => ({ rows: (await via.query(text, values)).rows as TaskRow[] });
+    const { rows } = await query(this.#sql.addTask,
       [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt)]);
     if (rows[0] !== undefined) return toTask(rows[0]);
     // The key belongs to a running task, which is left alone: report it as it is.
-    const existing = await this.#query<TaskRow>(this.#sql.taskByKey, [task.key]);
+    const existing = await query(this.#sql.taskByKey, [task.key]);
     if (existing.rows[0] === undefined) throw new Error(`The task with key "${String(task.key)}" vanished while it was being replaced; try again`);
     return toTask(existing.rows[0]);
   }

@@ -1,6 +1,6 @@
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText, sameSchedule,
-  type ClaimedTask, type JobFilter, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -235,7 +235,9 @@ class SqliteStore implements Store {
     this.#named(() => this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText }));
   }
 
-  async addTask(task: NewTask): Promise<StoredTask> {
+  async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
+    // The file has one owner (this store's exclusive lock): no other handle can share a transaction with it.
+    if (via !== undefined) throw new TypeError('The `client` option needs postgresStore(): a SQLite file is held by its store alone, so no other connection can share its transaction');
     const db = this.#open;
     const now = Date.now();
     return this.#named(() => db.transaction(() => {
