@@ -9,6 +9,20 @@ export interface DurableContext extends TaskContext {
    * handler can use it to make its effects idempotent.
    */
   readonly id: number;
+  /**
+   * PostgreSQL only: runs `fn` in a transaction on the store's database and
+   * records this task `succeeded` (its result: what `fn` returns) in the
+   * same transaction, so the handler's database writes and the task's
+   * completion commit together or not at all. If the lease was lost
+   * meanwhile it rolls back and rejects with `LeaseLostError`. Return (or
+   * await) its promise from the handler. Rejects on SQLite.
+   * @example
+   * scheduler.define('pay', (ctx, { order }) => ctx.transaction(async (client) => {
+   *   await client.query('UPDATE orders SET paid = true WHERE id = $1', [order]);
+   *   return { paid: order };
+   * }));
+   */
+  transaction<T>(fn: (client: { query(text: string, values?: unknown[]): Promise<{ rows: any[] }> }) => Promise<T>): Promise<T>;
 }
 
 /** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */

@@ -4,7 +4,7 @@ import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, Sto
 import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import {
   FINAL_STATES, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError, ruleFromJson, ruleToJson,
-  type ClaimedTask, type DueJob, type JobAdvance, type JobFilter, type NewJob, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  type ClaimedTask, type DueJob, type JobAdvance, type JobFilter, type NewJob, type QueryClient, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
 import { assertJobFilter, assertKey, assertName, assertStoredTime, assertTaskFilter, MAX_ATTEMPTS, MAX_TIMER, toPayload, toResult } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
@@ -527,7 +527,7 @@ export class DurableRunner implements TaskObserver {
       ? () => {
         throw new UnknownHandlerError(claim.name);
       }
-      : async (ctx) => toResult(await handler(durableContext(ctx, claim), payload));
+      : async (ctx) => toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
     // Due now: the store decided so by its clock, which may differ from ours.
     const task = this.#loop.push(Math.min(claim.runAt, this.#loop.clock.now()), fn, this.#settings(claim.name, options.timeout ?? Infinity));
     this.#claims.set(task, claim);
@@ -554,6 +554,15 @@ export class DurableRunner implements TaskObserver {
       }
       if (!this.#closed) this.#sweepTimer = this.#loop.clock.setTimer(this.#sweep, SWEEP_EVERY, this.#loop.unref);
     })();
+  };
+
+  /** ctx.transaction(): the handler's writes and the task's completion in one transaction. */
+  #transaction = <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>): Promise<T> => {
+    if (typeof fn !== 'function') return Promise.reject(new TypeError(`Expected the ctx.transaction() callback to be a function, got ${describe(fn)}`));
+    if (this.#store.completeWithin === undefined) {
+      return Promise.reject(new TypeError('ctx.transaction() needs postgresStore(): a SQLite store cannot hand its connection out'));
+    }
+    return this.#store.completeWithin(this.#owner, claim.id, fn, toResult);
   };
 
   /** Renews the leases of running tasks and of finished ones whose outcome is not confirmed yet. */
@@ -685,9 +694,10 @@ function storable(policy: RetryPolicy): RetryOptions {
 }
 
 /** The context a handler sees: the run's, with the stored attempt count and due time. */
-function durableContext(ctx: TaskContext, claim: ClaimedTask): DurableContext {
+function durableContext(ctx: TaskContext, claim: ClaimedTask, transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>): DurableContext {
   return {
     id: claim.id,
+    transaction: (fn) => transaction(claim, fn as never),
     get signal() {
       return ctx.signal;
     },

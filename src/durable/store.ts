@@ -310,6 +310,13 @@ export interface Store {
   setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean>;
   /** Adds an occurrence of a job due now (not counted against `times`); undefined if there is no such job or it was cancelled. */
   triggerJob(key: string, now: number): Promise<StoredTask | undefined>;
+  /**
+   * Runs `fn` in a transaction on the store's database and, in the same
+   * transaction, records task `id` (held by `owner`) succeeded with
+   * `result(value)`; rolls back if the lease is no longer ours. Stores
+   * that cannot (SQLite) leave it out.
+   */
+  completeWithin?<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T>;
   /** Returns running tasks of a previous life of this store to waiting (single-process stores). */
   recover?(): Promise<void>;
   /** Releases connections and files. */
@@ -360,6 +367,13 @@ export class WaitTimeoutError extends TaskheapError {
     super(`Task ${id} did not reach a final state within ${timeout} ms (it goes on; waitFor() only stopped waiting)`, 'ERR_WAIT_TIMEOUT');
     this.id = id;
     this.timeout = timeout;
+  }
+}
+
+/** `ctx.transaction()` could not record the task: its lease was lost (taken over or cancelled); nothing was committed. */
+export class LeaseLostError extends TaskheapError {
+  constructor(id: number) {
+    super(`Task ${id} is no longer held by this process (its lease expired and was taken over, or it was cancelled); the transaction was rolled back`, 'ERR_LEASE_LOST');
   }
 }
 

@@ -278,6 +278,55 @@ describe('results and waiting on PostgreSQL', () => {
     expect((await waiting).state).toBe('cancelled');
   }, 60_000);
 
+  it('ctx.transaction(): the handler\'s writes and the task\'s completion commit together, or neither does', async () => {
+    const name = schema();
+    const { scheduler: s } = scheduler(name);
+    await s.migrate();
+    await admin.query(`CREATE TABLE "${name}".effects (task bigint PRIMARY KEY, n int)`);
+    s.define('pay', (ctx, payload: { n: number; fail?: boolean }) => ctx.transaction(async (client) => {
+      await client.query(`INSERT INTO "${name}".effects (task, n) VALUES ($1, $2)`, [ctx.id, payload.n]);
+      if (payload.fail === true) throw new Error('declined');
+      return { paid: payload.n };
+    }));
+    await s.start();
+    const ok = await s.schedule(Date.now(), 'pay', { payload: { n: 7 } });
+    const bad = await s.schedule(Date.now(), 'pay', { payload: { n: 8, fail: true } });
+    expect(await s.waitFor(ok.id, { timeout: '20s' })).toMatchObject({ state: 'succeeded', result: { paid: 7 } });
+    expect(await s.waitFor(bad.id, { timeout: '20s' })).toMatchObject({ state: 'failed', lastError: expect.stringMatching(/declined/) });
+    const { rows } = await admin.query(`SELECT task::int AS task, n FROM "${name}".effects`);
+    expect(rows).toEqual([{ task: ok.id, n: 7 }]); // the failed one's write was rolled back with it
+
+    const local = sqlite();
+    local.scheduler.define('pay', (ctx) => ctx.transaction(async () => 1));
+    await local.scheduler.start();
+    const task = await local.scheduler.schedule(START, 'pay');
+    const waiting = local.scheduler.waitFor(task.id);
+    await local.clock.advance(0);
+    expect((await waiting).lastError).toMatch(/postgresStore/);
+    await local.scheduler.close();
+  }, 60_000);
+
+  it('ctx.transaction(): a worker killed between its write and the commit leaves nothing; the rerun writes once', async () => {
+    const name = schema();
+    const { scheduler: web } = scheduler(name);
+    await web.migrate();
+    await admin.query(`CREATE TABLE "${name}".effects (id serial PRIMARY KEY, task bigint NOT NULL)`);
+    const task = await web.schedule(Date.now(), 'pay');
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-tx-worker.ts', server.url, name], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, sig) => resolve(sig)));
+    expect(signal).toBe('SIGKILL');
+    expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 0 }]);
+    // A second worker takes the task over once the dead one's lease expires.
+    const { scheduler: rescue } = scheduler(name);
+    rescue.define('pay', (ctx) => ctx.transaction(async (client) => {
+      await client.query(`INSERT INTO "${name}".effects (task) VALUES ($1)`, [ctx.id]);
+      return 'paid';
+    }));
+    await rescue.start();
+    expect(await web.waitFor(task.id, { timeout: '20s' })).toMatchObject({ state: 'succeeded', attempts: 2, result: 'paid' });
+    expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 1 }]);
+  }, 60_000);
+
   it('upgrades a version 2 database in place', async () => {
     const name = schema();
     const sql = statements(name);

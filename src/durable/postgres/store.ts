@@ -1,6 +1,6 @@
 import type { Client, ClientConfig, Notification, Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import {
-  DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
+  DEFAULT_MAX_LEASE_EXPIRIES, LeaseLostError, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
   type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
 import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
@@ -424,6 +424,16 @@ class PostgresStore implements Store {
       epoch(filter.from), epoch(filter.to), epoch(filter.after?.runAt), filter.after?.id ?? null,
     ]);
     return rows.map(toTask);
+  }
+
+  completeWithin<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T> {
+    return this.#transaction(async (client) => {
+      const value = await fn(client);
+      const { rows } = await client.query(this.#sql.complete, ['succeeded', null, id, owner, result(value), this.#prefix]);
+      // Not ours any more: the handler's writes must not commit without the task.
+      if (rows.length === 0) throw new LeaseLostError(id);
+      return value;
+    });
   }
 
   async getJob(key: string): Promise<StoredJob | undefined> {
