@@ -1,14 +1,14 @@
 import { assertClock, systemClock, type Clock } from './core/clock.js';
 import { Emitter } from './core/emitter.js';
-import { ClosedError } from './core/errors.js';
+import { ClosedError, TaskheapError } from './core/errors.js';
 import { assertWorkers, TaskLoop, type ErrorInfo, type SchedulerStats, type TaskEvents } from './core/loop.js';
 import type { TaskOptions } from './core/task-options.js';
 import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
-import { DurableRunner } from './durable/runner.js';
-import type { Store, StoredJob, StoredTask, TaskFilter } from './durable/store.js';
+import { DEFAULT_RETENTION, DurableRunner, type Retention } from './durable/runner.js';
+import { TaskNotFoundError, type JobFilter, type Store, type StoredJob, type StoredTask, type TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type JobFactory, type JobOptions } from './jobs/builders.js';
 import type { Job, SkipInfo } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
@@ -54,6 +54,28 @@ export interface SchedulerOptions {
    * @default none
    */
   store?: Store;
+  /**
+   * With a store: the handler names this process may schedule without
+   * defining them, such as a web process that adds work for workers
+   * elsewhere. A process that defines handlers or lists names here refuses
+   * any other name at the call (`UnknownHandlerError`), which catches typos;
+   * one that does neither accepts any well-formed name.
+   * @default none
+   * @example
+   * new Scheduler({ store, handlers: ['remind', 'invoice'] });
+   */
+  handlers?: readonly string[];
+  /**
+   * With a store: how long finished tasks are kept before a running worker
+   * (a scheduler that called `start()`) deletes them: `succeeded` for
+   * succeeded tasks, `failed` for failed, timed-out and cancelled ones (and
+   * recurring jobs that are over). ms or a duration string; `false` keeps
+   * that kind forever; `retention: false` keeps everything.
+   * @default { succeeded: '1d', failed: '7d' }
+   * @example
+   * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
+   */
+  retention?: false | { succeeded?: Duration | false; failed?: Duration | false };
 }
 
 /** Events of a scheduler and the arguments their listeners receive. */
@@ -71,7 +93,28 @@ function assertEvent(event: unknown): void {
     throw new TypeError(`Unknown event ${describe(event)}; expected one of: ${[...EVENTS].join(', ')}`);
   }
 }
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store']);
+const WAIT_KEYS = new Set(['signal', 'timeout']);
+
+/** A stored task id: a positive safe integer. */
+function assertId(id: unknown): asserts id is number {
+  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
+}
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention']);
+const RETENTION_KEYS = new Set(['succeeded', 'failed']);
+
+/** The `retention` option in ms (null: kept forever). */
+function toRetention(retention: SchedulerOptions['retention']): Retention {
+  if (retention === undefined) return DEFAULT_RETENTION;
+  if (retention === false) return { succeeded: null, failed: null };
+  assertOptionsObject(retention, 'retention');
+  assertKnownKeys(retention, RETENTION_KEYS, 'retention');
+  const age = (value: Duration | false | undefined, what: 'succeeded' | 'failed') => {
+    if (value === undefined) return DEFAULT_RETENTION[what];
+    if (value === false) return null;
+    return toDuration(value, `retention.${what}`, 1);
+  };
+  return { succeeded: age(retention.succeeded, 'succeeded'), failed: age(retention.failed, 'failed') };
+}
 
 function defaultOnError(error: unknown, info: ErrorInfo): void {
   const what = info.task === undefined ? 'store' : `task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`}`;
@@ -106,7 +149,7 @@ export class Scheduler implements JobFactory {
   constructor(options: SchedulerOptions = {}) {
     assertOptionsObject(options, 'Scheduler');
     assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
-    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store } = options;
+    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
     assertWorkers(workers);
     if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
       throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
@@ -117,7 +160,13 @@ export class Scheduler implements JobFactory {
     this.#timezone = timezone === undefined ? systemZone() : validateZone(timezone);
     this.#loop = new TaskLoop({ workers, maxPending, unref, clock, onError }, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
-    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop);
+    if (handlers !== undefined) {
+      if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
+      if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
+    }
+    if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
+    const ages = toRetention(retention);
+    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages);
   }
 
   #requireStore(what: string): DurableRunner {
@@ -263,6 +312,19 @@ export class Scheduler implements JobFactory {
   }
 
   /**
+   * With a store: opens it and creates or upgrades its schema, once. Not
+   * needed: the first call that uses the store (`schedule`, `getTask`,
+   * `start`...) does it. Call it at boot to fail early on a database that is
+   * unreachable or newer than this library (`SchemaVersionError`). Claims
+   * and runs nothing.
+   * @example
+   * await scheduler.migrate();
+   */
+  migrate(): Promise<void> {
+    return this.#requireStore('migrate()').ready();
+  }
+
+  /**
    * With a store: migrates its schema, returns work left running by a dead
    * process to waiting, and starts claiming due work. Without a store it does
    * nothing. Throws `SchemaVersionError` if the database is newer than this library.
@@ -283,9 +345,13 @@ export class Scheduler implements JobFactory {
   }
 
   /**
-   * Stored tasks, earliest first.
+   * Stored tasks, earliest due first (then by id), filtered by `state`,
+   * `name` (handler), `keyPrefix`, `jobKey` and due time (`from` inclusive,
+   * `to` exclusive); at most `limit` (default 100, at most 10,000). For the
+   * next page pass the last task of this one as `after`.
    * @example
-   * await scheduler.listTasks({ state: 'failed', limit: 50 });
+   * const page = await scheduler.listTasks({ state: 'failed', name: 'invoice', limit: 50 });
+   * const next = await scheduler.listTasks({ state: 'failed', name: 'invoice', limit: 50, after: page.at(-1) });
    */
   listTasks(filter: TaskFilter = {}): Promise<StoredTask[]> {
     return this.#requireStore('listTasks()').listTasks(filter);
@@ -301,9 +367,111 @@ export class Scheduler implements JobFactory {
     return this.#requireStore('cancel()').cancel(id);
   }
 
-  /** Cancels a stored recurring job by key, with its waiting occurrences. */
+  /**
+   * Resolves with a stored task once it is in a final state (`succeeded`,
+   * `failed`, `timed-out` or `cancelled`), from any process: its `result`
+   * is what the handler returned, `lastError` and `errors` why it failed.
+   * Rejects with `TaskNotFoundError` if there is no such task,
+   * `WaitTimeoutError` after `timeout` (the task goes on), the signal's
+   * reason when `signal` aborts, and `ClosedError` when the scheduler closes.
+   * Needs no `start()`. PostgreSQL wakes it through LISTEN/NOTIFY.
+   * @example
+   * const task = await scheduler.schedule(Date.now(), 'resize', { payload: { image } });
+   * const { state, result } = await scheduler.waitFor(task.id, { timeout: '30s' });
+   */
+  waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
+    const runner = this.#requireStore('waitFor()');
+    assertId(id);
+    assertOptionsObject(options, 'waitFor');
+    assertKnownKeys(options, WAIT_KEYS, 'waitFor');
+    const { signal } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+    const timeout = options.timeout === undefined ? Infinity : toDuration(options.timeout, 'timeout', 1);
+    return runner.waitFor(id, signal, timeout);
+  }
+
+  /**
+   * Runs a failed, timed-out or cancelled stored task again: back to
+   * `waiting`, due now, with all its attempts (`attempts` starts again at 0;
+   * the errors of earlier attempts stay in `errors`). Resolves with the task,
+   * or rejects with `TaskNotFoundError` if there is none with this id, and
+   * with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it is waiting,
+   * running or succeeded.
+   * @example
+   * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retry(task.id);
+   */
+  async retry(id: number): Promise<StoredTask> {
+    const runner = this.#requireStore('retry()');
+    assertId(id);
+    const task = await runner.requeue(id);
+    if (task !== undefined) return task;
+    const now = await runner.getTask(id);
+    if (now === undefined) throw new TaskNotFoundError(id);
+    throw new TaskheapError(`Task ${id} is ${now.state}; only a failed, timed-out or cancelled task can be retried`, 'ERR_TASK_NOT_FINISHED');
+  }
+
+  /**
+   * Cancels a stored recurring job by key, with its waiting occurrences; a
+   * running occurrence finishes. Resolves false if there is no such job or
+   * it was already cancelled.
+   */
   cancelJob(key: string): Promise<boolean> {
     return this.#requireStore('cancelJob()').cancelJob(key);
+  }
+
+  /**
+   * A stored recurring job by key: its state, `nextRunAt`, `lastRunAt`,
+   * `runs` and its stored occurrences by state (`counts`).
+   * @example
+   * const { state, nextRunAt, lastRunAt, counts } = (await scheduler.getJob('standup'))!;
+   */
+  getJob(key: string): Promise<StoredJob | undefined> {
+    return this.#requireStore('getJob()').getJob(key);
+  }
+
+  /**
+   * Stored recurring jobs in key order, filtered by `state`, `name` or
+   * `keyPrefix`; `after` (a key) gives the next page.
+   * @example
+   * const page = await scheduler.listJobs({ state: 'paused', limit: 50 });
+   * const next = await scheduler.listJobs({ state: 'paused', limit: 50, after: page.at(-1)?.key });
+   */
+  listJobs(filter: JobFilter = {}): Promise<StoredJob[]> {
+    return this.#requireStore('listJobs()').listJobs(filter);
+  }
+
+  /**
+   * Pauses a stored job from any process: no occurrence comes due until it
+   * is resumed (waiting and running ones are left alone). Resolves false if
+   * the job was not scheduled (no such job, already paused, done, cancelled).
+   */
+  pauseJob(key: string): Promise<boolean> {
+    return this.#requireStore('pauseJob()').setJobState(key, 'scheduled', 'paused');
+  }
+
+  /**
+   * Resumes a paused stored job. Occurrences missed while it was paused are
+   * handled by its `misfire` policy, as after downtime. Resolves false if it was not paused.
+   */
+  resumeJob(key: string): Promise<boolean> {
+    return this.#requireStore('resumeJob()').setJobState(key, 'paused', 'scheduled');
+  }
+
+  /**
+   * Runs a stored job now, once, besides its schedule (paused ones too):
+   * adds an occurrence due now, which does not count against `times` or
+   * `runs` and does not move `nextRunAt`. Resolves with that task, or
+   * rejects with `TaskheapError` `ERR_JOB_NOT_FOUND` if there is no such
+   * job or it was cancelled.
+   * @example
+   * const task = await scheduler.triggerJob('nightly-report');
+   * await scheduler.waitFor(task.id);
+   */
+  triggerJob(key: string): Promise<StoredTask> {
+    return this.#requireStore('triggerJob()').triggerJob(key).then((task) => {
+      if (task !== undefined) return task;
+      throw new TaskheapError(`No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`, 'ERR_JOB_NOT_FOUND');
+    });
   }
 
   /**

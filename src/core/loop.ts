@@ -497,11 +497,13 @@ export class TaskLoop implements TaskOwner {
       if (this.#events.has('retry')) this.#events.emit('retry', task, error, delay);
     } else {
       this.#detach(task);
+      // A durable task retried by its store reports only its last attempt, as in memory.
+      const later = task._settings.observer?.retriesLater?.(task) === true;
       this.#finish(task, timedOut ? State.TimedOut : State.Failed, error);
       if (timedOut) this.#timedOut++;
       else this.#failed++;
-      if (this.#events.has('failure')) this.#events.emit('failure', task, error);
-      this.report(error, { task, name: task.name, attempt: task.attempts });
+      if (!later && this.#events.has('failure')) this.#events.emit('failure', task, error);
+      if (!later) this.report(error, { task, name: task.name, attempt: task.attempts });
     }
     this.#afterRun();
   }

@@ -44,6 +44,12 @@ export interface TaskSettings {
 /** Learns of a task's final state the moment it is reached. */
 export interface TaskObserver {
   settled(task: Task, state: State, outcome: unknown): void;
+  /**
+   * Asked when a run fails for good in memory: true if it will run again
+   * elsewhere (a durable task with attempts left in its store), so the
+   * `failure` event and `onError` wait for its last attempt.
+   */
+  retriesLater?(task: Task): boolean;
 }
 
 /** The scheduler side of a task: what `task.cancel()` calls. */

@@ -10,6 +10,20 @@ export interface DurableContext extends TaskContext {
    * handler can use it to make its effects idempotent.
    */
   readonly id: number;
+  /**
+   * PostgreSQL only: runs `fn` in a transaction on the store's database and
+   * records this task `succeeded` (its result: what `fn` returns) in the
+   * same transaction, so the handler's database writes and the task's
+   * completion commit together or not at all. If the lease was lost
+   * meanwhile it rolls back and rejects with `LeaseLostError`. Return (or
+   * await) its promise from the handler. Rejects on SQLite.
+   * @example
+   * scheduler.define('pay', (ctx, { order }) => ctx.transaction(async (client) => {
+   *   await client.query('UPDATE orders SET paid = true WHERE id = $1', [order]);
+   *   return { paid: order };
+   * }));
+   */
+  transaction<T>(fn: (client: { query(text: string, values?: unknown[]): Promise<{ rows: any[] }> }) => Promise<T>): Promise<T>;
 }
 
 /** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
@@ -25,6 +39,18 @@ export interface DurableTaskOptions {
   timeout?: Duration;
   /** see TaskOptions.retry */
   retry?: RetryOptions | number;
+  /**
+   * PostgreSQL only: a `pg` client inside the caller's own transaction
+   * (`BEGIN` sent, not yet committed). The task is written through it, so it
+   * is stored if and only if that transaction commits; workers hear of it
+   * at the commit.
+   * @example
+   * await client.query('BEGIN');
+   * await client.query('INSERT INTO orders ...');
+   * await scheduler.schedule(Date.now(), 'email-receipt', { payload: { order }, client });
+   * await client.query('COMMIT');
+   */
+  client?: { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> };
 }
 
 /** One task of `scheduler.scheduleMany()`: when, which handler, and the options of a durable `schedule()`. */

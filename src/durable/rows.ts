@@ -1,4 +1,4 @@
-import type { ClaimedTask, DueJob, StoredJob, StoredState, StoredTask } from './store.js';
+import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredState, StoredTask } from './store.js';
 
 // Both SQL stores return rows of these shapes (snake_case columns, times as
 // epoch ms). Drivers may hand numbers back as strings (pg's bigint), so every
@@ -19,6 +19,9 @@ export interface TaskRow {
   job_key: string | null;
   created_at: number | string;
   updated_at: number | string;
+  /** Version 3: the return value and the attempts' errors, JSON. */
+  result?: string | null;
+  errors?: string | null;
 }
 
 /** The `taskheap_jobs` columns a `StoredJob` shows. */
@@ -29,6 +32,17 @@ export interface JobRow {
   state: StoredJob['state'];
   next_run_at: number | string | null;
   runs: number | string;
+  created_at: number | string;
+  updated_at: number | string;
+}
+
+/** Occurrences of one job in one state: what `jobStats` statements return. */
+export interface JobStatsRow {
+  job_key: string;
+  state: StoredState;
+  n: number | string;
+  /** The latest due time among those not waiting, epoch ms. */
+  last: number | string | null;
 }
 
 /** A `taskheap_jobs` row due for materialization. */
@@ -72,11 +86,21 @@ export function toTask(row: TaskRow): StoredTask {
     jobKey: row.job_key,
     createdAt: new Date(Number(row.created_at)),
     updatedAt: new Date(Number(row.updated_at)),
+    result: row.result === null || row.result === undefined ? undefined : JSON.parse(row.result) as unknown,
+    errors: row.errors === null || row.errors === undefined ? [] : toErrors(row.errors),
   };
 }
 
-export function toJob(row: JobRow): StoredJob {
+export function toJob(row: JobRow, stats: readonly JobStatsRow[] = []): StoredJob {
   const next = optional(row.next_run_at);
+  const counts: Record<StoredState, number> = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+  let last: number | null = null;
+  for (const stat of stats) {
+    if (stat.job_key !== row.key) continue;
+    counts[stat.state] = Number(stat.n);
+    const at = optional(stat.last);
+    if (at !== null && (last === null || at > last)) last = at;
+  }
   return {
     key: row.key,
     name: row.name,
@@ -84,6 +108,10 @@ export function toJob(row: JobRow): StoredJob {
     state: row.state,
     nextRunAt: next === null ? null : new Date(next),
     runs: Number(row.runs),
+    lastRunAt: last === null ? null : new Date(last),
+    counts,
+    createdAt: new Date(Number(row.created_at)),
+    updatedAt: new Date(Number(row.updated_at)),
   };
 }
 
@@ -113,4 +141,9 @@ export function toClaims(rows: ClaimRow[]): ClaimedTask[] {
       options: row.options,
     }))
     .sort((a, b) => a.runAt - b.runAt || a.id - b.id);
+}
+
+function toErrors(json: string): AttemptError[] {
+  return (JSON.parse(json) as { attempt: number; at: number; error: string }[])
+    .map((entry) => ({ attempt: Number(entry.attempt), at: new Date(Number(entry.at)), error: entry.error }));
 }

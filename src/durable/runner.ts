@@ -4,16 +4,17 @@ import type { DurableContext, DurableTaskOptions, Handler, StoredJobOptions, Sto
 import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import { advanceJob } from './advance-job.js';
 import {
-  UnknownHandlerError, ruleToJson,
-  type ClaimedTask, type NewTask, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  FINAL_STATES, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError, ruleToJson,
+  type ClaimedTask, type JobFilter, type NewJob, type NewTask, type QueryClient, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
-import { assertKey, assertName, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
+import { assertJobFilter, assertKey, assertName, assertStoredTime, assertTaskFilter, MAX_ATTEMPTS, MAX_TIMER, toPayload, toResult } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
 import { State, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
 import { describe, toEpoch } from '../core/validate.js';
+import { ClosedError } from '../core/errors.js';
 
-const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry']);
+const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name']);
 /** Backoff of failed store calls: 100 ms doubling up to this. */
 const MAX_BACKOFF = 5_000;
@@ -78,8 +79,22 @@ export class DurableRunner implements TaskObserver {
   /** Writes to the store still in flight, so close() can wait for them. */
   #writes = new Set<Promise<unknown>>();
   #failures = 0;
+  /** waitFor() calls by task id. */
+  readonly #waiters = new Map<number, Set<Waiter>>();
+  /** The store's watch(), once somebody waits. */
+  #watching: Promise<void> | undefined = undefined;
+  /** Handler names this process may schedule without defining them (the scheduler's `handlers` option). */
+  readonly #known: ReadonlySet<string>;
+  /** The store opened and migrated, once: by the first call that needs it, `migrate()` or `start()`. */
+  #ready: Promise<void> | undefined = undefined;
 
-  constructor(store: Store, loop: TaskLoop) {
+  /** Retention ages in ms (null: kept forever). */
+  readonly #retention: Retention;
+  #sweepTimer: unknown = undefined;
+  /** The sweep in flight, so close() can wait for it. */
+  #sweeping: Promise<void> = Promise.resolve();
+
+  constructor(store: Store, loop: TaskLoop, known: readonly string[] = [], retention: Retention = DEFAULT_RETENTION) {
     if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
       throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
     }
@@ -88,6 +103,23 @@ export class DurableRunner implements TaskObserver {
     this.#lease = store.lease ?? 30_000;
     this.#poll = store.poll ?? 5_000;
     this.#closeTimeout = store.closeTimeout ?? CLOSE_TIMEOUT;
+    for (const name of known) assertName(name, 'a name in `handlers`');
+    this.#known = new Set(known);
+    this.#retention = retention;
+  }
+
+  /**
+   * Opens the store and creates or upgrades its schema, once. Producers get
+   * here from their first call; a failure is not remembered, so the next
+   * call tries again (the database may be back).
+   */
+  ready(): Promise<void> {
+    if (this.#finished) return Promise.reject(new ClosedError());
+    this.#ready ??= this.#store.migrate().catch((error: unknown) => {
+      this.#ready = undefined;
+      throw error;
+    });
+    return this.#ready;
   }
 
   define(name: string, handler: Handler): void {
@@ -100,11 +132,14 @@ export class DurableRunner implements TaskObserver {
   /** Migrates, recovers and starts claiming; idempotent. */
   start(): Promise<void> {
     this.#started ??= (async () => {
-      await this.#store.migrate();
+      await this.ready();
       await this.#store.recover?.();
       await this.#store.subscribe((runAt) => this.#wakeAt(runAt), (id) => this.#cancelLocal(id));
       this.#renewTimer = this.#loop.clock.setTimer(this.#renew, this.#lease / 3, this.#loop.unref);
       this.#tick();
+      if (this.#retention.succeeded !== null || this.#retention.failed !== null) {
+        this.#sweepTimer = this.#loop.clock.setTimer(this.#sweep, 0, this.#loop.unref);
+      }
     })();
     return this.#started;
   }
@@ -123,9 +158,13 @@ export class DurableRunner implements TaskObserver {
     this.#assertHandler(name);
     assertStoredTime(runAt, 'when');
     const { payload, key, stored } = this.#parse(options, TASK_KEYS, 'durable task');
-    const write = this.#store.addTask({
+    const client = options?.client;
+    if (client !== undefined && (typeof client !== 'object' || client === null || typeof client.query !== 'function')) {
+      throw new TypeError(`Expected \`client\` to be a pg Client or PoolClient inside your transaction, got ${describe(client)}`);
+    }
+    const write = this.ready().then(() => this.#store.addTask({
       name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
-    });
+    }, client));
     return write.then((row) => {
       this.#wakeAt(runAt);
       return row;
@@ -170,7 +209,7 @@ export class DurableRunner implements TaskObserver {
     if (bounds.times !== Infinity && bounds.times > MAX_ATTEMPTS) {
       throw new RangeError(`Expected \`times\` of a stored job to be at most ${MAX_ATTEMPTS}, got ${describe(bounds.times)}`);
     }
-    const write = this.#store.addJob({
+    const job: NewJob = {
       key: key ?? `job:${randomUUID()}`,
       name,
       payload,
@@ -179,6 +218,13 @@ export class DurableRunner implements TaskObserver {
       remaining: bounds.times === Infinity ? null : bounds.times,
       until: bounds.until === Infinity ? null : bounds.until,
       options: JSON.stringify(stored),
+    };
+    // Its counts and last run are read after: registration is rare, one more read is cheap. The
+    // schedule is the one the registration wrote (a claim may already have advanced it since).
+    const write = this.ready().then(async () => {
+      const row = await this.#store.addJob(job);
+      const stats = await this.#store.getJob(row.key);
+      return stats === undefined ? row : { ...row, lastRunAt: stats.lastRunAt, counts: stats.counts };
     });
     return write.then((row) => {
       if (plan.first !== undefined) this.#wakeAt(plan.first);
@@ -187,21 +233,154 @@ export class DurableRunner implements TaskObserver {
   }
 
   async cancel(id: number): Promise<boolean> {
+    await this.ready();
     const cancelled = await this.#store.cancel(id);
     this.#cancelLocal(id);
+    if (cancelled) this.#done(id);
     return cancelled;
   }
 
-  cancelJob(key: string): Promise<boolean> {
+  /** Puts a failed, timed-out or cancelled task back to waiting, due now, with all its attempts. */
+  async requeue(id: number): Promise<StoredTask | undefined> {
+    await this.ready();
+    const task = await this.#store.requeue(id, this.#loop.clock.now());
+    if (task !== undefined) this.#wakeAt(task.runAt.getTime());
+    return task;
+  }
+
+  /**
+   * Resolves with the task once it is in a final state. Woken by this
+   * process's own writes and, where the store has them, by other processes'
+   * announcements (PostgreSQL NOTIFY); a look every poll interval covers an
+   * announcement lost while the listener reconnected.
+   */
+  async waitFor(id: number, signal: AbortSignal | undefined, timeout: number): Promise<StoredTask> {
+    await this.ready();
+    signal?.throwIfAborted();
+    if (this.#store.watch !== undefined) {
+      this.#watching ??= this.#store.watch((done) => (done === null ? this.#doneAll() : this.#done(done))).catch((error: unknown) => {
+        this.#watching = undefined;
+        throw error;
+      });
+      await this.#watching;
+    }
+    // close() came while we were getting ready: it has already let its waiters go.
+    if (this.#closed) throw new ClosedError();
+    const clock = this.#loop.clock;
+    return new Promise<StoredTask>((resolve, reject) => {
+      let settled = false;
+      let looking = false;
+      let again = false;
+      let poll: unknown;
+      let deadline: unknown;
+      const finish = (outcome: () => void) => {
+        if (settled) return;
+        settled = true;
+        const set = this.#waiters.get(id);
+        set?.delete(waiter);
+        if (set?.size === 0) this.#waiters.delete(id);
+        if (poll !== undefined) clock.clearTimer(poll);
+        if (deadline !== undefined) clock.clearTimer(deadline);
+        signal?.removeEventListener('abort', aborted);
+        outcome();
+      };
+      const look = (): void => {
+        if (settled) return;
+        // One read at a time; a wake during it reads again afterwards.
+        if (looking) {
+          again = true;
+          return;
+        }
+        looking = true;
+        this.#store.getTask(id).then((task) => {
+          looking = false;
+          if (task === undefined) finish(() => reject(new TaskNotFoundError(id)));
+          else if (FINAL_STATES.has(task.state)) finish(() => resolve(task));
+          else if (again) {
+            again = false;
+            look();
+          }
+        }, (error: unknown) => {
+          looking = false;
+          finish(() => reject(error));
+        });
+      };
+      const waiter: Waiter = { look, fail: (error) => finish(() => reject(error)) };
+      const aborted = () => finish(() => reject(signal!.reason));
+      const tick = () => {
+        poll = clock.setTimer(tick, this.#poll, this.#loop.unref);
+        look();
+      };
+      let set = this.#waiters.get(id);
+      if (set === undefined) this.#waiters.set(id, set = new Set());
+      set.add(waiter);
+      signal?.addEventListener('abort', aborted, { once: true });
+      if (timeout !== Infinity) {
+        deadline = clock.setTimer(() => finish(() => reject(new WaitTimeoutError(id, timeout))), timeout, this.#loop.unref);
+      }
+      poll = clock.setTimer(tick, this.#poll, this.#loop.unref);
+      look();
+    });
+  }
+
+  /** A task reached a final state: whoever waits for it looks. */
+  #done(id: number): void {
+    const set = this.#waiters.get(id);
+    if (set !== undefined) for (const waiter of set) waiter.look();
+  }
+
+  #doneAll(): void {
+    for (const set of this.#waiters.values()) for (const waiter of set) waiter.look();
+  }
+
+  async cancelJob(key: string): Promise<boolean> {
+    await this.ready();
     return this.#store.cancelJob(key);
   }
 
-  getTask(id: number): Promise<StoredTask | undefined> {
+  async getTask(id: number): Promise<StoredTask | undefined> {
+    await this.ready();
     return this.#store.getTask(id);
   }
 
   listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    return this.#store.listTasks(filter);
+    assertTaskFilter(filter);
+    return this.ready().then(() => this.#store.listTasks(filter));
+  }
+
+  getJob(key: string): Promise<StoredJob | undefined> {
+    assertKey(key, 'key');
+    return this.ready().then(() => this.#store.getJob(key));
+  }
+
+  listJobs(filter: JobFilter): Promise<StoredJob[]> {
+    assertJobFilter(filter);
+    return this.ready().then(() => this.#store.listJobs(filter));
+  }
+
+  /** Pauses ('scheduled' to 'paused') or resumes a stored job; false if it was not in the state to leave. */
+  setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    assertKey(key, 'key');
+    return this.#setJobState(key, from, to);
+  }
+
+  async #setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    await this.ready();
+    const changed = await this.#store.setJobState(key, from, to);
+    if (changed && to === 'scheduled') this.#wakeAt(this.#loop.clock.now());
+    return changed;
+  }
+
+  triggerJob(key: string): Promise<StoredTask | undefined> {
+    assertKey(key, 'key');
+    return this.#triggerJob(key);
+  }
+
+  async #triggerJob(key: string): Promise<StoredTask | undefined> {
+    await this.ready();
+    const task = await this.#store.triggerJob(key, this.#loop.clock.now());
+    if (task !== undefined) this.#wakeAt(task.runAt.getTime());
+    return task;
   }
 
   /**
@@ -219,6 +398,10 @@ export class DurableRunner implements TaskObserver {
    * confirmed (at most `closeTimeout` ms), then closes the store.
    */
   async close(idle: Promise<void>): Promise<void> {
+    for (const set of this.#waiters.values()) for (const waiter of set) waiter.fail(new ClosedError());
+    if (this.#sweepTimer !== undefined) this.#loop.clock.clearTimer(this.#sweepTimer);
+    this.#sweepTimer = undefined;
+    await this.#sweeping;
     await this.#claiming;
     await idle;
     await this.#drain();
@@ -247,6 +430,13 @@ export class DurableRunner implements TaskObserver {
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(1, deadline - Date.now()))));
     }
+  }
+
+  /** TaskObserver: whether this failed run is retried by the store (attempts left), so not reported yet. */
+  retriesLater(task: Task): boolean {
+    const claim = this.#claims.get(task);
+    if (claim === undefined || claim.attempts >= claim.maxAttempts) return false;
+    return (JSON.parse(claim.options) as StoredOptions).retry !== undefined;
   }
 
   /** TaskObserver: a claimed task reached its final state in memory; hand its outcome to the flush loop. */
@@ -299,7 +489,8 @@ export class DurableRunner implements TaskObserver {
 
   #outcome(claim: ClaimedTask, state: State, outcome: unknown): Outcome {
     const id = claim.id;
-    if (state === State.Succeeded) return { id, kind: 'complete', state: 'succeeded', error: null };
+    // The wrapper of #dispatch turned the handler's value into JSON text (or null).
+    if (state === State.Succeeded) return { id, kind: 'complete', state: 'succeeded', error: null, result: outcome as string | null };
     // Cancelled because this process is shutting down: the work is not done, hand it back.
     if (state === State.Cancelled && this.#closed) return { id, kind: 'release' };
     if (state === State.Cancelled) return { id, kind: 'complete', state: 'cancelled', error: errorText(outcome) };
@@ -309,7 +500,7 @@ export class DurableRunner implements TaskObserver {
       const delay = Math.min(retryDelay(toRetryPolicy(options.retry), claim.attempts), MAX_RETRY_DELAY);
       return { id, kind: 'retry', delay, error: errorText(outcome) };
     }
-    this.#report(outcome);
+    // The last attempt: the loop reports it (failure event, onError), once.
     return { id, kind: 'complete', state: state === State.TimedOut ? 'timed-out' : 'failed', error: errorText(outcome) };
   }
 
@@ -326,6 +517,7 @@ export class DurableRunner implements TaskObserver {
       for (const outcome of batch) {
         this.#sending.delete(outcome.id);
         if (this.#pending.get(outcome.id) === outcome) this.#pending.delete(outcome.id);
+        if (outcome.kind === 'complete') this.#done(outcome.id);
       }
       this.#flushFailures = 0;
       // What finished while this batch was on its way.
@@ -410,12 +602,43 @@ export class DurableRunner implements TaskObserver {
       ? () => {
         throw new UnknownHandlerError(claim.name);
       }
-      : (ctx) => handler(durableContext(ctx, claim), payload);
+      : async (ctx) => toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
     // Due now: the store decided so by its clock, which may differ from ours.
     const task = this.#loop.push(Math.min(claim.runAt, this.#loop.clock.now()), fn, this.#settings(claim.name, options.timeout ?? Infinity));
     this.#claims.set(task, claim);
     this.#byId.set(claim.id, task);
   }
+
+  /**
+   * Retention: deletes finished rows past their age in batches of
+   * SWEEP_BATCH, each its own short statement, yielding to the event loop
+   * between batches so no lock is held for long and claims go on; then
+   * sleeps SWEEP_EVERY. Whichever process runs work does it; several doing
+   * it at once skip each other's rows (PostgreSQL) or are one (SQLite).
+   */
+  #sweep = (): void => {
+    this.#sweepTimer = undefined;
+    this.#sweeping = (async () => {
+      const { succeeded, failed } = this.#retention;
+      try {
+        while (!this.#closed && await this.#store.prune(succeeded, failed, SWEEP_BATCH) >= SWEEP_BATCH) {
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      } catch (error) {
+        this.#report(error);
+      }
+      if (!this.#closed) this.#sweepTimer = this.#loop.clock.setTimer(this.#sweep, SWEEP_EVERY, this.#loop.unref);
+    })();
+  };
+
+  /** ctx.transaction(): the handler's writes and the task's completion in one transaction. */
+  #transaction = <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>): Promise<T> => {
+    if (typeof fn !== 'function') return Promise.reject(new TypeError(`Expected the ctx.transaction() callback to be a function, got ${describe(fn)}`));
+    if (this.#store.completeWithin === undefined) {
+      return Promise.reject(new TypeError('ctx.transaction() needs postgresStore(): a SQLite store cannot hand its connection out'));
+    }
+    return this.#store.completeWithin(this.#owner, claim.id, fn, toResult);
+  };
 
   /** Renews the leases of running tasks and of finished ones whose outcome is not confirmed yet. */
   #renew = (): void => {
@@ -478,8 +701,15 @@ export class DurableRunner implements TaskObserver {
     this.#loop.report(error, { task: undefined, name: undefined, attempt: 0 });
   }
 
+  /**
+   * A process that names its handlers (defines some, or lists them in
+   * `handlers`) may only schedule those: a typo fails at the call. A process
+   * that names none is a pure producer and accepts any well-formed name.
+   */
   #assertHandler(name: string): void {
-    if (!this.#handlers.has(name)) throw new UnknownHandlerError(name);
+    assertName(name, 'the handler name');
+    if (this.#handlers.size === 0 && this.#known.size === 0) return;
+    if (!this.#handlers.has(name) && !this.#known.has(name)) throw new UnknownHandlerError(name);
   }
 
   #parse(options: object | undefined, keys: ReadonlySet<string>, what: string) {
@@ -517,6 +747,25 @@ export class DurableRunner implements TaskObserver {
   }
 }
 
+/** How long finished rows are kept, ms; null: forever. */
+export interface Retention {
+  readonly succeeded: number | null;
+  readonly failed: number | null;
+}
+
+/** A day for succeeded tasks, a week for failed, timed-out and cancelled ones (and finished jobs). */
+export const DEFAULT_RETENTION: Retention = { succeeded: 86_400_000, failed: 7 * 86_400_000 };
+/** Rows one retention statement deletes at most. */
+export const SWEEP_BATCH = 500;
+/** ms between retention sweeps. */
+export const SWEEP_EVERY = 60_000;
+
+/** One waitFor() call: `look` reads the task again, `fail` rejects it. */
+interface Waiter {
+  look(): void;
+  fail(error: unknown): void;
+}
+
 /** The wait after `failures` failed store calls in a row: 100 ms doubling, at most MAX_BACKOFF. */
 function backoff(failures: number): number {
   return Math.min(MAX_BACKOFF, 100 * 2 ** Math.min(failures, 10));
@@ -528,9 +777,10 @@ function storable(policy: RetryPolicy): RetryOptions {
 }
 
 /** The context a handler sees: the run's, with the stored attempt count and due time. */
-function durableContext(ctx: TaskContext, claim: ClaimedTask): DurableContext {
+function durableContext(ctx: TaskContext, claim: ClaimedTask, transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>): DurableContext {
   return {
     id: claim.id,
+    transaction: (fn) => transaction(claim, fn as never),
     get signal() {
       return ctx.signal;
     },

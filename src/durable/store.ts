@@ -33,7 +33,27 @@ export interface StoredTask {
   createdAt: Date;
   /** When it last changed. */
   updatedAt: Date;
+  /**
+   * What the handler returned, parsed from JSON, once the task succeeded;
+   * `undefined` if it returned nothing (or has not succeeded).
+   */
+  result: unknown;
+  /** The errors of its failed attempts, oldest first: the last 10 are kept. */
+  errors: AttemptError[];
 }
+
+/** One failed attempt of a stored task. */
+export interface AttemptError {
+  /** Which attempt (1 is the first run). */
+  attempt: number;
+  /** When it was recorded. */
+  at: Date;
+  /** The error's stack (or its text). */
+  error: string;
+}
+
+/** The states a stored task does not leave by itself. */
+export const FINAL_STATES: ReadonlySet<StoredState> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 
 /** A recurring job as the store keeps it. */
 export interface StoredJob {
@@ -49,6 +69,37 @@ export interface StoredJob {
   nextRunAt: Date | null;
   /** Occurrences created so far. */
   runs: number;
+  /** When the latest occurrence that has started (or finished) was due; null if none has. */
+  lastRunAt: Date | null;
+  /** The stored occurrences by state (retention deletes old finished ones). */
+  counts: Record<StoredState, number>;
+  /** When the job was first stored. */
+  createdAt: Date;
+  /** When it last changed (registered again, advanced, paused...). */
+  updatedAt: Date;
+}
+
+/** Filters of `scheduler.listJobs()`. */
+export interface JobFilter {
+  /** Only jobs in this state. */
+  state?: StoredJob['state'];
+  /** Only jobs of this handler. */
+  name?: string;
+  /** Only jobs whose key starts with this. */
+  keyPrefix?: string;
+  /** The page after this key (the last job of the previous page): jobs come in key order. */
+  after?: string;
+  /** @default 100 */
+  limit?: number;
+}
+
+/**
+ * A database connection of the caller's, inside their own transaction: a
+ * `pg` `Client` or `PoolClient` (what `option.client` of a durable
+ * `schedule()` takes). The task commits or rolls back with that transaction.
+ */
+export interface QueryClient {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
 }
 
 /** What is written when a task is scheduled. */
@@ -135,15 +186,28 @@ export interface JobAdvance {
   remaining: number | null;
 }
 
-/** Filters of `scheduler.listTasks()`. */
+/** Filters of `scheduler.listTasks()`; all given ones must hold. Tasks come ordered by due time, then id. */
 export interface TaskFilter {
   /** Only tasks in this state. */
   state?: StoredState;
   /** Only tasks of this handler. */
   name?: string;
+  /** Only tasks whose key starts with this (`'invoice:'`). */
+  keyPrefix?: string;
   /** Only occurrences of this recurring job. */
   jobKey?: string;
-  /** At most this many. */
+  /** Only tasks due at or after this time. */
+  from?: Date | number;
+  /** Only tasks due before this time. */
+  to?: Date | number;
+  /**
+   * The page after this task: pass the last task of the previous page
+   * (its `runAt` and `id` are the cursor).
+   * @example
+   * const next = await scheduler.listTasks({ state: 'failed', after: page.at(-1) });
+   */
+  after?: { runAt: Date | number; id: number };
+  /** At most this many, 1 to 10,000. */
   /** @default 100 */
   limit?: number;
 }
@@ -157,7 +221,7 @@ export type FinalState = 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
  */
 export type Outcome =
   /** A final state. */
-  | { readonly id: number; readonly kind: 'complete'; readonly state: FinalState; readonly error: string | null }
+  | { readonly id: number; readonly kind: 'complete'; readonly state: FinalState; readonly error: string | null; readonly result?: string | null }
   /** Waiting again, due `delay` ms after the store's now. */
   | { readonly id: number; readonly kind: 'retry'; readonly delay: number; readonly error: string }
   /** Handed back unrun: waiting again, the claim's attempt not counted. */
@@ -186,7 +250,7 @@ export interface Store {
   /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */
   migrate(): Promise<void>;
   /** Inserts a task, or replaces the one with the same key unless it is running. */
-  addTask(task: NewTask): Promise<StoredTask>;
+  addTask(task: NewTask, via?: QueryClient): Promise<StoredTask>;
   /**
    * Adds many tasks in one transaction, all or none, as `addTask` would one
    * after another (a key given twice: the last wins); returns the stored
@@ -241,6 +305,40 @@ export interface Store {
    * process can re-arm), and `onCancel` when a task is cancelled anywhere.
    */
   subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void>;
+  /**
+   * Puts a failed, timed-out or cancelled task back to waiting, due `now`
+   * (the store's now where it has its own clock), with its attempts reset;
+   * undefined if there is no such task in one of those states.
+   */
+  requeue(id: number, now: number): Promise<StoredTask | undefined>;
+  /**
+   * Calls `onDone` with the id of a task another process brought to a final
+   * state (`null`: some announcements may have been missed). Stores whose
+   * writers all live in this process (SQLite) need not have it.
+   */
+  watch?(onDone: (id: number | null) => void): Promise<void>;
+  /**
+   * Retention: deletes at most `limit` finished tasks last changed more than
+   * `succeeded` ms ago (succeeded ones) or `failed` ms ago (failed, timed-out,
+   * cancelled), and as many finished jobs older than `failed`; null keeps
+   * that kind. Resolves with how many rows went: `limit` or more suggests more.
+   */
+  prune(succeeded: number | null, failed: number | null, limit: number): Promise<number>;
+  /** One recurring job by key, with its occurrences' counts. */
+  getJob(key: string): Promise<StoredJob | undefined>;
+  /** Recurring jobs matching `filter`, in key order. */
+  listJobs(filter: JobFilter): Promise<StoredJob[]>;
+  /** Sets a job's state: pause ('scheduled' to 'paused') or resume ('paused' to 'scheduled'); false if it was not in `from`. */
+  setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean>;
+  /** Adds an occurrence of a job due now (not counted against `times`); undefined if there is no such job or it was cancelled. */
+  triggerJob(key: string, now: number): Promise<StoredTask | undefined>;
+  /**
+   * Runs `fn` in a transaction on the store's database and, in the same
+   * transaction, records task `id` (held by `owner`) succeeded with
+   * `result(value)`; rolls back if the lease is no longer ours. Stores
+   * that cannot (SQLite) leave it out.
+   */
+  completeWithin?<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T>;
   /** Returns running tasks of a previous life of this store to waiting (single-process stores). */
   recover?(): Promise<void>;
   /** Releases connections and files. */
@@ -256,7 +354,7 @@ export function leaseExpiredText(times: number): string {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** A database written by a newer taskheap: refusing it beats corrupting it. */
 export class SchemaVersionError extends TaskheapError {
@@ -269,10 +367,42 @@ export class SchemaVersionError extends TaskheapError {
   }
 }
 
+/** `waitFor(id)` or `retry(id)` named a task the store does not have (never added, or deleted by retention). */
+export class TaskNotFoundError extends TaskheapError {
+  /** The id asked for. */
+  readonly id: number;
+
+  constructor(id: number) {
+    super(`No stored task with id ${id}`, 'ERR_TASK_NOT_FOUND');
+    this.id = id;
+  }
+}
+
+/** `waitFor(id, { timeout })`: the task was not finished in time (it goes on). */
+export class WaitTimeoutError extends TaskheapError {
+  /** The id waited for. */
+  readonly id: number;
+  /** The timeout, ms. */
+  readonly timeout: number;
+
+  constructor(id: number, timeout: number) {
+    super(`Task ${id} did not reach a final state within ${timeout} ms (it goes on; waitFor() only stopped waiting)`, 'ERR_WAIT_TIMEOUT');
+    this.id = id;
+    this.timeout = timeout;
+  }
+}
+
+/** `ctx.transaction()` could not record the task: its lease was lost (taken over or cancelled); nothing was committed. */
+export class LeaseLostError extends TaskheapError {
+  constructor(id: number) {
+    super(`Task ${id} is no longer held by this process (its lease expired and was taken over, or it was cancelled); the transaction was rolled back`, 'ERR_LEASE_LOST');
+  }
+}
+
 /** A task or job names a handler that `define()` never registered. */
 export class UnknownHandlerError extends TaskheapError {
   constructor(name: string) {
-    super(`No handler named "${name}"; call scheduler.define("${name}", handler) first`, 'ERR_UNKNOWN_HANDLER');
+    super(`No handler named "${name}"; define it with scheduler.define("${name}", handler) or, in a process that only adds work, list it in the scheduler's \`handlers\` option`, 'ERR_UNKNOWN_HANDLER');
   }
 }
 

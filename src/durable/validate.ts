@@ -57,6 +57,17 @@ export function toPayload(payload: unknown): string {
   return JSON.stringify(payload);
 }
 
+/**
+ * Serialises a handler's return value like a payload: `undefined` (no
+ * value) is stored as SQL NULL; anything JSON would change throws a
+ * TypeError naming its path (`result.when`), which fails the attempt.
+ */
+export function toResult(value: unknown): string | null {
+  if (value === undefined) return null;
+  check(value, 'result', []);
+  return JSON.stringify(value);
+}
+
 function check(value: unknown, path: string, parents: object[]): void {
   switch (typeof value) {
     case 'string':
@@ -108,12 +119,64 @@ function check(value: unknown, path: string, parents: object[]): void {
 }
 
 function refuse(path: string, why: string): never {
-  throw new TypeError(`Expected \`payload\` to be JSON that reads back unchanged, but \`${path}\` is not: ${why}`);
+  const root = /^\w+/.exec(path)?.[0] ?? 'payload';
+  throw new TypeError(`Expected \`${root}\` to be JSON that reads back unchanged, but \`${path}\` is not: ${why}`);
 }
 
 /** A count option: an integer from 0 to MAX_ATTEMPTS. */
 export function assertCount(value: unknown, what: string): asserts value is number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_ATTEMPTS) {
     throw new RangeError(`Expected ${label(what)} to be an integer from 0 to ${MAX_ATTEMPTS}, got ${describe(value)}`);
+  }
+}
+
+const TASK_STATES = new Set(['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
+const JOB_STATES = new Set(['scheduled', 'paused', 'done', 'cancelled']);
+const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'from', 'to', 'after', 'limit']);
+const JOB_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'after', 'limit']);
+/** The most rows one list call returns. */
+export const MAX_LIST = 10_000;
+
+/** A `listTasks` filter: known keys, each of the right kind. */
+export function assertTaskFilter(filter: unknown): void {
+  const f = assertFilter(filter, TASK_FILTER_KEYS, TASK_STATES, 'listTasks');
+  if (f.jobKey !== undefined) assertKey(f.jobKey, 'jobKey');
+  for (const what of ['from', 'to'] as const) if (f[what] !== undefined) assertFilterTime(f[what], what);
+  if (f.after !== undefined) {
+    const after = f.after as { runAt?: unknown; id?: unknown } | null;
+    if (typeof after !== 'object' || after === null) throw new TypeError(`Expected \`after\` to be the last task of the previous page ({ runAt, id }), got ${describe(after)}`);
+    assertFilterTime(after.runAt, 'after.runAt');
+    if (typeof after.id !== 'number' || !Number.isSafeInteger(after.id)) throw new TypeError(`Expected \`after.id\` to be a task id, got ${describe(after.id)}`);
+  }
+}
+
+/** A `listJobs` filter. */
+export function assertJobFilter(filter: unknown): void {
+  const f = assertFilter(filter, JOB_FILTER_KEYS, JOB_STATES, 'listJobs');
+  if (f.after !== undefined) assertKey(f.after, 'after');
+}
+
+function assertFilter(filter: unknown, keys: ReadonlySet<string>, states: ReadonlySet<string>, what: string): Record<string, unknown> {
+  if (typeof filter !== 'object' || filter === null || Array.isArray(filter)) throw new TypeError(`Expected the ${what} filter to be an object, got ${describe(filter)}`);
+  const f = filter as Record<string, unknown>;
+  for (const key of Object.keys(f)) {
+    if (!keys.has(key)) throw new TypeError(`Unknown ${what} filter \`${key}\`; expected one of: ${[...keys].join(', ')}`);
+  }
+  if (f.state !== undefined && !states.has(f.state as string)) {
+    throw new RangeError(`Expected \`state\` to be one of ${[...states].map((s) => `'${s}'`).join(', ')}, got ${describe(f.state)}`);
+  }
+  if (f.name !== undefined) assertName(f.name, 'name');
+  if (f.keyPrefix !== undefined) assertKey(f.keyPrefix, 'keyPrefix');
+  if (f.limit !== undefined && (typeof f.limit !== 'number' || !Number.isInteger(f.limit) || f.limit < 1 || f.limit > MAX_LIST)) {
+    throw new RangeError(`Expected \`limit\` to be an integer from 1 to ${MAX_LIST}, got ${describe(f.limit)}`);
+  }
+  return f;
+}
+
+function assertFilterTime(value: unknown, what: string): void {
+  const ms = value instanceof Date ? value.getTime() : value;
+  if (typeof ms !== 'number') throw new TypeError(`Expected \`${what}\` to be a Date or epoch milliseconds, got ${describe(value)}`);
+  if (!Number.isFinite(ms) || ms < MIN_TIME || ms > MAX_TIME) {
+    throw new RangeError(`Expected \`${what}\` to be between years 1 and 9999, got ${describe(value)}`);
   }
 }

@@ -6,13 +6,21 @@
 /** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
 export const WAKE = 'taskheap_wake';
 export const CANCEL = 'taskheap_cancel';
+/** A task reached a final state (payload `<id>`); only processes waiting for a task (`waitFor`) listen. */
+export const DONE = 'taskheap_done';
+/** How many attempts' errors a task keeps (the latest). */
+export const MAX_ERRORS = 10;
 
 /** SQL: epoch ms (a parameter or expression) to timestamptz, and back. */
 const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
 const ms = (expression: string) => `(extract(epoch from ${expression}) * 1000)::float8`;
 
-/** SQL twin of `sameSchedule`: the stored job `j` and the new one have the same rule but for its start point. */
-const SAME = `(j.state = 'scheduled' AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
+/**
+ * SQL twin of `sameSchedule`: the stored job `j` (scheduled or paused) and
+ * the new one have the same rule but for its start point. A paused job then
+ * keeps its state: a pause survives the re-registration of every deploy.
+ */
+const SAME = `(j.state IN ('scheduled', 'paused') AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
 
 /** Quotes an identifier (a schema name). */
 export function quote(identifier: string): string {
@@ -65,10 +73,22 @@ const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
     CREATE INDEX taskheap_jobs_due ON ${t('taskheap_jobs')} (next_run_at) WHERE state = 'scheduled';`,
   // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
   (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN expiries integer NOT NULL DEFAULT 0;`,
+  // version 3: the handler's return value (JSON), and the errors of the last attempts (a JSON array).
+  // Finished rows by age, for retention.
+  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN result text, ADD COLUMN errors text;
+    CREATE INDEX taskheap_tasks_finished ON ${t('taskheap_tasks')} (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
 ];
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
 const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
+/**
+ * The row's \`errors\` with one more entry \`{ attempt, at, error }\` (the
+ * error \`param\`, at the server's now), the oldest dropped beyond MAX_ERRORS.
+ */
+const appendError = (param: string) => `(SELECT COALESCE(jsonb_agg(e ORDER BY i), '[]'::jsonb)::text FROM (SELECT e, i
+    FROM jsonb_array_elements(COALESCE(errors, '[]')::jsonb
+      || jsonb_build_array(jsonb_build_object('attempt', attempts, 'at', ${ms('now()')}, 'error', ${param}::text))) WITH ORDINALITY AS x(e, i)
+    ORDER BY i DESC LIMIT ${MAX_ERRORS}) AS kept)`;
 
 /** SQL: $n milliseconds as an interval. */
 const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
@@ -76,7 +96,14 @@ const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')
 /** The columns a task row is read with; `a` is the table alias. */
 function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
-    ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at`;
+    ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
+    ${a}.result, ${a}.errors`;
+}
+
+/** The columns a job row is read with; `a` is the table alias. */
+function jobColumns(a: string): string {
+  return `${a}.key, ${a}.name, ${a}.payload, ${a}.state, ${ms(`${a}.next_run_at`)} AS next_run_at, ${a}.runs,
+    ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at`;
 }
 
 /**
@@ -157,9 +184,39 @@ export function statements(schema: string | undefined) {
     tasksByKeys: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = ANY($1::text[])`,
     taskByKey: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`,
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
+    /**
+     * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
+     * the previous page as the caller saw it, in ms: rows are ordered by
+     * their due time cut to ms, then id, so a cursor never skips a row.
+     */
     listTasks: `SELECT ${taskColumns('t')} FROM ${T} AS t
       WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
-      ORDER BY t.run_at, t.id LIMIT $4`,
+        AND ($5::text IS NULL OR left(t.key, length($5)) = $5)
+        AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
+        AND ($8::float8 IS NULL OR (date_trunc('milliseconds', t.run_at), t.id) > (${ts('$8')}, $9::bigint))
+      ORDER BY date_trunc('milliseconds', t.run_at), t.id LIMIT $4`,
+    jobByKey: `SELECT ${jobColumns('j')} FROM ${J} AS j WHERE j.key = $1`,
+    listJobs: `SELECT ${jobColumns('j')} FROM ${J} AS j
+      WHERE ($1::text IS NULL OR j.state = $1) AND ($2::text IS NULL OR j.name = $2)
+        AND ($3::text IS NULL OR left(j.key, length($3)) = $3) AND ($4::text IS NULL OR j.key > $4)
+      ORDER BY j.key LIMIT $5`,
+    /** Occurrences of the jobs $1 by state, and the latest due time of those that started. */
+    jobStats: `SELECT job_key, state, count(*) AS n, max(${ms('COALESCE(scheduled_at, run_at)')}) FILTER (WHERE state <> 'waiting') AS last
+      FROM ${T} WHERE job_key = ANY($1::text[]) GROUP BY job_key, state`,
+    /** Pause or resume; a resumed job wakes the workers. */
+    setJobState: `WITH changed AS (UPDATE ${J} SET state = $3, updated_at = now() WHERE key = $1 AND state = $2 RETURNING next_run_at)
+      SELECT CASE WHEN $3 = 'scheduled' AND next_run_at IS NOT NULL
+        THEN pg_notify('${WAKE}', $4 || (extract(epoch from next_run_at) * 1000)::bigint::text) END FROM changed`,
+    /**
+     * An extra occurrence due now: scheduled_at stays NULL, so it never takes
+     * the place of a scheduled occurrence (the unique key ignores NULLs).
+     */
+    triggerJob: `WITH added AS (
+        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key)
+        SELECT name, payload, now(), COALESCE((options::jsonb #>> '{retry,attempts}')::int, 1), options, key
+        FROM ${J} WHERE key = $1 AND state <> 'cancelled'
+        RETURNING ${taskColumns('t')})
+      SELECT added.*, pg_notify('${WAKE}', $2 || added.run_at::bigint::text) FROM added`,
 
     /**
      * Re-registering the same schedule (every start does) keeps the job's
@@ -175,8 +232,8 @@ export function statements(schema: string | undefined) {
           next_run_at = CASE WHEN ${SAME} THEN j.next_run_at ELSE EXCLUDED.next_run_at END,
           remaining = CASE WHEN ${SAME} THEN j.remaining ELSE EXCLUDED.remaining END,
           until = EXCLUDED.until, options = EXCLUDED.options, updated_at = now()
-        RETURNING j.key, j.name, j.payload, j.state, j.next_run_at, j.runs)
-      SELECT key, name, payload, state, ${ms('next_run_at')} AS next_run_at, runs,
+        RETURNING j.key, j.name, j.payload, j.state, j.next_run_at, j.runs, j.created_at, j.updated_at)
+      SELECT key, name, payload, state, ${ms('next_run_at')} AS next_run_at, runs, ${ms('created_at')} AS created_at, ${ms('updated_at')} AS updated_at,
         CASE WHEN next_run_at IS NOT NULL THEN pg_notify('${WAKE}', $10 || (extract(epoch from next_run_at) * 1000)::bigint::text) END
       FROM saved`,
 
@@ -220,34 +277,72 @@ export function statements(schema: string | undefined) {
       SELECT id FROM renewed`,
     /**
      * Records a batch of outcomes in one statement, for the tasks owner $6
-     * still holds: per row, kind 'complete' (final state, error), 'retry'
-     * (waiting again, due delay ms after the server's now, error) or
-     * 'release' (waiting again, the claim's attempt not counted). One wake
-     * carries the earliest time a retried or released task is due: it
-     * reaches this process too, whose next claim may already be on its way.
+     * still holds: per row, kind 'complete' (final state, error, the
+     * handler's return value as `result`), 'retry' (waiting again, due delay
+     * ms after the server's now, error) or 'release' (waiting again, the
+     * claim's attempt not counted). A failure's error (final or retried)
+     * joins the bounded `errors` history. One wake carries the earliest time
+     * a retried or released task is due (it reaches this process too, whose
+     * next claim may already be on its way); each final state is announced
+     * on DONE for `waitFor()`.
      */
     settle: `WITH
-        u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[]) AS u(id, kind, state, delay, error)),
+        u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[], $8::text[])
+          AS u(id, kind, state, delay, error, result)),
         done AS (UPDATE ${T} AS t SET
             state = CASE u.kind WHEN 'complete' THEN u.state ELSE 'waiting' END,
             run_at = CASE u.kind WHEN 'retry' THEN now() + ${millis('u.delay')} ELSE t.run_at END,
             last_error = CASE u.kind WHEN 'release' THEN t.last_error ELSE u.error END,
+            result = CASE u.kind WHEN 'complete' THEN u.result ELSE t.result END,
+            errors = CASE WHEN u.kind = 'retry' OR (u.kind = 'complete' AND u.state IN ('failed', 'timed-out'))
+              THEN ${appendError('u.error')} ELSE t.errors END,
             attempts = t.attempts - (u.kind = 'release')::int,
             locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM u WHERE t.id = u.id AND t.locked_by = $6 AND (u.kind <> 'release' OR t.state = 'running')
-          RETURNING u.kind, t.run_at)
+          RETURNING t.id, u.kind, t.run_at)
       SELECT pg_notify('${WAKE}', $7 || (extract(epoch from MIN(run_at)) * 1000)::bigint::text) FROM done
-      WHERE kind <> 'complete' HAVING count(*) > 0`,
+      WHERE kind <> 'complete' HAVING count(*) > 0
+      UNION ALL
+      SELECT pg_notify('${DONE}', $7 || id::text) FROM done WHERE kind = 'complete'`,
+    /** One final state ($1), inside the handler's own transaction (`ctx.transaction`); a failure's error ($2) joins \`errors\`, a success's return value ($5) is \`result\`; announced on DONE. */
+    complete: `WITH done AS (
+        UPDATE ${T} SET state = $1::text, last_error = $2::text, result = $5::text,
+          errors = CASE WHEN $1::text IN ('failed', 'timed-out') THEN ${appendError('$2')} ELSE errors END,
+          locked_by = NULL, locked_until = NULL, updated_at = now()
+        WHERE id = $3 AND locked_by = $4 RETURNING id)
+      SELECT pg_notify('${DONE}', $6 || id::text) FROM done`,
+    /** A finished task back to waiting, due now, with all its attempts again; its past errors stay. */
+    requeue: `WITH again AS (
+        UPDATE ${T} AS t SET state = 'waiting', run_at = now(), attempts = 0, expiries = 0, result = NULL,
+          locked_by = NULL, locked_until = NULL, updated_at = now()
+        WHERE t.id = $1 AND t.state IN ('failed', 'timed-out', 'cancelled') RETURNING ${taskColumns('t')})
+      SELECT again.*, pg_notify('${WAKE}', $2 || (again.run_at)::bigint::text) FROM again`,
     cancel: `WITH
         old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM old WHERE t.id = old.id RETURNING old.state AS was)
-      SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END FROM cancelled`,
+      SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END, pg_notify('${DONE}', $2) FROM cancelled`,
     cancelJob: `WITH
         job AS (UPDATE ${J} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
         occurrences AS (UPDATE ${T} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id)
       SELECT (SELECT count(*) FROM job) AS n`,
+    /**
+     * Retention: deletes up to $3 finished tasks older than their age ($1 ms
+     * for succeeded ones, $2 for the others; null: kept), oldest first, by
+     * the server's clock. Rows another process is deleting are skipped.
+     */
+    pruneTasks: `WITH doomed AS (SELECT id FROM ${T}
+        WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
+          AND updated_at < now() - ${millis('LEAST($1::float8, $2::float8)')}
+          AND updated_at < now() - ${millis(`CASE WHEN state = 'succeeded' THEN $1::float8 ELSE $2::float8 END`)}
+        ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
+    /** Retention: recurring jobs that are over (done or cancelled) older than $1 ms. */
+    pruneJobs: `WITH doomed AS (SELECT key FROM ${J} WHERE state IN ('done', 'cancelled') AND updated_at < now() - ${millis('$1')}
+        LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${J} AS j USING doomed WHERE j.key = doomed.key`,
     listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}`,
+    listenDone: `LISTEN ${DONE}`,
   };
 }
 

@@ -1,10 +1,15 @@
 import type { Client, ClientConfig, Notification, Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import {
-  DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
-  type ClaimedTask, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  DEFAULT_MAX_LEASE_EXPIRIES, LeaseLostError, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
+  type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
-import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
-import { CANCEL, quote, statements, WAKE, type Statements } from './sql.js';
+import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+
+/** A filter's time as epoch ms, or null. */
+function epoch(time: Date | number | undefined): number | null {
+  return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
+}
+import { CANCEL, DONE, quote, statements, WAKE, type Statements } from './sql.js';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { loadPeer } from '../../core/peer.js';
 import { describe } from '../../core/validate.js';
@@ -157,6 +162,8 @@ class PostgresStore implements Store {
   #backoff = RECONNECT_MIN;
   #onWake: ((runAt: number) => void) | undefined = undefined;
   #onCancel: ((id: number) => void) | undefined = undefined;
+  /** Set by watch(): told of tasks reaching a final state anywhere (null: notifications may have been lost). */
+  #onDone: ((id: number | null) => void) | undefined = undefined;
 
   constructor(options: {
     connectionString: string | undefined; pool: Pool | undefined; lease: number; poll: number; schema: string | undefined; timeout: number; maxLeaseExpiries: number;
@@ -293,12 +300,16 @@ class PostgresStore implements Store {
     return this.#db.query<R>({ text, values, query_timeout: this.#timeout + 500 } as never);
   }
 
-  async addTask(task: NewTask): Promise<StoredTask> {
-    const { rows } = await this.#query<TaskRow>(this.#sql.addTask,
+  async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
+    // Through the caller's client: their transaction decides, and the NOTIFY goes out at its commit.
+    const query = via === undefined
+      ? (text: string, values: unknown[]) => this.#query<TaskRow>(text, values)
+      : async (text: string, values: unknown[]) => ({ rows: (await via.query(text, values)).rows as TaskRow[] });
+    const { rows } = await query(this.#sql.addTask,
       [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt)]);
     if (rows[0] !== undefined) return toTask(rows[0]);
     // The key belongs to a running task, which is left alone: report it as it is.
-    const existing = await this.#query<TaskRow>(this.#sql.taskByKey, [task.key]);
+    const existing = await query(this.#sql.taskByKey, [task.key]);
     if (existing.rows[0] === undefined) throw new Error(`The task with key "${String(task.key)}" vanished while it was being replaced; try again`);
     return toTask(existing.rows[0]);
   }
@@ -418,14 +429,16 @@ class PostgresStore implements Store {
   async settle(owner: string, outcomes: readonly Outcome[]): Promise<void> {
     if (outcomes.length === 0) return;
     const id: number[] = [], kind: string[] = [], state: (string | null)[] = [], delay: (number | null)[] = [], error: (string | null)[] = [];
+    const result: (string | null)[] = [];
     for (const outcome of outcomes) {
       id.push(outcome.id);
       kind.push(outcome.kind);
       state.push(outcome.kind === 'complete' ? outcome.state : null);
       delay.push(outcome.kind === 'retry' ? outcome.delay : null);
       error.push(outcome.kind === 'release' ? null : outcome.error);
+      result.push(outcome.kind === 'complete' ? outcome.result ?? null : null);
     }
-    await this.#query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix]);
+    await this.#query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix, result]);
   }
 
   async cancel(id: number): Promise<boolean> {
@@ -438,14 +451,76 @@ class PostgresStore implements Store {
     return Number(rows[0]?.n ?? 0) > 0;
   }
 
+  async requeue(id: number): Promise<StoredTask | undefined> {
+    const { rows } = await this.#query<TaskRow>(this.#sql.requeue, [id, this.#prefix]);
+    return rows[0] === undefined ? undefined : toTask(rows[0]);
+  }
+
+  async watch(onDone: (id: number | null) => void): Promise<void> {
+    const first = this.#onDone === undefined;
+    this.#onDone = onDone;
+    if (this.#listener !== undefined) {
+      if (first) await this.#listener.query(this.#sql.listenDone);
+    } else if (this.#reconnectTimer === undefined) {
+      await this.#listen();
+    }
+  }
+
+  async prune(succeeded: number | null, failed: number | null, limit: number): Promise<number> {
+    if (succeeded === null && failed === null) return 0;
+    const tasks = await this.#query(this.#sql.pruneTasks, [succeeded, failed, limit]);
+    const jobs = failed === null ? undefined : await this.#query(this.#sql.pruneJobs, [failed, limit]);
+    return (tasks.rowCount ?? 0) + (jobs?.rowCount ?? 0);
+  }
+
   async getTask(id: number): Promise<StoredTask | undefined> {
     const { rows } = await this.#query<TaskRow>(this.#sql.taskById, [id]);
     return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const { rows } = await this.#query<TaskRow>(this.#sql.listTasks, [filter.state ?? null, filter.name ?? null, filter.jobKey ?? null, filter.limit ?? 100]);
+    const { rows } = await this.#query<TaskRow>(this.#sql.listTasks, [
+      filter.state ?? null, filter.name ?? null, filter.jobKey ?? null, filter.limit ?? 100, filter.keyPrefix ?? null,
+      epoch(filter.from), epoch(filter.to), epoch(filter.after?.runAt), filter.after?.id ?? null,
+    ]);
     return rows.map(toTask);
+  }
+
+  completeWithin<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T> {
+    return this.#transaction(async (client) => {
+      const value = await fn(client);
+      const { rows } = await client.query(this.#sql.complete, ['succeeded', null, id, owner, result(value), this.#prefix]);
+      // Not ours any more: the handler's writes must not commit without the task.
+      if (rows.length === 0) throw new LeaseLostError(id);
+      return value;
+    });
+  }
+
+  async getJob(key: string): Promise<StoredJob | undefined> {
+    const { rows } = await this.#query<JobRow>(this.#sql.jobByKey, [key]);
+    return (await this.#withStats(rows))[0];
+  }
+
+  async listJobs(filter: JobFilter): Promise<StoredJob[]> {
+    const { rows } = await this.#query<JobRow>(this.#sql.listJobs,
+      [filter.state ?? null, filter.name ?? null, filter.keyPrefix ?? null, filter.after ?? null, filter.limit ?? 100]);
+    return this.#withStats(rows);
+  }
+
+  async #withStats(rows: JobRow[]): Promise<StoredJob[]> {
+    if (rows.length === 0) return [];
+    const stats = await this.#query<JobStatsRow>(this.#sql.jobStats, [rows.map((row) => row.key)]);
+    return rows.map((row) => toJob(row, stats.rows));
+  }
+
+  async setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    const { rows } = await this.#query(this.#sql.setJobState, [key, from, to, this.#prefix]);
+    return rows.length > 0;
+  }
+
+  async triggerJob(key: string): Promise<StoredTask | undefined> {
+    const { rows } = await this.#query<TaskRow>(this.#sql.triggerJob, [key, this.#prefix]);
+    return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
   async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void> {
@@ -472,6 +547,7 @@ class PostgresStore implements Store {
     try {
       await client.connect();
       await client.query(this.#sql.listen);
+      if (this.#onDone !== undefined) await client.query(this.#sql.listenDone);
     } catch (error) {
       await client.end().catch(noop);
       throw error;
@@ -496,6 +572,7 @@ class PostgresStore implements Store {
         this.#backoff = RECONNECT_MIN;
         // Whatever was announced while we were away is lost: look again now.
         this.#onWake?.(Date.now());
+        this.#onDone?.(null);
       }, () => this.#scheduleReconnect());
     }, delay);
     this.#reconnectTimer.unref();
@@ -509,6 +586,7 @@ class PostgresStore implements Store {
     const value = Number(rest);
     if (message.channel === WAKE) this.#onWake?.(value);
     else if (message.channel === CANCEL) this.#onCancel?.(value);
+    else if (message.channel === DONE) this.#onDone?.(value);
   };
 
   /** Waits for `ending` at most `timeout` ms, then destroys the sockets of `clients`. */

@@ -41,7 +41,24 @@ export const MIGRATIONS: readonly string[] = [
    CREATE INDEX taskheap_jobs_due ON taskheap_jobs (state, next_run_at);`,
   // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
   `ALTER TABLE taskheap_tasks ADD COLUMN expiries INTEGER NOT NULL DEFAULT 0;`,
+  // version 3: the handler's return value (JSON), and the errors of the last attempts (a JSON array).
+  // Finished rows by age, for retention.
+  `ALTER TABLE taskheap_tasks ADD COLUMN result TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN errors TEXT;
+   CREATE INDEX taskheap_tasks_finished ON taskheap_tasks (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
 ];
+
+/** How many attempts' errors a task keeps (the latest). */
+export const MAX_ERRORS = 10;
+
+/**
+ * The task's \`errors\` with one more entry \`{ attempt, at, error }\` (@error,
+ * at @at), the oldest dropped beyond MAX_ERRORS: json_each numbers the
+ * entries, the last MAX_ERRORS are kept in order.
+ */
+const APPEND_ERROR = `(SELECT json_group_array(json(value)) FROM (SELECT key, value FROM (SELECT key, value
+    FROM json_each(json_insert(COALESCE(errors, '[]'), '$[#]', json_object('attempt', attempts, 'at', @at, 'error', @error)))
+    ORDER BY key DESC LIMIT ${MAX_ERRORS}) ORDER BY key))`;
 
 /** The statements, by what they do. */
 export const SQL = {
@@ -102,17 +119,56 @@ export const SQL = {
     UNION ALL SELECT MIN(locked_until) FROM taskheap_tasks WHERE state = 'running' AND name IN (SELECT value FROM json_each(?))
     UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
   renew: `UPDATE taskheap_tasks SET locked_until = ? WHERE id = ? AND locked_by = ? AND state = 'running'`,
-  complete: `UPDATE taskheap_tasks SET state = ?, last_error = ?, locked_by = NULL, locked_until = NULL, updated_at = ?
-    WHERE id = ? AND locked_by = ?`,
-  retry: `UPDATE taskheap_tasks SET state = 'waiting', run_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL, updated_at = ?
-    WHERE id = ? AND locked_by = ?`,
+  /** A final state; a failure's error joins \`errors\`, a success's return value is \`result\`. */
+  complete: `UPDATE taskheap_tasks SET state = @state, last_error = @error, result = @result,
+    errors = CASE WHEN @state IN ('failed', 'timed-out') THEN ${APPEND_ERROR} ELSE errors END,
+    locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id = @id AND locked_by = @owner`,
+  retry: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, last_error = @error, errors = ${APPEND_ERROR},
+    locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id = @id AND locked_by = @owner`,
+  /** A finished task back to waiting, due @runAt, with all its attempts again; its past errors stay. */
+  requeue: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, attempts = 0, expiries = 0, result = NULL,
+    locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id = @id AND state IN ('failed', 'timed-out', 'cancelled') RETURNING *`,
   release: `UPDATE taskheap_tasks SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND locked_by = ? AND state = 'running'`,
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND state IN ('waiting', 'running')`,
   cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
   cancelOccurrences: `UPDATE taskheap_tasks SET state = 'cancelled', updated_at = ? WHERE job_key = ? AND state = 'waiting'`,
+  /**
+   * Retention: up to @limit finished tasks last changed before their cutoff
+   * (@succeeded for succeeded ones, @failed for the others), oldest first,
+   * walking the partial index of finished rows.
+   */
+  pruneTasks: `DELETE FROM taskheap_tasks WHERE id IN (SELECT id FROM taskheap_tasks
+    WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled') AND updated_at < MAX(@succeeded, @failed)
+      AND updated_at < CASE WHEN state = 'succeeded' THEN @succeeded ELSE @failed END
+    ORDER BY updated_at LIMIT @limit)`,
+  /** Retention: recurring jobs that are over (done or cancelled) before @failed. */
+  pruneJobs: `DELETE FROM taskheap_jobs WHERE key IN (SELECT key FROM taskheap_jobs
+    WHERE state IN ('done', 'cancelled') AND updated_at < @failed LIMIT @limit)`,
+  /** Every filter is optional (NULL); the cursor is the last row of the previous page, (run_at, id). */
   listTasks: `SELECT * FROM taskheap_tasks
     WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
+      AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix)
+      AND (@from IS NULL OR run_at >= @from) AND (@to IS NULL OR run_at < @to)
+      AND (@afterRunAt IS NULL OR run_at > @afterRunAt OR (run_at = @afterRunAt AND id > @afterId))
     ORDER BY run_at, id LIMIT @limit`,
+  listJobs: `SELECT * FROM taskheap_jobs
+    WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name)
+      AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix) AND (@after IS NULL OR key > @after)
+    ORDER BY key LIMIT @limit`,
+  /** Occurrences of the jobs @keys (a JSON array) by state, and the latest due time of those that started. */
+  jobStats: `SELECT job_key, state, count(*) AS n, MAX(CASE WHEN state <> 'waiting' THEN COALESCE(scheduled_at, run_at) END) AS last
+    FROM taskheap_tasks WHERE job_key IN (SELECT value FROM json_each(@keys)) GROUP BY job_key, state`,
+  setJobState: `UPDATE taskheap_jobs SET state = @to, updated_at = @now WHERE key = @key AND state = @from`,
+  /**
+   * An extra occurrence due @now: scheduled_at stays NULL, so it never takes
+   * the place of a scheduled occurrence (the unique key ignores NULLs).
+   */
+  triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at)
+    SELECT name, payload, @now, COALESCE(json_extract(options, '$.retry.attempts'), 1), options, key, @at, @at
+    FROM taskheap_jobs WHERE key = @key AND state <> 'cancelled' RETURNING *`,
 } as const;

@@ -1,6 +1,6 @@
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText, sameSchedule,
-  type ClaimedTask, type Outcome, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
 } from '../store.js';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -10,7 +10,15 @@ import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
+import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+
+/** A filter's time as epoch ms, or null. */
+function epoch(time: Date | number | undefined): number | null {
+  return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
+}
+
+/** A cutoff no row is older than: retention disabled for that kind. */
+const NEVER = -8.64e15;
 
 /** What SQLite returns for an id and due-time query. */
 interface IdRow {
@@ -227,7 +235,9 @@ class SqliteStore implements Store {
     this.#named(() => this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText }));
   }
 
-  async addTask(task: NewTask): Promise<StoredTask> {
+  async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
+    // The file has one owner (this store's exclusive lock): no other handle can share a transaction with it.
+    if (via !== undefined) throw new TypeError('The `client` option needs postgresStore(): a SQLite file is held by its store alone, so no other connection can share its transaction');
     const db = this.#open;
     const now = Date.now();
     return this.#named(() => db.transaction(() => this.#add(task, now))());
@@ -265,12 +275,13 @@ class SqliteStore implements Store {
       const existing = this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
       // Re-registering the same schedule (every start does) keeps the job's
       // place in it: its rule's start point, next occurrence and count left.
-      const keep = existing !== undefined && existing.state === 'scheduled' && sameSchedule(existing.rule, job.rule);
+      // A paused job stays paused: a pause survives the re-registration of every deploy.
+      const keep = existing !== undefined && (existing.state === 'scheduled' || existing.state === 'paused') && sameSchedule(existing.rule, job.rule);
       const row = keep
         ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining }
         : job;
       this.#statement(SQL.upsertJob)
-        .run({ ...row, state: row.nextRunAt === null ? 'done' : 'scheduled', now });
+        .run({ ...row, state: row.nextRunAt === null ? 'done' : keep ? existing.state : 'scheduled', now });
       return toJob(this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow);
     })());
   }
@@ -337,8 +348,11 @@ class SqliteStore implements Store {
     const at = Date.now();
     this.#named(() => db.transaction(() => {
       for (const outcome of outcomes) {
-        if (outcome.kind === 'complete') this.#statement(SQL.complete).run(outcome.state, outcome.error, at, outcome.id, owner);
-        else if (outcome.kind === 'retry') this.#statement(SQL.retry).run(now + outcome.delay, outcome.error, at, outcome.id, owner);
+        if (outcome.kind === 'complete') {
+          this.#statement(SQL.complete).run({ state: outcome.state, error: outcome.error, result: outcome.result ?? null, at, id: outcome.id, owner });
+        } else if (outcome.kind === 'retry') {
+          this.#statement(SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
+        }
         else this.#statement(SQL.release).run(at, outcome.id, owner);
       }
     })());
@@ -358,15 +372,62 @@ class SqliteStore implements Store {
     })());
   }
 
+  async requeue(id: number, now: number): Promise<StoredTask | undefined> {
+    const row = this.#named(() => this.#statement(SQL.requeue).get({ runAt: now, at: Date.now(), id }) as TaskRow | undefined);
+    return row === undefined ? undefined : toTask(row);
+  }
+
+  // One process: the cutoffs are this machine's clock, the one updated_at is written with.
+  async prune(succeeded: number | null, failed: number | null, limit: number): Promise<number> {
+    const now = Date.now();
+    const params = { succeeded: succeeded === null ? NEVER : now - succeeded, failed: failed === null ? NEVER : now - failed, limit };
+    return this.#named(() => {
+      const { changes } = this.#statement(SQL.pruneTasks).run(params);
+      const jobs = failed === null ? 0 : this.#statement(SQL.pruneJobs).run({ failed: params.failed, limit }).changes;
+      return Number(changes) + Number(jobs);
+    });
+  }
+
   async getTask(id: number): Promise<StoredTask | undefined> {
     const row = this.#named(() => this.#statement(SQL.taskById).get(id) as TaskRow | undefined);
     return row === undefined ? undefined : toTask(row);
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const rows = this.#named(() => this.#statement(SQL.listTasks)
-      .all({ state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, limit: filter.limit ?? 100 }) as TaskRow[]);
+    const rows = this.#named(() => this.#statement(SQL.listTasks).all({
+      state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, keyPrefix: filter.keyPrefix ?? null,
+      from: epoch(filter.from), to: epoch(filter.to), afterRunAt: epoch(filter.after?.runAt), afterId: filter.after?.id ?? null,
+      limit: filter.limit ?? 100,
+    }) as TaskRow[]);
     return rows.map(toTask);
+  }
+
+  async getJob(key: string): Promise<StoredJob | undefined> {
+    const row = this.#named(() => this.#statement(SQL.jobByKey).get(key) as StoredJobRow | undefined);
+    return row === undefined ? undefined : this.#withStats([row])[0];
+  }
+
+  async listJobs(filter: JobFilter): Promise<StoredJob[]> {
+    const rows = this.#named(() => this.#statement(SQL.listJobs).all({
+      state: filter.state ?? null, name: filter.name ?? null, keyPrefix: filter.keyPrefix ?? null, after: filter.after ?? null, limit: filter.limit ?? 100,
+    }) as StoredJobRow[]);
+    return this.#withStats(rows);
+  }
+
+  #withStats(rows: StoredJobRow[]): StoredJob[] {
+    if (rows.length === 0) return [];
+    const stats = this.#named(() => this.#statement(SQL.jobStats).all({ keys: JSON.stringify(rows.map((row) => row.key)) }) as JobStatsRow[]);
+    return rows.map((row) => toJob(row, stats));
+  }
+
+  async setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    const { changes } = this.#named(() => this.#statement(SQL.setJobState).run({ key, from, to, now: Date.now() }));
+    return Number(changes) > 0;
+  }
+
+  async triggerJob(key: string, now: number): Promise<StoredTask | undefined> {
+    const row = this.#named(() => this.#statement(SQL.triggerJob).get({ key, now, at: Date.now() }) as TaskRow | undefined);
+    return row === undefined ? undefined : toTask(row);
   }
 
   async subscribe(): Promise<void> {

@@ -1,0 +1,348 @@
+// Results, waiting and failure handling of durable tasks: the handler's
+// return value stored and read back, waitFor() woken in-process (SQLite) and
+// across processes by NOTIFY (PostgreSQL), onError once per task, bounded
+// per-attempt errors, retry(id), and the upgrade of version 2 databases.
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ClosedError, Scheduler, TaskNotFoundError, WaitTimeoutError, type StoredTask } from '../../src/index.js';
+import { postgresStore } from '../../src/postgres.js';
+import { sqliteStore } from '../../src/sqlite.js';
+import { ManualClock } from '../../src/testing.js';
+import { openDatabase } from '../../src/durable/sqlite/driver.js';
+import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
+import { statements } from '../../src/durable/postgres/sql.js';
+import { START } from '../helpers.js';
+import { startPgServer, type PgServer } from './pg-server.js';
+
+function tempDb(): string {
+  return join(mkdtempSync(join(tmpdir(), 'taskheap-results-')), 'store.db');
+}
+
+function sqlite(path = tempDb(), clock = new ManualClock(START)) {
+  const errors: unknown[] = [];
+  const scheduler = new Scheduler({ clock, store: sqliteStore(path), onError: (error) => errors.push(error) });
+  return { scheduler, clock, errors, path };
+}
+
+describe('results and waiting on SQLite', () => {
+  it('stores the return value; waitFor resolves with it once the task has run', async () => {
+    const { scheduler, clock } = sqlite();
+    scheduler.define('double', (_ctx, payload: { n: number }) => ({ n: payload.n * 2, list: [1, 'two', null] }));
+    scheduler.define('nothing', () => {});
+    await scheduler.start();
+    const task = await scheduler.schedule(START + 1_000, 'double', { payload: { n: 21 } });
+    const quiet = await scheduler.schedule(START + 1_000, 'nothing');
+    const waiting = scheduler.waitFor(task.id);
+    expect((await scheduler.getTask(task.id))?.result).toBeUndefined();
+    await clock.advance(1_000);
+    const done = await waiting;
+    expect(done).toMatchObject({ id: task.id, state: 'succeeded', result: { n: 42, list: [1, 'two', null] }, errors: [] });
+    expect((await scheduler.getTask(task.id))?.result).toEqual({ n: 42, list: [1, 'two', null] });
+    const none = await scheduler.waitFor(quiet.id);
+    expect(none.state).toBe('succeeded');
+    expect(none.result).toBeUndefined();
+    // Already final: resolves at once.
+    expect((await scheduler.waitFor(task.id)).result).toEqual({ n: 42, list: [1, 'two', null] });
+    await scheduler.close();
+  });
+
+  it('a return value JSON would change fails the attempt, naming the path', async () => {
+    const { scheduler, clock, errors } = sqlite();
+    scheduler.define('date', () => ({ when: new Date(0) }));
+    await scheduler.start();
+    const task = await scheduler.schedule(START, 'date');
+    const waiting = scheduler.waitFor(task.id);
+    await clock.advance(0);
+    const done = await waiting;
+    expect(done.state).toBe('failed');
+    expect(done.result).toBeUndefined();
+    expect(done.lastError).toMatch(/`result\.when` is not: a Date becomes a string/);
+    expect(errors).toHaveLength(1);
+    await scheduler.close();
+  });
+
+  it('waitFor: timeout, abort, unknown id, cancel, close, bad arguments', async () => {
+    const { scheduler, clock } = sqlite();
+    scheduler.define('later', () => 'ok');
+    await scheduler.start();
+    const task = await scheduler.schedule(START + 60_000, 'later');
+    const timedOut = scheduler.waitFor(task.id, { timeout: '1s' });
+    const caught = timedOut.catch((error: unknown) => error);
+    await new Promise((resolve) => setImmediate(resolve)); // waitFor has armed its timer
+    await clock.advance(1_000);
+    expect(await caught).toBeInstanceOf(WaitTimeoutError);
+    expect((await scheduler.getTask(task.id))?.state).toBe('waiting'); // the task goes on
+
+    const controller = new AbortController();
+    const aborted = scheduler.waitFor(task.id, { signal: controller.signal });
+    controller.abort(new Error('gave up'));
+    await expect(aborted).rejects.toThrow('gave up');
+
+    await expect(scheduler.waitFor(999_999)).rejects.toBeInstanceOf(TaskNotFoundError);
+    const cancelled = scheduler.waitFor(task.id);
+    await scheduler.cancel(task.id);
+    expect((await cancelled).state).toBe('cancelled');
+
+    expect(() => scheduler.waitFor(0)).toThrow(TypeError);
+    expect(() => scheduler.waitFor(1.5)).toThrow(/integer/);
+    expect(() => scheduler.waitFor(task.id, { timeout: -1 })).toThrow(RangeError);
+    expect(() => scheduler.waitFor(task.id, { signal: 'x' as never })).toThrow(/AbortSignal/);
+    expect(() => scheduler.waitFor(task.id, { wait: 1 } as never)).toThrow(/wait/);
+
+    const other = await scheduler.schedule(START + 60_000, 'later');
+    const pending = scheduler.waitFor(other.id);
+    await scheduler.close();
+    await expect(pending).rejects.toBeInstanceOf(ClosedError);
+  });
+
+  it('onError and failure fire once per task, after its last attempt; each attempt error is kept, the last 10', async () => {
+    const { scheduler, clock, errors } = sqlite();
+    const failures: unknown[] = [];
+    scheduler.on('failure', (_task, error) => failures.push(error));
+    scheduler.define('fail', (ctx) => {
+      throw new Error(`boom ${ctx.attempt}`);
+    });
+    await scheduler.start();
+    const three = await scheduler.schedule(START, 'fail', { retry: { attempts: 3, delay: 1_000 } });
+    const twelve = await scheduler.schedule(START, 'fail', { retry: { attempts: 12, delay: 1_000, backoff: 'fixed' } });
+    const a = scheduler.waitFor(three.id);
+    const b = scheduler.waitFor(twelve.id);
+    for (let i = 0; i < 13; i++) await clock.advance(1_000);
+    const [first, second] = await Promise.all([a, b]);
+    expect(first).toMatchObject({ state: 'failed', attempts: 3 });
+    expect(first.errors.map((e) => e.attempt)).toEqual([1, 2, 3]);
+    expect(first.errors[2]!.error).toMatch(/^Error: boom 3/);
+    expect(first.errors[0]!.at).toBeInstanceOf(Date);
+    expect(second.errors.map((e) => e.attempt)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    expect(errors.map((e) => (e as Error).message).sort()).toEqual(['boom 12', 'boom 3']);
+    expect(failures).toHaveLength(2);
+    await scheduler.close();
+  });
+
+  it('retry(id) runs a failed, timed-out or cancelled task again with all its attempts; refuses others', async () => {
+    const { scheduler, clock } = sqlite();
+    let fail = true;
+    scheduler.define('flaky', () => {
+      if (fail) throw new Error('down');
+      return 'up';
+    });
+    await scheduler.start();
+    const task = await scheduler.schedule(START, 'flaky', { retry: 2 });
+    let waiting = scheduler.waitFor(task.id);
+    await clock.advance(0);
+    await clock.advance(60_000);
+    expect(await waiting).toMatchObject({ state: 'failed', attempts: 2 });
+    fail = false;
+    const again = await scheduler.retry(task.id);
+    expect(again).toMatchObject({ state: 'waiting', attempts: 0 });
+    waiting = scheduler.waitFor(task.id);
+    await clock.advance(0);
+    const done = await waiting;
+    expect(done).toMatchObject({ state: 'succeeded', attempts: 1, result: 'up' });
+    expect(done.errors).toHaveLength(2); // the earlier attempts' errors stay
+    await expect(scheduler.retry(task.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
+    await expect(scheduler.retry(424_242)).rejects.toBeInstanceOf(TaskNotFoundError);
+    const later = await scheduler.schedule(START + 3_600_000, 'flaky');
+    await expect(scheduler.retry(later.id)).rejects.toThrow(/is waiting/);
+    await scheduler.cancel(later.id);
+    expect((await scheduler.retry(later.id)).state).toBe('waiting');
+    await scheduler.close();
+  });
+
+  it('upgrades a version 2 file: rows kept, results stored from then on', async () => {
+    const path = tempDb();
+    const db = await openDatabase(path);
+    db.exec(SQL.createMeta);
+    db.exec(MIGRATIONS[0]!);
+    db.exec(MIGRATIONS[1]!);
+    db.prepare(SQL.insertVersion).run(2);
+    db.prepare(SQL.insertTask).run('double', null, '{"n":4}', START, 1, '{}', START, START);
+    db.close();
+    const { scheduler, clock } = sqlite(path);
+    scheduler.define('double', (_ctx, payload: { n: number }) => payload.n * 2);
+    await scheduler.start();
+    const [old] = await scheduler.listTasks();
+    const waiting = scheduler.waitFor(old!.id);
+    await clock.advance(0);
+    expect(await waiting).toMatchObject({ state: 'succeeded', result: 8, errors: [] });
+    await scheduler.close();
+    const after = await openDatabase(path);
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 3 });
+    after.close();
+  });
+});
+
+describe('results and waiting on PostgreSQL', () => {
+  let server: PgServer;
+  let admin: pg.Pool;
+  let schemas = 0;
+  const opened: Scheduler[] = [];
+  const children: { kill: (signal: NodeJS.Signals) => void; exited: Promise<number | null> }[] = [];
+
+  beforeAll(async () => {
+    server = await startPgServer();
+    admin = new pg.Pool({ connectionString: server.url, max: 2 });
+    admin.on('error', () => {});
+  }, 120_000);
+
+  afterEach(async () => {
+    for (const child of children.splice(0)) {
+      child.kill('SIGTERM');
+      await child.exited;
+    }
+    for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
+  });
+
+  afterAll(async () => {
+    await admin?.end().catch(() => {});
+    await server?.destroy();
+  }, 60_000);
+
+  function schema(): string {
+    return `r${++schemas}_${process.pid}`;
+  }
+
+  function scheduler(name: string): { scheduler: Scheduler; errors: unknown[] } {
+    const errors: unknown[] = [];
+    const s = new Scheduler({ store: postgresStore({ connectionString: server.url, schema: name }), onError: (error) => errors.push(error) });
+    opened.push(s);
+    return { scheduler: s, errors };
+  }
+
+  function worker(name: string): Promise<void> {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-result-worker.ts', server.url, name], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    children.push({ kill: (signal) => child.kill(signal), exited });
+    return new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        if (out.includes('ready\n')) resolve();
+      });
+      child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      void exited.then(() => reject(new Error(`worker exited: ${out}`)));
+    });
+  }
+
+  it('a producer waits for results computed by a worker process, woken by NOTIFY (well within the 5 s poll)', async () => {
+    const name = schema();
+    const { scheduler: web } = scheduler(name);
+    await web.migrate();
+    await worker(name);
+    for (let n = 1; n <= 3; n++) {
+      const task = await web.schedule(Date.now(), 'double', { payload: { n } });
+      const started = Date.now();
+      const done = await web.waitFor(task.id, { timeout: '20s' });
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(done.state).toBe('succeeded');
+      const result = done.result as { n: number; pid: number };
+      expect(result.n).toBe(2 * n);
+      expect(result.pid).not.toBe(process.pid);
+    }
+  }, 60_000);
+
+  it('failures across processes: errors per attempt, retry(id) from the producer, waitFor again', async () => {
+    const name = schema();
+    const { scheduler: web } = scheduler(name);
+    await worker(name);
+    const task = await web.schedule(Date.now(), 'fail', { retry: { attempts: 3, delay: 10 } });
+    const failed = await web.waitFor(task.id, { timeout: '20s' });
+    expect(failed).toMatchObject({ state: 'failed', attempts: 3 });
+    expect(failed.errors.map((e) => e.attempt)).toEqual([1, 2, 3]);
+    expect(failed.errors[0]!.error).toMatch(/boom on attempt 1/);
+    expect(failed.lastError).toMatch(/boom on attempt 3/);
+    expect((await web.retry(task.id)).state).toBe('waiting');
+    const again = await web.waitFor(task.id, { timeout: '20s' });
+    expect(again).toMatchObject({ state: 'failed', attempts: 3 });
+    expect(again.errors.map((e) => e.attempt)).toEqual([1, 2, 3, 1, 2, 3]);
+  }, 60_000);
+
+  it('in one process: onError once after the last attempt; waitFor on cancel; the errors list bounded at 10', async () => {
+    const { scheduler: s, errors } = scheduler(schema());
+    s.define('fail', (ctx) => {
+      throw new Error(`boom ${ctx.attempt}`);
+    });
+    s.define('slow', (ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', resolve)));
+    await s.start();
+    const task = await s.schedule(Date.now(), 'fail', { retry: { attempts: 12, delay: 1, backoff: 'fixed' } });
+    const done = await s.waitFor(task.id, { timeout: '20s' });
+    expect(done.errors.map((e) => e.attempt)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    expect(errors.map((e) => (e as Error).message)).toEqual(['boom 12']);
+    const slow = await s.schedule(Date.now() + 3_600_000, 'slow');
+    const waiting = s.waitFor(slow.id);
+    await s.cancel(slow.id);
+    expect((await waiting).state).toBe('cancelled');
+  }, 60_000);
+
+  it('ctx.transaction(): the handler\'s writes and the task\'s completion commit together, or neither does', async () => {
+    const name = schema();
+    const { scheduler: s } = scheduler(name);
+    await s.migrate();
+    await admin.query(`CREATE TABLE "${name}".effects (task bigint PRIMARY KEY, n int)`);
+    s.define('pay', (ctx, payload: { n: number; fail?: boolean }) => ctx.transaction(async (client) => {
+      await client.query(`INSERT INTO "${name}".effects (task, n) VALUES ($1, $2)`, [ctx.id, payload.n]);
+      if (payload.fail === true) throw new Error('declined');
+      return { paid: payload.n };
+    }));
+    await s.start();
+    const ok = await s.schedule(Date.now(), 'pay', { payload: { n: 7 } });
+    const bad = await s.schedule(Date.now(), 'pay', { payload: { n: 8, fail: true } });
+    expect(await s.waitFor(ok.id, { timeout: '20s' })).toMatchObject({ state: 'succeeded', result: { paid: 7 } });
+    expect(await s.waitFor(bad.id, { timeout: '20s' })).toMatchObject({ state: 'failed', lastError: expect.stringMatching(/declined/) });
+    const { rows } = await admin.query(`SELECT task::int AS task, n FROM "${name}".effects`);
+    expect(rows).toEqual([{ task: ok.id, n: 7 }]); // the failed one's write was rolled back with it
+
+    const local = sqlite();
+    local.scheduler.define('pay', (ctx) => ctx.transaction(async () => 1));
+    await local.scheduler.start();
+    const task = await local.scheduler.schedule(START, 'pay');
+    const waiting = local.scheduler.waitFor(task.id);
+    await local.clock.advance(0);
+    expect((await waiting).lastError).toMatch(/postgresStore/);
+    await local.scheduler.close();
+  }, 60_000);
+
+  it('ctx.transaction(): a worker killed between its write and the commit leaves nothing; the rerun writes once', async () => {
+    const name = schema();
+    const { scheduler: web } = scheduler(name);
+    await web.migrate();
+    await admin.query(`CREATE TABLE "${name}".effects (id serial PRIMARY KEY, task bigint NOT NULL)`);
+    const task = await web.schedule(Date.now(), 'pay');
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-tx-worker.ts', server.url, name], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, sig) => resolve(sig)));
+    expect(signal).toBe('SIGKILL');
+    expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 0 }]);
+    // A second worker takes the task over once the dead one's lease expires.
+    const { scheduler: rescue } = scheduler(name);
+    rescue.define('pay', (ctx) => ctx.transaction(async (client) => {
+      await client.query(`INSERT INTO "${name}".effects (task) VALUES ($1)`, [ctx.id]);
+      return 'paid';
+    }));
+    await rescue.start();
+    expect(await web.waitFor(task.id, { timeout: '20s' })).toMatchObject({ state: 'succeeded', attempts: 2, result: 'paid' });
+    expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 1 }]);
+  }, 60_000);
+
+  it('upgrades a version 2 database in place', async () => {
+    const name = schema();
+    const sql = statements(name);
+    await admin.query(`CREATE SCHEMA "${name}"`);
+    await admin.query(sql.createMeta);
+    await admin.query(sql.migrations[0]!);
+    await admin.query(sql.migrations[1]!);
+    await admin.query(sql.insertVersion, [2]);
+    await admin.query(`INSERT INTO "${name}".taskheap_tasks (name, payload, run_at) VALUES ('double', '{"n":5}', now())`);
+    const { scheduler: s } = scheduler(name);
+    s.define('double', (_ctx, payload: { n: number }) => payload.n * 2);
+    await s.start();
+    const [old] = await s.listTasks();
+    const done: StoredTask = await s.waitFor(old!.id, { timeout: '20s' });
+    expect(done).toMatchObject({ state: 'succeeded', result: 10 });
+    const { rows } = await admin.query(`SELECT version FROM "${name}".taskheap_meta`);
+    expect(rows).toEqual([{ version: 3 }]);
+  }, 60_000);
+});
