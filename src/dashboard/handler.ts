@@ -1,5 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { TaskheapError } from '../core/errors.js';
 import { describe as describeValue } from '../core/validate.js';
 import type { Scheduler } from '../scheduler.js';
 import { page } from './page.js';
@@ -223,9 +224,19 @@ export class Dashboard {
     } catch {
       return json(400, { error: 'Expected a JSON body { kind, id, action }' });
     }
-    const { kind, id, action } = body ?? {};
-    if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
+    try {
+      return await this.#run(body ?? {});
+    } catch (error) {
+      // A job or task that is gone, or a task not in a state the action fits: say so.
+      if (error instanceof TaskheapError) return json(409, { error: error.message });
+      throw error;
+    }
+  }
+
+  async #run(body: { kind?: unknown; id?: unknown; action?: unknown }): Promise<Outgoing> {
+    const { kind, id, action } = body;
     if (kind === 'job') {
+      if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
       if (typeof action !== 'string' || !JOB_ACTIONS.has(action)) return json(400, { error: `Unknown job action ${JSON.stringify(action)}` });
       const job = this.#scheduler.jobs().find((candidate) => candidate.id === id);
       if (job === undefined) return json(404, { error: `No job #${id}` });
@@ -235,6 +246,17 @@ export class Dashboard {
       else job.cancel();
       return json(200, { ok: true });
     }
+    if (kind === 'stored-job') {
+      const key = (body as { key?: unknown }).key;
+      if (typeof key !== 'string') return json(400, { error: 'Expected `key` to be a string' });
+      if (action === 'pause') return json(200, { ok: await this.#scheduler.pauseJob(key) });
+      if (action === 'resume') return json(200, { ok: await this.#scheduler.resumeJob(key) });
+      if (action === 'trigger') return json(200, { ok: (await this.#scheduler.triggerJob(key)) !== undefined });
+      if (action === 'cancel') return json(200, { ok: await this.#scheduler.cancelJob(key) });
+      return json(400, { error: `Unknown job action ${JSON.stringify(action)}` });
+    }
+    if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
+    if (kind === 'stored' && action === 'retry') return json(200, { ok: (await this.#scheduler.retry(id)) !== undefined });
     if (action !== 'cancel') return json(400, { error: `Unknown task action ${JSON.stringify(action)}` });
     if (kind === 'task') {
       const task = this.#scheduler.pendingTasks().find((candidate) => candidate.id === id);

@@ -94,6 +94,20 @@ function draw(s) {
   }), 'No pending tasks');
   $('more-tasks').textContent = s.moreTasks > 0 ? 'and ' + s.moreTasks + ' more' : '';
   $('stored-section').hidden = s.stored === null && s.storedError === null;
+  $('stored-jobs-section').hidden = s.storedJobs === null;
+  fill('stored-jobs', (s.storedJobs ?? []).map((job) => {
+    const tr = document.createElement('tr');
+    tr.dataset.key = job.key;
+    cell(tr, job.key);
+    cell(tr, job.name);
+    state(job.state, tr);
+    cell(tr, time(job.nextRunAt === null ? null : Date.parse(job.nextRunAt)));
+    cell(tr, time(job.lastRunAt === null ? null : Date.parse(job.lastRunAt)));
+    cell(tr, job.runs + ' / ' + (job.counts.failed + job.counts['timed-out']));
+    const names = job.state === 'scheduled' ? ['pause', 'trigger', 'cancel'] : job.state === 'paused' ? ['resume', 'trigger', 'cancel'] : [];
+    actions(tr, s, 'stored-job', job.key, names);
+    return tr;
+  }), 'No stored jobs');
   $('stored-error').textContent = s.storedError ?? '';
   fill('stored', (s.stored ?? []).map((task) => {
     const tr = document.createElement('tr');
@@ -104,8 +118,10 @@ function draw(s) {
     state(task.state, tr);
     cell(tr, time(task.runAt));
     cell(tr, task.attempts);
-    cell(tr, task.lastError, 'error');
-    actions(tr, s, 'stored', task.id, task.state === 'waiting' || task.state === 'running' ? ['cancel'] : []);
+    // The first line of a stored error (its message); the whole stack on hover.
+    cell(tr, task.lastError === null ? null : task.lastError.split('\n')[0], 'error').title = task.lastError ?? '';
+    const finished = task.state === 'failed' || task.state === 'timed-out' || task.state === 'cancelled';
+    actions(tr, s, 'stored', task.id, task.state === 'waiting' || task.state === 'running' ? ['cancel'] : finished ? ['retry'] : []);
     return tr;
   }), 'No stored tasks');
 }
@@ -125,7 +141,7 @@ async function act(kind, id, action) {
   const response = await fetch('api/action', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-taskheap-csrf': csrf },
-    body: JSON.stringify({ kind, id, action }),
+    body: JSON.stringify(kind === 'stored-job' ? { kind, key: id, action } : { kind, id, action }),
   });
   const answer = await response.json().catch(() => ({}));
   $('message').textContent = response.ok ? '' : (answer.error ?? 'HTTP ' + response.status);
@@ -155,6 +171,10 @@ export function page(title: string, nonce: string, csrf: string): string {
 <table><thead><tr><th>Name</th><th>Rule</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th>Last error</th><th></th></tr></thead><tbody id="jobs"></tbody></table>
 <h2>Pending tasks <small id="more-tasks"></small></h2>
 <table><thead><tr><th>Name</th><th>State</th><th>Due</th><th>Attempts</th><th></th></tr></thead><tbody id="tasks"></tbody></table>
+<section id="stored-jobs-section" hidden>
+<h2>Stored jobs</h2>
+<table><thead><tr><th>Key</th><th>Handler</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th></th></tr></thead><tbody id="stored-jobs"></tbody></table>
+</section>
 <section id="stored-section" hidden>
 <h2>Stored tasks</h2>
 <div id="stored-error" class="error"></div>

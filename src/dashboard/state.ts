@@ -1,5 +1,5 @@
 import type { SchedulerStats } from '../core/loop.js';
-import type { StoredTask } from '../durable/store.js';
+import type { StoredJob, StoredTask } from '../durable/store.js';
 import { Job } from '../jobs/job.js';
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
@@ -40,6 +40,8 @@ export interface DashboardState {
   moreTasks: number;
   /** Stored tasks, or null without a store. */
   stored: StoredTask[] | null;
+  /** Stored recurring jobs, or null without a store. */
+  storedJobs: StoredJob[] | null;
   storedError: string | null;
 }
 
@@ -82,7 +84,7 @@ export function jobView(job: Job): JobView {
 
 /**
  * A snapshot of the scheduler: its jobs, its first `limit` pending one-off
- * tasks and, with a store, the first `limit` stored tasks.
+ * tasks and, with a store, the first `limit` stored tasks and stored jobs.
  */
 export async function snapshot(scheduler: Scheduler, limit: number, actions: boolean): Promise<DashboardState> {
   const stats = scheduler.stats();
@@ -93,9 +95,10 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
   const planned = jobs.filter((job) => job.nextRunAt !== undefined).length;
   const oneOff = scheduler.pendingTasks(limit + planned).filter((task) => !(task._settings.observer instanceof Job)).slice(0, limit);
   let stored: StoredTask[] | null = null;
+  let storedJobs: StoredJob[] | null = null;
   let storedError: string | null = null;
   try {
-    stored = await scheduler.listTasks({ limit });
+    [stored, storedJobs] = await Promise.all([scheduler.listTasks({ limit }), scheduler.listJobs({ limit })]);
   } catch (error) {
     if (!(error instanceof TypeError && /needs a scheduler created with a `store`/.test(error.message))) storedError = describeError(error);
   }
@@ -109,6 +112,7 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
     })),
     moreTasks: Math.max(0, stats.pending - planned - oneOff.length),
     stored,
+    storedJobs,
     storedError,
   };
 }

@@ -42,7 +42,14 @@ async function serve(options: { actions: boolean; basePath?: string }) {
   scheduler.define('remind', () => {
     reminders++;
   });
+  let flaky = 0;
+  scheduler.define('flaky', () => {
+    if (++flaky === 1) throw new Error('first try fails');
+  });
   await scheduler.start();
+  await scheduler.every().day().at('08:00').run('remind', { key: 'stored:daily', payload: { text: 'digest' } });
+  const failing = await scheduler.schedule(Date.now(), 'flaky', { key: 'flaky:1' });
+  await scheduler.waitFor(failing.id, { timeout: 10_000 });
   const digest = scheduler.every().day().at('09:00').run(() => {}, { name: 'daily digest' });
   const poll = scheduler.every(10).minutes().run(() => {}, { name: 'poll feeds' });
   const hostile = scheduler.every().hour().run(() => {}, { name: XSS });
@@ -61,7 +68,7 @@ async function serve(options: { actions: boolean; basePath?: string }) {
     server.close();
     await scheduler.close();
   };
-  return { scheduler, origin, close, digest, poll, hostile, ping, stored, reminders: () => reminders };
+  return { scheduler, origin, close, digest, poll, hostile, ping, stored, failing, reminders: () => reminders };
 }
 
 async function openAs(origin: string, path: string, admin: boolean): Promise<Page> {
@@ -84,6 +91,7 @@ describe('dashboard in Chromium', () => {
       const page = await openAs(app.origin, '/admin/jobs', true); // redirected to /admin/jobs/
       expect(new URL(page.url()).pathname).toBe('/admin/jobs/');
       await expect.poll(() => page.locator('#jobs tr').count()).toBe(3);
+      await expect.poll(() => page.locator('#stored-jobs tr').count()).toBe(1);
       expect(await page.locator('h1').textContent()).toBe('Bot jobs');
       expect(await row(page, 'jobs', 'daily digest').locator('td').nth(2).textContent()).toBe('scheduled');
       expect(await row(page, 'tasks', 'one-off ping').count()).toBe(1);
@@ -108,6 +116,24 @@ describe('dashboard in Chromium', () => {
 
       await row(page, 'tasks', 'one-off ping').locator('button[data-action=cancel]').click();
       await expect.poll(() => app.ping.state).toBe('cancelled');
+
+      // Stored recurring jobs: pause, resume, trigger, cancel, by key.
+      const storedJob = () => row(page, 'stored-jobs', 'stored:daily');
+      expect(await storedJob().locator('td').nth(2).textContent()).toBe('scheduled');
+      await storedJob().locator('button[data-action=pause]').click();
+      await expect.poll(async () => (await app.scheduler.getJob('stored:daily'))?.state).toBe('paused');
+      await expect.poll(() => storedJob().locator('td').nth(2).textContent()).toBe('paused');
+      await storedJob().locator('button[data-action=resume]').click();
+      await expect.poll(async () => (await app.scheduler.getJob('stored:daily'))?.state).toBe('scheduled');
+      await storedJob().locator('button[data-action=trigger]').click();
+      await expect.poll(() => app.reminders()).toBe(1);
+      await storedJob().locator('button[data-action=cancel]').click();
+      await expect.poll(async () => (await app.scheduler.getJob('stored:daily'))?.state).toBe('cancelled');
+
+      // A failed stored task runs again on retry.
+      expect(await row(page, 'stored', 'flaky:1').locator('td').nth(3).textContent()).toBe('failed');
+      await row(page, 'stored', 'flaky:1').locator('button[data-action=retry]').click();
+      await expect.poll(async () => (await app.scheduler.getTask(app.failing.id))?.state).toBe('succeeded');
 
       await row(page, 'stored', 'remind:1').locator('button[data-action=cancel]').click();
       await expect.poll(async () => (await app.scheduler.getTask(app.stored.id))?.state).toBe('cancelled');
