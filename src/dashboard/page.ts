@@ -119,7 +119,7 @@ function draw(s) {
     cell(tr, time(task.runAt));
     cell(tr, task.attempts);
     // The first line of a stored error (its message); the whole stack on hover.
-    cell(tr, task.lastError === null ? null : task.lastError.split('\n')[0], 'error').title = task.lastError ?? '';
+    cell(tr, task.lastError === null ? null : task.lastError.split('\\n')[0], 'error').title = task.lastError ?? '';
     const finished = task.state === 'failed' || task.state === 'timed-out' || task.state === 'cancelled';
     actions(tr, s, 'stored', task.id, task.state === 'waiting' || task.state === 'running' ? ['cancel'] : finished ? ['retry'] : []);
     return tr;
