@@ -93,6 +93,7 @@ export class DurableRunner implements TaskObserver {
   #sweepTimer: unknown = undefined;
   /** The sweep in flight, so close() can wait for it. */
   #sweeping: Promise<void> = Promise.resolve();
+  #sweepBusy = false;
 
   constructor(store: Store, loop: TaskLoop, known: readonly string[] = [], retention: Retention = DEFAULT_RETENTION) {
     if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
@@ -617,7 +618,12 @@ export class DurableRunner implements TaskObserver {
    * it at once skip each other's rows (PostgreSQL) or are one (SQLite).
    */
   #sweep = (): void => {
-    this.#sweepTimer = undefined;
+    // The next sweep is planned from when this one begins, not ends: the
+    // cadence does not drift with the database's latency.
+    this.#sweepTimer = this.#closed ? undefined : this.#loop.clock.setTimer(this.#sweep, SWEEP_EVERY, this.#loop.unref);
+    // A sweep still deleting (a slow database) covers this one.
+    if (this.#sweepBusy) return;
+    this.#sweepBusy = true;
     this.#sweeping = (async () => {
       const { succeeded, failed } = this.#retention;
       try {
@@ -626,8 +632,9 @@ export class DurableRunner implements TaskObserver {
         }
       } catch (error) {
         this.#report(error);
+      } finally {
+        this.#sweepBusy = false;
       }
-      if (!this.#closed) this.#sweepTimer = this.#loop.clock.setTimer(this.#sweep, SWEEP_EVERY, this.#loop.unref);
     })();
   };
 

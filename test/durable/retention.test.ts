@@ -29,7 +29,7 @@ const SEED: [string, number, number][] = [
 ];
 const EXPECTED = { succeeded: 1_000, failed: 1_000, waiting: 200 };
 
-async function until(what: string, condition: () => boolean | Promise<boolean>, timeout = 20_000): Promise<void> {
+async function until(what: string, condition: () => boolean | Promise<boolean>, timeout = 8_000): Promise<void> {
   const deadline = Date.now() + timeout;
   for (;;) {
     if (await condition()) return;
