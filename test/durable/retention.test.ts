@@ -79,13 +79,19 @@ describe('retention on SQLite', () => {
     const worker = new Scheduler({ clock, store: sqliteStore(path), retention: { succeeded: 1, failed: false } });
     const seen: number[] = [];
     worker.define('w', (ctx) => void seen.push(ctx.id));
-    // A producer call (no start): nothing is swept.
-    const first = await worker.schedule(START, 'w');
+    // A producer call (no start): nothing is swept. Due a second after the
+    // first sweep (at start), so that sweep finds nothing finished.
+    const first = await worker.schedule(START + 1_000, 'w');
     await worker.start();
-    await clock.advance(0);
-    await until('the task ran', async () => (await worker.getTask(first.id))?.state === 'succeeded');
+    await clock.advance(0); // the first sweep
+    await clock.advance(1_000);
+    // The claim is asynchronous: keep the ManualClock moving until it has run.
+    await until('the task ran', async () => {
+      await clock.advance(0);
+      return (await worker.getTask(first.id))?.state === 'succeeded';
+    });
     await sleep(5); // older than 1 ms by the wall clock
-    await clock.advance(59_000);
+    await clock.advance(58_000);
     expect((await worker.getTask(first.id))?.state).toBe('succeeded'); // the next sweep is a minute after the first
     await clock.advance(1_000);
     await until('the sweep a minute later', async () => (await worker.getTask(first.id)) === undefined);
@@ -95,8 +101,10 @@ describe('retention on SQLite', () => {
     keeper.define('w', () => {});
     await keeper.start();
     const kept = await keeper.schedule(clock.now(), 'w');
-    await clock.advance(0);
-    await until('the task ran', async () => (await keeper.getTask(kept.id))?.state === 'succeeded');
+    await until('the task ran', async () => {
+      await clock.advance(0);
+      return (await keeper.getTask(kept.id))?.state === 'succeeded';
+    });
     await sleep(5);
     await clock.advance(5 * 60_000);
     expect((await keeper.getTask(kept.id))?.state).toBe('succeeded');
