@@ -5,24 +5,20 @@
 // real store only records how many calls were made.
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, type Outcome, type Store } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
-import { startPgServer, type PgServer } from './pg-server.js';
+import type { PgServer } from './pg-server.js';
+import { usePostgres } from './use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;
 
-beforeAll(async () => {
-  server = await startPgServer();
-  admin = new pg.Pool({ connectionString: server.url, max: 2 });
-  admin.on('error', () => {});
-}, 120_000);
+usePostgres((started, pool) => {
+  server = started;
+  admin = pool;
+});
 
-afterAll(async () => {
-  await admin?.end().catch(() => {});
-  await server?.destroy();
-}, 60_000);
 
 let schemas = 0;
 const freshSchema = () => `b${++schemas}_${process.pid}`;

@@ -6,30 +6,21 @@
 // starts twice where no process died.
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, type Clock } from '../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
 import { statements } from '../../src/durable/postgres/sql.js';
-import { startPgServer, type PgServer } from './pg-server.js';
+import type { PgServer } from './pg-server.js';
+import { usePostgres } from './use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;
 
-beforeAll(async () => {
-  server = await startPgServer();
-  admin = new pg.Pool({ connectionString: server.url, max: 2 });
-  admin.on('error', () => {});
-}, 120_000);
+usePostgres((started, pool) => {
+  server = started;
+  admin = pool;
+});
 
-afterAll(async () => {
-  try {
-    server?.thaw();
-  } catch {
-    // not running
-  }
-  await admin?.end().catch(() => {});
-  await server?.destroy();
-}, 60_000);
 
 let schemas = 0;
 function freshSchema(): string {

@@ -5,27 +5,22 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, SchemaVersionError, UnknownHandlerError, type Clock } from '../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
 import { ManualClock } from '../../src/testing.js';
 import { START } from '../helpers.js';
-import { startPgServer, type PgServer } from './pg-server.js';
+import type { PgServer } from './pg-server.js';
+import { usePostgres } from './use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;
 
-beforeAll(async () => {
-  // No skipping: without PostgreSQL this fails with startPgServer's message (CI installs it).
-  server = await startPgServer();
-  admin = new pg.Pool({ connectionString: server.url, max: 4 });
-  admin.on('error', () => {});
-}, 120_000);
+usePostgres((started, pool) => {
+  server = started;
+  admin = pool;
+}, { adminConnections: 4 });
 
-afterAll(async () => {
-  await admin?.end().catch(() => {});
-  await server?.destroy();
-}, 60_000);
 
 let schemas = 0;
 /** Each test gets a schema of its own in the one database. */

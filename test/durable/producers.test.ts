@@ -7,13 +7,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, UnknownHandlerError } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
 import { START } from '../helpers.js';
-import { startPgServer, type PgServer } from './pg-server.js';
+import type { PgServer } from './pg-server.js';
+import { usePostgres } from './use-postgres.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-producer-')), 'store.db');
@@ -101,11 +102,10 @@ describe('producers on PostgreSQL', () => {
   const opened: Scheduler[] = [];
   const children: { kill: (signal: NodeJS.Signals) => void; exited: Promise<number | null> }[] = [];
 
-  beforeAll(async () => {
-    server = await startPgServer();
-    admin = new pg.Pool({ connectionString: server.url, max: 2 });
-    admin.on('error', () => {});
-  }, 120_000);
+  usePostgres((started, pool) => {
+    server = started;
+    admin = pool;
+  });
 
   afterEach(async () => {
     for (const child of children.splice(0)) {
@@ -115,10 +115,6 @@ describe('producers on PostgreSQL', () => {
     for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
   });
 
-  afterAll(async () => {
-    await admin?.end().catch(() => {});
-    await server?.destroy();
-  }, 60_000);
 
   function schema(): string {
     return `p${++schemas}_${process.pid}`;

@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ClosedError, Scheduler, TaskNotFoundError, WaitTimeoutError, type StoredTask } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
@@ -16,7 +16,8 @@ import { openDatabase } from '../../src/durable/sqlite/driver.js';
 import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
 import { statements } from '../../src/durable/postgres/sql.js';
 import { START } from '../helpers.js';
-import { startPgServer, type PgServer } from './pg-server.js';
+import type { PgServer } from './pg-server.js';
+import { usePostgres } from './use-postgres.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-results-')), 'store.db');
@@ -183,11 +184,10 @@ describe('results and waiting on PostgreSQL', () => {
   const opened: Scheduler[] = [];
   const children: { kill: (signal: NodeJS.Signals) => void; exited: Promise<number | null> }[] = [];
 
-  beforeAll(async () => {
-    server = await startPgServer();
-    admin = new pg.Pool({ connectionString: server.url, max: 2 });
-    admin.on('error', () => {});
-  }, 120_000);
+  usePostgres((started, pool) => {
+    server = started;
+    admin = pool;
+  });
 
   afterEach(async () => {
     for (const child of children.splice(0)) {
@@ -197,10 +197,6 @@ describe('results and waiting on PostgreSQL', () => {
     for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
   });
 
-  afterAll(async () => {
-    await admin?.end().catch(() => {});
-    await server?.destroy();
-  }, 60_000);
 
   function schema(): string {
     return `r${++schemas}_${process.pid}`;

@@ -5,14 +5,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
 import { openDatabase } from '../../src/durable/sqlite/driver.js';
 import { START } from '../helpers.js';
-import { startPgServer, type PgServer } from './pg-server.js';
+import type { PgServer } from './pg-server.js';
+import { usePostgres } from './use-postgres.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -120,16 +121,11 @@ describe('retention on PostgreSQL', () => {
   let server: PgServer;
   let admin: pg.Pool;
 
-  beforeAll(async () => {
-    server = await startPgServer();
-    admin = new pg.Pool({ connectionString: server.url, max: 2 });
-    admin.on('error', () => {});
-  }, 120_000);
+  usePostgres((started, pool) => {
+    server = started;
+    admin = pool;
+  });
 
-  afterAll(async () => {
-    await admin?.end().catch(() => {});
-    await server?.destroy();
-  }, 60_000);
 
   it('two workers sweep 4,800 of 5,000 rows in batches by the server clock, without deleting anything twice or too early', async () => {
     const schema = `ret_${process.pid}`;
