@@ -1,0 +1,82 @@
+// The options that shape how due work flows to the pool (issue 16): rate
+// limits, serial keys and priorities. Their types and validation live here so
+// the in-memory loop and the durable stores read them the same way.
+import { toDuration, type Duration } from './duration.js';
+import { describe } from './validate.js';
+
+/**
+ * A rate limit: at most `limit` runs start in any window of `interval`
+ * (a sliding window, so no burst at a window's edge).
+ * @example { limit: 30, interval: '1s' }
+ */
+export interface RateLimit {
+  /** Starts allowed per window: an integer >= 1. */
+  limit: number;
+  /** The window: milliseconds, or a string such as `'1s'` or `'1m'`. */
+  interval: Duration;
+}
+
+/**
+ * A rate limit shared by every task that names the same `key` (a chat id, a
+ * route): the key's own bucket, on top of the scheduler's `rate`.
+ * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
+ */
+export interface KeyedRateLimit extends RateLimit {
+  /** The bucket's name: a non-empty string. */
+  key: string;
+}
+
+/** A validated rate limit, interval in milliseconds. */
+export interface Rate {
+  readonly key: string | undefined;
+  readonly limit: number;
+  readonly interval: number;
+}
+
+/** Longest key (rate or serial) accepted, in UTF-16 code units. */
+export const MAX_KEY_LENGTH = 512;
+/** The priority range: a PostgreSQL `integer`. */
+export const MIN_PRIORITY = -2_147_483_648;
+export const MAX_PRIORITY = 2_147_483_647;
+/** The most starts a window may allow. */
+export const MAX_RATE_LIMIT = 1_000_000;
+/** The longest window: a day. */
+export const MAX_RATE_INTERVAL = 86_400_000;
+
+/**
+ * Validates a rate limit. `option` names it in errors (`rate`); `keyed`
+ * requires (and keeps) a `key`, otherwise a key is refused.
+ */
+export function toRate(value: unknown, option: string, keyed: boolean): Rate {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`Expected \`${option}\` to be an object like { ${keyed ? "key: 'chat:1', " : ''}limit: 30, interval: '1s' }, got ${describe(value)}`);
+  }
+  const { key, limit, interval } = value as Partial<KeyedRateLimit>;
+  for (const name of Object.keys(value)) {
+    if (name !== 'limit' && name !== 'interval' && !(keyed && name === 'key')) {
+      throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected ${keyed ? '`key`, ' : ''}\`limit\` and \`interval\``);
+    }
+  }
+  if (keyed) assertKey(key, `${option}.key`);
+  if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > MAX_RATE_LIMIT) {
+    throw new RangeError(`Expected \`${option}.limit\` to be an integer from 1 to ${MAX_RATE_LIMIT}, got ${describe(limit)}`);
+  }
+  const ms = toDuration(interval, `${option}.interval`, 1);
+  if (ms > MAX_RATE_INTERVAL) throw new RangeError(`Expected \`${option}.interval\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe(interval)}`);
+  return { key: keyed ? (key as string) : undefined, limit: limit as number, interval: ms };
+}
+
+/** Throws unless `value` is a usable key: a non-empty string of at most MAX_KEY_LENGTH. */
+export function assertKey(value: unknown, option: string): asserts value is string {
+  if (typeof value !== 'string') throw new TypeError(`Expected \`${option}\` to be a string, got ${describe(value)}`);
+  if (value.length === 0 || value.length > MAX_KEY_LENGTH) {
+    throw new RangeError(`Expected \`${option}\` to be 1 to ${MAX_KEY_LENGTH} characters long, got ${describe(value)}`);
+  }
+}
+
+/** Throws unless `value` is an integer priority in [MIN_PRIORITY, MAX_PRIORITY]. */
+export function assertPriority(value: unknown, option = 'priority'): asserts value is number {
+  if (!Number.isInteger(value) || (value as number) < MIN_PRIORITY || (value as number) > MAX_PRIORITY) {
+    throw new RangeError(`Expected \`${option}\` to be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}, got ${describe(value)}`);
+  }
+}
