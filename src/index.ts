@@ -7,6 +7,7 @@ export { Scheduler } from './scheduler.js';
 export type { SchedulerOptions, SchedulerEvents } from './scheduler.js';
 export type { ErrorInfo, SchedulerStats } from './core/loop.js';
 export type { TaskOptions } from './core/task-options.js';
+export type { RateLimit, KeyedRateLimit } from './core/flow-options.js';
 export { Task } from './core/task.js';
 export type { TaskState, TaskContext, TaskFunction } from './core/task.js';
 export type { Clock } from './core/clock.js';

@@ -3,6 +3,7 @@ import { Emitter } from './core/emitter.js';
 import { ClosedError, TaskheapError } from './core/errors.js';
 import { assertWorkers, TaskLoop, type ErrorInfo, type SchedulerStats, type TaskEvents } from './core/loop.js';
 import type { TaskOptions } from './core/task-options.js';
+import { toRate, type RateLimit } from './core/flow-options.js';
 import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
@@ -76,6 +77,15 @@ export interface SchedulerOptions {
    * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
    */
   retention?: false | { succeeded?: Duration | false; failed?: Duration | false };
+  /**
+   * A scheduler-wide rate limit: at most `limit` task starts in any sliding
+   * window of `interval`, in this process. Tasks may add a limit of their
+   * own key with the task option `rate`. Also a live setting (`scheduler.rate`).
+   * @default none (unlimited)
+   * @example
+   * new Scheduler({ rate: { limit: 30, interval: '1s' } });
+   */
+  rate?: RateLimit;
 }
 
 /** Events of a scheduler and the arguments their listeners receive. */
@@ -99,7 +109,7 @@ const WAIT_KEYS = new Set(['signal', 'timeout']);
 function assertId(id: unknown): asserts id is number {
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
 }
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention']);
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate']);
 const RETENTION_KEYS = new Set(['succeeded', 'failed']);
 
 /** The `retention` option in ms (null: kept forever). */
@@ -150,6 +160,7 @@ export class Scheduler implements JobFactory {
     assertOptionsObject(options, 'Scheduler');
     assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
     const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
+    const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
     assertWorkers(workers);
     if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
       throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
@@ -158,7 +169,7 @@ export class Scheduler implements JobFactory {
     assertClock(clock);
     if (typeof onError !== 'function') throw new TypeError(`Expected \`onError\` to be a function, got ${describe(onError)}`);
     this.#timezone = timezone === undefined ? systemZone() : validateZone(timezone);
-    this.#loop = new TaskLoop({ workers, maxPending, unref, clock, onError }, this.#events);
+    this.#loop = new TaskLoop({ workers, maxPending, unref, clock, onError, rate }, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
     if (handlers !== undefined) {
       if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
@@ -489,6 +500,24 @@ export class Scheduler implements JobFactory {
   /** Resizes the pool; throws a RangeError for anything but an integer >= 1 or Infinity. */
   set workers(value: number) {
     this.#loop.workers = value;
+  }
+
+  /**
+   * The scheduler-wide rate limit (`{ limit, interval }`, interval in ms), or
+   * undefined for none. Setting it takes effect at once: starts already made
+   * count against the new window, and waiting tasks are re-evaluated.
+   * @default undefined
+   * @example
+   * scheduler.rate = { limit: 10, interval: '1s' }; // slow down
+   * scheduler.rate = undefined;                      // no limit
+   */
+  get rate(): RateLimit | undefined {
+    return this.#loop.rate;
+  }
+
+  /** Sets the scheduler-wide rate limit; a bad value throws and changes nothing. */
+  set rate(value: RateLimit | undefined) {
+    this.#loop.rate = value;
   }
 
   /**

@@ -33,6 +33,11 @@ export interface Rate {
   readonly interval: number;
 }
 
+/** A validated rate limit of a key. */
+export interface KeyedRate extends Rate {
+  readonly key: string;
+}
+
 /** Longest key (rate or serial) accepted, in UTF-16 code units. */
 export const MAX_KEY_LENGTH = 512;
 /** The priority range: a PostgreSQL `integer`. */
@@ -79,4 +84,42 @@ export function assertPriority(value: unknown, option = 'priority'): asserts val
   if (!Number.isInteger(value) || (value as number) < MIN_PRIORITY || (value as number) > MAX_PRIORITY) {
     throw new RangeError(`Expected \`${option}\` to be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}, got ${describe(value)}`);
   }
+}
+
+/**
+ * What a task carries of these options once validated: shared by every task
+ * scheduled with the same settings, and absent (undefined) from tasks that
+ * use none of them, which is how the loop keeps their path unchanged.
+ */
+export interface TaskFlow {
+  /** The keyed bucket the task also needs room in. */
+  readonly rate: KeyedRate | undefined;
+  /** The serial key the task holds from its start to its final state (retries included). */
+  readonly serial: string | undefined;
+  /** Higher runs first among due tasks; 0 by default. */
+  readonly priority: number;
+}
+
+/** The three options as users (or a store's row) give them. */
+export interface FlowOptions {
+  rate?: KeyedRateLimit | undefined;
+  serial?: string | undefined;
+  priority?: number | undefined;
+}
+
+/**
+ * Validates the flow options into what `TaskSettings.flow` holds; undefined
+ * when none is given (or only `priority: 0`), so such tasks stay plain. The
+ * durable runner calls it with a claimed task's stored options (a stored
+ * rate's interval is already a number of milliseconds, which `toRate` accepts).
+ * @example
+ * toFlow({ rate: { key: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
+ */
+export function toFlow(options: FlowOptions): TaskFlow | undefined {
+  const { rate, serial, priority } = options;
+  const bucket = rate === undefined ? undefined : (toRate(rate, 'rate', true) as KeyedRate);
+  if (serial !== undefined) assertKey(serial, 'serial');
+  if (priority !== undefined) assertPriority(priority);
+  if (bucket === undefined && serial === undefined && (priority === undefined || priority === 0)) return undefined;
+  return { rate: bucket, serial, priority: priority ?? 0 };
 }

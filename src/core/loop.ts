@@ -1,6 +1,9 @@
 import { systemClock, type Clock } from './clock.js';
 import type { Emitter } from './emitter.js';
 import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
+import { Flow } from './flow.js';
+import { toRate, type Rate, type RateLimit, type TaskFlow } from './flow-options.js';
+import { byDueTime } from './held-queue.js';
 import { LatenessRecorder, type Lateness } from './lateness.js';
 import { retryDelay } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
@@ -69,6 +72,8 @@ export interface LoopOptions {
   unref: boolean;
   clock: Clock;
   onError: (error: unknown, info: ErrorInfo) => void;
+  /** The scheduler-wide rate limit, validated. */
+  rate?: Rate | undefined;
 }
 
 // A sleep never lasts longer than this, so a wall clock that jumps or a
@@ -147,6 +152,16 @@ export class TaskLoop implements TaskOwner {
   #timedOut = 0;
   #cancelled = 0;
 
+  /**
+   * Rate limits, serial keys and priorities: made by the first task that
+   * uses one (or a scheduler-wide `rate`), and from then on every due task
+   * passes through it. Undefined until then, so a scheduler that uses none
+   * pumps exactly as before: one check per pump.
+   */
+  #flow: Flow | undefined = undefined;
+  /** The scheduler-wide limit as given (for the `rate` getter). */
+  #rate: RateLimit | undefined = undefined;
+
   constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
     const clock = options.clock;
     this.clock = clock;
@@ -158,6 +173,28 @@ export class TaskLoop implements TaskOwner {
     this.#unref = options.unref;
     this.#onError = options.onError;
     this.#events = events;
+    if (options.rate !== undefined) this.#setRate(options.rate);
+  }
+
+  /** The scheduler-wide rate limit; undefined for none. */
+  get rate(): RateLimit | undefined {
+    return this.#rate === undefined ? undefined : { ...this.#rate };
+  }
+
+  /**
+   * Sets (or with undefined removes) the scheduler-wide rate limit. Starts
+   * already made still count against the new window; waiting tasks are
+   * re-evaluated at once.
+   */
+  set rate(value: RateLimit | undefined) {
+    const rate = value === undefined ? undefined : toRate(value, 'rate', false);
+    this.#setRate(rate);
+    this.#pump();
+  }
+
+  #setRate(rate: Rate | undefined): void {
+    this.#rate = rate === undefined ? undefined : { limit: rate.limit, interval: rate.interval };
+    (this.#flow ??= new Flow()).setRate(rate);
   }
 
   get workers(): number {
@@ -171,7 +208,7 @@ export class TaskLoop implements TaskOwner {
   }
 
   get size(): number {
-    return this.#queue.size;
+    return this.#flow === undefined ? this.#queue.size : this.#queue.size + this.#flow.size;
   }
 
   get running(): number {
@@ -189,7 +226,7 @@ export class TaskLoop implements TaskOwner {
   /** The checks every new piece of work passes: open, room left. */
   assertAccepting(): void {
     if (this.#closed) throw new ClosedError();
-    if (this.#queue.size >= this.maxPending) throw new QueueFullError(this.maxPending);
+    if (this.size >= this.maxPending) throw new QueueFullError(this.maxPending);
   }
 
   /** A user's task: validated, checked against the limits, then queued. */
@@ -221,8 +258,14 @@ export class TaskLoop implements TaskOwner {
   /** A new task into the heap, past every check: jobs and the store's claims land here too. */
   push(time: number, fn: TaskFunction, settings: TaskSettings): Task {
     const task = new Task(nextId++, time, fn, settings);
+    if (settings.flow !== undefined) this.#scheduled(settings.flow);
     this.#enqueue(task);
     return task;
+  }
+
+  /** A task with flow options is scheduled: the flow comes into use, and its key's limit is this task's. */
+  #scheduled(flow: TaskFlow): void {
+    (this.#flow ??= new Flow()).scheduled(flow, this.#monotonic());
   }
 
   /** Cancels `member` when `signal` aborts (one listener per signal, however many members). */
@@ -251,10 +294,12 @@ export class TaskLoop implements TaskOwner {
   }
 
   stats(): SchedulerStats {
+    const held = this.#flow === undefined ? 0 : this.#flow.size;
     return {
-      pending: this.#queue.size,
+      pending: this.#queue.size + held,
       running: this.#running,
-      waiting: this.#queue.countDue(this.clock.now()),
+      // Held tasks are all due: waiting for their key, their bucket or a worker.
+      waiting: this.#queue.countDue(this.clock.now()) + held,
       workers: this.#workers,
       succeeded: this.#succeeded,
       failed: this.#failed,
@@ -265,7 +310,13 @@ export class TaskLoop implements TaskOwner {
   }
 
   pendingTasks(limit = Infinity): Task[] {
-    return limit >= this.#queue.size ? this.#queue.toSortedArray() : this.#queue.earliest(limit);
+    const queued = limit >= this.#queue.size ? this.#queue.toSortedArray() : this.#queue.earliest(limit);
+    if (this.#flow === undefined || this.#flow.size === 0) return queued;
+    const all = queued;
+    this.#flow.forEach((task) => all.push(task));
+    all.sort(byDueTime);
+    if (all.length > limit) all.length = limit;
+    return all;
   }
 
   /** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass over the heap. */
@@ -279,6 +330,13 @@ export class TaskLoop implements TaskOwner {
       entry.pending++;
       if (task._time <= now) entry.waiting++;
     });
+    this.#flow?.forEach((task) => {
+      const name = task._settings.name ?? '';
+      let entry = counts.get(name);
+      if (entry === undefined) counts.set(name, (entry = { pending: 0, waiting: 0 }));
+      entry.pending++;
+      entry.waiting++;
+    });
     return counts;
   }
 
@@ -288,7 +346,10 @@ export class TaskLoop implements TaskOwner {
     this.#disarm();
     const reason = new ClosedError();
     this.#elapsedPending = 0;
+    // Held tasks first: the flow is emptied before any serial key could be handed on.
+    const held = this.#flow === undefined ? [] : this.#flow.clear();
     for (const task of this.#queue.clear()) this.#cancelPending(task, reason, false);
+    for (const task of held) this.#cancelPending(task, reason, false);
     return this.onIdle();
   }
 
@@ -300,8 +361,10 @@ export class TaskLoop implements TaskOwner {
 
   /** @internal the `task.cancel()` implementation */
   cancelTask(task: Task, reason: unknown): boolean {
-    if (task._state === State.Pending) {
+    if (task._state === State.Pending || task._state === State.Held) {
       this.#cancelPending(task, reason, true);
+      // A cancelled key holder or bucket head lets the next task of its key go.
+      if (task._settings.flow !== undefined) this.#pump();
       this.#checkIdle();
       return true;
     }
@@ -372,7 +435,9 @@ export class TaskLoop implements TaskOwner {
     if (offset - this.#offset > JUMP || this.#offset - offset > JUMP) this.#rebase(offset);
     const deadline = this.#sliceStart + PUMP_BUDGET;
     try {
-      while (this.#running < this.#workers) {
+      if (this.#flow !== undefined) {
+        if (this.#pumpFlow(this.#flow, offset, deadline)) return;
+      } else while (this.#running < this.#workers) {
         const task = queue.peek();
         if (task === undefined) break;
         // One clock read per task: the wall time follows elapsed time within a pump.
@@ -388,6 +453,39 @@ export class TaskLoop implements TaskOwner {
       this.#pumping = false;
     }
     this.#arm();
+  }
+
+  /**
+   * The pump once the flow is in use: every due task enters the flow first
+   * (so the best of them is chosen, not merely the earliest), then the flow
+   * hands out what may start. Returns true if it yielded.
+   */
+  #pumpFlow(flow: Flow, offset: number, deadline: number): boolean {
+    const queue = this.#queue;
+    const monotonic = this.#monotonic;
+    while (this.#running < this.#workers) {
+      let current = monotonic();
+      for (let task = queue.peek(); task !== undefined && task._time <= current + offset; task = queue.peek()) {
+        if (current > deadline) {
+          this.#yield();
+          return true;
+        }
+        queue.pop();
+        if (task._settings.elapsed === true) this.#elapsedPending--;
+        flow.admit(task, current);
+        current = monotonic();
+      }
+      flow.wake(current);
+      if (!flow.hasReady()) break;
+      if (current > deadline) {
+        this.#yield();
+        return true;
+      }
+      const task = flow.take(current);
+      if (task === undefined) break;
+      this.#dispatch(task, current + offset);
+    }
+    return false;
   }
 
   /**
@@ -413,12 +511,26 @@ export class TaskLoop implements TaskOwner {
 
   #arm(): void {
     const next = this.#running < this.#workers ? this.#queue.peek() : undefined;
+    if (this.#flow !== undefined && this.#running < this.#workers) return this.#armAt(this.#flowWake(next));
     // With no free worker, the next settling task pumps; no timer needed.
     if (next === undefined) return this.#disarm();
-    if (next._time === this.#timerAt) return;
+    this.#armAt(next._time);
+  }
+
+  /** The earliest of the next due task and the flow's next wake, as a wall time. */
+  #flowWake(next: Task | undefined): number {
+    const elapsed = this.#monotonic();
+    const wake = this.#flow!.wakeAt(elapsed);
+    const at = next === undefined ? Infinity : next._time;
+    return wake === Infinity ? at : Math.min(at, wake + (this.clock.now() - elapsed));
+  }
+
+  #armAt(at: number): void {
+    if (at === this.#timerAt) return;
     this.#disarm();
-    const delay = Math.min(Math.max(next._time - this.clock.now(), 0), MAX_SLEEP);
-    this.#timerAt = next._time;
+    if (at === Infinity) return;
+    const delay = Math.min(Math.max(at - this.clock.now(), 0), MAX_SLEEP);
+    this.#timerAt = at;
     this.#timer = this.clock.setTimer(this.#wake, delay, this.#unref);
   }
 
@@ -522,8 +634,11 @@ export class TaskLoop implements TaskOwner {
   }
 
   #cancelPending(task: Task, reason: unknown, inQueue: boolean): void {
+    const held = task._state === State.Held;
     task._state = State.Cancelled;
-    if (inQueue) {
+    if (inQueue && held) {
+      this.#flow!.discard(task, this.#monotonic());
+    } else if (inQueue) {
       this.#queue.discard();
       if (task._settings.elapsed === true) this.#elapsedPending--;
     }
@@ -534,6 +649,8 @@ export class TaskLoop implements TaskOwner {
   }
 
   #finish(task: Task, state: State, outcome: unknown): void {
+    // Its serial key goes to the next task of the key (which may start at the next pump).
+    if (task._settings.flow !== undefined) this.#flow?.settled(task, this.#monotonic());
     task._finish(state, outcome);
     task._settings.observer?.settled(task, state, outcome);
   }
@@ -544,7 +661,7 @@ export class TaskLoop implements TaskOwner {
   }
 
   #isIdle(): boolean {
-    return this.#running === 0 && this.#queue.size === 0;
+    return this.#running === 0 && this.size === 0;
   }
 
   #checkIdle(): void {

@@ -1,3 +1,4 @@
+import { toFlow, type KeyedRateLimit } from './flow-options.js';
 import { toRetryPolicy, type RetryOptions } from './retry.js';
 import type { TaskSettings } from './task.js';
 import { toDuration, type Duration } from './duration.js';
@@ -18,10 +19,31 @@ export interface TaskOptions {
   timeout?: Duration;
   /** Retry failed or timed-out runs: a policy, or a number of attempts. */
   retry?: RetryOptions | number;
+  /**
+   * A rate limit of a key (a chat, a route), on top of the scheduler's
+   * `rate`: the task starts only when the key's bucket has room. The
+   * bucket's limit is the one of the most recently scheduled task naming
+   * the key.
+   * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
+   */
+  rate?: KeyedRateLimit;
+  /**
+   * Tasks sharing a serial key run one at a time, in due-time order; the
+   * key is held from a task's start to its final state, retries included.
+   * @example `chat:${chatId}`
+   */
+  serial?: string;
+  /**
+   * Among tasks due at once with too few free workers (or too little room
+   * in the scheduler's `rate`), higher runs first: an integer. Strict:
+   * lower priorities wait while higher ones are due.
+   * @default 0
+   */
+  priority?: number;
 }
 
 /** The keys of `TaskOptions`, for checks that also accept more. */
-export const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry']);
+export const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'priority']);
 
 /**
  * Validates task options into the settings a task carries. Options that say
@@ -38,6 +60,7 @@ export function toSettings(options: TaskOptions, defaults: TaskSettings): TaskSe
   if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
   const timeout = options.timeout === undefined || options.timeout === Infinity ? Infinity : toDuration(options.timeout, 'timeout', 1);
   const policy = retry === undefined ? undefined : toRetryPolicy(retry);
-  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined) return defaults;
-  return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined };
+  const flow = options.rate === undefined && options.serial === undefined && options.priority === undefined ? undefined : toFlow(options);
+  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined && flow === undefined) return defaults;
+  return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined, flow };
 }

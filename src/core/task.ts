@@ -1,4 +1,5 @@
 import { CancelledError } from './errors.js';
+import type { TaskFlow } from './flow-options.js';
 import type { RetryPolicy } from './retry.js';
 
 /** The life of a task: `pending` until it starts, then one of the final states. */
@@ -39,6 +40,8 @@ export interface TaskSettings {
    * when the wall clock is set back or forward, the loop moves it by as much.
    */
   readonly elapsed?: boolean;
+  /** Rate limit key, serial key and priority (see flow-options.ts); undefined for tasks using none. */
+  readonly flow?: TaskFlow | undefined;
 }
 
 /** Learns of a task's final state the moment it is reached. */
@@ -64,6 +67,12 @@ export enum State {
   Failed,
   TimedOut,
   Cancelled,
+  /**
+   * Due, but held back by a rate limit, a serial key or a full pool of
+   * workers in the flow (flow.ts): still `pending` to users. Last, so the
+   * numbering of the others does not change.
+   */
+  Held,
 }
 
 /**
@@ -78,7 +87,7 @@ export function materialize(reason: unknown): unknown {
   return reason === DEFAULT_CANCEL ? new CancelledError() : reason;
 }
 
-const STATE_NAMES: readonly TaskState[] = ['pending', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
+const STATE_NAMES: readonly TaskState[] = ['pending', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled', 'pending'];
 
 /** A promise with its settle functions, created only when somebody reads `task.result`. */
 class Deferred<T> {
@@ -164,7 +173,7 @@ export class Task<T = unknown> {
     if (outcome instanceof Deferred) return outcome.promise as Promise<T>;
     const deferred = new Deferred<T>();
     if (this._state === State.Succeeded) deferred.resolve(outcome as T);
-    else if (this._state >= State.Failed) deferred.reject(materialize(outcome));
+    else if (this._state >= State.Failed && this._state !== State.Held) deferred.reject(materialize(outcome));
     this._outcome = deferred;
     return deferred.promise;
   }

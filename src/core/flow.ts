@@ -1,0 +1,258 @@
+import TinyQueue from 'tinyqueue';
+import type { KeyedRate, Rate, TaskFlow } from './flow-options.js';
+import { byPriority, HeldQueue } from './held-queue.js';
+import { RateLane, SerialLane } from './lanes.js';
+import { RateWindow } from './rate-window.js';
+import { State, type Task } from './task.js';
+
+/** A blocked rate lane's head may go at `at` (elapsed time). */
+interface Wake {
+  at: number;
+  lane: RateLane;
+}
+
+// Idle rate lanes whose window has not expired yet are swept when the map
+// reaches this size, then twice its size after the sweep: O(1) amortised.
+const MIN_SWEEP = 1024;
+
+/**
+ * Where due tasks wait once rate limits, serial keys or priorities are in
+ * use (the loop's `#pumpFlow`). A due task leaves the loop's time heap and
+ * passes, in order:
+ *
+ * 1. its serial key (SerialLane): it gets the key or parks behind the holder;
+ * 2. its rate key (RateLane): it goes out if the bucket has room and no
+ *    earlier task of the key is out, or parks;
+ * 3. the ready heap: highest priority, then earliest due, then first
+ *    scheduled; the scheduler-wide bucket is checked as a task is taken.
+ *
+ * Tasks here are in state `Held`; cancelling one leaves a tombstone, as in
+ * the time heap. Blocked lanes sit in one wake heap, so the loop arms its one
+ * timer for the earliest of its time heap, this heap and the scheduler-wide
+ * window: no timer per key, no polling.
+ * @internal
+ */
+export class Flow {
+  readonly #ready = new HeldQueue(byPriority);
+  readonly #serial = new Map<string, SerialLane>();
+  readonly #rate = new Map<string, RateLane>();
+  readonly #wakes = new TinyQueue<Wake>([], (a, b) => a.at - b.at);
+  #global: RateWindow | undefined = undefined;
+  #size = 0;
+  #sweepAt = MIN_SWEEP;
+
+  /** Held tasks (live). */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** The scheduler-wide limit, undefined for none. */
+  get rate(): RateWindow | undefined {
+    return this.#global;
+  }
+
+  /** Sets or removes the scheduler-wide limit; starts already counted still count. */
+  setRate(rate: Rate | undefined): void {
+    if (rate === undefined) this.#global = undefined;
+    else if (this.#global === undefined) this.#global = new RateWindow(rate.limit, rate.interval);
+    else this.#global.resize(rate.limit, rate.interval);
+  }
+
+  /**
+   * A task with these options was scheduled: the limit of its rate key is
+   * the one of the most recently scheduled task naming it. A lane with no
+   * state yet is made when the task comes due.
+   */
+  scheduled(flow: TaskFlow, now: number): void {
+    const rate = flow.rate;
+    if (rate === undefined) return;
+    const lane = this.#rate.get(rate.key);
+    if (lane === undefined || (lane.window.limit === rate.limit && lane.window.interval === rate.interval)) return;
+    lane.window.resize(rate.limit, rate.interval);
+    lane.blockedAt = Infinity;
+    this.#release(lane, now);
+  }
+
+  /** A due task from the loop's time heap. */
+  admit(task: Task, now: number): void {
+    task._state = State.Held;
+    this.#size++;
+    const flow = task._settings.flow;
+    if (flow === undefined) return this.#ready.push(task);
+    const key = flow.serial;
+    if (key !== undefined) {
+      let lane = this.#serial.get(key);
+      if (lane === undefined) this.#serial.set(key, (lane = new SerialLane()));
+      // The holder coming back from a retry wait goes on; anyone else waits.
+      if (lane.holder === undefined) lane.holder = task;
+      else if (lane.holder !== task) return lane.parked.push(task);
+    }
+    this.#toBucket(task, flow.rate, now);
+  }
+
+  /** Whether a task is ready (its keys allow it), so `take()` may find one. */
+  hasReady(): boolean {
+    return this.#ready.live > 0;
+  }
+
+  /**
+   * The task to start now, counted against its buckets; undefined if none is
+   * ready or the scheduler-wide bucket is full.
+   */
+  take(now: number): Task | undefined {
+    const global = this.#global;
+    if (global !== undefined && !global.hasRoom(now)) return undefined;
+    for (;;) {
+      const task = this.#ready.peek();
+      if (task === undefined) return undefined;
+      this.#ready.pop();
+      const rate = task._settings.flow?.rate;
+      const lane = rate === undefined ? undefined : this.#rate.get(rate.key)!;
+      if (lane !== undefined && !lane.window.hasRoom(now)) {
+        // Its key's limit was lowered after it went out: back to the head of its key.
+        lane.out = undefined;
+        lane.parked.push(task);
+        this.#block(lane);
+        continue;
+      }
+      this.#size--;
+      global?.record(now);
+      if (lane !== undefined) {
+        lane.window.record(now);
+        lane.out = undefined;
+        this.#release(lane, now);
+      }
+      return task;
+    }
+  }
+
+  /** Lets out the heads of blocked lanes whose window has freed by `now`. */
+  wake(now: number): void {
+    const wakes = this.#wakes;
+    for (let top = wakes.peek(); top !== undefined && top.at <= now; top = wakes.peek()) {
+      wakes.pop();
+      const lane = top.lane;
+      if (lane.dropped || lane.blockedAt !== top.at) continue;
+      lane.blockedAt = Infinity;
+      this.#release(lane, now);
+    }
+  }
+
+  /**
+   * The earliest elapsed time at which a held task may start without any
+   * other event (a blocked head's window, or the scheduler-wide one with
+   * tasks ready); Infinity if only a settling task can unblock them.
+   */
+  wakeAt(now: number): number {
+    const wakes = this.#wakes;
+    let top = wakes.peek();
+    while (top !== undefined && (top.lane.dropped || top.lane.blockedAt !== top.at)) {
+      wakes.pop();
+      top = wakes.peek();
+    }
+    let at = top === undefined ? Infinity : top.at;
+    const global = this.#global;
+    if (global !== undefined && this.#ready.live > 0 && !global.hasRoom(now)) at = Math.min(at, global.freeAt());
+    return at;
+  }
+
+  /** A task with flow options reached its final state: its serial key goes to the next task. */
+  settled(task: Task, now: number): void {
+    const key = task._settings.flow!.serial;
+    if (key === undefined) return;
+    const lane = this.#serial.get(key);
+    if (lane === undefined || lane.holder !== task) return;
+    const next = lane.parked.peek();
+    if (next === undefined) {
+      this.#serial.delete(key);
+      return;
+    }
+    lane.parked.pop();
+    lane.holder = next;
+    this.#toBucket(next, next._settings.flow!.rate, now);
+  }
+
+  /** A held task was cancelled (its state already changed): it leaves where it waits. */
+  discard(task: Task, now: number): void {
+    this.#size--;
+    const flow = task._settings.flow;
+    if (flow?.serial !== undefined && this.#serial.get(flow.serial)!.holder !== task) {
+      this.#serial.get(flow.serial)!.parked.discard();
+      return;
+    }
+    const lane = flow?.rate === undefined ? undefined : this.#rate.get(flow.rate.key)!;
+    if (lane === undefined || lane.out === task) {
+      this.#ready.discard();
+      if (lane === undefined) return;
+      lane.out = undefined;
+    } else {
+      lane.parked.discard();
+    }
+    this.#release(lane, now);
+  }
+
+  /** Every held task, in no particular order. */
+  forEach(fn: (task: Task) => void): void {
+    this.#ready.forEach(fn);
+    for (const lane of this.#serial.values()) lane.parked.forEach(fn);
+    for (const lane of this.#rate.values()) lane.parked.forEach(fn);
+  }
+
+  /** Empties the flow (the scheduler closing), returning the held tasks; bucket history goes too. */
+  clear(): Task[] {
+    const held: Task[] = [];
+    this.forEach((task) => held.push(task));
+    this.#ready.clear();
+    for (const lane of this.#rate.values()) lane.dropped = true;
+    this.#serial.clear();
+    this.#rate.clear();
+    this.#wakes.data.length = this.#wakes.length = 0;
+    this.#size = 0;
+    return held;
+  }
+
+  /** Into the task's rate lane, or straight to the ready heap without one. */
+  #toBucket(task: Task, rate: KeyedRate | undefined, now: number): void {
+    if (rate === undefined) return this.#ready.push(task);
+    let lane = this.#rate.get(rate.key);
+    if (lane === undefined) {
+      if (this.#rate.size >= this.#sweepAt) this.#sweep(now);
+      this.#rate.set(rate.key, (lane = new RateLane(rate.key, rate.limit, rate.interval)));
+    }
+    lane.parked.push(task);
+    this.#release(lane, now);
+  }
+
+  /** Lets the lane's head out if the bucket has room, else blocks the lane until it has. */
+  #release(lane: RateLane, now: number): void {
+    if (lane.out !== undefined) return;
+    const head = lane.parked.peek();
+    if (head === undefined) {
+      if (lane.window.expired(now)) this.#drop(lane);
+      return;
+    }
+    if (!lane.window.hasRoom(now)) return this.#block(lane);
+    lane.parked.pop();
+    lane.out = head;
+    lane.blockedAt = Infinity;
+    this.#ready.push(head);
+  }
+
+  #block(lane: RateLane): void {
+    const at = lane.window.freeAt();
+    if (lane.blockedAt === at) return;
+    lane.blockedAt = at;
+    this.#wakes.push({ at, lane });
+  }
+
+  #drop(lane: RateLane): void {
+    lane.dropped = true;
+    this.#rate.delete(lane.key);
+  }
+
+  /** Drops idle lanes whose window expired without a task of theirs coming due since. */
+  #sweep(now: number): void {
+    for (const lane of this.#rate.values()) if (lane.idle(now)) this.#drop(lane);
+    this.#sweepAt = Math.max(MIN_SWEEP, 2 * this.#rate.size);
+  }
+}

@@ -1,0 +1,86 @@
+import TinyQueue from 'tinyqueue';
+import { State, type Task } from './task.js';
+
+/** Earliest due time first; equal times in scheduling order. */
+export function byDueTime(a: Task, b: Task): number {
+  return a._time - b._time || a.id - b.id;
+}
+
+/** Higher priority first, then earliest due time, then scheduling order. */
+export function byPriority(a: Task, b: Task): number {
+  return (b._settings.flow?.priority ?? 0) - (a._settings.flow?.priority ?? 0) || a._time - b._time || a.id - b.id;
+}
+
+// Below this many entries a rebuild is not worth its cost.
+const MIN_COMPACT = 1024;
+
+/**
+ * A heap of held tasks (state `Held`: due, waiting in the flow). As in
+ * TaskQueue, a cancelled task stays as a tombstone (its state changed) and
+ * is skipped when it reaches the top; `live` counts the others.
+ * @internal
+ */
+export class HeldQueue {
+  #heap: TinyQueue<Task>;
+  readonly #compare: (a: Task, b: Task) => number;
+  #live = 0;
+
+  constructor(compare: (a: Task, b: Task) => number) {
+    this.#compare = compare;
+    this.#heap = new TinyQueue<Task>([], compare);
+  }
+
+  get live(): number {
+    return this.#live;
+  }
+
+  push(task: Task): void {
+    this.#heap.push(task);
+    this.#live++;
+  }
+
+  /** The first live task, without removing it. */
+  peek(): Task | undefined {
+    const heap = this.#heap;
+    let top = heap.peek();
+    while (top !== undefined && top._state !== State.Held) {
+      heap.pop();
+      top = heap.peek();
+    }
+    return top;
+  }
+
+  /** Removes the task `peek()` returned. */
+  pop(): void {
+    this.#heap.pop();
+    this.#live--;
+  }
+
+  /** A held task in this queue stopped being held (was cancelled): it becomes a tombstone. */
+  discard(): void {
+    this.#live--;
+    // Tombstones are dropped as they surface; a queue left with only
+    // tombstones is emptied at once, so a dropped key keeps nothing alive.
+    const heap = this.#heap;
+    if (this.#live === 0) heap.data.length = heap.length = 0;
+    // Tombstones outnumbering live tasks: rebuild in O(n), as TaskQueue does.
+    else if (heap.length > MIN_COMPACT && heap.length > 2 * this.#live) {
+      const live = this.clear();
+      this.#heap = new TinyQueue(live, this.#compare);
+      this.#live = live.length;
+    }
+  }
+
+  /** Calls `fn` for each live task, in no particular order. */
+  forEach(fn: (task: Task) => void): void {
+    for (const task of this.#heap.data) if (task._state === State.Held) fn(task);
+  }
+
+  /** Empties the queue, returning the live tasks. */
+  clear(): Task[] {
+    const live = this.#heap.data.filter((task) => task._state === State.Held);
+    this.#heap.data.length = this.#heap.length = 0;
+    this.#live = 0;
+    return live;
+  }
+}

@@ -1,0 +1,236 @@
+import { describe, expect, it } from 'vitest';
+import { START, gate, setup } from '../helpers.js';
+
+/** Offsets from START of each start, in start order, with a label. */
+function recorder(clock: { now(): number }) {
+  const starts: [string, number][] = [];
+  const task = (label: string) => () => {
+    starts.push([label, clock.now() - START]);
+  };
+  return { starts, task };
+}
+
+describe('scheduler-wide rate limit', () => {
+  it('starts at most `limit` tasks in any window of `interval`: exact start times', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 3, interval: 1_000 } });
+    const { starts, task } = recorder(clock);
+    for (let i = 0; i < 8; i++) scheduler.after(0, task(`t${i}`));
+    await clock.advance(5_000);
+    expect(starts).toEqual([
+      ['t0', 0], ['t1', 0], ['t2', 0],
+      ['t3', 1_000], ['t4', 1_000], ['t5', 1_000],
+      ['t6', 2_000], ['t7', 2_000],
+    ]);
+  });
+
+  it('is a sliding window: no burst at a window edge', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 2, interval: '1s' } });
+    const { starts, task } = recorder(clock);
+    scheduler.after(0, task('a'));
+    scheduler.after(900, task('b'));
+    scheduler.after(950, task('c'));
+    scheduler.after(1_000, task('d'));
+    scheduler.after(1_100, task('e'));
+    await clock.advance(5_000);
+    // a@0 and b@900 fill the window; c waits until a leaves it (1000); d until b leaves (1900); e until c leaves (2000).
+    expect(starts).toEqual([['a', 0], ['b', 900], ['c', 1_000], ['d', 1_900], ['e', 2_000]]);
+  });
+
+  it('records lateness against the due time when a held task finally starts', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 1, interval: 500 } });
+    scheduler.after(0, () => {});
+    const late = scheduler.after(100, (ctx) => ctx.startedAt.getTime() - ctx.scheduledAt.getTime());
+    await clock.advance(1_000);
+    expect(await late.result).toBe(400);
+    expect(scheduler.stats().lateness.max).toBe(400);
+  });
+
+  it('arms one timer, for the instant the window frees (no polling)', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 1, interval: 60_000 } });
+    for (let i = 0; i < 100; i++) scheduler.after(0, () => {});
+    await clock.advance(0);
+    expect(scheduler.stats()).toMatchObject({ pending: 99, waiting: 99, running: 0 });
+    expect(clock.pendingTimers).toBe(1);
+    await clock.advance(59_999);
+    expect(scheduler.size).toBe(99);
+    await clock.advance(1);
+    expect(scheduler.size).toBe(98);
+    expect(clock.pendingTimers).toBe(1);
+  });
+
+  it('can be changed at run time: waiting tasks are re-evaluated at once', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 1, interval: 1_000 } });
+    const { starts, task } = recorder(clock);
+    for (let i = 0; i < 6; i++) scheduler.after(0, task(`t${i}`));
+    await clock.advance(0);
+    expect(starts).toHaveLength(1);
+    expect(scheduler.rate).toEqual({ limit: 1, interval: 1_000 });
+    scheduler.rate = { limit: 3, interval: '1s' };
+    // The start at 0 still counts: two more fit now.
+    expect(starts.map(([label]) => label)).toEqual(['t0', 't1', 't2']);
+    scheduler.rate = undefined;
+    expect(scheduler.rate).toBeUndefined();
+    expect(starts).toHaveLength(6);
+  });
+
+  it('a lowered limit holds back tasks that would have started', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 10, interval: 1_000 } });
+    const { starts, task } = recorder(clock);
+    scheduler.after(0, task('a'));
+    await clock.advance(10);
+    scheduler.rate = { limit: 1, interval: 1_000 };
+    scheduler.after(0, task('b'));
+    scheduler.after(0, task('c'));
+    await clock.advance(3_000);
+    expect(starts).toEqual([['a', 0], ['b', 1_000], ['c', 2_000]]);
+  });
+
+  it('refuses bad values, naming them, and keeps the old limit', () => {
+    const { scheduler } = setup({ rate: { limit: 5, interval: 100 } });
+    expect(() => (scheduler.rate = { limit: 0, interval: 100 })).toThrow(/`rate.limit`.*got 0 \(number\)/);
+    expect(() => (scheduler.rate = { limit: 1, interval: '1 s' as never })).toThrow(/rate.interval/);
+    expect(() => (scheduler.rate = { key: 'x', limit: 1, interval: 1 } as never)).toThrow(/Unknown `rate` option "key"/);
+    expect(() => (scheduler.rate = 5 as never)).toThrow(TypeError);
+    expect(scheduler.rate).toEqual({ limit: 5, interval: 100 });
+    expect(() => setup({ rate: { limit: 1.5, interval: 100 } })).toThrow(/`rate.limit`.*1.5/);
+  });
+});
+
+describe('rate limit per key', () => {
+  it('each key has its own bucket, on top of the scheduler-wide one', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 3, interval: 1_000 } });
+    const { starts, task } = recorder(clock);
+    const chat = (id: number) => ({ key: `chat:${id}`, limit: 1, interval: 1_000 });
+    for (let i = 0; i < 3; i++) scheduler.after(0, task(`a${i}`), { rate: chat(1) });
+    for (let i = 0; i < 3; i++) scheduler.after(0, task(`b${i}`), { rate: chat(2) });
+    for (let i = 0; i < 3; i++) scheduler.after(0, task(`u${i}`));
+    await clock.advance(10_000);
+    expect(starts).toEqual([
+      ['a0', 0], ['b0', 0], ['u0', 0],
+      ['a1', 1_000], ['b1', 1_000], ['u1', 1_000],
+      ['a2', 2_000], ['b2', 2_000], ['u2', 2_000],
+    ]);
+  });
+
+  it('keeps due-time order within a key, even for tasks scheduled out of order', async () => {
+    const { clock, scheduler } = setup();
+    const { starts, task } = recorder(clock);
+    const rate = { key: 'route', limit: 2, interval: 1_000 };
+    scheduler.after(30, task('c'), { rate });
+    scheduler.after(10, task('a'), { rate });
+    scheduler.after(20, task('b'), { rate });
+    scheduler.after(20, task('b2'), { rate });
+    await clock.advance(5_000);
+    expect(starts).toEqual([['a', 10], ['b', 20], ['b2', 1_010], ['c', 1_020]]);
+  });
+
+  it('the limit of a key is the one of the most recently scheduled task naming it', async () => {
+    const { clock, scheduler } = setup();
+    const { starts, task } = recorder(clock);
+    for (let i = 0; i < 4; i++) scheduler.after(0, task(`t${i}`), { rate: { key: 'k', limit: 1, interval: 1_000 } });
+    await clock.advance(0);
+    expect(starts).toHaveLength(1);
+    // A task naming the key with a higher limit lifts it for the waiting ones too.
+    scheduler.after(0, task('t4'), { rate: { key: 'k', limit: 3, interval: 1_000 } });
+    await clock.advance(0);
+    expect(starts.map(([label]) => label)).toEqual(['t0', 't1', 't2']);
+    await clock.advance(1_000);
+    expect(starts.map(([label, at]) => `${label}@${at}`)).toEqual(['t0@0', 't1@0', 't2@0', 't3@1000', 't4@1000']);
+  });
+
+  it('a key with no pending work and an expired window keeps no state', async () => {
+    const { clock, scheduler } = setup();
+    for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });
+    await clock.advance(10);
+    expect(scheduler.stats()).toMatchObject({ pending: 0, succeeded: 5_000 });
+    // No timer for any key, and the next task of a key starts at once (its window expired).
+    expect(clock.pendingTimers).toBe(0);
+    await clock.advance(1_000);
+    const again = scheduler.after(0, () => 'ok', { rate: { key: 'chat:1', limit: 1, interval: 1_000 } });
+    await clock.advance(0);
+    expect(again.state).toBe('succeeded');
+  });
+
+  it('async tasks: the limit counts starts, not completions', async () => {
+    const { clock, scheduler } = setup();
+    const { starts } = recorder(clock);
+    const hold = gate();
+    const rate = { key: 'k', limit: 2, interval: 100 };
+    for (let i = 0; i < 4; i++) {
+      scheduler.after(0, async () => {
+        starts.push([`t${i}`, clock.now() - START]);
+        await hold.promise;
+      }, { rate });
+    }
+    await clock.advance(250);
+    expect(starts).toEqual([['t0', 0], ['t1', 0], ['t2', 100], ['t3', 100]]);
+    expect(scheduler.running).toBe(4);
+    hold.open();
+  });
+
+  it('a waiting task can be cancelled; the next of its key takes its place', async () => {
+    const { clock, scheduler } = setup();
+    const { starts, task } = recorder(clock);
+    const rate = { key: 'k', limit: 1, interval: 1_000 };
+    scheduler.after(0, task('a'), { rate });
+    const b = scheduler.after(0, task('b'), { rate });
+    scheduler.after(0, task('c'), { rate });
+    await clock.advance(100);
+    expect(scheduler.stats()).toMatchObject({ pending: 2, waiting: 2 });
+    expect(b.state).toBe('pending');
+    expect(b.cancel()).toBe(true);
+    await expect(b.result).rejects.toMatchObject({ code: 'ERR_TASK_CANCELLED' });
+    expect(scheduler.stats()).toMatchObject({ pending: 1, waiting: 1, cancelled: 1 });
+    expect(b.cancel()).toBe(false);
+    await clock.advance(2_000);
+    expect(starts).toEqual([['a', 0], ['c', 1_000]]);
+    await scheduler.onIdle();
+  });
+
+  it('pendingTasks() lists waiting tasks, earliest first, and close() cancels them', async () => {
+    const { clock, scheduler } = setup();
+    const rate = { key: 'k', limit: 1, interval: 1_000 };
+    const a = scheduler.after(0, () => {}, { rate });
+    const b = scheduler.after(5, () => {}, { rate, name: 'b' });
+    const c = scheduler.after(10, () => {}, { rate });
+    const later = scheduler.after(50_000, () => {});
+    await clock.advance(20);
+    expect(a.state).toBe('succeeded');
+    expect(scheduler.pendingTasks()).toEqual([b, c, later]);
+    expect(scheduler.pendingTasks(1)).toEqual([b]);
+    expect(scheduler.pendingByName().get('b')).toEqual({ pending: 1, waiting: 1 });
+    await scheduler.close();
+    expect([b.state, c.state, later.state]).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    await expect(b.result).rejects.toMatchObject({ code: 'ERR_SCHEDULER_CLOSED' });
+    expect(scheduler.stats()).toMatchObject({ pending: 0, waiting: 0 });
+  });
+
+  it('maxPending counts waiting tasks', async () => {
+    const { clock, scheduler } = setup({ maxPending: 3 });
+    const rate = { key: 'k', limit: 1, interval: 1_000 };
+    for (let i = 0; i < 3; i++) scheduler.after(0, () => {}, { rate });
+    await clock.advance(0);
+    // One started; two wait for the bucket and still count.
+    expect(scheduler.size).toBe(2);
+    scheduler.after(0, () => {});
+    expect(() => scheduler.after(0, () => {})).toThrow(/3 tasks are already pending/);
+  });
+
+  it('bad options throw at the call, naming the value, and schedule nothing', () => {
+    const { scheduler } = setup();
+    const fn = () => {};
+    expect(() => scheduler.after(0, fn, { rate: { limit: 1, interval: 1 } as never })).toThrow(/`rate.key` to be a string, got undefined/);
+    expect(() => scheduler.after(0, fn, { rate: { key: '', limit: 1, interval: 1 } })).toThrow(/`rate.key`.*""/);
+    expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 2e6, interval: 1 } })).toThrow(/`rate.limit`.*2000000/);
+    expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 1, interval: '2d' } })).toThrow(/`rate.interval`.*at most a day/);
+    expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 1, interval: 1, burst: 2 } as never })).toThrow(/Unknown `rate` option "burst"/);
+    expect(() => scheduler.after(0, fn, { serial: 42 as never })).toThrow(/`serial` to be a string, got 42/);
+    expect(() => scheduler.after(0, fn, { serial: 'x'.repeat(513) })).toThrow(/`serial` to be 1 to 512/);
+    expect(() => scheduler.after(0, fn, { priority: 1.5 })).toThrow(/`priority`.*1.5/);
+    expect(() => scheduler.after(0, fn, { priority: 2 ** 31 })).toThrow(/`priority`.*2147483648/);
+    expect(() => scheduler.every(1).seconds().run(fn, { priority: 'high' as never })).toThrow(/`priority`.*"high"/);
+    expect(() => scheduler.every(1).seconds().run(fn, { rate: { key: 'k', limit: -1, interval: 1 } })).toThrow(/`rate.limit`.*-1/);
+    expect(scheduler.size).toBe(0);
+    expect(scheduler.jobs()).toEqual([]);
+  });
+});
