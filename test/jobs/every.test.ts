@@ -232,7 +232,7 @@ describe('rules are validated when built', () => {
     expect(() => scheduler.every().second().run('x' as never)).toThrow(TypeError);
     expect(() => scheduler.every().second().run(() => {}, { overlap: 'sometimes' as never })).toThrow(/overlap/);
     expect(() => scheduler.every().second().run(() => {}, { misfire: 'never' as never })).toThrow(/misfire/);
-    expect(() => scheduler.every().second().run(() => {}, { priority: 1 } as never)).toThrow(/Unknown job option `priority`/);
+    expect(() => scheduler.every().second().run(() => {}, { urgency: 1 } as never)).toThrow(/Unknown job option `urgency`/);
     expect(() => scheduler.every().second().run(() => {}, { timeout: -1 })).toThrow(/timeout/);
     expect(scheduler.jobs()).toHaveLength(1);
     await clock.advance(3_000);
