@@ -75,6 +75,17 @@ const TABLES: TableSpec[] = [
       { title: 'min', key: 'min', unit: 'latency' },
     ],
   },
+  {
+    title: '7. Rate limits, serial keys and priorities: their cost (taskheap only)',
+    workload: 'flow',
+    note: 'N no-op tasks due now, scheduled then drained with 16 workers, each with no options, a priority (0-9), one of 1,000 serial keys, or one of 1,000 rate-limit keys whose limit never binds: ' +
+      'the bookkeeping alone. Ratios are against no options, which is also the path of every scheduler that never uses these options.',
+    columns: [
+      { title: 'schedule / task', key: 'scheduleNsPerTask', unit: 'ns' },
+      { title: 'drain rate', key: 'tasksPerSec', unit: 'rate' },
+      { title: 'end-to-end', key: 'endToEndPerSec', unit: 'rate' },
+    ],
+  },
 ];
 
 const naReason = (contender: string, capability: Capability): string | undefined =>
@@ -208,5 +219,6 @@ export function renderTargets(list: Target[], note: string): string {
 }
 
 export function renderTables(all: Measurement[]): string {
-  return [...TABLES.map((spec) => renderTable(spec, all)), renderNextRun(all)].filter(Boolean).join('\n\n');
+  const table = (flow: boolean) => TABLES.filter((spec) => (spec.workload === 'flow') === flow).map((spec) => renderTable(spec, all));
+  return [...table(false), renderNextRun(all), ...table(true)].filter(Boolean).join('\n\n');
 }
