@@ -1,5 +1,5 @@
 import TinyQueue from 'tinyqueue';
-import type { KeyedRate, Rate, TaskFlow } from './flow-options.js';
+import type { KeyedRate, Rate } from './flow-options.js';
 import { byPriority, HeldQueue } from './held-queue.js';
 import { RateLane, SerialLane } from './lanes.js';
 import { RateWindow } from './rate-window.js';
@@ -10,10 +10,6 @@ interface Wake {
   at: number;
   lane: RateLane;
 }
-
-// Idle rate lanes whose window has not expired yet are swept when the map
-// reaches this size, then twice its size after the sweep: O(1) amortised.
-const MIN_SWEEP = 1024;
 
 /**
  * Where due tasks wait once rate limits, serial keys or priorities are in
@@ -37,9 +33,10 @@ export class Flow {
   readonly #serial = new Map<string, SerialLane>();
   readonly #rate = new Map<string, RateLane>();
   readonly #wakes = new TinyQueue<Wake>([], (a, b) => a.at - b.at);
+  /** Rate lanes with no unfinished task, to drop when their window expires (at the first pump after). */
+  readonly #expiries = new TinyQueue<Wake>([], (a, b) => a.at - b.at);
   #global: RateWindow | undefined = undefined;
   #size = 0;
-  #sweepAt = MIN_SWEEP;
 
   /** Held tasks (live). */
   get size(): number {
@@ -59,18 +56,22 @@ export class Flow {
   }
 
   /**
-   * A task with these options was scheduled: the limit of its rate key is
-   * the one of the most recently scheduled task naming it. A lane with no
-   * state yet is made when the task comes due.
+   * A task with flow options was scheduled. Its rate key's lane lives while
+   * tasks naming the key are unfinished (it counts them), and its limit is
+   * the one of the most recently scheduled of them: this one.
    */
-  scheduled(flow: TaskFlow, now: number): void {
-    const rate = flow.rate;
+  scheduled(task: Task, now: number): void {
+    const rate = task._settings.flow!.rate;
     if (rate === undefined) return;
-    const lane = this.#rate.get(rate.key);
-    if (lane === undefined || (lane.window.limit === rate.limit && lane.window.interval === rate.interval)) return;
-    lane.window.resize(rate.limit, rate.interval);
-    lane.blockedAt = Infinity;
-    this.#release(lane, now);
+    let lane = this.#rate.get(rate.key);
+    if (lane === undefined) {
+      this.#rate.set(rate.key, (lane = new RateLane(rate.key, rate.limit, rate.interval)));
+    } else if (lane.window.limit !== rate.limit || lane.window.interval !== rate.interval) {
+      lane.window.resize(rate.limit, rate.interval);
+      lane.blockedAt = Infinity;
+      this.#release(lane, now);
+    }
+    lane.unfinished++;
   }
 
   /** A due task from the loop's time heap. */
@@ -126,8 +127,13 @@ export class Flow {
     }
   }
 
-  /** Lets out the heads of blocked lanes whose window has freed by `now`. */
+  /** Lets out the heads of blocked lanes whose window has freed by `now`, and drops idle lanes whose window expired. */
   wake(now: number): void {
+    const expiries = this.#expiries;
+    for (let top = expiries.peek(); top !== undefined && top.at <= now; top = expiries.peek()) {
+      expiries.pop();
+      if (!top.lane.dropped && top.lane.idle(now)) this.#drop(top.lane);
+    }
     const wakes = this.#wakes;
     for (let top = wakes.peek(); top !== undefined && top.at <= now; top = wakes.peek()) {
       wakes.pop();
@@ -156,9 +162,23 @@ export class Flow {
     return at;
   }
 
-  /** A task with flow options reached its final state: its serial key goes to the next task. */
+  /**
+   * A task with flow options reached its final state: its rate key counts
+   * one task fewer, and its serial key goes to the next task.
+   */
   settled(task: Task, now: number): void {
-    const key = task._settings.flow!.serial;
+    const flow = task._settings.flow!;
+    const lane = flow.rate === undefined ? undefined : this.#rate.get(flow.rate.key);
+    if (lane !== undefined && --lane.unfinished === 0) {
+      // Its last starts still count for a while: the lane goes when they stop counting.
+      if (lane.window.expired(now)) this.#drop(lane);
+      else this.#expiries.push({ at: lane.window.expiresAt(), lane });
+    }
+    this.#handOn(flow.serial, task, now);
+  }
+
+  /** The serial key `key` goes from `task` (which ended) to the next task of the key. */
+  #handOn(key: string | undefined, task: Task, now: number): void {
     if (key === undefined) return;
     const lane = this.#serial.get(key);
     if (lane === undefined || lane.holder !== task) return;
@@ -207,6 +227,7 @@ export class Flow {
     this.#serial.clear();
     this.#rate.clear();
     this.#wakes.data.length = this.#wakes.length = 0;
+    this.#expiries.data.length = this.#expiries.length = 0;
     this.#size = 0;
     return held;
   }
@@ -214,11 +235,8 @@ export class Flow {
   /** Into the task's rate lane, or straight to the ready heap without one. */
   #toBucket(task: Task, rate: KeyedRate | undefined, now: number): void {
     if (rate === undefined) return this.#ready.push(task);
-    let lane = this.#rate.get(rate.key);
-    if (lane === undefined) {
-      if (this.#rate.size >= this.#sweepAt) this.#sweep(now);
-      this.#rate.set(rate.key, (lane = new RateLane(rate.key, rate.limit, rate.interval)));
-    }
+    // Made when the task was scheduled, and kept while it is unfinished.
+    const lane = this.#rate.get(rate.key)!;
     lane.parked.push(task);
     this.#release(lane, now);
   }
@@ -227,10 +245,7 @@ export class Flow {
   #release(lane: RateLane, now: number): void {
     if (lane.out !== undefined) return;
     const head = lane.parked.peek();
-    if (head === undefined) {
-      if (lane.window.expired(now)) this.#drop(lane);
-      return;
-    }
+    if (head === undefined) return;
     if (!lane.window.hasRoom(now)) return this.#block(lane);
     lane.parked.pop();
     lane.out = head;
@@ -250,9 +265,4 @@ export class Flow {
     this.#rate.delete(lane.key);
   }
 
-  /** Drops idle lanes whose window expired without a task of theirs coming due since. */
-  #sweep(now: number): void {
-    for (const lane of this.#rate.values()) if (lane.idle(now)) this.#drop(lane);
-    this.#sweepAt = Math.max(MIN_SWEEP, 2 * this.#rate.size);
-  }
 }

@@ -20,7 +20,9 @@ export class SerialLane {
  * here, earliest due first, so the key's order holds whatever their
  * priorities. A head the bucket has no room for waits for `blockedAt`, the
  * instant the window frees, as one entry in the flow's wake heap: no timer
- * of its own. Dropped once nothing waits and its window has expired.
+ * of its own. It is made when a task naming the key is scheduled, and
+ * dropped once none is unfinished and its window has expired (at once, or
+ * at the first pump after the window expires).
  * @internal
  */
 export class RateLane {
@@ -32,14 +34,16 @@ export class RateLane {
   blockedAt = Infinity;
   /** Removed from the flow: its entries in the wake heap are stale. */
   dropped = false;
+  /** Tasks naming the key that have not reached a final state (pending, waiting here, running, or waiting for a retry). */
+  unfinished = 0;
 
   constructor(key: string, limit: number, interval: number) {
     this.key = key;
     this.window = new RateWindow(limit, interval);
   }
 
-  /** Nothing waits and no start counts any more: the lane can go. */
+  /** No task of the key is unfinished and no start counts any more: the lane can go. */
   idle(now: number): boolean {
-    return this.out === undefined && this.parked.live === 0 && this.window.expired(now);
+    return this.unfinished === 0 && this.window.expired(now);
   }
 }

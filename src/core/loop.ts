@@ -2,7 +2,7 @@ import { systemClock, type Clock } from './clock.js';
 import type { Emitter } from './emitter.js';
 import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
 import { Flow } from './flow.js';
-import { toRate, type Rate, type RateLimit, type TaskFlow } from './flow-options.js';
+import { toRate, type Rate, type RateLimit } from './flow-options.js';
 import { byDueTime } from './held-queue.js';
 import { LatenessRecorder, type Lateness } from './lateness.js';
 import { retryDelay } from './retry.js';
@@ -258,14 +258,14 @@ export class TaskLoop implements TaskOwner {
   /** A new task into the heap, past every check: jobs and the store's claims land here too. */
   push(time: number, fn: TaskFunction, settings: TaskSettings): Task {
     const task = new Task(nextId++, time, fn, settings);
-    if (settings.flow !== undefined) this.#scheduled(settings.flow);
+    if (settings.flow !== undefined) this.#scheduled(task);
     this.#enqueue(task);
     return task;
   }
 
   /** A task with flow options is scheduled: the flow comes into use, and its key's limit is this task's. */
-  #scheduled(flow: TaskFlow): void {
-    (this.#flow ??= new Flow()).scheduled(flow, this.#monotonic());
+  #scheduled(task: Task): void {
+    (this.#flow ??= new Flow()).scheduled(task, this.#monotonic());
   }
 
   /** Cancels `member` when `signal` aborts (one listener per signal, however many members). */

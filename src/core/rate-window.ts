@@ -55,10 +55,15 @@ export class RateWindow {
 
   /** No start within the window any more: the bucket's state can be dropped. */
   expired(now: number): boolean {
+    return this.expiresAt() <= now;
+  }
+
+  /** When the newest start stops counting (-Infinity with no start). */
+  expiresAt(): number {
     const starts = this.#starts;
-    if (starts.length === 0) return true;
+    if (starts.length === 0) return -Infinity;
     const newest = starts.length < this.#limit || this.#head === 0 ? starts[starts.length - 1]! : starts[this.#head - 1]!;
-    return newest + this.#interval <= now;
+    return newest + this.#interval;
   }
 
   /** A new limit and interval, keeping the most recent starts (as many as the new limit counts). */

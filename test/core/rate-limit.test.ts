@@ -138,6 +138,17 @@ describe('rate limit per key', () => {
     expect(starts.map(([label, at]) => `${label}@${at}`)).toEqual(['t0@0', 't1@0', 't2@0', 't3@1000', 't4@1000']);
   });
 
+  it('a limit given by a later-scheduled task applies before that task is due', async () => {
+    const { clock, scheduler } = setup();
+    const { starts, task } = recorder(clock);
+    scheduler.after(0, task('x1'), { rate: { key: 'k', limit: 1, interval: 1_000 } });
+    scheduler.after(0, task('x2'), { rate: { key: 'k', limit: 1, interval: 1_000 } });
+    // Scheduled last, due last: its limit (3 a second) is the key's from now on.
+    scheduler.after(500, task('y'), { rate: { key: 'k', limit: 3, interval: 1_000 } });
+    await clock.advance(600);
+    expect(starts).toEqual([['x1', 0], ['x2', 0], ['y', 500]]);
+  });
+
   it('a key with no pending work and an expired window keeps no state', async () => {
     const { clock, scheduler } = setup();
     for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });

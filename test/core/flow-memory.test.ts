@@ -1,0 +1,43 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { describe, expect, it } from 'vitest';
+import { Scheduler } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
+
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc') as () => void;
+
+function heapUsed(): number {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
+
+describe('keys with no pending work cost nothing', () => {
+  it('100,000 rate and serial keys, each used once: their state is gone once their windows expire', async () => {
+    const clock = new ManualClock(0);
+    const scheduler = new Scheduler({ clock, workers: Infinity });
+    const noop = () => {};
+    // Warm up: the flow exists from the first such task on, and a burst of
+    // 100,000 plain tasks grows the heaps' arrays (8 B a slot) to their size.
+    scheduler.after(0, noop, { serial: 'warm', rate: { key: 'warm', limit: 1, interval: 1 } });
+    for (let i = 0; i < 100_000; i++) scheduler.after(0, noop);
+    await clock.advance(10);
+    const before = heapUsed();
+    for (let i = 0; i < 100_000; i++) {
+      scheduler.after(0, noop, { serial: `chat:${i}`, rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });
+    }
+    await clock.advance(0);
+    expect(scheduler.stats()).toMatchObject({ pending: 0, succeeded: 200_001 });
+    // Within their windows the rate keys still count their starts.
+    const held = heapUsed() - before;
+    // Windows expired: a sweep (when new keys appear) drops them.
+    await clock.advance(1_000);
+    scheduler.after(0, noop, { rate: { key: 'new', limit: 1, interval: 1 } });
+    await clock.advance(10);
+    const after = heapUsed() - before;
+    expect(held).toBeGreaterThan(5_000_000);
+    expect(after).toBeLessThan(1_000_000);
+    await scheduler.close();
+  });
+});
