@@ -28,7 +28,7 @@ export interface SchedulerStats {
   pending: number;
   /** Tasks running now. */
   running: number;
-  /** Pending tasks already due, waiting for a free worker. */
+  /** Pending tasks already due, waiting for a free worker (or for their rate limit, serial key or priority turn). */
   waiting: number;
   /** The pool size. */
   workers: number;

@@ -227,6 +227,19 @@ describe('rate limit per key', () => {
     expect(() => scheduler.after(0, () => {})).toThrow(/3 tasks are already pending/);
   });
 
+  it('jobs take a rate key: a job held past its next occurrence follows its misfire policy', async () => {
+    const { clock, scheduler } = setup();
+    const { starts, task } = recorder(clock);
+    const job = scheduler.every(100).milliseconds().run(task('j'), { rate: { key: 'api', limit: 1, interval: 250 } });
+    scheduler.after(0, task('other'), { rate: { key: 'api', limit: 1, interval: 250 } });
+    await clock.advance(1_000);
+    job.cancel();
+    // 'other' at 0; the job's run due at 100 waits to 250; the one due at 300 to 500; and so on,
+    // each late run collapsing the occurrences it missed (misfire 'once').
+    expect(starts).toEqual([['other', 0], ['j', 250], ['j', 500], ['j', 750], ['j', 1_000]]);
+    expect(job.runs).toBe(4);
+  });
+
   it('bad options throw at the call, naming the value, and schedule nothing', () => {
     const { scheduler } = setup();
     const fn = () => {};
