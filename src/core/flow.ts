@@ -43,11 +43,6 @@ export class Flow {
     return this.#size;
   }
 
-  /** The scheduler-wide limit, undefined for none. */
-  get rate(): RateWindow | undefined {
-    return this.#global;
-  }
-
   /** Sets or removes the scheduler-wide limit; starts already counted still count. */
   setRate(rate: Rate | undefined): void {
     if (rate === undefined) this.#global = undefined;
