@@ -1,7 +1,7 @@
 import TinyQueue from 'tinyqueue';
 import type { KeyedRate, Rate } from './flow-options.js';
 import { byPriority, HeldQueue } from './held-queue.js';
-import { RateLane, SerialLane } from './lanes.js';
+import { LaneEntry, RateLane, SerialLane } from './lanes.js';
 import { RateWindow } from './rate-window.js';
 import { State, type Task } from './task.js';
 
@@ -29,7 +29,8 @@ interface Wake {
  * @internal
  */
 export class Flow {
-  readonly #ready = new HeldQueue(byPriority);
+  /** Tasks that may start as far as their keys go, and the heads of rate keys with room. */
+  readonly #ready = new HeldQueue<Task | LaneEntry>(byPriority);
   readonly #serial = new Map<string, SerialLane>();
   readonly #rate = new Map<string, RateLane>();
   readonly #wakes = new TinyQueue<Wake>([], (a, b) => a.at - b.at);
@@ -99,25 +100,27 @@ export class Flow {
     const global = this.#global;
     if (global !== undefined && !global.hasRoom(now)) return undefined;
     for (;;) {
-      const task = this.#ready.peek();
-      if (task === undefined) return undefined;
+      const top = this.#ready.peek();
+      if (top === undefined) return undefined;
       this.#ready.pop();
-      const rate = task._settings.flow?.rate;
-      const lane = rate === undefined ? undefined : this.#rate.get(rate.key)!;
-      if (lane !== undefined && !lane.window.hasRoom(now)) {
-        // Its key's limit was lowered after it went out: back to the head of its key.
-        lane.out = undefined;
-        lane.parked.push(task);
+      if (!(top instanceof LaneEntry)) {
+        this.#size--;
+        global?.record(now);
+        return top;
+      }
+      const lane = top.lane;
+      lane.entry = undefined;
+      if (!lane.window.hasRoom(now)) {
+        // The key's limit was lowered after its head went to the ready heap.
         this.#block(lane);
         continue;
       }
+      const task = lane.parked.peek()!;
+      lane.parked.pop();
       this.#size--;
       global?.record(now);
-      if (lane !== undefined) {
-        lane.window.record(now);
-        lane.out = undefined;
-        this.#release(lane, now);
-      }
+      lane.window.record(now);
+      this.#release(lane, now);
       return task;
     }
   }
@@ -195,20 +198,21 @@ export class Flow {
       this.#serial.get(flow.serial)!.parked.discard();
       return;
     }
-    const lane = flow?.rate === undefined ? undefined : this.#rate.get(flow.rate.key)!;
-    if (lane === undefined || lane.out === task) {
+    if (flow?.rate === undefined) {
       this.#ready.discard();
-      if (lane === undefined) return;
-      lane.out = undefined;
-    } else {
-      lane.parked.discard();
+      return;
     }
+    const lane = this.#rate.get(flow.rate.key)!;
+    lane.parked.discard();
+    // If it was the head, its entry goes and the next head gets one.
     this.#release(lane, now);
   }
 
   /** Every held task, in no particular order. */
   forEach(fn: (task: Task) => void): void {
-    this.#ready.forEach(fn);
+    this.#ready.forEach((item) => {
+      if (!(item instanceof LaneEntry)) fn(item);
+    });
     for (const lane of this.#serial.values()) lane.parked.forEach(fn);
     for (const lane of this.#rate.values()) lane.parked.forEach(fn);
   }
@@ -236,16 +240,23 @@ export class Flow {
     this.#release(lane, now);
   }
 
-  /** Lets the lane's head out if the bucket has room, else blocks the lane until it has. */
+  /**
+   * Keeps the lane's head in the ready heap while the bucket has room (a new
+   * entry if the head changed), else blocks the lane until it has.
+   */
   #release(lane: RateLane, now: number): void {
-    if (lane.out !== undefined) return;
     const head = lane.parked.peek();
+    const entry = lane.entry;
+    if (entry !== undefined) {
+      if (head !== undefined && entry.id === head.id) return;
+      entry._state = State.Cancelled;
+      this.#ready.discard();
+      lane.entry = undefined;
+    }
     if (head === undefined) return;
     if (!lane.window.hasRoom(now)) return this.#block(lane);
-    lane.parked.pop();
-    lane.out = head;
     lane.blockedAt = Infinity;
-    this.#ready.push(head);
+    this.#ready.push((lane.entry = new LaneEntry(head, lane)));
   }
 
   #block(lane: RateLane): void {

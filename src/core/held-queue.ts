@@ -1,13 +1,16 @@
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
 
+/** What the flow's heaps order: a task, or an entry standing for the head of a rate key's line. */
+export type Queued = Pick<Task, '_time' | 'id' | '_settings' | '_state'>;
+
 /** Earliest due time first; equal times in scheduling order. */
-export function byDueTime(a: Task, b: Task): number {
+export function byDueTime(a: Queued, b: Queued): number {
   return a._time - b._time || a.id - b.id;
 }
 
 /** Higher priority first, then earliest due time, then scheduling order. */
-export function byPriority(a: Task, b: Task): number {
+export function byPriority(a: Queued, b: Queued): number {
   return (b._settings.flow?.priority ?? 0) - (a._settings.flow?.priority ?? 0) || a._time - b._time || a.id - b.id;
 }
 
@@ -20,27 +23,27 @@ const MIN_COMPACT = 1024;
  * is skipped when it reaches the top; `live` counts the others.
  * @internal
  */
-export class HeldQueue {
-  #heap: TinyQueue<Task>;
-  readonly #compare: (a: Task, b: Task) => number;
+export class HeldQueue<T extends Queued = Task> {
+  #heap: TinyQueue<T>;
+  readonly #compare: (a: T, b: T) => number;
   #live = 0;
 
-  constructor(compare: (a: Task, b: Task) => number) {
+  constructor(compare: (a: T, b: T) => number) {
     this.#compare = compare;
-    this.#heap = new TinyQueue<Task>([], compare);
+    this.#heap = new TinyQueue<T>([], compare);
   }
 
   get live(): number {
     return this.#live;
   }
 
-  push(task: Task): void {
+  push(task: T): void {
     this.#heap.push(task);
     this.#live++;
   }
 
   /** The first live task, without removing it. */
-  peek(): Task | undefined {
+  peek(): T | undefined {
     const heap = this.#heap;
     let top = heap.peek();
     while (top !== undefined && top._state !== State.Held) {
@@ -72,12 +75,12 @@ export class HeldQueue {
   }
 
   /** Calls `fn` for each live task, in no particular order. */
-  forEach(fn: (task: Task) => void): void {
+  forEach(fn: (task: T) => void): void {
     for (const task of this.#heap.data) if (task._state === State.Held) fn(task);
   }
 
   /** Empties the queue, returning the live tasks. */
-  clear(): Task[] {
+  clear(): T[] {
     const live = this.#heap.data.filter((task) => task._state === State.Held);
     this.#heap.data.length = this.#heap.length = 0;
     this.#live = 0;

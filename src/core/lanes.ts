@@ -1,6 +1,6 @@
 import { byDueTime, HeldQueue } from './held-queue.js';
 import { RateWindow } from './rate-window.js';
-import type { Task } from './task.js';
+import { State, type Task, type TaskSettings } from './task.js';
 
 /**
  * The tasks of one serial key. The key is held by one task (`holder`) from
@@ -11,16 +11,39 @@ import type { Task } from './task.js';
  */
 export class SerialLane {
   holder: Task | undefined = undefined;
-  readonly parked = new HeldQueue(byDueTime);
+  readonly parked = new HeldQueue<Task>(byDueTime);
 }
 
 /**
- * The tasks of one rate-limit key. At most one of them (`out`) is in the
- * ready heap at a time, let out because the bucket had room; the others park
- * here, earliest due first, so the key's order holds whatever their
- * priorities. A head the bucket has no room for waits for `blockedAt`, the
- * instant the window frees, as one entry in the flow's wake heap: no timer
- * of its own. It is made when a task naming the key is scheduled, and
+ * The head of a rate key's line in the ready heap: its due time, id and
+ * settings (so its priority) as the heap orders them. The head may change
+ * while it waits there (an earlier task of the key arrives, or the head is
+ * cancelled): the entry is then retired (`_state` no longer `Held`, a
+ * tombstone) and a new one made. A task's own fields never change while it
+ * is in a heap, so the heaps stay ordered.
+ * @internal
+ */
+export class LaneEntry {
+  readonly _time: number;
+  readonly id: number;
+  readonly _settings: TaskSettings;
+  _state = State.Held;
+  readonly lane: RateLane;
+
+  constructor(head: Task, lane: RateLane) {
+    this._time = head._time;
+    this.id = head.id;
+    this._settings = head._settings;
+    this.lane = lane;
+  }
+}
+
+/**
+ * The due tasks of one rate-limit key, earliest due first (so the key's
+ * order holds whatever their priorities), until they start. While the
+ * bucket has room the head is in the ready heap through one `entry`; a head
+ * the bucket has no room for waits for `blockedAt`, the instant the window
+ * frees, as one entry in the flow's wake heap: no timer of its own. It is made when a task naming the key is scheduled, and
  * dropped once none is unfinished and its window has expired (at once, or
  * at the first pump after the window expires).
  * @internal
@@ -28,8 +51,9 @@ export class SerialLane {
 export class RateLane {
   readonly key: string;
   readonly window: RateWindow;
-  readonly parked = new HeldQueue(byDueTime);
-  out: Task | undefined = undefined;
+  readonly parked = new HeldQueue<Task>(byDueTime);
+  /** The head's entry in the ready heap, while the bucket has room for it. */
+  entry: LaneEntry | undefined = undefined;
   /** When the blocked head may go (elapsed time); Infinity when not blocked. */
   blockedAt = Infinity;
   /** Removed from the flow: its entries in the wake heap are stale. */
