@@ -17,10 +17,15 @@ interface Wake {
  * passes, in order:
  *
  * 1. its serial key (SerialLane): it gets the key or parks behind the holder;
- * 2. its rate key (RateLane): it goes out if the bucket has room and no
- *    earlier task of the key is out, or parks;
+ * 2. its rate key (RateLane): it joins the key's line, earliest due first;
+ *    the line's head stands in the ready heap (a LaneEntry) while the
+ *    bucket has room;
  * 3. the ready heap: highest priority, then earliest due, then first
  *    scheduled; the scheduler-wide bucket is checked as a task is taken.
+ *
+ * Only the priority order needs every due task in one place: that is why
+ * due tasks leave the time heap at once (when a worker is free), and why a
+ * scheduler that never uses these options never makes a Flow.
  *
  * Tasks here are in state `Held`; cancelling one leaves a tombstone, as in
  * the time heap. Blocked lanes sit in one wake heap, so the loop arms its one
