@@ -240,9 +240,12 @@ describe('rate limit per key', () => {
     expect(job.runs).toBe(4);
   });
 
-  it('bad options throw at the call, naming the value, and schedule nothing', () => {
-    const { scheduler } = setup();
+  it('bad options throw at the call, naming the value, and schedule nothing', async () => {
+    const { clock, scheduler } = setup();
     const fn = () => {};
+    const { starts, task } = recorder(clock);
+    scheduler.after(0, task('a'), { rate: { key: 'k', limit: 1, interval: 1_000 }, serial: 's' });
+    scheduler.after(0, task('b'), { rate: { key: 'k', limit: 1, interval: 1_000 }, serial: 's' });
     expect(() => scheduler.after(0, fn, { rate: { limit: 1, interval: 1 } as never })).toThrow(/`rate.key` to be a string, got undefined/);
     expect(() => scheduler.after(0, fn, { rate: { key: '', limit: 1, interval: 1 } })).toThrow(/`rate.key`.*""/);
     expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 2e6, interval: 1 } })).toThrow(/`rate.limit`.*2000000/);
@@ -254,7 +257,10 @@ describe('rate limit per key', () => {
     expect(() => scheduler.after(0, fn, { priority: 2 ** 31 })).toThrow(/`priority`.*2147483648/);
     expect(() => scheduler.every(1).seconds().run(fn, { priority: 'high' as never })).toThrow(/`priority`.*"high"/);
     expect(() => scheduler.every(1).seconds().run(fn, { rate: { key: 'k', limit: -1, interval: 1 } })).toThrow(/`rate.limit`.*-1/);
-    expect(scheduler.size).toBe(0);
+    expect(scheduler.size).toBe(2);
     expect(scheduler.jobs()).toEqual([]);
+    // The key's limit is still the one of the last task accepted.
+    await clock.advance(2_000);
+    expect(starts).toEqual([['a', 0], ['b', 1_000]]);
   });
 });
