@@ -310,13 +310,13 @@ export class TaskLoop implements TaskOwner {
   }
 
   pendingTasks(limit = Infinity): Task[] {
-    const queued = limit >= this.#queue.size ? this.#queue.toSortedArray() : this.#queue.earliest(limit);
-    if (this.#flow === undefined || this.#flow.size === 0) return queued;
-    const all = queued;
-    this.#flow.forEach((task) => all.push(task));
-    all.sort(byDueTime);
-    if (all.length > limit) all.length = limit;
-    return all;
+    const tasks = limit >= this.#queue.size ? this.#queue.toSortedArray() : this.#queue.earliest(limit);
+    if (this.#flow === undefined || this.#flow.size === 0) return tasks;
+    // Held tasks are all due, so they come before most of the heap's; merged by a sort (introspection, not the hot path).
+    this.#flow.forEach((task) => tasks.push(task));
+    tasks.sort(byDueTime);
+    if (tasks.length > limit) tasks.length = limit;
+    return tasks;
   }
 
   /** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass over the heap. */
