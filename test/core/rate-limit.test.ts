@@ -85,6 +85,40 @@ describe('scheduler-wide rate limit', () => {
     expect(starts).toEqual([['a', 0], ['b', 1_000], ['c', 2_000]]);
   });
 
+  it('windows follow elapsed time: setting the wall clock neither frees nor freezes a bucket', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 1, interval: 10_000 } });
+    const elapsed: number[] = [];
+    for (let i = 0; i < 3; i++) scheduler.after(0, () => void elapsed.push(clock.monotonic()));
+    await clock.advance(0);
+    clock.set(clock.now() + 3_600_000); // an hour ahead: no window frees early
+    await clock.advance(5_000);
+    expect(elapsed).toEqual([0]);
+    clock.set(clock.now() - 7_200_000); // two hours back: nothing freezes
+    await clock.advance(5_000);
+    expect(elapsed).toEqual([0, 10_000]);
+    await clock.advance(10_000);
+    expect(elapsed).toEqual([0, 10_000, 20_000]);
+  });
+
+  it('a larger pool does not lift a rate limit; a smaller one still holds back starts the limit allows', async () => {
+    const { clock, scheduler } = setup({ workers: 1, rate: { limit: 2, interval: 1_000 } });
+    const hold = gate();
+    const { starts } = recorder(clock);
+    for (let i = 0; i < 5; i++) scheduler.after(0, async () => {
+      starts.push([`t${i}`, clock.now() - START]);
+      await hold.promise;
+    });
+    await clock.advance(0);
+    expect(starts).toEqual([['t0', 0]]);
+    scheduler.workers = 10;
+    expect(starts).toEqual([['t0', 0], ['t1', 0]]);
+    await clock.advance(1_000);
+    expect(starts.map(([label]) => label)).toEqual(['t0', 't1', 't2', 't3']);
+    hold.open();
+    await clock.advance(1_000);
+    expect(starts).toEqual([['t0', 0], ['t1', 0], ['t2', 1_000], ['t3', 1_000], ['t4', 2_000]]);
+  });
+
   it('refuses bad values, naming them, and keeps the old limit', () => {
     const { scheduler } = setup({ rate: { limit: 5, interval: 100 } });
     expect(() => (scheduler.rate = { limit: 0, interval: 100 })).toThrow(/`rate.limit`.*got 0 \(number\)/);
