@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, type Outcome, type Store } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
+import { statements } from '../../src/durable/postgres/sql.js';
 import type { PgServer } from './pg-server.js';
 import { usePostgres } from './use-postgres.js';
 
@@ -113,6 +114,36 @@ describe('postgresStore: batched outcomes', () => {
     // The retry is due a minute after the server's now (same machine: close to ours).
     expect(found[2]!.run_at.getTime()).toBeGreaterThan(before + 55_000);
     expect(found[2]!.run_at.getTime()).toBeLessThan(Date.now() + 65_000);
+    await store.close();
+  });
+
+  it('a settle is driven from the batch through the primary key, whatever the statistics say (no scan of the table)', async () => {
+    // ANALYZE while every row waits (as autovacuum does after a bulk
+    // enqueue): the statistics then say no row is held by anyone. A planner
+    // that counted the batch chose a scan of the whole table, re-reading the
+    // batch for every row held: 26 ms for 256 outcomes instead of 3.
+    const schema = freshSchema();
+    const { store } = open(schema);
+    await store.migrate();
+    await store.addTasks(Array.from({ length: 5_000 }, (_, i) => ({ name: 'x', key: null, payload: `${i}`, runAt: Date.now() - 1_000, maxAttempts: 1, options: '{}' })));
+    await admin.query(`ANALYZE "${schema}".taskheap_tasks`);
+    const none = () => ({ occurrences: [], nextRunAt: null, remaining: null });
+    const claimed = await store.claim('me', Date.now(), 30_000, 256, none);
+    expect(claimed).toHaveLength(256);
+    const ids = claimed.map((claim) => claim.id);
+    const params = [ids, ids.map(() => 'complete'), ids.map(() => 'succeeded'), ids.map(() => null), ids.map(() => null), 'me', '', ids.map(() => null)];
+    const { rows: [plan] } = await admin.query(`EXPLAIN (FORMAT JSON) ${statements(schema).settle}`, params);
+    const scans: string[] = [];
+    const walk = (node: { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; Plans?: unknown[] }) => {
+      if (node['Relation Name'] === 'taskheap_tasks') scans.push(`${node['Node Type']} ${node['Index Name'] ?? ''}`.trim());
+      for (const child of node.Plans ?? []) walk(child as typeof node);
+    };
+    walk((plan as { 'QUERY PLAN': [{ Plan: Parameters<typeof walk>[0] }] })['QUERY PLAN'][0].Plan);
+    expect(scans).toEqual(['ModifyTable', 'Index Scan taskheap_tasks_pkey']);
+    // And it does what it says.
+    await store.settle('me', claimed.map((claim) => ({ id: claim.id, kind: 'complete', state: 'succeeded', error: null })), Date.now());
+    const { rows: [count] } = await admin.query(`SELECT count(*)::int AS n FROM "${schema}".taskheap_tasks WHERE state = 'succeeded'`);
+    expect(count.n).toBe(256);
     await store.close();
   });
 });
