@@ -20,6 +20,8 @@ const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misf
 const MAX_BACKOFF = 5_000;
 /** The longest wait before a stored retry: a year. */
 const MAX_RETRY_DELAY = 365 * 86_400_000;
+/** Claim rounds on their way at once: one more than the one being answered keeps workers fed. */
+const MAX_CLAIMS = 2;
 /** How long close() keeps retrying unconfirmed outcomes unless the store says otherwise. */
 const CLOSE_TIMEOUT = 5_000;
 
@@ -72,9 +74,10 @@ export class DurableRunner implements TaskObserver {
   #timerAt = Infinity;
   #renewTimer: unknown = undefined;
   #renewing = false;
-  #ticking = false;
-  /** The claim round in flight, so close() can wait for it. */
-  #claiming: Promise<number> = Promise.resolve(0);
+  /** Claim rounds on their way (at most MAX_CLAIMS), so close() can wait for them. */
+  readonly #rounds = new Set<Promise<number>>();
+  /** Tasks asked for by the claims on their way: room already spoken for. */
+  #requested = 0;
   #tickAgain = false;
   /** Writes to the store still in flight, so close() can wait for them. */
   #writes = new Set<Promise<unknown>>();
@@ -403,7 +406,7 @@ export class DurableRunner implements TaskObserver {
     if (this.#sweepTimer !== undefined) this.#loop.clock.clearTimer(this.#sweepTimer);
     this.#sweepTimer = undefined;
     await this.#sweeping;
-    await this.#claiming;
+    await Promise.all([...this.#rounds]);
     await idle;
     await this.#drain();
     this.#finished = true;
@@ -469,7 +472,7 @@ export class DurableRunner implements TaskObserver {
     this.#turnQueued = false;
     this.#flush();
     // Refill once half the capacity is free: fewer, fuller claims.
-    if (this.#capacity() - this.#claims.size >= this.#refill()) this.#tick();
+    if (this.#room() >= this.#refill()) this.#tick();
   };
 
   /** How many claimed tasks this process holds at most: its workers, and `prefetch` more waiting for one. */
@@ -543,35 +546,54 @@ export class DurableRunner implements TaskObserver {
     void tracked.finally(() => this.#writes.delete(tracked));
   }
 
-  /** Claims what the pool can take, then sleeps until the next due time (or the poll interval). */
+  /**
+   * Claims what the pool can take, then sleeps until the next due time (or
+   * the poll interval). A second claim goes out while one is on its way if
+   * the room not yet asked for is worth a claim: the database answers both
+   * at once (another connection, another core), so a batch is ready when
+   * the workers finish the one before.
+   */
   #tick = (): void => {
     if (this.#closed || this.#started === undefined) return;
-    if (this.#ticking) {
+    const out = this.#rounds.size;
+    if (out >= MAX_CLAIMS || (out > 0 && this.#room() < this.#refill())) {
       this.#tickAgain = true;
       return;
     }
-    this.#ticking = true;
     this.#disarm();
-    this.#claiming = this.#claim();
-    void this.#claiming.then((delay) => {
-      this.#ticking = false;
+    const round = this.#claim();
+    this.#rounds.add(round);
+    void round.then((delay) => {
+      this.#rounds.delete(round);
       if (this.#tickAgain) {
         this.#tickAgain = false;
         return this.#tick();
       }
-      this.#arm(delay);
+      // The last round to come back knows best when to look again.
+      if (this.#rounds.size === 0) this.#arm(delay);
     });
   };
+
+  /** Room for claimed tasks that no claim on its way has asked for yet. */
+  #room(): number {
+    return this.#capacity() - this.#claims.size - this.#requested;
+  }
 
   /** One claim round; resolves with how long to sleep. */
   async #claim(): Promise<number> {
     const clock = this.#loop.clock;
     try {
-      const free = this.#capacity() - this.#claims.size;
+      const free = this.#room();
       // Full: the end of the turn that frees room claims again.
       if (free <= 0) return this.#poll;
       {
-        const claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob, this.#names);
+        this.#requested += free;
+        let claimed: ClaimedTask[];
+        try {
+          claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob, this.#names);
+        } finally {
+          this.#requested -= free;
+        }
         // close() came while the claim was on its way: hand the work straight back.
         if (this.#closed) {
           for (const claim of claimed) this.#pending.set(claim.id, { id: claim.id, kind: 'release' });
@@ -582,7 +604,7 @@ export class DurableRunner implements TaskObserver {
         this.#failures = 0;
         // A full batch suggests more is due: claim again at once if there is
         // room enough; otherwise finishing tasks make room and claim.
-        if (claimed.length === free) return this.#capacity() - this.#claims.size >= this.#refill() ? 0 : this.#poll;
+        if (claimed.length === free) return this.#room() >= this.#refill() ? 0 : this.#poll;
       }
       // The store says how long until something is due, by its own clock.
       const wait = await this.#store.nextDue(clock.now(), this.#names);
@@ -660,7 +682,7 @@ export class DurableRunner implements TaskObserver {
     // already, so the next renewal hands it back.
     const ids = [...this.#byId.keys(), ...this.#pending.keys()];
     this.#renewing = true;
-    this.#write(this.#store.renew(this.#owner, ids, this.#loop.clock.now(), this.#lease, !this.#ticking).then((lost) => {
+    this.#write(this.#store.renew(this.#owner, ids, this.#loop.clock.now(), this.#lease, this.#rounds.size === 0).then((lost) => {
       // Another process owns these now (our lease expired) or they were
       // cancelled: stop them here, and stop writing their outcomes.
       for (const id of lost) {
@@ -678,7 +700,7 @@ export class DurableRunner implements TaskObserver {
 
   #wakeAt(runAt: number): void {
     if (this.#closed || this.#started === undefined) return;
-    if (this.#ticking) {
+    if (this.#rounds.size > 0) {
       this.#tickAgain = true;
       return;
     }

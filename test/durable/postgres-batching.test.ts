@@ -198,6 +198,163 @@ describe('postgresStore: claims', () => {
   }, 30_000);
 });
 
+/**
+ * The real store, with the answers of its claim() and settle() calls held
+ * back while `hold` says so (the database has done the work; the answer has
+ * not reached the runner yet), and what is on its way counted.
+ */
+function held(store: Store) {
+  const state = {
+    hold: { claim: false, settle: false },
+    /** Claims on their way, and the tasks they asked for. */
+    claims: 0, asked: 0, maxClaims: 0, maxAsked: 0,
+    /** Settles on their way, and claims that went out while one was. */
+    settles: 0, claimsDuringSettle: 0,
+    waiting: [] as (() => void)[],
+    release() {
+      for (const go of state.waiting.splice(0)) go();
+    },
+  };
+  const claim = store.claim.bind(store);
+  store.claim = async (...args: Parameters<Store['claim']>) => {
+    const limit = args[3];
+    state.claims++;
+    state.asked += limit;
+    state.maxClaims = Math.max(state.maxClaims, state.claims);
+    state.maxAsked = Math.max(state.maxAsked, state.asked);
+    if (state.settles > 0) state.claimsDuringSettle++;
+    try {
+      const answer = await claim(...args);
+      if (state.hold.claim) await new Promise<void>((resolve) => state.waiting.push(resolve));
+      return answer;
+    } finally {
+      state.claims--;
+      state.asked -= limit;
+    }
+  };
+  const settle = store.settle.bind(store);
+  store.settle = async (...args: Parameters<Store['settle']>) => {
+    state.settles++;
+    try {
+      if (state.hold.settle) await new Promise<void>((resolve) => state.waiting.push(resolve));
+      return await settle(...args);
+    } finally {
+      state.settles--;
+    }
+  };
+  return state;
+}
+
+describe('postgresStore: claims and outcomes on their way together', () => {
+  it('a second claim goes out while one is on its way, for the room the first did not ask for; never more than two, nor more than the room', async () => {
+    const schema = freshSchema();
+    // Two workers and two prefetched: room for 4, a claim is worth it once 2 are free.
+    const { scheduler, store, errors } = open(schema, 2, 2);
+    const flight = held(store);
+    await store.migrate();
+    const gates = new Map<number, () => void>();
+    const runs = new Map<number, number>();
+    scheduler.define('slow', (_ctx, p: { i: number }) => {
+      runs.set(p.i, (runs.get(p.i) ?? 0) + 1);
+      return new Promise<void>((resolve) => gates.set(p.i, resolve));
+    });
+    await scheduler.scheduleMany(Array.from({ length: 12 }, (_, i) => ({ when: Date.now(), name: 'slow', payload: { i } })));
+    await scheduler.start();
+    // The first claim fills the room: 2 run, 2 wait in memory.
+    await waitFor('two running', () => gates.size === 2);
+    flight.hold.claim = true;
+    // Two finish: the next two start from memory, and a claim for 2 goes out (its answer held).
+    gates.get(0)!();
+    gates.get(1)!();
+    await waitFor('a claim on its way', () => flight.claims === 1);
+    expect(flight.asked).toBe(2);
+    // Two more finish while it is on its way: a second claim, for the other 2.
+    await waitFor('the next two running', () => gates.size === 4);
+    gates.get(2)!();
+    gates.get(3)!();
+    await waitFor('a second claim on its way', () => flight.claims === 2);
+    expect(flight.asked).toBe(4);
+    // New work wakes the process: no third claim while two are out.
+    await scheduler.schedule(Date.now(), 'slow', { payload: { i: 12 } });
+    await sleep(200);
+    expect(flight.maxClaims).toBe(2);
+    expect(flight.maxAsked).toBe(4);
+    // The answers arrive: everything runs, each once.
+    flight.hold.claim = false;
+    flight.release();
+    for (let done = 4; done < 13; done++) {
+      await waitFor(`task ${done} running`, () => gates.has(done));
+      gates.get(done)!();
+    }
+    await waitFor('13 succeeded', async () => (await rows(schema)).filter((row) => row.state === 'succeeded').length === 13);
+    expect([...runs.values()]).toEqual(Array(13).fill(1));
+    expect(flight.maxClaims).toBe(2);
+    expect(flight.maxAsked).toBeLessThanOrEqual(4);
+    expect(errors).toEqual([]);
+  }, 30_000);
+
+  it('a claim goes out while outcomes are on their way; those tasks stay held under lease until the store confirms them', async () => {
+    const schema = freshSchema();
+    const { scheduler, store, errors } = open(schema, 2, 0);
+    const flight = held(store);
+    await store.migrate();
+    const ran: number[] = [];
+    scheduler.define('quick', (_ctx, p: { i: number }) => void ran.push(p.i));
+    await scheduler.scheduleMany(Array.from({ length: 2 }, (_, i) => ({ when: Date.now(), name: 'quick', payload: { i } })));
+    flight.hold.settle = true;
+    await scheduler.start();
+    await waitFor('both ran', () => ran.length === 2);
+    await waitFor('their outcomes on their way', () => flight.settles === 1);
+    // Room is free again: the next claim does not wait for the outcomes.
+    await scheduler.scheduleMany([2, 3].map((i) => ({ when: Date.now(), name: 'quick', payload: { i } })));
+    await waitFor('the next two ran', () => ran.length === 4);
+    expect(flight.claimsDuringSettle).toBeGreaterThan(0);
+    // Not confirmed yet: still running, still ours, their leases renewed.
+    const before = await admin.query(`SELECT state, locked_by IS NOT NULL AS held FROM "${schema}".taskheap_tasks WHERE payload::jsonb->>'i' IN ('0', '1')`);
+    expect(before.rows).toEqual([{ state: 'running', held: true }, { state: 'running', held: true }]);
+    flight.hold.settle = false;
+    flight.release();
+    await waitFor('all four succeeded', async () => (await rows(schema)).every((row) => row.state === 'succeeded'));
+    expect(ran.sort()).toEqual([0, 1, 2, 3]);
+    expect(errors).toEqual([]);
+  }, 30_000);
+
+  it('close() waits for both claims on their way and hands back, unrun and uncounted, what they bring', async () => {
+    const schema = freshSchema();
+    const { scheduler, store, errors } = open(schema, 2, 2);
+    const flight = held(store);
+    await store.migrate();
+    const gates = new Map<number, () => void>();
+    const ran: number[] = [];
+    scheduler.define('slow', (_ctx, p: { i: number }) => {
+      ran.push(p.i);
+      return new Promise<void>((resolve) => gates.set(p.i, resolve));
+    });
+    await scheduler.scheduleMany(Array.from({ length: 10 }, (_, i) => ({ when: Date.now(), name: 'slow', payload: { i } })));
+    await scheduler.start();
+    await waitFor('two running', () => gates.size === 2);
+    flight.hold.claim = true;
+    for (const i of [0, 1]) gates.get(i)!();
+    await waitFor('the next two running', () => gates.size === 4);
+    for (const i of [2, 3]) gates.get(i)!();
+    await waitFor('two claims on their way', () => flight.claims === 2);
+    let closed = false;
+    const closing = scheduler.close().then(() => (closed = true));
+    await sleep(200);
+    // Their answers have not arrived: close() waits for them.
+    expect(closed).toBe(false);
+    flight.hold.claim = false;
+    flight.release();
+    await closing;
+    const found = await rows(schema);
+    // 0-3 ran; the 4 the held claims brought back went back unrun, attempt not counted; the rest never left.
+    expect(found.filter((row) => row.state === 'succeeded').map((row) => row.id)).toHaveLength(4);
+    expect(found.filter((row) => row.state !== 'succeeded').map((row) => [row.state, row.attempts])).toEqual(Array(6).fill(['waiting', 0]));
+    expect(ran.sort()).toEqual([0, 1, 2, 3]);
+    expect(errors).toEqual([]);
+  }, 30_000);
+});
+
 describe('postgresStore: prefetch', () => {
   it('prefetch sets how many tasks are claimed beyond the free workers; 0 claims only what the workers can start', async () => {
     for (const [prefetch, held] of [[0, 1], [3, 4]] as const) {
