@@ -198,7 +198,8 @@ export class DurableRunner implements TaskObserver {
       }
     }
     if (tasks.length === 0) return Promise.resolve([]);
-    return this.#store.addTasks(tasks).then((rows) => {
+    // A producer that never started opens the store here, as schedule() does.
+    return this.ready().then(() => this.#store.addTasks(tasks)).then((rows) => {
       this.#wakeAt(earliest);
       return rows;
     });

@@ -148,6 +148,41 @@ describe('postgresStore: batched outcomes', () => {
   });
 });
 
+describe('postgresStore: completion announcements', () => {
+  it('a batch\'s final states go out in one notification per 300 tasks at most; a waiter in another process wakes for each', async () => {
+    const schema = freshSchema();
+    const worker = open(schema, 16, 500);
+    worker.scheduler.define('noop', () => {});
+    await worker.store.migrate();
+    // Another process that only adds work and waits: it looks by itself only once a minute.
+    const waiter = new Scheduler({ store: postgresStore({ connectionString: server.url, schema, poll: 60_000 }) });
+    opened.push(waiter);
+    const listener = new pg.Client({ connectionString: server.url });
+    await listener.connect();
+    const payloads: string[] = [];
+    listener.on('notification', (message) => {
+      if (message.channel === 'taskheap_done') payloads.push(message.payload ?? '');
+    });
+    await listener.query('LISTEN taskheap_done');
+    try {
+      const tasks = await waiter.scheduleMany(Array.from({ length: 700 }, (_, i) => ({ when: Date.now(), name: 'noop', payload: { i } })));
+      const started = Date.now();
+      const waits = Promise.all(tasks.map((task) => waiter.waitFor(task.id, { timeout: '30s' })));
+      await worker.scheduler.start();
+      const done = await waits;
+      expect(Date.now() - started).toBeLessThan(20_000);
+      expect(done.every((task) => task.state === 'succeeded')).toBe(true);
+      await waitFor('every id announced', () => payloads.flatMap((payload) => payload.split(',')).length >= 700);
+      const lists = payloads.map((payload) => payload.slice(`${schema}:`.length).split(',').map(Number));
+      expect(lists.flat().sort((a, b) => a - b)).toEqual(tasks.map((task) => task.id).sort((a, b) => a - b));
+      expect(Math.max(...lists.map((list) => list.length))).toBeLessThanOrEqual(300);
+      expect(payloads.length).toBeLessThan(700 / 10);
+    } finally {
+      await listener.end();
+    }
+  }, 60_000);
+});
+
 describe('postgresStore: claims', () => {
   it('a process claims only tasks of handlers it defines; work nobody here runs stays waiting', async () => {
     const schema = freshSchema();

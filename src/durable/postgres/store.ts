@@ -582,6 +582,11 @@ class PostgresStore implements Store {
     const payload = message.payload ?? '';
     if (!payload.startsWith(this.#prefix)) return;
     const rest = payload.slice(this.#prefix.length);
+    // A settle announces its batch's final states in one notification: "<id>,<id>,...".
+    if (message.channel === DONE && /^\d+(,\d+)+$/.test(rest)) {
+      for (const id of rest.split(',')) this.#onDone?.(Number(id));
+      return;
+    }
     if (!/^-?\d+$/.test(rest)) return; // another schema's payload ("<schema>:<n>") when we use the default
     const value = Number(rest);
     if (message.channel === WAKE) this.#onWake?.(value);
