@@ -22,6 +22,8 @@ const MAX_BACKOFF = 5_000;
 const MAX_RETRY_DELAY = 365 * 86_400_000;
 /** Claim rounds on their way at once: one more than the one being answered keeps workers fed. */
 const MAX_CLAIMS = 2;
+/** The prefetch that adapts (none given) is at most this many times the workers. */
+const MAX_PREFETCH_FACTOR = 32;
 /** How long close() keeps retrying unconfirmed outcomes unless the store says otherwise. */
 const CLOSE_TIMEOUT = 5_000;
 
@@ -78,6 +80,9 @@ export class DurableRunner implements TaskObserver {
   readonly #rounds = new Set<Promise<number>>();
   /** Tasks asked for by the claims on their way: room already spoken for. */
   #requested = 0;
+  /** Moving averages, ms: how long a handler runs, and a claim takes to answer (for the prefetch). */
+  #runTime: number | undefined = undefined;
+  #claimTime: number | undefined = undefined;
   #tickAgain = false;
   /** Writes to the store still in flight, so close() can wait for them. */
   #writes = new Set<Promise<unknown>>();
@@ -480,7 +485,21 @@ export class DurableRunner implements TaskObserver {
   #capacity(): number {
     const workers = this.#loop.workers;
     if (workers === Infinity) return 64 + (this.#store.prefetch ?? 0);
-    return workers + (this.#store.prefetch ?? workers);
+    return workers + (this.#store.prefetch ?? this.#adaptivePrefetch(workers));
+  }
+
+  /**
+   * The prefetch when none was given: what the workers get through in two
+   * claim round trips, measured (real time, moving averages), at least the
+   * workers and at most MAX_PREFETCH_FACTOR times them. Long tasks (a
+   * round trip is little next to one) claim only the workers' worth ahead,
+   * so work spreads over processes; short ones claim enough that workers
+   * never wait for the database. Until a task has finished: the workers.
+   */
+  #adaptivePrefetch(workers: number): number {
+    if (this.#runTime === undefined || this.#claimTime === undefined) return workers;
+    const ahead = Math.ceil((2 * workers * this.#claimTime) / Math.max(this.#runTime, 0.001));
+    return Math.min(workers * MAX_PREFETCH_FACTOR, Math.max(workers, ahead));
   }
 
   /**
@@ -589,12 +608,14 @@ export class DurableRunner implements TaskObserver {
       if (free <= 0) return this.#poll;
       {
         this.#requested += free;
+        const sent = performance.now();
         let claimed: ClaimedTask[];
         try {
           claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob, this.#names);
         } finally {
           this.#requested -= free;
         }
+        this.#claimTime = average(this.#claimTime, performance.now() - sent);
         // close() came while the claim was on its way: hand the work straight back.
         if (this.#closed) {
           for (const claim of claimed) this.#pending.set(claim.id, { id: claim.id, kind: 'release' });
@@ -626,7 +647,14 @@ export class DurableRunner implements TaskObserver {
       ? () => {
         throw new UnknownHandlerError(claim.name);
       }
-      : async (ctx) => toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
+      : async (ctx) => {
+        const started = performance.now();
+        try {
+          return toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
+        } finally {
+          this.#runTime = average(this.#runTime, performance.now() - started);
+        }
+      };
     // Due now: the store decided so by its clock, which may differ from ours.
     const task = this.#loop.push(Math.min(claim.runAt, this.#loop.clock.now()), fn, this.#settings(claim.name, options.timeout ?? Infinity));
     this.#claims.set(task, claim);
@@ -794,6 +822,11 @@ export const SWEEP_EVERY = 60_000;
 interface Waiter {
   look(): void;
   fail(error: unknown): void;
+}
+
+/** A moving average: the last value weighs a tenth. */
+function average(mean: number | undefined, value: number): number {
+  return mean === undefined ? value : mean + (value - mean) / 10;
 }
 
 /** The wait after `failures` failed store calls in a row: 100 ms doubling, at most MAX_BACKOFF. */

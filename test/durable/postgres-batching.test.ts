@@ -243,6 +243,8 @@ function held(store: Store) {
     hold: { claim: false, settle: false },
     /** Claims on their way, and the tasks they asked for. */
     claims: 0, asked: 0, maxClaims: 0, maxAsked: 0,
+    /** What each claim asked for. */
+    limits: [] as number[],
     /** Settles on their way, and claims that went out while one was. */
     settles: 0, claimsDuringSettle: 0,
     waiting: [] as (() => void)[],
@@ -253,6 +255,7 @@ function held(store: Store) {
   const claim = store.claim.bind(store);
   store.claim = async (...args: Parameters<Store['claim']>) => {
     const limit = args[3];
+    state.limits.push(limit);
     state.claims++;
     state.asked += limit;
     state.maxClaims = Math.max(state.maxClaims, state.claims);
@@ -407,6 +410,31 @@ describe('postgresStore: prefetch', () => {
       for (const gate of gates) gate();
       await closing;
     }
+  }, 30_000);
+
+  it('without the option, short tasks are claimed up to 32 times the workers ahead, long ones only the workers\' worth', async () => {
+    const short = freshSchema();
+    const fast = open(short, 2);
+    const fastFlight = held(fast.store);
+    fast.scheduler.define('quick', () => {});
+    await fast.scheduler.scheduleMany(Array.from({ length: 400 }, (_, i) => ({ when: Date.now(), name: 'quick', payload: { i } })));
+    await fast.scheduler.start();
+    await waitFor('400 succeeded', async () => (await rows(short)).every((row) => row.state === 'succeeded'));
+    // Before any task has finished: the workers' worth ahead (4 in all); then a round trip is long next to a task.
+    expect(fastFlight.limits[0]).toBe(4);
+    expect(Math.max(...fastFlight.limits)).toBeGreaterThan(4);
+    expect(Math.max(...fastFlight.limits)).toBeLessThanOrEqual(2 + 2 * 32);
+
+    const long = freshSchema();
+    const slow = open(long, 2);
+    const slowFlight = held(slow.store);
+    slow.scheduler.define('slow', () => sleep(150));
+    await slow.scheduler.scheduleMany(Array.from({ length: 10 }, (_, i) => ({ when: Date.now(), name: 'slow', payload: { i } })));
+    await slow.scheduler.start();
+    await waitFor('10 succeeded', async () => (await rows(long)).every((row) => row.state === 'succeeded'));
+    // A round trip is short next to 150 ms: never more than the workers ahead.
+    expect(Math.max(...slowFlight.limits)).toBeLessThanOrEqual(4);
+    expect([...fast.errors, ...slow.errors]).toEqual([]);
   }, 30_000);
 
   it('rejects a prefetch that is not an integer from 0 to 10,000', () => {

@@ -61,10 +61,12 @@ export interface PostgresStoreOptions {
    * How many tasks a process claims beyond its free workers, to run as soon
    * as a worker frees up without waiting for a round trip. Prefetched tasks
    * are leased (and renewed) like running ones and handed back, unrun, on
-   * `close()`; while one process holds them, others cannot run them. Raise
-   * it for many short tasks (throughput), lower it (to 0) for long ones
-   * spread across processes (fairness).
-   * @default the scheduler's `workers`
+   * `close()`; while one process holds them, others cannot run them. Without
+   * it the prefetch adapts: what the workers get through in two claim round
+   * trips (measured), from `workers` (long tasks, or before the first one
+   * finished) up to 32 × `workers` (short tasks). Set it to pin it: 0 for
+   * long tasks spread across processes (fairness), more for throughput.
+   * @default adaptive, from the scheduler's `workers` to 32 × `workers`
    */
   prefetch?: number;
 }
