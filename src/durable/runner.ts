@@ -40,9 +40,10 @@ const CLOSE_TIMEOUT = 5_000;
  * Batching: outcomes that finish in the same turn of the event loop go to
  * the store in one call (one statement in PostgreSQL), and while a batch is
  * on its way the next one gathers. Claims take the free workers and
- * `store.prefetch` more (default: as many again), which the in-memory loop
- * queues, refilled once half of that is free, so workers rarely wait for a
- * round trip.
+ * `store.prefetch` more (default: adaptive, see #adaptivePrefetch), which
+ * the in-memory loop queues, refilled once half of that is free; a second
+ * claim may be on its way beside the first (and beside the outcome batch),
+ * so workers rarely wait for a round trip.
  * @internal
  */
 export class DurableRunner implements TaskObserver {
