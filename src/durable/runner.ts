@@ -22,8 +22,10 @@ const MAX_BACKOFF = 5_000;
 const MAX_RETRY_DELAY = 365 * 86_400_000;
 /** Claim rounds on their way at once: one more than the one being answered keeps workers fed. */
 const MAX_CLAIMS = 2;
-/** The prefetch that adapts (none given) is at most this many times the workers. */
+/** The prefetch that adapts (none given) is at most this many times the workers, */
 const MAX_PREFETCH_FACTOR = 32;
+/** and at most this many tasks: a claim, and a batch of outcomes, stay statements of moderate size. */
+const MAX_ADAPTIVE_PREFETCH = 1_000;
 /** How long close() keeps retrying unconfirmed outcomes unless the store says otherwise. */
 const CLOSE_TIMEOUT = 5_000;
 
@@ -492,7 +494,8 @@ export class DurableRunner implements TaskObserver {
   /**
    * The prefetch when none was given: what the workers get through in two
    * claim round trips, measured (real time, moving averages), at least the
-   * workers and at most MAX_PREFETCH_FACTOR times them. Long tasks (a
+   * workers and at most MAX_PREFETCH_FACTOR times them (and
+   * MAX_ADAPTIVE_PREFETCH, unless the workers alone are more). Long tasks (a
    * round trip is little next to one) claim only the workers' worth ahead,
    * so work spreads over processes; short ones claim enough that workers
    * never wait for the database. Until a task has finished: the workers.
@@ -500,7 +503,7 @@ export class DurableRunner implements TaskObserver {
   #adaptivePrefetch(workers: number): number {
     if (this.#runTime === undefined || this.#claimTime === undefined) return workers;
     const ahead = Math.ceil((2 * workers * this.#claimTime) / Math.max(this.#runTime, 0.001));
-    return Math.min(workers * MAX_PREFETCH_FACTOR, Math.max(workers, ahead));
+    return Math.max(workers, Math.min(ahead, workers * MAX_PREFETCH_FACTOR, MAX_ADAPTIVE_PREFETCH));
   }
 
   /**

@@ -247,8 +247,8 @@ export interface Store {
   readonly closeTimeout?: number;
   /**
    * Tasks claimed beyond the free workers (default: adaptive, from the
-   * worker count to 32 times it as tasks are short next to a claim's round
-   * trip; 0 with unlimited workers).
+   * worker count to 32 times it, at most 1,000, as tasks are short next to
+   * a claim's round trip; 0 with unlimited workers).
    */
   readonly prefetch?: number;
   /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */

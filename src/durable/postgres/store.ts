@@ -64,9 +64,10 @@ export interface PostgresStoreOptions {
    * `close()`; while one process holds them, others cannot run them. Without
    * it the prefetch adapts: what the workers get through in two claim round
    * trips (measured), from `workers` (long tasks, or before the first one
-   * finished) up to 32 × `workers` (short tasks). Set it to pin it: 0 for
-   * long tasks spread across processes (fairness), more for throughput.
-   * @default adaptive, from the scheduler's `workers` to 32 × `workers`
+   * finished) up to 32 × `workers` and at most 1,000 (short tasks). Set it
+   * to pin it: 0 for long tasks spread across processes (fairness), more
+   * for throughput.
+   * @default adaptive, from the scheduler's `workers` to 32 × `workers` (at most 1,000)
    */
   prefetch?: number;
 }
