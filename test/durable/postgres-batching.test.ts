@@ -428,11 +428,11 @@ describe('postgresStore: prefetch', () => {
     const long = freshSchema();
     const slow = open(long, 2);
     const slowFlight = held(slow.store);
-    slow.scheduler.define('slow', () => sleep(150));
+    slow.scheduler.define('slow', () => sleep(300));
     await slow.scheduler.scheduleMany(Array.from({ length: 10 }, (_, i) => ({ when: Date.now(), name: 'slow', payload: { i } })));
     await slow.scheduler.start();
     await waitFor('10 succeeded', async () => (await rows(long)).every((row) => row.state === 'succeeded'));
-    // A round trip is short next to 150 ms: never more than the workers ahead.
+    // A round trip is short next to 300 ms: never more than the workers ahead.
     expect(Math.max(...slowFlight.limits)).toBeLessThanOrEqual(4);
     expect([...fast.errors, ...slow.errors]).toEqual([]);
   }, 30_000);
