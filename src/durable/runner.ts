@@ -20,6 +20,12 @@ const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misf
 const MAX_BACKOFF = 5_000;
 /** The longest wait before a stored retry: a year. */
 const MAX_RETRY_DELAY = 365 * 86_400_000;
+/** Claim rounds on their way at once: one more than the one being answered keeps workers fed. */
+const MAX_CLAIMS = 2;
+/** The prefetch that adapts (none given) is at most this many times the workers, */
+const MAX_PREFETCH_FACTOR = 32;
+/** and at most this many tasks: a claim, and a batch of outcomes, stay statements of moderate size. */
+const MAX_ADAPTIVE_PREFETCH = 1_000;
 /** How long close() keeps retrying unconfirmed outcomes unless the store says otherwise. */
 const CLOSE_TIMEOUT = 5_000;
 
@@ -36,9 +42,10 @@ const CLOSE_TIMEOUT = 5_000;
  * Batching: outcomes that finish in the same turn of the event loop go to
  * the store in one call (one statement in PostgreSQL), and while a batch is
  * on its way the next one gathers. Claims take the free workers and
- * `store.prefetch` more (default: as many again), which the in-memory loop
- * queues, refilled once half of that is free, so workers rarely wait for a
- * round trip.
+ * `store.prefetch` more (default: adaptive, see #adaptivePrefetch), which
+ * the in-memory loop queues, refilled once half of that is free; a second
+ * claim may be on its way beside the first (and beside the outcome batch),
+ * so workers rarely wait for a round trip.
  * @internal
  */
 export class DurableRunner implements TaskObserver {
@@ -72,9 +79,13 @@ export class DurableRunner implements TaskObserver {
   #timerAt = Infinity;
   #renewTimer: unknown = undefined;
   #renewing = false;
-  #ticking = false;
-  /** The claim round in flight, so close() can wait for it. */
-  #claiming: Promise<number> = Promise.resolve(0);
+  /** Claim rounds on their way (at most MAX_CLAIMS), so close() can wait for them. */
+  readonly #rounds = new Set<Promise<number>>();
+  /** Tasks asked for by the claims on their way: room already spoken for. */
+  #requested = 0;
+  /** Moving averages, ms: how long a handler runs, and a claim takes to answer (for the prefetch). */
+  #runTime: number | undefined = undefined;
+  #claimTime: number | undefined = undefined;
   #tickAgain = false;
   /** Writes to the store still in flight, so close() can wait for them. */
   #writes = new Set<Promise<unknown>>();
@@ -195,7 +206,8 @@ export class DurableRunner implements TaskObserver {
       }
     }
     if (tasks.length === 0) return Promise.resolve([]);
-    return this.#store.addTasks(tasks).then((rows) => {
+    // A producer that never started opens the store here, as schedule() does.
+    return this.ready().then(() => this.#store.addTasks(tasks)).then((rows) => {
       this.#wakeAt(earliest);
       return rows;
     });
@@ -403,7 +415,7 @@ export class DurableRunner implements TaskObserver {
     if (this.#sweepTimer !== undefined) this.#loop.clock.clearTimer(this.#sweepTimer);
     this.#sweepTimer = undefined;
     await this.#sweeping;
-    await this.#claiming;
+    await Promise.all([...this.#rounds]);
     await idle;
     await this.#drain();
     this.#finished = true;
@@ -469,14 +481,29 @@ export class DurableRunner implements TaskObserver {
     this.#turnQueued = false;
     this.#flush();
     // Refill once half the capacity is free: fewer, fuller claims.
-    if (this.#capacity() - this.#claims.size >= this.#refill()) this.#tick();
+    if (this.#room() >= this.#refill()) this.#tick();
   };
 
   /** How many claimed tasks this process holds at most: its workers, and `prefetch` more waiting for one. */
   #capacity(): number {
     const workers = this.#loop.workers;
     if (workers === Infinity) return 64 + (this.#store.prefetch ?? 0);
-    return workers + (this.#store.prefetch ?? workers);
+    return workers + (this.#store.prefetch ?? this.#adaptivePrefetch(workers));
+  }
+
+  /**
+   * The prefetch when none was given: what the workers get through in two
+   * claim round trips, measured (real time, moving averages), at least the
+   * workers and at most MAX_PREFETCH_FACTOR times them (and
+   * MAX_ADAPTIVE_PREFETCH, unless the workers alone are more). Long tasks (a
+   * round trip is little next to one) claim only the workers' worth ahead,
+   * so work spreads over processes; short ones claim enough that workers
+   * never wait for the database. Until a task has finished: the workers.
+   */
+  #adaptivePrefetch(workers: number): number {
+    if (this.#runTime === undefined || this.#claimTime === undefined) return workers;
+    const ahead = Math.ceil((2 * workers * this.#claimTime) / Math.max(this.#runTime, 0.001));
+    return Math.max(workers, Math.min(ahead, workers * MAX_PREFETCH_FACTOR, MAX_ADAPTIVE_PREFETCH));
   }
 
   /**
@@ -543,35 +570,56 @@ export class DurableRunner implements TaskObserver {
     void tracked.finally(() => this.#writes.delete(tracked));
   }
 
-  /** Claims what the pool can take, then sleeps until the next due time (or the poll interval). */
+  /**
+   * Claims what the pool can take, then sleeps until the next due time (or
+   * the poll interval). A second claim goes out while one is on its way if
+   * the room not yet asked for is worth a claim: the database answers both
+   * at once (another connection, another core), so a batch is ready when
+   * the workers finish the one before.
+   */
   #tick = (): void => {
     if (this.#closed || this.#started === undefined) return;
-    if (this.#ticking) {
+    const out = this.#rounds.size;
+    if (out >= MAX_CLAIMS || (out > 0 && this.#room() < this.#refill())) {
       this.#tickAgain = true;
       return;
     }
-    this.#ticking = true;
     this.#disarm();
-    this.#claiming = this.#claim();
-    void this.#claiming.then((delay) => {
-      this.#ticking = false;
+    const round = this.#claim();
+    this.#rounds.add(round);
+    void round.then((delay) => {
+      this.#rounds.delete(round);
       if (this.#tickAgain) {
         this.#tickAgain = false;
         return this.#tick();
       }
-      this.#arm(delay);
+      // The last round to come back knows best when to look again.
+      if (this.#rounds.size === 0) this.#arm(delay);
     });
   };
+
+  /** Room for claimed tasks that no claim on its way has asked for yet. */
+  #room(): number {
+    return this.#capacity() - this.#claims.size - this.#requested;
+  }
 
   /** One claim round; resolves with how long to sleep. */
   async #claim(): Promise<number> {
     const clock = this.#loop.clock;
     try {
-      const free = this.#capacity() - this.#claims.size;
+      const free = this.#room();
       // Full: the end of the turn that frees room claims again.
       if (free <= 0) return this.#poll;
       {
-        const claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob, this.#names);
+        this.#requested += free;
+        const sent = performance.now();
+        let claimed: ClaimedTask[];
+        try {
+          claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob, this.#names);
+        } finally {
+          this.#requested -= free;
+        }
+        this.#claimTime = average(this.#claimTime, performance.now() - sent);
         // close() came while the claim was on its way: hand the work straight back.
         if (this.#closed) {
           for (const claim of claimed) this.#pending.set(claim.id, { id: claim.id, kind: 'release' });
@@ -582,7 +630,7 @@ export class DurableRunner implements TaskObserver {
         this.#failures = 0;
         // A full batch suggests more is due: claim again at once if there is
         // room enough; otherwise finishing tasks make room and claim.
-        if (claimed.length === free) return this.#capacity() - this.#claims.size >= this.#refill() ? 0 : this.#poll;
+        if (claimed.length === free) return this.#room() >= this.#refill() ? 0 : this.#poll;
       }
       // The store says how long until something is due, by its own clock.
       const wait = await this.#store.nextDue(clock.now(), this.#names);
@@ -603,7 +651,14 @@ export class DurableRunner implements TaskObserver {
       ? () => {
         throw new UnknownHandlerError(claim.name);
       }
-      : async (ctx) => toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
+      : async (ctx) => {
+        const started = performance.now();
+        try {
+          return toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
+        } finally {
+          this.#runTime = average(this.#runTime, performance.now() - started);
+        }
+      };
     // Due now: the store decided so by its clock, which may differ from ours.
     const task = this.#loop.push(Math.min(claim.runAt, this.#loop.clock.now()), fn, this.#settings(claim.name, options.timeout ?? Infinity));
     this.#claims.set(task, claim);
@@ -660,7 +715,7 @@ export class DurableRunner implements TaskObserver {
     // already, so the next renewal hands it back.
     const ids = [...this.#byId.keys(), ...this.#pending.keys()];
     this.#renewing = true;
-    this.#write(this.#store.renew(this.#owner, ids, this.#loop.clock.now(), this.#lease, !this.#ticking).then((lost) => {
+    this.#write(this.#store.renew(this.#owner, ids, this.#loop.clock.now(), this.#lease, this.#rounds.size === 0).then((lost) => {
       // Another process owns these now (our lease expired) or they were
       // cancelled: stop them here, and stop writing their outcomes.
       for (const id of lost) {
@@ -678,7 +733,7 @@ export class DurableRunner implements TaskObserver {
 
   #wakeAt(runAt: number): void {
     if (this.#closed || this.#started === undefined) return;
-    if (this.#ticking) {
+    if (this.#rounds.size > 0) {
       this.#tickAgain = true;
       return;
     }
@@ -771,6 +826,11 @@ export const SWEEP_EVERY = 60_000;
 interface Waiter {
   look(): void;
   fail(error: unknown): void;
+}
+
+/** A moving average: the last value weighs a tenth. */
+function average(mean: number | undefined, value: number): number {
+  return mean === undefined ? value : mean + (value - mean) / 10;
 }
 
 /** The wait after `failures` failed store calls in a row: 100 ms doubling, at most MAX_BACKOFF. */

@@ -245,7 +245,11 @@ export interface Store {
    * gives up on them (their leases then lapse and the tasks run again).
    */
   readonly closeTimeout?: number;
-  /** Tasks claimed beyond the free workers (default: the worker count; 0 with unlimited workers). */
+  /**
+   * Tasks claimed beyond the free workers (default: adaptive, from the
+   * worker count to 32 times it, at most 1,000, as tasks are short next to
+   * a claim's round trip; 0 with unlimited workers).
+   */
   readonly prefetch?: number;
   /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */
   migrate(): Promise<void>;

@@ -61,10 +61,13 @@ export interface PostgresStoreOptions {
    * How many tasks a process claims beyond its free workers, to run as soon
    * as a worker frees up without waiting for a round trip. Prefetched tasks
    * are leased (and renewed) like running ones and handed back, unrun, on
-   * `close()`; while one process holds them, others cannot run them. Raise
-   * it for many short tasks (throughput), lower it (to 0) for long ones
-   * spread across processes (fairness).
-   * @default the scheduler's `workers`
+   * `close()`; while one process holds them, others cannot run them. Without
+   * it the prefetch adapts: what the workers get through in two claim round
+   * trips (measured), from `workers` (long tasks, or before the first one
+   * finished) up to 32 × `workers` and at most 1,000 (short tasks). Set it
+   * to pin it: 0 for long tasks spread across processes (fairness), more
+   * for throughput.
+   * @default adaptive, from the scheduler's `workers` to 32 × `workers` (at most 1,000)
    */
   prefetch?: number;
 }
@@ -582,6 +585,11 @@ class PostgresStore implements Store {
     const payload = message.payload ?? '';
     if (!payload.startsWith(this.#prefix)) return;
     const rest = payload.slice(this.#prefix.length);
+    // A settle announces its batch's final states in one notification: "<id>,<id>,...".
+    if (message.channel === DONE && /^\d+(,\d+)+$/.test(rest)) {
+      for (const id of rest.split(',')) this.#onDone?.(Number(id));
+      return;
+    }
     if (!/^-?\d+$/.test(rest)) return; // another schema's payload ("<schema>:<n>") when we use the default
     const value = Number(rest);
     if (message.channel === WAKE) this.#onWake?.(value);
