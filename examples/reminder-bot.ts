@@ -27,17 +27,26 @@
  * every scheduled one-shot reminder, snoozes included, has fired; then it
  * closes the scheduler and exits 0. Recurring jobs and paused reminders do not
  * keep it alive. `quit`, Ctrl-C and SIGTERM close it at once (pending
- * reminders are dropped). So `printf 'remind 200ms hi\n' | npm start` prints
+ * reminders stay in the file for the next start; in memory they are dropped).
+ * So `printf 'remind 200ms hi\n' | npm start` prints
  * the reminder after 200 ms and exits.
  *
- * The logic lives in `createBot()`, which tests drive with a ManualClock; the
- * stdin wiring is the small `main()` at the bottom.
+ * Reminders are kept in a SQLite file (`./reminders.db`; `--db <file>` or
+ * REMINDERS_DB=<file> for another) through taskheap's durable store, so a
+ * restart, even after `kill -9`, lists and fires them all (`createStoredBot`).
+ * `--memory` (or REMINDERS_DB=:memory:) keeps them in memory only
+ * (`createBot`), where `quit` drops pending ones.
+ *
+ * The logic lives in `createBot()`, which tests drive with a ManualClock, and
+ * `createStoredBot()`, tested across real restarts; the stdin wiring is the
+ * small `main()` at the bottom.
  */
 import * as readline from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { DateTime } from 'luxon';
 import { Scheduler } from '../src/index.js';
-import type { Job, Task } from '../src/index.js';
+import { sqliteStore } from '../src/sqlite.js';
+import type { Job, JobBuilder, Task } from '../src/index.js';
 import { parseDuration as parseTaskheapDuration } from '../src/index.js';
 
 export interface BotOptions {
@@ -141,6 +150,100 @@ const UNITS: Record<string, 'seconds' | 'minutes' | 'hours' | 'days' | 'weeks'> 
   week: 'weeks', weeks: 'weeks',
 };
 
+/** A recurring reminder as typed: how it is shown, its text, and its builder (built late: building validates). */
+interface RecurringSpec {
+  rule: string;
+  text: string;
+  build: () => JobBuilder;
+}
+
+/** `every 15m water`, `every monday at 08:30 planning`, `every 2 hours stretch`... */
+function parseEvery(scheduler: Scheduler, args: string[]): RecurringSpec {
+  const usage = 'every <rule> [at HH:MM] <text>, e.g. every day at 09:00 standup';
+  const words = [...args];
+  const first = words.shift()?.toLowerCase();
+  if (first === undefined) throw new UsageError(`usage: ${usage}`);
+  if (parseDuration(first) !== undefined) {
+    // every 15m water: a fixed rate from now; whole days are calendar days (DST-safe).
+    const interval = needDuration(first);
+    const days = interval % UNIT_MS.d! === 0 ? interval / UNIT_MS.d! : undefined;
+    return {
+      rule: `every ${first}`,
+      text: needText(words, usage),
+      build: () => (days === undefined ? scheduler.every(interval).milliseconds() : scheduler.every(days).days()),
+    };
+  }
+  // every [N] <unit|weekday|weekday-set> [at <time>] <text>
+  let count = 1;
+  let unitWord = first;
+  if (/^\d+$/.test(first)) {
+    count = Number(first);
+    unitWord = words.shift()?.toLowerCase() ?? '';
+  }
+  const unit = UNITS[unitWord];
+  const weekday = WEEKDAYS[unitWord];
+  const days = unitWord === 'weekday' || unitWord === 'weekdays' ? 'weekday' : unitWord === 'weekend' || unitWord === 'weekends' ? 'weekend' : undefined;
+  if (unit === undefined && weekday === undefined && days === undefined) {
+    throw new UsageError(`unknown schedule "every ${args.slice(0, 2).join(' ')}": use a duration (15m), a unit (day, 2 hours), a weekday (monday), weekday or weekend`);
+  }
+  let at: string | undefined;
+  if (words[0]?.toLowerCase() === 'at') {
+    words.shift();
+    at = words.shift();
+    if (at === undefined) throw new UsageError(`missing the time after "at"; usage: ${usage}`);
+  }
+  const text = needText(words, usage);
+  const rule = `every ${count === 1 ? '' : `${count} `}${unitWord}${at === undefined ? '' : ` at ${at}`}`;
+  return {
+    rule,
+    text,
+    build: () => {
+      // The builder validates: every(0), at('25:00'), every(2).weekday() throw clear errors.
+      let builder = scheduler.every(count);
+      if (unit !== undefined) builder = builder[unit]();
+      else if (weekday !== undefined) builder = builder[weekday]();
+      else builder = days === 'weekday' ? builder.weekday() : builder.weekend();
+      return at === undefined ? builder : builder.at(at);
+    },
+  };
+}
+
+/** `cron 0,30 9-17 * * 1-5 check mail`, `cron @daily backup`, or a quoted 6-field expression. */
+function parseCron(scheduler: Scheduler, args: string[]): RecurringSpec {
+  const usage = 'cron <5 fields> <text>, e.g. cron */5 * * * * check mail';
+  if (args.length === 0) throw new UsageError(`usage: ${usage}`);
+  let expression: string;
+  let rest: string[];
+  const joined = args.join(' ');
+  const quoted = /^(["'])(.*?)\1\s*(.*)$/.exec(joined);
+  if (quoted !== null) {
+    expression = quoted[2]!;
+    rest = quoted[3]!.split(/\s+/).filter(Boolean);
+  } else if (args[0]!.startsWith('@')) {
+    expression = args[0]!;
+    rest = args.slice(1);
+  } else {
+    if (args.length < 5) throw new UsageError(`a cron rule needs 5 fields, got ${args.length}; usage: ${usage}`);
+    expression = args.slice(0, 5).join(' ');
+    rest = args.slice(5);
+  }
+  return { rule: `cron ${expression}`, text: needText(rest, usage), build: () => scheduler.cron(expression) };
+}
+
+function needDuration(text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined) throw new UsageError(`bad duration "${text}": use e.g. 500ms, 10s, 5m, 2h, 1d or 1h30m`);
+  if (ms === 0) throw new UsageError('the duration must be more than 0');
+  if (ms > MAX_DURATION) throw new UsageError(`the duration "${text}" is too long: at most 3650d`);
+  return ms;
+}
+
+function needText(words: string[], usage: string): string {
+  const text = words.join(' ').trim();
+  if (text === '') throw new UsageError(`missing the reminder text; usage: ${usage}`);
+  return text;
+}
+
 export function createBot({ scheduler, output }: BotOptions): Bot {
   const reminders = new Map<number, Reminder>();
   let nextId = 1;
@@ -220,20 +323,6 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     return reminder;
   }
 
-  function needDuration(text: string): number {
-    const ms = parseDuration(text);
-    if (ms === undefined) throw new UsageError(`bad duration "${text}": use e.g. 500ms, 10s, 5m, 2h, 1d or 1h30m`);
-    if (ms === 0) throw new UsageError('the duration must be more than 0');
-    if (ms > MAX_DURATION) throw new UsageError(`the duration "${text}" is too long: at most 3650d`);
-    return ms;
-  }
-
-  function needText(words: string[], usage: string): string {
-    const text = words.join(' ').trim();
-    if (text === '') throw new UsageError(`missing the reminder text; usage: ${usage}`);
-    return text;
-  }
-
   function remind(args: string[]): void {
     const usage = 'remind <duration> <text>, e.g. remind 10s stretch';
     if (args.length === 0) throw new UsageError(`usage: ${usage}`);
@@ -246,74 +335,15 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
   }
 
   function every(args: string[]): void {
-    const usage = 'every <rule> [at HH:MM] <text>, e.g. every day at 09:00 standup';
-    const words = [...args];
-    const first = words.shift()?.toLowerCase();
-    if (first === undefined) throw new UsageError(`usage: ${usage}`);
-    if (parseDuration(first) !== undefined) {
-      // every 15m water: a fixed rate from now; whole days are calendar days (DST-safe).
-      const interval = needDuration(first);
-      const reminder = newReminder('every', needText(words, usage), `every ${first}`);
-      const days = interval % UNIT_MS.d! === 0 ? interval / UNIT_MS.d! : undefined;
-      return startJob(reminder, () => {
-        const builder = days === undefined ? scheduler.every(interval).milliseconds() : scheduler.every(days).days();
-        return builder.run(() => fireJob(reminder), taskOptions(reminder));
-      });
-    }
-    // every [N] <unit|weekday|weekday-set> [at <time>] <text>
-    let count = 1;
-    let unitWord = first;
-    if (/^\d+$/.test(first)) {
-      count = Number(first);
-      unitWord = words.shift()?.toLowerCase() ?? '';
-    }
-    const unit = UNITS[unitWord];
-    const weekday = WEEKDAYS[unitWord];
-    const days = unitWord === 'weekday' || unitWord === 'weekdays' ? 'weekday' : unitWord === 'weekend' || unitWord === 'weekends' ? 'weekend' : undefined;
-    if (unit === undefined && weekday === undefined && days === undefined) {
-      throw new UsageError(`unknown schedule "every ${args.slice(0, 2).join(' ')}": use a duration (15m), a unit (day, 2 hours), a weekday (monday), weekday or weekend`);
-    }
-    let at: string | undefined;
-    if (words[0]?.toLowerCase() === 'at') {
-      words.shift();
-      at = words.shift();
-      if (at === undefined) throw new UsageError(`missing the time after "at"; usage: ${usage}`);
-    }
-    const text = needText(words, usage);
-    const rule = `every ${count === 1 ? '' : `${count} `}${unitWord}${at === undefined ? '' : ` at ${at}`}`;
+    const { rule, text, build } = parseEvery(scheduler, args);
     const reminder = newReminder('every', text, rule);
-    startJob(reminder, () => {
-      // The builder validates: every(0), at('25:00'), every(2).weekday() throw clear errors.
-      let builder = scheduler.every(count);
-      if (unit !== undefined) builder = builder[unit]();
-      else if (weekday !== undefined) builder = builder[weekday]();
-      else builder = days === 'weekday' ? builder.weekday() : builder.weekend();
-      if (at !== undefined) builder = builder.at(at);
-      return builder.run(() => fireJob(reminder), taskOptions(reminder));
-    });
+    startJob(reminder, () => build().run(() => fireJob(reminder), taskOptions(reminder)));
   }
 
   function cron(args: string[]): void {
-    const usage = 'cron <5 fields> <text>, e.g. cron */5 * * * * check mail';
-    if (args.length === 0) throw new UsageError(`usage: ${usage}`);
-    let expression: string;
-    let rest: string[];
-    const joined = args.join(' ');
-    const quoted = /^(["'])(.*?)\1\s*(.*)$/.exec(joined);
-    if (quoted !== null) {
-      expression = quoted[2]!;
-      rest = quoted[3]!.split(/\s+/).filter(Boolean);
-    } else if (args[0]!.startsWith('@')) {
-      expression = args[0]!;
-      rest = args.slice(1);
-    } else {
-      if (args.length < 5) throw new UsageError(`a cron rule needs 5 fields, got ${args.length}; usage: ${usage}`);
-      expression = args.slice(0, 5).join(' ');
-      rest = args.slice(5);
-    }
-    const text = needText(rest, usage);
-    const reminder = newReminder('cron', text, `cron ${expression}`);
-    startJob(reminder, () => scheduler.cron(expression).run(() => fireJob(reminder), taskOptions(reminder)));
+    const { rule, text, build } = parseCron(scheduler, args);
+    const reminder = newReminder('cron', text, rule);
+    startJob(reminder, () => build().run(() => fireJob(reminder), taskOptions(reminder)));
   }
 
   function taskOptions(reminder: Reminder) {
@@ -452,13 +482,296 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
   };
 }
 
+/** What every stored task and job of a reminder carries: enough to list it and fire it after a restart. */
+interface ReminderPayload {
+  id: number;
+  kind: Kind;
+  text: string;
+  rule: string;
+  /** A snooze of a recurring reminder (an extra one-shot). */
+  snoozed?: boolean;
+  /** Set while paused: the time that was left. */
+  left?: number;
+}
+
+/** A one-shot in the store: the reminder itself (kind once) or the snooze of a recurring one. */
+interface StoredTimer {
+  taskId: number;
+  /** Due time (epoch ms) while armed. */
+  due: number;
+  /** Time left while paused. */
+  left: number | undefined;
+}
+
+interface StoredReminder {
+  id: number;
+  kind: Kind;
+  text: string;
+  rule: string;
+  /** The one-shot (kind once; undefined once it fired) or the pending snooze (recurring). */
+  timer: StoredTimer | undefined;
+  paused: boolean;
+}
+
+/** Where a paused one-shot waits: the latest time a store accepts, so it never comes due. */
+const PARKED = new Date('9999-12-31T00:00:00Z');
+
+/**
+ * The same bot on a scheduler with a store: each reminder is a stored task
+ * (one-shots, snoozes) or a stored job (recurring), keyed `reminder:<id>`,
+ * with everything needed to show it in its payload. `createStoredBot`
+ * defines the `remind` handler, starts the scheduler and rebuilds the list
+ * from the store, so a restart loses nothing: reminders that came due while
+ * the bot was down fire at start (stored jobs by their `misfire` policy).
+ *
+ * A paused one-shot is kept as a task due at the end of time, with the time
+ * it had left in its payload; resuming schedules it again under the same key
+ * (which replaces it). A recurring reminder has at most one pending snooze
+ * (key `reminder:<id>:snooze`): snoozing again moves it. One-shots that have
+ * fired are not listed after a restart.
+ */
+export async function createStoredBot({ scheduler, output }: BotOptions): Promise<Bot & { readonly restored: number }> {
+  const reminders = new Map<number, StoredReminder>();
+  let nextId = 1;
+  let closed = false;
+  let waiters: (() => void)[] = [];
+
+  const now = () => scheduler.clock.now();
+  const zone = scheduler.timezone;
+  const keyOf = (id: number) => `reminder:${id}`;
+  const timerKey = (reminder: StoredReminder) => (reminder.kind === 'once' ? keyOf(reminder.id) : `${keyOf(reminder.id)}:snooze`);
+
+  function formatTime(ms: number): string {
+    return DateTime.fromMillis(ms, { zone, locale: 'en-US' }).toFormat('ccc yyyy-MM-dd HH:mm:ss');
+  }
+
+  function pendingOneShots(): number {
+    let count = 0;
+    for (const reminder of reminders.values()) if (reminder.timer !== undefined && !reminder.paused) count++;
+    return count;
+  }
+
+  function notify(): void {
+    if (waiters.length === 0 || pendingOneShots() > 0) return;
+    const done = waiters;
+    waiters = [];
+    for (const resolve of done) resolve();
+  }
+
+  scheduler.define('remind', (ctx, payload: ReminderPayload) => {
+    output(`⏰ #${payload.id} ${payload.text}${payload.snoozed === true ? ' (snoozed)' : ''}`);
+    const reminder = reminders.get(payload.id);
+    if (reminder?.timer?.taskId === ctx.id) reminder.timer = undefined;
+    notify();
+  });
+
+  function payloadOf(reminder: StoredReminder, left?: number): ReminderPayload {
+    const payload: ReminderPayload = { id: reminder.id, kind: reminder.kind, text: reminder.text, rule: reminder.rule };
+    if (left !== undefined) payload.left = left;
+    return payload;
+  }
+
+  /** Stores (or replaces, by key) the reminder's one-shot, due at `due`, or parked with `left` while paused. */
+  async function storeTimer(reminder: StoredReminder, due: number, left?: number): Promise<StoredTimer> {
+    const task = await scheduler.schedule(left === undefined ? due : PARKED, 'remind', {
+      key: timerKey(reminder),
+      // A recurring reminder's one-shot is its snooze.
+      payload: { ...payloadOf(reminder, left), ...(reminder.kind === 'once' ? {} : { snoozed: true }) },
+    });
+    return { taskId: task.id, due, left };
+  }
+
+  function find(arg: string | undefined, command: string): StoredReminder {
+    if (arg === undefined) throw new UsageError(`usage: ${command} <id>, e.g. ${command} 1 (see list)`);
+    const match = /^#?(\d+)$/.exec(arg);
+    if (match === null) throw new UsageError(`"${arg}" is not a reminder id; ids look like 3 or #3`);
+    const reminder = reminders.get(Number(match[1]));
+    if (reminder === undefined) throw new UsageError(`no reminder #${match[1]} (see list)`);
+    return reminder;
+  }
+
+  async function remind(args: string[]): Promise<void> {
+    const usage = 'remind <duration> <text>, e.g. remind 10s stretch';
+    if (args.length === 0) throw new UsageError(`usage: ${usage}`);
+    const ms = needDuration(args[0]!);
+    const text = needText(args.slice(1), usage);
+    const reminder: StoredReminder = { id: nextId, kind: 'once', text, rule: `in ${args[0]}`, timer: undefined, paused: false };
+    reminder.timer = await storeTimer(reminder, now() + ms);
+    nextId++;
+    reminders.set(reminder.id, reminder);
+    output(`#${reminder.id} scheduled for ${formatTime(reminder.timer.due)}`);
+  }
+
+  async function recurring(kind: 'every' | 'cron', spec: RecurringSpec): Promise<void> {
+    const reminder: StoredReminder = { id: nextId, kind, text: spec.text, rule: spec.rule, timer: undefined, paused: false };
+    const job = await spec.build().run('remind', { key: keyOf(reminder.id), payload: payloadOf(reminder) });
+    nextId++;
+    reminders.set(reminder.id, reminder);
+    output(`#${reminder.id} ${reminder.rule}: next run ${job.nextRunAt === null ? 'never' : formatTime(job.nextRunAt.getTime())}`);
+  }
+
+  async function snooze(args: string[]): Promise<void> {
+    const reminder = find(args[0], 'snooze');
+    const ms = needDuration(args[1] ?? '5m');
+    if (args.length > 2) throw new UsageError('usage: snooze <id> [duration], e.g. snooze 3 5m');
+    if (reminder.paused) throw new UsageError(`#${reminder.id} is paused; resume it first`);
+    reminder.timer = await storeTimer(reminder, now() + ms);
+    output(`#${reminder.id} snoozed until ${formatTime(reminder.timer.due)}`);
+    notify();
+  }
+
+  async function pause(args: string[]): Promise<void> {
+    const reminder = find(args[0], 'pause');
+    if (reminder.paused) throw new UsageError(`#${reminder.id} is already paused`);
+    if (reminder.kind === 'once' && reminder.timer === undefined) throw new UsageError(`#${reminder.id} has already fired (snooze it to be reminded again)`);
+    if (reminder.kind !== 'once') await scheduler.pauseJob(keyOf(reminder.id));
+    if (reminder.timer !== undefined) reminder.timer = await storeTimer(reminder, reminder.timer.due, Math.max(0, reminder.timer.due - now()));
+    reminder.paused = true;
+    output(`#${reminder.id} paused`);
+    notify();
+  }
+
+  async function resume(args: string[]): Promise<void> {
+    const reminder = find(args[0], 'resume');
+    if (!reminder.paused) throw new UsageError(`#${reminder.id} is not paused`);
+    if (reminder.timer !== undefined) reminder.timer = await storeTimer(reminder, now() + (reminder.timer.left ?? 0));
+    if (reminder.kind !== 'once') await scheduler.resumeJob(keyOf(reminder.id));
+    reminder.paused = false;
+    const next = await nextRun(reminder);
+    output(`#${reminder.id} resumed; next run ${next === undefined ? 'never' : formatTime(next)}`);
+  }
+
+  async function cancel(args: string[]): Promise<void> {
+    const reminder = find(args[0], 'cancel');
+    if (reminder.timer !== undefined) await scheduler.cancel(reminder.timer.taskId);
+    if (reminder.kind !== 'once') await scheduler.cancelJob(keyOf(reminder.id));
+    reminders.delete(reminder.id);
+    output(`#${reminder.id} cancelled`);
+    notify();
+  }
+
+  /** The job's next occurrence (read from the store) or the pending one-shot, whichever is earlier. */
+  async function nextRun(reminder: StoredReminder): Promise<number | undefined> {
+    let next = reminder.kind === 'once' ? undefined : (await scheduler.getJob(keyOf(reminder.id)))?.nextRunAt?.getTime();
+    const timer = reminder.timer;
+    if (timer !== undefined && !reminder.paused && (next === undefined || timer.due < next)) next = timer.due;
+    return next;
+  }
+
+  async function list(): Promise<void> {
+    if (reminders.size === 0) return output('no reminders');
+    for (const reminder of reminders.values()) {
+      let state: string;
+      let next: string;
+      if (reminder.paused) {
+        state = 'paused';
+        next = reminder.timer?.left === undefined ? 'next -' : `${formatDuration(reminder.timer.left)} left`;
+      } else {
+        const at = await nextRun(reminder);
+        state = at === undefined ? 'done' : 'scheduled';
+        next = at === undefined ? 'next -' : `next ${formatTime(at)}`;
+      }
+      const rule = reminder.kind === 'once' ? '' : `  (${reminder.rule})`;
+      output(`#${reminder.id}  ${reminder.kind.padEnd(5)}  ${state.padEnd(9)}  ${next}  ${reminder.text}${rule}`);
+    }
+  }
+
+  /** Rebuilds the list from the store: waiting one-shots and snoozes, scheduled and paused jobs. */
+  async function restore(): Promise<void> {
+    const found: StoredReminder[] = [];
+    const tasks = await scheduler.listTasks({ name: 'remind', keyPrefix: 'reminder:', limit: 10_000 });
+    const jobs = await scheduler.listJobs({ name: 'remind', keyPrefix: 'reminder:', limit: 10_000 });
+    for (const job of jobs) {
+      const payload = job.payload as ReminderPayload;
+      nextId = Math.max(nextId, payload.id + 1);
+      if (job.state !== 'scheduled' && job.state !== 'paused') continue;
+      found.push({ id: payload.id, kind: payload.kind, text: payload.text, rule: payload.rule, timer: undefined, paused: job.state === 'paused' });
+    }
+    for (const task of tasks) {
+      const payload = task.payload as ReminderPayload;
+      nextId = Math.max(nextId, payload.id + 1);
+      if (task.state !== 'waiting' || task.jobKey !== null) continue;
+      const timer: StoredTimer = { taskId: task.id, due: task.runAt.getTime(), left: payload.left };
+      const owner = found.find((reminder) => reminder.id === payload.id);
+      if (owner !== undefined) owner.timer = timer;
+      else found.push({ id: payload.id, kind: payload.kind, text: payload.text, rule: payload.rule, timer, paused: payload.left !== undefined });
+    }
+    for (const reminder of found.sort((a, b) => a.id - b.id)) reminders.set(reminder.id, reminder);
+  }
+
+  async function handle(line: string): Promise<void> {
+    const words = line.trim().split(/\s+/).filter(Boolean);
+    if (words.length === 0) return;
+    if (closed) return output('error: the bot is closed');
+    const [command, ...args] = words;
+    try {
+      switch (command!.toLowerCase()) {
+        case 'remind': return await remind(args);
+        case 'every': return await recurring('every', parseEvery(scheduler, args));
+        case 'cron': return await recurring('cron', parseCron(scheduler, args));
+        case 'snooze': return await snooze(args);
+        case 'pause': return await pause(args);
+        case 'resume': return await resume(args);
+        case 'cancel': return await cancel(args);
+        case 'list': return await list();
+        case 'help': return HELP.forEach((text) => output(text));
+        case 'quit':
+        case 'exit':
+          // Pending reminders stay in the store for the next start.
+          closed = true;
+          await scheduler.close();
+          for (const resolve of waiters) resolve();
+          waiters = [];
+          return output('bye');
+        default:
+          throw new UsageError(`unknown command "${command}" (type help)`);
+      }
+    } catch (error) {
+      output(`error: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  // The list first, so reminders that are overdue and fire at start() find theirs.
+  await restore();
+  await scheduler.start();
+  return {
+    handle,
+    restored: reminders.size,
+    get pendingOneShots() {
+      return pendingOneShots();
+    },
+    oneShotsDone() {
+      if (closed || pendingOneShots() === 0) return Promise.resolve();
+      return new Promise((resolve) => waiters.push(resolve));
+    },
+    get closed() {
+      return closed;
+    },
+  };
+}
+
 /** stdin/stdout wiring: a prompt when interactive, plain lines when piped. */
 async function main(): Promise<void> {
-  const scheduler = new Scheduler({ workers: 4 });
+  const args = process.argv.slice(2);
+  const usage = 'usage: npm start [-- --memory | --db <file>]   (or REMINDERS_DB=<file>; REMINDERS_DB=:memory: for in-memory)';
+  let db = process.env.REMINDERS_DB ?? './reminders.db';
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--memory') db = ':memory:';
+    else if (args[i] === '--db' && args[i + 1] !== undefined) db = args[++i]!;
+    else {
+      console.error(usage);
+      process.exitCode = 2;
+      return;
+    }
+  }
+  const memory = db === ':memory:';
+  const scheduler = new Scheduler({ workers: 4, ...(memory ? {} : { store: sqliteStore(db) }) });
   const interactive = process.stdin.isTTY === true && process.stdout.isTTY === true;
   let prompting = interactive;
   const rl = readline.createInterface({ input: process.stdin, output: interactive ? process.stdout : undefined, terminal: interactive });
   rl.setPrompt('> ');
+  // Taken now, so lines that arrive while the store opens are buffered, not lost.
+  const input = rl[Symbol.asyncIterator]();
   const print = interactive
     ? (line: string) => {
       // Reminders arrive while the user types: clear the prompt line, print, redraw it.
@@ -467,7 +780,10 @@ async function main(): Promise<void> {
       if (prompting) rl.prompt(true);
     }
     : (line: string) => console.log(line);
-  const bot = createBot({ scheduler, output: print });
+  const bot = memory ? createBot({ scheduler, output: print }) : await createStoredBot({ scheduler, output: print });
+  const restored = 'restored' in bot ? (bot.restored as number) : 0;
+  // On stderr, so piped stdout carries only the bot's own lines.
+  if (restored > 0) console.error(`(${restored} reminder${restored === 1 ? '' : 's'} restored from ${db})`);
 
   let interrupt!: () => void;
   const interrupted = new Promise<void>((resolve) => (interrupt = resolve));
@@ -482,10 +798,10 @@ async function main(): Promise<void> {
   process.once('SIGTERM', stop);
 
   if (interactive) {
-    console.log(`taskheap reminder bot; times are in ${scheduler.timezone}. Type help for commands.`);
+    console.log(`taskheap reminder bot; times are in ${scheduler.timezone}; reminders ${memory ? 'in memory only' : `kept in ${db}`}. Type help for commands.`);
     rl.prompt();
   }
-  for await (const line of rl) {
+  for await (const line of { [Symbol.asyncIterator]: () => input }) {
     await bot.handle(line);
     if (bot.closed) break;
     if (interactive) rl.prompt();

@@ -90,7 +90,7 @@ export interface SchedulerOptions {
 
 /** Events of a scheduler and the arguments their listeners receive. */
 export interface SchedulerEvents extends TaskEvents {
-  /** A job occurrence did not run (overlap or misfire policy). */
+  /** A job occurrence did not run (overlap or misfire policy); stored jobs too, by `key` (their `job` is undefined). */
   skip: [info: SkipInfo];
 }
 
@@ -178,6 +178,12 @@ export class Scheduler implements JobFactory {
     if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
     const ages = toRetention(retention);
     this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages);
+    if (this.#runner !== undefined) {
+      // A stored job has no Job object: the event names it by key.
+      this.#runner.onSkip = (key, name, at, reason) => {
+        if (this.#events.has('skip')) this.#events.emit('skip', { job: undefined, name, key, scheduledAt: new Date(at), reason });
+      };
+    }
   }
 
   #requireStore(what: string): DurableRunner {

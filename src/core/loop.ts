@@ -369,7 +369,7 @@ export class TaskLoop implements TaskOwner {
       return true;
     }
     const run = task._run;
-    if (task._state !== State.Running || run === undefined || run.aborted) return false;
+    if (task._state !== State.Running || !(run instanceof Run) || run.aborted) return false;
     this.#abortRun(run, materialize(reason));
     return true;
   }

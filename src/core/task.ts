@@ -90,7 +90,7 @@ export function materialize(reason: unknown): unknown {
 const STATE_NAMES: readonly TaskState[] = ['pending', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled', 'pending'];
 
 /** A promise with its settle functions, created only when somebody reads `task.result`. */
-class Deferred<T> {
+class Deferred<T = unknown> {
   readonly promise: Promise<T>;
   resolve!: (value: T) => void;
   reject!: (reason: unknown) => void;
@@ -104,6 +104,11 @@ class Deferred<T> {
     // never crash the process.
     this.promise.catch(noop);
   }
+}
+
+/** The outcome of a task that finished without ever running (cancelled or closed while pending). */
+class Settled {
+  constructor(readonly outcome: unknown) {}
 }
 
 function noop(): void {}
@@ -130,10 +135,14 @@ export class Task<T = unknown> {
   _state: State = State.Pending;
   /** @internal */
   _settings: TaskSettings;
-  /** @internal the current or last run; its `attempt` counts the runs so far */
-  _run: Run | undefined = undefined;
-  /** @internal a Deferred once `result` was read, else the outcome once settled */
-  _outcome: unknown = undefined;
+  /**
+   * @internal One slot for the run and the outcome, because every field of
+   * a Task costs 8 bytes on each of a million pending tasks: the current or
+   * last `Run` (its `attempt` counts the runs so far; it carries `result`'s
+   * Deferred and the outcome), or, before any run, the Deferred of a `result`
+   * that was read, or the outcome of a task that finished without running.
+   */
+  _run: Run | Deferred | Settled | undefined = undefined;
 
   /** @internal */
   constructor(id: number, time: number, fn: TaskFunction, settings: TaskSettings) {
@@ -160,7 +169,8 @@ export class Task<T = unknown> {
 
   /** The number of runs started so far (retries included). */
   get attempts(): number {
-    return this._run === undefined ? 0 : this._run.attempt;
+    const run = this._run;
+    return run instanceof Run ? run.attempt : 0;
   }
 
   /**
@@ -169,13 +179,17 @@ export class Task<T = unknown> {
    * read, so tasks nobody awaits cost no promise.
    */
   get result(): Promise<T> {
-    const outcome = this._outcome;
-    if (outcome instanceof Deferred) return outcome.promise as Promise<T>;
-    const deferred = new Deferred<T>();
-    if (this._state === State.Succeeded) deferred.resolve(outcome as T);
+    const slot = this._run;
+    const run = slot instanceof Run ? slot : undefined;
+    const existing = run === undefined ? slot : run.deferred;
+    if (existing instanceof Deferred) return existing.promise as Promise<T>;
+    const deferred = new Deferred();
+    const outcome = run !== undefined ? run.outcome : slot instanceof Settled ? slot.outcome : undefined;
+    if (this._state === State.Succeeded) deferred.resolve(outcome);
     else if (this._state >= State.Failed && this._state !== State.Held) deferred.reject(materialize(outcome));
-    this._outcome = deferred;
-    return deferred.promise;
+    if (run === undefined) this._run = deferred;
+    else run.deferred = deferred;
+    return deferred.promise as Promise<T>;
   }
 
   /**
@@ -191,12 +205,16 @@ export class Task<T = unknown> {
   /** @internal settles `result` (if anyone is waiting) and keeps the outcome. */
   _finish(state: State, outcome: unknown): void {
     this._state = state;
-    const deferred = this._outcome;
+    const slot = this._run;
+    const run = slot instanceof Run ? slot : undefined;
+    const deferred = run === undefined ? slot : run.deferred;
     if (deferred instanceof Deferred) {
       if (state === State.Succeeded) deferred.resolve(outcome);
       else deferred.reject(materialize(outcome));
+    } else if (run !== undefined) {
+      run.outcome = outcome;
     } else {
-      this._outcome = outcome;
+      this._run = new Settled(outcome);
     }
   }
 }
@@ -215,6 +233,10 @@ export class Run implements TaskContext {
   done = false;
   cancelled = false;
   timer: unknown = undefined;
+  /** @internal the task's `result`, once read (carried from run to run) */
+  deferred: Deferred | undefined;
+  /** @internal the task's outcome, once it finished with nobody reading `result` */
+  outcome: unknown = undefined;
   #controller: AbortController | undefined = undefined;
   #aborted = false;
   #reason: unknown = undefined;
@@ -222,7 +244,9 @@ export class Run implements TaskContext {
   constructor(task: Task, startedAt: number) {
     this.task = task;
     this.startedAtMs = startedAt;
-    this.attempt = task._run === undefined ? 1 : task._run.attempt + 1;
+    const previous = task._run;
+    this.attempt = previous instanceof Run ? previous.attempt + 1 : 1;
+    this.deferred = previous instanceof Run ? previous.deferred : previous instanceof Deferred ? previous : undefined;
   }
 
   get signal(): AbortSignal {

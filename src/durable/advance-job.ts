@@ -15,6 +15,7 @@ export function advanceJob(job: DueJob, now: number, running = false): JobAdvanc
   const catchUp = Number.isInteger(options.catchUp) && options.catchUp! >= 1 ? options.catchUp! : DEFAULT_CATCH_UP;
   let occurrences: number[] = [];
   let next: number | undefined;
+  let skipped: JobAdvance['skipped'];
   const following = rule.next(job.nextRunAt);
   const missed = following !== undefined && following <= now;
   if (!missed) {
@@ -28,12 +29,18 @@ export function advanceJob(job: DueJob, now: number, running = false): JobAdvanc
       occurrences.push(at);
       at = rule.next(at);
     }
+    // Reported as in memory: one event, at the first dropped occurrence.
+    if (at !== undefined && at <= now) skipped = { at, reason: 'misfire' };
     next = at !== undefined && at <= now ? rule.next(now) : at;
   } else {
     if (misfire === 'once') occurrences.push(job.nextRunAt);
+    else skipped = { at: job.nextRunAt, reason: 'misfire' };
     next = rule.next(now);
   }
-  if (running && (options.overlap ?? 'skip') === 'skip') occurrences = [];
+  if (running && (options.overlap ?? 'skip') === 'skip' && occurrences.length > 0) {
+    skipped ??= { at: occurrences[0]!, reason: 'overlap' };
+    occurrences = [];
+  }
   if (job.until !== null) {
     occurrences = occurrences.filter((at) => at <= job.until!);
     if (next !== undefined && next > job.until) next = undefined;
@@ -44,5 +51,5 @@ export function advanceJob(job: DueJob, now: number, running = false): JobAdvanc
     remaining -= occurrences.length;
     if (remaining === 0) next = undefined;
   }
-  return { occurrences, nextRunAt: next ?? null, remaining };
+  return skipped === undefined ? { occurrences, nextRunAt: next ?? null, remaining } : { occurrences, nextRunAt: next ?? null, remaining, skipped };
 }

@@ -5,7 +5,7 @@ import { retryDelay, toRetryPolicy, type RetryOptions, type RetryPolicy } from '
 import { advanceJob } from './advance-job.js';
 import {
   FINAL_STATES, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError, ruleToJson,
-  type ClaimedTask, type JobFilter, type NewJob, type NewTask, type QueryClient, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
+  type ClaimedTask, type DueJob, type JobAdvance, type JobFilter, type NewJob, type NewTask, type QueryClient, type Outcome, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from './store.js';
 import { assertJobFilter, assertKey, assertName, assertStoredTime, assertTaskFilter, MAX_ATTEMPTS, MAX_TIMER, toPayload, toResult } from './validate.js';
 import type { TaskLoop } from '../core/loop.js';
@@ -105,6 +105,13 @@ export class DurableRunner implements TaskObserver {
   /** The sweep in flight, so close() can wait for it. */
   #sweeping: Promise<void> = Promise.resolve();
   #sweepBusy = false;
+
+  /**
+   * Told of stored job occurrences the job's policies dropped (misfire
+   * 'skip', the catch-up cap of 'all', overlap 'skip'), after the claim that
+   * decided it committed; the scheduler turns these into `skip` events.
+   */
+  onSkip: ((key: string, name: string, at: number, reason: 'overlap' | 'misfire') => void) | undefined;
 
   constructor(store: Store, loop: TaskLoop, known: readonly string[] = [], retention: Retention = DEFAULT_RETENTION) {
     if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
@@ -611,15 +618,30 @@ export class DurableRunner implements TaskObserver {
       // Full: the end of the turn that frees room claims again.
       if (free <= 0) return this.#poll;
       {
+        // Skips are collected per claim and reported only once it committed
+        // (a claim that fails is rolled back and decided again).
+        let skips: DueJob[] | undefined;
+        let skipped: NonNullable<JobAdvance['skipped']>[] | undefined;
+        const advance = this.onSkip === undefined ? advanceJob : (job: DueJob, now: number, running: boolean) => {
+          const plan = advanceJob(job, now, running);
+          if (plan.skipped !== undefined) {
+            (skips ??= []).push(job);
+            (skipped ??= []).push(plan.skipped);
+          }
+          return plan;
+        };
         this.#requested += free;
         const sent = performance.now();
         let claimed: ClaimedTask[];
         try {
-          claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advanceJob, this.#names);
+          claimed = await this.#store.claim(this.#owner, clock.now(), this.#lease, free, advance, this.#names);
         } finally {
           this.#requested -= free;
         }
         this.#claimTime = average(this.#claimTime, performance.now() - sent);
+        if (skips !== undefined) {
+          for (let i = 0; i < skips.length; i++) this.onSkip?.(skips[i]!.key, skips[i]!.name, skipped![i]!.at, skipped![i]!.reason);
+        }
         // close() came while the claim was on its way: hand the work straight back.
         if (this.#closed) {
           for (const claim of claimed) this.#pending.set(claim.id, { id: claim.id, kind: 'release' });

@@ -184,6 +184,11 @@ export interface JobAdvance {
   nextRunAt: number | null;
   /** Occurrences left after these, or null for no limit. */
   remaining: number | null;
+  /**
+   * Occurrences dropped by the job's policies, reported by the `skip` event
+   * once the claim committed: the first of them, and why.
+   */
+  skipped?: { at: number; reason: 'overlap' | 'misfire' };
 }
 
 /** Filters of `scheduler.listTasks()`; all given ones must hold. Tasks come ordered by due time, then id. */

@@ -92,7 +92,7 @@ export class JobSet implements JobHost {
   }
 
   skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void {
-    if (this.#events.has('skip')) this.#events.emit('skip', { job, scheduledAt: new Date(scheduledAt), reason });
+    if (this.#events.has('skip')) this.#events.emit('skip', { job, name: job.name, key: undefined, scheduledAt: new Date(scheduledAt), reason });
   }
 
   finished(job: Job, signal: AbortSignal | undefined): void {

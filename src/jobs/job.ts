@@ -31,8 +31,15 @@ export interface JobPlan {
 
 /** Why a job occurrence did not run (the `skip` event). */
 export interface SkipInfo {
-  /** The job whose occurrence was skipped. */
-  job: Job;
+  /**
+   * The in-memory job whose occurrence was skipped; `undefined` for a stored
+   * job (a scheduler with a store), which has no `Job` object: see `key`.
+   */
+  job: Job | undefined;
+  /** The job's name (`name` option) in memory; a stored job's handler name. */
+  name: string | undefined;
+  /** A stored job's key; `undefined` in memory. */
+  key: string | undefined;
   /** When the skipped occurrence was due. */
   scheduledAt: Date;
   /**

@@ -118,7 +118,7 @@ export class SchedulerMetrics {
         else this.#of(task.name).cancelled++;
       },
       skip: (info: SkipInfo) => {
-        this.#of(info.job.name).skipped++;
+        this.#of(info.name).skipped++;
       },
     };
     for (const [event, listener] of Object.entries(this.#listeners)) scheduler.on(event as keyof SchedulerEvents, listener as never);

@@ -99,7 +99,7 @@ class Instrumentation implements OtelInstrumentation {
       failure: (task, error) => this.#end(task, task.state === 'timed-out' ? 'timed-out' : 'failed', error),
       retry: (task, error) => this.#end(task, 'retried', error),
       cancel: (task, reason) => this.#end(task, 'cancelled', reason),
-      skip: (info: SkipInfo) => this.#skips.add(1, { 'taskheap.task.name': info.job.name ?? '', reason: info.reason }),
+      skip: (info: SkipInfo) => this.#skips.add(1, { 'taskheap.task.name': info.name ?? '', reason: info.reason }),
     };
     for (const [event, listener] of Object.entries(this.#listeners)) scheduler.on(event as keyof SchedulerEvents, listener as never);
   }

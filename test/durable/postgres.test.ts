@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Scheduler, SchemaVersionError, UnknownHandlerError, type Clock } from '../../src/index.js';
+import { Scheduler, type SkipInfo, SchemaVersionError, UnknownHandlerError, type Clock } from '../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
 import { ManualClock } from '../../src/testing.js';
 import { START } from '../helpers.js';
@@ -290,16 +290,26 @@ describe('postgresStore: durable tasks', () => {
     await first.scheduler.every(1).minute().run('tick', { key: 'once' });
     await first.scheduler.every(1).minute().run('tick', { key: 'skip', misfire: 'skip' });
     await first.scheduler.every(1).minute().run('tick', { key: 'all', misfire: 'all' });
+    await first.scheduler.every(1).minute().run('tick', { key: 'capped', misfire: 'all', catchUp: 3 });
     await first.scheduler.close();
     const second = open(schema);
+    const skips: SkipInfo[] = [];
+    second.scheduler.on('skip', (info) => skips.push(info));
     second.scheduler.define('tick', () => {});
     await second.scheduler.start();
     const count = async (key: string) => (await second.scheduler.listTasks({ jobKey: key })).length;
     // All three are due in the same claim, in one transaction.
-    await waitFor('the overdue jobs to be materialized', async () => (await count('once')) === 1 && (await count('all')) === 10);
+    await waitFor('the overdue jobs to be materialized', async () => (await count('once')) === 1 && (await count('all')) === 10 && skips.length === 2);
     expect({ once: await count('once'), skip: await count('skip'), all: await count('all') }).toEqual({ once: 1, skip: 0, all: 10 });
     const all = await second.scheduler.listTasks({ jobKey: 'all' });
     expect(all.map((t) => (t.runAt.getTime() - base) / 60_000)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(await count('capped')).toBe(3);
+    // What was dropped is reported once the claim committed, one event per job, by key:
+    // misfire 'skip' from its first missed occurrence, the capped catch-up from the first beyond the cap.
+    expect(skips.sort((a, b) => a.key!.localeCompare(b.key!))).toEqual([
+      { job: undefined, name: 'tick', key: 'capped', scheduledAt: new Date(base + 4 * 60_000), reason: 'misfire' },
+      { job: undefined, name: 'tick', key: 'skip', scheduledAt: new Date(base + 60_000), reason: 'misfire' },
+    ]);
   });
 
   it('rejects bad input at the call: unknown handler, non-JSON payload, bad options', async () => {

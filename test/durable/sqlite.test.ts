@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { Scheduler, SchemaVersionError, UnknownHandlerError } from '../../src/index.js';
+import { Scheduler, type SkipInfo, SchemaVersionError, UnknownHandlerError } from '../../src/index.js';
 import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../src/durable/sqlite/driver.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
@@ -195,11 +195,19 @@ describe.each(AVAILABLE)('sqliteStore on $driver: durable tasks', ({ driver: cur
     clock.set(START + 10 * 60_000 + 30_000); // the process was down for ten minutes
     const second = await open(path, clock);
     const seen: Record<string, number> = {};
+    const skips: SkipInfo[] = [];
+    second.scheduler.on('skip', (info) => skips.push(info));
     second.scheduler.define('tick', () => {});
     await second.scheduler.start();
     await clock.advance(0);
     for (const key of ['once', 'skip', 'all', 'capped']) seen[key] = (await second.scheduler.listTasks({ jobKey: key })).length;
     expect(seen).toEqual({ once: 1, skip: 0, all: 10, capped: 4 });
+    // What was dropped is reported, one event per job, by key (a stored job has no Job object):
+    // misfire 'skip' from its first missed occurrence, the capped catch-up from the first beyond the cap.
+    expect(skips.sort((a, b) => a.key!.localeCompare(b.key!))).toEqual([
+      { job: undefined, name: 'tick', key: 'capped', scheduledAt: new Date(START + 5 * 60_000), reason: 'misfire' },
+      { job: undefined, name: 'tick', key: 'skip', scheduledAt: new Date(START + 60_000), reason: 'misfire' },
+    ]);
     await second.scheduler.close();
   });
 

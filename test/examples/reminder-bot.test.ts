@@ -1,8 +1,12 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createBot, formatDuration, parseDuration } from '../../examples/reminder-bot.js';
 import { Scheduler } from '../../src/index.js';
 import { ManualClock } from '../../src/testing.js';
-import { lines, runExample } from './child.js';
+import { ROOT, lines, runExample } from './child.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -267,6 +271,7 @@ describe('reminder bot, in-process with a ManualClock', () => {
 describe('reminder bot, through a real pipe', () => {
   it('runs piped commands, fires the reminder, then exits 0 on its own', async () => {
     const result = await runExample('examples/reminder-bot.ts', {
+      args: ['--memory'],
       input: 'remind 200ms hi\nlist\nevery 1h water\nbogus\n',
       env: { TZ: 'UTC' },
     });
@@ -284,7 +289,7 @@ describe('reminder bot, through a real pipe', () => {
   });
 
   it('quit exits at once, dropping pending reminders', async () => {
-    const result = await runExample('examples/reminder-bot.ts', { input: 'remind 1h later\nquit\nlist\n', env: { TZ: 'UTC' } });
+    const result = await runExample('examples/reminder-bot.ts', { args: ['--memory'], input: 'remind 1h later\nquit\nlist\n', env: { TZ: 'UTC' } });
     expect(result.code).toBe(0);
     const out = lines(result.stdout);
     expect(out).toHaveLength(2);
@@ -292,4 +297,103 @@ describe('reminder bot, through a real pipe', () => {
     expect(out[1]).toBe('bye');
     expect(result.stderr).toBe('');
   });
+});
+
+/** The bot as a child process with its stdin left open, so a test can talk to it and kill it. */
+function startBot(db: string) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'examples/reminder-bot.ts', '--db', db], {
+    cwd: ROOT,
+    env: { ...process.env, TZ: 'UTC' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  let changed = () => {};
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; changed(); });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; changed(); });
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => { changed(); resolve(code); }));
+  return {
+    child,
+    exited,
+    get out() {
+      return lines(stdout);
+    },
+    get err() {
+      return stderr;
+    },
+    send(text: string) {
+      child.stdin.write(`${text}\n`);
+    },
+    /** Resolves once stdout has `count` lines matching `pattern`; fails after 10 s (bounded), showing the output. */
+    until(pattern: RegExp, count = 1): Promise<string[]> {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no ${count} line(s) matching ${pattern} within 10 s\nstdout:\n${stdout}\nstderr:\n${stderr}`)), 10_000);
+        changed = () => {
+          const found = lines(stdout).filter((line) => pattern.test(line));
+          if (found.length < count) return;
+          clearTimeout(timer);
+          changed = () => {};
+          resolve(found);
+        };
+        changed();
+      });
+    },
+  };
+}
+
+describe('reminder bot, kept in a SQLite file', () => {
+  it('survives being killed: a restart lists every reminder and they still fire', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'taskheap-bot-'));
+    const db = join(dir, 'reminders.db');
+    try {
+      const first = startBot(db);
+      first.send('remind 3s soon');
+      first.send('every 1s tick');
+      first.send('remind 1h later');
+      first.send('pause 3');
+      first.send('cron 0 9 * * * standup');
+      first.send('cancel 4');
+      await first.until(/^#4 cancelled$/);
+      expect(first.out.slice(0, 6)).toEqual([
+        expect.stringMatching(/^#1 scheduled for /),
+        expect.stringMatching(/^#2 every 1s: next run /),
+        expect.stringMatching(/^#3 scheduled for /),
+        '#3 paused',
+        expect.stringMatching(/^#4 cron 0 9 \* \* \*: next run .* 09:00:00$/),
+        '#4 cancelled',
+      ]);
+      first.child.kill('SIGKILL'); // no close(), no goodbye: only what the store has committed survives
+      expect(await first.exited).toBe(null);
+
+      const second = startBot(db);
+      second.send('list');
+      // The one-shot fires (now, or when due if the restart was quick), the job keeps running, the paused one stays paused.
+      await second.until(/^⏰ #1 soon$/);
+      await second.until(/^⏰ #2 tick$/);
+      const listed = second.out.filter((line) => /^#\d+  /.test(line));
+      expect(listed).toEqual([
+        expect.stringMatching(/^#1  once   (scheduled  next \w{3} [\d-]+ [\d:]+|done       next -)  soon$/),
+        expect.stringMatching(/^#2  every  scheduled  next \w{3} [\d-]+ [\d:]+  tick  \(every 1s\)$/),
+        expect.stringMatching(/^#3  once   paused     (59m\S*|1h) left  later$/),
+      ]);
+      expect(second.err).toContain('(3 reminders restored from');
+      // Ids go on after the stored ones (the cancelled #4 included), and quit keeps what is pending.
+      second.send('remind 1h next');
+      await second.until(/^#5 scheduled for /);
+      second.send('quit');
+      expect(await second.exited).toBe(0);
+
+      const third = startBot(db);
+      third.send('list');
+      third.send('quit');
+      expect(await third.exited).toBe(0);
+      expect(third.out.filter((line) => /^#\d+  /.test(line))).toEqual([
+        expect.stringMatching(/^#2  every  scheduled  next .*  tick  \(every 1s\)$/),
+        expect.stringMatching(/^#3  once   paused     \S+ left  later$/),
+        expect.stringMatching(/^#5  once   scheduled  next .*  next$/),
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 40_000);
 });
