@@ -313,7 +313,7 @@ describe('postgresStore: durable tasks', () => {
     const circular: Record<string, unknown> = {};
     circular.self = circular;
     expect(() => scheduler.schedule(Date.now(), 'known', { payload: circular })).toThrow(/JSON/);
-    expect(() => scheduler.schedule(Date.now(), 'known', { priority: 1 } as never)).toThrow(/Unknown durable task option/);
+    expect(() => scheduler.schedule(Date.now(), 'known', { colour: 1 } as never)).toThrow(/Unknown durable task option/);
     expect(() => scheduler.every().second().run('known', { overlap: 'queue' as never })).toThrow(/overlap/);
     expect(await scheduler.listTasks()).toEqual([]);
     // Payloads round-trip exactly, including ones jsonb would refuse or reorder.
