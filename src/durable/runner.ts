@@ -244,7 +244,11 @@ export class DurableRunner implements TaskObserver {
     await this.ready();
     const cancelled = await this.#store.cancel(id);
     this.#cancelLocal(id);
-    if (cancelled) this.#done(id);
+    if (cancelled) {
+      this.#done(id);
+      // It may have held a serial key: the key's next task need not wait for a poll.
+      this.#wakeAt(this.#loop.clock.now());
+    }
     return cancelled;
   }
 

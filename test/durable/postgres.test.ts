@@ -355,7 +355,7 @@ describe('postgresStore: durable tasks', () => {
       await Promise.all(stores.map((store) => store.close()));
     }
     const { rows } = await admin.query(`SELECT version FROM ${schema}.taskheap_meta`);
-    expect(rows).toEqual([{ version: 3 }]);
+    expect(rows).toEqual([{ version: 4 }]);
   });
 
   it('uses a pool it is given and leaves it open', async () => {
