@@ -202,7 +202,8 @@ export class DurableRunner implements TaskObserver {
       }
     }
     if (tasks.length === 0) return Promise.resolve([]);
-    return this.#store.addTasks(tasks).then((rows) => {
+    // A producer's first call may be this one: open and migrate the store first, as schedule() does.
+    return this.ready().then(() => this.#store.addTasks(tasks)).then((rows) => {
       this.#wakeAt(earliest);
       return rows;
     });
