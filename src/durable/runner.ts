@@ -726,8 +726,10 @@ export class DurableRunner implements TaskObserver {
    */
   #settings(name: string, options: StoredOptions): TaskSettings {
     const settings: TaskSettings = { owner: this.#loop, name, timeout: options.timeout ?? Infinity, retry: undefined, signal: undefined, observer: this };
+    // Tasks without these options (most) pay nothing more.
+    if (options.rate === undefined && options.serial === undefined && options.priority === undefined) return settings;
     // MERGE (issue 16): the in-memory loop's TaskSettings gains `rate`, `serial` and `priority`; with them on
-    // this branch, write `return { ...settings, ...flowSettings(options) };` (the same object, type-checked).
+    // this branch, write `return { ...settings, ...flowSettings(options) };` (the same fields, type-checked).
     return Object.assign(settings, flowSettings(options));
   }
 

@@ -237,10 +237,11 @@ class SqliteStore implements Store {
     // running was running in an owner that died: back to waiting at once,
     // one lease expiry counted, failed past the limit.
     // Those failed let go of their serial keys; the others still hold theirs (they are first in line).
-    this.#named(() => {
+    const db = this.#open;
+    this.#named(() => db.transaction(() => {
       this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText });
       this.#statement(SQL.pruneKeys).run();
-    });
+    })());
   }
 
   async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
@@ -345,7 +346,8 @@ class SqliteStore implements Store {
     while (level !== null && rows.length < limit) {
       const found = statement.all(named === undefined ? { p: level, now, limit } : { p: level, now, limit, names: named }) as IdRow[];
       for (const row of found) {
-        // One head per key and level can pass; across levels a key is seen again: keep the first.
+        // CLAIMABLE lets one task per key through (its holder, or its head);
+        // the set only guards that rule: two tasks of a key never leave one claim.
         if (row.serial !== null && row.serial !== undefined) {
           if (keys.has(row.serial)) continue;
           keys.add(row.serial);
