@@ -61,9 +61,10 @@ export interface DurableTaskOptions {
    */
   rate?: KeyedRateLimit;
   /**
-   * Tasks sharing a serial key run one at a time, in claim order (priority,
-   * then due time). Enforced by the database: with PostgreSQL across every
-   * process. A task waiting for its retry keeps the key.
+   * Tasks sharing a serial key run one at a time, in due order (due time,
+   * then id; priority does not reorder one key's tasks). Enforced by the
+   * database: with PostgreSQL across every process. A task waiting for its
+   * retry keeps the key.
    * @example `chat:${chatId}`
    */
   serial?: string;
@@ -136,9 +137,10 @@ export interface StoredJobOptions {
    */
   rate?: KeyedRateLimit;
   /**
-   * Tasks sharing a serial key run one at a time, in claim order (priority,
-   * then due time). Enforced by the database: with PostgreSQL across every
-   * process. A task waiting for its retry keeps the key.
+   * Tasks sharing a serial key run one at a time, in due order (due time,
+   * then id; priority does not reorder one key's tasks). Enforced by the
+   * database: with PostgreSQL across every process. A task waiting for its
+   * retry keeps the key.
    * @example `chat:${chatId}`
    */
   serial?: string;
