@@ -234,8 +234,8 @@ describe('PostgreSQL serial keys across two worker processes', () => {
     }
   });
 
-  function worker(schema: string): { ready: Promise<void>; done: Promise<string> } {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-serial-worker.ts', server.url, schema], { stdio: ['ignore', 'pipe', 'pipe'] });
+  function worker(schema: string): { ready: Promise<void>; go: () => void; done: Promise<string> } {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-serial-worker.ts', server.url, schema], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     children.push({ kill: (signal) => child.kill(signal), exited });
@@ -253,7 +253,7 @@ describe('PostgreSQL serial keys across two worker processes', () => {
     });
     // Killed by afterEach after a failure: not an unhandled rejection.
     done.catch(() => {});
-    return { ready, done };
+    return { ready, go: () => child.stdin.write('go\n'), done };
   }
 
   it('runs of one key never overlap across processes and follow due order; a let-go key is claimed without waiting for a poll', async () => {
@@ -261,8 +261,6 @@ describe('PostgreSQL serial keys across two worker processes', () => {
     await openStore(schema);
     await admin.query(`CREATE TABLE "${schema}".runs (id serial PRIMARY KEY, chat text NOT NULL, n integer NOT NULL, attempt integer NOT NULL,
       pid integer NOT NULL, started_at timestamptz NOT NULL, finished_at timestamptz)`);
-    const workers = [worker(schema), worker(schema)];
-    await Promise.all(workers.map((w) => w.ready));
     const base = Date.now();
     const chats = 4;
     const steps = 8;
@@ -273,10 +271,14 @@ describe('PostgreSQL serial keys across two worker processes', () => {
         items.push({ when: base + n * 20 + c, name: 'step', payload: { chat: `chat:${c}`, n, failFirst }, serial: `chat:${c}`, retry: { attempts: 2, delay: 10 } });
       }
     }
-    // A producer: a scheduler that runs nothing, adding work through the public API.
+    // A producer: a scheduler that runs nothing, adding work through the public API. The work is
+    // there before the workers start claiming (together, on "go"), so both take some at once.
     const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }) });
     await producer.scheduleMany(items);
     await producer.close();
+    const workers = [worker(schema), worker(schema)];
+    await Promise.all(workers.map((w) => w.ready));
+    for (const w of workers) w.go();
     const outputs = await Promise.race([
       Promise.all(workers.map((w) => w.done)),
       new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the workers did not finish within 50 s')), 50_000)),
