@@ -2,6 +2,7 @@ import type { When } from '../core/validate.js';
 import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
+import type { KeyedRateLimit } from '../core/flow-options.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */
 export interface DurableContext extends TaskContext {
@@ -51,6 +52,28 @@ export interface DurableTaskOptions {
    * await client.query('COMMIT');
    */
   client?: { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> };
+  /**
+   * A rate limit shared by every task naming the same `key`: at most `limit`
+   * starts per `interval`. Stored with the task; enforced **per process**
+   * (each process that claims the task counts its own starts), not across
+   * processes.
+   * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
+   */
+  rate?: KeyedRateLimit;
+  /**
+   * Tasks sharing a serial key run one at a time, in due order (due time,
+   * then id; priority does not reorder one key's tasks). Enforced by the
+   * database: with PostgreSQL across every process. A task waiting for its
+   * retry keeps the key.
+   * @example `chat:${chatId}`
+   */
+  serial?: string;
+  /**
+   * Higher runs first when more tasks are due than workers are free: the
+   * claim orders due tasks by priority, then due time. An integer.
+   * @default 0
+   */
+  priority?: number;
 }
 
 /** One task of `scheduler.scheduleMany()`: when, which handler, and the options of a durable `schedule()`. */
@@ -68,6 +91,10 @@ export interface StoredOptions {
   overlap?: 'skip' | 'allow';
   misfire?: 'once' | 'skip' | 'all';
   catchUp?: number;
+  /** The key's rate limit, interval in ms (issue 16). */
+  rate?: { key: string; limit: number; interval: number };
+  serial?: string;
+  priority?: number;
 }
 
 /** Options of `run(name, options)` for a stored job (a scheduler with a `store`). */
@@ -101,5 +128,27 @@ export interface StoredJobOptions {
    * @default 1000
    */
   catchUp?: number;
+  /**
+   * A rate limit shared by every task naming the same `key`: at most `limit`
+   * starts per `interval`. Stored with the job and its occurrences; enforced **per process**
+   * (each process that claims the task counts its own starts), not across
+   * processes.
+   * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
+   */
+  rate?: KeyedRateLimit;
+  /**
+   * Tasks sharing a serial key run one at a time, in due order (due time,
+   * then id; priority does not reorder one key's tasks). Enforced by the
+   * database: with PostgreSQL across every process. A task waiting for its
+   * retry keeps the key.
+   * @example `chat:${chatId}`
+   */
+  serial?: string;
+  /**
+   * Higher runs first when more tasks are due than workers are free: the
+   * claim orders due tasks by priority, then due time. An integer.
+   * @default 0
+   */
+  priority?: number;
 }
 

@@ -22,6 +22,9 @@ export interface TaskRow {
   /** Version 3: the return value and the attempts' errors, JSON. */
   result?: string | null;
   errors?: string | null;
+  /** Version 4: the serial key and the priority. */
+  serial?: string | null;
+  priority?: number | string;
 }
 
 /** The `taskheap_jobs` columns a `StoredJob` shows. */
@@ -66,6 +69,7 @@ export interface ClaimRow {
   max_attempts: number | string;
   run_at: number | string;
   options: string;
+  priority: number | string;
 }
 
 function optional(value: number | string | null | undefined): number | null {
@@ -88,6 +92,9 @@ export function toTask(row: TaskRow): StoredTask {
     updatedAt: new Date(Number(row.updated_at)),
     result: row.result === null || row.result === undefined ? undefined : JSON.parse(row.result) as unknown,
     errors: row.errors === null || row.errors === undefined ? [] : toErrors(row.errors),
+    serial: row.serial ?? null,
+    priority: Number(row.priority ?? 0),
+    rate: (JSON.parse(row.options) as { rate?: StoredTask['rate'] }).rate ?? null,
   };
 }
 
@@ -128,7 +135,7 @@ export function toDueJob(row: DueJobRow): DueJob {
   };
 }
 
-/** Claimed rows in due order (earliest first, then by id), as the runner expects. */
+/** Claimed rows in claim order (priority, highest first; then due time, then id), as the runner expects. */
 export function toClaims(rows: ClaimRow[]): ClaimedTask[] {
   return rows
     .map((row) => ({
@@ -139,8 +146,9 @@ export function toClaims(rows: ClaimRow[]): ClaimedTask[] {
       maxAttempts: Number(row.max_attempts),
       runAt: Number(row.run_at),
       options: row.options,
+      priority: Number(row.priority),
     }))
-    .sort((a, b) => a.runAt - b.runAt || a.id - b.id);
+    .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.id - b.id);
 }
 
 function toErrors(json: string): AttemptError[] {

@@ -13,9 +13,10 @@ import { State, type Task, type TaskContext, type TaskFunction, type TaskObserve
 import { toDuration } from '../core/duration.js';
 import { describe, toEpoch } from '../core/validate.js';
 import { ClosedError } from '../core/errors.js';
+import { assertPriority, toFlow, toRate } from '../core/flow-options.js';
 
-const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client']);
-const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name']);
+const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority']);
+const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name', 'rate', 'serial', 'priority']);
 /** Backoff of failed store calls: 100 ms doubling up to this. */
 const MAX_BACKOFF = 5_000;
 /** The longest wait before a stored retry: a year. */
@@ -61,6 +62,8 @@ export class DurableRunner implements TaskObserver {
   readonly #claims = new Map<Task, ClaimedTask>();
   /** Finished tasks whose outcome the store has not confirmed yet, by id; their leases are still renewed. */
   readonly #pending = new Map<number, Outcome>();
+  /** Claimed tasks with a serial key: their final outcome frees the key, so the next claim should not wait. */
+  readonly #serials = new Set<number>();
   /** Ids of `#pending` whose write is on its way (one batch at a time). */
   readonly #sending = new Set<number>();
   /** The defined handler names, as the claim filters by them. */
@@ -183,6 +186,7 @@ export class DurableRunner implements TaskObserver {
     }
     const write = this.ready().then(() => this.#store.addTask({
       name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
+      serial: stored.serial ?? null, priority: stored.priority ?? 0,
     }, client));
     return write.then((row) => {
       this.#wakeAt(runAt);
@@ -205,7 +209,10 @@ export class DurableRunner implements TaskObserver {
         const runAt = toEpoch(item.runAt);
         assertStoredTime(runAt, 'when');
         const { payload, key, stored } = this.#parse(item.options, TASK_KEYS, 'durable task');
-        tasks.push({ name: item.name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored) });
+        tasks.push({
+          name: item.name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
+          serial: stored.serial ?? null, priority: stored.priority ?? 0,
+        });
         earliest = Math.min(earliest, runAt);
       } catch (error) {
         if (error instanceof Error) error.message = `scheduleMany() item ${i}: ${error.message}`;
@@ -256,7 +263,11 @@ export class DurableRunner implements TaskObserver {
     await this.ready();
     const cancelled = await this.#store.cancel(id);
     this.#cancelLocal(id);
-    if (cancelled) this.#done(id);
+    if (cancelled) {
+      this.#done(id);
+      // It may have held a serial key: the key's next task need not wait for a poll.
+      this.#wakeAt(this.#loop.clock.now());
+    }
     return cancelled;
   }
 
@@ -549,11 +560,16 @@ export class DurableRunner implements TaskObserver {
     const batch = [...this.#pending.values()];
     for (const outcome of batch) this.#sending.add(outcome.id);
     this.#write(this.#store.settle(this.#owner, batch, this.#loop.clock.now()).then(() => {
+      let freed = false;
       for (const outcome of batch) {
         this.#sending.delete(outcome.id);
         if (this.#pending.get(outcome.id) === outcome) this.#pending.delete(outcome.id);
         if (outcome.kind === 'complete') this.#done(outcome.id);
+        if (this.#serials.delete(outcome.id) && outcome.kind === 'complete') freed = true;
       }
+      // A serial key was let go of: its next task may be due now, and the
+      // claim that ran beside this write could not take it yet.
+      if (freed) this.#wakeAt(this.#loop.clock.now());
       this.#flushFailures = 0;
       // What finished while this batch was on its way.
       this.#flush();
@@ -682,9 +698,10 @@ export class DurableRunner implements TaskObserver {
         }
       };
     // Due now: the store decided so by its clock, which may differ from ours.
-    const task = this.#loop.push(Math.min(claim.runAt, this.#loop.clock.now()), fn, this.#settings(claim.name, options.timeout ?? Infinity));
+    const task = this.#loop.push(Math.min(claim.runAt, this.#loop.clock.now()), fn, this.#settings(claim.name, options));
     this.#claims.set(task, claim);
     this.#byId.set(claim.id, task);
+    if (options.serial !== undefined) this.#serials.add(claim.id);
   }
 
   /**
@@ -743,6 +760,7 @@ export class DurableRunner implements TaskObserver {
       for (const id of lost) {
         this.#cancelLocal(id);
         this.#pending.delete(id);
+        this.#serials.delete(id);
       }
     }).finally(() => {
       this.#renewing = false;
@@ -775,9 +793,19 @@ export class DurableRunner implements TaskObserver {
     this.#timerAt = Infinity;
   }
 
-  /** Settings of a claimed task: the runner observes how it ends; retries are the store's. */
-  #settings(name: string, timeout: number): TaskSettings {
-    return { owner: this.#loop, name, timeout, retry: undefined, signal: undefined, observer: this };
+  /**
+   * Settings of a claimed task: the runner observes how it ends; retries are
+   * the store's. Its stored rate, serial key and priority go to the loop:
+   * rate limits are kept per process, the serial key is already the
+   * database's (at most one task of a key is claimed anywhere), and priority
+   * orders the claimed tasks that wait for a worker.
+   */
+  #settings(name: string, options: StoredOptions): TaskSettings {
+    const settings: TaskSettings = { owner: this.#loop, name, timeout: options.timeout ?? Infinity, retry: undefined, signal: undefined, observer: this };
+    // Tasks without these options (most) pay nothing more.
+    if (options.rate === undefined && options.serial === undefined && options.priority === undefined) return settings;
+    const flow = toFlow(options);
+    return flow === undefined ? settings : { ...settings, flow };
   }
 
   /** A store error (or a durable task's failure) for `onError`. */
@@ -801,7 +829,13 @@ export class DurableRunner implements TaskObserver {
     for (const key in given) {
       if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
     }
-    const { payload, key, retry, overlap, misfire, catchUp } = given;
+    const { payload, key, retry, overlap, misfire, catchUp, serial, priority } = given;
+    // Issue 16's options: checked here, at the call, before anything is written.
+    const rate = given.rate === undefined ? undefined : toRate(given.rate, 'rate', true);
+    // Keys go into JSON the database parses (jsonb refuses NUL) and serial into an indexed column.
+    if (rate !== undefined) assertKey(rate.key, 'rate.key');
+    if (serial !== undefined) assertKey(serial, 'serial');
+    if (priority !== undefined) assertPriority(priority);
     if (catchUp !== undefined && (!Number.isInteger(catchUp) || (catchUp as number) < 1 || (catchUp as number) > MAX_ATTEMPTS)) {
       throw new RangeError(`Expected \`catchUp\` to be an integer from 1 to ${MAX_ATTEMPTS}, got ${describe(catchUp)}`);
     }
@@ -826,6 +860,9 @@ export class DurableRunner implements TaskObserver {
       overlap: overlap as StoredOptions['overlap'],
       misfire: misfire as StoredOptions['misfire'],
       catchUp: catchUp as number | undefined,
+      rate: rate === undefined ? undefined : { key: rate.key!, limit: rate.limit, interval: rate.interval },
+      serial,
+      priority: priority === 0 ? undefined : priority,
     };
     return { payload: toPayload(payload), key: key ?? null, stored };
   }

@@ -40,6 +40,12 @@ export interface StoredTask {
   result: unknown;
   /** The errors of its failed attempts, oldest first: the last 10 are kept. */
   errors: AttemptError[];
+  /** Its serial key (`serial` option), or null. */
+  serial: string | null;
+  /** Its priority (`priority` option; 0 by default). */
+  priority: number;
+  /** Its keyed rate limit (`rate` option), interval in ms, or null. */
+  rate: { key: string; limit: number; interval: number } | null;
 }
 
 /** One failed attempt of a stored task. */
@@ -116,6 +122,10 @@ export interface NewTask {
   maxAttempts: number;
   /** Timeout and retry policy as JSON text. */
   options: string;
+  /** The serial key, or null (also in `options`; a column so the claim can see it). @default null */
+  serial?: string | null;
+  /** The priority (also in `options`; a column so the claim can order by it). @default 0 */
+  priority?: number;
 }
 
 /** What is written when a recurring job is registered. */
@@ -154,6 +164,8 @@ export interface ClaimedTask {
   runAt: number;
   /** Timeout and retry policy as JSON text. */
   options: string;
+  /** The priority: claims come ordered by priority (highest first), then due time, then id. */
+  priority: number;
 }
 
 /** A recurring job due for its next occurrence. */
@@ -363,7 +375,7 @@ export function leaseExpiredText(times: number): string {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /** A database written by a newer taskheap: refusing it beats corrupting it. */
 export class SchemaVersionError extends TaskheapError {

@@ -323,7 +323,7 @@ describe('postgresStore: durable tasks', () => {
     const circular: Record<string, unknown> = {};
     circular.self = circular;
     expect(() => scheduler.schedule(Date.now(), 'known', { payload: circular })).toThrow(/JSON/);
-    expect(() => scheduler.schedule(Date.now(), 'known', { priority: 1 } as never)).toThrow(/Unknown durable task option/);
+    expect(() => scheduler.schedule(Date.now(), 'known', { colour: 1 } as never)).toThrow(/Unknown durable task option/);
     expect(() => scheduler.every().second().run('known', { overlap: 'queue' as never })).toThrow(/overlap/);
     expect(await scheduler.listTasks()).toEqual([]);
     // Payloads round-trip exactly, including ones jsonb would refuse or reorder.
@@ -365,7 +365,7 @@ describe('postgresStore: durable tasks', () => {
       await Promise.all(stores.map((store) => store.close()));
     }
     const { rows } = await admin.query(`SELECT version FROM ${schema}.taskheap_meta`);
-    expect(rows).toEqual([{ version: 3 }]);
+    expect(rows).toEqual([{ version: 4 }]);
   });
 
   it('uses a pool it is given and leaves it open', async () => {

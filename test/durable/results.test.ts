@@ -19,6 +19,9 @@ import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';
 import { usePostgres } from './use-postgres.js';
 
+/** A task row as versions 1 to 3 of the SQLite schema hold it (the store's own insert has version 4's columns). */
+const V1_INSERT = `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
+
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-results-')), 'store.db');
 }
@@ -161,7 +164,7 @@ describe('results and waiting on SQLite', () => {
     db.exec(MIGRATIONS[0]!);
     db.exec(MIGRATIONS[1]!);
     db.prepare(SQL.insertVersion).run(2);
-    db.prepare(SQL.insertTask).run('double', null, '{"n":4}', START, 1, '{}', START, START);
+    db.prepare(V1_INSERT).run('double', null, '{"n":4}', START, 1, '{}', START, START);
     db.close();
     const { scheduler, clock } = sqlite(path);
     scheduler.define('double', (_ctx, payload: { n: number }) => payload.n * 2);
@@ -172,7 +175,7 @@ describe('results and waiting on SQLite', () => {
     expect(await waiting).toMatchObject({ state: 'succeeded', result: 8, errors: [] });
     await scheduler.close();
     const after = await openDatabase(path);
-    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 3 });
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 4 });
     after.close();
   });
 });
@@ -339,6 +342,6 @@ describe('results and waiting on PostgreSQL', () => {
     const done: StoredTask = await s.waitFor(old!.id, { timeout: '20s' });
     expect(done).toMatchObject({ state: 'succeeded', result: 10 });
     const { rows } = await admin.query(`SELECT version FROM "${name}".taskheap_meta`);
-    expect(rows).toEqual([{ version: 3 }]);
+    expect(rows).toEqual([{ version: 4 }]);
   }, 60_000);
 });

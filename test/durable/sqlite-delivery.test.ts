@@ -12,6 +12,9 @@ import { Scheduler } from '../../src/index.js';
 import { sqliteStore, StoreInUseError, type SqliteStoreOptions } from '../../src/sqlite.js';
 import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
 
+/** A task row as versions 1 to 3 of the SQLite schema hold it (the store's own insert has version 4's columns). */
+const V1_INSERT = `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
+
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-')), 'store.db');
 }
@@ -143,14 +146,14 @@ describe('sqliteStore: one owner per file', () => {
     db.exec(SQL.createMeta);
     db.exec(MIGRATIONS[0]!);
     db.prepare(SQL.insertVersion).run(1);
-    db.prepare(SQL.insertTask).run('work', null, '{}', Date.now(), 1, '{}', Date.now(), Date.now());
+    db.prepare(V1_INSERT).run('work', null, '{}', Date.now(), 1, '{}', Date.now(), Date.now());
     db.close();
     const { scheduler, runs } = open(path);
     await scheduler.start();
     await waitFor('the old task to run', () => runs.length === 1);
     await scheduler.close();
     const after = await openDatabase(path);
-    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 3 });
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 4 });
     expect(after.prepare('SELECT state, expiries FROM taskheap_tasks').all()).toEqual([{ state: 'succeeded', expiries: 0 }]);
     after.close();
   });

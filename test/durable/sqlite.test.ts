@@ -221,7 +221,7 @@ describe.each(AVAILABLE)('sqliteStore on $driver: durable tasks', ({ driver: cur
     const circular: Record<string, unknown> = {};
     circular.self = circular;
     expect(() => scheduler.schedule(START, 'known', { payload: circular })).toThrow(/JSON/);
-    expect(() => scheduler.schedule(START, 'known', { priority: 1 } as never)).toThrow(/Unknown durable task option/);
+    expect(() => scheduler.schedule(START, 'known', { colour: 1 } as never)).toThrow(/Unknown durable task option/);
     expect(() => scheduler.every().second().run('known', { overlap: 'queue' as never })).toThrow(/overlap/);
     expect(await scheduler.listTasks()).toEqual([]);
     expect(() => scheduler.define('', () => {})).toThrow(TypeError);

@@ -85,6 +85,15 @@ const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
   // Finished rows by age, for retention.
   (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN result text, ADD COLUMN errors text;
     CREATE INDEX taskheap_tasks_finished ON ${t('taskheap_tasks')} (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
+  // version 4 (issue 16): serial keys and priorities. The waiting index leads
+  // with priority, walked one priority level at a time (see LEVELS); a
+  // partial index finds the head of a serial key; a key row exists only
+  // while a task holds the key (see taskheap_serial_keys in the README).
+  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN serial text, ADD COLUMN priority integer NOT NULL DEFAULT 0;
+    DROP INDEX ${t('taskheap_tasks_waiting')};
+    CREATE INDEX taskheap_tasks_waiting ON ${t('taskheap_tasks')} (priority, run_at, id) WHERE state = 'waiting';
+    CREATE INDEX taskheap_tasks_serial ON ${t('taskheap_tasks')} (serial, run_at, id) WHERE state = 'waiting' AND serial IS NOT NULL;
+    CREATE TABLE ${t('taskheap_serial_keys')} (key text PRIMARY KEY, held_by bigint NOT NULL UNIQUE);`,
 ];
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
@@ -117,7 +126,7 @@ const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')
 function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
     ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
-    ${a}.result, ${a}.errors`;
+    ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority`;
 }
 
 /** The columns a job row is read with; `a` is the table alias. */
@@ -127,35 +136,82 @@ function jobColumns(a: string): string {
 }
 
 /**
- * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
- * and running ones whose lease ran out (their process died or stalled); each
- * branch walks its own partial index. Every time is the server's: process
- * clocks may disagree, the database's is the one clock. An expired task
- * whose lease already expired $4 times is failed with error $5 instead.
- * Our own expired leases are left alone: this process is alive (it is
- * claiming) and renews them. `unlessJobsDue`: claims only if no recurring job
- * is due, and returns that flag (on a row of its own if nothing was claimed).
- * $6 (text[], or null for any): only tasks of these handler names, the ones
- * this process has defined; others wait for a process that runs them.
+ * SQL: the priority levels of waiting tasks, highest first, one index probe
+ * each (then a NULL). The waiting index leads with priority and PostgreSQL 15
+ * has no skip scan: walking it level by level finds the due tasks of each
+ * level by an exact range (priority = p, run_at <= now) instead of filtering
+ * every future task of the level above.
  */
-function claimSql(T: string, J: string, unlessJobsDue: boolean): string {
+const levels = (T: string) => `levels(p) AS (
+    SELECT max(priority) FROM ${T} WHERE state = 'waiting'
+    UNION ALL
+    SELECT (SELECT max(priority) FROM ${T} WHERE state = 'waiting' AND priority < levels.p) FROM levels WHERE levels.p IS NOT NULL)`;
+
+/**
+ * SQL: waiting task \`a\` may run as far as its serial key goes: it has none,
+ * it holds its key (it waits for a retry, or was handed back), or the key is
+ * free and \`a\` comes first among the key's waiting tasks (due time, then
+ * id). Read from the statement's snapshot, so it may be stale: the claim
+ * takes the key under a row lock (\`taken\` in claimSql), which re-checks.
+ */
+const claimable = (a: string, T: string, K: string) => `(${a}.serial IS NULL OR COALESCE(
+      (SELECT k.held_by = ${a}.id FROM ${K} AS k WHERE k.key = ${a}.serial),
+      ${a}.id = (SELECT h.id FROM ${T} AS h WHERE h.serial = ${a}.serial AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1)))`;
+
+/**
+ * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
+ * by priority (highest first), then due time, then id; and running ones
+ * whose lease ran out (their process died or stalled). Every time is the
+ * server's: process clocks may disagree, the database's is the one clock.
+ * An expired task whose lease already expired $4 times is failed with error
+ * $5 instead (and lets go of its serial key). Our own expired leases are
+ * left alone: this process is alive (it is claiming) and renews them.
+ * `unlessJobsDue`: claims only if no recurring job is due, and returns that
+ * flag (on a row of its own if nothing was claimed). $6 (text[], or null for
+ * any): only tasks of these handler names, the ones this process has
+ * defined; others wait for a process that runs them.
+ *
+ * Serial keys: a task with one is claimed only if it takes the key. A key
+ * row exists while a task holds it; \`taken\` inserts it, or, if it exists,
+ * keeps it only for the task already holding it. ON CONFLICT locks the row
+ * and re-checks it at its latest version (a concurrent claim's uncommitted
+ * row is waited for), so of two claims racing for one key exactly one wins,
+ * whatever their snapshots said; the loser leaves its task waiting. Keys are
+ * taken in key order, so two claims cannot deadlock on them.
+ */
+function claimSql(T: string, J: string, K: string, unlessJobsDue: boolean): string {
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
-  return `WITH
+  return `WITH RECURSIVE
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
-    expired AS (SELECT id, run_at, expiries FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
+    ${levels(T)},
+    expired AS (SELECT id, run_at, priority, serial, expiries FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
-      FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id),
-    waiting AS (SELECT id, run_at FROM ${T} WHERE state = 'waiting' AND run_at <= now() ${gate} ${NAMED}
-      ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
-    due AS (SELECT id FROM (SELECT id, run_at FROM expired WHERE expiries < $4 UNION ALL SELECT * FROM waiting) d ORDER BY run_at, id LIMIT $1),
+      FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id, t.serial),
+    unheld AS (DELETE FROM ${K} AS k USING failed WHERE k.key = failed.serial AND k.held_by = failed.id),
+    waiting AS (SELECT w.id, w.run_at, w.priority, w.serial FROM levels CROSS JOIN LATERAL (
+        SELECT t.id, t.run_at, t.priority, t.serial FROM ${T} AS t
+        WHERE t.state = 'waiting' AND t.priority = levels.p AND t.run_at <= now() ${gate} ${NAMED} AND ${claimable('t', T, K)}
+        ORDER BY t.run_at, t.id LIMIT $1 FOR UPDATE OF t SKIP LOCKED) AS w
+      WHERE levels.p IS NOT NULL LIMIT $1),
+    heads AS (SELECT DISTINCT ON (serial) id, serial FROM waiting WHERE serial IS NOT NULL ORDER BY serial, priority DESC, run_at, id),
+    taken AS (INSERT INTO ${K} AS k (key, held_by) SELECT serial, id FROM heads ORDER BY serial
+      ON CONFLICT (key) DO UPDATE SET held_by = k.held_by WHERE k.held_by = EXCLUDED.held_by
+      RETURNING k.held_by),
+    due AS (SELECT id FROM (SELECT id, run_at, priority FROM expired WHERE expiries < $4
+        UNION ALL SELECT id, run_at, priority FROM waiting WHERE serial IS NULL OR id IN (SELECT held_by FROM taken)) d
+      ORDER BY priority DESC, run_at, id LIMIT $1),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
         attempts = t.attempts + 1, expiries = t.expiries + (t.state = 'running')::int, updated_at = now()
       FROM due WHERE t.id = due.id
-      RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options)
+      RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority)
     ${unlessJobsDue ? 'SELECT flag.jobs_due, claimed.* FROM flag LEFT JOIN claimed ON true' : 'SELECT * FROM claimed'}`;
 }
+
+/** SQL: the serial key and the priority a stored job's options (JSON text) give its occurrences. */
+const SERIAL_OF = (options: string) => `(${options}::jsonb ->> 'serial')`;
+const PRIORITY_OF = (options: string) => `COALESCE((${options}::jsonb ->> 'priority')::int, 0)`;
 
 /** The statements of a store whose tables live in `schema` (undefined: the search_path). */
 export function statements(schema: string | undefined) {
@@ -163,6 +219,9 @@ export function statements(schema: string | undefined) {
   const T = t('taskheap_tasks');
   const J = t('taskheap_jobs');
   const M = t('taskheap_meta');
+  const K = t('taskheap_serial_keys');
+  // A replaced keyed task starts over: it lets go of any serial key it held (waiting for a retry).
+  const REPLACED_LET_GO = `released AS (DELETE FROM ${K} AS k USING saved WHERE k.held_by = saved.id)`;
   return {
     migrations: MIGRATIONS.map((migration) => migration(t)),
     /** Processes starting together migrate one at a time. */
@@ -175,13 +234,14 @@ export function statements(schema: string | undefined) {
 
     /** A keyed task replaces the one with its key unless that one is running. */
     addTask: `WITH saved AS (
-        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options)
-        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6)
+        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority)
+        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9)
         ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, updated_at = now()
+          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, updated_at = now()
         WHERE t.state <> 'running'
-        RETURNING ${taskColumns('t')})
+        RETURNING ${taskColumns('t')}),
+      ${REPLACED_LET_GO}
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
     /**
      * Many tasks in one statement (keys distinct: the store keeps the last
@@ -189,16 +249,17 @@ export function statements(schema: string | undefined) {
      * one is running; one wake for the earliest.
      */
     addTasks: `WITH saved AS (
-        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options)
-        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options
-        FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[]) WITH ORDINALITY
-          AS u(name, key, payload, at, max_attempts, options, ord)
+        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority)
+        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[]) WITH ORDINALITY
+          AS u(name, key, payload, at, max_attempts, options, serial, priority, ord)
         ORDER BY u.ord
         ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, updated_at = now()
+          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, updated_at = now()
         WHERE t.state <> 'running'
         RETURNING ${taskColumns('t')}),
+      ${REPLACED_LET_GO},
       wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(run_at)::bigint::text) FROM saved HAVING count(*) > 0)
       SELECT saved.* FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
     tasksByKeys: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = ANY($1::text[])`,
@@ -232,8 +293,8 @@ export function statements(schema: string | undefined) {
      * the place of a scheduled occurrence (the unique key ignores NULLs).
      */
     triggerJob: `WITH added AS (
-        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key)
-        SELECT name, payload, now(), COALESCE((options::jsonb #>> '{retry,attempts}')::int, 1), options, key
+        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key, serial, priority)
+        SELECT name, payload, now(), COALESCE((options::jsonb #>> '{retry,attempts}')::int, 1), options, key, ${SERIAL_OF('options')}, ${PRIORITY_OF('options')}
         FROM ${J} WHERE key = $1 AND state <> 'cancelled'
         RETURNING ${taskColumns('t')})
       SELECT added.*, pg_notify('${WAKE}', $2 || added.run_at::bigint::text) FROM added`,
@@ -258,8 +319,8 @@ export function statements(schema: string | undefined) {
       FROM saved`,
 
     /** The common case, no recurring job due: claims in one statement and says whether a job is due. */
-    claimUnlessJobsDue: claimSql(T, J, true),
-    claim: claimSql(T, J, false),
+    claimUnlessJobsDue: claimSql(T, J, K, true),
+    claim: claimSql(T, J, K, false),
     /** Another process materializing the same job holds its row: skip it, that process does the work. */
     dueJobs: `SELECT key, name, payload, rule, ${ms('next_run_at')} AS next_run_at, remaining, ${ms('until')} AS until, options,
         ${ms('now()')} AS now
@@ -268,8 +329,8 @@ export function statements(schema: string | undefined) {
     runningJobs: `SELECT DISTINCT job_key FROM ${T}
       WHERE job_key = ANY($1::text[]) AND state = 'running' AND locked_until > now()`,
     /** (job_key, scheduled_at) is unique: an occurrence is inserted once, whichever process gets there first. */
-    insertOccurrences: `INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key)
-      SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key
+    insertOccurrences: `INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key, serial, priority)
+      SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key, ${SERIAL_OF('u.options')}, ${PRIORITY_OF('u.options')}
       FROM unnest($1::text[], $2::text[], $3::float8[], $4::int[], $5::text[], $6::text[]) AS u(name, payload, at, max_attempts, options, job_key)
       ON CONFLICT (job_key, scheduled_at) DO NOTHING`,
     advanceJobs: `UPDATE ${J} AS j SET next_run_at = ${ts('u.next')}, remaining = u.remaining, state = u.state,
@@ -277,8 +338,19 @@ export function statements(schema: string | undefined) {
       FROM unnest($1::text[], $2::float8[], $3::int[], $4::text[], $5::int[]) AS u(key, next, remaining, state, added)
       WHERE j.key = u.key`,
     /** ms until something is due, by the server's clock (negative: overdue); tasks only of the names $1 (null: any). */
-    nextDue: `SELECT (extract(epoch from LEAST(
-        (SELECT MIN(run_at) FROM ${T} WHERE state = 'waiting' AND ($1::text[] IS NULL OR name = ANY($1::text[]))),
+    /**
+     * ms until something is due, by the server's clock (negative: overdue);
+     * tasks only of the names $1 (null: any). A waiting task that cannot
+     * take its serial key does not count: the key's release wakes the
+     * processes (see settle), so nobody polls a held key.
+     */
+    nextDue: `WITH RECURSIVE ${levels(T)},
+      firsts AS (SELECT w.run_at FROM levels CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
+          WHERE t.state = 'waiting' AND t.priority = levels.p AND ($1::text[] IS NULL OR t.name = ANY($1::text[])) AND ${claimable('t', T, K)}
+          ORDER BY t.run_at, t.id LIMIT 1) AS w
+        WHERE levels.p IS NOT NULL)
+      SELECT (extract(epoch from LEAST(
+        (SELECT MIN(run_at) FROM firsts),
         (SELECT MIN(locked_until) FROM ${T} WHERE state = 'running' AND ($1::text[] IS NULL OR name = ANY($1::text[]))),
         (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`,
 
@@ -301,12 +373,14 @@ export function statements(schema: string | undefined) {
      * handler's return value as `result`), 'retry' (waiting again, due delay
      * ms after the server's now, error) or 'release' (waiting again, the
      * claim's attempt not counted). A failure's error (final or retried)
-     * joins the bounded `errors` history. One wake carries the earliest time
-     * a retried or released task is due (it reaches this process too, whose
-     * next claim may already be on its way); the final states are announced
-     * on DONE for `waitFor()`, DONE_IDS ids to a notification: every
-     * notification takes a database-wide lock at commit and a place in the
-     * queue every listener reads, and one per task cost a tenth of the
+     * joins the bounded `errors` history. A final state lets go of the
+     * task's serial key (a retried or released task keeps it: strict order).
+     * One wake carries the earliest time a retried or released task, or the
+     * next task of a freed serial key, is due (it reaches this process too,
+     * whose next claim may already be on its way); the final states are
+     * announced on DONE for `waitFor()`, DONE_IDS ids to a notification:
+     * every notification takes a database-wide lock at commit and a place in
+     * the queue every listener reads, and one per task cost a tenth of the
      * throughput of no-op tasks.
      */
     settle: `WITH
@@ -322,9 +396,14 @@ export function statements(schema: string | undefined) {
             attempts = t.attempts - (u.kind = 'release')::int,
             locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM u WHERE t.id = u.id AND t.locked_by = $6 AND (u.kind <> 'release' OR t.state = 'running')
-          RETURNING t.id, u.kind, t.run_at)
-      SELECT pg_notify('${WAKE}', $7 || (extract(epoch from MIN(run_at)) * 1000)::bigint::text) FROM done
-      WHERE kind <> 'complete' HAVING count(*) > 0
+          RETURNING t.id, u.kind, t.run_at, t.serial),
+        freed AS (DELETE FROM ${K} AS k USING done WHERE done.kind = 'complete' AND k.key = done.serial AND k.held_by = done.id
+          RETURNING k.key),
+        next AS (SELECT (SELECT h.run_at FROM ${T} AS h WHERE h.serial = freed.key AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1) AS run_at
+          FROM freed)
+      SELECT pg_notify('${WAKE}', $7 || (extract(epoch from MIN(run_at)) * 1000)::bigint::text)
+      FROM (SELECT run_at FROM done WHERE kind <> 'complete' UNION ALL SELECT run_at FROM next WHERE run_at IS NOT NULL) AS woken
+      HAVING count(*) > 0
       UNION ALL
       SELECT pg_notify('${DONE}', $7 || string_agg(id::text, ',')) FROM (SELECT id, (row_number() OVER () - 1) / ${DONE_IDS} AS part
         FROM done WHERE kind = 'complete') AS finished GROUP BY part`,
@@ -333,8 +412,11 @@ export function statements(schema: string | undefined) {
         UPDATE ${T} SET state = $1::text, last_error = $2::text, result = $5::text,
           errors = CASE WHEN $1::text IN ('failed', 'timed-out') THEN ${appendError('$2')} ELSE errors END,
           locked_by = NULL, locked_until = NULL, updated_at = now()
-        WHERE id = $3 AND locked_by = $4 RETURNING id)
-      SELECT pg_notify('${DONE}', $6 || id::text) FROM done`,
+        WHERE id = $3 AND locked_by = $4 RETURNING id, serial),
+        freed AS (DELETE FROM ${K} AS k USING done WHERE k.key = done.serial AND k.held_by = done.id RETURNING k.key)
+      SELECT pg_notify('${DONE}', $6 || id::text),
+        CASE WHEN EXISTS (SELECT 1 FROM freed) THEN pg_notify('${WAKE}', $6 || (extract(epoch from now()) * 1000)::bigint::text) END
+      FROM done`,
     /** A finished task back to waiting, due now, with all its attempts again; its past errors stay. */
     requeue: `WITH again AS (
         UPDATE ${T} AS t SET state = 'waiting', run_at = now(), attempts = 0, expiries = 0, result = NULL,
@@ -344,11 +426,15 @@ export function statements(schema: string | undefined) {
     cancel: `WITH
         old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
-          FROM old WHERE t.id = old.id RETURNING old.state AS was)
-      SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END, pg_notify('${DONE}', $2) FROM cancelled`,
+          FROM old WHERE t.id = old.id RETURNING old.state AS was, t.id, t.serial),
+        freed AS (DELETE FROM ${K} AS k USING cancelled WHERE k.key = cancelled.serial AND k.held_by = cancelled.id RETURNING k.key)
+      SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END, pg_notify('${DONE}', $2),
+        CASE WHEN EXISTS (SELECT 1 FROM freed) THEN pg_notify('${WAKE}', $3 || (extract(epoch from now()) * 1000)::bigint::text) END
+      FROM cancelled`,
     cancelJob: `WITH
         job AS (UPDATE ${J} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
-        occurrences AS (UPDATE ${T} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id)
+        occurrences AS (UPDATE ${T} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id, serial),
+        freed AS (DELETE FROM ${K} AS k USING occurrences AS o WHERE k.key = o.serial AND k.held_by = o.id)
       SELECT (SELECT count(*) FROM job) AS n`,
     /**
      * Retention: deletes up to $3 finished tasks older than their age ($1 ms
@@ -361,6 +447,13 @@ export function statements(schema: string | undefined) {
           AND updated_at < now() - ${millis(`CASE WHEN state = 'succeeded' THEN $1::float8 ELSE $2::float8 END`)}
         ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
+    /**
+     * A safety net run with retention: key rows whose holder is gone or
+     * finished (every path that finishes a task lets go of its key in the
+     * same statement, so this should find nothing). A holder mid-claim is
+     * waiting in the snapshot, so it is never taken for gone.
+     */
+    pruneKeys: `DELETE FROM ${K} AS k WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = k.held_by AND t.state IN ('waiting', 'running'))`,
     /** Retention: recurring jobs that are over (done or cancelled) older than $1 ms. */
     pruneJobs: `WITH doomed AS (SELECT key FROM ${J} WHERE state IN ('done', 'cancelled') AND updated_at < now() - ${millis('$1')}
         LIMIT $2 FOR UPDATE SKIP LOCKED)

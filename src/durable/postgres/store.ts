@@ -309,7 +309,7 @@ class PostgresStore implements Store {
       ? (text: string, values: unknown[]) => this.#query<TaskRow>(text, values)
       : async (text: string, values: unknown[]) => ({ rows: (await via.query(text, values)).rows as TaskRow[] });
     const { rows } = await query(this.#sql.addTask,
-      [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt)]);
+      [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt), task.serial ?? null, task.priority ?? 0]);
     if (rows[0] !== undefined) return toTask(rows[0]);
     // The key belongs to a running task, which is left alone: report it as it is.
     const existing = await query(this.#sql.taskByKey, [task.key]);
@@ -325,7 +325,8 @@ class PostgresStore implements Store {
       if (task.key !== null) last.set(task.key, i);
     });
     const rows = tasks.filter((task, i) => task.key === null || last.get(task.key) === i);
-    const columns = { name: [] as string[], key: [] as (string | null)[], payload: [] as string[], at: [] as number[], max: [] as number[], options: [] as string[] };
+    const columns = { name: [] as string[], key: [] as (string | null)[], payload: [] as string[], at: [] as number[], max: [] as number[], options: [] as string[],
+      serial: [] as (string | null)[], priority: [] as number[] };
     let earliest = Infinity;
     for (const task of rows) {
       columns.name.push(task.name);
@@ -334,11 +335,13 @@ class PostgresStore implements Store {
       columns.at.push(task.runAt);
       columns.max.push(task.maxAttempts);
       columns.options.push(task.options);
+      columns.serial.push(task.serial ?? null);
+      columns.priority.push(task.priority ?? 0);
       earliest = Math.min(earliest, task.runAt);
     }
     return this.#transaction(async (client) => {
       const saved = await client.query<TaskRow>(this.#sql.addTasks,
-        [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix]);
+        [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix, columns.serial, columns.priority]);
       const byKey = new Map<string, StoredTask>();
       // New rows are numbered in the order given; keyed rows are found by key.
       const fresh: StoredTask[] = [];
@@ -445,7 +448,7 @@ class PostgresStore implements Store {
   }
 
   async cancel(id: number): Promise<boolean> {
-    const { rows } = await this.#query<{ was: StoredState }>(this.#sql.cancel, [id, `${this.#prefix}${id}`]);
+    const { rows } = await this.#query<{ was: StoredState }>(this.#sql.cancel, [id, `${this.#prefix}${id}`, this.#prefix]);
     return rows.length > 0;
   }
 
@@ -473,6 +476,7 @@ class PostgresStore implements Store {
     if (succeeded === null && failed === null) return 0;
     const tasks = await this.#query(this.#sql.pruneTasks, [succeeded, failed, limit]);
     const jobs = failed === null ? undefined : await this.#query(this.#sql.pruneJobs, [failed, limit]);
+    await this.#query(this.#sql.pruneKeys);
     return (tasks.rowCount ?? 0) + (jobs?.rowCount ?? 0);
   }
 

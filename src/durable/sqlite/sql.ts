@@ -46,7 +46,26 @@ export const MIGRATIONS: readonly string[] = [
   `ALTER TABLE taskheap_tasks ADD COLUMN result TEXT;
    ALTER TABLE taskheap_tasks ADD COLUMN errors TEXT;
    CREATE INDEX taskheap_tasks_finished ON taskheap_tasks (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
+  // version 4 (issue 16): serial keys and priorities. The due index gains the
+  // priority, walked one level at a time (see claim in store.ts); a partial
+  // index finds the head of a serial key; a key row exists only while a task holds the key.
+  `ALTER TABLE taskheap_tasks ADD COLUMN serial TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+   DROP INDEX taskheap_tasks_due;
+   CREATE INDEX taskheap_tasks_due ON taskheap_tasks (state, priority, run_at, id);
+   CREATE INDEX taskheap_tasks_serial ON taskheap_tasks (serial, run_at, id) WHERE state = 'waiting' AND serial IS NOT NULL;
+   CREATE TABLE taskheap_serial_keys (key TEXT PRIMARY KEY, held_by INTEGER NOT NULL UNIQUE);`,
 ];
+
+/**
+ * Waiting task \`t\` may run as far as its serial key goes: it has none, it
+ * holds its key (it waits for a retry), or the key is free and \`t\` comes
+ * first among the key's waiting tasks (due time, then id). One process owns
+ * the file and claims in one transaction, so what this reads holds.
+ */
+const CLAIMABLE = `(t.serial IS NULL OR COALESCE(
+    (SELECT k.held_by = t.id FROM taskheap_serial_keys AS k WHERE k.key = t.serial),
+    t.id = (SELECT h.id FROM taskheap_tasks AS h WHERE h.serial = t.serial AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1)))`;
 
 /** How many attempts' errors a task keeps (the latest). */
 export const MAX_ERRORS = 10;
@@ -76,28 +95,44 @@ export const SQL = {
     WHERE state = 'running'`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
-    options = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
+    options = ?, serial = ?, priority = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
+  /** A task that finished, was cancelled or replaced lets go of its serial key. */
+  letGo: `DELETE FROM taskheap_serial_keys WHERE held_by = ?`,
+  /** Takes the key for task @id; the claim checked that it was free or already this task's. */
+  take: `INSERT INTO taskheap_serial_keys (key, held_by) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
+  /** Key rows whose holder is gone or finished: after recovery, and as a safety net with retention. */
+  pruneKeys: `DELETE FROM taskheap_serial_keys WHERE held_by NOT IN (SELECT id FROM taskheap_tasks WHERE state IN ('waiting', 'running'))`,
+  /** The highest priority among waiting tasks, then the next one below ?: the levels a claim walks. */
+  topLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting'`,
+  levelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting' AND priority < ?`,
   taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
-  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, created_at, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,
   upsertJob: `INSERT INTO taskheap_jobs (key, name, payload, rule, state, next_run_at, remaining, until, options, created_at, updated_at)
     VALUES (@key, @name, @payload, @rule, @state, @nextRunAt, @remaining, @until, @options, @now, @now)
     ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
     next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`,
-  dueWaiting: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ? ORDER BY run_at, id LIMIT ?`,
+  /** Due waiting tasks of priority @p that may take their serial key, in due order. */
+  dueWaiting: `SELECT t.id, t.run_at, t.serial FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.priority = @p AND t.run_at <= @now
+    AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT @limit`,
   /** Only tasks whose handler is among the names of a JSON array: the ones this process has defined. */
-  dueWaitingNamed: `SELECT id, run_at FROM taskheap_tasks WHERE state = 'waiting' AND run_at <= ?
-    AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
+  dueWaitingNamed: `SELECT t.id, t.run_at, t.serial FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.priority = @p AND t.run_at <= @now
+    AND t.name IN (SELECT value FROM json_each(@names)) AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT @limit`,
+  /** The first waiting task of priority @p that may take its serial key (`nextDue`). */
+  firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.priority = @p AND ${CLAIMABLE}
+    ORDER BY t.run_at, t.id LIMIT 1`,
+  firstWaitingNamed: `SELECT t.run_at FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.priority = @p
+    AND t.name IN (SELECT value FROM json_each(@names)) AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT 1`,
   /**
    * Expired leases of another owner. One store owns the file (it holds the
    * lock), and recover() hands back a dead owner's work at start-up, so this
    * finds nothing in normal use; our own expired leases (a handler blocking
    * the event loop) are never taken from ourselves: this process is alive.
    */
-  dueExpired: `SELECT id, run_at, expiries FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+  dueExpired: `SELECT id, run_at, expiries, priority FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     ORDER BY run_at, id LIMIT ?`,
-  dueExpiredNamed: `SELECT id, run_at, expiries FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+  dueExpiredNamed: `SELECT id, run_at, expiries, priority FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
   /** A claim; an expired lease taken over counts one expiry. */
   claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running'), state = 'running', locked_by = ?, locked_until = ?,
@@ -107,16 +142,16 @@ export const SQL = {
     updated_at = ? WHERE id = ?`,
   dueJobs: `SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`,
   jobRunning: `SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`,
-  insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at,
+      serial, priority)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, json_extract(?, '$.serial'), COALESCE(json_extract(?, '$.priority'), 0))`,
   advanceJob: `UPDATE taskheap_jobs SET next_run_at = ?, remaining = ?, state = ?, runs = runs + ?, updated_at = ? WHERE key = ?`,
+  /** The earliest expiring lease or scheduled job; waiting tasks are looked up level by level (firstWaiting). */
   nextDue: `SELECT MIN(t) AS t FROM (
-    SELECT MIN(run_at) AS t FROM taskheap_tasks WHERE state = 'waiting'
-    UNION ALL SELECT MIN(locked_until) FROM taskheap_tasks WHERE state = 'running'
+    SELECT MIN(locked_until) AS t FROM taskheap_tasks WHERE state = 'running'
     UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
   nextDueNamed: `SELECT MIN(t) AS t FROM (
-    SELECT MIN(run_at) AS t FROM taskheap_tasks WHERE state = 'waiting' AND name IN (SELECT value FROM json_each(?))
-    UNION ALL SELECT MIN(locked_until) FROM taskheap_tasks WHERE state = 'running' AND name IN (SELECT value FROM json_each(?))
+    SELECT MIN(locked_until) AS t FROM taskheap_tasks WHERE state = 'running' AND name IN (SELECT value FROM json_each(?))
     UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
   renew: `UPDATE taskheap_tasks SET locked_until = ? WHERE id = ? AND locked_by = ? AND state = 'running'`,
   /** A final state; a failure's error joins \`errors\`, a success's return value is \`result\`. */
@@ -136,6 +171,8 @@ export const SQL = {
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND state IN ('waiting', 'running')`,
   cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
+  /** The keys held by a job's waiting occurrences (waiting for a retry), let go of when it is cancelled. */
+  letGoOccurrences: `DELETE FROM taskheap_serial_keys WHERE held_by IN (SELECT id FROM taskheap_tasks WHERE job_key = ? AND state = 'waiting')`,
   cancelOccurrences: `UPDATE taskheap_tasks SET state = 'cancelled', updated_at = ? WHERE job_key = ? AND state = 'waiting'`,
   /**
    * Retention: up to @limit finished tasks last changed before their cutoff
@@ -168,7 +205,8 @@ export const SQL = {
    * An extra occurrence due @now: scheduled_at stays NULL, so it never takes
    * the place of a scheduled occurrence (the unique key ignores NULLs).
    */
-  triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at)
-    SELECT name, payload, @now, COALESCE(json_extract(options, '$.retry.attempts'), 1), options, key, @at, @at
+  triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at, serial, priority)
+    SELECT name, payload, @now, COALESCE(json_extract(options, '$.retry.attempts'), 1), options, key, @at, @at,
+      json_extract(options, '$.serial'), COALESCE(json_extract(options, '$.priority'), 0)
     FROM taskheap_jobs WHERE key = @key AND state <> 'cancelled' RETURNING *`,
 } as const;

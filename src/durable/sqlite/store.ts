@@ -10,7 +10,7 @@ import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { toClaims, toDueJob, toJob, toTask, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -26,6 +26,10 @@ interface IdRow {
   run_at: number;
   /** Expired leases so far (expired running tasks only). */
   expiries?: number;
+  /** The serial key (waiting tasks only). */
+  serial?: string | null;
+  /** The priority level the row was found at (waiting), or its column (expired). */
+  priority?: number;
 }
 
 /** A whole `taskheap_jobs` row, numbers as SQLite returns them. */
@@ -232,7 +236,12 @@ class SqliteStore implements Store {
     // This store owns the file (it holds the lock), so anything still marked
     // running was running in an owner that died: back to waiting at once,
     // one lease expiry counted, failed past the limit.
-    this.#named(() => this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText }));
+    // Those failed let go of their serial keys; the others still hold theirs (they are first in line).
+    const db = this.#open;
+    this.#named(() => db.transaction(() => {
+      this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText });
+      this.#statement(SQL.pruneKeys).run();
+    })());
   }
 
   async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
@@ -259,12 +268,15 @@ class SqliteStore implements Store {
       const existing = this.#statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
       if (existing !== undefined) {
         if (existing.state === 'running') return toTask(existing);
+        // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
+        this.#statement(SQL.letGo).run(existing.id);
         this.#statement(SQL.replaceTask)
-          .run(task.name, task.payload, task.runAt, task.maxAttempts, task.options, now, existing.id);
+          .run(task.name, task.payload, task.runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, now, existing.id);
         return toTask(this.#statement(SQL.taskById).get(existing.id) as TaskRow);
       }
     }
-    const { lastInsertRowid } = this.#statement(SQL.insertTask).run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, now, now);
+    const { lastInsertRowid } = this.#statement(SQL.insertTask)
+      .run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, now, now);
     return toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow);
   }
 
@@ -292,25 +304,61 @@ class SqliteStore implements Store {
     const db = this.#open;
     return this.#named(() => db.transaction(() => {
       this.#materialize(db, now, advance);
-      // Two selects, each walking the (state, run_at) index, beat one OR
-      // that makes SQLite sort every due row on each claim.
-      const due = (named === undefined
-        ? this.#statement(SQL.dueWaiting).all(now, limit)
-        : this.#statement(SQL.dueWaitingNamed).all(now, named, limit)) as IdRow[];
+      // Separate selects, each walking the due index, beat one OR that
+      // makes SQLite sort every due row on each claim.
+      const due = this.#dueWaiting(now, limit, named);
       const expired = (named === undefined
         ? this.#statement(SQL.dueExpired).all(now, owner, limit)
         : this.#statement(SQL.dueExpiredNamed).all(now, owner, named, limit)) as IdRow[];
-      const rows = [...due, ...expired].sort((a, b) => a.run_at - b.run_at || a.id - b.id).slice(0, limit);
+      const rows = expired.length === 0 ? due : [...due, ...expired]
+        .sort((a, b) => b.priority! - a.priority! || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
       const take = this.#statement(SQL.claimOne);
       const fail = this.#statement(SQL.failExpired);
+      const hold = this.#statement(SQL.take);
       const claimed: TaskRow[] = [];
       for (const row of rows) {
         // Expired too often: a task that kills or stalls its process must not be retried forever.
-        if (row.expiries !== undefined && row.expiries >= this.#maxExpiries) fail.run(this.#expiredText, now, row.id);
-        else claimed.push(take.get(owner, now + lease, now, row.id) as TaskRow);
+        if (row.expiries !== undefined && row.expiries >= this.#maxExpiries) {
+          fail.run(this.#expiredText, now, row.id);
+          this.#statement(SQL.letGo).run(row.id);
+          continue;
+        }
+        // The claim read the key free (or this task's): take it, held until the task is final.
+        if (row.serial !== undefined && row.serial !== null) hold.run(row.serial, row.id);
+        claimed.push(take.get(owner, now + lease, now, row.id) as TaskRow);
       }
-      return toClaims(claimed);
+      return toClaims(claimed as unknown as ClaimRow[]);
     })());
+  }
+
+  /**
+   * Up to `limit` due waiting tasks by priority (highest first), then due
+   * time, then id, at most one per serial key and only where the key is
+   * free or already theirs. The index leads with (state, priority): it is
+   * walked one priority level at a time, each an exact range of due tasks,
+   * so future tasks of a higher level are never read.
+   */
+  #dueWaiting(now: number, limit: number, named: string | undefined): IdRow[] {
+    const rows: IdRow[] = [];
+    const statement = this.#statement(named === undefined ? SQL.dueWaiting : SQL.dueWaitingNamed);
+    const keys = new Set<string>();
+    let level = (this.#statement(SQL.topLevel).get() as { p: number | null }).p;
+    while (level !== null && rows.length < limit) {
+      const found = statement.all(named === undefined ? { p: level, now, limit } : { p: level, now, limit, names: named }) as IdRow[];
+      for (const row of found) {
+        // CLAIMABLE lets one task per key through (its holder, or its head);
+        // the set only guards that rule: two tasks of a key never leave one claim.
+        if (row.serial !== null && row.serial !== undefined) {
+          if (keys.has(row.serial)) continue;
+          keys.add(row.serial);
+        }
+        row.priority = level;
+        rows.push(row);
+        if (rows.length === limit) break;
+      }
+      level = (this.#statement(SQL.levelBelow).get(level) as { p: number | null }).p;
+    }
+    return rows;
   }
 
   #materialize(db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
@@ -322,16 +370,27 @@ class SqliteStore implements Store {
     for (const job of due) {
       const plan = advance(toDueJob(job), now, isRunning.get(job.key, now) !== undefined);
       const maxAttempts = (JSON.parse(job.options) as { retry?: { attempts: number } }).retry?.attempts ?? 1;
-      for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, job.options, job.key, now, now);
+      for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, job.options, job.key, now, now, job.options, job.options);
       update.run(plan.nextRunAt, plan.remaining, plan.nextRunAt === null ? 'done' : 'scheduled', plan.occurrences.length, now, job.key);
     }
   }
 
   async nextDue(now: number, names?: readonly string[]): Promise<number | undefined> {
-    const row = this.#named(() => (names === undefined
+    const named = names === undefined ? undefined : JSON.stringify(names);
+    let t = this.#named(() => (named === undefined
       ? this.#statement(SQL.nextDue).get()
-      : this.#statement(SQL.nextDueNamed).get(JSON.stringify(names), JSON.stringify(names))) as { t: number | null });
-    return row.t === null ? undefined : Math.max(0, row.t - now);
+      : this.#statement(SQL.nextDueNamed).get(named)) as { t: number | null }).t;
+    // A waiting task that cannot take its serial key does not count: settling its key's holder claims again.
+    this.#named(() => {
+      const first = this.#statement(named === undefined ? SQL.firstWaiting : SQL.firstWaitingNamed);
+      let level = (this.#statement(SQL.topLevel).get() as { p: number | null }).p;
+      while (level !== null) {
+        const row = first.get(named === undefined ? { p: level } : { p: level, names: named }) as { run_at: number } | undefined;
+        if (row !== undefined && (t === null || row.run_at < t)) t = row.run_at;
+        level = (this.#statement(SQL.levelBelow).get(level) as { p: number | null }).p;
+      }
+    });
+    return t === null ? undefined : Math.max(0, t - now);
   }
 
   // One process, one clock: the scheduler's (which a test may drive); the
@@ -349,7 +408,10 @@ class SqliteStore implements Store {
     this.#named(() => db.transaction(() => {
       for (const outcome of outcomes) {
         if (outcome.kind === 'complete') {
-          this.#statement(SQL.complete).run({ state: outcome.state, error: outcome.error, result: outcome.result ?? null, at, id: outcome.id, owner });
+          const { changes } = this.#statement(SQL.complete)
+            .run({ state: outcome.state, error: outcome.error, result: outcome.result ?? null, at, id: outcome.id, owner });
+          // Final: its serial key goes to the next task (a retried or released one keeps it: strict order).
+          if (Number(changes) > 0) this.#statement(SQL.letGo).run(outcome.id);
         } else if (outcome.kind === 'retry') {
           this.#statement(SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
         }
@@ -359,14 +421,19 @@ class SqliteStore implements Store {
   }
 
   async cancel(id: number): Promise<boolean> {
-    const { changes } = this.#named(() => this.#statement(SQL.cancel).run(Date.now(), id));
-    return changes > 0;
+    const db = this.#open;
+    return this.#named(() => db.transaction(() => {
+      const { changes } = this.#statement(SQL.cancel).run(Date.now(), id);
+      if (Number(changes) > 0) this.#statement(SQL.letGo).run(id);
+      return Number(changes) > 0;
+    })());
   }
 
   async cancelJob(key: string): Promise<boolean> {
     const db = this.#open;
     return this.#named(() => db.transaction(() => {
       const { changes } = this.#statement(SQL.cancelJob).run(Date.now(), key);
+      this.#statement(SQL.letGoOccurrences).run(key);
       this.#statement(SQL.cancelOccurrences).run(Date.now(), key);
       return changes > 0;
     })());
@@ -384,6 +451,7 @@ class SqliteStore implements Store {
     return this.#named(() => {
       const { changes } = this.#statement(SQL.pruneTasks).run(params);
       const jobs = failed === null ? 0 : this.#statement(SQL.pruneJobs).run({ failed: params.failed, limit }).changes;
+      this.#statement(SQL.pruneKeys).run();
       return Number(changes) + Number(jobs);
     });
   }
