@@ -139,7 +139,9 @@ describe('postgresStore: batched outcomes', () => {
       for (const child of node.Plans ?? []) walk(child as typeof node);
     };
     walk((plan as { 'QUERY PLAN': [{ Plan: Parameters<typeof walk>[0] }] })['QUERY PLAN'][0].Plan);
-    expect(scans).toEqual(['ModifyTable', 'Index Scan taskheap_tasks_pkey']);
+    // The next task of each freed serial key is looked up through the serial index (once per freed key).
+    expect(scans.filter((scan) => !scan.endsWith('taskheap_tasks_serial'))).toEqual(['ModifyTable', 'Index Scan taskheap_tasks_pkey']);
+    expect(scans.every((scan) => scan === 'ModifyTable' || scan.includes('Index'))).toBe(true);
     // And it does what it says.
     await store.settle('me', claimed.map((claim) => ({ id: claim.id, kind: 'complete', state: 'succeeded', error: null })), Date.now());
     const { rows: [count] } = await admin.query(`SELECT count(*)::int AS n FROM "${schema}".taskheap_tasks WHERE state = 'succeeded'`);
