@@ -90,6 +90,8 @@ export class DurableRunner implements TaskObserver {
   #runTime: number | undefined = undefined;
   #claimTime: number | undefined = undefined;
   #tickAgain = false;
+  /** The last claim round found nothing due within the poll interval. */
+  #nothingDue = false;
   /** Writes to the store still in flight, so close() can wait for them. */
   #writes = new Set<Promise<unknown>>();
   #failures = 0;
@@ -600,7 +602,7 @@ export class DurableRunner implements TaskObserver {
    * at once (another connection, another core), so a batch is ready when
    * the workers finish the one before.
    */
-  #tick = (): void => {
+  #tick = (idle = false): void => {
     if (this.#closed || this.#started === undefined) return;
     const out = this.#rounds.size;
     if (out >= MAX_CLAIMS || (out > 0 && this.#room() < this.#refill())) {
@@ -608,7 +610,7 @@ export class DurableRunner implements TaskObserver {
       return;
     }
     this.#disarm();
-    const round = this.#claim();
+    const round = this.#claim(idle);
     this.#rounds.add(round);
     void round.then((delay) => {
       this.#rounds.delete(round);
@@ -617,19 +619,31 @@ export class DurableRunner implements TaskObserver {
         return this.#tick();
       }
       // The last round to come back knows best when to look again.
-      if (this.#rounds.size === 0) this.#arm(delay);
+      if (this.#rounds.size === 0) this.#arm(delay, this.#nothingDue);
     });
   };
+
+  /** The poll's timer: nothing was known to be due when it was armed. */
+  #idleTick = (): void => this.#tick(true);
 
   /** Room for claimed tasks that no claim on its way has asked for yet. */
   #room(): number {
     return this.#capacity() - this.#claims.size - this.#requested;
   }
 
-  /** One claim round; resolves with how long to sleep. */
-  async #claim(): Promise<number> {
+  /**
+   * One claim round; resolves with how long to sleep. `idle`: the poll after
+   * nothing was due, which asks when something is due first and claims only
+   * if it is, so an idle process costs one statement per poll, not two.
+   */
+  async #claim(idle: boolean): Promise<number> {
     const clock = this.#loop.clock;
+    this.#nothingDue = false;
     try {
+      if (idle) {
+        const wait = await this.#store.nextDue(clock.now(), this.#names);
+        if (wait === undefined || wait > 0) return this.#sleep(wait);
+      }
       const free = this.#room();
       // Full: the end of the turn that frees room claims again.
       if (free <= 0) return this.#poll;
@@ -671,14 +685,20 @@ export class DurableRunner implements TaskObserver {
         if (claimed.length === free) return this.#room() >= this.#refill() ? 0 : this.#poll;
       }
       // The store says how long until something is due, by its own clock.
-      const wait = await this.#store.nextDue(clock.now(), this.#names);
-      return Math.max(0, Math.min(wait ?? this.#poll, this.#poll));
+      return this.#sleep(await this.#store.nextDue(clock.now(), this.#names));
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.
       this.#report(error);
       this.#failures++;
       return Math.min(this.#poll, backoff(this.#failures));
     }
+  }
+
+  /** How long to sleep when the store says something is due in `wait` ms (undefined: nothing is); at most the poll. */
+  #sleep(wait: number | undefined): number {
+    const delay = Math.max(0, Math.min(wait ?? this.#poll, this.#poll));
+    this.#nothingDue = delay === this.#poll;
+    return delay;
   }
 
   #dispatch(claim: ClaimedTask): void {
@@ -780,11 +800,12 @@ export class DurableRunner implements TaskObserver {
     if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - this.#loop.clock.now()));
   }
 
-  #arm(delay: number): void {
+  /** Arms the claim timer; `idle`: it is the poll, nothing being known to be due before it. */
+  #arm(delay: number, idle = false): void {
     this.#disarm();
     if (this.#closed) return;
     this.#timerAt = this.#loop.clock.now() + delay;
-    this.#timer = this.#loop.clock.setTimer(this.#tick, delay, this.#loop.unref);
+    this.#timer = this.#loop.clock.setTimer(idle ? this.#idleTick : this.#tick, delay, this.#loop.unref);
   }
 
   #disarm(): void {

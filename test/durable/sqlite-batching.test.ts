@@ -45,6 +45,26 @@ describe('sqliteStore: batching', () => {
     await scheduler.close();
   });
 
+  it('an idle worker asks the store one question per poll, and still finds work added behind its back within the poll', async () => {
+    const { clock, scheduler, store } = open();
+    const calls = { claim: 0, nextDue: 0 };
+    const claim = store.claim.bind(store);
+    const nextDue = store.nextDue.bind(store);
+    store.claim = (...args) => (calls.claim++, claim(...args));
+    store.nextDue = (...args) => (calls.nextDue++, nextDue(...args));
+    const ran: number[] = [];
+    scheduler.define('noop', () => void ran.push(clock.now() - START));
+    await scheduler.start();
+    await clock.advance(60_000);
+    // Start-up: a claim and a nextDue; then one nextDue per 5 s poll, no claim (nothing was due).
+    expect(calls).toEqual({ claim: 1, nextDue: 1 + 12 });
+    // Another producer's task (no wake reaches this process): the next poll finds it due and claims it.
+    await store.addTasks([{ name: 'noop', key: null, payload: 'null', runAt: START + 61_000, maxAttempts: 1, options: '{}' }]);
+    await clock.advance(5_000);
+    expect(ran).toEqual([65_000]);
+    await scheduler.close();
+  });
+
   it('a retry in a batch is due from the time it failed, by the scheduler clock', async () => {
     const { clock, scheduler } = open({ workers: 4 });
     const seen: [number, number][] = [];
