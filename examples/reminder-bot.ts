@@ -244,18 +244,77 @@ function needText(words: string[], usage: string): string {
   return text;
 }
 
-export function createBot({ scheduler, output }: BotOptions): Bot {
-  const reminders = new Map<number, Reminder>();
-  let nextId = 1;
+/** The commands a bot runs by name; `help` and `quit` are the shell's. */
+type Commands = Record<'remind' | 'every' | 'cron' | 'snooze' | 'pause' | 'resume' | 'cancel' | 'list', (args: string[]) => unknown>;
+
+/** A reminder's time as the bot prints it, in the scheduler's zone. */
+function formatTime(zone: string, ms: number): string {
+  return DateTime.fromMillis(ms, { zone, locale: 'en-US' }).toFormat('ccc yyyy-MM-dd HH:mm:ss');
+}
+
+/**
+ * What both bots share: reading a command line, running it, reporting usage
+ * mistakes, `quit`, and telling `oneShotsDone()` waiters when no one-shot is
+ * pending any more (`notify`, which the bot calls when one fires or goes).
+ */
+function shell(scheduler: Scheduler, output: (line: string) => void, commands: Commands, pendingOneShots: () => number) {
   let closed = false;
   let waiters: (() => void)[] = [];
 
-  const now = () => scheduler.clock.now();
-  const zone = scheduler.timezone;
-
-  function formatTime(ms: number): string {
-    return DateTime.fromMillis(ms, { zone, locale: 'en-US' }).toFormat('ccc yyyy-MM-dd HH:mm:ss');
+  function notify(): void {
+    if (waiters.length === 0 || pendingOneShots() > 0) return;
+    const done = waiters;
+    waiters = [];
+    for (const resolve of done) resolve();
   }
+
+  async function handle(line: string): Promise<void> {
+    const words = line.trim().split(/\s+/).filter(Boolean);
+    if (words.length === 0) return;
+    if (closed) return output('error: the bot is closed');
+    const [command, ...args] = words;
+    const name = command!.toLowerCase();
+    try {
+      if (name === 'help') return HELP.forEach((text) => output(text));
+      if (name === 'quit' || name === 'exit') {
+        closed = true;
+        await scheduler.close();
+        for (const resolve of waiters) resolve();
+        waiters = [];
+        return output('bye');
+      }
+      if (!Object.hasOwn(commands, name)) throw new UsageError(`unknown command "${command}" (type help)`);
+      await commands[name as keyof Commands](args);
+    } catch (error) {
+      // Usage mistakes and the library's own validation errors (bad cron
+      // expression, at('25:00')...) are reported; nothing was changed.
+      output(`error: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  const bot: Bot = {
+    handle,
+    get pendingOneShots() {
+      return pendingOneShots();
+    },
+    oneShotsDone() {
+      if (closed || pendingOneShots() === 0) return Promise.resolve();
+      return new Promise((resolve) => waiters.push(resolve));
+    },
+    get closed() {
+      return closed;
+    },
+  };
+  return { bot, notify };
+}
+
+export function createBot({ scheduler, output }: BotOptions): Bot {
+  const reminders = new Map<number, Reminder>();
+  let nextId = 1;
+
+  const now = () => scheduler.clock.now();
+  const time = (ms: number) => formatTime(scheduler.timezone, ms);
+  const { bot, notify } = shell(scheduler, output, { remind, every, cron, snooze, pause, resume, cancel, list }, pendingOneShots);
 
   function pendingOneShots(): number {
     let count = 0;
@@ -263,13 +322,6 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
       for (const timer of reminder.timers) if (timer.task !== undefined) count++;
     }
     return count;
-  }
-
-  function notify(): void {
-    if (waiters.length === 0 || pendingOneShots() > 0) return;
-    const done = waiters;
-    waiters = [];
-    for (const resolve of done) resolve();
   }
 
   /** Schedules a timer's task; it cancels with the reminder's signal. */
@@ -331,7 +383,7 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     const reminder = newReminder('once', text, `in ${args[0]}`);
     const timer = addTimer(reminder, now() + ms, false);
     register(reminder);
-    output(`#${reminder.id} scheduled for ${formatTime(timer.due)}`);
+    output(`#${reminder.id} scheduled for ${time(timer.due)}`);
   }
 
   function every(args: string[]): void {
@@ -359,7 +411,7 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     reminder.job = build();
     register(reminder);
     const next = reminder.job.nextRunAt;
-    output(`#${reminder.id} ${reminder.rule}: next run ${next === undefined ? 'never' : formatTime(next.getTime())}`);
+    output(`#${reminder.id} ${reminder.rule}: next run ${next === undefined ? 'never' : time(next.getTime())}`);
   }
 
   function snooze(args: string[]): void {
@@ -373,7 +425,7 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
       reminder.timers.clear();
     }
     const timer = addTimer(reminder, now() + ms, reminder.job !== undefined);
-    output(`#${reminder.id} snoozed until ${formatTime(timer.due)}`);
+    output(`#${reminder.id} snoozed until ${time(timer.due)}`);
     notify();
   }
 
@@ -404,7 +456,7 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     reminder.job?.resume();
     reminder.paused = false;
     const next = nextRun(reminder);
-    output(`#${reminder.id} resumed; next run ${next === undefined ? 'never' : formatTime(next)}`);
+    output(`#${reminder.id} resumed; next run ${next === undefined ? 'never' : time(next)}`);
   }
 
   function cancel(args: string[]): void {
@@ -427,59 +479,14 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
         next = left.length === 0 ? 'next -' : `${formatDuration(Math.min(...left))} left`;
       } else {
         const at = nextRun(reminder);
-        next = at === undefined ? 'next -' : `next ${formatTime(at)}`;
+        next = at === undefined ? 'next -' : `next ${time(at)}`;
       }
       const rule = reminder.kind === 'once' ? '' : `  (${reminder.rule})`;
       output(`#${reminder.id}  ${reminder.kind.padEnd(5)}  ${state.padEnd(9)}  ${next}  ${reminder.text}${rule}`);
     }
   }
 
-  async function handle(line: string): Promise<void> {
-    const words = line.trim().split(/\s+/).filter(Boolean);
-    if (words.length === 0) return;
-    if (closed) return output('error: the bot is closed');
-    const [command, ...args] = words;
-    try {
-      switch (command!.toLowerCase()) {
-        case 'remind': return remind(args);
-        case 'every': return every(args);
-        case 'cron': return cron(args);
-        case 'snooze': return snooze(args);
-        case 'pause': return pause(args);
-        case 'resume': return resume(args);
-        case 'cancel': return cancel(args);
-        case 'list': return list();
-        case 'help': return HELP.forEach((text) => output(text));
-        case 'quit':
-        case 'exit':
-          closed = true;
-          await scheduler.close();
-          for (const resolve of waiters) resolve();
-          waiters = [];
-          return output('bye');
-        default:
-          throw new UsageError(`unknown command "${command}" (type help)`);
-      }
-    } catch (error) {
-      // Usage mistakes and the library's own validation errors (bad cron
-      // expression, at('25:00')...) are reported; nothing was changed.
-      output(`error: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
-
-  return {
-    handle,
-    get pendingOneShots() {
-      return pendingOneShots();
-    },
-    oneShotsDone() {
-      if (closed || pendingOneShots() === 0) return Promise.resolve();
-      return new Promise((resolve) => waiters.push(resolve));
-    },
-    get closed() {
-      return closed;
-    },
-  };
+  return bot;
 }
 
 /** What every stored task and job of a reminder carries: enough to list it and fire it after a restart. */
@@ -533,29 +540,26 @@ const PARKED = new Date('9999-12-31T00:00:00Z');
 export async function createStoredBot({ scheduler, output }: BotOptions): Promise<Bot & { readonly restored: number }> {
   const reminders = new Map<number, StoredReminder>();
   let nextId = 1;
-  let closed = false;
-  let waiters: (() => void)[] = [];
 
   const now = () => scheduler.clock.now();
-  const zone = scheduler.timezone;
+  const time = (ms: number) => formatTime(scheduler.timezone, ms);
+  const { bot, notify } = shell(scheduler, output, {
+    remind,
+    every: (args) => recurring('every', parseEvery(scheduler, args)),
+    cron: (args) => recurring('cron', parseCron(scheduler, args)),
+    snooze,
+    pause,
+    resume,
+    cancel,
+    list,
+  }, pendingOneShots);
   const keyOf = (id: number) => `reminder:${id}`;
   const timerKey = (reminder: StoredReminder) => (reminder.kind === 'once' ? keyOf(reminder.id) : `${keyOf(reminder.id)}:snooze`);
-
-  function formatTime(ms: number): string {
-    return DateTime.fromMillis(ms, { zone, locale: 'en-US' }).toFormat('ccc yyyy-MM-dd HH:mm:ss');
-  }
 
   function pendingOneShots(): number {
     let count = 0;
     for (const reminder of reminders.values()) if (reminder.timer !== undefined && !reminder.paused) count++;
     return count;
-  }
-
-  function notify(): void {
-    if (waiters.length === 0 || pendingOneShots() > 0) return;
-    const done = waiters;
-    waiters = [];
-    for (const resolve of done) resolve();
   }
 
   scheduler.define('remind', (ctx, payload: ReminderPayload) => {
@@ -599,7 +603,7 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
     reminder.timer = await storeTimer(reminder, now() + ms);
     nextId++;
     reminders.set(reminder.id, reminder);
-    output(`#${reminder.id} scheduled for ${formatTime(reminder.timer.due)}`);
+    output(`#${reminder.id} scheduled for ${time(reminder.timer.due)}`);
   }
 
   async function recurring(kind: 'every' | 'cron', spec: RecurringSpec): Promise<void> {
@@ -607,7 +611,7 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
     const job = await spec.build().run('remind', { key: keyOf(reminder.id), payload: payloadOf(reminder) });
     nextId++;
     reminders.set(reminder.id, reminder);
-    output(`#${reminder.id} ${reminder.rule}: next run ${job.nextRunAt === null ? 'never' : formatTime(job.nextRunAt.getTime())}`);
+    output(`#${reminder.id} ${reminder.rule}: next run ${job.nextRunAt === null ? 'never' : time(job.nextRunAt.getTime())}`);
   }
 
   async function snooze(args: string[]): Promise<void> {
@@ -616,7 +620,7 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
     if (args.length > 2) throw new UsageError('usage: snooze <id> [duration], e.g. snooze 3 5m');
     if (reminder.paused) throw new UsageError(`#${reminder.id} is paused; resume it first`);
     reminder.timer = await storeTimer(reminder, now() + ms);
-    output(`#${reminder.id} snoozed until ${formatTime(reminder.timer.due)}`);
+    output(`#${reminder.id} snoozed until ${time(reminder.timer.due)}`);
     notify();
   }
 
@@ -638,7 +642,7 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
     if (reminder.kind !== 'once') await scheduler.resumeJob(keyOf(reminder.id));
     reminder.paused = false;
     const next = await nextRun(reminder);
-    output(`#${reminder.id} resumed; next run ${next === undefined ? 'never' : formatTime(next)}`);
+    output(`#${reminder.id} resumed; next run ${next === undefined ? 'never' : time(next)}`);
   }
 
   async function cancel(args: string[]): Promise<void> {
@@ -669,7 +673,7 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
       } else {
         const at = await nextRun(reminder);
         state = at === undefined ? 'done' : 'scheduled';
-        next = at === undefined ? 'next -' : `next ${formatTime(at)}`;
+        next = at === undefined ? 'next -' : `next ${time(at)}`;
       }
       const rule = reminder.kind === 'once' ? '' : `  (${reminder.rule})`;
       output(`#${reminder.id}  ${reminder.kind.padEnd(5)}  ${state.padEnd(9)}  ${next}  ${reminder.text}${rule}`);
@@ -699,55 +703,11 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
     for (const reminder of found.sort((a, b) => a.id - b.id)) reminders.set(reminder.id, reminder);
   }
 
-  async function handle(line: string): Promise<void> {
-    const words = line.trim().split(/\s+/).filter(Boolean);
-    if (words.length === 0) return;
-    if (closed) return output('error: the bot is closed');
-    const [command, ...args] = words;
-    try {
-      switch (command!.toLowerCase()) {
-        case 'remind': return await remind(args);
-        case 'every': return await recurring('every', parseEvery(scheduler, args));
-        case 'cron': return await recurring('cron', parseCron(scheduler, args));
-        case 'snooze': return await snooze(args);
-        case 'pause': return await pause(args);
-        case 'resume': return await resume(args);
-        case 'cancel': return await cancel(args);
-        case 'list': return await list();
-        case 'help': return HELP.forEach((text) => output(text));
-        case 'quit':
-        case 'exit':
-          // Pending reminders stay in the store for the next start.
-          closed = true;
-          await scheduler.close();
-          for (const resolve of waiters) resolve();
-          waiters = [];
-          return output('bye');
-        default:
-          throw new UsageError(`unknown command "${command}" (type help)`);
-      }
-    } catch (error) {
-      output(`error: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
-
   // The list first, so reminders that are overdue and fire at start() find theirs.
   await restore();
   await scheduler.start();
-  return {
-    handle,
-    restored: reminders.size,
-    get pendingOneShots() {
-      return pendingOneShots();
-    },
-    oneShotsDone() {
-      if (closed || pendingOneShots() === 0) return Promise.resolve();
-      return new Promise((resolve) => waiters.push(resolve));
-    },
-    get closed() {
-      return closed;
-    },
-  };
+  // Pending reminders stay in the store for the next start, `quit` included.
+  return Object.assign(bot, { restored: reminders.size });
 }
 
 /** stdin/stdout wiring: a prompt when interactive, plain lines when piped. */
