@@ -1,3 +1,5 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { Scheduler, type SchedulerOptions } from '../src/index.js';
 import { ManualClock } from '../src/testing.js';
 
@@ -25,4 +27,17 @@ export function gate<T = void>() {
 /** Lets pending promise reactions run. */
 export function flush(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
+}
+
+let gc: (() => void) | undefined;
+
+/** Heap in use after two full collections (memory tests; `gc` is exposed on first use). */
+export function heapUsed(): number {
+  if (gc === undefined) {
+    v8.setFlagsFromString('--expose-gc');
+    gc = vm.runInNewContext('gc') as () => void;
+  }
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
 }

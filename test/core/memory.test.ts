@@ -1,17 +1,7 @@
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { ManualClock } from '../../src/testing.js';
-
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc') as () => void;
-
-function heapUsed(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
+import { heapUsed } from '../helpers.js';
 
 describe('memory', () => {
   it('scheduling then cancelling 1,000,000 tasks gives their memory back', () => {
