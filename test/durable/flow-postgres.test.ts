@@ -13,7 +13,7 @@ import { advanceJob } from '../../src/durable/advance-job.js';
 import { statements } from '../../src/durable/postgres/sql.js';
 import type { NewTask, Store } from '../../src/durable/store.js';
 import type { PgServer } from './pg-server.js';
-import { usePostgres } from './use-postgres.js';
+import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -23,15 +23,9 @@ usePostgres((started, pool) => {
   admin = pool;
 });
 
-let schemas = 0;
-function freshSchema(): string {
-  return `f${++schemas}_${process.pid}`;
-}
+const freshSchema = schemaNamer('f');
 
-const opened: Store[] = [];
-afterEach(async () => {
-  for (const store of opened.splice(0)) await store.close().catch(() => {});
-});
+const opened = closedAfterEach<Store>((store) => store.close());
 
 async function openStore(schema: string): Promise<Store> {
   const store = postgresStore({ connectionString: server.url, schema, timeout: 5_000 });

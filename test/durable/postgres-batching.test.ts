@@ -5,12 +5,12 @@
 // real store only records how many calls were made.
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Scheduler, type Outcome, type Store } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { statements } from '../../src/durable/postgres/sql.js';
 import type { PgServer } from './pg-server.js';
-import { usePostgres } from './use-postgres.js';
+import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -20,14 +20,9 @@ usePostgres((started, pool) => {
   admin = pool;
 });
 
+const freshSchema = schemaNamer('b');
 
-let schemas = 0;
-const freshSchema = () => `b${++schemas}_${process.pid}`;
-
-const opened: Scheduler[] = [];
-afterEach(async () => {
-  for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
-});
+const opened = closedAfterEach<Scheduler>((scheduler) => scheduler.close({ abort: true }));
 
 /** The real store, with the batch sizes of its settle() calls recorded. */
 function counted(store: Store): { store: Store; batches: number[] } {

@@ -6,12 +6,12 @@
 // starts twice where no process died.
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Scheduler, type Clock } from '../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
 import { statements } from '../../src/durable/postgres/sql.js';
 import type { PgServer } from './pg-server.js';
-import { usePostgres } from './use-postgres.js';
+import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -21,16 +21,9 @@ usePostgres((started, pool) => {
   admin = pool;
 });
 
+const freshSchema = schemaNamer('d');
 
-let schemas = 0;
-function freshSchema(): string {
-  return `d${++schemas}_${process.pid}`;
-}
-
-const opened: Scheduler[] = [];
-afterEach(async () => {
-  for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
-});
+const opened = closedAfterEach<Scheduler>((scheduler) => scheduler.close({ abort: true }));
 
 type Options = Omit<PostgresStoreOptions, 'connectionString' | 'schema' | 'pool'> & { clock?: Clock; workers?: number };
 

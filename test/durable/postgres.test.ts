@@ -5,13 +5,13 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Scheduler, type SkipInfo, SchemaVersionError, UnknownHandlerError, type Clock } from '../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
 import { ManualClock } from '../../src/testing.js';
 import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';
-import { usePostgres } from './use-postgres.js';
+import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -21,17 +21,9 @@ usePostgres((started, pool) => {
   admin = pool;
 }, { adminConnections: 4 });
 
+const freshSchema = schemaNamer('t');
 
-let schemas = 0;
-/** Each test gets a schema of its own in the one database. */
-function freshSchema(): string {
-  return `t${++schemas}_${process.pid}`;
-}
-
-const opened: Scheduler[] = [];
-afterEach(async () => {
-  for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
-});
+const opened = closedAfterEach<Scheduler>((scheduler) => scheduler.close({ abort: true }));
 
 function open(schema: string, options: Omit<PostgresStoreOptions, 'connectionString' | 'schema'> & { clock?: Clock; workers?: number } = {}) {
   const { clock, workers, ...storeOptions } = options;

@@ -2,7 +2,7 @@
 // admin pool for the tests' own queries: started before the tests, stopped
 // after them (thawed first, should a test have left it frozen).
 import pg from 'pg';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { startPgServer, type PgServer } from './pg-server.js';
 
 /** Registers the hooks; `assign` receives the server and the admin pool once they are up. */
@@ -25,4 +25,19 @@ export function usePostgres(assign: (server: PgServer, admin: pg.Pool) => void, 
     await admin?.end().catch(() => {});
     await server?.destroy();
   }, 60_000);
+}
+
+/** Names schemas no other test of the run uses (`<prefix><n>_<pid>`): each test gets one of its own in the one database. */
+export function schemaNamer(prefix: string): () => string {
+  let count = 0;
+  return () => `${prefix}${++count}_${process.pid}`;
+}
+
+/** An array of what tests open (stores, schedulers), each closed after its test with `close`; its errors are ignored. */
+export function closedAfterEach<T>(close: (item: T) => Promise<unknown>): T[] {
+  const opened: T[] = [];
+  afterEach(async () => {
+    for (const item of opened.splice(0)) await close(item).catch(() => {});
+  });
+  return opened;
 }
