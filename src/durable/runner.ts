@@ -13,7 +13,7 @@ import { State, type Task, type TaskContext, type TaskFunction, type TaskObserve
 import { toDuration } from '../core/duration.js';
 import { describe, toEpoch } from '../core/validate.js';
 import { ClosedError } from '../core/errors.js';
-import { assertPriority, toFlow, toRate } from '../core/flow-options.js';
+import { toFlow } from '../core/flow-options.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name', 'rate', 'serial', 'priority']);
@@ -850,13 +850,13 @@ export class DurableRunner implements TaskObserver {
     for (const key in given) {
       if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
     }
-    const { payload, key, retry, overlap, misfire, catchUp, serial, priority } = given;
-    // Issue 16's options: checked here, at the call, before anything is written.
-    const rate = given.rate === undefined ? undefined : toRate(given.rate, 'rate', true);
+    const { payload, key, retry, overlap, misfire, catchUp } = given;
     // Keys go into JSON the database parses (jsonb refuses NUL) and serial into an indexed column.
+    if (given.serial !== undefined) assertKey(given.serial, 'serial');
+    // Rate, serial key and priority: checked here, at the call, as in memory, before anything is written.
+    const flow = toFlow(given);
+    const rate = flow?.rate;
     if (rate !== undefined) assertKey(rate.key, 'rate.key');
-    if (serial !== undefined) assertKey(serial, 'serial');
-    if (priority !== undefined) assertPriority(priority);
     if (catchUp !== undefined && (!Number.isInteger(catchUp) || (catchUp as number) < 1 || (catchUp as number) > MAX_ATTEMPTS)) {
       throw new RangeError(`Expected \`catchUp\` to be an integer from 1 to ${MAX_ATTEMPTS}, got ${describe(catchUp)}`);
     }
@@ -881,9 +881,9 @@ export class DurableRunner implements TaskObserver {
       overlap: overlap as StoredOptions['overlap'],
       misfire: misfire as StoredOptions['misfire'],
       catchUp: catchUp as number | undefined,
-      rate: rate === undefined ? undefined : { key: rate.key!, limit: rate.limit, interval: rate.interval },
-      serial,
-      priority: priority === 0 ? undefined : priority,
+      rate: rate === undefined ? undefined : { key: rate.key, limit: rate.limit, interval: rate.interval },
+      serial: flow?.serial,
+      priority: flow === undefined || flow.priority === 0 ? undefined : flow.priority,
     };
     return { payload: toPayload(payload), key: key ?? null, stored };
   }
