@@ -9,7 +9,7 @@ import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type 
 function epoch(time: Date | number | undefined): number | null {
   return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
 }
-import { CANCEL, DONE, quote, statements, WAKE, type Statements } from './sql.js';
+import { CANCEL, DONE, statements, WAKE, type Statements } from './sql.js';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { loadPeer } from '../../core/peer.js';
 import { describe } from '../../core/validate.js';
