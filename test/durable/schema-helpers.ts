@@ -125,7 +125,7 @@ const MINUTE = 60_000;
  * `held_by` of a serial key is the index of its task in `tasks`.
  */
 export const ROWS: { tasks: Row[]; jobs: Row[]; serialKeys: Row[] } = {
-  tasks: [
+  tasks: ([
     { name: 'mail', key: 'welcome:1', payload: '{"to":"a@example.com"}', state: 'waiting', run_at: T0 + MINUTE, options: '{"retry":{"attempts":3}}',
       max_attempts: 3, serial: 'chat:1', priority: 5 },
     { name: 'mail', key: null, payload: '{"to":"b@example.com"}', state: 'waiting', run_at: T0 - MINUTE, attempts: 1, max_attempts: 3,
@@ -145,8 +145,8 @@ export const ROWS: { tasks: Row[]; jobs: Row[]; serialKeys: Row[] } = {
     // Triggered by hand: an occurrence with no scheduled time.
     { name: 'backup', key: null, payload: '{"db":"main"}', state: 'running', run_at: T0, attempts: 1, job_key: 'nightly', scheduled_at: null,
       locked_by: 'host-2:7', locked_until: T0 + 30_000, options: '{"timeout":60000}' },
-  ].map((row, i) => ({ attempts: 0, max_attempts: 1, options: '{}', created_at: T0 - 90 * MINUTE + i, updated_at: T0 - 45 * MINUTE + i, ...row })),
-  jobs: [
+  ] as Row[]).map((row, i) => ({ attempts: 0, max_attempts: 1, options: '{}', created_at: T0 - 90 * MINUTE + i, updated_at: T0 - 45 * MINUTE + i, ...row })),
+  jobs: ([
     { key: 'nightly', name: 'backup', payload: '{"db":"main"}', rule: '{"cron":"0 3 * * *","tz":"Europe/Paris"}', state: 'scheduled',
       next_run_at: T0 + 60 * MINUTE, remaining: null, until: null, options: '{"timeout":60000}', runs: 3 },
     { key: 'digest', name: 'mail', payload: '{}', rule: '{"every":3600000,"start":1767225600000}', state: 'paused', next_run_at: T0 + 10 * MINUTE,
@@ -155,7 +155,7 @@ export const ROWS: { tasks: Row[]; jobs: Row[]; serialKeys: Row[] } = {
       until: null, options: '{}', runs: 2 },
     { key: 'old', name: 'report', payload: '{}', rule: '{"every":1000}', state: 'cancelled', next_run_at: null, remaining: null, until: null,
       options: '{"retry":{"attempts":2}}', runs: 0 },
-  ].map((row, i) => ({ created_at: T0 - 100 * MINUTE + i, updated_at: T0 - 50 * MINUTE + i, ...row })),
+  ] as Row[]).map((row, i) => ({ created_at: T0 - 100 * MINUTE + i, updated_at: T0 - 50 * MINUTE + i, ...row })),
   serialKeys: [{ key: 'chat:1', held_by: 2 }],
 };
 
