@@ -6,6 +6,11 @@
 # true. Each runs a small smoke script. Then publint and attw check the
 # package's metadata and types. Exits non-zero on the first failure.
 #
+# The TypeScript consumers see only what they installed: taskheap, its
+# dependencies and @types/node (this repo's version), never this repo's
+# @types. In particular no @types/luxon and no @types/pg: taskheap's .d.ts
+# files (taskheap/postgres among them) must type-check without them.
+#
 #   bash test/package/check.sh     (or: npm run check:package)
 #
 # TASKHEAP_EXTRA_NODES: bin directories of further Node versions (space
@@ -29,14 +34,17 @@ npx --no-install publint run --strict "$tarball"
 # see subpaths like taskheap/sqlite; TypeScript deprecates it.
 npx --no-install attw "$tarball" --profile node16 --ignore-rules cjs-resolves-to-esm --format table-flipped
 
-consumer() { # name, package.json type
+consumer() { # name, package.json type, further packages to install
   local dir="$work/$1"
   mkdir -p "$dir"
   cp -r "$fixtures/$1/." "$dir/"
   printf '{ "name": "consumer-%s", "private": true, "type": "%s" }\n' "$1" "$2" > "$dir/package.json"
-  (cd "$dir" && npm install --silent --prefer-offline "$tarball")
-  # @types/luxon must not be needed: fail if something installed it.
-  if [ -e "$dir/node_modules/@types/luxon" ]; then echo "$1: @types/luxon got installed"; exit 1; fi
+  (cd "$dir" && npm install --silent --prefer-offline "$tarball" "${@:3}")
+  # Neither @types/luxon nor @types/pg may be needed: fail if something installed them.
+  local types
+  for types in luxon pg; do
+    if [ -e "$dir/node_modules/@types/$types" ]; then echo "$1: @types/$types got installed"; exit 1; fi
+  done
 }
 
 nodes=("$(command -v node)")
@@ -56,12 +64,15 @@ consumer cjs commonjs
 (cd "$work/cjs" && each_node smoke.cjs)
 
 tsc="$repo/node_modules/.bin/tsc"
+# Node's types as a real consumer has them: installed in the project (the
+# version this repo uses), not borrowed from this repo through --typeRoots,
+# which would also lend it every other @types package here (@types/pg...).
+types_node="@types/node@$(node -p "require('$repo/node_modules/@types/node/package.json').version")"
 for entry in ts-nodenext:module ts-bundler:module ts-cjs:commonjs; do
   name="${entry%%:*}"
-  consumer "$name" "${entry#*:}"
-  # @types/node comes from this repo (any real consumer has its own); luxon's types never do.
-  (cd "$work/$name" && "$tsc" -p . --typeRoots "$repo/node_modules/@types" \
-    && "$tsc" -p . --typeRoots "$repo/node_modules/@types" --skipLibCheck true --noEmit \
+  consumer "$name" "${entry#*:}" "$types_node"
+  (cd "$work/$name" && "$tsc" -p . \
+    && "$tsc" -p . --skipLibCheck true --noEmit \
     && each_node out/smoke.js "$name")
 done
 echo "package: all consumers passed"

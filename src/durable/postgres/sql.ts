@@ -1,7 +1,7 @@
 // Every statement the PostgreSQL store runs, in one place (the schema they
 // run on is in migrations.ts). Tables may live in a schema of the user's
 // choice, so the statements are built once per store from its qualified
-// table names (see \`statements()\`). Times are \`timestamptz\`; the store
+// table names (see `statements()`). Times are `timestamptz`; the store
 // speaks epoch milliseconds, converted here.
 
 import { inSchema, META, MIGRATIONS, quote } from './migrations.js';
