@@ -11,11 +11,22 @@ import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { openDatabase } from '../../src/durable/sqlite/driver.js';
 import { SCHEMA_VERSION } from '../../src/durable/store.js';
+import { MIGRATIONS as PG_MIGRATIONS } from '../../src/durable/postgres/migrations.js';
+import { MIGRATIONS as SQLITE_MIGRATIONS } from '../../src/durable/sqlite/migrations.js';
 import { dumpPostgres, dumpSqlite, UPDATE_COMMAND } from './schema-helpers.js';
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 
 const CHANGED = `The schema differs from the reviewed snapshot. If the change is intended, update the snapshot with \`${UPDATE_COMMAND}\` and commit it`;
+
+describe('the migrations', () => {
+  it('are numbered 1 to the current schema version, in order, on both stores', () => {
+    // The stores run entry v to go from version v to v + 1.
+    const versions = Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1);
+    expect(SQLITE_MIGRATIONS.map((migration) => migration.version)).toEqual(versions);
+    expect(PG_MIGRATIONS.map((migration) => migration.version)).toEqual(versions);
+  });
+});
 
 describe('the SQLite schema', () => {
   it('a fresh file migrated to the current version matches the snapshot', async () => {
