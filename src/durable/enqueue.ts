@@ -47,11 +47,13 @@ export class Enqueuer {
 
   /**
    * Validates every item first (an error names the item's index, and
-   * nothing is written), then adds them all in one transaction.
+   * nothing is written), then adds them all in one transaction: the
+   * caller's, when the items give their `client` (every item the same one).
    */
   scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<StoredTask[]> {
     const tasks: NewTask[] = [];
     let earliest = Infinity;
+    let client: QueryClient | undefined;
     for (let i = 0; i < items.length; i++) {
       const item = items[i]!;
       try {
@@ -60,6 +62,9 @@ export class Enqueuer {
         const runAt = toEpoch(item.runAt);
         assertStoredTime(runAt, 'when');
         tasks.push(toNewTask(item.name, runAt, item.options));
+        const given = toClient((item.options as DurableTaskOptions).client);
+        if (i === 0) client = given;
+        else if (given !== client) throw new TypeError(differentClient(client, given));
         earliest = Math.min(earliest, runAt);
       } catch (error) {
         if (error instanceof Error) error.message = `scheduleMany() item ${i}: ${error.message}`;
@@ -68,7 +73,7 @@ export class Enqueuer {
     }
     if (tasks.length === 0) return Promise.resolve([]);
     // A producer that never started opens the store here, as schedule() does.
-    return this.#ready().then(() => this.#store.addTasks(tasks)).then((rows) => {
+    return this.#ready().then(() => this.#store.addTasks(tasks, client)).then((rows) => {
       this.#wake(earliest);
       return rows;
     });
@@ -122,6 +127,11 @@ function toClient(client: unknown): QueryClient | undefined {
     throw new TypeError(`Expected \`client\` to be a pg Client or PoolClient inside your transaction, got ${describe(client)}`);
   }
   return client as QueryClient | undefined;
+}
+
+function differentClient(first: QueryClient | undefined, given: QueryClient | undefined): string {
+  const which = first === undefined ? 'item 0 gives none and this one gives one' : given === undefined ? 'this item gives none' : 'this item gives another';
+  return `Expected every item to give the same \`client\`: the items are written in one transaction (${which})`;
 }
 
 /** Checks a durable task's or job's options and turns them into the payload, key and options the store keeps. */

@@ -142,7 +142,8 @@ export class DurableRunner {
 
   /**
    * Validates every item first (an error names the item's index, and
-   * nothing is written), then adds them all in one transaction.
+   * nothing is written), then adds them all in one transaction: the
+   * caller's, when the items give their `client` (every item the same one).
    */
   scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<StoredTask[]> {
     return this.#enqueuer.scheduleMany(items);
