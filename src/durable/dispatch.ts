@@ -56,15 +56,16 @@ export class Dispatcher {
 
   /**
    * Settings of a claimed task: the completer observes how it ends; retries
-   * are the store's. Its stored
-   * rate, serial key and priority go to the loop: rate limits are kept per
-   * process, the serial key is already the database's (at most one task of a
-   * key is claimed anywhere), and priority orders the claimed tasks that
-   * wait for a worker.
+   * are the store's, so its one run here is the stored attempt (what
+   * `onError` and the `failure` event tell). Its stored rate, serial key and
+   * priority go to the loop: rate limits are kept per process, the serial
+   * key is already the database's (at most one task of a key is claimed
+   * anywhere), and priority orders the claimed tasks that wait for a worker.
    */
   #settings(claim: ClaimedTask, options: StoredOptions): TaskSettings {
     const settings: TaskSettings = {
       owner: this.#ctx.loop, name: claim.name, timeout: options.timeout ?? Infinity, retry: undefined, signal: undefined, observer: this.#observer,
+      firstAttempt: claim.attempts,
     };
     // Tasks without these options (most) pay nothing more.
     if (options.rate === undefined && options.serial === undefined && options.priority === undefined) return settings;
