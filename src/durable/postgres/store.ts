@@ -112,7 +112,7 @@ class PostgresStore implements Store {
     return toTask(existing.rows[0]);
   }
 
-  async addTasks(tasks: readonly NewTask[]): Promise<StoredTask[]> {
+  async addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<StoredTask[]> {
     if (tasks.length === 0) return [];
     // A key given twice in one call: the last wins, as with one call after another.
     const last = new Map<string, number>();
@@ -134,13 +134,13 @@ class PostgresStore implements Store {
       columns.priority.push(task.priority ?? 0);
       earliest = Math.min(earliest, task.runAt);
     }
-    return this.#db.transaction(async (client) => {
-      const saved = await client.query<TaskRow>(this.#sql.addTasks,
+    const write = async (client: QueryClient): Promise<StoredTask[]> => {
+      const saved = await client.query(this.#sql.addTasks,
         [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix, columns.serial, columns.priority]);
       const byKey = new Map<string, StoredTask>();
       // New rows are numbered in the order given; keyed rows are found by key.
       const fresh: StoredTask[] = [];
-      for (const row of saved.rows) {
+      for (const row of saved.rows as TaskRow[]) {
         const task = toTask(row);
         if (task.key === null) fresh.push(task);
         else byKey.set(task.key, task);
@@ -148,12 +148,14 @@ class PostgresStore implements Store {
       // Keys of running tasks are left alone: report those as they are.
       const missing = [...last.keys()].filter((key) => !byKey.has(key));
       if (missing.length > 0) {
-        const existing = await client.query<TaskRow>(this.#sql.tasksByKeys, [missing]);
-        for (const row of existing.rows) byKey.set(row.key!, toTask(row));
+        const existing = await client.query(this.#sql.tasksByKeys, [missing]);
+        for (const row of existing.rows as TaskRow[]) byKey.set(row.key!, toTask(row));
       }
       let next = 0;
       return tasks.map((task) => (task.key === null ? fresh[next++]! : byKey.get(task.key)!));
-    });
+    };
+    // Through the caller's client: their transaction decides, all or none, and the NOTIFY goes out at its commit.
+    return via === undefined ? this.#db.transaction(write) : write(via);
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {
