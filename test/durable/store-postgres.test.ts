@@ -40,6 +40,13 @@ storeConformance({
         const { rows } = await admin.query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
         return rows.map((row) => row.table_name);
       },
+      async refuseLongPayloads() {
+        const store = postgresStore({ connectionString: server.url, schema });
+        await store.migrate();
+        await store.close();
+        await admin.query(q(`ALTER TABLE {s}taskheap_tasks ADD CONSTRAINT short_payload CHECK (length(payload) < 20)`));
+      },
+      connect: () => admin.connect(),
       peek: async (sql) => (await admin.query(q(sql))).rows as Record<string, unknown>[],
     };
   },

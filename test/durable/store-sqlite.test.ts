@@ -51,6 +51,15 @@ function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backen
           db.close();
           return rows.map((row) => row.name);
         },
+        async refuseLongPayloads() {
+          const store = sqliteStore(path, { driver });
+          await store.migrate();
+          await store.close();
+          const db = await openDatabase(path, driver);
+          db.exec(`CREATE TRIGGER short_payload BEFORE INSERT ON taskheap_tasks WHEN length(NEW.payload) >= 20
+            BEGIN SELECT RAISE(ABORT, 'short_payload: the payload is too long'); END`);
+          db.close();
+        },
         // No peek: the store holds its file in EXCLUSIVE locking mode, so nothing else reads it while it is open.
       };
     },

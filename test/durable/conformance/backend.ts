@@ -47,6 +47,14 @@ export interface Database {
    * the assertions made through it are then left out, saying so in the test.
    */
   peek?: (sql: string) => Promise<Record<string, unknown>[]>;
+  /**
+   * From now on the database refuses a task whose payload is 20 characters or
+   * more, with an error naming `short_payload` (a constraint the library does
+   * not know of). Call with no store open.
+   */
+  refuseLongPayloads(): Promise<void>;
+  /** A connection of the caller's own, for `schedule(..., { client })` (where transactionsWithClient). */
+  connect?: () => Promise<{ query(text: string, values?: unknown[]): Promise<unknown>; release(): void }>;
 }
 
 export interface Backend {

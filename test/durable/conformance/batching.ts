@@ -268,6 +268,19 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       expect(await scheduler.scheduleMany([])).toEqual([]);
     });
 
+    it('all or nothing in the database too: a failing statement writes none of the items', async () => {
+      const { open, time, db } = await setup();
+      await db.refuseLongPayloads();
+      const { scheduler } = open();
+      scheduler.define('a', () => {});
+      await expect(scheduler.scheduleMany([
+        { when: time.now(), name: 'a', payload: 1 },
+        { when: time.now(), name: 'a', payload: 2, key: 'k' },
+        { when: time.now(), name: 'a', payload: 'x'.repeat(40) },
+      ])).rejects.toThrow(/short_payload/);
+      expect(await scheduler.listTasks({})).toEqual([]);
+    });
+
     it('wakes a started scheduler: tasks added in bulk run promptly', async () => {
       const { open, time } = await setup();
       const { scheduler } = open();

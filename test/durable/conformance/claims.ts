@@ -120,6 +120,80 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
     });
   });
 
+  describe('claimers racing (store level)', () => {
+    itWhen(caps.multiProcess, 'needs multiProcess: one store per database')(
+      'six stores claiming the same keys at once: never two runs of a key at once, each key in due order, retries held', async () => {
+        const { openStore, db } = await setup();
+        const claimers: Store[] = [];
+        for (let i = 0; i < 6; i++) claimers.push(await openStore());
+        const keys = 12;
+        const perKey = 8;
+        const base = Date.now() - 60_000;
+        const failFirst = new Set<number>();
+        const items: NewTask[] = [];
+        // Interleaved due times; within a key they increase with n, and insertion order is shuffled against due order.
+        for (let n = perKey - 1; n >= 0; n--) {
+          for (let k = 0; k < keys; k++) items.push(task('step', base + n * 100 + k, { serial: `chat:${k}`, payload: JSON.stringify({ k, n }), maxAttempts: 2 }));
+        }
+        for (let i = 0; i < 40; i++) items.push(task('loose', base + i * 7));
+        const stored = await claimers[0]!.addTasks(items);
+        const expected = new Map<string, number[]>();
+        for (const row of stored) {
+          if (row.serial === null) continue;
+          expected.set(row.serial, [...(expected.get(row.serial) ?? []), row.id]);
+          if (row.id % 3 === 0) failFirst.add(row.id);
+        }
+        // Ids were given in insertion order (reverse due order within a key): expected in due order.
+        const due = new Map(stored.map((row) => [row.id, row.runAt.getTime()]));
+        for (const list of expected.values()) list.sort((a, b) => due.get(a)! - due.get(b)!);
+        const serialOf = new Map(stored.map((row) => [row.id, row.serial]));
+        const running = new Map<string, number>();
+        const starts = new Map<string, number[]>();
+        const violations: string[] = [];
+        let finished = 0;
+        const total = stored.length;
+        const deadline = Date.now() + 40_000;
+        await Promise.all(claimers.map(async (store, i) => {
+          const owner = `claimer-${i}`;
+          while (finished < total && Date.now() < deadline) {
+            const claimed = await store.claim(owner, Date.now(), 30_000, 3, advanceJob);
+            if (claimed.length === 0) {
+              await new Promise((resolve) => setImmediate(resolve));
+              continue;
+            }
+            const seen = new Set<string>();
+            for (const c of claimed) {
+              const key = serialOf.get(c.id);
+              if (key === null || key === undefined) continue;
+              if (seen.has(key)) violations.push(`${owner} claimed two tasks of ${key} at once`);
+              seen.add(key);
+              if (running.has(key)) violations.push(`${key}: ${c.id} started while ${running.get(key)} runs`);
+              running.set(key, c.id);
+              starts.set(key, [...(starts.get(key) ?? []), c.id]);
+            }
+            // "Run": yield so that the other claimers get to race meanwhile.
+            await new Promise((resolve) => setTimeout(resolve, 1));
+            const outcomes = claimed.map((c) => {
+              const key = serialOf.get(c.id);
+              if (key !== null && key !== undefined) running.delete(key);
+              return failFirst.has(c.id) && c.attempts === 1
+                ? { id: c.id, kind: 'retry' as const, delay: 0, error: 'first attempt fails' }
+                : { id: c.id, kind: 'complete' as const, state: 'succeeded' as const, error: null };
+            });
+            await store.settle(owner, outcomes, Date.now());
+            finished += outcomes.filter((o) => o.kind === 'complete').length;
+          }
+        }));
+        expect(finished).toBe(total);
+        expect(violations).toEqual([]);
+        for (const [key, ids] of expected) {
+          // A retried task runs again before anything else of its key.
+          expect(starts.get(key), key).toEqual(ids.flatMap((id) => (failFirst.has(id) ? [id, id] : [id])));
+        }
+        if (db.peek) expect(await db.peek('SELECT count(*)::int AS n FROM {s}taskheap_serial_keys')).toEqual([{ n: 0 }]);
+      }, 60_000);
+  });
+
   describe('leases that run out', () => {
     it('a dead owner\'s task is taken over, attempt and expiry counted, at most maxLeaseExpiries times; then it fails saying so and lets go of its key', async () => {
       const { openStore, db } = await setup();
