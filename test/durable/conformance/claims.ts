@@ -59,12 +59,14 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(free.serial).toBeNull();
       expect(a2).toMatchObject({ serial: 'a', priority: 5, rate: null });
       // a2's priority does not put it before a1: within a key, due order.
-      expect((await claim(store, 'me')).map((c) => c.name)).toEqual(['a1', 'b1', 'free']);
-      expect(await claim(store, 'me')).toEqual([]);
+      const claimedAt = Date.now();
+      expect((await claim(store, 'me', 10, claimedAt)).map((c) => c.name)).toEqual(['a1', 'b1', 'free']);
+      expect(await claim(store, 'me', 10, claimedAt)).toEqual([]);
       // Nothing can run before a key is let go of: a held key's tasks do not make work due (30 s: the leases).
       const next = await store.nextDue(Date.now());
       expect(next).toBeGreaterThan(25_000);
       expect(next).toBeLessThanOrEqual(30_000);
+      if (caps.clockDriven) expect(await store.nextDue(claimedAt)).toBe(30_000);
       if (caps.clockDriven) {
         // a1 fails and will be retried in 1 s: it keeps the key; b1 succeeds: b is free again.
         const at = Date.now();
