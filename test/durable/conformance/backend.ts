@@ -191,8 +191,8 @@ export function envFor(backend: Backend): () => Promise<Env> {
 }
 
 /**
- * `it`, or `it.skip` with why in the test's name, for a scenario that needs
- * `why` names (a capability the backend lacks).
+ * `it` where `ok`; otherwise `it.skip`, with `why` (the capability the
+ * backend lacks) in the skipped test's name, so a skip is never silent.
  */
 export function itWhen(ok: boolean, why: string): (name: string, fn: () => Promise<void> | void, timeout?: number) => void {
   return ok ? (name, fn, timeout) => it(name, fn, timeout) : (name, fn) => it.skip(`${name} (skipped: ${why})`, fn);
