@@ -33,3 +33,6 @@ export type { Rule } from './rules/rule.js';
 export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
 export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState, AttemptError, JobFilter } from './durable/store.js';
 export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';
+export type { StoredQueue, QueueChange, QueueRooms } from './durable/store.js';
+export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
+export type { DefineOptions } from './durable/handlers.js';

@@ -9,6 +9,8 @@ import { toDuration, type Duration } from './core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DEFAULT_RETENTION, DurableRunner, type Retention } from './durable/runner.js';
+import { toDurableQueues, type DurableQueue, type DurableQueueInfo, type DurableQueueOptions } from './durable/queues.js';
+import type { DefineOptions } from './durable/handlers.js';
 import { TaskNotFoundError, type JobFilter, type Store, type StoredJob, type StoredTask, type TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type JobFactory, type JobOptions } from './jobs/builders.js';
 import type { Job, SkipInfo } from './jobs/job.js';
@@ -86,6 +88,16 @@ export interface SchedulerOptions {
    * new Scheduler({ rate: { limit: 30, interval: '1s' } });
    */
   rate?: RateLimit;
+  /**
+   * Named queues (with a `store`) and their settings: per queue a
+   * `concurrency` in this process, a `globalConcurrency` across every
+   * process (stored), a `rate` (per process for now). Tasks, jobs and
+   * handlers join a queue with the option `queue`; see `scheduler.queue(name)`.
+   * @default {} (every task in 'default', no limits)
+   * @example
+   * new Scheduler({ store, queues: { emails: { concurrency: 2, globalConcurrency: 5 } } });
+   */
+  queues?: Record<string, DurableQueueOptions>;
 }
 
 /** Events of a scheduler and the arguments their listeners receive. */
@@ -109,7 +121,7 @@ const WAIT_KEYS = new Set(['signal', 'timeout']);
 function assertId(id: unknown): asserts id is number {
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
 }
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate']);
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate', 'queues']);
 const RETENTION_KEYS = new Set(['succeeded', 'failed']);
 
 /** The `retention` option in ms (null: kept forever). */
@@ -177,7 +189,10 @@ export class Scheduler implements JobFactory {
     }
     if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
     const ages = toRetention(retention);
-    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages);
+    // Durable named queues (issue 22; the in-memory side joins them at merge).
+    if (options.queues !== undefined && store === undefined) throw new TypeError('The `queues` option needs a scheduler created with a `store`');
+    const queues = options.queues === undefined ? undefined : toDurableQueues(options.queues);
+    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages, queues);
     if (this.#runner !== undefined) {
       // A stored job has no Job object: the event names it by key.
       this.#runner.onSkip = (key, name, at, reason) => {
@@ -322,10 +337,35 @@ export class Scheduler implements JobFactory {
    * Define every handler before `start()`.
    * @example
    * scheduler.define('remind', async (ctx, payload: { user: string; text: string }) => send(payload));
+   * scheduler.define('email', sendEmail, { queue: 'emails' }); // its tasks join 'emails' unless they name a queue
    */
-  define<P = any>(name: string, handler: Handler<P>): this {
-    this.#requireStore('define()').define(name, handler);
+  define<P = any>(name: string, handler: Handler<P>, options?: DefineOptions): this {
+    this.#requireStore('define()').define(name, handler, options);
     return this;
+  }
+
+  // ---- Durable named queues (issue 22): the API lives in durable/queues.ts ----
+
+  /**
+   * A named queue (with a `store`): its per-process `concurrency` and `rate`
+   * (live), and `pause()`, `resume()`, `setGlobalConcurrency()`, `counts()`
+   * stored for every process sharing the store.
+   * @example
+   * await scheduler.queue('emails').pause();
+   */
+  queue(name: string): DurableQueue {
+    return this.#requireStore('queue()').queue(name);
+  }
+
+  /**
+   * Every queue the store knows (tasks name it, or it has settings), by
+   * name: its settings, paused flag and stored tasks by state, read from the
+   * store.
+   * @example
+   * for (const { name, paused, counts } of await scheduler.queues()) console.log(name, paused, counts.waiting);
+   */
+  queues(): Promise<DurableQueueInfo[]> {
+    return this.#requireStore('queues()').queues();
   }
 
   /**

@@ -86,7 +86,10 @@ export class Claimer {
 
   /** Tasks finished and their room was freed: refill once half the capacity is free (fewer, fuller claims). */
   refill(): void {
-    if (this.#room() >= this.#prefetch.refill()) this.#tick();
+    // A queue at its concurrency here had a task end: its room is worth a claim of its own.
+    const reopened = this.#holdings.queues.reopened;
+    this.#holdings.queues.reopened = false;
+    if (this.#room() >= this.#prefetch.refill() || (reopened && this.#room() > 0)) this.#tick();
   }
 
   /**
@@ -135,7 +138,7 @@ export class Claimer {
     this.#nothingDue = false;
     try {
       if (idle) {
-        const wait = await store.nextDue(loop.clock.now(), this.#handlers.names);
+        const wait = await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms());
         if (wait === undefined || wait > 0) return this.#sleep(wait);
       }
       const free = this.#room();
@@ -153,7 +156,7 @@ export class Claimer {
       // room enough; otherwise finishing tasks make room and claim.
       if (claimed.length === free) return this.#room() >= this.#prefetch.refill() ? 0 : poll;
       // The store says how long until something is due, by its own clock.
-      return this.#sleep(await store.nextDue(loop.clock.now(), this.#handlers.names));
+      return this.#sleep(await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms()));
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.
       this.#ctx.report(error);
@@ -183,7 +186,7 @@ export class Claimer {
     const sent = performance.now();
     let claimed: ClaimedTask[];
     try {
-      claimed = await store.claim(owner, loop.clock.now(), lease, free, advance, this.#handlers.names);
+      claimed = await store.claim(owner, loop.clock.now(), lease, free, advance, this.#handlers.names, this.#holdings.queues.rooms());
     } finally {
       this.#requested -= free;
     }

@@ -13,9 +13,10 @@ import type { DurableTaskOptions, StoredJobOptions, StoredOptions } from './opti
 import { ruleToJson, type NewJob, type NewTask, type QueryClient, type Store, type StoredJob, type StoredTask } from './store.js';
 import { assertKey, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
 import type { Handlers } from './handlers.js';
+import { assertQueueName, DEFAULT_QUEUE } from './queues.js';
 
-const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority']);
-const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name', 'rate', 'serial', 'priority']);
+const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority', 'queue']);
+const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name', 'rate', 'serial', 'priority', 'queue']);
 
 /** @internal */
 export class Enqueuer {
@@ -37,7 +38,7 @@ export class Enqueuer {
   schedule(runAt: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
     this.#handlers.assertSchedulable(name);
     assertStoredTime(runAt, 'when');
-    const task = toNewTask(name, runAt, options);
+    const task = toNewTask(name, runAt, options, this.#handlers.queueOf(name));
     const client = toClient(options?.client);
     return this.#ready().then(() => this.#store.addTask(task, client)).then((row) => {
       this.#wake(runAt);
@@ -61,7 +62,7 @@ export class Enqueuer {
         this.#handlers.assertSchedulable(item.name);
         const runAt = toEpoch(item.runAt);
         assertStoredTime(runAt, 'when');
-        tasks.push(toNewTask(item.name, runAt, item.options));
+        tasks.push(toNewTask(item.name, runAt, item.options, this.#handlers.queueOf(item.name)));
         const given = toClient((item.options as DurableTaskOptions).client);
         if (i === 0) client = given;
         else if (given !== client) throw new TypeError(differentClient(client, given));
@@ -81,7 +82,7 @@ export class Enqueuer {
 
   addJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob> {
     this.#handlers.assertSchedulable(name);
-    const { payload, key, stored } = parseOptions(options, JOB_KEYS, 'durable job');
+    const { payload, key, stored } = parseOptions(options, JOB_KEYS, 'durable job', this.#handlers.queueOf(name));
     if (bounds.jitter !== 0) throw new TypeError('jitter() is not supported for stored jobs');
     if (plan.first !== undefined) assertStoredTime(plan.first, 'the first occurrence');
     if (bounds.until !== Infinity) assertStoredTime(bounds.until, 'until');
@@ -113,11 +114,11 @@ export class Enqueuer {
 }
 
 /** The row a durable task's options make (validated). */
-function toNewTask(name: string, runAt: number, options: object | undefined): NewTask {
-  const { payload, key, stored } = parseOptions(options, TASK_KEYS, 'durable task');
+function toNewTask(name: string, runAt: number, options: object | undefined, handlerQueue: string | undefined): NewTask {
+  const { payload, key, stored } = parseOptions(options, TASK_KEYS, 'durable task', handlerQueue);
   return {
     name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
-    serial: stored.serial ?? null, priority: stored.priority ?? 0,
+    serial: stored.serial ?? null, priority: stored.priority ?? 0, queue: stored.queue ?? DEFAULT_QUEUE,
   };
 }
 
@@ -135,7 +136,7 @@ function differentClient(first: QueryClient | undefined, given: QueryClient | un
 }
 
 /** Checks a durable task's or job's options and turns them into the payload, key and options the store keeps. */
-function parseOptions(options: object | undefined, keys: ReadonlySet<string>, what: string) {
+function parseOptions(options: object | undefined, keys: ReadonlySet<string>, what: string, handlerQueue?: string) {
   const given = (options ?? {}) as DurableTaskOptions & { overlap?: string; misfire?: string; catchUp?: unknown; name?: string };
   for (const key in given) {
     if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
@@ -151,6 +152,9 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
     throw new RangeError(`Expected \`catchUp\` to be an integer from 1 to ${MAX_ATTEMPTS}, got ${describe(catchUp)}`);
   }
   if (key !== undefined) assertKey(key, 'key');
+  // The queue: given, else the handler's (define), else 'default' (left out of the stored options).
+  if (given.queue !== undefined) assertQueueName(given.queue, 'queue');
+  const queue = given.queue ?? handlerQueue;
   const timeout = given.timeout === undefined ? undefined : toDuration(given.timeout, 'timeout', 1);
   if (timeout !== undefined && timeout > MAX_TIMER) {
     throw new RangeError(`Expected \`timeout\` of a stored task to be at most ${MAX_TIMER} ms (the timer limit), got ${describe(timeout)}`);
@@ -174,6 +178,7 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
     rate: rate === undefined ? undefined : { key: rate.key, limit: rate.limit, interval: rate.interval },
     serial: flow?.serial,
     priority: flow === undefined || flow.priority === 0 ? undefined : flow.priority,
+    queue: queue === DEFAULT_QUEUE ? undefined : queue,
   };
   return { payload: toPayload(payload), key: key ?? null, stored };
 }

@@ -6,6 +6,7 @@
 import type { Task } from '../core/task.js';
 import type { StoredOptions } from './options.js';
 import type { ClaimedTask } from './store.js';
+import { DEFAULT_QUEUE, QueueBook } from './queues.js';
 
 /** One claim held in memory, with its stored options as parsed at dispatch. @internal */
 export interface Held {
@@ -24,6 +25,12 @@ export class Holdings {
    * claim should not wait for a poll.
    */
   readonly serials = new Set<number>();
+  /** The named queues: what this process holds of each counts against its room there. */
+  readonly queues: QueueBook;
+
+  constructor(queues: QueueBook = new QueueBook(undefined)) {
+    this.queues = queues;
+  }
 
   /** Claims held in memory: running, or prefetched and about to. */
   get size(): number {
@@ -34,6 +41,7 @@ export class Holdings {
     this.#byTask.set(task, held);
     this.#byId.set(held.claim.id, task);
     if (held.options.serial !== undefined) this.serials.add(held.claim.id);
+    this.queues.hold(held.options.queue ?? DEFAULT_QUEUE);
   }
 
   get(task: Task): Held | undefined {
@@ -46,6 +54,7 @@ export class Holdings {
     if (held === undefined) return undefined;
     this.#byTask.delete(task);
     this.#byId.delete(held.claim.id);
+    this.queues.release(held.options.queue ?? DEFAULT_QUEUE);
     return held;
   }
 

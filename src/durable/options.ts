@@ -74,6 +74,13 @@ export interface DurableTaskOptions {
    * @default 0
    */
   priority?: number;
+  /**
+   * The named queue the task belongs to: its per-process and global
+   * concurrency, rate and pause apply (see `scheduler.queue(name)`).
+   * @default the handler's queue (`define(name, handler, { queue })`), else 'default'
+   * @example 'emails'
+   */
+  queue?: string;
 }
 
 /**
@@ -99,6 +106,8 @@ export interface StoredOptions {
   rate?: { key: string; limit: number; interval: number };
   serial?: string;
   priority?: number;
+  /** The named queue (issue 22); absent: 'default'. */
+  queue?: string;
 }
 
 /** Options of `run(name, options)` for a stored job (a scheduler with a `store`). */
@@ -154,5 +163,10 @@ export interface StoredJobOptions {
    * @default 0
    */
   priority?: number;
+  /**
+   * The named queue the job's occurrences belong to (see `scheduler.queue(name)`).
+   * @default the handler's queue (`define(name, handler, { queue })`), else 'default'
+   */
+  queue?: string;
 }
 

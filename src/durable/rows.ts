@@ -1,4 +1,4 @@
-import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredState, StoredTask } from './store.js';
+import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
 
 // Both SQL stores return rows of these shapes (snake_case columns, times as
 // epoch ms). Drivers may hand numbers back as strings (pg's bigint), so every
@@ -25,6 +25,8 @@ export interface TaskRow {
   /** Version 4: the serial key and the priority. */
   serial?: string | null;
   priority?: number | string;
+  /** Version 5: the named queue. */
+  queue?: string;
 }
 
 /** The `taskheap_jobs` columns a `StoredJob` shows. */
@@ -72,6 +74,32 @@ export interface ClaimRow {
   priority: number | string;
 }
 
+/** One queue and one state of its tasks (state null: it has none): what `listQueues` statements return. */
+export interface QueueRow {
+  name: string;
+  paused: boolean | number;
+  global_concurrency: number | string | null;
+  state: StoredState | null;
+  n: number | string;
+}
+
+/** Queue rows (ordered by name) folded into one entry per queue. */
+export function toQueues(rows: QueueRow[]): StoredQueue[] {
+  const queues = new Map<string, StoredQueue>();
+  for (const row of rows) {
+    let queue = queues.get(row.name);
+    if (queue === undefined) {
+      queue = {
+        name: row.name, paused: Boolean(row.paused), globalConcurrency: optional(row.global_concurrency),
+        counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
+      };
+      queues.set(row.name, queue);
+    }
+    if (row.state !== null) queue.counts[row.state] = Number(row.n);
+  }
+  return [...queues.values()];
+}
+
 function optional(value: number | string | null | undefined): number | null {
   return value === null || value === undefined ? null : Number(value);
 }
@@ -94,6 +122,7 @@ export function toTask(row: TaskRow): StoredTask {
     errors: row.errors === null || row.errors === undefined ? [] : toErrors(row.errors),
     serial: row.serial ?? null,
     priority: Number(row.priority ?? 0),
+    queue: row.queue ?? 'default',
     rate: (JSON.parse(row.options) as { rate?: StoredTask['rate'] }).rate ?? null,
   };
 }

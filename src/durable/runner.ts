@@ -29,6 +29,8 @@ import { Management } from './manage.js';
 import { Prefetch } from './prefetch.js';
 import { RunnerContext } from './runner-context.js';
 import { Waiters } from './waiters.js';
+import { DurableQueue, QueueBook, queueInfo, type DurableQueueInfo, type DurableQueueOptions } from './queues.js';
+import type { DefineOptions } from './handlers.js';
 
 export { DEFAULT_RETENTION, SWEEP_BATCH, SWEEP_EVERY, type Retention } from './maintenance.js';
 
@@ -45,7 +47,7 @@ const CLOSE_TIMEOUT = 5_000;
 export class DurableRunner {
   readonly #ctx: RunnerContext;
   readonly #handlers: Handlers;
-  readonly #holdings = new Holdings();
+  readonly #holdings: Holdings;
   readonly #enqueuer: Enqueuer;
   readonly #claimer: Claimer;
   readonly #completer: Completer;
@@ -58,14 +60,15 @@ export class DurableRunner {
   /** The store opened and migrated, once: by the first call that needs it, `migrate()` or `start()`. */
   #ready: Promise<void> | undefined = undefined;
 
-  constructor(store: Store, loop: TaskLoop, known: readonly string[] = [], retention: Retention = DEFAULT_RETENTION) {
+  constructor(store: Store, loop: TaskLoop, known: readonly string[] = [], retention: Retention = DEFAULT_RETENTION,
+    queues?: Map<string, DurableQueueOptions>) {
     if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
       throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
     }
     const ctx = this.#ctx = new RunnerContext(store, loop);
     this.#closeTimeout = store.closeTimeout ?? CLOSE_TIMEOUT;
     const handlers = this.#handlers = new Handlers(known);
-    const holdings = this.#holdings;
+    const holdings = this.#holdings = new Holdings(new QueueBook(queues));
     const prefetch = new Prefetch(loop, store);
     const wake = (runAt: number): void => this.#claimer.wakeAt(runAt);
     const ready = (): Promise<void> => this.ready();
@@ -107,8 +110,26 @@ export class DurableRunner {
   }
 
   /** Registers the handler that runs tasks named `name`. */
-  define(name: string, handler: Handler): void {
-    this.#handlers.define(name, handler);
+  define(name: string, handler: Handler, options?: DefineOptions): void {
+    this.#handlers.define(name, handler, options);
+  }
+
+  /** The handle of a named queue (see DurableQueue). */
+  queue(name: string): DurableQueue {
+    return new DurableQueue(this.#holdings.queues, () => this.ready().then(() => this.#ctx.store), () => this.#claimer.refill(), name);
+  }
+
+  /** Every queue the store knows (a row or a task), with this process's settings. */
+  async queues(): Promise<DurableQueueInfo[]> {
+    await this.ready();
+    const book = this.#holdings.queues;
+    const stored = await this.#ctx.store.listQueues();
+    const known = new Set(stored.map((queue) => queue.name));
+    // Queues configured in this process but not yet stored are listed too (empty).
+    for (const name of book.names()) {
+      if (!known.has(name)) stored.push({ name, paused: false, globalConcurrency: null, counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 } });
+    }
+    return stored.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((queue) => queueInfo(book, queue));
   }
 
   /** Migrates, recovers and starts claiming; idempotent. */
@@ -117,6 +138,8 @@ export class DurableRunner {
       await this.ready();
       const store = this.#ctx.store;
       await store.recover?.();
+      // The `queues` option's global concurrencies: the most recent process to start decides.
+      for (const [name, limit] of this.#holdings.queues.startup) await store.setQueue(name, { globalConcurrency: limit === Infinity ? null : limit });
       await store.subscribe((runAt) => this.#claimer.wakeAt(runAt), (id) => this.#holdings.cancel(id));
       this.#leases.start();
       this.#claimer.start();

@@ -46,6 +46,30 @@ export interface StoredTask {
   priority: number;
   /** Its keyed rate limit (`rate` option), interval in ms, or null. */
   rate: { key: string; limit: number; interval: number } | null;
+  /** The named queue it belongs to (`queue` option, or its handler's). @default 'default' */
+  queue: string;
+}
+
+/** A named queue as the store keeps it: its shared settings and its tasks by state. */
+export interface StoredQueue {
+  /** The queue's name. */
+  name: string;
+  /** Paused: its waiting tasks are not claimed by any process. */
+  paused: boolean;
+  /** Its tasks running at once across all processes at most, or null for no limit. */
+  globalConcurrency: number | null;
+  /** Its stored tasks by state. */
+  counts: Record<StoredState, number>;
+}
+
+/** The room this process has for some queues' tasks (its per-process concurrency, less what it holds); queues not named: no limit. */
+export type QueueRooms = ReadonlyMap<string, number>;
+
+/** A change to a queue's shared settings: what is not given stays. */
+export interface QueueChange {
+  paused?: boolean;
+  /** A number, or null for no limit. */
+  globalConcurrency?: number | null;
 }
 
 /** One failed attempt of a stored task. */
@@ -126,6 +150,8 @@ export interface NewTask {
   serial?: string | null;
   /** The priority (also in `options`; a column so the claim can order by it). @default 0 */
   priority?: number;
+  /** The named queue (also in `options`; a column so the claim can pick by it). @default 'default' */
+  queue?: string;
 }
 
 /** What is written when a recurring job is registered. */
@@ -289,15 +315,22 @@ export interface Store {
    * lease has already expired `maxLeaseExpiries` times is not claimed but
    * recorded `failed`. With `names`, only tasks of those handlers (the ones
    * this process has defined) are claimed; others wait for a process that
-   * defines them.
+   * defines them. Named queues: no task of a paused queue, none beyond a
+   * queue's global concurrency (across processes), and with `rooms` none
+   * beyond this process's room for a queue.
    */
   claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
-    names?: readonly string[]): Promise<ClaimedTask[]>;
+    names?: readonly string[], rooms?: QueueRooms): Promise<ClaimedTask[]>;
   /**
    * ms from now until any waiting task, expiring lease or scheduled job is
-   * due (0 if overdue); with `names`, tasks of those handlers only.
+   * due (0 if overdue); with `names`, tasks of those handlers only; tasks
+   * the claim could not take (paused or full queues, `rooms`) do not count.
    */
-  nextDue(now: number, names?: readonly string[]): Promise<number | undefined>;
+  nextDue(now: number, names?: readonly string[], rooms?: QueueRooms): Promise<number | undefined>;
+  /** Named queues: changes a queue's shared settings (made if new); a resume wakes the processes. */
+  setQueue(name: string, change: QueueChange): Promise<void>;
+  /** Every queue with a row or a task (or just `name`), by name, with its tasks counted by state. */
+  listQueues(name?: string): Promise<StoredQueue[]>;
   /**
    * Extends the leases of `ids` still held by `owner` to `lease` ms from now;
    * returns the ids no longer held. With `handBack` (a shared store), tasks
@@ -376,7 +409,7 @@ export function leaseExpiredText(times: number): string {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 /** A database written by a newer taskheap: refusing it beats corrupting it. */
 export class SchemaVersionError extends TaskheapError {

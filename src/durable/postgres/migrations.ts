@@ -95,6 +95,26 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE UNIQUE INDEX taskheap_tasks_key ON :SCHEMA.taskheap_tasks (key) WHERE key IS NOT NULL;
       CREATE UNIQUE INDEX taskheap_tasks_occurrence ON :SCHEMA.taskheap_tasks (job_key, scheduled_at) WHERE job_key IS NOT NULL;`,
   },
+  {
+    // Issue 22: named queues. Every task is in one (the constant default
+    // costs no table rewrite). The claim walks the waiting tasks queue by
+    // queue (the queue-leading index), so a paused or full queue's tasks are
+    // never read; a queue row holds the settings shared by every process
+    // and, for a queue with a global concurrency, how many of its tasks run
+    // (updated under the row's lock by claims and outcomes).
+    version: 5,
+    sql: `
+      ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN queue text NOT NULL DEFAULT 'default';
+      CREATE INDEX taskheap_tasks_queue_waiting ON :SCHEMA.taskheap_tasks (queue, priority, run_at, id) WHERE state = 'waiting';
+      CREATE TABLE :SCHEMA.taskheap_queues (
+        name text PRIMARY KEY,
+        paused boolean NOT NULL DEFAULT false,
+        global_concurrency integer CHECK (global_concurrency > 0),
+        running integer NOT NULL DEFAULT 0,
+        granted integer NOT NULL DEFAULT 0,
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );`,
+  },
 ];
 
 /**

@@ -63,7 +63,7 @@ const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')
 function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
     ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
-    ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority`;
+    ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue`;
 }
 
 /** The columns a job row is read with; `a` is the table alias. */
@@ -96,6 +96,38 @@ const claimable = (a: string, T: string, K: string) => `(${a}.serial IS NULL OR 
       ${a}.id = (SELECT h.id FROM ${T} AS h WHERE h.serial = ${a}.serial AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1)))`;
 
 /**
+ * Named queues (issue 22), kept apart from the rest of the claim: \`queues\`
+ * lists the queues that have waiting tasks, one index probe each (a skip
+ * scan of the queue-leading waiting index); \`open\` keeps those a claim
+ * may take from, with the room each has: not paused, under their global
+ * concurrency (the queue row's running count, read from the snapshot), and
+ * under this process's own concurrency for them (rooms $7 names, $8 counts;
+ * a queue not named has no limit here). The claim then reads the waiting
+ * tasks of open queues only, so tasks of paused or full queues cost nothing.
+ */
+const openQueues = (T: string, Q: string, rooms: string, names: string) => `queues(q) AS (
+    SELECT min(queue) FROM ${T} WHERE state = 'waiting'
+    UNION ALL
+    SELECT (SELECT min(queue) FROM ${T} WHERE state = 'waiting' AND queue > queues.q) FROM queues WHERE queues.q IS NOT NULL),
+  rooms(name, n) AS (SELECT * FROM unnest(${rooms}::text[], ${names}::int[])),
+  open AS (SELECT o.name, o.room FROM (SELECT queues.q AS name,
+      LEAST(COALESCE((SELECT n FROM rooms WHERE rooms.name = queues.q), 2147483647),
+        COALESCE((SELECT CASE WHEN qr.paused THEN 0 ELSE COALESCE(qr.global_concurrency - qr.running, 2147483647) END
+          FROM ${Q} AS qr WHERE qr.name = queues.q), 2147483647)) AS room
+    FROM queues WHERE queues.q IS NOT NULL) AS o WHERE o.room > 0)`;
+
+/**
+ * SQL: the queue rows of tasks that stop running (\`cte\` has their \`queue\`)
+ * give back their slots; \`was_full\`: the queue had no room left before, so
+ * its waiting tasks need a wake-up. Only queues with a global concurrency
+ * count (the others have no row to update, or never take the row's lock).
+ */
+const freeSlots = (Q: string, cte: string) => `UPDATE ${Q} AS q SET running = GREATEST(q.running - f.n, 0)
+    FROM (SELECT queue, count(*)::int AS n FROM ${cte} GROUP BY queue) AS f
+    WHERE q.name = f.queue AND q.global_concurrency IS NOT NULL
+    RETURNING q.running + f.n >= q.global_concurrency AS was_full`;
+
+/**
  * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
  * by priority (highest first), then due time, then id; and running ones
  * whose lease ran out (their process died or stalled). Every time is the
@@ -116,29 +148,35 @@ const claimable = (a: string, T: string, K: string) => `(${a}.serial IS NULL OR 
  * whatever their snapshots said; the loser leaves its task waiting. Keys are
  * taken in key order, so two claims cannot deadlock on them.
  */
-function claimSql(T: string, J: string, K: string, unlessJobsDue: boolean): string {
+function claimSql(T: string, J: string, K: string, Q: string, unlessJobsDue: boolean): string {
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
   return `WITH RECURSIVE
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
     ${levels(T)},
-    expired AS (SELECT id, run_at, priority, serial, expiries FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
+    ${openQueues(T, Q, '$7', '$8')},
+    expired AS (SELECT id, run_at, priority, serial, expiries, queue FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
-      FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id, t.serial),
+      FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id, t.serial, t.queue),
     unheld AS (DELETE FROM ${K} AS k USING failed WHERE k.key = failed.serial AND k.held_by = failed.id),
-    waiting AS (SELECT w.id, w.run_at, w.priority, w.serial FROM levels CROSS JOIN LATERAL (
-        SELECT t.id, t.run_at, t.priority, t.serial FROM ${T} AS t
-        WHERE t.state = 'waiting' AND t.priority = levels.p AND t.run_at <= now() ${gate} ${NAMED} AND ${claimable('t', T, K)}
-        ORDER BY t.run_at, t.id LIMIT $1 FOR UPDATE OF t SKIP LOCKED) AS w
-      WHERE levels.p IS NOT NULL LIMIT $1),
+    unslotted AS (${freeSlots(Q, 'failed')}),
+    waiting AS (SELECT w.id, w.run_at, w.priority, w.serial, w.queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (
+        SELECT t.id, t.run_at, t.priority, t.serial, t.queue FROM ${T} AS t
+        WHERE t.state = 'waiting' AND t.queue = open.name AND t.priority = levels.p AND t.run_at <= now() ${gate} ${NAMED} AND ${claimable('t', T, K)}
+        ORDER BY t.run_at, t.id LIMIT LEAST($1, open.room) FOR UPDATE OF t SKIP LOCKED) AS w
+      WHERE levels.p IS NOT NULL),
     heads AS (SELECT DISTINCT ON (serial) id, serial FROM waiting WHERE serial IS NOT NULL ORDER BY serial, priority DESC, run_at, id),
     taken AS (INSERT INTO ${K} AS k (key, held_by) SELECT serial, id FROM heads ORDER BY serial
       ON CONFLICT (key) DO UPDATE SET held_by = k.held_by WHERE k.held_by = EXCLUDED.held_by
       RETURNING k.held_by),
-    due AS (SELECT id FROM (SELECT id, run_at, priority FROM expired WHERE expiries < $4
-        UNION ALL SELECT id, run_at, priority FROM waiting WHERE serial IS NULL OR id IN (SELECT held_by FROM taken)) d
-      ORDER BY priority DESC, run_at, id LIMIT $1),
+    candidates AS (SELECT d.*, row_number() OVER (PARTITION BY d.queue, d.expired ORDER BY d.priority DESC, d.run_at, d.id) AS n
+      FROM (SELECT id, run_at, priority, queue, true AS expired FROM expired WHERE expiries < $4
+        UNION ALL SELECT id, run_at, priority, queue, false FROM waiting WHERE serial IS NULL OR id IN (SELECT held_by FROM taken)) AS d),
+    picked AS (SELECT c.id, c.queue, c.expired, c.n FROM candidates AS c LEFT JOIN open ON open.name = c.queue
+      WHERE c.expired OR c.n <= open.room ORDER BY c.priority DESC, c.run_at, c.id LIMIT $1),
+    ${grantSlots(Q)},
+    due AS (SELECT p.id FROM picked AS p LEFT JOIN granted AS g ON g.name = p.queue WHERE p.expired OR g.name IS NULL OR p.n <= g.granted),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
         attempts = t.attempts + 1, expiries = t.expiries + (t.state = 'running')::int, updated_at = now()
       FROM due WHERE t.id = due.id
@@ -146,9 +184,26 @@ function claimSql(T: string, J: string, K: string, unlessJobsDue: boolean): stri
     ${unlessJobsDue ? 'SELECT flag.jobs_due, claimed.* FROM flag LEFT JOIN claimed ON true' : 'SELECT * FROM claimed'}`;
 }
 
+/**
+ * SQL: a claim takes slots of the queues with a global concurrency for the
+ * waiting tasks it picked, under the queue row's lock and from its latest
+ * version (a concurrent claim's update is waited for and re-read), so
+ * claims racing for the last slots never take more than there are: each
+ * queue grants what fits (\`granted\`), and the claim keeps that many of the
+ * queue's picked tasks, in claim order; the others stay waiting. Taken over
+ * expired tasks keep the slot their first claim took.
+ */
+const grantSlots = (Q: string) => `granted AS (UPDATE ${Q} AS q
+      SET granted = LEAST(w.n, GREATEST(q.global_concurrency - q.running, 0)),
+        running = q.running + LEAST(w.n, GREATEST(q.global_concurrency - q.running, 0))
+      FROM (SELECT queue, count(*)::int AS n FROM picked WHERE NOT expired GROUP BY queue ORDER BY queue) AS w
+      WHERE q.name = w.queue AND q.global_concurrency IS NOT NULL
+      RETURNING q.name, q.granted)`;
+
 /** SQL: the serial key and the priority a stored job's options (JSON text) give its occurrences. */
 const SERIAL_OF = (options: string) => `(${options}::jsonb ->> 'serial')`;
 const PRIORITY_OF = (options: string) => `COALESCE((${options}::jsonb ->> 'priority')::int, 0)`;
+const QUEUE_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'queue', 'default')`;
 
 /** The statements of a store whose tables live in `schema` (undefined: the search_path). */
 export function statements(schema: string | undefined) {
@@ -157,6 +212,7 @@ export function statements(schema: string | undefined) {
   const J = t('taskheap_jobs');
   const M = t('taskheap_meta');
   const K = t('taskheap_serial_keys');
+  const Q = t('taskheap_queues');
   // A replaced keyed task starts over: it lets go of any serial key it held (waiting for a retry).
   const REPLACED_LET_GO = `released AS (DELETE FROM ${K} AS k USING saved WHERE k.held_by = saved.id)`;
   return {
@@ -172,11 +228,11 @@ export function statements(schema: string | undefined) {
 
     /** A keyed task replaces the one with its key unless that one is running. */
     addTask: `WITH saved AS (
-        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority)
-        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9)
+        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue)
+        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9, $10)
         ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, updated_at = now()
+          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, updated_at = now()
         WHERE t.state <> 'running'
         RETURNING ${taskColumns('t')}),
       ${REPLACED_LET_GO}
@@ -187,14 +243,14 @@ export function statements(schema: string | undefined) {
      * one is running; one wake for the earliest.
      */
     addTasks: `WITH saved AS (
-        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority)
-        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority
-        FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[]) WITH ORDINALITY
-          AS u(name, key, payload, at, max_attempts, options, serial, priority, ord)
+        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue)
+        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority, u.queue
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[]) WITH ORDINALITY
+          AS u(name, key, payload, at, max_attempts, options, serial, priority, queue, ord)
         ORDER BY u.ord
         ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, updated_at = now()
+          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, updated_at = now()
         WHERE t.state <> 'running'
         RETURNING ${taskColumns('t')}),
       ${REPLACED_LET_GO},
@@ -231,8 +287,9 @@ export function statements(schema: string | undefined) {
      * the place of a scheduled occurrence (the unique key ignores NULLs).
      */
     triggerJob: `WITH added AS (
-        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key, serial, priority)
-        SELECT name, payload, now(), COALESCE((options::jsonb #>> '{retry,attempts}')::int, 1), options, key, ${SERIAL_OF('options')}, ${PRIORITY_OF('options')}
+        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key, serial, priority, queue)
+        SELECT name, payload, now(), COALESCE((options::jsonb #>> '{retry,attempts}')::int, 1), options, key, ${SERIAL_OF('options')}, ${PRIORITY_OF('options')},
+          ${QUEUE_OF('options')}
         FROM ${J} WHERE key = $1 AND state <> 'cancelled'
         RETURNING ${taskColumns('t')})
       SELECT added.*, pg_notify('${WAKE}', $2 || added.run_at::bigint::text) FROM added`,
@@ -257,8 +314,8 @@ export function statements(schema: string | undefined) {
       FROM saved`,
 
     /** The common case, no recurring job due: claims in one statement and says whether a job is due. */
-    claimUnlessJobsDue: claimSql(T, J, K, true),
-    claim: claimSql(T, J, K, false),
+    claimUnlessJobsDue: claimSql(T, J, K, Q, true),
+    claim: claimSql(T, J, K, Q, false),
     /** Another process materializing the same job holds its row: skip it, that process does the work. */
     dueJobs: `SELECT key, name, payload, rule, ${ms('next_run_at')} AS next_run_at, remaining, ${ms('until')} AS until, options,
         ${ms('now()')} AS now
@@ -267,24 +324,26 @@ export function statements(schema: string | undefined) {
     runningJobs: `SELECT DISTINCT job_key FROM ${T}
       WHERE job_key = ANY($1::text[]) AND state = 'running' AND locked_until > now()`,
     /** (job_key, scheduled_at) is unique: an occurrence is inserted once, whichever process gets there first. */
-    insertOccurrences: `INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key, serial, priority)
-      SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key, ${SERIAL_OF('u.options')}, ${PRIORITY_OF('u.options')}
+    insertOccurrences: `INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key, serial, priority, queue)
+      SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key, ${SERIAL_OF('u.options')}, ${PRIORITY_OF('u.options')},
+        ${QUEUE_OF('u.options')}
       FROM unnest($1::text[], $2::text[], $3::float8[], $4::int[], $5::text[], $6::text[]) AS u(name, payload, at, max_attempts, options, job_key)
       ON CONFLICT (job_key, scheduled_at) WHERE job_key IS NOT NULL DO NOTHING`,
     advanceJobs: `UPDATE ${J} AS j SET next_run_at = ${ts('u.next')}, remaining = u.remaining, state = u.state,
         runs = j.runs + u.added, updated_at = now()
       FROM unnest($1::text[], $2::float8[], $3::int[], $4::text[], $5::int[]) AS u(key, next, remaining, state, added)
       WHERE j.key = u.key`,
-    /** ms until something is due, by the server's clock (negative: overdue); tasks only of the names $1 (null: any). */
     /**
      * ms until something is due, by the server's clock (negative: overdue);
      * tasks only of the names $1 (null: any). A waiting task that cannot
      * take its serial key does not count: the key's release wakes the
-     * processes (see settle), so nobody polls a held key.
+     * processes (see settle), so nobody polls a held key. Nor does a task
+     * of a paused or full queue (open queues only, rooms $2/$3 as in the
+     * claim): a resume, or a slot given back, wakes the processes.
      */
-    nextDue: `WITH RECURSIVE ${levels(T)},
-      firsts AS (SELECT w.run_at FROM levels CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
-          WHERE t.state = 'waiting' AND t.priority = levels.p AND ($1::text[] IS NULL OR t.name = ANY($1::text[])) AND ${claimable('t', T, K)}
+    nextDue: `WITH RECURSIVE ${levels(T)}, ${openQueues(T, Q, '$2', '$3')},
+      firsts AS (SELECT w.run_at FROM open CROSS JOIN levels CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
+          WHERE t.state = 'waiting' AND t.queue = open.name AND t.priority = levels.p AND ($1::text[] IS NULL OR t.name = ANY($1::text[])) AND ${claimable('t', T, K)}
           ORDER BY t.run_at, t.id LIMIT 1) AS w
         WHERE levels.p IS NOT NULL)
       SELECT (extract(epoch from LEAST(
@@ -303,7 +362,9 @@ export function statements(schema: string | undefined) {
         renewed AS (UPDATE ${T} SET locked_until = clock_timestamp() + ${millis('$1')}
           WHERE id = ANY($2::bigint[]) AND locked_by = $3 AND state = 'running' RETURNING id),
         orphans AS (UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
-          WHERE $5::boolean AND locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')} RETURNING id)
+          WHERE $5::boolean AND locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')}
+          RETURNING id, queue),
+        unslotted AS (${freeSlots(Q, 'orphans')})
       SELECT id FROM renewed`,
     /**
      * Records a batch of outcomes in one statement, for the tasks owner $6
@@ -334,13 +395,15 @@ export function statements(schema: string | undefined) {
             attempts = t.attempts - (u.kind = 'release')::int,
             locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM u WHERE t.id = u.id AND t.locked_by = $6 AND (u.kind <> 'release' OR t.state = 'running')
-          RETURNING t.id, u.kind, t.run_at, t.serial),
+          RETURNING t.id, u.kind, t.run_at, t.serial, t.queue),
         freed AS (DELETE FROM ${K} AS k USING done WHERE done.kind = 'complete' AND k.key = done.serial AND k.held_by = done.id
           RETURNING k.key),
+        unslotted AS (${freeSlots(Q, 'done')}),
         next AS (SELECT (SELECT h.run_at FROM ${T} AS h WHERE h.serial = freed.key AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1) AS run_at
           FROM freed)
       SELECT pg_notify('${WAKE}', $7 || (extract(epoch from MIN(run_at)) * 1000)::bigint::text)
-      FROM (SELECT run_at FROM done WHERE kind <> 'complete' UNION ALL SELECT run_at FROM next WHERE run_at IS NOT NULL) AS woken
+      FROM (SELECT run_at FROM done WHERE kind <> 'complete' UNION ALL SELECT run_at FROM next WHERE run_at IS NOT NULL
+        UNION ALL SELECT now() FROM unslotted WHERE was_full) AS woken
       HAVING count(*) > 0
       UNION ALL
       SELECT pg_notify('${DONE}', $7 || string_agg(id::text, ',')) FROM (SELECT id, (row_number() OVER () - 1) / ${DONE_IDS} AS part
@@ -350,10 +413,11 @@ export function statements(schema: string | undefined) {
         UPDATE ${T} SET state = $1::text, last_error = $2::text, result = $5::text,
           errors = CASE WHEN $1::text IN ('failed', 'timed-out') THEN ${appendError('$2')} ELSE errors END,
           locked_by = NULL, locked_until = NULL, updated_at = now()
-        WHERE id = $3 AND locked_by = $4 RETURNING id, serial),
-        freed AS (DELETE FROM ${K} AS k USING done WHERE k.key = done.serial AND k.held_by = done.id RETURNING k.key)
+        WHERE id = $3 AND locked_by = $4 RETURNING id, serial, queue),
+        freed AS (DELETE FROM ${K} AS k USING done WHERE k.key = done.serial AND k.held_by = done.id RETURNING k.key),
+        unslotted AS (${freeSlots(Q, 'done')})
       SELECT pg_notify('${DONE}', $6 || id::text),
-        CASE WHEN EXISTS (SELECT 1 FROM freed) THEN pg_notify('${WAKE}', $6 || (extract(epoch from now()) * 1000)::bigint::text) END
+        CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $6 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM done`,
     /** A finished task back to waiting, due now, with all its attempts again; its past errors stay. */
     requeue: `WITH again AS (
@@ -364,10 +428,12 @@ export function statements(schema: string | undefined) {
     cancel: `WITH
         old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
-          FROM old WHERE t.id = old.id RETURNING old.state AS was, t.id, t.serial),
-        freed AS (DELETE FROM ${K} AS k USING cancelled WHERE k.key = cancelled.serial AND k.held_by = cancelled.id RETURNING k.key)
+          FROM old WHERE t.id = old.id RETURNING old.state AS was, t.id, t.serial, t.queue),
+        freed AS (DELETE FROM ${K} AS k USING cancelled WHERE k.key = cancelled.serial AND k.held_by = cancelled.id RETURNING k.key),
+        stopped AS (SELECT queue FROM cancelled WHERE was = 'running'),
+        unslotted AS (${freeSlots(Q, 'stopped')})
       SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END, pg_notify('${DONE}', $2),
-        CASE WHEN EXISTS (SELECT 1 FROM freed) THEN pg_notify('${WAKE}', $3 || (extract(epoch from now()) * 1000)::bigint::text) END
+        CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $3 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM cancelled`,
     cancelJob: `WITH
         job AS (UPDATE ${J} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
@@ -396,6 +462,29 @@ export function statements(schema: string | undefined) {
     pruneJobs: `WITH doomed AS (SELECT key FROM ${J} WHERE state IN ('done', 'cancelled') AND updated_at < now() - ${millis('$1')}
         LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${J} AS j USING doomed WHERE j.key = doomed.key`,
+    /**
+     * Named queues: pauses or resumes queue $1 ($2; null: unchanged) and sets
+     * its global concurrency ($3 true: set it to $4, null for none). Setting
+     * one where there was none counts the queue's running tasks: from then
+     * on claims and outcomes keep the count. A resume wakes every process.
+     */
+    setQueue: `WITH saved AS (INSERT INTO ${Q} AS q (name, paused, global_concurrency, running)
+        VALUES ($1, COALESCE($2::boolean, false), CASE WHEN $3::boolean THEN $4::int END,
+          (SELECT count(*) FROM ${T} WHERE queue = $1 AND state = 'running'))
+        ON CONFLICT (name) DO UPDATE SET paused = COALESCE($2::boolean, q.paused),
+          global_concurrency = CASE WHEN $3::boolean THEN $4::int ELSE q.global_concurrency END,
+          running = CASE WHEN NOT $3::boolean THEN q.running WHEN $4::int IS NULL THEN 0 WHEN q.global_concurrency IS NULL THEN EXCLUDED.running
+            ELSE q.running END,
+          updated_at = now()
+        RETURNING q.paused)
+      SELECT CASE WHEN NOT paused THEN pg_notify('${WAKE}', $5 || (extract(epoch from now()) * 1000)::bigint::text) END FROM saved`,
+    /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
+    listQueues: `SELECT n.name, COALESCE(q.paused, false) AS paused, q.global_concurrency, c.state, COALESCE(c.n, 0) AS n
+      FROM (SELECT name FROM ${Q} WHERE $1::text IS NULL OR name = $1
+        UNION SELECT DISTINCT queue FROM ${T} WHERE $1::text IS NULL OR queue = $1) AS n
+      LEFT JOIN ${Q} AS q ON q.name = n.name
+      LEFT JOIN (SELECT queue, state, count(*) AS n FROM ${T} WHERE $1::text IS NULL OR queue = $1 GROUP BY queue, state) AS c ON c.queue = n.name
+      ORDER BY n.name`,
     listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}`,
     listenDone: `LISTEN ${DONE}`,
   };

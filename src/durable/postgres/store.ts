@@ -5,8 +5,9 @@
 import {
   LeaseLostError, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
   type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type QueueChange, type QueueRooms, type StoredQueue,
 } from '../store.js';
-import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import { toClaims, toDueJob, toJob, toQueues, toTask, type QueueRow, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
 import { Connection } from './connection.js';
 import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
@@ -14,6 +15,12 @@ import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
 
 /** A filter's time as epoch ms, or null. */
+/** The claim's parameters $7 and $8: the queues this process limits, and the room it has for each. */
+function roomArrays(rooms: QueueRooms | undefined): [string[] | null, number[] | null] {
+  if (rooms === undefined || rooms.size === 0) return [null, null];
+  return [[...rooms.keys()], [...rooms.values()]];
+}
+
 function epoch(time: Date | number | undefined): number | null {
   return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
 }
@@ -104,7 +111,8 @@ class PostgresStore implements Store {
       ? (text: string, values: unknown[]) => this.#db.query<TaskRow>(text, values)
       : async (text: string, values: unknown[]) => ({ rows: (await via.query(text, values)).rows as TaskRow[] });
     const { rows } = await query(this.#sql.addTask,
-      [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt), task.serial ?? null, task.priority ?? 0]);
+      [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt), task.serial ?? null, task.priority ?? 0,
+        task.queue ?? 'default']);
     if (rows[0] !== undefined) return toTask(rows[0]);
     // The key belongs to a running task, which is left alone: report it as it is.
     const existing = await query(this.#sql.taskByKey, [task.key]);
@@ -121,7 +129,7 @@ class PostgresStore implements Store {
     });
     const rows = tasks.filter((task, i) => task.key === null || last.get(task.key) === i);
     const columns = { name: [] as string[], key: [] as (string | null)[], payload: [] as string[], at: [] as number[], max: [] as number[], options: [] as string[],
-      serial: [] as (string | null)[], priority: [] as number[] };
+      serial: [] as (string | null)[], priority: [] as number[], queue: [] as string[] };
     let earliest = Infinity;
     for (const task of rows) {
       columns.name.push(task.name);
@@ -132,11 +140,12 @@ class PostgresStore implements Store {
       columns.options.push(task.options);
       columns.serial.push(task.serial ?? null);
       columns.priority.push(task.priority ?? 0);
+      columns.queue.push(task.queue ?? 'default');
       earliest = Math.min(earliest, task.runAt);
     }
     const write = async (client: QueryClient): Promise<StoredTask[]> => {
       const saved = await client.query(this.#sql.addTasks,
-        [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix, columns.serial, columns.priority]);
+        [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix, columns.serial, columns.priority, columns.queue]);
       const byKey = new Map<string, StoredTask>();
       // New rows are numbered in the order given; keyed rows are found by key.
       const fresh: StoredTask[] = [];
@@ -164,13 +173,13 @@ class PostgresStore implements Store {
     return toJob(rows[0]!);
   }
 
-  async claim(owner: string, now: number, lease: number, limit: number, advance: Advance, names?: readonly string[]): Promise<ClaimedTask[]> {
+  async claim(owner: string, now: number, lease: number, limit: number, advance: Advance, names?: readonly string[], rooms?: QueueRooms): Promise<ClaimedTask[]> {
     // The common case, no recurring job due: one statement claims, and says
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims.
     // The flag row of an empty claim has a null id.
     // Due times and leases are the server's: `now` (this process's clock) is not used.
-    const params = [limit, owner, lease, this.#maxExpiries, this.#expiredText, names ?? null];
+    const params = [limit, owner, lease, this.#maxExpiries, this.#expiredText, names ?? null, ...roomArrays(rooms)];
     const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(this.#sql.claimUnlessJobsDue, params);
     if (fast.rows[0]?.jobs_due !== true) return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
     return this.#db.transaction(async (client) => {
@@ -215,8 +224,8 @@ class PostgresStore implements Store {
     await client.query(this.#sql.advanceJobs, [updates.key, updates.next, updates.remaining, updates.state, updates.added]);
   }
 
-  async nextDue(_now: number, names?: readonly string[]): Promise<number | undefined> {
-    const { rows } = await this.#db.query<{ t: number | string | null }>(this.#sql.nextDue, [names ?? null]);
+  async nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms): Promise<number | undefined> {
+    const { rows } = await this.#db.query<{ t: number | string | null }>(this.#sql.nextDue, [names ?? null, ...roomArrays(rooms)]);
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }
@@ -269,6 +278,16 @@ class PostgresStore implements Store {
     const jobs = failed === null ? undefined : await this.#db.query(this.#sql.pruneJobs, [failed, limit]);
     await this.#db.query(this.#sql.pruneKeys);
     return (tasks.rowCount ?? 0) + (jobs?.rowCount ?? 0);
+  }
+
+  async setQueue(name: string, change: QueueChange): Promise<void> {
+    const global = change.globalConcurrency;
+    await this.#db.query(this.#sql.setQueue, [name, change.paused ?? null, global !== undefined, global ?? null, this.#prefix]);
+  }
+
+  async listQueues(name?: string): Promise<StoredQueue[]> {
+    const { rows } = await this.#db.query<QueueRow>(this.#sql.listQueues, [name ?? null]);
+    return toQueues(rows);
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {

@@ -80,6 +80,20 @@ export const MIGRATIONS: readonly Migration[] = [
    CREATE INDEX taskheap_tasks_serial ON taskheap_tasks (serial, run_at, id) WHERE state = 'waiting' AND serial IS NOT NULL;
    CREATE TABLE taskheap_serial_keys (key TEXT PRIMARY KEY, held_by INTEGER NOT NULL UNIQUE);`,
   },
+  {
+    // Issue 22: named queues. Every task is in one; the claim walks the due
+    // tasks queue by queue (the queue-leading index), so a paused or full
+    // queue's tasks are never read; a queue row holds its settings.
+    version: 5,
+    sql: `ALTER TABLE taskheap_tasks ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';
+   CREATE INDEX taskheap_tasks_queue_due ON taskheap_tasks (state, queue, priority, run_at, id);
+   CREATE TABLE taskheap_queues (
+     name TEXT PRIMARY KEY,
+     paused INTEGER NOT NULL DEFAULT 0,
+     global_concurrency INTEGER,
+     updated_at INTEGER NOT NULL
+   );`,
+  },
 ];
 
 /**

@@ -45,7 +45,7 @@ export const SQL = {
     WHERE state = 'running'`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
-    options = ?, serial = ?, priority = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
+    options = ?, serial = ?, priority = ?, queue = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
   /** A task that finished, was cancelled or replaced lets go of its serial key. */
   letGo: `DELETE FROM taskheap_serial_keys WHERE held_by = ?`,
   /** Takes the key for task @id; the claim checked that it was free or already this task's. */
@@ -55,24 +55,48 @@ export const SQL = {
   /** The highest priority among waiting tasks, then the next one below ?: the levels a claim walks. */
   topLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting'`,
   levelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting' AND priority < ?`,
+  /**
+   * Named queues: the first queue with waiting tasks, then the next after ?
+   * (one probe each of the (state, queue, ...) index), and one queue's
+   * priority levels: the claim walks open queues only, level by level.
+   */
+  firstQueue: `SELECT MIN(queue) AS q FROM taskheap_tasks WHERE state = 'waiting'`,
+  queueAfter: `SELECT MIN(queue) AS q FROM taskheap_tasks WHERE state = 'waiting' AND queue > ?`,
+  queueTopLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting' AND queue = ?`,
+  queueLevelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting' AND queue = ? AND priority < ?`,
+  /** Every queue row: its settings (few rows). */
+  queueSettings: `SELECT name, paused, global_concurrency FROM taskheap_queues`,
+  /** How many tasks of queue ? run. */
+  queueRunning: `SELECT count(*) AS n FROM taskheap_tasks WHERE state = 'running' AND queue = ?`,
+  setQueue: `INSERT INTO taskheap_queues (name, paused, global_concurrency, updated_at) VALUES (@name, COALESCE(@paused, 0), @global, @now)
+    ON CONFLICT (name) DO UPDATE SET paused = COALESCE(@paused, paused),
+      global_concurrency = CASE WHEN @setGlobal THEN @global ELSE global_concurrency END, updated_at = @now`,
+  /** Every queue (@name null) or one: its settings and its tasks by state. */
+  listQueues: `SELECT n.name, COALESCE(q.paused, 0) AS paused, q.global_concurrency, c.state, COALESCE(c.n, 0) AS n
+    FROM (SELECT name FROM taskheap_queues WHERE @name IS NULL OR name = @name
+      UNION SELECT DISTINCT queue FROM taskheap_tasks WHERE @name IS NULL OR queue = @name) AS n
+    LEFT JOIN taskheap_queues AS q ON q.name = n.name
+    LEFT JOIN (SELECT queue, state, count(*) AS n FROM taskheap_tasks WHERE @name IS NULL OR queue = @name GROUP BY queue, state) AS c
+      ON c.queue = n.name
+    ORDER BY n.name`,
   taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
-  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, created_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, queue, created_at, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,
   upsertJob: `INSERT INTO taskheap_jobs (key, name, payload, rule, state, next_run_at, remaining, until, options, created_at, updated_at)
     VALUES (@key, @name, @payload, @rule, @state, @nextRunAt, @remaining, @until, @options, @now, @now)
     ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
     next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`,
   /** Due waiting tasks of priority @p that may take their serial key, in due order. */
-  dueWaiting: `SELECT t.id, t.run_at, t.serial FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.priority = @p AND t.run_at <= @now
+  dueWaiting: `SELECT t.id, t.run_at, t.serial FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
     AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT @limit`,
   /** Only tasks whose handler is among the names of a JSON array: the ones this process has defined. */
-  dueWaitingNamed: `SELECT t.id, t.run_at, t.serial FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.priority = @p AND t.run_at <= @now
+  dueWaitingNamed: `SELECT t.id, t.run_at, t.serial FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
     AND t.name IN (SELECT value FROM json_each(@names)) AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT @limit`,
   /** The first waiting task of priority @p that may take its serial key (`nextDue`). */
-  firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.priority = @p AND ${CLAIMABLE}
+  firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.queue = @queue AND t.priority = @p AND ${CLAIMABLE}
     ORDER BY t.run_at, t.id LIMIT 1`,
-  firstWaitingNamed: `SELECT t.run_at FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.priority = @p
+  firstWaitingNamed: `SELECT t.run_at FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.queue = @queue AND t.priority = @p
     AND t.name IN (SELECT value FROM json_each(@names)) AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT 1`,
   /**
    * Expired leases of another owner. One store owns the file (it holds the
@@ -93,8 +117,9 @@ export const SQL = {
   dueJobs: `SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`,
   jobRunning: `SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`,
   insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at,
-      serial, priority)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, json_extract(?, '$.serial'), COALESCE(json_extract(?, '$.priority'), 0))`,
+      serial, priority, queue)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, json_extract(?, '$.serial'), COALESCE(json_extract(?, '$.priority'), 0),
+      COALESCE(json_extract(?, '$.queue'), 'default'))`,
   advanceJob: `UPDATE taskheap_jobs SET next_run_at = ?, remaining = ?, state = ?, runs = runs + ?, updated_at = ? WHERE key = ?`,
   /** The earliest expiring lease or scheduled job; waiting tasks are looked up level by level (firstWaiting). */
   nextDue: `SELECT MIN(t) AS t FROM (
@@ -155,8 +180,8 @@ export const SQL = {
    * An extra occurrence due @now: scheduled_at stays NULL, so it never takes
    * the place of a scheduled occurrence (the unique key ignores NULLs).
    */
-  triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at, serial, priority)
+  triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at, serial, priority, queue)
     SELECT name, payload, @now, COALESCE(json_extract(options, '$.retry.attempts'), 1), options, key, @at, @at,
-      json_extract(options, '$.serial'), COALESCE(json_extract(options, '$.priority'), 0)
+      json_extract(options, '$.serial'), COALESCE(json_extract(options, '$.priority'), 0), COALESCE(json_extract(options, '$.queue'), 'default')
     FROM taskheap_jobs WHERE key = @key AND state <> 'cancelled' RETURNING *`,
 } as const;

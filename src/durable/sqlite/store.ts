@@ -1,6 +1,7 @@
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText, sameSchedule,
   type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type QueueChange, type QueueRooms, type StoredQueue,
 } from '../store.js';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -10,7 +11,7 @@ import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { toClaims, toDueJob, toJob, toTask, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import { toClaims, toDueJob, toJob, toQueues, toTask, type QueueRow, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -274,12 +275,14 @@ class SqliteStore implements Store {
         // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
         this.#statement(SQL.letGo).run(existing.id);
         this.#statement(SQL.replaceTask)
-          .run(task.name, task.payload, task.runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, now, existing.id);
+          .run(task.name, task.payload, task.runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, task.queue ?? 'default', now,
+            existing.id);
         return toTask(this.#statement(SQL.taskById).get(existing.id) as TaskRow);
       }
     }
     const { lastInsertRowid } = this.#statement(SQL.insertTask)
-      .run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, now, now);
+      .run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, task.queue ?? 'default',
+        now, now);
     return toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow);
   }
 
@@ -302,14 +305,14 @@ class SqliteStore implements Store {
   }
 
   async claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
-    names?: readonly string[]): Promise<ClaimedTask[]> {
+    names?: readonly string[], rooms?: QueueRooms): Promise<ClaimedTask[]> {
     const named = names === undefined ? undefined : JSON.stringify(names);
     const db = this.#open;
     return this.#named(() => db.transaction(() => {
       this.#materialize(db, now, advance);
       // Separate selects, each walking the due index, beat one OR that
       // makes SQLite sort every due row on each claim.
-      const due = this.#dueWaiting(now, limit, named);
+      const due = this.#dueWaiting(now, limit, named, rooms);
       const expired = (named === undefined
         ? this.#statement(SQL.dueExpired).all(now, owner, limit)
         : this.#statement(SQL.dueExpiredNamed).all(now, owner, named, limit)) as IdRow[];
@@ -341,27 +344,70 @@ class SqliteStore implements Store {
    * walked one priority level at a time, each an exact range of due tasks,
    * so future tasks of a higher level are never read.
    */
-  #dueWaiting(now: number, limit: number, named: string | undefined): IdRow[] {
+  #dueWaiting(now: number, limit: number, named: string | undefined, rooms: QueueRooms | undefined): IdRow[] {
     const rows: IdRow[] = [];
     const statement = this.#statement(named === undefined ? SQL.dueWaiting : SQL.dueWaitingNamed);
     const keys = new Set<string>();
-    let level = (this.#statement(SQL.topLevel).get() as { p: number | null }).p;
-    while (level !== null && rows.length < limit) {
-      const found = statement.all(named === undefined ? { p: level, now, limit } : { p: level, now, limit, names: named }) as IdRow[];
-      for (const row of found) {
-        // CLAIMABLE lets one task per key through (its holder, or its head);
-        // the set only guards that rule: two tasks of a key never leave one claim.
-        if (row.serial !== null && row.serial !== undefined) {
-          if (keys.has(row.serial)) continue;
-          keys.add(row.serial);
+    // Named queues: open ones only, each up to its room (see openQueues); the
+    // levels of each queue are walked in its own part of the index.
+    for (const [queue, room] of this.#openQueues(rooms, limit)) {
+      let taken = 0;
+      let level = (this.#statement(SQL.queueTopLevel).get(queue) as { p: number | null }).p;
+      while (level !== null && taken < room) {
+        const args = { queue, p: level, now, limit: room - taken };
+        const found = statement.all(named === undefined ? args : { ...args, names: named }) as IdRow[];
+        for (const row of found) {
+          // CLAIMABLE lets one task per key through (its holder, or its head);
+          // the set only guards that rule: two tasks of a key never leave one claim.
+          if (row.serial !== null && row.serial !== undefined) {
+            if (keys.has(row.serial)) continue;
+            keys.add(row.serial);
+          }
+          row.priority = level;
+          rows.push(row);
+          taken++;
         }
-        row.priority = level;
-        rows.push(row);
-        if (rows.length === limit) break;
+        level = (this.#statement(SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
       }
-      level = (this.#statement(SQL.levelBelow).get(level) as { p: number | null }).p;
     }
-    return rows;
+    // Claim order across queues: priority (highest first), then due time, then id.
+    return rows.sort((a, b) => b.priority! - a.priority! || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
+  }
+
+  /**
+   * The queues with waiting tasks that a claim may take from, with their
+   * room (at most `limit`): not paused, under their global concurrency (one
+   * process owns the file, so the running tasks are counted exactly, in the
+   * claim's transaction), and under this process's `rooms`.
+   */
+  #openQueues(rooms: QueueRooms | undefined, limit: number): Map<string, number> {
+    const settings = new Map<string, { paused: number; global_concurrency: number | null }>();
+    for (const row of this.#statement(SQL.queueSettings).all() as { name: string; paused: number; global_concurrency: number | null }[]) {
+      settings.set(row.name, row);
+    }
+    const open = new Map<string, number>();
+    const after = this.#statement(SQL.queueAfter);
+    for (let q = (this.#statement(SQL.firstQueue).get() as { q: string | null }).q; q !== null; q = (after.get(q) as { q: string | null }).q) {
+      const setting = settings.get(q);
+      let room = Math.min(limit, rooms?.get(q) ?? Infinity);
+      if (setting !== undefined && setting.paused) room = 0;
+      else if (setting?.global_concurrency !== null && setting?.global_concurrency !== undefined && room > 0) {
+        room = Math.min(room, setting.global_concurrency - (this.#statement(SQL.queueRunning).get(q) as { n: number }).n);
+      }
+      if (room > 0) open.set(q, room);
+    }
+    return open;
+  }
+
+  async setQueue(name: string, change: QueueChange): Promise<void> {
+    const paused = change.paused === undefined ? null : change.paused ? 1 : 0;
+    this.#named(() => this.#statement(SQL.setQueue).run({
+      name, paused, setGlobal: change.globalConcurrency === undefined ? 0 : 1, global: change.globalConcurrency ?? null, now: Date.now(),
+    }));
+  }
+
+  async listQueues(name?: string): Promise<StoredQueue[]> {
+    return toQueues(this.#named(() => this.#statement(SQL.listQueues).all({ name: name ?? null })) as QueueRow[]);
   }
 
   #materialize(db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
@@ -373,12 +419,12 @@ class SqliteStore implements Store {
     for (const job of due) {
       const plan = advance(toDueJob(job), now, isRunning.get(job.key, now) !== undefined);
       const maxAttempts = (JSON.parse(job.options) as { retry?: { attempts: number } }).retry?.attempts ?? 1;
-      for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, job.options, job.key, now, now, job.options, job.options);
+      for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, job.options, job.key, now, now, job.options, job.options, job.options);
       update.run(plan.nextRunAt, plan.remaining, plan.nextRunAt === null ? 'done' : 'scheduled', plan.occurrences.length, now, job.key);
     }
   }
 
-  async nextDue(now: number, names?: readonly string[]): Promise<number | undefined> {
+  async nextDue(now: number, names?: readonly string[], rooms?: QueueRooms): Promise<number | undefined> {
     const named = names === undefined ? undefined : JSON.stringify(names);
     let t = this.#named(() => (named === undefined
       ? this.#statement(SQL.nextDue).get()
@@ -386,11 +432,14 @@ class SqliteStore implements Store {
     // A waiting task that cannot take its serial key does not count: settling its key's holder claims again.
     this.#named(() => {
       const first = this.#statement(named === undefined ? SQL.firstWaiting : SQL.firstWaitingNamed);
-      let level = (this.#statement(SQL.topLevel).get() as { p: number | null }).p;
-      while (level !== null) {
-        const row = first.get(named === undefined ? { p: level } : { p: level, names: named }) as { run_at: number } | undefined;
-        if (row !== undefined && (t === null || row.run_at < t)) t = row.run_at;
-        level = (this.#statement(SQL.levelBelow).get(level) as { p: number | null }).p;
+      // Nor does a task of a paused or full queue: a resume, or a slot freed, claims again.
+      for (const queue of this.#openQueues(rooms, Infinity).keys()) {
+        let level = (this.#statement(SQL.queueTopLevel).get(queue) as { p: number | null }).p;
+        while (level !== null) {
+          const row = first.get(named === undefined ? { queue, p: level } : { queue, p: level, names: named }) as { run_at: number } | undefined;
+          if (row !== undefined && (t === null || row.run_at < t)) t = row.run_at;
+          level = (this.#statement(SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
+        }
       }
     });
     return t === null ? undefined : Math.max(0, t - now);

@@ -1,0 +1,320 @@
+// Durable named queues (issue 22): the settings of each queue in this
+// process, the room a claim may take for each, and the handle
+// `scheduler.queue(name)` returns on a scheduler with a store. What is per
+// process (`concurrency`, `rate`) lives here; what is shared by every
+// process (`paused`, `globalConcurrency`) lives in the store's queue rows,
+// written through `store.setQueue` and read through `store.listQueues`.
+import { toRate, type RateLimit } from '../core/flow-options.js';
+import { describe } from '../core/validate.js';
+import type { QueueRooms, Store, StoredQueue, StoredState } from './store.js';
+import { assertKey } from './validate.js';
+
+/** The queue of a task or job that names none (and whose handler names none). */
+export const DEFAULT_QUEUE = 'default';
+
+/** The most a concurrency may be (what the database's integer column holds); `Infinity` means none. */
+const MAX_CONCURRENCY = 2_147_483_647;
+
+/**
+ * The settings of one durable queue, in `new Scheduler({ store, queues: { name: options } })`.
+ * @example { concurrency: 2, globalConcurrency: 5, rate: { limit: 10, interval: '1s' } }
+ */
+export interface DurableQueueOptions {
+  /**
+   * At most this many of the queue's tasks run at once **in this process**
+   * (claimed and held here, running or about to): an integer >= 1, or
+   * `Infinity`. Claims never take more than this room, so a process does
+   * not hoard the queue's tasks while other processes are idle.
+   * @default Infinity
+   */
+  concurrency?: number;
+  /**
+   * At most this many of the queue's tasks run at once **across every
+   * process** sharing the store, enforced by the claim in the database. It is
+   * stored: the most recent process to start with it (or to set it) decides;
+   * `Infinity` removes it. Not given: the stored value stays.
+   * @default Infinity
+   */
+  globalConcurrency?: number;
+  /**
+   * At most `limit` of the queue's tasks start in any sliding window of
+   * `interval`, **per process** for now (each process counts its own
+   * starts): with three processes the queue may start up to three times the
+   * limit.
+   * @default undefined (no limit)
+   * @example { limit: 10, interval: '1s' }
+   */
+  rate?: RateLimit;
+}
+
+/** How many of a durable queue's stored tasks are in each state. */
+export type DurableQueueCounts = Record<StoredState, number>;
+
+/** One durable queue as `scheduler.queues()` lists it. */
+export interface DurableQueueInfo {
+  /** The queue's name (`'default'` for tasks that name none). */
+  name: string;
+  /** Its concurrency in this process; `Infinity` for none. */
+  concurrency: number;
+  /** Its concurrency across every process (stored); `Infinity` for none. */
+  globalConcurrency: number;
+  /** Its rate limit in this process (interval in ms), or undefined for none. */
+  rate: RateLimit | undefined;
+  /** Whether it is paused (stored: for every process). */
+  paused: boolean;
+  /** Its stored tasks by state. */
+  counts: DurableQueueCounts;
+}
+
+/** Checks a queue name (the `queue` option, `define`'s `queue`, `scheduler.queue(name)`). */
+export function assertQueueName(name: unknown, what: string): asserts name is string {
+  assertKey(name, what);
+}
+
+/** Checks a concurrency: an integer >= 1, or Infinity. */
+export function assertConcurrency(value: unknown, what: string): asserts value is number {
+  if (value === Infinity) return;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENCY) {
+    throw new RangeError(`Expected \`${what}\` to be an integer from 1 to ${MAX_CONCURRENCY}, or Infinity, got ${describe(value)}`);
+  }
+}
+
+const QUEUE_KEYS: ReadonlySet<string> = new Set(['concurrency', 'globalConcurrency', 'rate']);
+
+/** A queue's settings in this process, validated. */
+interface Local {
+  concurrency: number;
+  rate: { limit: number; interval: number } | undefined;
+}
+
+/** Validates the scheduler's `queues` option (every queue, before anything is set up). */
+export function toDurableQueues(value: unknown): Map<string, DurableQueueOptions> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`Expected \`queues\` to be an object like { emails: { concurrency: 2 } }, got ${describe(value)}`);
+  }
+  const queues = new Map<string, DurableQueueOptions>();
+  for (const [name, options] of Object.entries(value)) {
+    assertQueueName(name, 'a queue name in `queues`');
+    const option = `queues.${name}`;
+    if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+      throw new TypeError(`Expected \`${option}\` to be an object like { concurrency: 2 }, got ${describe(options)}`);
+    }
+    for (const key of Object.keys(options)) {
+      if (!QUEUE_KEYS.has(key)) throw new TypeError(`Unknown \`${option}\` option ${describe(key)}; expected one of: ${[...QUEUE_KEYS].join(', ')}`);
+    }
+    const { concurrency, globalConcurrency, rate } = options as DurableQueueOptions;
+    if (concurrency !== undefined) assertConcurrency(concurrency, `${option}.concurrency`);
+    if (globalConcurrency !== undefined) assertConcurrency(globalConcurrency, `${option}.globalConcurrency`);
+    const parsed = rate === undefined ? undefined : toRate(rate, `${option}.rate`, false);
+    queues.set(name, { concurrency, globalConcurrency, rate: parsed === undefined ? undefined : { limit: parsed.limit, interval: parsed.interval } });
+  }
+  return queues;
+}
+
+/**
+ * The queues of one durable runner: per-process settings, and what this
+ * process holds of each (counted by the holdings as claims come and go).
+ * @internal
+ */
+export class QueueBook {
+  readonly #local = new Map<string, Local>();
+  /** Claims held in this process per queue (only queues with a concurrency here are counted). */
+  readonly #held = new Map<string, number>();
+  /** A queue at its concurrency here had a task end: its room reopened, worth a claim. */
+  reopened = false;
+  /** The global concurrencies to write at start (the `queues` option). */
+  readonly startup = new Map<string, number>();
+
+  constructor(queues: Map<string, DurableQueueOptions> | undefined) {
+    for (const [name, options] of queues ?? []) {
+      if (options.concurrency !== undefined || options.rate !== undefined) {
+        this.#local.set(name, { concurrency: options.concurrency ?? Infinity, rate: options.rate as Local['rate'] });
+      }
+      if (options.globalConcurrency !== undefined) this.startup.set(name, options.globalConcurrency);
+    }
+  }
+
+  concurrency(name: string): number {
+    return this.#local.get(name)?.concurrency ?? Infinity;
+  }
+
+  setConcurrency(name: string, value: number): void {
+    const local = this.#local.get(name);
+    if (local !== undefined) local.concurrency = value;
+    else this.#local.set(name, { concurrency: value, rate: undefined });
+    this.reopened = true;
+  }
+
+  rate(name: string): { limit: number; interval: number } | undefined {
+    return this.#local.get(name)?.rate;
+  }
+
+  setRate(name: string, rate: { limit: number; interval: number } | undefined): void {
+    const local = this.#local.get(name);
+    if (local !== undefined) local.rate = rate;
+    else if (rate !== undefined) this.#local.set(name, { concurrency: Infinity, rate });
+  }
+
+  /** The names of queues with settings in this process. */
+  names(): IterableIterator<string> {
+    return this.#local.keys();
+  }
+
+  /** A claim of `queue` is held here. */
+  hold(queue: string): void {
+    if (this.#local.get(queue)?.concurrency === undefined) return;
+    this.#held.set(queue, (this.#held.get(queue) ?? 0) + 1);
+  }
+
+  /** A claim of `queue` is no longer held here. */
+  release(queue: string): void {
+    const held = this.#held.get(queue);
+    if (held === undefined) return;
+    if (held >= this.concurrency(queue)) this.reopened = true;
+    if (held <= 1) this.#held.delete(queue);
+    else this.#held.set(queue, held - 1);
+  }
+
+  /** The room a claim may take for each queue limited in this process; undefined when none is. */
+  rooms(): QueueRooms | undefined {
+    let rooms: Map<string, number> | undefined;
+    for (const [name, local] of this.#local) {
+      if (local.concurrency === Infinity) continue;
+      (rooms ??= new Map()).set(name, Math.max(0, local.concurrency - (this.#held.get(name) ?? 0)));
+    }
+    return rooms;
+  }
+}
+
+/** The stored queue with this process's settings. */
+export function queueInfo(book: QueueBook, stored: StoredQueue): DurableQueueInfo {
+  const rate = book.rate(stored.name);
+  return {
+    name: stored.name,
+    concurrency: book.concurrency(stored.name),
+    globalConcurrency: stored.globalConcurrency ?? Infinity,
+    rate: rate === undefined ? undefined : { ...rate },
+    paused: stored.paused,
+    counts: stored.counts,
+  };
+}
+
+const EMPTY_COUNTS: DurableQueueCounts = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+
+/**
+ * A named queue of a scheduler with a store, from `scheduler.queue(name)`.
+ * `concurrency` and `rate` are this process's (live, like
+ * `scheduler.workers`); `pause()`, `resume()` and `setGlobalConcurrency()`
+ * are stored and hold for every process sharing the store; `counts()` and
+ * `info()` read the store.
+ * @example
+ * const emails = scheduler.queue('emails');
+ * emails.concurrency = 2;              // this process runs at most 2 emails at once
+ * await emails.setGlobalConcurrency(5); // all processes together at most 5
+ * await emails.pause();                // no process claims an email now...
+ * await emails.resume();               // ...and now they do again
+ * const { waiting, running } = await emails.counts();
+ */
+export class DurableQueue {
+  readonly #book: QueueBook;
+  readonly #store: () => Promise<Store>;
+  readonly #changed: () => void;
+  /** The queue's name. */
+  readonly name: string;
+
+  /** @internal use `scheduler.queue(name)` */
+  constructor(book: QueueBook, store: () => Promise<Store>, changed: () => void, name: string) {
+    assertQueueName(name, 'name');
+    this.#book = book;
+    this.#store = store;
+    this.#changed = changed;
+    this.name = name;
+  }
+
+  /**
+   * At most this many of the queue's tasks run at once in this process: an
+   * integer >= 1, or `Infinity`. Raising it claims more at once; lowering
+   * it lets the ones held finish.
+   * @default Infinity
+   * @example
+   * scheduler.queue('emails').concurrency = 2;
+   */
+  get concurrency(): number {
+    return this.#book.concurrency(this.name);
+  }
+
+  /** Sets the queue's concurrency in this process; a bad value throws a RangeError and changes nothing. */
+  set concurrency(value: number) {
+    assertConcurrency(value, 'concurrency');
+    this.#book.setConcurrency(this.name, value);
+    this.#changed();
+  }
+
+  /**
+   * The queue's rate limit in this process (`{ limit, interval }`, interval
+   * in ms), or undefined for none.
+   * @default undefined
+   * @example
+   * scheduler.queue('sms').rate = { limit: 1, interval: '1s' };
+   */
+  get rate(): RateLimit | undefined {
+    const rate = this.#book.rate(this.name);
+    return rate === undefined ? undefined : { ...rate };
+  }
+
+  /** Sets (or with undefined removes) the queue's rate limit in this process; a bad value throws and changes nothing. */
+  set rate(value: RateLimit | undefined) {
+    const rate = value === undefined ? undefined : toRate(value, 'rate', false);
+    this.#book.setRate(this.name, rate === undefined ? undefined : { limit: rate.limit, interval: rate.interval });
+  }
+
+  /**
+   * Sets the queue's concurrency across every process (stored: the claim
+   * enforces it in the database), or with `Infinity` removes it.
+   * @example
+   * await scheduler.queue('emails').setGlobalConcurrency(5);
+   */
+  async setGlobalConcurrency(value: number): Promise<void> {
+    assertConcurrency(value, 'globalConcurrency');
+    const store = await this.#store();
+    await store.setQueue(this.name, { globalConcurrency: value === Infinity ? null : value });
+    this.#changed();
+  }
+
+  /**
+   * Pauses the queue for every process: once this resolves (the pause
+   * committed), no claim takes its waiting tasks; they stay waiting, nothing
+   * is lost or skipped. Tasks already claimed (running, or prefetched by a
+   * process) go on. Resolves when stored.
+   * @example
+   * await scheduler.queue('emails').pause();
+   */
+  async pause(): Promise<void> {
+    const store = await this.#store();
+    await store.setQueue(this.name, { paused: true });
+  }
+
+  /** Resumes the queue for every process (stored); they are woken at once (NOTIFY on PostgreSQL). */
+  async resume(): Promise<void> {
+    const store = await this.#store();
+    await store.setQueue(this.name, { paused: false });
+    this.#changed();
+  }
+
+  /** The queue's state as stored (paused, global concurrency, counts) with this process's settings. */
+  async info(): Promise<DurableQueueInfo> {
+    const store = await this.#store();
+    const stored = (await store.listQueues(this.name))[0];
+    return queueInfo(this.#book, stored ?? { name: this.name, paused: false, globalConcurrency: null, counts: { ...EMPTY_COUNTS } });
+  }
+
+  /**
+   * The queue's stored tasks by state, read from the store (one grouped
+   * count over the queue's tasks).
+   * @example
+   * const { waiting, running, failed } = await scheduler.queue('emails').counts();
+   */
+  async counts(): Promise<DurableQueueCounts> {
+    return (await this.info()).counts;
+  }
+}
