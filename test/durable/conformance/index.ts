@@ -8,6 +8,7 @@ import { envFor, type Backend } from './backend.js';
 import { batchingScenarios } from './batching.js';
 import { claimScenarios } from './claims.js';
 import { flowScenarios } from './flow.js';
+import { queueScenarios } from './queues.js';
 import { taskScenarios } from './tasks.js';
 
 export type { Backend, Capabilities, Database } from './backend.js';
@@ -25,5 +26,6 @@ export function storeConformance(backend: Backend): void {
     batchingScenarios(backend, setup);
     claimScenarios(backend, setup);
     flowScenarios(backend, setup);
+    queueScenarios(backend, setup);
   });
 }

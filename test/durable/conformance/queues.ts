@@ -1,0 +1,206 @@
+// Issue 22, durable named queues, on any store: tasks belong to 'default'
+// unless they (or their handler) name a queue; a queue's concurrency in one
+// process is never exceeded and a full queue blocks no other; a paused
+// queue's tasks stay waiting (nothing lost) and run on resume; a global
+// concurrency holds across owners (claims at the store level); counts per
+// state and the list of queues come from the store; bad values throw at the
+// call and store nothing.
+import { describe, expect } from 'vitest';
+import { advanceJob } from '../../../src/durable/advance-job.js';
+import type { NewTask, Store } from '../../../src/durable/store.js';
+import { Gate } from '../flow-helpers.js';
+import { itWhen, type Backend, type Env } from './backend.js';
+
+function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTask {
+  return { name, key: null, payload: '{}', runAt, maxAttempts: 1, options: '{}', ...extra };
+}
+
+const claim = (store: Store, owner: string, limit = 10, rooms?: ReadonlyMap<string, number>) =>
+  store.claim(owner, Date.now(), 30_000, limit, advanceJob, undefined, rooms);
+
+export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): void {
+  const it = itWhen(true, '');
+
+  /** A scheduler whose 'step' handler records starts per queue and waits for its gate. */
+  async function openSteps(options: Parameters<Env['open']>[0] = {}) {
+    const env = await setup();
+    const { scheduler, store, errors } = env.open({ workers: 8, ...options });
+    const gate = new Gate();
+    const running = new Map<string, number>();
+    const most = new Map<string, number>();
+    const started: string[] = [];
+    scheduler.define('step', async (_ctx, payload: { id: string; queue: string }) => {
+      started.push(payload.id);
+      const now = (running.get(payload.queue) ?? 0) + 1;
+      running.set(payload.queue, now);
+      most.set(payload.queue, Math.max(most.get(payload.queue) ?? 0, now));
+      try {
+        await gate.wait(payload.id);
+      } finally {
+        running.set(payload.queue, running.get(payload.queue)! - 1);
+      }
+    });
+    return { ...env, scheduler, store, errors, gate, running, most, started };
+  }
+
+  describe('named queues (issue 22)', () => {
+    it("a task is in 'default' unless it or its handler names a queue; the option beats the handler's", async () => {
+      const { open } = await setup();
+      const { scheduler } = open();
+      scheduler.define('plain', () => {});
+      scheduler.define('mail', () => {}, { queue: 'emails' });
+      const at = Date.now() + 3_600_000;
+      expect((await scheduler.schedule(at, 'plain')).queue).toBe('default');
+      expect((await scheduler.schedule(at, 'mail')).queue).toBe('emails');
+      expect((await scheduler.schedule(at, 'mail', { queue: 'urgent' })).queue).toBe('urgent');
+      const [many] = await scheduler.scheduleMany([{ when: at, name: 'plain', queue: 'bulk' }]);
+      expect(many!.queue).toBe('bulk');
+      const job = await scheduler.every(1).hours().run('mail', { key: 'digest' });
+      expect(job.key).toBe('digest');
+      const occurrence = await scheduler.triggerJob('digest');
+      expect(occurrence!.queue).toBe('emails');
+      expect((await scheduler.getTask(occurrence!.id))!.queue).toBe('emails');
+    });
+
+    it("a queue's concurrency in this process is never exceeded, and its full queue blocks no other", async () => {
+      const { scheduler, time, gate, most, running, started } = await openSteps({ queues: { slow: { concurrency: 2 } } });
+      await scheduler.start();
+      const t = time.now();
+      const items = [];
+      for (let i = 0; i < 6; i++) items.push({ when: t, name: 'step', queue: 'slow', payload: { id: `s${i}`, queue: 'slow' } });
+      for (let i = 0; i < 3; i++) items.push({ when: t + 5, name: 'step', payload: { id: `d${i}`, queue: 'default' } });
+      await scheduler.scheduleMany(items);
+      await time.until(() => running.get('slow') === 2 && running.get('default') === 3, 'two slow tasks and every default one run', 50);
+      await time.pass(30);
+      expect(running.get('slow')).toBe(2);
+      expect(await scheduler.queue('slow').counts()).toMatchObject({ waiting: 4, running: 2 });
+      for (let i = 0; i < 6; i++) {
+        gate.open(`s${i}`);
+        await time.until(() => started.length >= Math.min(9, 6 + i), `slow task ${i + 2} starts`, 50);
+      }
+      for (let i = 0; i < 3; i++) gate.open(`d${i}`);
+      await time.until(async () => (await scheduler.queue('slow').counts()).succeeded === 6, 'every slow task succeeds', 50);
+      expect(most.get('slow')).toBe(2);
+      expect(most.get('default')).toBe(3);
+    });
+
+    it('the claim takes no more than a queue\'s room (no hoarding), and other queues fill the rest', async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      const now = Date.now();
+      for (let i = 0; i < 5; i++) await store.addTask(task(`q${i}`, now - 100 + i, { queue: 'q' }));
+      for (let i = 0; i < 2; i++) await store.addTask(task(`d${i}`, now - 50 + i));
+      const claimed = await claim(store, 'me', 10, new Map([['q', 2]]));
+      expect(claimed.map((c) => c.name).sort()).toEqual(['d0', 'd1', 'q0', 'q1']);
+      expect(await claim(store, 'me', 10, new Map([['q', 0]]))).toEqual([]);
+      // Nothing it may claim is due (only the leases it holds, in 30 s): the queue without room does not count.
+      expect(await store.nextDue(Date.now(), undefined, new Map([['q', 0]]))).toBeGreaterThan(20_000);
+      expect(await store.nextDue(Date.now(), undefined, new Map([['q', 1]]))).toBe(0);
+    });
+
+    it('a global concurrency holds across owners; a finished task gives its slot back', async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      await store.setQueue('g', { globalConcurrency: 2 });
+      const now = Date.now();
+      for (let i = 0; i < 5; i++) await store.addTask(task(`g${i}`, now - 100 + i, { queue: 'g' }));
+      await store.addTask(task('free', now));
+      const a = await claim(store, 'a', 1);
+      const b = await claim(store, 'b', 10);
+      expect([...a, ...b].map((c) => c.name).sort()).toEqual(['free', 'g0', 'g1']);
+      expect(await claim(store, 'c', 10)).toEqual([]);
+      expect(await store.nextDue(Date.now())).toBeGreaterThan(20_000);
+      await store.settle('a', [{ id: a[0]!.id, kind: 'complete', state: 'succeeded', error: null }], Date.now());
+      expect((await claim(store, 'c', 10)).map((c) => c.name)).toEqual(['g2']);
+      // A retried task gives its slot back too (it waits again).
+      const held = b.find((c) => c.name === 'g1')!;
+      await store.settle('b', [{ id: held.id, kind: 'retry', delay: 0, error: 'again' }], Date.now());
+      expect((await claim(store, 'c', 10)).map((c) => c.name)).toEqual(['g3']);
+      expect(await claim(store, 'c', 10)).toEqual([]);
+      // Removing the limit opens room at once.
+      await store.setQueue('g', { globalConcurrency: null });
+      expect((await claim(store, 'c', 10)).map((c) => c.name).sort()).toEqual(['g1', 'g4']);
+      const [g] = await store.listQueues('g');
+      expect(g).toMatchObject({ name: 'g', paused: false, globalConcurrency: null, counts: { running: 4, succeeded: 1 } });
+    });
+
+    it('a paused queue keeps its tasks waiting (nothing lost, nothing claimed) while others run; resume runs them', async () => {
+      const { scheduler, time, gate, started } = await openSteps();
+      await scheduler.start();
+      const emails = scheduler.queue('emails');
+      await emails.pause();
+      expect((await emails.info()).paused).toBe(true);
+      const t = time.now();
+      for (let i = 0; i < 3; i++) await scheduler.schedule(t, 'step', { queue: 'emails', payload: { id: `e${i}`, queue: 'emails' } });
+      await scheduler.schedule(t, 'step', { payload: { id: 'other', queue: 'default' } });
+      await time.until(() => started.includes('other'), 'the default queue runs', 50);
+      await time.pass(100);
+      expect(started).toEqual(['other']);
+      expect(await emails.counts()).toMatchObject({ waiting: 3, running: 0 });
+      for (const id of ['e0', 'e1', 'e2', 'other']) gate.open(id);
+      await emails.resume();
+      await time.until(async () => (await emails.counts()).succeeded === 3, 'the resumed queue runs its tasks', 50);
+      expect(started.sort()).toEqual(['e0', 'e1', 'e2', 'other']);
+      expect((await emails.info()).paused).toBe(false);
+    });
+
+    it('lists every queue with its settings and its tasks counted by state', async () => {
+      const { open, time } = await setup();
+      const { scheduler } = open({ queues: { idle: { concurrency: 3 }, shared: { globalConcurrency: 4 } } });
+      scheduler.define('ok', () => {});
+      scheduler.define('bad', () => {
+        throw new Error('no');
+      });
+      await scheduler.start();
+      const now = time.now();
+      const done = [
+        await scheduler.schedule(now, 'ok', { queue: 'work' }),
+        await scheduler.schedule(now, 'ok', { queue: 'work' }),
+        await scheduler.schedule(now, 'bad', { queue: 'work' }),
+      ];
+      await scheduler.schedule(now + 3_600_000, 'ok', { queue: 'work' });
+      await scheduler.schedule(now + 3_600_000, 'ok');
+      await time.until(async () => (await scheduler.queue('work').counts()).waiting === 1, 'the due tasks finish', 50);
+      const queues = await scheduler.queues();
+      expect(queues.map((q) => q.name)).toEqual(['default', 'idle', 'shared', 'work']);
+      const byName = Object.fromEntries(queues.map((q) => [q.name, q]));
+      expect(byName.work!.counts).toEqual({ waiting: 1, running: 0, succeeded: 2, failed: 1, 'timed-out': 0, cancelled: 0 });
+      expect(byName.default!.counts.waiting).toBe(1);
+      expect(byName.idle).toMatchObject({ concurrency: 3, globalConcurrency: Infinity, paused: false, counts: { waiting: 0 } });
+      expect(byName.shared).toMatchObject({ concurrency: Infinity, globalConcurrency: 4 });
+      expect(await scheduler.queue('nothing').counts()).toEqual({ waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 });
+    });
+
+    it('bad values throw a TypeError or RangeError at the call, naming the value, and store nothing', async () => {
+      const { open } = await setup();
+      const { scheduler } = open();
+      scheduler.define('ok', () => {});
+      const at = Date.now() + 3_600_000;
+      expect(() => scheduler.schedule(at, 'ok', { queue: '' })).toThrow(TypeError);
+      expect(() => scheduler.schedule(at, 'ok', { queue: 5 as never })).toThrow(/`queue`.*5/);
+      expect(() => scheduler.schedule(at, 'ok', { queue: 'a\0b' })).toThrow(/NUL/);
+      expect(() => scheduler.schedule(at, 'ok', { queue: 'x'.repeat(10_000) })).toThrow(RangeError);
+      expect(() => scheduler.scheduleMany([{ when: at, name: 'ok' }, { when: at, name: 'ok', queue: null as never }])).toThrow(/item 1.*`queue`/);
+      expect(() => scheduler.every(1).hours().run('ok', { queue: 7 as never })).toThrow(TypeError);
+      expect(() => scheduler.define('other', () => {}, { queue: '' })).toThrow(TypeError);
+      expect(() => scheduler.define('other', () => {}, { queues: 'x' } as never)).toThrow(/Unknown define\(\) option "queues"/);
+      expect(() => scheduler.queue('')).toThrow(TypeError);
+      const q = scheduler.queue('q');
+      expect(() => (q.concurrency = 0)).toThrow(RangeError);
+      expect(() => (q.concurrency = 1.5)).toThrow(/1\.5/);
+      expect(() => (q.rate = { limit: 0, interval: '1s' })).toThrow(RangeError);
+      expect(q.concurrency).toBe(Infinity);
+      expect(q.rate).toBeUndefined();
+      await expect(q.setGlobalConcurrency(-1)).rejects.toThrow(RangeError);
+      expect(() => open({ queues: { q: { concurrency: 0 } } })).toThrow(/`queues.q.concurrency`.*0/);
+      expect(() => open({ queues: { q: { globalConcurrency: 'many' as never } } })).toThrow(RangeError);
+      expect(() => open({ queues: { q: { paused: true } as never } })).toThrow(/Unknown `queues.q` option "paused"/);
+      expect(() => open({ queues: { q: { rate: { limit: 1 } } as never } })).toThrow(TypeError);
+      expect(() => open({ queues: [] as never })).toThrow(TypeError);
+      expect(() => open({ queues: { '': {} } })).toThrow(TypeError);
+      expect(() => new (scheduler.constructor as typeof import('../../../src/index.js').Scheduler)({ queues: {} })).toThrow(/needs a scheduler created with a `store`/);
+      expect(await scheduler.listTasks({})).toEqual([]);
+      expect(await scheduler.queues()).toEqual([]);
+    });
+  });
+}
