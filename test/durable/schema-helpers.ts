@@ -124,14 +124,14 @@ const MINUTE = 60_000;
  * epoch ms (the SQLite columns); PostgreSQL gets them as timestamptz.
  * `held_by` of a serial key is the index of its task in `tasks`.
  */
-export const ROWS: { tasks: Row[]; jobs: Row[]; serialKeys: Row[] } = {
+export const ROWS: { tasks: Row[]; jobs: Row[]; serialKeys: Row[]; queues: Row[] } = {
   tasks: ([
     { name: 'mail', key: 'welcome:1', payload: '{"to":"a@example.com"}', state: 'waiting', run_at: T0 + MINUTE, options: '{"retry":{"attempts":3}}',
-      max_attempts: 3, serial: 'chat:1', priority: 5 },
+      max_attempts: 3, serial: 'chat:1', priority: 5, queue: 'emails' },
     { name: 'mail', key: null, payload: '{"to":"b@example.com"}', state: 'waiting', run_at: T0 - MINUTE, attempts: 1, max_attempts: 3,
       last_error: 'Error: smtp down', errors: '[{"attempt":1,"at":1767225540000,"error":"Error: smtp down"}]', options: '{"retry":{"attempts":3}}' },
     { name: 'report', key: 'report:7', payload: '{}', state: 'running', run_at: T0 - 2 * MINUTE, attempts: 1, locked_by: 'host-1:42',
-      locked_until: T0 + 30_000, expiries: 1, serial: 'chat:1', priority: -2 },
+      locked_until: T0 + 30_000, expiries: 1, serial: 'chat:1', priority: -2, queue: 'reports' },
     { name: 'report', key: 'report:6', payload: '{"n":6}', state: 'succeeded', run_at: T0 - 10 * MINUTE, attempts: 1, result: '{"rows":12}' },
     { name: 'report', key: null, payload: '{"n":5}', state: 'failed', run_at: T0 - 20 * MINUTE, attempts: 2, max_attempts: 2,
       last_error: 'Error: no data', errors: '[{"attempt":1,"at":1767224400000,"error":"Error: no data"},{"attempt":2,"at":1767224460000,"error":"Error: no data"}]' },
@@ -157,6 +157,11 @@ export const ROWS: { tasks: Row[]; jobs: Row[]; serialKeys: Row[] } = {
       options: '{"retry":{"attempts":2}}', runs: 0 },
   ] as Row[]).map((row, i) => ({ created_at: T0 - 100 * MINUTE + i, updated_at: T0 - 50 * MINUTE + i, ...row })),
   serialKeys: [{ key: 'chat:1', held_by: 2 }],
+  // Version 5: queue rows (PostgreSQL's also count the running tasks of a queue with a global concurrency).
+  queues: [
+    { name: 'emails', paused: 1, global_concurrency: null, updated_at: T0 - 5 * MINUTE },
+    { name: 'reports', paused: 0, global_concurrency: 2, running: 1, granted: 1, updated_at: T0 - 4 * MINUTE },
+  ],
 };
 
 /** The columns that hold times (epoch ms in SQLite, timestamptz in PostgreSQL). */

@@ -29,9 +29,9 @@ const VERSIONS = Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1);
  * default. A new column must be listed here, or the tests fail, asking what
  * its old rows should hold.
  */
-const ADDED: Record<string, unknown> = { expiries: 0, result: null, errors: null, serial: null, priority: 0 };
+const ADDED: Record<string, unknown> = { expiries: 0, result: null, errors: null, serial: null, priority: 0, queue: 'default' };
 
-const TABLES = { tasks: 'taskheap_tasks', jobs: 'taskheap_jobs', serialKeys: 'taskheap_serial_keys' } as const;
+const TABLES = { tasks: 'taskheap_tasks', jobs: 'taskheap_jobs', serialKeys: 'taskheap_serial_keys', queues: 'taskheap_queues' } as const;
 type Tables = Record<keyof typeof TABLES, Record<string, unknown>[]>;
 
 /** `row` with only the columns the table has at this version. */
@@ -64,7 +64,7 @@ function expectTasksRead(tasks: StoredTask[], inserted: Row[], ids: number[]): v
       name: row.name, key: row.key, payload: JSON.parse(String(row.payload)), state: row.state, attempts: row.attempts, maxAttempts: row.max_attempts,
       runAt: new Date(Number(row.run_at)), lastError: row.last_error ?? null, jobKey: row.job_key ?? null,
       result: row.result === undefined || row.result === null ? undefined : JSON.parse(String(row.result)),
-      serial: row.serial ?? null, priority: row.priority ?? 0,
+      serial: row.serial ?? null, priority: row.priority ?? 0, queue: row.queue ?? 'default',
     });
     expect(task!.errors, `task ${i} errors`).toHaveLength(row.errors === undefined || row.errors === null ? 0 : (JSON.parse(String(row.errors)) as unknown[]).length);
   });
@@ -107,6 +107,7 @@ describe('upgrades of a SQLite file', () => {
       tasks: rows(TABLES.tasks, 'id'),
       jobs: rows(TABLES.jobs, 'key'),
       serialKeys: columns(db, TABLES.serialKeys).length === 0 ? [] : rows(TABLES.serialKeys, 'key'),
+      queues: columns(db, TABLES.queues).length === 0 ? [] : rows(TABLES.queues, 'name'),
     };
   }
 
@@ -115,7 +116,7 @@ describe('upgrades of a SQLite file', () => {
       const path = join(dir, `v${version}-${++files}.db`);
       const db = await openDatabase(path);
       sqliteAt(db, version);
-      const inserted: Tables & { tasks: Row[]; jobs: Row[] } = { tasks: [], jobs: [], serialKeys: [] };
+      const inserted: Tables & { tasks: Row[]; jobs: Row[] } = { tasks: [], jobs: [], serialKeys: [], queues: [] };
       const ids: number[] = [];
       db.transaction(() => {
         for (const [table, rows] of [[TABLES.tasks, ROWS.tasks], [TABLES.jobs, ROWS.jobs]] as const) {
@@ -134,6 +135,12 @@ describe('upgrades of a SQLite file', () => {
         }
         if (columns(db, TABLES.serialKeys).length > 0) {
           for (const key of ROWS.serialKeys) db.prepare(`INSERT INTO ${TABLES.serialKeys} (key, held_by) VALUES (?, ?)`).run(key.key, ids[Number(key.held_by)]);
+        }
+        const queueColumns = columns(db, TABLES.queues);
+        for (const fixture of queueColumns.length === 0 ? [] : ROWS.queues) {
+          const row = only(fixture, queueColumns);
+          db.prepare(`INSERT INTO ${TABLES.queues} (${Object.keys(row).join(', ')}) VALUES (${Object.keys(row).map(() => '?').join(', ')})`)
+            .run(...Object.values(row));
         }
       })();
       const before = read(db);
@@ -181,7 +188,10 @@ describe('upgrades of a PostgreSQL schema', () => {
       return (await admin.query(`SELECT to_jsonb(t) AS row FROM ${quote(schema)}.${table} AS t ORDER BY ${order}`)).rows
         .map((row: { row: Record<string, unknown> }) => row.row);
     };
-    return { tasks: await rows(TABLES.tasks, 'id'), jobs: await rows(TABLES.jobs, 'key'), serialKeys: await rows(TABLES.serialKeys, 'key') };
+    return {
+      tasks: await rows(TABLES.tasks, 'id'), jobs: await rows(TABLES.jobs, 'key'), serialKeys: await rows(TABLES.serialKeys, 'key'),
+      queues: await rows(TABLES.queues, 'name'),
+    };
   }
 
   /** A time column's epoch ms as the timestamptz PostgreSQL parses. */
@@ -212,6 +222,13 @@ describe('upgrades of a PostgreSQL schema', () => {
         for (const key of ROWS.serialKeys) {
           await admin.query(`INSERT INTO ${quote(schema)}.${TABLES.serialKeys} (key, held_by) VALUES ($1, $2)`, [key.key, ids[Number(key.held_by)]]);
         }
+      }
+      const queueColumns = await columns(schema, TABLES.queues);
+      for (const fixture of queueColumns.length === 0 ? [] : ROWS.queues) {
+        const row = only(fixture, queueColumns);
+        const names = Object.keys(row);
+        await admin.query(`INSERT INTO ${quote(schema)}.${TABLES.queues} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`,
+          names.map((name) => (name === 'paused' ? Boolean(row[name]) : value(name, row[name]!))));
       }
       const before = await read(schema);
       expect(before.tasks).toHaveLength(ROWS.tasks.length);
