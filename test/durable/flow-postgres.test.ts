@@ -165,7 +165,7 @@ describe('schema version 4 (PostgreSQL)', () => {
       [{ n: 1 }, 'succeeded', null, 0, 7], [{ n: 2 }, 'waiting', null, 0, undefined],
     ]);
     expect((await claim(store, 'me')).map((c) => c.payload)).toEqual(['{"n":2}']);
-    expect((await admin.query(`SELECT version FROM "${schema}".taskheap_meta`)).rows).toEqual([{ version: 4 }]);
+    expect((await admin.query(`SELECT version FROM "${schema}".taskheap_meta`)).rows).toEqual([{ version: 5 }]);
     await store.close();
     await admin.query(`UPDATE "${schema}".taskheap_meta SET version = 5`);
     const newer = postgresStore({ connectionString: server.url, schema });

@@ -49,7 +49,7 @@ describe('schema version 4 (SQLite)', () => {
     expect(ran).toEqual([2, 3]);
     await scheduler.close();
     const after = await openDatabase(path);
-    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 4 });
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 5 });
     expect(after.prepare(`SELECT count(*) AS n FROM taskheap_serial_keys`).get()).toEqual({ n: 0 });
     after.close();
   });

@@ -276,6 +276,6 @@ describe('postgresStore: schema version 2', () => {
     await scheduler.start();
     await waitFor('the old task to run', async () => (await states(schema)).succeeded === 1);
     const { rows } = await admin.query(`SELECT (SELECT version FROM "${schema}".taskheap_meta) AS version, expiries FROM "${schema}".taskheap_tasks`);
-    expect(rows).toEqual([{ version: 4, expiries: 0 }]);
+    expect(rows).toEqual([{ version: 5, expiries: 0 }]);
   });
 });

@@ -103,7 +103,7 @@ describe('postgresStore: its own', () => {
       await Promise.all(stores.map((store) => store.close()));
     }
     const { rows } = await admin.query(`SELECT version FROM ${schema}.taskheap_meta`);
-    expect(rows).toEqual([{ version: 4 }]);
+    expect(rows).toEqual([{ version: 5 }]);
   });
 
   it('uses a pool it is given and leaves it open', async () => {

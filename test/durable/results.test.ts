@@ -175,7 +175,7 @@ describe('results and waiting on SQLite', () => {
     expect(await waiting).toMatchObject({ state: 'succeeded', result: 8, errors: [] });
     await scheduler.close();
     const after = await openDatabase(path);
-    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 4 });
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 5 });
     after.close();
   });
 });
@@ -342,6 +342,6 @@ describe('results and waiting on PostgreSQL', () => {
     const done: StoredTask = await s.waitFor(old!.id, { timeout: '20s' });
     expect(done).toMatchObject({ state: 'succeeded', result: 10 });
     const { rows } = await admin.query(`SELECT version FROM "${name}".taskheap_meta`);
-    expect(rows).toEqual([{ version: 4 }]);
+    expect(rows).toEqual([{ version: 5 }]);
   }, 60_000);
 });

@@ -153,7 +153,7 @@ describe('sqliteStore: one owner per file', () => {
     await waitFor('the old task to run', () => runs.length === 1);
     await scheduler.close();
     const after = await openDatabase(path);
-    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 4 });
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 5 });
     expect(after.prepare('SELECT state, expiries FROM taskheap_tasks').all()).toEqual([{ state: 'succeeded', expiries: 0 }]);
     after.close();
   });
