@@ -167,7 +167,7 @@ describe('schema version 4 (PostgreSQL)', () => {
     expect((await claim(store, 'me')).map((c) => c.payload)).toEqual(['{"n":2}']);
     expect((await admin.query(`SELECT version FROM "${schema}".taskheap_meta`)).rows).toEqual([{ version: 5 }]);
     await store.close();
-    await admin.query(`UPDATE "${schema}".taskheap_meta SET version = 5`);
+    await admin.query(`UPDATE "${schema}".taskheap_meta SET version = 6`);
     const newer = postgresStore({ connectionString: server.url, schema });
     opened.push(newer);
     await expect(newer.migrate()).rejects.toBeInstanceOf(SchemaVersionError);

@@ -1,0 +1,57 @@
+/**
+ * `npx tsx bench/queues-claim.ts`: what a PostgreSQL claim costs with 0 and
+ * 100,000 due tasks blocked in a paused queue, and in a queue at its global
+ * concurrency (issue 22: a claim must cost about the same either way). Each
+ * figure is the median of 20 claims of 10 tasks (claimed, then handed back),
+ * on a throwaway server; the plan of one claim is printed with EXPLAIN ANALYZE.
+ */
+import pg from 'pg';
+import { advanceJob } from '../src/durable/advance-job.js';
+import { statements } from '../src/durable/postgres/sql.js';
+import { postgresStore } from '../src/postgres.js';
+import { startPgServer } from '../test/durable/pg-server.js';
+
+const BLOCKED = 100_000;
+const server = await startPgServer();
+const admin = new pg.Pool({ connectionString: server.url, max: 2 });
+try {
+  const rows: string[] = [];
+  for (const blocked of ['none', 'paused', 'full'] as const) {
+    const schema = `bench_${blocked}`;
+    const store = postgresStore({ connectionString: server.url, schema });
+    await store.migrate();
+    await admin.query(`INSERT INTO ${schema}.taskheap_tasks (name, payload, run_at) SELECT 'job', '{}', now() - interval '1 hour' FROM generate_series(1, 1000)`);
+    if (blocked !== 'none') {
+      await admin.query(`INSERT INTO ${schema}.taskheap_tasks (name, payload, run_at, queue)
+        SELECT 'job', '{}', now() - interval '2 hours', 'blocked' FROM generate_series(1, $1)`, [BLOCKED]);
+      if (blocked === 'paused') await store.setQueue('blocked', { paused: true });
+      else {
+        await store.setQueue('blocked', { globalConcurrency: 1 });
+        await store.claim('holder', Date.now(), 60_000, 1, advanceJob); // takes its one slot
+      }
+    }
+    await admin.query(`ANALYZE ${schema}.taskheap_tasks`);
+    const times: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const started = performance.now();
+      const claimed = await store.claim('bench', Date.now(), 60_000, 10, advanceJob);
+      times.push(performance.now() - started);
+      if (claimed.length !== 10 || claimed.some((c) => JSON.parse(c.options).queue === 'blocked')) throw new Error(`claimed ${claimed.length}`);
+      await store.settle('bench', claimed.map((c) => ({ id: c.id, kind: 'release' as const })), Date.now());
+    }
+    times.sort((a, b) => a - b);
+    rows.push(`| ${blocked === 'none' ? 'none blocked' : `${BLOCKED.toLocaleString('en')} due in a ${blocked} queue`} | ${times[10]!.toFixed(2)} ms |`);
+    if (process.argv.includes('--explain') && blocked !== 'none') {
+      const sql = statements(schema).claimUnlessJobsDue;
+      await admin.query('SET jit = off'); const { rows: plan } = await admin.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [10, 'explain', 60_000, 1, 'x', null, null, null]);
+      console.log(plan.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n'));
+      await admin.query(`UPDATE ${schema}.taskheap_tasks SET state = 'waiting', locked_by = NULL, attempts = 0 WHERE locked_by = 'explain'`);
+    }
+    await store.close();
+  }
+  console.log('| blocked tasks | claim of 10 (median) |\n|---|---|');
+  console.log(rows.join('\n'));
+} finally {
+  await admin.end();
+  await server.destroy();
+}
