@@ -95,6 +95,19 @@ function draw(s) {
   $('more-tasks').textContent = s.moreTasks > 0 ? 'and ' + s.moreTasks + ' more' : '';
   $('stored-section').hidden = s.stored === null && s.storedError === null;
   $('stored-jobs-section').hidden = s.storedJobs === null;
+  $('queues-section').hidden = s.queues === null;
+  fill('queues', (s.queues ?? []).map((queue) => {
+    const tr = document.createElement('tr');
+    tr.dataset.queue = queue.name;
+    cell(tr, queue.name);
+    cell(tr, queue.paused ? 'paused' : 'active');
+    cell(tr, (queue.concurrency ?? '∞') + ' / ' + (queue.globalConcurrency ?? '∞'));
+    cell(tr, queue.counts.waiting);
+    cell(tr, queue.counts.running);
+    cell(tr, queue.counts.succeeded);
+    cell(tr, queue.counts.failed + queue.counts['timed-out']);
+    return tr;
+  }), 'No queues');
   fill('stored-jobs', (s.storedJobs ?? []).map((job) => {
     const tr = document.createElement('tr');
     tr.dataset.key = job.key;
@@ -171,6 +184,10 @@ export function page(title: string, nonce: string, csrf: string): string {
 <table><thead><tr><th>Name</th><th>Rule</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th>Last error</th><th></th></tr></thead><tbody id="jobs"></tbody></table>
 <h2>Pending tasks <small id="more-tasks"></small></h2>
 <table><thead><tr><th>Name</th><th>State</th><th>Due</th><th>Attempts</th><th></th></tr></thead><tbody id="tasks"></tbody></table>
+<section id="queues-section" hidden>
+<h2>Queues</h2>
+<table><thead><tr><th>Queue</th><th>State</th><th>Concurrency (here / all)</th><th>Waiting</th><th>Running</th><th>Succeeded</th><th>Failed</th></tr></thead><tbody id="queues"></tbody></table>
+</section>
 <section id="stored-jobs-section" hidden>
 <h2>Stored jobs</h2>
 <table><thead><tr><th>Key</th><th>Handler</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th></th></tr></thead><tbody id="stored-jobs"></tbody></table>

@@ -1,5 +1,5 @@
 import type { SchedulerStats } from '../core/loop.js';
-import type { StoredJob, StoredTask } from '../durable/store.js';
+import type { StoredJob, StoredState, StoredTask } from '../durable/store.js';
 import { Job } from '../jobs/job.js';
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
@@ -29,6 +29,18 @@ export interface TaskView {
   attempts: number;
 }
 
+/** A durable named queue as the page shows it (JSON has no Infinity: no limit is null). */
+export interface QueueView {
+  name: string;
+  paused: boolean;
+  /** Its concurrency in the dashboard's process, or null for none. */
+  concurrency: number | null;
+  /** Its concurrency across processes (stored), or null for none. */
+  globalConcurrency: number | null;
+  /** Its stored tasks by state. */
+  counts: Record<StoredState, number>;
+}
+
 /** Everything the page draws, as JSON. */
 export interface DashboardState {
   now: number;
@@ -42,6 +54,8 @@ export interface DashboardState {
   stored: StoredTask[] | null;
   /** Stored recurring jobs, or null without a store. */
   storedJobs: StoredJob[] | null;
+  /** Durable named queues with their stored state, or null without a store. */
+  queues: QueueView[] | null;
   storedError: string | null;
 }
 
@@ -96,9 +110,15 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
   const oneOff = scheduler.pendingTasks(limit + planned).filter((task) => !(task._settings.observer instanceof Job)).slice(0, limit);
   let stored: StoredTask[] | null = null;
   let storedJobs: StoredJob[] | null = null;
+  let queues: QueueView[] | null = null;
   let storedError: string | null = null;
   try {
-    [stored, storedJobs] = await Promise.all([scheduler.listTasks({ limit }), scheduler.listJobs({ limit })]);
+    const [tasks, storedJobList, queueList] = await Promise.all([scheduler.listTasks({ limit }), scheduler.listJobs({ limit }), scheduler.queues()]);
+    [stored, storedJobs] = [tasks, storedJobList];
+    const limitOf = (n: number) => (n === Infinity ? null : n);
+    queues = queueList.map((q) => ({
+      name: q.name, paused: q.paused, concurrency: limitOf(q.concurrency), globalConcurrency: limitOf(q.globalConcurrency), counts: q.counts,
+    }));
   } catch (error) {
     if (!(error instanceof TypeError && /needs a scheduler created with a `store`/.test(error.message))) storedError = describeError(error);
   }
@@ -113,6 +133,7 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
     moreTasks: Math.max(0, stats.pending - planned - oneOff.length),
     stored,
     storedJobs,
+    queues,
     storedError,
   };
 }

@@ -55,6 +55,8 @@ async function serve(options: { actions: boolean; basePath?: string }) {
   const hostile = scheduler.every().hour().run(() => {}, { name: XSS });
   const ping = scheduler.after(3_600_000, () => {}, { name: 'one-off ping' });
   const stored = await scheduler.schedule(Date.now() + 3_600_000, 'remind', { payload: { text: XSS }, key: 'remind:1' });
+  await scheduler.queue('emails').pause();
+  await scheduler.schedule(Date.now(), 'remind', { queue: 'emails', key: 'email:1' });
   const dash = dashboard(scheduler, {
     actions: options.actions,
     basePath: options.basePath ?? '',
@@ -100,6 +102,10 @@ describe('dashboard in Chromium', () => {
       expect(await row(page, 'jobs', 'poll feeds').locator('td').nth(1).textContent()).toBe('every 10 min');
       expect(await row(page, 'stored', 'remind:1').locator('td').nth(3).textContent()).toBe('waiting');
       expect(await page.locator('#stats').textContent()).toMatch(/pending 4 · running 0/);
+      // Durable named queues: a paused one keeps its due task waiting.
+      const emails = row(page, 'queues', 'emails').locator('td');
+      expect([await emails.nth(1).textContent(), await emails.nth(2).textContent(), await emails.nth(3).textContent()]).toEqual(['paused', '∞ / ∞', '1']);
+      expect(await row(page, 'queues', 'default').locator('td').nth(1).textContent()).toBe('active');
       await page.screenshot({ path: new URL('dashboard.png', ARTIFACTS).pathname, fullPage: true });
 
       await row(page, 'jobs', 'daily digest').locator('button[data-action=pause]').click();
