@@ -13,6 +13,10 @@ import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
 import type { Prefetch } from './prefetch.js';
 import type { RunnerContext } from './runner-context.js';
+import { DEFAULT_QUEUE } from './queues.js';
+
+/** The rate key of a queue's rate in the loop (a task's own `rate` key names something else). */
+const QUEUE_RATE_KEY = 'taskheap:queue:';
 
 /** @internal */
 export class Dispatcher {
@@ -67,9 +71,11 @@ export class Dispatcher {
       owner: this.#ctx.loop, name: claim.name, timeout: options.timeout ?? Infinity, retry: undefined, signal: undefined, observer: this.#observer,
       firstAttempt: claim.attempts,
     };
+    // A queue's rate (per process for now): the loop's window of a key of the queue's own, for tasks without a rate of theirs.
+    const queueRate = options.rate === undefined ? this.#holdings.queues.rate(options.queue ?? DEFAULT_QUEUE) : undefined;
     // Tasks without these options (most) pay nothing more.
-    if (options.rate === undefined && options.serial === undefined && options.priority === undefined) return settings;
-    const flow = toFlow(options);
+    if (options.rate === undefined && queueRate === undefined && options.serial === undefined && options.priority === undefined) return settings;
+    const flow = toFlow(queueRate === undefined ? options : { ...options, rate: { key: `${QUEUE_RATE_KEY}${options.queue ?? DEFAULT_QUEUE}`, ...queueRate } });
     return flow === undefined ? settings : { ...settings, flow };
   }
 

@@ -144,6 +144,25 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect((await emails.info()).paused).toBe(false);
     });
 
+    it("a queue's rate holds in this process: at most `limit` of its tasks start per window, other queues are not held back", async () => {
+      const { scheduler, time, gate, started } = await openSteps({ queues: { sms: { rate: { limit: 2, interval: 1_000 } } } });
+      await scheduler.start();
+      const t = time.now();
+      for (let i = 0; i < 5; i++) gate.open(`m${i}`);
+      gate.open('other');
+      const items = [];
+      for (let i = 0; i < 5; i++) items.push({ when: t, name: 'step', queue: 'sms', payload: { id: `m${i}`, queue: 'sms' } });
+      items.push({ when: t, name: 'step', payload: { id: 'other', queue: 'default' } });
+      await scheduler.scheduleMany(items);
+      await time.until(() => started.length === 3, 'two sms and the other task start', 50);
+      const first = time.now();
+      await time.until(() => started.length === 6, 'every sms starts, two per second', 2_500);
+      // Five starts at two per second take two more windows.
+      expect(time.now() - first).toBeGreaterThanOrEqual(time.exact ? 1_000 : 900);
+      expect(started.filter((id) => id.startsWith('m'))).toHaveLength(5);
+      expect(scheduler.queue('sms').rate).toEqual({ limit: 2, interval: 1_000 });
+    });
+
     it('lists every queue with its settings and its tasks counted by state', async () => {
       const { open, time } = await setup();
       const { scheduler } = open({ queues: { idle: { concurrency: 3 }, shared: { globalConcurrency: 4 } } });
