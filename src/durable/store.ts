@@ -67,6 +67,7 @@ export type QueueRooms = ReadonlyMap<string, number>;
 
 /** A change to a queue's shared settings: what is not given stays. */
 export interface QueueChange {
+  /** Paused (true) or not (false). */
   paused?: boolean;
   /** A number, or null for no limit. */
   globalConcurrency?: number | null;
