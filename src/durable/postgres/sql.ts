@@ -129,15 +129,25 @@ const openQueues = (T: string, Q: string, rooms: string, names: string) => `queu
 const QUEUE_LEVELS = 64;
 
 /**
- * SQL: the queue rows of tasks that stop running (\`cte\` has their \`queue\`)
- * give back their slots; \`was_full\`: the queue had no room left before, so
- * its waiting tasks need a wake-up. Only queues with a global concurrency
- * count (the others have no row to update, or never take the row's lock).
+ * SQL: the rows of queues \`names\` (a subquery) with a global concurrency,
+ * locked in name order, so that statements updating several queue rows
+ * (claims taking slots, outcomes giving them back) cannot deadlock.
  */
-const freeSlots = (Q: string, cte: string) => `UPDATE ${Q} AS q SET running = GREATEST(q.running - f.n, 0)
-    FROM (SELECT queue, count(*)::int AS n FROM ${cte} GROUP BY queue) AS f
-    WHERE q.name = f.queue AND q.global_concurrency IS NOT NULL
-    RETURNING q.running + f.n >= q.global_concurrency AS was_full`;
+const lockQueues = (Q: string, names: string) => `SELECT q.name FROM ${Q} AS q
+    WHERE q.name IN (${names}) AND q.global_concurrency IS NOT NULL ORDER BY q.name FOR UPDATE`;
+
+/**
+ * SQL: two CTEs, \`unslotted_locks\` and \`unslotted\`: the queue rows of tasks
+ * that stop running (\`cte\` has their \`queue\`) give back their slots;
+ * \`was_full\`: the queue had no room left before, so its waiting tasks need
+ * a wake-up. Only queues with a global concurrency count (the others have
+ * no row to update, or never take the row's lock).
+ */
+const freeSlots = (Q: string, cte: string) => `unslotted_locks AS (${lockQueues(Q, `SELECT queue FROM ${cte}`)}),
+    unslotted AS (UPDATE ${Q} AS q SET running = GREATEST(q.running - f.n, 0)
+      FROM (SELECT queue, count(*)::int AS n FROM ${cte} GROUP BY queue) AS f
+      WHERE q.name = f.queue AND q.global_concurrency IS NOT NULL AND q.name IN (SELECT name FROM unslotted_locks)
+      RETURNING q.running + f.n >= q.global_concurrency AS was_full)`;
 
 /**
  * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
@@ -172,7 +182,7 @@ function claimSql(T: string, J: string, K: string, Q: string, unlessJobsDue: boo
         updated_at = now()
       FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id, t.serial, t.queue),
     unheld AS (DELETE FROM ${K} AS k USING failed WHERE k.key = failed.serial AND k.held_by = failed.id),
-    unslotted AS (${freeSlots(Q, 'failed')}),
+    ${freeSlots(Q, 'failed')},
     waiting AS (SELECT w.id, w.run_at, w.priority, w.serial, w.queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority, t.serial, t.queue FROM ${T} AS t
         WHERE t.state = 'waiting' AND t.queue = open.name AND t.priority = levels.p AND t.run_at <= now() ${gate} ${NAMED} AND ${claimable('t', T, K)}
@@ -182,13 +192,15 @@ function claimSql(T: string, J: string, K: string, Q: string, unlessJobsDue: boo
     taken AS (INSERT INTO ${K} AS k (key, held_by) SELECT serial, id FROM heads ORDER BY serial
       ON CONFLICT (key) DO UPDATE SET held_by = k.held_by WHERE k.held_by = EXCLUDED.held_by
       RETURNING k.held_by),
-    candidates AS (SELECT d.*, row_number() OVER (PARTITION BY d.queue, d.expired ORDER BY d.priority DESC, d.run_at, d.id) AS n
+    candidates AS (SELECT d.*, row_number() OVER (PARTITION BY d.queue ORDER BY d.priority DESC, d.run_at, d.id) AS n
       FROM (SELECT id, run_at, priority, queue, true AS expired FROM expired WHERE expiries < $4
         UNION ALL SELECT id, run_at, priority, queue, false FROM waiting WHERE serial IS NULL OR id IN (SELECT held_by FROM taken)) AS d),
-    picked AS (SELECT c.id, c.queue, c.expired, c.n FROM candidates AS c LEFT JOIN open ON open.name = c.queue
-      WHERE c.expired OR c.n <= open.room ORDER BY c.priority DESC, c.run_at, c.id LIMIT $1),
+    picked AS (SELECT c.id, c.queue, c.expired, c.priority, c.run_at FROM candidates AS c LEFT JOIN open ON open.name = c.queue
+      WHERE c.n <= COALESCE((SELECT n FROM rooms WHERE rooms.name = c.queue), 2147483647) AND (c.expired OR c.n <= open.room)
+      ORDER BY c.priority DESC, c.run_at, c.id LIMIT $1),
     ${grantSlots(Q)},
-    due AS (SELECT p.id FROM picked AS p LEFT JOIN granted AS g ON g.name = p.queue WHERE p.expired OR g.name IS NULL OR p.n <= g.granted),
+    due AS (SELECT p.id FROM (SELECT picked.*, row_number() OVER (PARTITION BY queue, expired ORDER BY priority DESC, run_at, id) AS n FROM picked) AS p
+      LEFT JOIN granted AS g ON g.name = p.queue WHERE p.expired OR g.name IS NULL OR p.n <= g.granted),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
         attempts = t.attempts + 1, expiries = t.expiries + (t.state = 'running')::int, updated_at = now()
       FROM due WHERE t.id = due.id
@@ -203,13 +215,15 @@ function claimSql(T: string, J: string, K: string, Q: string, unlessJobsDue: boo
  * claims racing for the last slots never take more than there are: each
  * queue grants what fits (\`granted\`), and the claim keeps that many of the
  * queue's picked tasks, in claim order; the others stay waiting. Taken over
- * expired tasks keep the slot their first claim took.
+ * expired tasks keep the slot their first claim took (but count against
+ * this process's own room for their queue, as any task it holds).
  */
-const grantSlots = (Q: string) => `granted AS (UPDATE ${Q} AS q
+const grantSlots = (Q: string) => `slot_locks AS (${lockQueues(Q, 'SELECT queue FROM picked WHERE NOT expired')}),
+    granted AS (UPDATE ${Q} AS q
       SET granted = LEAST(w.n, GREATEST(q.global_concurrency - q.running, 0)),
         running = q.running + LEAST(w.n, GREATEST(q.global_concurrency - q.running, 0))
-      FROM (SELECT queue, count(*)::int AS n FROM picked WHERE NOT expired GROUP BY queue ORDER BY queue) AS w
-      WHERE q.name = w.queue AND q.global_concurrency IS NOT NULL
+      FROM (SELECT queue, count(*)::int AS n FROM picked WHERE NOT expired GROUP BY queue) AS w
+      WHERE q.name = w.queue AND q.global_concurrency IS NOT NULL AND q.name IN (SELECT name FROM slot_locks)
       RETURNING q.name, q.granted)`;
 
 /** SQL: the serial key and the priority a stored job's options (JSON text) give its occurrences. */
@@ -376,7 +390,7 @@ export function statements(schema: string | undefined) {
         orphans AS (UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
           WHERE $5::boolean AND locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')}
           RETURNING id, queue),
-        unslotted AS (${freeSlots(Q, 'orphans')})
+        ${freeSlots(Q, 'orphans')}
       SELECT id FROM renewed`,
     /**
      * Records a batch of outcomes in one statement, for the tasks owner $6
@@ -410,7 +424,7 @@ export function statements(schema: string | undefined) {
           RETURNING t.id, u.kind, t.run_at, t.serial, t.queue),
         freed AS (DELETE FROM ${K} AS k USING done WHERE done.kind = 'complete' AND k.key = done.serial AND k.held_by = done.id
           RETURNING k.key),
-        unslotted AS (${freeSlots(Q, 'done')}),
+        ${freeSlots(Q, 'done')},
         next AS (SELECT (SELECT h.run_at FROM ${T} AS h WHERE h.serial = freed.key AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1) AS run_at
           FROM freed)
       SELECT pg_notify('${WAKE}', $7 || (extract(epoch from MIN(run_at)) * 1000)::bigint::text)
@@ -427,7 +441,7 @@ export function statements(schema: string | undefined) {
           locked_by = NULL, locked_until = NULL, updated_at = now()
         WHERE id = $3 AND locked_by = $4 RETURNING id, serial, queue),
         freed AS (DELETE FROM ${K} AS k USING done WHERE k.key = done.serial AND k.held_by = done.id RETURNING k.key),
-        unslotted AS (${freeSlots(Q, 'done')})
+        ${freeSlots(Q, 'done')}
       SELECT pg_notify('${DONE}', $6 || id::text),
         CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $6 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM done`,
@@ -443,7 +457,7 @@ export function statements(schema: string | undefined) {
           FROM old WHERE t.id = old.id RETURNING old.state AS was, t.id, t.serial, t.queue),
         freed AS (DELETE FROM ${K} AS k USING cancelled WHERE k.key = cancelled.serial AND k.held_by = cancelled.id RETURNING k.key),
         stopped AS (SELECT queue FROM cancelled WHERE was = 'running'),
-        unslotted AS (${freeSlots(Q, 'stopped')})
+        ${freeSlots(Q, 'stopped')}
       SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END, pg_notify('${DONE}', $2),
         CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $3 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM cancelled`,
