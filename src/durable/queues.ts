@@ -124,14 +124,29 @@ export class QueueBook {
   reopened = false;
   /** The global concurrencies to write at start (the `queues` option). */
   readonly startup = new Map<string, number>();
+  /**
+   * Queues this process knows to have a global concurrency: a task of one
+   * that ends may free a slot another of its tasks waits for, worth a claim
+   * at once (PostgreSQL also announces it; a SQLite store has no one else to).
+   */
+  readonly #global = new Set<string>();
 
   constructor(queues: Map<string, DurableQueueOptions> | undefined) {
     for (const [name, options] of queues ?? []) {
       if (options.concurrency !== undefined || options.rate !== undefined) {
         this.#local.set(name, { concurrency: options.concurrency ?? Infinity, rate: options.rate as Local['rate'] });
       }
-      if (options.globalConcurrency !== undefined) this.startup.set(name, options.globalConcurrency);
+      if (options.globalConcurrency !== undefined) {
+        this.startup.set(name, options.globalConcurrency);
+        this.setGlobal(name, options.globalConcurrency);
+      }
     }
+  }
+
+  /** This process set queue `name`'s global concurrency. */
+  setGlobal(name: string, value: number): void {
+    if (value === Infinity) this.#global.delete(name);
+    else this.#global.add(name);
   }
 
   concurrency(name: string): number {
@@ -162,7 +177,7 @@ export class QueueBook {
 
   /** A claim of `queue` is held here. */
   hold(queue: string): void {
-    if (this.#local.get(queue)?.concurrency === undefined) return;
+    if (this.#local.get(queue)?.concurrency === undefined && !this.#global.has(queue)) return;
     this.#held.set(queue, (this.#held.get(queue) ?? 0) + 1);
   }
 
@@ -170,7 +185,7 @@ export class QueueBook {
   release(queue: string): void {
     const held = this.#held.get(queue);
     if (held === undefined) return;
-    if (held >= this.concurrency(queue)) this.reopened = true;
+    if (held >= this.concurrency(queue) || this.#global.has(queue)) this.reopened = true;
     if (held <= 1) this.#held.delete(queue);
     else this.#held.set(queue, held - 1);
   }
@@ -278,6 +293,7 @@ export class DurableQueue {
     assertConcurrency(value, 'globalConcurrency');
     const store = await this.#store();
     await store.setQueue(this.name, { globalConcurrency: value === Infinity ? null : value });
+    this.#book.setGlobal(this.name, value);
     this.#changed();
   }
 
