@@ -137,6 +137,8 @@ export class Completer implements TaskObserver {
     if (state === State.Succeeded) return { id, kind: 'complete', state: 'succeeded', error: null, result: outcome as string | null };
     // Cancelled because this process is shutting down: the work is not done, hand it back.
     if (state === State.Cancelled && this.#ctx.closed) return { id, kind: 'release' };
+    // Handed back unstarted, its queue paused: back to waiting as well.
+    if (state === State.Cancelled && this.#holdings.handedBack.delete(id)) return { id, kind: 'release' };
     if (state === State.Cancelled) return { id, kind: 'complete', state: 'cancelled', error: errorText(outcome) };
     if (retry !== undefined && claim.attempts < claim.maxAttempts) {
       // A stored time must stay within what the columns hold, whatever the policy says.

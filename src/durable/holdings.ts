@@ -3,7 +3,7 @@
 // (the store tells of a lost lease or a cancel). The dispatcher adds a claim,
 // the completer takes it out when its task settles, leases cancel lost ones.
 // Each keeps its stored options, parsed once at dispatch.
-import type { Task } from '../core/task.js';
+import { State, type Task } from '../core/task.js';
 import type { StoredOptions } from './options.js';
 import type { ClaimedTask } from './store.js';
 import { DEFAULT_QUEUE, QueueBook } from './queues.js';
@@ -25,6 +25,12 @@ export class Holdings {
    * claim should not wait for a poll.
    */
   readonly serials = new Set<number>();
+  /**
+   * Ids of claims handed back unstarted because their queue was paused:
+   * their cancel in memory is recorded as a release (back to waiting, the
+   * attempt not counted), not as cancelled.
+   */
+  readonly handedBack = new Set<number>();
   /** The named queues: what this process holds of each counts against its room there. */
   readonly queues: QueueBook;
 
@@ -61,6 +67,15 @@ export class Holdings {
   /** Cancels the in-memory task of stored task `id`, if it is held here. */
   cancel(id: number): void {
     this.#byId.get(id)?.cancel();
+  }
+
+  /** Queue `queue` was paused: hands back the claims of it held here that have not started (prefetched). */
+  handBack(queue: string): void {
+    for (const [task, held] of this.#byTask) {
+      if ((held.options.queue ?? DEFAULT_QUEUE) !== queue || (task._state !== State.Pending && task._state !== State.Held)) continue;
+      this.handedBack.add(held.claim.id);
+      if (!task.cancel()) this.handedBack.delete(held.claim.id);
+    }
   }
 
   /** The stored ids held in memory. */

@@ -234,15 +234,17 @@ export class DurableQueue {
   readonly #book: QueueBook;
   readonly #store: () => Promise<Store>;
   readonly #changed: () => void;
+  readonly #paused: (name: string) => void;
   /** The queue's name. */
   readonly name: string;
 
   /** @internal use `scheduler.queue(name)` */
-  constructor(book: QueueBook, store: () => Promise<Store>, changed: () => void, name: string) {
+  constructor(book: QueueBook, store: () => Promise<Store>, changed: () => void, paused: (name: string) => void, name: string) {
     assertQueueName(name, 'name');
     this.#book = book;
     this.#store = store;
     this.#changed = changed;
+    this.#paused = paused;
     this.name = name;
   }
 
@@ -300,14 +302,17 @@ export class DurableQueue {
   /**
    * Pauses the queue for every process: once this resolves (the pause
    * committed), no claim takes its waiting tasks; they stay waiting, nothing
-   * is lost or skipped. Tasks already claimed (running, or prefetched by a
-   * process) go on. Resolves when stored.
+   * is lost or skipped. Running tasks go on. Tasks a process claimed but has
+   * not started (prefetched) are handed back to waiting when it hears of the
+   * pause: at once here, through NOTIFY elsewhere (PostgreSQL). Resolves
+   * when stored.
    * @example
    * await scheduler.queue('emails').pause();
    */
   async pause(): Promise<void> {
     const store = await this.#store();
     await store.setQueue(this.name, { paused: true });
+    this.#paused(this.name);
   }
 
   /** Resumes the queue for every process (stored); they are woken at once (NOTIFY on PostgreSQL). */

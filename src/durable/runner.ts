@@ -116,7 +116,8 @@ export class DurableRunner {
 
   /** The handle of a named queue (see DurableQueue). */
   queue(name: string): DurableQueue {
-    return new DurableQueue(this.#holdings.queues, () => this.ready().then(() => this.#ctx.store), () => this.#claimer.refill(), name);
+    return new DurableQueue(this.#holdings.queues, () => this.ready().then(() => this.#ctx.store), () => this.#claimer.refill(),
+      (queue) => this.#holdings.handBack(queue), name);
   }
 
   /** Every queue the store knows (a row or a task), with this process's settings. */
@@ -140,7 +141,7 @@ export class DurableRunner {
       await store.recover?.();
       // The `queues` option's global concurrencies: the most recent process to start decides.
       for (const [name, limit] of this.#holdings.queues.startup) await store.setQueue(name, { globalConcurrency: limit === Infinity ? null : limit });
-      await store.subscribe((runAt) => this.#claimer.wakeAt(runAt), (id) => this.#holdings.cancel(id));
+      await store.subscribe((runAt) => this.#claimer.wakeAt(runAt), (id) => this.#holdings.cancel(id), (queue) => this.#holdings.handBack(queue));
       this.#leases.start();
       this.#claimer.start();
       this.#maintenance.start();

@@ -358,9 +358,11 @@ export interface Store {
   listTasks(filter: TaskFilter): Promise<StoredTask[]>;
   /**
    * Calls `onWake` when another process adds work due at a time (so a sleeping
-   * process can re-arm), and `onCancel` when a task is cancelled anywhere.
+   * process can re-arm), `onCancel` when a task is cancelled anywhere, and
+   * `onPause` when a named queue is paused anywhere (stores whose writers all
+   * live in this process need not).
    */
-  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void>;
+  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void>;
   /**
    * Puts a failed, timed-out or cancelled task back to waiting, due `now`
    * (the store's now where it has its own clock), with its attempts reset;

@@ -5,7 +5,7 @@
 // store to look again for whatever was announced meanwhile.
 import { bounded, type Connection } from './connection.js';
 import type { PgClient, PgNotification } from './pg.js';
-import { CANCEL, DONE, WAKE } from './sql.js';
+import { CANCEL, DONE, QUEUES, WAKE } from './sql.js';
 
 const LISTENER_NAME = 'taskheap-listener';
 const RECONNECT_MIN = 100;
@@ -25,6 +25,8 @@ export class Listener {
   #backoff = RECONNECT_MIN;
   #onWake: ((runAt: number) => void) | undefined = undefined;
   #onCancel: ((id: number) => void) | undefined = undefined;
+  /** Told of a queue paused anywhere (its name). */
+  #onPause: ((queue: string) => void) | undefined = undefined;
   /** Set by watch(): told of tasks reaching a final state anywhere (null: notifications may have been lost). */
   #onDone: ((id: number | null) => void) | undefined = undefined;
 
@@ -40,9 +42,10 @@ export class Listener {
     this.#closed = false;
   }
 
-  async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void> {
+  async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void> {
     this.#onWake = onWake;
     this.#onCancel = onCancel;
+    this.#onPause = onPause;
     if (this.#listener === undefined && this.#reconnectTimer === undefined) await this.#listen();
   }
 
@@ -109,6 +112,10 @@ export class Listener {
     const payload = message.payload ?? '';
     if (!payload.startsWith(this.#prefix)) return;
     const rest = payload.slice(this.#prefix.length);
+    if (message.channel === QUEUES) {
+      if (rest !== '') this.#onPause?.(rest);
+      return;
+    }
     // A settle announces its batch's final states in one notification: "<id>,<id>,...".
     if (message.channel === DONE && /^\d+(,\d+)+$/.test(rest)) {
       for (const id of rest.split(',')) this.#onDone?.(Number(id));

@@ -21,6 +21,11 @@ export const DONE = 'taskheap_done';
 export const DONE_IDS = 300;
 /** How many attempts' errors a task keeps (the latest). */
 export const MAX_ERRORS = 10;
+/**
+ * A queue was paused (payload \`<name>\`, or \`<schema>:<name>\`): processes
+ * hand back the tasks of that queue they claimed but have not started.
+ */
+export const QUEUES = 'taskheap_queue';
 
 /** SQL: epoch ms (a parameter or expression) to timestamptz, and back. */
 const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
@@ -503,7 +508,8 @@ export function statements(schema: string | undefined) {
             ELSE q.running END,
           updated_at = now()
         RETURNING q.paused)
-      SELECT CASE WHEN NOT paused THEN pg_notify('${WAKE}', $5 || (extract(epoch from now()) * 1000)::bigint::text) END FROM saved`,
+      SELECT CASE WHEN NOT paused THEN pg_notify('${WAKE}', $5 || (extract(epoch from now()) * 1000)::bigint::text)
+        WHEN $2::boolean THEN pg_notify('${QUEUES}', $5 || $1) END FROM saved`,
     /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
     listQueues: `SELECT n.name, COALESCE(q.paused, false) AS paused, q.global_concurrency, c.state, COALESCE(c.n, 0) AS n
       FROM (SELECT name FROM ${Q} WHERE $1::text IS NULL OR name = $1
@@ -511,7 +517,7 @@ export function statements(schema: string | undefined) {
       LEFT JOIN ${Q} AS q ON q.name = n.name
       LEFT JOIN (SELECT queue, state, count(*) AS n FROM ${T} WHERE $1::text IS NULL OR queue = $1 GROUP BY queue, state) AS c ON c.queue = n.name
       ORDER BY n.name`,
-    listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}`,
+    listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}; LISTEN ${QUEUES}`,
     listenDone: `LISTEN ${DONE}`,
   };
 }

@@ -340,8 +340,8 @@ class PostgresStore implements Store {
     return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
-  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void> {
-    return this.#listener.subscribe(onWake, onCancel);
+  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void> {
+    return this.#listener.subscribe(onWake, onCancel, onPause);
   }
 
   close(): Promise<void> {

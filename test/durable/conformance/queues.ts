@@ -144,6 +144,31 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect((await emails.info()).paused).toBe(false);
     });
 
+    it('a pause hands back the tasks this process claimed but has not started; the running one finishes; nothing is lost', async () => {
+      const { scheduler, time, gate, started } = await openSteps({ workers: 1 });
+      await scheduler.start();
+      const q = scheduler.queue('q');
+      const t = time.now();
+      await scheduler.scheduleMany([0, 1, 2].map((i) => ({ when: t, name: 'step', queue: 'q', payload: { id: `q${i}`, queue: 'q' } })));
+      // One worker: one task runs, one more is claimed ahead of it (prefetch: the workers' worth).
+      await time.until(() => started.length === 1, 'the first task starts', 50);
+      await time.until(async () => (await q.counts()).running === 2, 'one more is claimed ahead', 50);
+      await q.pause();
+      await time.until(async () => (await q.counts()).waiting === 2, 'the unstarted claim is handed back', 50);
+      gate.open('q0');
+      await time.until(async () => (await q.counts()).succeeded === 1, 'the running task finishes', 50);
+      await time.pass(100);
+      expect(started).toEqual(['q0']);
+      expect(await q.counts()).toMatchObject({ waiting: 2, running: 0, succeeded: 1, cancelled: 0 });
+      const waiting = await scheduler.listTasks({ state: 'waiting' });
+      expect(waiting.map((task) => task.attempts)).toEqual([0, 0]);
+      gate.open('q1');
+      gate.open('q2');
+      await q.resume();
+      await time.until(async () => (await q.counts()).succeeded === 3, 'the rest run after the resume', 50);
+      expect(started.sort()).toEqual(['q0', 'q1', 'q2']);
+    });
+
     it("a queue's rate holds in this process: at most `limit` of its tasks start per window, other queues are not held back", async () => {
       const { scheduler, time, gate, started } = await openSteps({ queues: { sms: { rate: { limit: 2, interval: 1_000 } } } });
       await scheduler.start();
