@@ -193,16 +193,17 @@ function claimSql(T: string, J: string, K: string, Q: string, unlessJobsDue: boo
         WHERE t.state = 'waiting' AND t.queue = open.name AND t.priority = levels.p AND t.run_at <= now() ${gate} ${NAMED} AND ${claimable('t', T, K)}
         ORDER BY t.run_at, t.id LIMIT $1 FOR UPDATE OF t SKIP LOCKED) AS w
       WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
-    heads AS (SELECT DISTINCT ON (serial) id, serial FROM waiting WHERE serial IS NOT NULL ORDER BY serial, priority DESC, run_at, id),
+    candidates AS (SELECT d.*, row_number() OVER (PARTITION BY d.queue ORDER BY d.priority DESC, d.run_at, d.id) AS n
+      FROM (SELECT id, run_at, priority, queue, serial, true AS expired FROM expired WHERE expiries < $4
+        UNION ALL SELECT id, run_at, priority, queue, serial, false FROM waiting) AS d),
+    chosen AS (SELECT c.id, c.queue, c.serial, c.expired, c.priority, c.run_at FROM candidates AS c LEFT JOIN open ON open.name = c.queue
+      WHERE c.n <= COALESCE((SELECT n FROM rooms WHERE rooms.name = c.queue), 2147483647) AND (c.expired OR c.n <= open.room)
+      ORDER BY c.priority DESC, c.run_at, c.id LIMIT $1),
+    heads AS (SELECT DISTINCT ON (serial) id, serial FROM chosen WHERE NOT expired AND serial IS NOT NULL ORDER BY serial, priority DESC, run_at, id),
     taken AS (INSERT INTO ${K} AS k (key, held_by) SELECT serial, id FROM heads ORDER BY serial
       ON CONFLICT (key) DO UPDATE SET held_by = k.held_by WHERE k.held_by = EXCLUDED.held_by
       RETURNING k.held_by),
-    candidates AS (SELECT d.*, row_number() OVER (PARTITION BY d.queue ORDER BY d.priority DESC, d.run_at, d.id) AS n
-      FROM (SELECT id, run_at, priority, queue, true AS expired FROM expired WHERE expiries < $4
-        UNION ALL SELECT id, run_at, priority, queue, false FROM waiting WHERE serial IS NULL OR id IN (SELECT held_by FROM taken)) AS d),
-    picked AS (SELECT c.id, c.queue, c.expired, c.priority, c.run_at FROM candidates AS c LEFT JOIN open ON open.name = c.queue
-      WHERE c.n <= COALESCE((SELECT n FROM rooms WHERE rooms.name = c.queue), 2147483647) AND (c.expired OR c.n <= open.room)
-      ORDER BY c.priority DESC, c.run_at, c.id LIMIT $1),
+    picked AS (SELECT * FROM chosen WHERE expired OR serial IS NULL OR id IN (SELECT held_by FROM taken)),
     ${grantSlots(Q)},
     due AS (SELECT p.id FROM (SELECT picked.*, row_number() OVER (PARTITION BY queue, expired ORDER BY priority DESC, run_at, id) AS n FROM picked) AS p
       LEFT JOIN granted AS g ON g.name = p.queue WHERE p.expired OR g.name IS NULL OR p.n <= g.granted),

@@ -98,6 +98,20 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(await store.nextDue(Date.now(), undefined, new Map([['q', 1]]))).toBe(0);
     });
 
+    it('a claim takes serial keys only for the tasks it claims (walking queues reads more than it keeps)', async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      const now = Date.now();
+      const late = await store.addTask(task('a-late', now - 1_000, { serial: 'a' }));
+      await store.addTask(task('free', now - 2_000));
+      await store.addTask(task('high', now - 2_000, { priority: 1 }));
+      expect((await claim(store, 'me', 2)).map((c) => c.name)).toEqual(['high', 'free']);
+      // Due before the key's other task: it is the key's head now, and the key was not taken by the one left unclaimed.
+      const early = await store.addTask(task('a-early', now - 2_000, { serial: 'a' }));
+      expect((await claim(store, 'me', 1)).map((c) => c.id)).toEqual([early.id]);
+      expect(late.id).toBeLessThan(early.id);
+    });
+
     it('a global concurrency holds across owners; a finished task gives its slot back', async () => {
       const { openStore } = await setup();
       const store = await openStore();
