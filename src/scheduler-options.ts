@@ -91,16 +91,17 @@ export interface SchedulerEvents extends TaskEvents {
   skip: [info: SkipInfo];
 }
 
-/** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. */
+/** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. @internal */
 export const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>(['start', 'success', 'failure', 'retry', 'cancel', 'skip', 'idle']);
 
+/** @internal */
 export function assertEvent(event: unknown): void {
   if (typeof event !== 'string' || !EVENTS.has(event)) {
     throw new TypeError(`Unknown event ${describe(event)}; expected one of: ${[...EVENTS].join(', ')}`);
   }
 }
 
-/** A stored task id: a positive safe integer. */
+/** A stored task id: a positive safe integer. @internal */
 export function assertId(id: unknown): asserts id is number {
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
 }
@@ -110,7 +111,7 @@ const RETENTION_KEYS = new Set(['succeeded', 'failed']);
 const CRON_KEYS = new Set(['timezone']);
 const WAIT_KEYS = new Set(['signal', 'timeout']);
 
-/** The options of `new Scheduler()`, checked, in the shapes the loop and the durable runner take. */
+/** The options of `new Scheduler()`, checked, in the shapes the loop and the durable runner take. @internal */
 export interface SchedulerSettings {
   loop: LoopOptions;
   timezone: string;
@@ -119,7 +120,7 @@ export interface SchedulerSettings {
   retention: Retention;
 }
 
-/** Checks the options of `new Scheduler()`; throws on the first bad one. */
+/** Checks the options of `new Scheduler()`; throws on the first bad one. @internal */
 export function toSchedulerSettings(options: SchedulerOptions): SchedulerSettings {
   assertOptionsObject(options, 'Scheduler');
   assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
@@ -160,14 +161,14 @@ function defaultOnError(error: unknown, info: ErrorInfo): void {
   console.error(`[taskheap] ${what} failed:`, error);
 }
 
-/** The zone of `cron(expression, options)`: its own, or the scheduler's. */
+/** The zone of `cron(expression, options)`: its own, or the scheduler's. @internal */
 export function cronZone(options: { timezone?: string }, timezone: string): string {
   assertOptionsObject(options, 'cron');
   assertKnownKeys(options, CRON_KEYS, 'cron');
   return options.timezone === undefined ? timezone : validateZone(options.timezone);
 }
 
-/** The options of `waitFor()`, checked: an optional signal and a timeout in ms (Infinity for none). */
+/** The options of `waitFor()`, checked: an optional signal and a timeout in ms (Infinity for none). @internal */
 export function toWaitOptions(options: { signal?: AbortSignal; timeout?: Duration }): { signal: AbortSignal | undefined; timeout: number } {
   assertOptionsObject(options, 'waitFor');
   assertKnownKeys(options, WAIT_KEYS, 'waitFor');
@@ -177,7 +178,7 @@ export function toWaitOptions(options: { signal?: AbortSignal; timeout?: Duratio
   return { signal, timeout };
 }
 
-/** The items of `scheduleMany()` as the runner takes them; each one is checked there, by index. */
+/** The items of `scheduleMany()` as the runner takes them; each one is checked there, by index. @internal */
 export function toStoredItems(items: readonly DurableTaskItem[]): { runAt: unknown; name: unknown; options: object }[] {
   if (!Array.isArray(items)) throw new TypeError(`Expected \`items\` of scheduleMany() to be an array, got ${describe(items)}`);
   return items.map((item, i) => {
@@ -187,12 +188,12 @@ export function toStoredItems(items: readonly DurableTaskItem[]): { runAt: unkno
   });
 }
 
-/** The `limit` of `pendingTasks()`. */
+/** The `limit` of `pendingTasks()`. @internal */
 export function assertLimit(limit: unknown): void {
   if (!Number.isInteger(limit) || (limit as number) < 0) throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);
 }
 
-/** The `abort` option of `close()`. */
+/** The `abort` option of `close()`. @internal */
 export function toAbort(options: { abort?: boolean }): boolean {
   assertOptionsObject(options, 'close');
   const abort = options.abort ?? false;

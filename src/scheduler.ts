@@ -24,8 +24,8 @@ import { assertEvent, assertId, assertLimit, cronZone, EVENTS, toSchedulerSettin
 export type { SchedulerEvents, SchedulerOptions } from './scheduler-options.js';
 
 // Builders take the scheduler as their JobFactory structurally: an
-// `implements` clause would name members that are @internal, stripped from
-// the published types.
+// `implements` clause would name members that the published types strip
+// (they are internal).
 
 /**
  * Runs functions at points in time. Pending tasks sit in one min-heap and a

@@ -6,7 +6,7 @@ import { byDueTime } from './held-queue.js';
 import type { Task } from './task.js';
 import type { TaskQueue } from './task-queue.js';
 
-/** Pending tasks, earliest due first: all of them, or the `limit` earliest. */
+/** Pending tasks, earliest due first: all of them, or the `limit` earliest. @internal */
 export function listPending(queue: TaskQueue, flow: Flow | undefined, limit: number): Task[] {
   const tasks = limit >= queue.size ? queue.toSortedArray() : queue.earliest(limit);
   if (flow === undefined || flow.size === 0) return tasks;
@@ -17,7 +17,7 @@ export function listPending(queue: TaskQueue, flow: Flow | undefined, limit: num
   return tasks;
 }
 
-/** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass; held tasks are all due. */
+/** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass; held tasks are all due. @internal */
 export function countByName(queue: TaskQueue, flow: Flow | undefined, now: number): Map<string, { pending: number; waiting: number }> {
   const counts = new Map<string, { pending: number; waiting: number }>();
   const count = (task: Task, due: boolean): void => {
