@@ -73,7 +73,12 @@ export interface SchedulerOptions {
    * @example
    * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
    */
-  retention?: false | { succeeded?: Duration | false; failed?: Duration | false };
+  retention?: false | {
+    /** How long succeeded tasks are kept; `false` keeps them forever. @default '1d' */
+    succeeded?: Duration | false;
+    /** How long failed, timed-out and cancelled tasks (and jobs that are over) are kept; `false` keeps them forever. @default '7d' */
+    failed?: Duration | false;
+  };
   /**
    * A scheduler-wide rate limit: at most `limit` task starts in any sliding
    * window of `interval`, in this process. Tasks may add a limit of their

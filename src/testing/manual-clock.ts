@@ -59,7 +59,7 @@ export class ManualClock implements Clock {
   }
 
   /** Part of `Clock`: calls `callback` once `advance()` has moved elapsed time by `delay` ms. */
-  setTimer(callback: () => void, delay: number): Timer {
+  setTimer(callback: () => void, delay: number): unknown {
     const timer: Timer = { at: this.#elapsed + Math.max(0, delay), seq: this.#seq++, callback };
     this.#timers.push(timer);
     return timer;
