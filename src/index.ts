@@ -5,7 +5,7 @@
  */
 export { Scheduler } from './scheduler.js';
 export type { SchedulerOptions, SchedulerEvents } from './scheduler.js';
-export type { ErrorInfo, SchedulerStats } from './core/loop.js';
+export type { ErrorInfo, SchedulerStats } from './core/loop-types.js';
 export type { TaskOptions } from './core/task-options.js';
 export type { RateLimit, KeyedRateLimit } from './core/flow-options.js';
 export { Task } from './core/task.js';

@@ -6,7 +6,8 @@
 import type { Clock } from './core/clock.js';
 import { Emitter } from './core/emitter.js';
 import { ClosedError, TaskheapError } from './core/errors.js';
-import { TaskLoop, type SchedulerStats } from './core/loop.js';
+import { TaskLoop } from './core/loop.js';
+import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
 import type { RateLimit } from './core/flow-options.js';
 import type { Task, TaskFunction } from './core/task.js';

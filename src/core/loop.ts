@@ -19,10 +19,6 @@ import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type 
 import { TaskQueue } from './task-queue.js';
 import { describe } from './validate.js';
 
-// Importers of the loop find its types here too.
-export type { Cancellable, ErrorInfo, SchedulerStats, TaskEvents } from './loop-types.js';
-export { assertWorkers } from './loop-types.js';
-
 let nextId = 1;
 
 /**

@@ -1,4 +1,4 @@
-import type { SchedulerStats } from '../core/loop.js';
+import type { SchedulerStats } from '../core/loop-types.js';
 import type { StoredJob, StoredTask } from '../durable/store.js';
 import { Job } from '../jobs/job.js';
 import { CalendarRule } from '../rules/calendar.js';

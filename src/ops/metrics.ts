@@ -1,4 +1,4 @@
-import type { SchedulerStats } from '../core/loop.js';
+import type { SchedulerStats } from '../core/loop-types.js';
 import { LatenessRecorder, type Lateness } from '../core/lateness.js';
 import type { Task } from '../core/task.js';
 import type { SkipInfo } from '../jobs/job.js';
