@@ -137,6 +137,7 @@ export abstract class LoopClock {
     this.#timer = immediate;
   }
 
+  /** Clears the timer, or the pending yield's immediate. */
   protected disarm(): void {
     if (this.#timer === undefined) return;
     if (this.timerAt === -Infinity) clearImmediate(this.#timer as NodeJS.Immediate);
