@@ -161,6 +161,9 @@ export class TaskLoop implements TaskOwner {
   #flow: Flow | undefined = undefined;
   /** The scheduler-wide limit as given (for the `rate` getter). */
   #rate: RateLimit | undefined = undefined;
+  /** Starts made before the flow exists, and the last one's elapsed time: a first `rate` counts them. */
+  #starts = 0;
+  #lastStart = -Infinity;
 
   constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
     const clock = options.clock;
@@ -194,7 +197,23 @@ export class TaskLoop implements TaskOwner {
 
   #setRate(rate: Rate | undefined): void {
     this.#rate = rate === undefined ? undefined : { limit: rate.limit, interval: rate.interval };
-    (this.#flow ??= new Flow()).setRate(rate);
+    this.flow().setRate(rate, this.#monotonic());
+  }
+
+  /** The flow, made on first use (issue 22: queues use it too); it learns what ran before it. */
+  flow(): Flow {
+    return (this.#flow ??= new Flow(this.#running, this.#starts, this.#lastStart));
+  }
+
+  /** Starts what a changed setting allows (a queue's), at once. */
+  pump(): void {
+    this.#pump();
+  }
+
+  /** Calls `fn` for every pending task (the time heap's, then the flow's), in no particular order. */
+  forEachPending(fn: (task: Task) => void): void {
+    this.#queue.forEach(fn);
+    this.#flow?.forEach(fn);
   }
 
   get workers(): number {
@@ -265,7 +284,7 @@ export class TaskLoop implements TaskOwner {
 
   /** A task with flow options is scheduled: the flow comes into use, and its key's limit is this task's. */
   #scheduled(task: Task): void {
-    (this.#flow ??= new Flow()).scheduled(task, this.#monotonic());
+    this.flow().scheduled(task, this.#monotonic());
   }
 
   /** Cancels `member` when `signal` aborts (one listener per signal, however many members). */
@@ -447,6 +466,8 @@ export class TaskLoop implements TaskOwner {
         if (current > deadline) return this.#yield();
         queue.pop();
         if (task._settings.elapsed === true) this.#elapsedPending--;
+        this.#starts++;
+        this.#lastStart = current;
         this.#dispatch(task, now);
       }
     } finally {
@@ -626,6 +647,8 @@ export class TaskLoop implements TaskOwner {
     this.#running--;
     if (run.timer !== undefined) this.clock.clearTimer(run.timer);
     this.#active.delete(run);
+    // Its queue runs one task fewer.
+    this.#flow?.ended(run.task);
   }
 
   #afterRun(): void {
