@@ -4,6 +4,7 @@ import { ClosedError, TaskheapError } from './core/errors.js';
 import { assertWorkers, TaskLoop, type ErrorInfo, type SchedulerStats, type TaskEvents } from './core/loop.js';
 import type { TaskOptions } from './core/task-options.js';
 import { toRate, type RateLimit } from './core/flow-options.js';
+import { configureQueues, listQueues, Queue, toQueues, type QueueInfo, type QueueOptions } from './core/queues.js';
 import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
@@ -86,6 +87,16 @@ export interface SchedulerOptions {
    * new Scheduler({ rate: { limit: 30, interval: '1s' } });
    */
   rate?: RateLimit;
+  /**
+   * Named queues and their settings: per queue a `concurrency` (in this
+   * process), a `rate` limit, `paused`; see `scheduler.queue(name)`. Tasks
+   * and jobs join one with the option `queue`; queues not listed here exist
+   * on first use, with no limits.
+   * @default none
+   * @example
+   * new Scheduler({ queues: { emails: { concurrency: 2, rate: { limit: 10, interval: '1s' } } } });
+   */
+  queues?: Record<string, QueueOptions>;
 }
 
 /** Events of a scheduler and the arguments their listeners receive. */
@@ -109,7 +120,7 @@ const WAIT_KEYS = new Set(['signal', 'timeout']);
 function assertId(id: unknown): asserts id is number {
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
 }
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate']);
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate', 'queues']);
 const RETENTION_KEYS = new Set(['succeeded', 'failed']);
 
 /** The `retention` option in ms (null: kept forever). */
@@ -161,6 +172,7 @@ export class Scheduler implements JobFactory {
     assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
     const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
     const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
+    const queues = options.queues === undefined ? undefined : toQueues(options.queues);
     assertWorkers(workers);
     if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
       throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
@@ -171,6 +183,7 @@ export class Scheduler implements JobFactory {
     this.#timezone = timezone === undefined ? systemZone() : validateZone(timezone);
     this.#loop = new TaskLoop({ workers, maxPending, unref, clock, onError, rate }, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
+    if (queues !== undefined) configureQueues(this.#loop, queues);
     if (handlers !== undefined) {
       if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
       if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
@@ -524,6 +537,30 @@ export class Scheduler implements JobFactory {
   /** Sets the scheduler-wide rate limit; a bad value throws and changes nothing. */
   set rate(value: RateLimit | undefined) {
     this.#loop.rate = value;
+  }
+
+  /**
+   * A named queue: its live settings (`concurrency`, `rate`), `pause()`,
+   * `resume()` and `counts()`. Queues exist on first use with no limits;
+   * tasks and jobs join one with the option `queue`, and those that name
+   * none are in `'default'`.
+   * @example
+   * const emails = scheduler.queue('emails');
+   * emails.concurrency = 2;
+   * emails.pause();
+   */
+  queue(name: string): Queue {
+    return new Queue(this.#loop, name);
+  }
+
+  /**
+   * Every queue (the default one, those configured and those tasks named),
+   * with its settings, paused flag and counts: O(n) in the pending tasks.
+   * @example
+   * for (const { name, paused, counts } of scheduler.queues()) console.log(name, paused, counts.waiting);
+   */
+  queues(): QueueInfo[] {
+    return listQueues(this.#loop);
   }
 
   /**

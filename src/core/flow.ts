@@ -345,6 +345,11 @@ export class Flow {
     return queue;
   }
 
+  /** The queue named `name` if it exists. */
+  findQueue(name: string): QueueLane | undefined {
+    return this.#queues.get(name);
+  }
+
   /** Every queue, the default one first, then in order of first use. */
   queues(): IterableIterator<QueueLane> {
     return this.#queues.values();

@@ -205,6 +205,11 @@ export class TaskLoop implements TaskOwner {
     return (this.#flow ??= new Flow(this.#running, this.#starts, this.#lastStart));
   }
 
+  /** The flow if it exists: reading a queue's settings never makes it. */
+  get currentFlow(): Flow | undefined {
+    return this.#flow;
+  }
+
   /** Starts what a changed setting allows (a queue's), at once. */
   pump(): void {
     this.#pump();
