@@ -362,7 +362,6 @@ export class Flow {
    */
   configure(name: string, settings: QueueSettings, now: number): void {
     const queue = this.queue(name);
-    queue.configured = true;
     if (settings.concurrency !== undefined) queue.concurrency = settings.concurrency;
     if (settings.globalConcurrency !== undefined) queue.globalConcurrency = settings.globalConcurrency;
     if (settings.paused !== undefined) queue.paused = settings.paused;

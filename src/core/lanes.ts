@@ -139,8 +139,6 @@ export class QueueLane {
   readonly window: RateWindow;
   paused = false;
   gated = false;
-  /** Set up by the `queues` option or a Queue handle's setter (listed even with no task). */
-  configured = false;
   readonly ready = new HeldQueue<Task | LaneEntry>(byPriority);
   entry: QueueEntry | undefined = undefined;
   /** Tasks of the queue running now. */

@@ -53,12 +53,17 @@ export interface QueueCounts {
 
 /** One queue as `scheduler.queues()` lists it. */
 export interface QueueInfo {
+  /** The queue's name (`'default'` for tasks that name none). */
   name: string;
+  /** Its concurrency in this process; `Infinity` for none. */
   concurrency: number;
+  /** Its concurrency across processes (in memory: the same as `concurrency`, the lower applies); `Infinity` for none. */
   globalConcurrency: number;
   /** The rate limit (interval in ms), or undefined for none. */
   rate: RateLimit | undefined;
+  /** Whether it is paused. */
   paused: boolean;
+  /** Its tasks by state. */
   counts: QueueCounts;
 }
 
