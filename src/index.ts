@@ -7,7 +7,7 @@ export { Scheduler } from './scheduler.js';
 export type { SchedulerOptions, SchedulerEvents } from './scheduler.js';
 export type { ErrorInfo, SchedulerStats } from './core/loop.js';
 export type { TaskOptions } from './core/task-options.js';
-export type { RateLimit, KeyedRateLimit, ConcurrencyLimit } from './core/flow-options.js';
+export type { RateLimit, KeyedRateLimit, ConcurrencyLimit, DedupeMode, DedupeOutcome } from './core/flow-options.js';
 export { Queue } from './core/queues.js';
 export type { QueueOptions, QueueCounts, QueueInfo } from './core/queues.js';
 export { Task } from './core/task.js';

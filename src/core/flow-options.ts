@@ -153,6 +153,50 @@ export interface TaskFlow {
   readonly priority: number;
   /** The task's queue; undefined for the default queue. */
   readonly queue?: string | undefined;
+  /** Its dedupe key and mode (in-memory tasks only). */
+  readonly dedupe?: Dedupe | undefined;
+}
+
+/**
+ * What a task with a `key` does when another task with the key exists
+ * (see `TaskOptions.dedupe`).
+ * @example { debounce: '500ms' }
+ */
+export type DedupeMode = 'replace' | 'keep' | { throttle: Duration } | { debounce: Duration };
+
+/** What a call with a `key` did: see `Task.dedupe`. */
+export type DedupeOutcome = 'inserted' | 'replaced' | 'existing';
+
+/** A validated dedupe key and mode (period in ms; 0 for replace and keep). */
+export interface Dedupe {
+  readonly key: string;
+  readonly mode: 'replace' | 'keep' | 'throttle' | 'debounce';
+  readonly period: number;
+}
+
+/**
+ * Validates the `key` and `dedupe` options; undefined without a key (a
+ * `dedupe` without a `key` is a TypeError).
+ * @example toDedupe('digest:7', { debounce: '1s' }); // { key: 'digest:7', mode: 'debounce', period: 1000 }
+ */
+export function toDedupe(key: unknown, dedupe: unknown): Dedupe | undefined {
+  if (key === undefined) {
+    if (dedupe !== undefined) throw new TypeError('The `dedupe` option needs a `key`');
+    return undefined;
+  }
+  assertKey(key, 'key');
+  if (dedupe === undefined || dedupe === 'replace') return { key, mode: 'replace', period: 0 };
+  if (dedupe === 'keep') return { key, mode: 'keep', period: 0 };
+  if (typeof dedupe === 'object' && dedupe !== null && !Array.isArray(dedupe)) {
+    const names = Object.keys(dedupe);
+    const mode = names[0];
+    if (names.length === 1 && (mode === 'throttle' || mode === 'debounce')) {
+      const period = toDuration((dedupe as Record<string, unknown>)[mode], `dedupe.${mode}`, 1);
+      if (period > MAX_RATE_INTERVAL) throw new RangeError(`Expected \`dedupe.${mode}\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe((dedupe as Record<string, unknown>)[mode])}`);
+      return { key, mode, period };
+    }
+  }
+  throw new TypeError(`Expected \`dedupe\` to be 'replace', 'keep', { throttle: period } or { debounce: period }, got ${describe(dedupe)}`);
 }
 
 /** The options as users (or a store's row) give them. */

@@ -1,4 +1,5 @@
 import TinyQueue from 'tinyqueue';
+import { DedupeKeys } from './dedupe-keys.js';
 import { DEFAULT_QUEUE, type Rate } from './flow-options.js';
 import { byPriority, HeldQueue } from './held-queue.js';
 import { KeyLane, LaneEntry, QueueEntry, QueueLane, RateLane } from './lanes.js';
@@ -68,6 +69,8 @@ export class Flow {
   readonly #global: RateWindow;
   #limited = false;
   #size = 0;
+  /** The dedupe keys of tasks with a `key`. */
+  readonly dedupe = new DedupeKeys();
 
   /**
    * @param running tasks running when the flow is made (all of the default queue)
@@ -226,6 +229,7 @@ export class Flow {
 
   /** Lets out what a freed window or an ended run allows, and drops idle rate lanes whose window expired. */
   wake(now: number): void {
+    this.dedupe.sweep(now);
     const expiries = this.#expiries;
     for (let top = expiries.peek(); top !== undefined && top.at <= now; top = expiries.peek()) {
       expiries.pop();
@@ -272,6 +276,7 @@ export class Flow {
    */
   settled(task: Task, now: number): void {
     const flow = task._settings.flow!;
+    if (flow.dedupe !== undefined) this.dedupe.settled(task, flow.dedupe.key, now);
     const lane = flow.rate === undefined ? undefined : this.#rate.get(flow.rate.key);
     if (lane !== undefined && --lane.unfinished === 0) {
       // Its last starts still count for a while: the lane goes when they stop counting.
@@ -332,6 +337,7 @@ export class Flow {
     this.#keys.clear();
     this.#rate.clear();
     this.#reopen.clear();
+    this.dedupe.clear();
     this.#wakes.data.length = this.#wakes.length = 0;
     this.#expiries.data.length = this.#expiries.length = 0;
     this.#size = 0;

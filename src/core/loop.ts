@@ -260,8 +260,15 @@ export class TaskLoop implements TaskOwner {
     this.assertAccepting();
     const signal = settings.signal;
     if (signal?.aborted) throw signal.reason;
+    // A dedupe key: the flow's keys decide whether (and when) to insert.
+    const dedupe = settings.flow?.dedupe;
+    if (dedupe !== undefined) return this.flow().dedupe.add(dedupe, time, this.#monotonic(), (at) => this.#insert(at, fn, settings));
+    return this.#insert(time, fn, settings);
+  }
+
+  #insert(time: number, fn: TaskFunction, settings: TaskSettings): Task {
     const task = this.push(time, fn, settings);
-    if (signal !== undefined) this.#signals.add(signal, task);
+    if (settings.signal !== undefined) this.#signals.add(settings.signal, task);
     return task;
   }
 
