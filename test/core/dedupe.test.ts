@@ -1,4 +1,7 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { Scheduler, type DedupeMode, type Task } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
 import { START, gate, setup } from '../helpers.js';
 
 describe('dedupe keys', () => {
@@ -109,5 +112,47 @@ describe('dedupe keys', () => {
     expect(() => scheduler.every(1).seconds().run(fn, { key: 'k' } as never)).toThrow(/Unknown job option `key`/);
     expect(a.state).toBe('pending');
     expect(scheduler.size).toBe(1);
+  });
+
+  it('property: replace, keep and debounce never leave two waiting tasks of a key; every cancel is a replacement; the last call of a key runs', async () => {
+    const call = fc.record({
+      wait: fc.integer({ min: 0, max: 30 }),
+      key: fc.constantFrom('a', 'b'),
+      mode: fc.constantFrom<DedupeMode>('replace', 'keep', { debounce: 10 }),
+      delay: fc.integer({ min: 0, max: 20 }),
+      duration: fc.integer({ min: 0, max: 25 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 3 }), fc.array(call, { maxLength: 30 }), async (workers, calls) => {
+        const clock = new ManualClock(0);
+        const scheduler = new Scheduler({ clock, workers, onError: () => {} });
+        const added: { task: Task; key: string }[] = [];
+        const last = new Map<string, Task>();
+        let replaced = 0;
+        for (const c of calls) {
+          await clock.advance(c.wait);
+          const task = scheduler.after(c.delay, () => new Promise<void>((resolve) => clock.setTimer(resolve, c.duration)), { key: c.key, dedupe: c.mode });
+          if (task.dedupe === 'existing') {
+            // keep: the key's task is unfinished, and it is the one the key last added.
+            expect(['pending', 'running']).toContain(task.state);
+            expect(last.get(c.key)).toBe(task);
+          } else {
+            if (task.dedupe === 'replaced') replaced++;
+            added.push({ task, key: c.key });
+            last.set(c.key, task);
+          }
+          for (const key of ['a', 'b']) {
+            const waiting = added.filter((x) => x.key === key && x.task.state === 'pending' && x.task.attempts === 0);
+            expect(waiting.length).toBeLessThanOrEqual(1);
+          }
+        }
+        await clock.advance(1_000);
+        expect(added.filter((x) => x.task.state === 'cancelled')).toHaveLength(replaced);
+        expect(added.every((x) => x.task.state === 'succeeded' || x.task.state === 'cancelled')).toBe(true);
+        for (const task of last.values()) expect(task.state).toBe('succeeded');
+        expect(scheduler.stats()).toMatchObject({ pending: 0, running: 0 });
+      }),
+      { numRuns: 200, interruptAfterTimeLimit: 15_000 },
+    );
   });
 });
