@@ -162,7 +162,17 @@ export interface TaskFlow {
  * (see `TaskOptions.dedupe`).
  * @example { debounce: '500ms' }
  */
-export type DedupeMode = 'replace' | 'keep' | { throttle: Duration } | { debounce: Duration };
+export type DedupeMode =
+  | 'replace'
+  | 'keep'
+  | {
+      /** At most one task of the key per this period (ms or `'1s'`), finished ones included. */
+      throttle: Duration;
+    }
+  | {
+      /** Each call replaces the waiting task and is due this much (ms or `'1s'`) after its time. */
+      debounce: Duration;
+    };
 
 /** What a call with a `key` did: see `Task.dedupe`. */
 export type DedupeOutcome = 'inserted' | 'replaced' | 'existing';
