@@ -5,7 +5,7 @@
  */
 export { Scheduler } from './scheduler.js';
 export type { SchedulerOptions, SchedulerEvents } from './scheduler.js';
-export type { ErrorInfo, SchedulerStats } from './core/loop.js';
+export type { ErrorInfo, SchedulerStats } from './core/loop-types.js';
 export type { TaskOptions } from './core/task-options.js';
 export type { RateLimit, KeyedRateLimit, ConcurrencyLimit, DedupeMode, DedupeOutcome } from './core/flow-options.js';
 export { Queue } from './core/queues.js';
@@ -33,5 +33,5 @@ export type { CalendarRuleOptions } from './rules/calendar.js';
 export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
 export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
-export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState, AttemptError, JobFilter } from './durable/store.js';
+export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState, AttemptError, JobFilter, QueryClient } from './durable/store.js';
 export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';

@@ -5,4 +5,5 @@
  * @module
  */
 export { postgresStore } from './durable/postgres/store.js';
-export type { PostgresStoreOptions } from './durable/postgres/store.js';
+export type { PostgresStoreOptions } from './durable/postgres/options.js';
+export type { PgPoolLike, PgPoolClient, PgQuery, PgResult } from './durable/postgres/pg.js';

@@ -1,15 +1,15 @@
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
 
-/** What the flow's heaps order: a task, or an entry standing for the head of a rate key's line or a queue's best task. */
+/** What the flow's heaps order: a task, or an entry standing for the head of a rate key's line or a queue's best task. @internal */
 export type Queued = Pick<Task, '_time' | 'id' | '_settings' | '_state'>;
 
-/** Earliest due time first; equal times in scheduling order. */
+/** Earliest due time first; equal times in scheduling order. @internal */
 export function byDueTime(a: Queued, b: Queued): number {
   return a._time - b._time || a.id - b.id;
 }
 
-/** Higher priority first, then earliest due time, then scheduling order. */
+/** Higher priority first, then earliest due time, then scheduling order. @internal */
 export function byPriority(a: Queued, b: Queued): number {
   return (b._settings.flow?.priority ?? 0) - (a._settings.flow?.priority ?? 0) || a._time - b._time || a.id - b.id;
 }

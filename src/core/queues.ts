@@ -69,7 +69,7 @@ export interface QueueInfo {
 
 const QUEUE_KEYS: ReadonlySet<string> = new Set(['concurrency', 'globalConcurrency', 'rate', 'paused']);
 
-/** Validates one queue's options; `option` names them in errors (`queues.emails`). */
+/** Validates one queue's options; `option` names them in errors (`queues.emails`). @internal */
 export function toQueueSettings(value: unknown, option: string): QueueSettings {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(`Expected \`${option}\` to be an object like { concurrency: 2 }, got ${describe(value)}`);
@@ -82,7 +82,7 @@ export function toQueueSettings(value: unknown, option: string): QueueSettings {
   return { concurrency, globalConcurrency, rate: rate === undefined ? undefined : toRate(rate, `${option}.rate`, false), paused };
 }
 
-/** Validates the scheduler's `queues` option: every queue, before anything is set up. */
+/** Validates the scheduler's `queues` option: every queue, before anything is set up. @internal */
 export function toQueues(value: unknown): Map<string, QueueSettings> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(`Expected \`queues\` to be an object like { emails: { concurrency: 2 } }, got ${describe(value)}`);
@@ -95,7 +95,7 @@ export function toQueues(value: unknown): Map<string, QueueSettings> {
   return queues;
 }
 
-/** Sets up the validated `queues` option on a new scheduler's loop. */
+/** Sets up the validated `queues` option on a new scheduler's loop. @internal */
 export function configureQueues(loop: TaskLoop, queues: Map<string, QueueSettings>): void {
   const flow = loop.flow();
   const now = loop.monotonic();
@@ -128,7 +128,7 @@ function countAll(loop: TaskLoop): Map<string, QueueCounts> {
   return counts;
 }
 
-/** Every queue: the default one, then the others in order of first use. */
+/** Every queue: the default one, then the others in order of first use. @internal */
 export function listQueues(loop: TaskLoop): QueueInfo[] {
   const counts = countAll(loop);
   const lanes = loop.currentFlow === undefined ? [] : [...loop.currentFlow.queues()];

@@ -42,6 +42,12 @@ export interface TaskSettings {
   readonly elapsed?: boolean;
   /** Rate limit key, serial key and priority (see flow-options.ts); undefined for tasks using none. */
   readonly flow?: TaskFlow | undefined;
+  /**
+   * The attempt the task's first run is (default 1): a durable task claimed
+   * for its third attempt runs here as attempt 3, so `onError` and
+   * `task.attempts` tell the stored count.
+   */
+  readonly firstAttempt?: number;
 }
 
 /** Learns of a task's final state the moment it is reached. */
@@ -256,7 +262,7 @@ export class Run implements TaskContext {
     this.task = task;
     this.startedAtMs = startedAt;
     const previous = task._run;
-    this.attempt = previous instanceof Run ? previous.attempt + 1 : 1;
+    this.attempt = previous instanceof Run ? previous.attempt + 1 : task._settings.firstAttempt ?? 1;
     this.deferred = previous instanceof Run ? previous.deferred : previous instanceof Deferred ? previous : undefined;
   }
 

@@ -76,7 +76,11 @@ export interface DurableTaskOptions {
   priority?: number;
 }
 
-/** One task of `scheduler.scheduleMany()`: when, which handler, and the options of a durable `schedule()`. */
+/**
+ * One task of `scheduler.scheduleMany()`: when, which handler, and the
+ * options of a durable `schedule()`. A `client` must be the same on every
+ * item: the batch is written in one transaction, the caller's.
+ */
 export interface DurableTaskItem extends DurableTaskOptions {
   /** a `Date`, epoch milliseconds, or a luxon `DateTime` */
   when: When;

@@ -275,9 +275,10 @@ export interface Store {
   /**
    * Adds many tasks in one transaction, all or none, as `addTask` would one
    * after another (a key given twice: the last wins); returns the stored
-   * rows in the order given.
+   * rows in the order given. With `via`, in the caller's transaction, as
+   * `addTask` (stores that cannot share one throw as `addTask` does).
    */
-  addTasks(tasks: readonly NewTask[]): Promise<StoredTask[]>;
+  addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<StoredTask[]>;
   /** Inserts or updates (by key) a recurring job. */
   addJob(job: NewJob): Promise<StoredJob>;
   /**

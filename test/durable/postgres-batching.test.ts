@@ -1,8 +1,10 @@
-// Throughput machinery of the PostgreSQL store, against a real server:
-// outcomes written in batches (one statement each), claims only of the
-// handlers a process defines, prefetched claims handed back on close, and
-// scheduleMany() all or nothing. No mocks: a counting wrapper around the
-// real store only records how many calls were made.
+// Throughput machinery of the PostgreSQL store alone, against a real server:
+// the settle statement's plan, completion announcements (NOTIFY), claims and
+// outcomes on their way together, and the prefetch option. What every store
+// shares (batched outcomes, claims of defined handlers only, prefetched claims
+// handed back on close, scheduleMany) is in the conformance suite
+// (test/durable/conformance/batching.ts). No mocks: a counting wrapper around
+// the real store only records how many calls were made.
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -58,60 +60,6 @@ async function rows(schema: string): Promise<{ id: number; name: string; state: 
 }
 
 describe('postgresStore: batched outcomes', () => {
-  it('writes the outcomes of tasks finishing together in far fewer calls than tasks, each run exactly once', async () => {
-    const schema = freshSchema();
-    const { scheduler, batches, errors, store } = open(schema, 16);
-    // Until producers (issue 13) the store opens through start() or migrate().
-    await store.migrate();
-    const runs = new Map<number, number>();
-    scheduler.define('noop', (_ctx, payload: { i: number }) => void runs.set(payload.i, (runs.get(payload.i) ?? 0) + 1));
-    await scheduler.scheduleMany(Array.from({ length: 400 }, (_, i) => ({ when: Date.now(), name: 'noop', payload: { i } })));
-    await scheduler.start();
-    await waitFor('400 tasks recorded succeeded', async () => (await rows(schema)).every((row) => row.state === 'succeeded'));
-    expect(runs.size).toBe(400);
-    expect([...runs.values()].every((n) => n === 1)).toBe(true);
-    const written = batches.reduce((a, b) => a + b, 0);
-    expect(written).toBe(400);
-    // One call per outcome was the old way; tasks started together finish together.
-    expect(batches.length).toBeLessThan(400 / 4);
-    expect(Math.max(...batches)).toBeGreaterThan(1);
-    expect(errors).toEqual([]);
-  }, 30_000);
-
-  it('one settle() records a completion, a failure, a retry and a release together, and ignores tasks it does not hold', async () => {
-    const schema = freshSchema();
-    const { store } = open(schema);
-    await store.migrate();
-    const task = (key: string) => store.addTask({ name: 'x', key, payload: '{}', runAt: Date.now() - 1_000, maxAttempts: 3, options: '{}' });
-    const ids = [(await task('a')).id, (await task('b')).id, (await task('c')).id, (await task('d')).id, (await task('e')).id];
-    const none = () => ({ occurrences: [], nextRunAt: null, remaining: null });
-    const claimed = await store.claim('me', Date.now(), 30_000, 4, none);
-    expect(claimed.map((c) => c.id)).toEqual(ids.slice(0, 4));
-    const theirs = await store.claim('them', Date.now(), 30_000, 4, none);
-    expect(theirs.map((c) => c.id)).toEqual([ids[4]]);
-    const before = Date.now();
-    await store.settle('me', [
-      { id: ids[0]!, kind: 'complete', state: 'succeeded', error: null },
-      { id: ids[1]!, kind: 'complete', state: 'failed', error: 'Error: boom' },
-      { id: ids[2]!, kind: 'retry', delay: 60_000, error: 'Error: again' },
-      { id: ids[3]!, kind: 'release' },
-      // Not ours: left alone.
-      { id: ids[4]!, kind: 'complete', state: 'succeeded', error: null },
-    ], Date.now());
-    const found = await rows(schema);
-    expect(found.map((row) => [row.state, row.attempts, row.last_error])).toEqual([
-      ['succeeded', 1, null],
-      ['failed', 1, 'Error: boom'],
-      ['waiting', 1, 'Error: again'],
-      ['waiting', 0, null],
-      ['running', 1, null],
-    ]);
-    // The retry is due a minute after the server's now (same machine: close to ours).
-    expect(found[2]!.run_at.getTime()).toBeGreaterThan(before + 55_000);
-    expect(found[2]!.run_at.getTime()).toBeLessThan(Date.now() + 65_000);
-    await store.close();
-  });
-
   it('a settle is driven from the batch through the primary key, whatever the statistics say (no scan of the table)', async () => {
     // ANALYZE while every row waits (as autovacuum does after a bulk
     // enqueue): the statistics then say no row is held by anyone. A planner
@@ -178,56 +126,6 @@ describe('postgresStore: completion announcements', () => {
       await listener.end();
     }
   }, 60_000);
-});
-
-describe('postgresStore: claims', () => {
-  it('a process claims only tasks of handlers it defines; work nobody here runs stays waiting', async () => {
-    const schema = freshSchema();
-    const a = open(schema);
-    const b = open(schema);
-    const ranA: number[] = [];
-    const ranB: number[] = [];
-    a.scheduler.define('alpha', (_ctx, p: { i: number }) => void ranA.push(p.i));
-    b.scheduler.define('beta', (_ctx, p: { i: number }) => void ranB.push(p.i));
-    // A producer that defines all three names, and never starts.
-    const producer = open(schema);
-    await producer.store.migrate();
-    for (const name of ['alpha', 'beta', 'gamma']) producer.scheduler.define(name, () => {});
-    const items = Array.from({ length: 30 }, (_, i) => ({ when: Date.now(), name: ['alpha', 'beta', 'gamma'][i % 3]!, payload: { i } }));
-    await producer.scheduler.scheduleMany(items);
-    await Promise.all([a.scheduler.start(), b.scheduler.start()]);
-    await waitFor('alpha and beta tasks done', async () => (await rows(schema)).filter((row) => row.state === 'succeeded').length === 20);
-    // Give a wrong claim every chance to happen.
-    await sleep(300);
-    expect(ranA.sort((x, y) => x - y)).toEqual(items.map((item, i) => (item.name === 'alpha' ? i : -1)).filter((i) => i >= 0));
-    expect(ranB.sort((x, y) => x - y)).toEqual(items.map((item, i) => (item.name === 'beta' ? i : -1)).filter((i) => i >= 0));
-    const gamma = (await rows(schema)).filter((row) => row.name === 'gamma');
-    expect(gamma.map((row) => [row.state, row.attempts])).toEqual(Array(10).fill(['waiting', 0]));
-    expect([...a.errors, ...b.errors]).toEqual([]);
-  }, 30_000);
-
-  it('claims ahead of free workers, and hands prefetched tasks back unrun (attempt not counted) on close', async () => {
-    const schema = freshSchema();
-    const { scheduler, store } = open(schema, 1);
-    await store.migrate();
-    let release: () => void = () => {};
-    const started: number[] = [];
-    scheduler.define('slow', (_ctx, p: { i: number }) => {
-      started.push(p.i);
-      return new Promise<void>((resolve) => (release = resolve));
-    });
-    await scheduler.scheduleMany([0, 1, 2].map((i) => ({ when: Date.now(), name: 'slow', payload: { i } })));
-    await scheduler.start();
-    // One worker: one runs, one more is claimed ahead (twice the workers), the third waits in the database.
-    await waitFor('two claimed', async () => (await rows(schema)).filter((row) => row.state === 'running').length === 2);
-    expect(started).toEqual([0]);
-    const closing = scheduler.close();
-    release();
-    await closing;
-    const found = await rows(schema);
-    expect(found.map((row) => [row.state, row.attempts])).toEqual([['succeeded', 1], ['waiting', 0], ['waiting', 0]]);
-    expect(started).toEqual([0]);
-  }, 30_000);
 });
 
 /**
@@ -438,109 +336,5 @@ describe('postgresStore: prefetch', () => {
     for (const bad of [-1, 1.5, 10_001, '5', Number.NaN]) {
       expect(() => postgresStore({ connectionString: server.url, prefetch: bad as never })).toThrow(/Expected `prefetch` to be an integer from 0 to 10000/);
     }
-  });
-});
-
-describe('postgresStore: scheduleMany', () => {
-  it('adds every item in one transaction, returning the stored rows in order, each with its own time, payload and key', async () => {
-    const schema = freshSchema();
-    const { scheduler, store } = open(schema);
-    await store.migrate();
-    scheduler.define('a', () => {});
-    scheduler.define('b', () => {});
-    const t = Date.now() + 3_600_000;
-    const added = await scheduler.scheduleMany([
-      { when: t, name: 'a', payload: { n: 1 } },
-      { when: t + 1_000, name: 'b', payload: { n: 2 }, key: 'k1', retry: { attempts: 3, delay: 10 } },
-      { when: new Date(t + 2_000), name: 'a', payload: [3] },
-    ]);
-    expect(added.map((row) => [row.name, row.key, row.payload, row.runAt.getTime(), row.maxAttempts, row.state])).toEqual([
-      ['a', null, { n: 1 }, t, 1, 'waiting'],
-      ['b', 'k1', { n: 2 }, t + 1_000, 3, 'waiting'],
-      ['a', null, [3], t + 2_000, 1, 'waiting'],
-    ]);
-    expect(new Set(added.map((row) => row.id)).size).toBe(3);
-    expect(await scheduler.getTask(added[1]!.id)).toEqual(added[1]);
-  });
-
-  it('keys are idempotent within a call (the last item wins) and across calls (the task is replaced, not added)', async () => {
-    const schema = freshSchema();
-    const { scheduler, store } = open(schema);
-    await store.migrate();
-    scheduler.define('a', () => {});
-    const t = Date.now() + 3_600_000;
-    const first = await scheduler.scheduleMany([
-      { when: t, name: 'a', key: 'same', payload: 1 },
-      { when: t, name: 'a', payload: 'free' },
-      { when: t + 5, name: 'a', key: 'same', payload: 2 },
-    ]);
-    expect(first[0]!.id).toBe(first[2]!.id);
-    expect(first[0]).toMatchObject({ payload: 2, key: 'same' });
-    const second = await scheduler.scheduleMany([{ when: t + 9, name: 'a', key: 'same', payload: 3 }]);
-    expect(second[0]!.id).toBe(first[0]!.id);
-    expect(second[0]).toMatchObject({ payload: 3 });
-    expect((await rows(schema)).length).toBe(2);
-  });
-
-  it('a key whose task is running is left alone (reported as it is), while the other items are written', async () => {
-    const schema = freshSchema();
-    const { scheduler, store } = open(schema);
-    await store.migrate();
-    scheduler.define('a', () => {});
-    const [busy] = await scheduler.scheduleMany([{ when: Date.now() - 1_000, name: 'a', key: 'busy', payload: 'old' }]);
-    const none = () => ({ occurrences: [], nextRunAt: null, remaining: null });
-    expect((await store.claim('elsewhere', Date.now(), 30_000, 1, none)).map((c) => c.id)).toEqual([busy!.id]);
-    const added = await scheduler.scheduleMany([
-      { when: Date.now() + 60_000, name: 'a', key: 'busy', payload: 'new' },
-      { when: Date.now() + 60_000, name: 'a', key: 'fresh', payload: 'new' },
-    ]);
-    expect(added.map((row) => [row.id === busy!.id, row.key, row.state, row.payload])).toEqual([
-      [true, 'busy', 'running', 'old'],
-      [false, 'fresh', 'waiting', 'new'],
-    ]);
-  });
-
-  it('a bad item throws at the call, naming its index, and nothing is written', async () => {
-    const schema = freshSchema();
-    const { scheduler, store } = open(schema);
-    scheduler.define('a', () => {});
-    await store.migrate();
-    const good = { when: Date.now(), name: 'a' };
-    expect(() => scheduler.scheduleMany([good, good, { when: Date.now(), name: 'a', payload: () => {} }]))
-      .toThrow(/scheduleMany\(\) item 2: .*payload/);
-    expect(() => scheduler.scheduleMany([good, { when: Date.now(), name: 'nope' }])).toThrow(/item 1: No handler named "nope"/);
-    expect(() => scheduler.scheduleMany([good, { when: Number.NaN, name: 'a' }])).toThrow(RangeError);
-    expect(() => scheduler.scheduleMany([good, { when: Date.now(), name: 'a', retry: { attempts: 0 } }])).toThrow(/item 1:/);
-    expect(() => scheduler.scheduleMany([{ when: Date.now(), name: 'a', colour: 'red' } as never])).toThrow(/item 0: Unknown durable task option `colour`/);
-    expect(() => scheduler.scheduleMany([good, null as never])).toThrow(/item 1: expected an object/);
-    expect(() => scheduler.scheduleMany('a' as never)).toThrow(TypeError);
-    expect(await rows(schema)).toEqual([]);
-  });
-
-  it('all or nothing in the database too: a failing statement writes none of the items', async () => {
-    const schema = freshSchema();
-    const { scheduler, store } = open(schema);
-    scheduler.define('a', () => {});
-    await store.migrate();
-    // A constraint the library does not know of: the third item breaks it.
-    await admin.query(`ALTER TABLE "${schema}".taskheap_tasks ADD CONSTRAINT short_payload CHECK (length(payload) < 20)`);
-    await expect(scheduler.scheduleMany([
-      { when: Date.now(), name: 'a', payload: 1 },
-      { when: Date.now(), name: 'a', payload: 2, key: 'k' },
-      { when: Date.now(), name: 'a', payload: 'x'.repeat(40) },
-    ])).rejects.toThrow(/short_payload/);
-    expect(await rows(schema)).toEqual([]);
-  });
-
-  it('wakes a started scheduler: tasks added in bulk run promptly', async () => {
-    const schema = freshSchema();
-    const { scheduler } = open(schema);
-    const ran: number[] = [];
-    scheduler.define('a', (_ctx, p: number) => void ran.push(p));
-    await scheduler.start();
-    const at = Date.now() + 200;
-    await scheduler.scheduleMany([3, 1, 2].map((p) => ({ when: at, name: 'a', payload: p })));
-    await waitFor('three ran', () => ran.length === 3, 3_000);
-    expect(ran.sort()).toEqual([1, 2, 3]);
   });
 });

@@ -193,35 +193,6 @@ describe('postgresStore: no task runs twice unless a process dies', () => {
     if (task.state === 'failed') expect(task.lastError).toMatch(/lease of this task expired 2 times/);
   }, 30_000);
 
-  it('an expired lease is re-claimed at most maxLeaseExpiries times, then the task fails saying so', async () => {
-    const schema = freshSchema();
-    const store = postgresStore({ connectionString: server.url, schema, lease: 300, maxLeaseExpiries: 2 });
-    const runs = new Map<number, number>();
-    const { scheduler } = open(schema, runs);
-    await scheduler.start();
-    const [id] = await seed(scheduler, 0, 0).then(async () => [(await scheduler.schedule(Date.now() + 60_000, 'work', { payload: { ms: 0 } })).id]);
-    await scheduler.close();
-    await admin.query(`UPDATE "${schema}".taskheap_tasks SET run_at = now()`);
-    await store.migrate();
-    try {
-      const none = (): never => {
-        throw new Error('no jobs here');
-      };
-      // Three "processes" claim in turn and die without renewing.
-      for (const [owner, expected] of [['p1', 1], ['p2', 2], ['p3', 3]] as const) {
-        const claimed = await store.claim(owner, 0, 300, 10, none);
-        expect(claimed.map((c) => [c.id, c.attempts])).toEqual([[id, expected]]);
-        await sleep(350);
-      }
-      expect(await store.claim('p4', 0, 300, 10, none)).toEqual([]);
-      const task = (await store.getTask(id!))!;
-      expect(task).toMatchObject({ state: 'failed', attempts: 3 });
-      expect(task.lastError).toMatch(/the lease of this task expired 3 times.*maxLeaseExpiries is 2/);
-    } finally {
-      await store.close();
-    }
-  }, 30_000);
-
   it('a claim whose answer never arrived is handed back, unrun and uncounted, by the next renewal', async () => {
     const schema = freshSchema();
     const runs = new Map<number, number>();

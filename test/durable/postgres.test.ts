@@ -1,15 +1,16 @@
-// postgresStore against a real PostgreSQL server (started by test/durable/pg-server.ts):
-// the SQLite store's cases, cancellation across instances through NOTIFY,
-// three worker processes sharing one schedule with one SIGKILLed, and the
-// database restarting under a running scheduler. No mocks.
+// What is PostgreSQL's alone, against a real server (started by
+// test/durable/pg-server.ts): an idle instance woken through NOTIFY, the
+// store's own options, concurrent migration, a pool of the caller's, three
+// worker processes sharing one schedule with one SIGKILLed, and the database
+// restarting under a running scheduler. No mocks. The behaviour every store
+// shares (tasks, jobs, claims, serial keys, batching) is the conformance
+// suite: store-postgres.test.ts runs it here.
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type SkipInfo, SchemaVersionError, UnknownHandlerError, type Clock } from '../../src/index.js';
+import { Scheduler, type Clock } from '../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
-import { ManualClock } from '../../src/testing.js';
-import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 
@@ -61,134 +62,7 @@ function defineLong(scheduler: Scheduler) {
   return state;
 }
 
-describe('postgresStore: durable tasks', () => {
-  it('runs a named handler with its payload at its time and records the outcome', async () => {
-    const { scheduler, errors } = open(freshSchema());
-    const seen: [string, number, number, number][] = [];
-    scheduler.define('remind', (ctx, payload: { text: string }) => {
-      seen.push([payload.text, ctx.attempt, Date.now(), ctx.scheduledAt.getTime()]);
-    });
-    await scheduler.start();
-    const runAt = Date.now() + 300;
-    const task = await scheduler.schedule(runAt, 'remind', { payload: { text: 'stretch' } });
-    expect(task).toMatchObject({ name: 'remind', state: 'waiting', attempts: 0, payload: { text: 'stretch' }, key: null, jobKey: null });
-    expect(task.runAt).toEqual(new Date(runAt));
-    expect(await scheduler.getTask(task.id)).toMatchObject({ state: 'waiting' });
-    await waitFor('the task to succeed', async () => (await scheduler.getTask(task.id))?.state === 'succeeded');
-    expect(seen).toHaveLength(1);
-    const [text, attempt, ranAt, scheduledAt] = seen[0]!;
-    expect([text, attempt, scheduledAt]).toEqual(['stretch', 1, runAt]);
-    expect(ranAt).toBeGreaterThanOrEqual(runAt);
-    expect(await scheduler.getTask(task.id)).toMatchObject({ state: 'succeeded', attempts: 1, lastError: null });
-    expect(await scheduler.getTask(123_456)).toBeUndefined();
-    expect(errors).toEqual([]);
-  });
-
-  it('a key makes scheduling idempotent', async () => {
-    const { scheduler } = open(freshSchema());
-    const seen: number[] = [];
-    scheduler.define('remind', (_ctx, payload: number) => void seen.push(payload));
-    await scheduler.start();
-    const first = await scheduler.schedule(Date.now() + 300, 'remind', { payload: 1, key: 'remind:42' });
-    const second = await scheduler.schedule(Date.now() + 400, 'remind', { payload: 2, key: 'remind:42' });
-    expect(second.id).toBe(first.id);
-    expect(second.payload).toBe(2);
-    expect(await scheduler.listTasks()).toHaveLength(1);
-    await waitFor('the task to succeed', async () => (await scheduler.getTask(first.id))?.state === 'succeeded');
-    expect(seen).toEqual([2]);
-    // Re-registering a finished task by key schedules it again, still as one row.
-    const third = await scheduler.schedule(Date.now(), 'remind', { payload: 3, key: 'remind:42' });
-    expect(third.id).toBe(first.id);
-    await waitFor('the rerun', () => seen.length === 2);
-    expect(seen).toEqual([2, 3]);
-    expect(await scheduler.listTasks()).toHaveLength(1);
-  });
-
-  it('retries failures with backoff through the store, then records the error', async () => {
-    const { scheduler, errors } = open(freshSchema());
-    const attempts: [number, number][] = [];
-    scheduler.define('flaky', (ctx) => {
-      attempts.push([ctx.attempt, Date.now()]);
-      throw new Error(`attempt ${ctx.attempt} failed`);
-    });
-    await scheduler.start();
-    const task = await scheduler.schedule(Date.now(), 'flaky', { retry: { attempts: 3, delay: 250, backoff: 'fixed' } });
-    await waitFor('the task to fail for good', async () => (await scheduler.getTask(task.id))?.state === 'failed');
-    expect(attempts.map(([attempt]) => attempt)).toEqual([1, 2, 3]);
-    expect(attempts[1]![1] - attempts[0]![1]).toBeGreaterThanOrEqual(240);
-    expect(attempts[2]![1] - attempts[1]![1]).toBeGreaterThanOrEqual(240);
-    // The retry's wake is announced: it does not wait for the 5 s poll.
-    expect(attempts[2]![1] - attempts[0]![1]).toBeLessThan(2_500);
-    const stored = await scheduler.getTask(task.id);
-    expect(stored).toMatchObject({ state: 'failed', attempts: 3, maxAttempts: 3 });
-    expect(stored!.lastError).toContain('attempt 3 failed');
-    expect(errors.length).toBeGreaterThan(0);
-  });
-
-  it('times out a run and records timed-out', async () => {
-    const { scheduler } = open(freshSchema());
-    scheduler.define('slow', () => new Promise(() => {}));
-    await scheduler.start();
-    const task = await scheduler.schedule(Date.now(), 'slow', { timeout: 200 });
-    await waitFor('the task to time out', async () => (await scheduler.getTask(task.id))?.state === 'timed-out');
-    expect((await scheduler.getTask(task.id))!.lastError).toMatch(/Timeout/);
-  });
-
-  it('cancel(id) stops a waiting task and aborts a running one', async () => {
-    const { scheduler } = open(freshSchema());
-    let started = false;
-    let aborted = false;
-    scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
-      started = true;
-      ctx.signal.addEventListener('abort', () => {
-        aborted = true;
-        resolve();
-      });
-    }));
-    const later: number[] = [];
-    scheduler.define('later', () => void later.push(Date.now()));
-    await scheduler.start();
-    const waiting = await scheduler.schedule(Date.now() + 1_000, 'later');
-    const running = await scheduler.schedule(Date.now(), 'long');
-    await waitFor('the long task to start', () => started);
-    expect(await scheduler.cancel(waiting.id)).toBe(true);
-    expect(await scheduler.cancel(running.id)).toBe(true);
-    await waitFor('the running task to see its signal abort', () => aborted);
-    expect(await scheduler.cancel(running.id)).toBe(false);
-    expect(await scheduler.cancel(999_999)).toBe(false);
-    expect((await scheduler.getTask(waiting.id))!.state).toBe('cancelled');
-    expect((await scheduler.getTask(running.id))!.state).toBe('cancelled');
-    await sleep(1_200); // past the cancelled task's time: it must not run
-    expect(later).toEqual([]);
-  });
-
-  it('cancel(id) from another instance reaches the running task through NOTIFY', async () => {
-    const schema = freshSchema();
-    // A long lease: renewal (every lease / 3) would notice the cancellation too, but only after 20 s.
-    const a = open(schema, { lease: 60_000 });
-    const long = defineLong(a.scheduler);
-    const ranLater: number[] = [];
-    a.scheduler.define('later', () => void ranLater.push(Date.now()));
-    await a.scheduler.start();
-    const running = await a.scheduler.schedule(Date.now(), 'long');
-    const waiting = await a.scheduler.schedule(Date.now() + 800, 'later');
-    await waitFor('the long task to start', () => long.started);
-
-    const b = open(schema, { lease: 60_000 });
-    b.scheduler.define('long', () => {});
-    b.scheduler.define('later', () => {});
-    await b.scheduler.start();
-    const cancelledAt = Date.now();
-    expect(await b.scheduler.cancel(running.id)).toBe(true);
-    expect(await b.scheduler.cancel(waiting.id)).toBe(true);
-    await waitFor('the running task in the other instance to abort', () => long.abortedAt > 0, 5_000);
-    expect(long.abortedAt - cancelledAt).toBeLessThan(2_000);
-    expect((await a.scheduler.getTask(running.id))!.state).toBe('cancelled');
-    await sleep(1_000);
-    expect(ranLater).toEqual([]);
-    expect((await b.scheduler.getTask(waiting.id))!.state).toBe('cancelled');
-  });
-
+describe('postgresStore: its own', () => {
   it('work added by another instance wakes an idle one through NOTIFY, not the poll', async () => {
     const schema = freshSchema();
     const { scheduler } = open(schema, { poll: 60_000 });
@@ -208,123 +82,6 @@ describe('postgresStore: durable tasks', () => {
     }
   });
 
-  it('runs recurring jobs once per occurrence across instances, and re-registering by key does not duplicate', async () => {
-    const schema = freshSchema();
-    const seen: { at: number; by: string }[] = [];
-    const from = Date.now() + 300;
-    const instances = ['a', 'b'].map((by) => {
-      const { scheduler } = open(schema);
-      scheduler.define('tick', (ctx) => void seen.push({ at: ctx.scheduledAt.getTime(), by }));
-      return scheduler;
-    });
-    for (const scheduler of instances) await scheduler.start();
-    const job = await instances[0]!.every(200).milliseconds().from(from).run('tick', { key: 'ticker' });
-    expect(job).toMatchObject({ key: 'ticker', state: 'scheduled', runs: 0 });
-    const first = from + 200; // interval rules run at start + k * interval, k >= 1
-    expect(job.nextRunAt).toEqual(new Date(first));
-    // Both instances register it; the second keeps its place.
-    const again = await instances[1]!.every(200).milliseconds().from(from).run('tick', { key: 'ticker' });
-    expect(again.nextRunAt).toEqual(new Date(first));
-    await waitFor('five occurrences', () => seen.length >= 5);
-    expect(await instances[1]!.cancelJob('ticker')).toBe(true);
-    expect(await instances[1]!.cancelJob('ticker')).toBe(false);
-    const tasks = await instances[0]!.listTasks({ jobKey: 'ticker' });
-    await waitFor('running occurrences to finish', async () =>
-      (await instances[0]!.listTasks({ jobKey: 'ticker', state: 'running' })).length === 0);
-    const count = seen.length;
-    await sleep(600);
-    expect(seen.length).toBe(count);
-    const times = seen.map((s) => s.at).sort((x, y) => x - y);
-    expect(new Set(times).size).toBe(times.length); // no occurrence ran twice
-    expect(times[0]).toBe(first);
-    for (const at of times) expect((at - first) % 200).toBe(0);
-    const succeeded = await instances[0]!.listTasks({ jobKey: 'ticker', state: 'succeeded' });
-    expect(succeeded).toHaveLength(seen.length);
-    expect(tasks.every((t) => t.jobKey === 'ticker' && t.name === 'tick')).toBe(true);
-  });
-
-  it('re-registering an interval job at a later start keeps its place and count; a new rule starts afresh', async () => {
-    // Due times are compared on the server's clock: start an hour ahead of it,
-    // so no claim materializes an occurrence while the test re-registers.
-    const base = Math.ceil(Date.now() / 1000) * 1000 + 3_600_000;
-    const clock = new ManualClock(base);
-    const { scheduler } = open(freshSchema(), { clock });
-    scheduler.define('tick', () => {});
-    // Not started: nothing claims. The server's clock is far past START, so a
-    // running claim loop would advance the overdue job between the two calls.
-    await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
-    await clock.advance(5_000);
-    const again = await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' }); // as a restart would
-    expect(again.nextRunAt).toEqual(new Date(base + 10_000));
-    const changed = await scheduler.every(7).seconds().run('tick', { key: 'k' });
-    expect(changed.nextRunAt).toEqual(new Date(base + 5_000 + 7_000));
-  });
-
-  it('gives handlers the stored task id', async () => {
-    const { scheduler } = open(freshSchema());
-    const ids: number[] = [];
-    scheduler.define('note', (ctx) => void ids.push(ctx.id));
-    await scheduler.start();
-    const task = await scheduler.schedule(Date.now(), 'note');
-    await waitFor('the task to run', () => ids.length === 1);
-    expect(ids).toEqual([task.id]);
-  });
-
-  it('overdue job occurrences at start-up follow the misfire policy', async () => {
-    const schema = freshSchema();
-    // Due times are the server's: the jobs are registered by a process whose
-    // (manual, never advanced) clock reads ten and a half minutes ago.
-    const base = Date.now() - 10 * 60_000 - 30_000;
-    const clock = new ManualClock(base);
-    // A producer (never started): it registers the jobs but claims nothing, so
-    // it cannot advance them (and report the skips) before it closes.
-    const first = open(schema, { clock });
-    await first.scheduler.every(1).minute().run('tick', { key: 'once' });
-    await first.scheduler.every(1).minute().run('tick', { key: 'skip', misfire: 'skip' });
-    await first.scheduler.every(1).minute().run('tick', { key: 'all', misfire: 'all' });
-    await first.scheduler.every(1).minute().run('tick', { key: 'capped', misfire: 'all', catchUp: 3 });
-    await first.scheduler.close();
-    const second = open(schema);
-    const skips: SkipInfo[] = [];
-    second.scheduler.on('skip', (info) => skips.push(info));
-    second.scheduler.define('tick', () => {});
-    await second.scheduler.start();
-    const count = async (key: string) => (await second.scheduler.listTasks({ jobKey: key })).length;
-    // All three are due in the same claim, in one transaction.
-    await waitFor('the overdue jobs to be materialized', async () => (await count('once')) === 1 && (await count('all')) === 10 && skips.length === 2);
-    expect({ once: await count('once'), skip: await count('skip'), all: await count('all') }).toEqual({ once: 1, skip: 0, all: 10 });
-    const all = await second.scheduler.listTasks({ jobKey: 'all' });
-    expect(all.map((t) => (t.runAt.getTime() - base) / 60_000)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    expect(await count('capped')).toBe(3);
-    // What was dropped is reported once the claim committed, one event per job, by key:
-    // misfire 'skip' from its first missed occurrence, the capped catch-up from the first beyond the cap.
-    expect(skips.sort((a, b) => a.key!.localeCompare(b.key!))).toEqual([
-      { job: undefined, name: 'tick', key: 'capped', scheduledAt: new Date(base + 4 * 60_000), reason: 'misfire' },
-      { job: undefined, name: 'tick', key: 'skip', scheduledAt: new Date(base + 60_000), reason: 'misfire' },
-    ]);
-  });
-
-  it('rejects bad input at the call: unknown handler, non-JSON payload, bad options', async () => {
-    const { scheduler } = open(freshSchema());
-    scheduler.define('known', () => {});
-    await scheduler.start();
-    await expect(async () => scheduler.schedule(Date.now(), 'unknown')).rejects.toBeInstanceOf(UnknownHandlerError);
-    await expect(async () => scheduler.every().second().run('unknown')).rejects.toBeInstanceOf(UnknownHandlerError);
-    expect(() => scheduler.schedule(Date.now(), 'known', { payload: { n: 1n } })).toThrow(/JSON/);
-    expect(() => scheduler.schedule(Date.now(), 'known', { payload: () => {} })).toThrow(/JSON/);
-    const circular: Record<string, unknown> = {};
-    circular.self = circular;
-    expect(() => scheduler.schedule(Date.now(), 'known', { payload: circular })).toThrow(/JSON/);
-    expect(() => scheduler.schedule(Date.now(), 'known', { colour: 1 } as never)).toThrow(/Unknown durable task option/);
-    expect(() => scheduler.every().second().run('known', { overlap: 'queue' as never })).toThrow(/overlap/);
-    expect(await scheduler.listTasks()).toEqual([]);
-    // Payloads round-trip exactly, including ones jsonb would refuse or reorder.
-    const odd = { z: 1, a: 'nul \u0000 and emoji 🎉', big: 12345678901234567890, nested: [null, true, { b: 2 }] };
-    const stored = await scheduler.schedule(Date.now() + 60_000, 'known', { payload: odd });
-    expect(stored.payload).toEqual(JSON.parse(JSON.stringify(odd)));
-    expect((await scheduler.getTask(stored.id))!.payload).toEqual(JSON.parse(JSON.stringify(odd)));
-  });
-
   it('validates its own options at the call', () => {
     expect(() => postgresStore({ lease: 0 })).toThrow(/lease/);
     expect(() => postgresStore({ poll: -1 })).toThrow(/poll/);
@@ -334,17 +91,6 @@ describe('postgresStore: durable tasks', () => {
     expect(() => postgresStore(42 as never)).toThrow(TypeError);
     expect(postgresStore({ lease: 2_000, poll: 700 })).toMatchObject({ lease: 2_000, poll: 700 });
     expect(postgresStore()).toMatchObject({ lease: 30_000, poll: 5_000 });
-  });
-
-  it('refuses a schema from a newer version with a clear error', async () => {
-    const schema = freshSchema();
-    await admin.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.taskheap_meta (version integer NOT NULL); INSERT INTO ${schema}.taskheap_meta VALUES (99)`);
-    const { scheduler } = open(schema);
-    await expect(scheduler.start()).rejects.toBeInstanceOf(SchemaVersionError);
-    await expect(scheduler.start()).rejects.toThrow(/version 99/);
-    // Nothing was created next to the newer schema.
-    const { rows } = await admin.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1`, [schema]);
-    expect(rows).toEqual([{ table_name: 'taskheap_meta' }]);
   });
 
   it('migrates once when many stores start together, and records its version', async () => {

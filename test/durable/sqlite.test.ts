@@ -1,9 +1,14 @@
+// What is SQLite's alone: the crash of the owning process (SIGKILL mid-run)
+// and a restart, the two drivers themselves, and which one is chosen. The
+// store's behaviour shared with every store (tasks, jobs, claims, serial
+// keys, batching) is the conformance suite: store-sqlite.test.ts runs it on
+// each driver. One owner per file and its lease bound: sqlite-delivery.test.ts.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { Scheduler, type SkipInfo, SchemaVersionError, UnknownHandlerError } from '../../src/index.js';
+import { Scheduler } from '../../src/index.js';
 import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../src/durable/sqlite/driver.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
@@ -24,7 +29,7 @@ async function unavailable(driver: SqliteDriver): Promise<string | undefined> {
   }
 }
 
-// The store's tests run once per driver that loads in this Node (describe.each
+// The crash test runs once per driver that loads in this Node (describe.each
 // below): on Node 20 only better-sqlite3, on 22 and 24 node:sqlite and, with
 // its native build, better-sqlite3. A driver that does not load is skipped, saying why.
 const DRIVERS = await Promise.all(SQLITE_DRIVERS.map(async (driver) => ({ driver, reason: await unavailable(driver) })));
@@ -40,208 +45,11 @@ for (const { driver, reason } of DRIVERS) {
 /** The driver of the describe.each block running now (set in its beforeAll). */
 let driver: SqliteDriver = AVAILABLE[0]?.driver ?? 'better-sqlite3';
 
-async function open(path = tempDb(), clock = new ManualClock(START)) {
-  const errors: unknown[] = [];
-  const scheduler = new Scheduler({ clock, store: sqliteStore(path, { driver }), onError: (error) => errors.push(error) });
-  return { path, clock, scheduler, errors };
-}
-
-describe.each(AVAILABLE)('sqliteStore on $driver: durable tasks', ({ driver: current }) => {
-  beforeAll(() => void (driver = current));
-  it('runs a named handler with its payload at its time and records the outcome', async () => {
-    const { clock, scheduler } = await open();
-    const seen: unknown[] = [];
-    scheduler.define('remind', (ctx, payload: { text: string }) => {
-      seen.push([payload.text, ctx.attempt, clock.now() - START]);
-    });
-    await scheduler.start();
-    const task = await scheduler.schedule(START + 5_000, 'remind', { payload: { text: 'stretch' } });
-    expect(task).toMatchObject({ name: 'remind', state: 'waiting', attempts: 0, payload: { text: 'stretch' }, key: null });
-    expect(task.runAt).toEqual(new Date(START + 5_000));
-    await clock.advance(4_999);
-    expect(seen).toEqual([]);
-    await clock.advance(1);
-    await clock.advance(0);
-    expect(seen).toEqual([['stretch', 1, 5_000]]);
-    expect(await scheduler.getTask(task.id)).toMatchObject({ state: 'succeeded', attempts: 1, lastError: null });
-    await scheduler.close();
-  });
-
-  it('a key makes scheduling idempotent', async () => {
-    const { clock, scheduler } = await open();
-    const seen: number[] = [];
-    scheduler.define('remind', (_ctx, payload: number) => void seen.push(payload));
-    await scheduler.start();
-    const first = await scheduler.schedule(START + 1_000, 'remind', { payload: 1, key: 'remind:42' });
-    const second = await scheduler.schedule(START + 2_000, 'remind', { payload: 2, key: 'remind:42' });
-    expect(second.id).toBe(first.id);
-    expect(await scheduler.listTasks()).toHaveLength(1);
-    await clock.advance(3_000);
-    expect(seen).toEqual([2]);
-    await scheduler.close();
-  });
-
-  it('retries failures with backoff through the store, then records the error', async () => {
-    const { clock, scheduler, errors } = await open();
-    const attempts: [number, number][] = [];
-    scheduler.define('flaky', (ctx) => {
-      attempts.push([ctx.attempt, clock.now() - START]);
-      throw new Error(`attempt ${ctx.attempt} failed`);
-    });
-    await scheduler.start();
-    const task = await scheduler.schedule(START, 'flaky', { retry: { attempts: 3, delay: 1_000, backoff: 'fixed' } });
-    await clock.advance(10_000);
-    expect(attempts).toEqual([[1, 0], [2, 1_000], [3, 2_000]]);
-    const stored = await scheduler.getTask(task.id);
-    expect(stored).toMatchObject({ state: 'failed', attempts: 3 });
-    expect(stored!.lastError).toContain('attempt 3 failed');
-    expect(errors.length).toBeGreaterThan(0);
-    await scheduler.close();
-  });
-
-  it('times out a run and records timed-out', async () => {
-    const { clock, scheduler } = await open();
-    scheduler.define('slow', () => new Promise(() => {}));
-    await scheduler.start();
-    const task = await scheduler.schedule(START, 'slow', { timeout: 500 });
-    await clock.advance(1_000);
-    expect(await scheduler.getTask(task.id)).toMatchObject({ state: 'timed-out' });
-    await scheduler.close();
-  });
-
-  it('cancel(id) stops a waiting task and aborts a running one', async () => {
-    const { clock, scheduler } = await open();
-    let aborted = false;
-    scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
-      ctx.signal.addEventListener('abort', () => {
-        aborted = true;
-        resolve();
-      });
-    }));
-    scheduler.define('later', () => {});
-    await scheduler.start();
-    const waiting = await scheduler.schedule(START + 60_000, 'later');
-    const running = await scheduler.schedule(START, 'long');
-    await clock.advance(10);
-    expect(await scheduler.cancel(waiting.id)).toBe(true);
-    expect(await scheduler.cancel(running.id)).toBe(true);
-    expect(aborted).toBe(true);
-    expect(await scheduler.cancel(running.id)).toBe(false);
-    await clock.advance(120_000);
-    expect((await scheduler.getTask(waiting.id))!.state).toBe('cancelled');
-    expect((await scheduler.getTask(running.id))!.state).toBe('cancelled');
-    await scheduler.close();
-  });
-
-  it('runs recurring jobs from the store, once per occurrence, and re-registering by key does not duplicate', async () => {
-    const { clock, scheduler } = await open();
-    const seen: number[] = [];
-    scheduler.define('tick', (ctx) => void seen.push((ctx.scheduledAt.getTime() - START) / 1_000));
-    await scheduler.start();
-    const job = await scheduler.every(10).seconds().run('tick', { key: 'ticker' });
-    await scheduler.every(10).seconds().run('tick', { key: 'ticker' });
-    expect(job).toMatchObject({ key: 'ticker', state: 'scheduled' });
-    await clock.advance(35_000);
-    expect(seen).toEqual([10, 20, 30]);
-    expect(await scheduler.listTasks({ jobKey: 'ticker' })).toHaveLength(3);
-    expect(await scheduler.cancelJob('ticker')).toBe(true);
-    await clock.advance(30_000);
-    expect(seen).toEqual([10, 20, 30]);
-    await scheduler.close();
-  });
-
-  it('re-registering an interval job at a later start keeps its place, count and phase', async () => {
-    const { clock, scheduler } = await open();
-    const seen: number[] = [];
-    scheduler.define('tick', (ctx) => void seen.push((ctx.scheduledAt.getTime() - START) / 1_000));
-    await scheduler.start();
-    await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
-    await clock.advance(15_000);
-    const again = await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' }); // as a restart would
-    expect(again.nextRunAt).toEqual(new Date(START + 20_000));
-    await clock.advance(60_000);
-    expect(seen).toEqual([10, 20, 30]);
-    const changed = await scheduler.every(7).seconds().run('tick', { key: 'k' }); // a new rule starts afresh
-    expect(changed.nextRunAt).toEqual(new Date(clock.now() + 7_000));
-    await scheduler.close();
-  });
-
-  it('gives handlers the stored task id, the same on every delivery', async () => {
-    const { clock, scheduler } = await open();
-    const ids: number[] = [];
-    scheduler.define('flaky', (ctx) => {
-      ids.push(ctx.id);
-      if (ctx.attempt === 1) throw new Error('again');
-    });
-    await scheduler.start();
-    const task = await scheduler.schedule(START, 'flaky', { retry: { attempts: 2, delay: 10 } });
-    await clock.advance(100);
-    expect(ids).toEqual([task.id, task.id]);
-    await scheduler.close();
-  });
-
-  it('overdue job occurrences at start-up follow the misfire policy', async () => {
-    const path = tempDb();
-    const clock = new ManualClock(START);
-    const first = await open(path, clock);
-    first.scheduler.define('tick', () => {});
-    await first.scheduler.start();
-    await first.scheduler.every(1).minute().run('tick', { key: 'once' });
-    await first.scheduler.every(1).minute().run('tick', { key: 'skip', misfire: 'skip' });
-    await first.scheduler.every(1).minute().run('tick', { key: 'all', misfire: 'all' });
-    await first.scheduler.every(1).minute().run('tick', { key: 'capped', misfire: 'all', catchUp: 4 });
-    expect(() => first.scheduler.every(1).minute().run('tick', { key: 'bad', misfire: 'all', catchUp: 0 })).toThrow(/`catchUp` to be an integer from 1/);
-    await first.scheduler.close();
-    clock.set(START + 10 * 60_000 + 30_000); // the process was down for ten minutes
-    const second = await open(path, clock);
-    const seen: Record<string, number> = {};
-    const skips: SkipInfo[] = [];
-    second.scheduler.on('skip', (info) => skips.push(info));
-    second.scheduler.define('tick', () => {});
-    await second.scheduler.start();
-    await clock.advance(0);
-    for (const key of ['once', 'skip', 'all', 'capped']) seen[key] = (await second.scheduler.listTasks({ jobKey: key })).length;
-    expect(seen).toEqual({ once: 1, skip: 0, all: 10, capped: 4 });
-    // What was dropped is reported, one event per job, by key (a stored job has no Job object):
-    // misfire 'skip' from its first missed occurrence, the capped catch-up from the first beyond the cap.
-    expect(skips.sort((a, b) => a.key!.localeCompare(b.key!))).toEqual([
-      { job: undefined, name: 'tick', key: 'capped', scheduledAt: new Date(START + 5 * 60_000), reason: 'misfire' },
-      { job: undefined, name: 'tick', key: 'skip', scheduledAt: new Date(START + 60_000), reason: 'misfire' },
-    ]);
-    await second.scheduler.close();
-  });
-
-  it('rejects bad input at the call: unknown handler, non-JSON payload, bad options', async () => {
-    const { scheduler } = await open();
-    scheduler.define('known', () => {});
-    await scheduler.start();
-    await expect(async () => scheduler.schedule(START, 'unknown')).rejects.toBeInstanceOf(UnknownHandlerError);
-    expect(() => scheduler.schedule(START, 'known', { payload: { n: 1n } })).toThrow(/JSON/);
-    expect(() => scheduler.schedule(START, 'known', { payload: () => {} })).toThrow(/JSON/);
-    const circular: Record<string, unknown> = {};
-    circular.self = circular;
-    expect(() => scheduler.schedule(START, 'known', { payload: circular })).toThrow(/JSON/);
-    expect(() => scheduler.schedule(START, 'known', { colour: 1 } as never)).toThrow(/Unknown durable task option/);
-    expect(() => scheduler.every().second().run('known', { overlap: 'queue' as never })).toThrow(/overlap/);
-    expect(await scheduler.listTasks()).toEqual([]);
-    expect(() => scheduler.define('', () => {})).toThrow(TypeError);
-    await scheduler.close();
-  });
-
+describe('durable tasks need a store', () => {
   it('named handlers need a store', () => {
     const scheduler = new Scheduler();
     expect(() => scheduler.define('x', () => {})).toThrow(/store/);
     expect(() => scheduler.schedule(Date.now(), 'x')).toThrow(/store/);
-  });
-
-  it('refuses a schema from a newer version with a clear error', async () => {
-    const path = tempDb();
-    const db = await openDatabase(path, driver);
-    db.exec('CREATE TABLE taskheap_meta (version INTEGER NOT NULL); INSERT INTO taskheap_meta VALUES (99)');
-    db.close();
-    const { scheduler } = await open(path);
-    await expect(scheduler.start()).rejects.toBeInstanceOf(SchemaVersionError);
-    await expect(scheduler.start()).rejects.toThrow(/version 99/);
   });
 });
 

@@ -4,7 +4,13 @@
 # CommonJS, and TypeScript with `module: nodenext` (an ESM and a CommonJS
 # package) and with `moduleResolution: bundler`, each type-checked with skipLibCheck false and
 # true. Each runs a small smoke script. Then publint and attw check the
-# package's metadata and types. Exits non-zero on the first failure.
+# package's metadata and types, and the tarball's .d.ts files are checked for
+# internal members. Exits non-zero on the first failure.
+#
+# The TypeScript consumers see only what they installed: taskheap, its
+# dependencies and @types/node (this repo's version), never this repo's
+# @types. In particular no @types/luxon and no @types/pg: taskheap's .d.ts
+# files (taskheap/postgres among them) must type-check without them.
 #
 #   bash test/package/check.sh     (or: npm run check:package)
 #
@@ -29,14 +35,36 @@ npx --no-install publint run --strict "$tarball"
 # see subpaths like taskheap/sqlite; TypeScript deprecates it.
 npx --no-install attw "$tarball" --profile node16 --ignore-rules cjs-resolves-to-esm --format table-flipped
 
-consumer() { # name, package.json type
+# The published types leave out everything marked @internal (stripInternal in
+# tsconfig.build.json): test/declarations.test.ts checks every entry point's
+# exports; this checks the tarball itself, for the members users would meet first.
+mkdir -p "$work/unpacked" && tar -xzf "$tarball" -C "$work/unpacked"
+node -e '
+  const fs = require("fs");
+  const dist = process.argv[1];
+  const problems = [];
+  const read = (file) => fs.readFileSync(`${dist}/${file}`, "utf8");
+  const absent = (file, ...patterns) => { for (const p of patterns) if (p.test(read(file))) problems.push(`${file} shows ${p}`); };
+  const present = (file, ...patterns) => { for (const p of patterns) if (!p.test(read(file))) problems.push(`${file} lacks ${p}`); };
+  absent("core/task.d.ts", /^\s+_\w+/m);
+  absent("scheduler.d.ts", /^\s+now\(\)/m, /^\s+createJob\(/m, /^\s+createStoredJob\(/m, /^\s+pendingByName\(/m);
+  present("core/task.d.ts", /^\s+cancel\(/m);
+  present("scheduler.d.ts", /^\s+schedule<R>\(/m, /^\s+pendingTasks\(/m);
+  if (problems.length > 0) { console.error("published types:", problems); process.exit(1); }
+  console.log("published types: no internal member of Task or Scheduler");
+' "$work/unpacked/package/dist"
+
+consumer() { # name, package.json type, further packages to install
   local dir="$work/$1"
   mkdir -p "$dir"
   cp -r "$fixtures/$1/." "$dir/"
   printf '{ "name": "consumer-%s", "private": true, "type": "%s" }\n' "$1" "$2" > "$dir/package.json"
-  (cd "$dir" && npm install --silent --prefer-offline "$tarball")
-  # @types/luxon must not be needed: fail if something installed it.
-  if [ -e "$dir/node_modules/@types/luxon" ]; then echo "$1: @types/luxon got installed"; exit 1; fi
+  (cd "$dir" && npm install --silent --prefer-offline "$tarball" "${@:3}")
+  # Neither @types/luxon nor @types/pg may be needed: fail if something installed them.
+  local types
+  for types in luxon pg; do
+    if [ -e "$dir/node_modules/@types/$types" ]; then echo "$1: @types/$types got installed"; exit 1; fi
+  done
 }
 
 nodes=("$(command -v node)")
@@ -56,12 +84,15 @@ consumer cjs commonjs
 (cd "$work/cjs" && each_node smoke.cjs)
 
 tsc="$repo/node_modules/.bin/tsc"
+# Node's types as a real consumer has them: installed in the project (the
+# version this repo uses), not borrowed from this repo through --typeRoots,
+# which would also lend it every other @types package here (@types/pg...).
+types_node="@types/node@$(node -p "require('$repo/node_modules/@types/node/package.json').version")"
 for entry in ts-nodenext:module ts-bundler:module ts-cjs:commonjs; do
   name="${entry%%:*}"
-  consumer "$name" "${entry#*:}"
-  # @types/node comes from this repo (any real consumer has its own); luxon's types never do.
-  (cd "$work/$name" && "$tsc" -p . --typeRoots "$repo/node_modules/@types" \
-    && "$tsc" -p . --typeRoots "$repo/node_modules/@types" --skipLibCheck true --noEmit \
+  consumer "$name" "${entry#*:}" "$types_node"
+  (cd "$work/$name" && "$tsc" -p . \
+    && "$tsc" -p . --skipLibCheck true --noEmit \
     && each_node out/smoke.js "$name")
 done
 echo "package: all consumers passed"

@@ -1,7 +1,10 @@
-// Every statement the PostgreSQL store runs, in one place. Tables may live
-// in a schema of the user's choice, so the statements are built once per
-// store from its qualified table names (see \`statements()\`). Times are
-// \`timestamptz\`; the store speaks epoch milliseconds, converted here.
+// Every statement the PostgreSQL store runs, in one place (the schema they
+// run on is in migrations.ts). Tables may live in a schema of the user's
+// choice, so the statements are built once per store from its qualified
+// table names (see `statements()`). Times are `timestamptz`; the store
+// speaks epoch milliseconds, converted here.
+
+import { inSchema, META, MIGRATIONS, quote } from './migrations.js';
 
 /** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
 export const WAKE = 'taskheap_wake';
@@ -29,78 +32,6 @@ const ms = (expression: string) => `(extract(epoch from ${expression}) * 1000)::
  * keeps its state: a pause survives the re-registration of every deploy.
  */
 const SAME = `(j.state IN ('scheduled', 'paused') AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
-
-/** Quotes an identifier (a schema name). */
-export function quote(identifier: string): string {
-  return `"${identifier.replace(/"/g, '""')}"`;
-}
-
-/**
- * The schema, one entry per version: entry `v` upgrades version `v` to `v + 1`.
- * `t` qualifies a table name with the store's schema.
- */
-const MIGRATIONS: readonly ((t: (name: string) => string) => string)[] = [
-  // version 1
-  (t) => `
-    CREATE TABLE ${t('taskheap_tasks')} (
-      id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-      name text NOT NULL,
-      key text UNIQUE,
-      payload text NOT NULL,
-      state text NOT NULL DEFAULT 'waiting'
-        CHECK (state IN ('waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled')),
-      run_at timestamptz NOT NULL,
-      attempts integer NOT NULL DEFAULT 0,
-      max_attempts integer NOT NULL DEFAULT 1,
-      options text NOT NULL DEFAULT '{}',
-      locked_by text,
-      locked_until timestamptz,
-      last_error text,
-      job_key text,
-      scheduled_at timestamptz,
-      created_at timestamptz NOT NULL DEFAULT now(),
-      updated_at timestamptz NOT NULL DEFAULT now(),
-      CONSTRAINT taskheap_tasks_occurrence UNIQUE (job_key, scheduled_at)
-    );
-    CREATE INDEX taskheap_tasks_waiting ON ${t('taskheap_tasks')} (run_at, id) WHERE state = 'waiting';
-    CREATE INDEX taskheap_tasks_leased ON ${t('taskheap_tasks')} (locked_until) WHERE state = 'running';
-    CREATE TABLE ${t('taskheap_jobs')} (
-      key text PRIMARY KEY,
-      name text NOT NULL,
-      payload text NOT NULL,
-      rule text NOT NULL,
-      state text NOT NULL DEFAULT 'scheduled' CHECK (state IN ('scheduled', 'paused', 'done', 'cancelled')),
-      next_run_at timestamptz,
-      remaining integer,
-      until timestamptz,
-      options text NOT NULL,
-      runs integer NOT NULL DEFAULT 0,
-      created_at timestamptz NOT NULL DEFAULT now(),
-      updated_at timestamptz NOT NULL DEFAULT now()
-    );
-    CREATE INDEX taskheap_jobs_due ON ${t('taskheap_jobs')} (next_run_at) WHERE state = 'scheduled';`,
-  // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
-  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN expiries integer NOT NULL DEFAULT 0;`,
-  // version 3: the handler's return value (JSON), and the errors of the last attempts (a JSON array).
-  // Finished rows by age, for retention.
-  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN result text, ADD COLUMN errors text;
-    CREATE INDEX taskheap_tasks_finished ON ${t('taskheap_tasks')} (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
-  // version 4 (issue 16): serial keys and priorities. The waiting index leads
-  // with priority, walked one priority level at a time (see LEVELS); a
-  // partial index finds the head of a serial key; a key row exists only
-  // while a task holds the key (see taskheap_serial_keys in the README).
-  (t) => `ALTER TABLE ${t('taskheap_tasks')} ADD COLUMN serial text, ADD COLUMN priority integer NOT NULL DEFAULT 0;
-    DROP INDEX ${t('taskheap_tasks_waiting')};
-    CREATE INDEX taskheap_tasks_waiting ON ${t('taskheap_tasks')} (priority, run_at, id) WHERE state = 'waiting';
-    CREATE INDEX taskheap_tasks_serial ON ${t('taskheap_tasks')} (serial, run_at, id) WHERE state = 'waiting' AND serial IS NOT NULL;
-    CREATE TABLE ${t('taskheap_serial_keys')} (key text PRIMARY KEY, held_by bigint NOT NULL UNIQUE);
-    -- Most tasks have no key and are no job's occurrence: unique indexes that
-    -- leave their NULLs out cost such a task nothing on insert and on every
-    -- state change (measured: 1.26x throughput, 15% less database CPU).
-    ALTER TABLE ${t('taskheap_tasks')} DROP CONSTRAINT taskheap_tasks_key_key, DROP CONSTRAINT taskheap_tasks_occurrence;
-    CREATE UNIQUE INDEX taskheap_tasks_key ON ${t('taskheap_tasks')} (key) WHERE key IS NOT NULL;
-    CREATE UNIQUE INDEX taskheap_tasks_occurrence ON ${t('taskheap_tasks')} (job_key, scheduled_at) WHERE job_key IS NOT NULL;`,
-];
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
 const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
@@ -229,11 +160,12 @@ export function statements(schema: string | undefined) {
   // A replaced keyed task starts over: it lets go of any serial key it held (waiting for a retry).
   const REPLACED_LET_GO = `released AS (DELETE FROM ${K} AS k USING saved WHERE k.held_by = saved.id)`;
   return {
-    migrations: MIGRATIONS.map((migration) => migration(t)),
+    /** Entry \`v\` upgrades version \`v\` to \`v + 1\` (see migrations.ts). */
+    migrations: MIGRATIONS.map((migration) => inSchema(migration.sql, schema)),
     /** Processes starting together migrate one at a time. */
     migrationLock: `SELECT pg_advisory_xact_lock(hashtext('taskheap:' || $1::text))`,
     createSchema: schema === undefined ? undefined : `CREATE SCHEMA IF NOT EXISTS ${quote(schema)}`,
-    createMeta: `CREATE TABLE IF NOT EXISTS ${M} (version integer NOT NULL)`,
+    createMeta: inSchema(META, schema),
     readVersion: `SELECT version FROM ${M}`,
     insertVersion: `INSERT INTO ${M} (version) VALUES ($1)`,
     updateVersion: `UPDATE ${M} SET version = $1`,

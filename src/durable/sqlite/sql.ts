@@ -1,61 +1,11 @@
-// Every statement the SQLite store runs, in one place. Times are UTC epoch
-// milliseconds in INTEGER columns; payloads and options are JSON text.
+// Every statement the SQLite store runs, in one place (the schema they run
+// on is in migrations.ts). Times are UTC epoch milliseconds in INTEGER
+// columns; payloads and options are JSON text.
 
-/** The schema, one entry per version: entry N-1 migrates version N-1 to N. */
-export const MIGRATIONS: readonly string[] = [
-  // version 1
-  `CREATE TABLE taskheap_tasks (
-     id INTEGER PRIMARY KEY AUTOINCREMENT,
-     name TEXT NOT NULL,
-     key TEXT UNIQUE,
-     payload TEXT NOT NULL,
-     state TEXT NOT NULL DEFAULT 'waiting',
-     run_at INTEGER NOT NULL,
-     attempts INTEGER NOT NULL DEFAULT 0,
-     max_attempts INTEGER NOT NULL DEFAULT 1,
-     options TEXT NOT NULL DEFAULT '{}',
-     locked_by TEXT,
-     locked_until INTEGER,
-     last_error TEXT,
-     job_key TEXT,
-     scheduled_at INTEGER,
-     created_at INTEGER NOT NULL,
-     updated_at INTEGER NOT NULL,
-     UNIQUE (job_key, scheduled_at)
-   );
-   CREATE INDEX taskheap_tasks_due ON taskheap_tasks (state, run_at);
-   CREATE TABLE taskheap_jobs (
-     key TEXT PRIMARY KEY,
-     name TEXT NOT NULL,
-     payload TEXT NOT NULL,
-     rule TEXT NOT NULL,
-     state TEXT NOT NULL DEFAULT 'scheduled',
-     next_run_at INTEGER,
-     remaining INTEGER,
-     until INTEGER,
-     options TEXT NOT NULL,
-     runs INTEGER NOT NULL DEFAULT 0,
-     created_at INTEGER NOT NULL,
-     updated_at INTEGER NOT NULL
-   );
-   CREATE INDEX taskheap_jobs_due ON taskheap_jobs (state, next_run_at);`,
-  // version 2: how many times a task's lease expired (its process died or stalled), to bound re-claims.
-  `ALTER TABLE taskheap_tasks ADD COLUMN expiries INTEGER NOT NULL DEFAULT 0;`,
-  // version 3: the handler's return value (JSON), and the errors of the last attempts (a JSON array).
-  // Finished rows by age, for retention.
-  `ALTER TABLE taskheap_tasks ADD COLUMN result TEXT;
-   ALTER TABLE taskheap_tasks ADD COLUMN errors TEXT;
-   CREATE INDEX taskheap_tasks_finished ON taskheap_tasks (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
-  // version 4 (issue 16): serial keys and priorities. The due index gains the
-  // priority, walked one level at a time (see claim in store.ts); a partial
-  // index finds the head of a serial key; a key row exists only while a task holds the key.
-  `ALTER TABLE taskheap_tasks ADD COLUMN serial TEXT;
-   ALTER TABLE taskheap_tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
-   DROP INDEX taskheap_tasks_due;
-   CREATE INDEX taskheap_tasks_due ON taskheap_tasks (state, priority, run_at, id);
-   CREATE INDEX taskheap_tasks_serial ON taskheap_tasks (serial, run_at, id) WHERE state = 'waiting' AND serial IS NOT NULL;
-   CREATE TABLE taskheap_serial_keys (key TEXT PRIMARY KEY, held_by INTEGER NOT NULL UNIQUE);`,
-];
+import { META, MIGRATIONS as VERSIONS } from './migrations.js';
+
+/** The schema's SQL, one entry per version: entry N-1 migrates version N-1 to N (see migrations.ts). */
+export const MIGRATIONS: readonly string[] = VERSIONS.map((migration) => migration.sql);
 
 /**
  * Waiting task \`t\` may run as far as its serial key goes: it has none, it
@@ -81,7 +31,7 @@ const APPEND_ERROR = `(SELECT json_group_array(json(value)) FROM (SELECT key, va
 
 /** The statements, by what they do. */
 export const SQL = {
-  createMeta: `CREATE TABLE IF NOT EXISTS taskheap_meta (version INTEGER NOT NULL)`,
+  createMeta: META,
   readVersion: `SELECT version FROM taskheap_meta`,
   insertVersion: `INSERT INTO taskheap_meta (version) VALUES (?)`,
   updateVersion: `UPDATE taskheap_meta SET version = ?`,

@@ -19,6 +19,8 @@ function epoch(time: Date | number | undefined): number | null {
 
 /** A cutoff no row is older than: retention disabled for that kind. */
 const NEVER = -8.64e15;
+/** What `client` (schedule() or scheduleMany()) gets on SQLite. */
+const NO_CLIENT = 'The `client` option needs postgresStore(): a SQLite file is held by its store alone, so no other connection can share its transaction';
 
 /** What SQLite returns for an id and due-time query. */
 interface IdRow {
@@ -246,14 +248,15 @@ class SqliteStore implements Store {
 
   async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
     // The file has one owner (this store's exclusive lock): no other handle can share a transaction with it.
-    if (via !== undefined) throw new TypeError('The `client` option needs postgresStore(): a SQLite file is held by its store alone, so no other connection can share its transaction');
+    if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
     const now = Date.now();
     return this.#named(() => db.transaction(() => this.#add(task, now))());
   }
 
   /** Many tasks, one transaction: all are written or none. */
-  async addTasks(tasks: readonly NewTask[]): Promise<StoredTask[]> {
+  async addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<StoredTask[]> {
+    if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
     const now = Date.now();
     const rows = this.#named(() => db.transaction(() => tasks.map((task) => this.#add(task, now)))());

@@ -1,0 +1,100 @@
+// Dispatch: turns a claimed task into an in-memory task of the loop. Its
+// stored options are parsed here, once per claim, and kept with the claim
+// (Holdings): the settings come from them now, the retry policy when the
+// run ends (completer.ts). The handler runs with a durable context
+// (stored id, attempt, ctx.transaction()).
+import type { TaskFunction, TaskContext, TaskObserver, TaskSettings } from '../core/task.js';
+import { describe } from '../core/validate.js';
+import { toFlow } from '../core/flow-options.js';
+import type { DurableContext, StoredOptions } from './options.js';
+import { UnknownHandlerError, type ClaimedTask, type QueryClient } from './store.js';
+import { toResult } from './validate.js';
+import type { Handlers } from './handlers.js';
+import type { Holdings } from './holdings.js';
+import type { Prefetch } from './prefetch.js';
+import type { RunnerContext } from './runner-context.js';
+
+/** @internal */
+export class Dispatcher {
+  readonly #ctx: RunnerContext;
+  readonly #handlers: Handlers;
+  readonly #holdings: Holdings;
+  readonly #prefetch: Prefetch;
+  /** Told how each dispatched task ends (the completer). */
+  readonly #observer: TaskObserver;
+
+  constructor(ctx: RunnerContext, handlers: Handlers, holdings: Holdings, prefetch: Prefetch, observer: TaskObserver) {
+    this.#ctx = ctx;
+    this.#handlers = handlers;
+    this.#holdings = holdings;
+    this.#prefetch = prefetch;
+    this.#observer = observer;
+  }
+
+  /** Pushes a claimed task into the loop (it runs when a worker is free) and holds it. */
+  dispatch(claim: ClaimedTask): void {
+    const handler = this.#handlers.get(claim.name);
+    const options = JSON.parse(claim.options) as StoredOptions;
+    const payload: unknown = JSON.parse(claim.payload);
+    const fn: TaskFunction = handler === undefined
+      ? () => {
+        throw new UnknownHandlerError(claim.name);
+      }
+      : async (ctx) => {
+        const started = performance.now();
+        try {
+          return toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
+        } finally {
+          this.#prefetch.ran(performance.now() - started);
+        }
+      };
+    const loop = this.#ctx.loop;
+    // Due now: the store decided so by its clock, which may differ from ours.
+    const task = loop.push(Math.min(claim.runAt, loop.clock.now()), fn, this.#settings(claim, options));
+    this.#holdings.add(task, { claim, options });
+  }
+
+  /**
+   * Settings of a claimed task: the completer observes how it ends; retries
+   * are the store's, so its one run here is the stored attempt (what
+   * `onError` and the `failure` event tell). Its stored rate, serial key and
+   * priority go to the loop: rate limits are kept per process, the serial
+   * key is already the database's (at most one task of a key is claimed
+   * anywhere), and priority orders the claimed tasks that wait for a worker.
+   */
+  #settings(claim: ClaimedTask, options: StoredOptions): TaskSettings {
+    const settings: TaskSettings = {
+      owner: this.#ctx.loop, name: claim.name, timeout: options.timeout ?? Infinity, retry: undefined, signal: undefined, observer: this.#observer,
+      firstAttempt: claim.attempts,
+    };
+    // Tasks without these options (most) pay nothing more.
+    if (options.rate === undefined && options.serial === undefined && options.priority === undefined) return settings;
+    const flow = toFlow(options);
+    return flow === undefined ? settings : { ...settings, flow };
+  }
+
+  /** ctx.transaction(): the handler's writes and the task's completion in one transaction. */
+  #transaction = <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>): Promise<T> => {
+    if (typeof fn !== 'function') return Promise.reject(new TypeError(`Expected the ctx.transaction() callback to be a function, got ${describe(fn)}`));
+    const store = this.#ctx.store;
+    if (store.completeWithin === undefined) {
+      return Promise.reject(new TypeError('ctx.transaction() needs postgresStore(): a SQLite store cannot hand its connection out'));
+    }
+    return store.completeWithin(this.#ctx.owner, claim.id, fn, toResult);
+  };
+}
+
+/** The context a handler sees: the run's, with the stored attempt count and due time. */
+function durableContext(ctx: TaskContext, claim: ClaimedTask, transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>): DurableContext {
+  return {
+    id: claim.id,
+    transaction: (fn) => transaction(claim, fn as never),
+    get signal() {
+      return ctx.signal;
+    },
+    scheduledAt: new Date(claim.runAt),
+    startedAt: ctx.startedAt,
+    attempt: claim.attempts,
+    name: claim.name,
+  };
+}

@@ -1,0 +1,184 @@
+// Enqueue: what producers add to the store (schedule, scheduleMany, addJob)
+// and the parsing of their options into what is stored. Everything is
+// checked at the call, before anything is written, so a bad option throws
+// where it was given; the stored options are then read back once per claim
+// (dispatch.ts).
+import { randomUUID } from 'node:crypto';
+import type { JobBounds, RulePlan } from '../rules/plan.js';
+import { toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
+import { toDuration } from '../core/duration.js';
+import { describe, toEpoch } from '../core/validate.js';
+import { toFlow } from '../core/flow-options.js';
+import type { DurableTaskOptions, StoredJobOptions, StoredOptions } from './options.js';
+import { ruleToJson, type NewJob, type NewTask, type QueryClient, type Store, type StoredJob, type StoredTask } from './store.js';
+import { assertKey, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
+import type { Handlers } from './handlers.js';
+
+const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority']);
+const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name', 'rate', 'serial', 'priority']);
+
+/** @internal */
+export class Enqueuer {
+  readonly #store: Store;
+  readonly #handlers: Handlers;
+  /** Opens and migrates the store once (the runner's `ready()`). */
+  readonly #ready: () => Promise<void>;
+  /** Tells the claimer that work is due at a time: it may need to look sooner. */
+  readonly #wake: (runAt: number) => void;
+
+  constructor(store: Store, handlers: Handlers, ready: () => Promise<void>, wake: (runAt: number) => void) {
+    this.#store = store;
+    this.#handlers = handlers;
+    this.#ready = ready;
+    this.#wake = wake;
+  }
+
+  /** Validates at once (throwing at the call), then resolves when the store has committed. */
+  schedule(runAt: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
+    this.#handlers.assertSchedulable(name);
+    assertStoredTime(runAt, 'when');
+    const task = toNewTask(name, runAt, options);
+    const client = toClient(options?.client);
+    return this.#ready().then(() => this.#store.addTask(task, client)).then((row) => {
+      this.#wake(runAt);
+      return row;
+    });
+  }
+
+  /**
+   * Validates every item first (an error names the item's index, and
+   * nothing is written), then adds them all in one transaction: the
+   * caller's, when the items give their `client` (every item the same one).
+   */
+  scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<StoredTask[]> {
+    const tasks: NewTask[] = [];
+    let earliest = Infinity;
+    let client: QueryClient | undefined;
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]!;
+      try {
+        if (typeof item.name !== 'string') throw new TypeError(`Expected \`name\` to be a handler name (a string), got ${describe(item.name)}`);
+        this.#handlers.assertSchedulable(item.name);
+        const runAt = toEpoch(item.runAt);
+        assertStoredTime(runAt, 'when');
+        tasks.push(toNewTask(item.name, runAt, item.options));
+        const given = toClient((item.options as DurableTaskOptions).client);
+        if (i === 0) client = given;
+        else if (given !== client) throw new TypeError(differentClient(client, given));
+        earliest = Math.min(earliest, runAt);
+      } catch (error) {
+        if (error instanceof Error) error.message = `scheduleMany() item ${i}: ${error.message}`;
+        throw error;
+      }
+    }
+    if (tasks.length === 0) return Promise.resolve([]);
+    // A producer that never started opens the store here, as schedule() does.
+    return this.#ready().then(() => this.#store.addTasks(tasks, client)).then((rows) => {
+      this.#wake(earliest);
+      return rows;
+    });
+  }
+
+  addJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob> {
+    this.#handlers.assertSchedulable(name);
+    const { payload, key, stored } = parseOptions(options, JOB_KEYS, 'durable job');
+    if (bounds.jitter !== 0) throw new TypeError('jitter() is not supported for stored jobs');
+    if (plan.first !== undefined) assertStoredTime(plan.first, 'the first occurrence');
+    if (bounds.until !== Infinity) assertStoredTime(bounds.until, 'until');
+    if (bounds.times !== Infinity && bounds.times > MAX_ATTEMPTS) {
+      throw new RangeError(`Expected \`times\` of a stored job to be at most ${MAX_ATTEMPTS}, got ${describe(bounds.times)}`);
+    }
+    const job: NewJob = {
+      key: key ?? `job:${randomUUID()}`,
+      name,
+      payload,
+      rule: ruleToJson(plan.rule),
+      nextRunAt: plan.first ?? null,
+      remaining: bounds.times === Infinity ? null : bounds.times,
+      until: bounds.until === Infinity ? null : bounds.until,
+      options: JSON.stringify(stored),
+    };
+    // Its counts and last run are read after: registration is rare, one more read is cheap. The
+    // schedule is the one the registration wrote (a claim may already have advanced it since).
+    const write = this.#ready().then(async () => {
+      const row = await this.#store.addJob(job);
+      const stats = await this.#store.getJob(row.key);
+      return stats === undefined ? row : { ...row, lastRunAt: stats.lastRunAt, counts: stats.counts };
+    });
+    return write.then((row) => {
+      if (plan.first !== undefined) this.#wake(plan.first);
+      return row;
+    });
+  }
+}
+
+/** The row a durable task's options make (validated). */
+function toNewTask(name: string, runAt: number, options: object | undefined): NewTask {
+  const { payload, key, stored } = parseOptions(options, TASK_KEYS, 'durable task');
+  return {
+    name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
+    serial: stored.serial ?? null, priority: stored.priority ?? 0,
+  };
+}
+
+/** The `client` option: undefined, or something with a `query()` (the store says whether it can use it). */
+function toClient(client: unknown): QueryClient | undefined {
+  if (client !== undefined && (typeof client !== 'object' || client === null || typeof (client as QueryClient).query !== 'function')) {
+    throw new TypeError(`Expected \`client\` to be a pg Client or PoolClient inside your transaction, got ${describe(client)}`);
+  }
+  return client as QueryClient | undefined;
+}
+
+function differentClient(first: QueryClient | undefined, given: QueryClient | undefined): string {
+  const which = first === undefined ? 'item 0 gives none and this one gives one' : given === undefined ? 'this item gives none' : 'this item gives another';
+  return `Expected every item to give the same \`client\`: the items are written in one transaction (${which})`;
+}
+
+/** Checks a durable task's or job's options and turns them into the payload, key and options the store keeps. */
+function parseOptions(options: object | undefined, keys: ReadonlySet<string>, what: string) {
+  const given = (options ?? {}) as DurableTaskOptions & { overlap?: string; misfire?: string; catchUp?: unknown; name?: string };
+  for (const key in given) {
+    if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
+  }
+  const { payload, key, retry, overlap, misfire, catchUp } = given;
+  // Keys go into JSON the database parses (jsonb refuses NUL) and serial into an indexed column.
+  if (given.serial !== undefined) assertKey(given.serial, 'serial');
+  // Rate, serial key and priority: checked here, at the call, as in memory, before anything is written.
+  const flow = toFlow(given);
+  const rate = flow?.rate;
+  if (rate !== undefined) assertKey(rate.key, 'rate.key');
+  if (catchUp !== undefined && (!Number.isInteger(catchUp) || (catchUp as number) < 1 || (catchUp as number) > MAX_ATTEMPTS)) {
+    throw new RangeError(`Expected \`catchUp\` to be an integer from 1 to ${MAX_ATTEMPTS}, got ${describe(catchUp)}`);
+  }
+  if (key !== undefined) assertKey(key, 'key');
+  const timeout = given.timeout === undefined ? undefined : toDuration(given.timeout, 'timeout', 1);
+  if (timeout !== undefined && timeout > MAX_TIMER) {
+    throw new RangeError(`Expected \`timeout\` of a stored task to be at most ${MAX_TIMER} ms (the timer limit), got ${describe(timeout)}`);
+  }
+  if (overlap !== undefined && overlap !== 'skip' && overlap !== 'allow') {
+    throw new RangeError(`Expected \`overlap\` of a stored job to be 'skip' or 'allow', got ${describe(overlap)}`);
+  }
+  if (misfire !== undefined && misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
+    throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
+  }
+  const policy = retry === undefined ? undefined : toRetryPolicy(retry);
+  if (policy !== undefined && policy.attempts > MAX_ATTEMPTS) {
+    throw new RangeError(`Expected \`retry.attempts\` of a stored task to be at most ${MAX_ATTEMPTS} (what the attempts column holds), got ${describe(policy.attempts)}`);
+  }
+  const stored: StoredOptions = {
+    timeout,
+    retry: policy === undefined ? undefined : storable(policy),
+    overlap: overlap as StoredOptions['overlap'],
+    misfire: misfire as StoredOptions['misfire'],
+    catchUp: catchUp as number | undefined,
+    rate: rate === undefined ? undefined : { key: rate.key, limit: rate.limit, interval: rate.interval },
+    serial: flow?.serial,
+    priority: flow === undefined || flow.priority === 0 ? undefined : flow.priority,
+  };
+  return { payload: toPayload(payload), key: key ?? null, stored };
+}
+
+/** A retry policy as JSON can hold it: JSON has no Infinity, so the default is left out. */
+function storable(policy: RetryPolicy): RetryOptions {
+  return policy.maxDelay === Infinity ? { ...policy, maxDelay: undefined } : policy;
+}

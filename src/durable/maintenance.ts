@@ -1,0 +1,76 @@
+// Maintenance: the retention sweep, which deletes finished rows past their
+// age (the store's prune() also sweeps serial keys no live task holds).
+// Apart from the claim path: it only reads the retention ages and whether
+// the runner has stopped.
+import type { RunnerContext } from './runner-context.js';
+
+/** How long finished rows are kept, ms; null: forever. */
+export interface Retention {
+  readonly succeeded: number | null;
+  readonly failed: number | null;
+}
+
+/** A day for succeeded tasks, a week for failed, timed-out and cancelled ones (and finished jobs). */
+export const DEFAULT_RETENTION: Retention = { succeeded: 86_400_000, failed: 7 * 86_400_000 };
+/** Rows one retention statement deletes at most. */
+export const SWEEP_BATCH = 500;
+/** ms between retention sweeps. */
+export const SWEEP_EVERY = 60_000;
+
+/** @internal */
+export class Maintenance {
+  readonly #ctx: RunnerContext;
+  /** Retention ages in ms (null: kept forever). */
+  readonly #retention: Retention;
+  #timer: unknown = undefined;
+  /** The sweep in flight, so close() can wait for it. */
+  #sweeping: Promise<void> = Promise.resolve();
+  #busy = false;
+
+  constructor(ctx: RunnerContext, retention: Retention) {
+    this.#ctx = ctx;
+    this.#retention = retention;
+  }
+
+  /** Sweeps now and every SWEEP_EVERY, unless every kind is kept forever. */
+  start(): void {
+    if (this.#retention.succeeded === null && this.#retention.failed === null) return;
+    this.#timer = this.#ctx.loop.clock.setTimer(this.#sweep, 0, this.#ctx.loop.unref);
+  }
+
+  /** No more sweeps; resolves once the one in flight is over. */
+  stop(): Promise<void> {
+    if (this.#timer !== undefined) this.#ctx.loop.clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    return this.#sweeping;
+  }
+
+  /**
+   * Retention: deletes finished rows past their age in batches of
+   * SWEEP_BATCH, each its own short statement, yielding to the event loop
+   * between batches so no lock is held for long and claims go on; then
+   * sleeps SWEEP_EVERY. Whichever process runs work does it; several doing
+   * it at once skip each other's rows (PostgreSQL) or are one (SQLite).
+   */
+  #sweep = (): void => {
+    const { closed, loop } = this.#ctx;
+    // The next sweep is planned from when this one begins, not ends: the
+    // cadence does not drift with the database's latency.
+    this.#timer = closed ? undefined : loop.clock.setTimer(this.#sweep, SWEEP_EVERY, loop.unref);
+    // A sweep still deleting (a slow database) covers this one.
+    if (this.#busy) return;
+    this.#busy = true;
+    this.#sweeping = (async () => {
+      const { succeeded, failed } = this.#retention;
+      try {
+        while (!this.#ctx.closed && await this.#ctx.store.prune(succeeded, failed, SWEEP_BATCH) >= SWEEP_BATCH) {
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      } catch (error) {
+        this.#ctx.report(error);
+      } finally {
+        this.#busy = false;
+      }
+    })();
+  };
+}

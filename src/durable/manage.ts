@@ -1,0 +1,81 @@
+// Management of stored work by id or key, for any process sharing the store
+// (a producer too): read and list tasks and jobs, requeue a finished task,
+// pause, resume, trigger and cancel jobs. Each call opens the store first;
+// one that makes work due wakes the claimer. (Cancelling a task also stops
+// it here and wakes its waiters: the runner does that, it needs those parts.)
+import type { JobFilter, StoredJob, StoredTask, TaskFilter } from './store.js';
+import { assertJobFilter, assertKey, assertTaskFilter } from './validate.js';
+import type { RunnerContext } from './runner-context.js';
+
+/** @internal */
+export class Management {
+  readonly #ctx: RunnerContext;
+  /** Opens and migrates the store once (the runner's `ready()`). */
+  readonly #ready: () => Promise<void>;
+  /** Tells the claimer that work is due at a time. */
+  readonly #wake: (runAt: number) => void;
+
+  constructor(ctx: RunnerContext, ready: () => Promise<void>, wake: (runAt: number) => void) {
+    this.#ctx = ctx;
+    this.#ready = ready;
+    this.#wake = wake;
+  }
+
+  /** Puts a failed, timed-out or cancelled task back to waiting, due now, with all its attempts. */
+  async requeue(id: number): Promise<StoredTask | undefined> {
+    await this.#ready();
+    const task = await this.#ctx.store.requeue(id, this.#ctx.loop.clock.now());
+    if (task !== undefined) this.#wake(task.runAt.getTime());
+    return task;
+  }
+
+  async cancelJob(key: string): Promise<boolean> {
+    await this.#ready();
+    return this.#ctx.store.cancelJob(key);
+  }
+
+  async getTask(id: number): Promise<StoredTask | undefined> {
+    await this.#ready();
+    return this.#ctx.store.getTask(id);
+  }
+
+  listTasks(filter: TaskFilter): Promise<StoredTask[]> {
+    assertTaskFilter(filter);
+    return this.#ready().then(() => this.#ctx.store.listTasks(filter));
+  }
+
+  getJob(key: string): Promise<StoredJob | undefined> {
+    assertKey(key, 'key');
+    return this.#ready().then(() => this.#ctx.store.getJob(key));
+  }
+
+  listJobs(filter: JobFilter): Promise<StoredJob[]> {
+    assertJobFilter(filter);
+    return this.#ready().then(() => this.#ctx.store.listJobs(filter));
+  }
+
+  /** Pauses ('scheduled' to 'paused') or resumes a stored job; false if it was not in the state to leave. */
+  setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    assertKey(key, 'key');
+    return this.#setJobState(key, from, to);
+  }
+
+  async #setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
+    await this.#ready();
+    const changed = await this.#ctx.store.setJobState(key, from, to);
+    if (changed && to === 'scheduled') this.#wake(this.#ctx.loop.clock.now());
+    return changed;
+  }
+
+  triggerJob(key: string): Promise<StoredTask | undefined> {
+    assertKey(key, 'key');
+    return this.#triggerJob(key);
+  }
+
+  async #triggerJob(key: string): Promise<StoredTask | undefined> {
+    await this.#ready();
+    const task = await this.#ctx.store.triggerJob(key, this.#ctx.loop.clock.now());
+    if (task !== undefined) this.#wake(task.runAt.getTime());
+    return task;
+  }
+}

@@ -1,0 +1,146 @@
+// The PostgreSQL store's connections: loading `pg` on first use, the pool
+// (its own, or the caller's), queries and transactions with every wait
+// bounded, the settings its listener connects with, and ending it all on
+// close, cutting sockets when the server never answers.
+import { loadPeer } from '../../core/peer.js';
+import type { PgClient, PgConfig, PgModule, PgPool, PgPoolClient, PgPoolLike, PgResult } from './pg.js';
+
+function noop(): void {}
+
+/** Waits for `ending` at most `timeout` ms, then destroys the sockets of `clients`. */
+export async function bounded(ending: Promise<unknown>, clients: Iterable<PgClient>, timeout: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), timeout)));
+  const result = await Promise.race([ending, late]);
+  clearTimeout(timer);
+  if (result !== 'late') return;
+  for (const client of clients) {
+    (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+  }
+}
+
+export class Connection {
+  readonly #timeout: number;
+  readonly #connectionString: string | undefined;
+  /** Every connection our pool opened, so close() can cut them when the server never answers. */
+  readonly #clients = new Set<PgClient>();
+  #pg: PgModule | undefined = undefined;
+  #pool: PgPoolLike | undefined;
+  readonly #ownsPool: boolean;
+
+  constructor(options: { connectionString: string | undefined; pool: PgPoolLike | undefined; timeout: number }) {
+    this.#timeout = options.timeout;
+    this.#connectionString = options.connectionString;
+    this.#pool = options.pool;
+    this.#ownsPool = options.pool === undefined;
+    // A pool of our own, or the caller's, must never crash the process when
+    // an idle connection dies (the database restarting): the failed queries
+    // reject and the scheduler retries them.
+    if (this.#pool !== undefined) this.#pool.on('error', noop);
+  }
+
+  get #db(): PgPoolLike {
+    if (this.#pool === undefined) throw new Error('The PostgreSQL store is not open: call scheduler.start() first');
+    return this.#pool;
+  }
+
+  async load(): Promise<PgModule> {
+    if (this.#pg === undefined) {
+      const module = await loadPeer<PgModule>('pg', 'postgresStore()');
+      // pg >= 8.12 has named ESM exports; older versions only a CommonJS default.
+      this.#pg = (module as unknown as { default?: PgModule }).default ?? module;
+    }
+    return this.#pg;
+  }
+
+  /** Loads `pg` and, unless the caller gave one, creates the pool (again after close()). */
+  async open(): Promise<void> {
+    const pg = await this.load();
+    this.#pool ??= this.#newPool(pg);
+  }
+
+  /** What the listener connects with: the pool's own settings. */
+  clientConfig(applicationName: string): PgConfig {
+    const base: PgConfig = this.#ownsPool ? this.#poolConfig() : { ...(this.#db.options as PgConfig) };
+    return { ...base, keepAlive: true, connectionTimeoutMillis: base.connectionTimeoutMillis ?? this.#timeout, application_name: applicationName };
+  }
+
+  /**
+   * Every wait on the wire is bounded: the server cancels a statement (or an
+   * abandoned transaction) after `timeout`; the client gives up on an answer
+   * a little later, which is what notices a server that is frozen or cut off
+   * (no TCP reset ever comes). Keepalive finds dead idle connections.
+   */
+  #poolConfig(): PgConfig {
+    return {
+      connectionString: this.#connectionString,
+      max: 10,
+      connectionTimeoutMillis: this.#timeout,
+      query_timeout: this.#timeout + 500,
+      statement_timeout: this.#timeout,
+      idle_in_transaction_session_timeout: this.#timeout,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 1_000,
+      fallback_application_name: 'taskheap',
+    };
+  }
+
+  #newPool(pg: PgModule): PgPool {
+    const pool = new pg.Pool(this.#poolConfig());
+    pool.on('error', noop);
+    pool.on('connect', (client) => this.#clients.add(client));
+    pool.on('remove', (client) => this.#clients.delete(client));
+    return pool;
+  }
+
+  /** Runs `fn` in one transaction on one pooled connection; a broken (or timed-out) connection is discarded. */
+  async transaction<T>(fn: (client: PgPoolClient) => Promise<T>): Promise<T> {
+    const client = await this.#db.connect();
+    const query = client.query.bind(client);
+    // A pool we were given has no query_timeout of ours: every query gets one.
+    (client as { query: unknown }).query = (text: string, values?: unknown[]) => query({ text, values, query_timeout: this.#timeout + 500 } as never);
+    let broken: Error | undefined;
+    // A checked-out client has no pool listener: an error between queries must not crash the process.
+    const onError = (error: Error) => (broken = error);
+    client.on('error', onError);
+    try {
+      await client.query('BEGIN');
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      // No SQLSTATE: the connection failed or timed out, not the statement; it cannot be trusted again.
+      if (broken === undefined && typeof (error as { code?: unknown }).code !== 'string') broken = error as Error;
+      if (broken === undefined) {
+        try {
+          await client.query('ROLLBACK');
+        } catch (rollbackError) {
+          broken = rollbackError as Error;
+        }
+      }
+      throw error;
+    } finally {
+      (client as { query: unknown }).query = query;
+      client.removeListener('error', onError);
+      client.release(broken ?? false);
+    }
+  }
+
+  /** One statement on any pooled connection; rows are typed by the caller, who knows the statement. */
+  query<R = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<PgResult<R>> {
+    return this.#db.query({ text, values, query_timeout: this.#timeout + 500 }) as Promise<PgResult<R>>;
+  }
+
+  /** Ends our own pool (waiting at most `timeout`); the caller's pool is left open, for them to end. */
+  async close(): Promise<void> {
+    const pool = this.#pool;
+    if (pool === undefined) return;
+    if (this.#ownsPool) {
+      this.#pool = undefined;
+      await bounded((pool as PgPool).end().catch(noop), [...this.#clients], this.#timeout);
+      this.#clients.clear();
+    } else {
+      pool.removeListener('error', noop);
+    }
+  }
+}

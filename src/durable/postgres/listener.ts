@@ -1,0 +1,134 @@
+// The PostgreSQL store's listening connection: one client of its own that
+// LISTENs for new work (WAKE), cancellations (CANCEL) and, once someone waits
+// for a task, final states (DONE); reads the payloads of its own schema
+// only; and reconnects with backoff when the connection drops, telling the
+// store to look again for whatever was announced meanwhile.
+import { bounded, type Connection } from './connection.js';
+import type { PgClient, PgNotification } from './pg.js';
+import { CANCEL, DONE, WAKE } from './sql.js';
+
+const LISTENER_NAME = 'taskheap-listener';
+const RECONNECT_MIN = 100;
+const RECONNECT_MAX = 5_000;
+
+function noop(): void {}
+
+export class Listener {
+  readonly #connection: Connection;
+  readonly #statements: { listen: string; listenDone: string };
+  /** Prefix of NOTIFY payloads, so stores in other schemas of the same database ignore ours. */
+  readonly #prefix: string;
+  readonly #timeout: number;
+  #closed = false;
+  #listener: PgClient | undefined = undefined;
+  #reconnectTimer: NodeJS.Timeout | undefined = undefined;
+  #backoff = RECONNECT_MIN;
+  #onWake: ((runAt: number) => void) | undefined = undefined;
+  #onCancel: ((id: number) => void) | undefined = undefined;
+  /** Set by watch(): told of tasks reaching a final state anywhere (null: notifications may have been lost). */
+  #onDone: ((id: number | null) => void) | undefined = undefined;
+
+  constructor(connection: Connection, statements: { listen: string; listenDone: string }, prefix: string, timeout: number) {
+    this.#connection = connection;
+    this.#statements = statements;
+    this.#prefix = prefix;
+    this.#timeout = timeout;
+  }
+
+  /** The store opens again (after a close()): listening may start again. */
+  reopen(): void {
+    this.#closed = false;
+  }
+
+  async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void): Promise<void> {
+    this.#onWake = onWake;
+    this.#onCancel = onCancel;
+    if (this.#listener === undefined && this.#reconnectTimer === undefined) await this.#listen();
+  }
+
+  async watch(onDone: (id: number | null) => void): Promise<void> {
+    const first = this.#onDone === undefined;
+    this.#onDone = onDone;
+    if (this.#listener !== undefined) {
+      if (first) await this.#listener.query(this.#statements.listenDone);
+    } else if (this.#reconnectTimer === undefined) {
+      await this.#listen();
+    }
+  }
+
+  /** Connects the listening client; rejects if it cannot. Once connected, a drop reconnects with backoff. */
+  async #listen(): Promise<void> {
+    const pg = await this.#connection.load();
+    const client = new pg.Client(this.#connection.clientConfig(LISTENER_NAME));
+    let live = false;
+    const dropped = () => {
+      if (!live) return;
+      live = false;
+      if (this.#listener === client) this.#listener = undefined;
+      client.end().catch(noop);
+      this.#scheduleReconnect();
+    };
+    client.on('error', dropped);
+    client.on('end', dropped);
+    client.on('notification', this.#notified);
+    try {
+      await client.connect();
+      await client.query(this.#statements.listen);
+      if (this.#onDone !== undefined) await client.query(this.#statements.listenDone);
+    } catch (error) {
+      await client.end().catch(noop);
+      throw error;
+    }
+    if (this.#closed) {
+      await client.end().catch(noop);
+      return;
+    }
+    live = true;
+    this.#listener = client;
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#closed || this.#reconnectTimer !== undefined) return;
+    const delay = this.#backoff;
+    this.#backoff = Math.min(this.#backoff * 2, RECONNECT_MAX);
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = undefined;
+      if (this.#closed) return;
+      this.#listen().then(() => {
+        if (this.#closed) return;
+        this.#backoff = RECONNECT_MIN;
+        // Whatever was announced while we were away is lost: look again now.
+        this.#onWake?.(Date.now());
+        this.#onDone?.(null);
+      }, () => this.#scheduleReconnect());
+    }, delay);
+    this.#reconnectTimer.unref();
+  }
+
+  #notified = (message: PgNotification): void => {
+    const payload = message.payload ?? '';
+    if (!payload.startsWith(this.#prefix)) return;
+    const rest = payload.slice(this.#prefix.length);
+    // A settle announces its batch's final states in one notification: "<id>,<id>,...".
+    if (message.channel === DONE && /^\d+(,\d+)+$/.test(rest)) {
+      for (const id of rest.split(',')) this.#onDone?.(Number(id));
+      return;
+    }
+    if (!/^-?\d+$/.test(rest)) return; // another schema's payload ("<schema>:<n>") when we use the default
+    const value = Number(rest);
+    if (message.channel === WAKE) this.#onWake?.(value);
+    else if (message.channel === CANCEL) this.#onCancel?.(value);
+    else if (message.channel === DONE) this.#onDone?.(value);
+  };
+
+  /** Stops listening and reconnecting; a server that never answers is cut off after `timeout`. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#reconnectTimer !== undefined) clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = undefined;
+    this.#backoff = RECONNECT_MIN;
+    const listener = this.#listener;
+    this.#listener = undefined;
+    if (listener !== undefined) await bounded(listener.end().catch(noop), [listener], this.#timeout);
+  }
+}

@@ -1,0 +1,44 @@
+// What every part of the durable runner shares (runner.ts composes them):
+// the store and the loop it works against, this process's claim owner, the
+// store's timings, and the two steps of shutting down. Only what all parts
+// need is here; what two parts share goes to those two as constructor
+// arguments (Holdings, a callback), so each file's inputs are in its constructor.
+import { randomUUID } from 'node:crypto';
+import type { TaskLoop } from '../core/loop.js';
+import type { Store } from './store.js';
+
+/** Backoff of failed store calls: 100 ms doubling up to this. */
+const MAX_BACKOFF = 5_000;
+
+/** @internal */
+export class RunnerContext {
+  readonly store: Store;
+  readonly loop: TaskLoop;
+  /** The owner of this process's claims and leases. */
+  readonly owner = randomUUID();
+  /** ms a claim lasts without renewal. */
+  readonly lease: number;
+  /** ms between looks for work when nothing wakes the process (and between waiters' safety-net looks). */
+  readonly poll: number;
+  /** stop() came: no more claims, sweeps end, and a task cancelled from now on is handed back unrun. */
+  closed = false;
+  /** close() is over: no more outcome writes, nor renewals. */
+  finished = false;
+
+  constructor(store: Store, loop: TaskLoop) {
+    this.store = store;
+    this.loop = loop;
+    this.lease = store.lease ?? 30_000;
+    this.poll = store.poll ?? 5_000;
+  }
+
+  /** A store error for `onError`: no task, attempt 0. */
+  report(error: unknown): void {
+    this.loop.report(error, { task: undefined, name: undefined, attempt: 0 });
+  }
+}
+
+/** The wait after `failures` failed store calls in a row: 100 ms doubling, at most MAX_BACKOFF. */
+export function backoff(failures: number): number {
+  return Math.min(MAX_BACKOFF, 100 * 2 ** Math.min(failures, 10));
+}

@@ -1,0 +1,89 @@
+// The SQLite schema, one block of SQL per version: what a file at version
+// N - 1 runs to reach version N. A fresh file runs them all, in order; an
+// older one runs those past its version (store.ts, migrate()), in one
+// transaction. Released blocks are never edited, not even their spacing:
+// SQLite keeps each CREATE statement's text as written (sqlite_master), so a
+// file's schema text is the text of the release that created it. A change
+// is a new version at the end. test/durable/schema.test.ts compares the
+// schema they build with a reviewed snapshot, and
+// test/durable/upgrade.test.ts upgrades every earlier version.
+
+/** One version of the schema. */
+export interface Migration {
+  /** The version the SQL upgrades to (the one before it is `version - 1`). */
+  readonly version: number;
+  readonly sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `CREATE TABLE taskheap_tasks (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     name TEXT NOT NULL,
+     key TEXT UNIQUE,
+     payload TEXT NOT NULL,
+     state TEXT NOT NULL DEFAULT 'waiting',
+     run_at INTEGER NOT NULL,
+     attempts INTEGER NOT NULL DEFAULT 0,
+     max_attempts INTEGER NOT NULL DEFAULT 1,
+     options TEXT NOT NULL DEFAULT '{}',
+     locked_by TEXT,
+     locked_until INTEGER,
+     last_error TEXT,
+     job_key TEXT,
+     scheduled_at INTEGER,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     UNIQUE (job_key, scheduled_at)
+   );
+   CREATE INDEX taskheap_tasks_due ON taskheap_tasks (state, run_at);
+   CREATE TABLE taskheap_jobs (
+     key TEXT PRIMARY KEY,
+     name TEXT NOT NULL,
+     payload TEXT NOT NULL,
+     rule TEXT NOT NULL,
+     state TEXT NOT NULL DEFAULT 'scheduled',
+     next_run_at INTEGER,
+     remaining INTEGER,
+     until INTEGER,
+     options TEXT NOT NULL,
+     runs INTEGER NOT NULL DEFAULT 0,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL
+   );
+   CREATE INDEX taskheap_jobs_due ON taskheap_jobs (state, next_run_at);`,
+  },
+  {
+    // How many times a task's lease expired (its process died or stalled), to bound re-claims.
+    version: 2,
+    sql: `ALTER TABLE taskheap_tasks ADD COLUMN expiries INTEGER NOT NULL DEFAULT 0;`,
+  },
+  {
+    // The handler's return value (JSON), and the errors of the last attempts
+    // (a JSON array). Finished rows by age, for retention.
+    version: 3,
+    sql: `ALTER TABLE taskheap_tasks ADD COLUMN result TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN errors TEXT;
+   CREATE INDEX taskheap_tasks_finished ON taskheap_tasks (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
+  },
+  {
+    // Issue 16: serial keys and priorities. The due index gains the priority,
+    // walked one level at a time (see claim in store.ts); a partial index
+    // finds the head of a serial key; a key row exists only while a task
+    // holds the key.
+    version: 4,
+    sql: `ALTER TABLE taskheap_tasks ADD COLUMN serial TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+   DROP INDEX taskheap_tasks_due;
+   CREATE INDEX taskheap_tasks_due ON taskheap_tasks (state, priority, run_at, id);
+   CREATE INDEX taskheap_tasks_serial ON taskheap_tasks (serial, run_at, id) WHERE state = 'waiting' AND serial IS NOT NULL;
+   CREATE TABLE taskheap_serial_keys (key TEXT PRIMARY KEY, held_by INTEGER NOT NULL UNIQUE);`,
+  },
+];
+
+/**
+ * The version number in one row: created (if missing) before any migration
+ * runs, so a file of any version, or none, can be read the same way.
+ */
+export const META = `CREATE TABLE IF NOT EXISTS taskheap_meta (version INTEGER NOT NULL)`;

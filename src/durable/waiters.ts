@@ -1,0 +1,118 @@
+// Waiters: waitFor(id) and what wakes it. A waiter reads the task again when
+// this process settles or cancels it (done()), when another process
+// announces it (the store's watch(): PostgreSQL NOTIFY), and every poll
+// interval as a safety net for an announcement lost while the listener
+// reconnected. Apart from the claim path: it only reads tasks.
+import { ClosedError } from '../core/errors.js';
+import { FINAL_STATES, TaskNotFoundError, WaitTimeoutError, type StoredTask } from './store.js';
+import type { RunnerContext } from './runner-context.js';
+
+/** One waitFor() call: `look` reads the task again, `fail` rejects it. */
+interface Waiter {
+  look(): void;
+  fail(error: unknown): void;
+}
+
+/** @internal */
+export class Waiters {
+  readonly #ctx: RunnerContext;
+  /** waitFor() calls by task id. */
+  readonly #byId = new Map<number, Set<Waiter>>();
+  /** The store's watch(), once somebody waits. */
+  #watching: Promise<void> | undefined = undefined;
+
+  constructor(ctx: RunnerContext) {
+    this.#ctx = ctx;
+  }
+
+  /**
+   * Resolves with the task once it is in a final state (the store is ready).
+   * Rejects on `signal`, after `timeout` ms, and when the runner closes.
+   */
+  async waitFor(id: number, signal: AbortSignal | undefined, timeout: number): Promise<StoredTask> {
+    signal?.throwIfAborted();
+    const store = this.#ctx.store;
+    if (store.watch !== undefined) {
+      this.#watching ??= store.watch((done) => (done === null ? this.#doneAll() : this.done(done))).catch((error: unknown) => {
+        this.#watching = undefined;
+        throw error;
+      });
+      await this.#watching;
+    }
+    // close() came while we were getting ready: it has already let its waiters go.
+    if (this.#ctx.closed) throw new ClosedError();
+    return new Promise<StoredTask>((resolve, reject) => this.#wait(id, signal, timeout, resolve, reject));
+  }
+
+  /** Task `id` reached a final state: whoever waits for it looks. */
+  done(id: number): void {
+    const set = this.#byId.get(id);
+    if (set !== undefined) for (const waiter of set) waiter.look();
+  }
+
+  /** close(): every waiter rejects with ClosedError. */
+  closeAll(): void {
+    for (const set of this.#byId.values()) for (const waiter of set) waiter.fail(new ClosedError());
+  }
+
+  #doneAll(): void {
+    for (const set of this.#byId.values()) for (const waiter of set) waiter.look();
+  }
+
+  #wait(id: number, signal: AbortSignal | undefined, timeout: number, resolve: (task: StoredTask) => void, reject: (error: unknown) => void): void {
+    const { store, loop, poll: every } = this.#ctx;
+    const clock = loop.clock;
+    let settled = false;
+    let looking = false;
+    let again = false;
+    let poll: unknown;
+    let deadline: unknown;
+    const finish = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
+      const set = this.#byId.get(id);
+      set?.delete(waiter);
+      if (set?.size === 0) this.#byId.delete(id);
+      if (poll !== undefined) clock.clearTimer(poll);
+      if (deadline !== undefined) clock.clearTimer(deadline);
+      signal?.removeEventListener('abort', aborted);
+      outcome();
+    };
+    const look = (): void => {
+      if (settled) return;
+      // One read at a time; a wake during it reads again afterwards.
+      if (looking) {
+        again = true;
+        return;
+      }
+      looking = true;
+      store.getTask(id).then((task) => {
+        looking = false;
+        if (task === undefined) finish(() => reject(new TaskNotFoundError(id)));
+        else if (FINAL_STATES.has(task.state)) finish(() => resolve(task));
+        else if (again) {
+          again = false;
+          look();
+        }
+      }, (error: unknown) => {
+        looking = false;
+        finish(() => reject(error));
+      });
+    };
+    const waiter: Waiter = { look, fail: (error) => finish(() => reject(error)) };
+    const aborted = () => finish(() => reject(signal!.reason));
+    const tick = () => {
+      poll = clock.setTimer(tick, every, loop.unref);
+      look();
+    };
+    let set = this.#byId.get(id);
+    if (set === undefined) this.#byId.set(id, set = new Set());
+    set.add(waiter);
+    signal?.addEventListener('abort', aborted, { once: true });
+    if (timeout !== Infinity) {
+      deadline = clock.setTimer(() => finish(() => reject(new WaitTimeoutError(id, timeout))), timeout, loop.unref);
+    }
+    poll = clock.setTimer(tick, every, loop.unref);
+    look();
+  }
+}

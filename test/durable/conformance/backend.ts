@@ -1,0 +1,199 @@
+// What the store conformance suite (test/durable/conformance/*.ts) needs to
+// know of a backend: how to open a store on a fresh database, a fresh one
+// per test, what the backend can do (its capabilities), and a few hooks
+// into the database for what a test cannot do through the Store interface.
+// A backend-specific test file (store-sqlite.test.ts, store-postgres.test.ts)
+// describes its backend and hands it to storeConformance().
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, it } from 'vitest';
+import { Scheduler, type Clock, type SchedulerOptions } from '../../../src/index.js';
+import type { Store } from '../../../src/durable/store.js';
+import { ManualClock } from '../../../src/testing.js';
+import { START } from '../../helpers.js';
+
+export interface Capabilities {
+  /**
+   * Due times are compared on the `now` the scheduler passes in (its Clock),
+   * so a ManualClock drives the store: true for SQLite. False where the
+   * database server's clock decides (PostgreSQL): scenarios then run in real
+   * time, with short delays, and assert bounds instead of exact instants.
+   */
+  clockDriven: boolean;
+  /** Several stores (processes) may have one database open at once and share its work. */
+  multiProcess: boolean;
+  /** Work added and cancels made through another store reach a running scheduler at once (LISTEN/NOTIFY). */
+  notify: boolean;
+  /** `schedule(..., { client })`: a task added in the caller's own transaction. */
+  transactionsWithClient: boolean;
+}
+
+/** One fresh, empty database (a SQLite file, a PostgreSQL schema) for one test. */
+export interface Database {
+  /** A new store of this database (not yet migrated); the suite closes it after the test. */
+  store(options?: { lease?: number; maxLeaseExpiries?: number }): Store;
+  /**
+   * The process of `store` dies holding its claims, and their leases run out:
+   * the store is closed, and what it held is left running to be taken over by the next store.
+   */
+  ownerDies(store: Store): Promise<void>;
+  /** Makes the database look written by a newer taskheap (schema version `version`). Call before any store opens it. */
+  writeNewerSchema(version: number): Promise<void>;
+  /** The names of the tables in the database (sorted); call with no store open. */
+  tables(): Promise<string[]>;
+  /**
+   * Rows of a query on the database while stores have it open (`{s}` stands
+   * for the schema prefix), where the backend allows that; undefined where it
+   * cannot (SQLite: the store holds its file in EXCLUSIVE locking mode), and
+   * the assertions made through it are then left out, saying so in the test.
+   */
+  peek?: (sql: string) => Promise<Record<string, unknown>[]>;
+  /**
+   * From now on the database refuses a task whose payload is 20 characters or
+   * more, with an error naming `short_payload` (a constraint the library does
+   * not know of). Call with no store open.
+   */
+  refuseLongPayloads(): Promise<void>;
+  /** A connection of the caller's own, for `schedule(..., { client })` (where transactionsWithClient). */
+  connect?: () => Promise<{ query(text: string, values?: unknown[]): Promise<unknown>; release(): void }>;
+}
+
+export interface Backend {
+  /** As it appears in test names: 'sqlite (node:sqlite)', 'postgres'. */
+  name: string;
+  /** Why this backend cannot run here (its tests are then skipped, naming the reason), or undefined. */
+  unavailable?: string;
+  caps: Capabilities;
+  /** A fresh database for one test. */
+  fresh(): Promise<Database>;
+}
+
+/**
+ * Time as a scenario sees it: a ManualClock where the store is clock-driven
+ * (instants exact, nothing slept), the real clock otherwise (bounds only).
+ */
+export interface Time {
+  /** The clock to give a Scheduler: a ManualClock, or undefined for the real one. */
+  readonly clock: Clock | undefined;
+  /** Whether instants are exact (a ManualClock). */
+  readonly exact: boolean;
+  now(): number;
+  /** Lets `ms` pass: advances the ManualClock (firing what falls due), or sleeps. */
+  pass(ms: number): Promise<void>;
+  /**
+   * Resolves once `condition` holds. `within` is how much time the scenario
+   * expects it to take: a ManualClock is advanced by up to that much; in real
+   * time it is waited for, with room for a slow machine. Throws naming `what`.
+   */
+  until(condition: () => boolean | Promise<boolean>, what: string, within?: number): Promise<void>;
+}
+
+/** Slack for a loaded machine in real time, on top of what a scenario expects. */
+const SLACK = 10_000;
+
+/** Lets pending store calls and their continuations run. */
+export async function ticks(turns = 20): Promise<void> {
+  for (let i = 0; i < turns; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+export function manualTime(start = START): Time & { clock: ManualClock } {
+  const clock = new ManualClock(start);
+  return {
+    clock,
+    exact: true,
+    now: () => clock.now(),
+    async pass(ms) {
+      await clock.advance(ms);
+      await ticks();
+    },
+    async until(condition, what, within = 0) {
+      const end = clock.now() + within;
+      const step = Math.max(1, Math.ceil(within / 100));
+      const realDeadline = Date.now() + SLACK;
+      for (;;) {
+        if (await condition()) return;
+        if (clock.now() < end) await clock.advance(Math.min(step, end - clock.now()));
+        else if (Date.now() > realDeadline) throw new Error(`Timed out after ${within} ms of ManualClock time waiting until ${what}`);
+        else await clock.advance(0); // fires timers due now
+        await ticks(3);
+      }
+    },
+  };
+}
+
+export function realTime(): Time {
+  return {
+    clock: undefined,
+    exact: false,
+    now: () => Date.now(),
+    pass: (ms) => sleep(ms),
+    async until(condition, what, within = 0) {
+      const deadline = Date.now() + within + SLACK;
+      for (;;) {
+        if (await condition()) return;
+        if (Date.now() > deadline) throw new Error(`Timed out after ${within + SLACK} ms waiting until ${what}`);
+        await sleep(10);
+      }
+    },
+  };
+}
+
+/** What one test of the suite works with; everything it opens is closed after it. */
+export interface Env {
+  backend: Backend;
+  caps: Capabilities;
+  db: Database;
+  time: Time;
+  /** A store of the test's database, migrated (and recovered, as a scheduler's start() does). */
+  openStore(options?: { lease?: number; maxLeaseExpiries?: number }): Promise<Store>;
+  /** A scheduler on a new store of the test's database, on the test's time; its errors are collected. */
+  open(options?: Omit<SchedulerOptions, 'store' | 'clock' | 'onError'> & { store?: Store; clock?: Clock }): { scheduler: Scheduler; store: Store; errors: unknown[] };
+}
+
+/** Registers the per-test clean-up and returns a function that sets up one test's Env. */
+export function envFor(backend: Backend): () => Promise<Env> {
+  const schedulers: Scheduler[] = [];
+  const stores: Store[] = [];
+  afterEach(async () => {
+    for (const scheduler of schedulers.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
+    for (const store of stores.splice(0)) await store.close().catch(() => {});
+  });
+  return async () => {
+    const db = await backend.fresh();
+    const time = backend.caps.clockDriven ? manualTime() : realTime();
+    const tracked: Database = {
+      ...db,
+      store(options) {
+        const store = db.store(options);
+        stores.push(store);
+        return store;
+      },
+    };
+    return {
+      backend,
+      caps: backend.caps,
+      db: tracked,
+      time,
+      async openStore(options) {
+        const store = tracked.store(options);
+        await store.migrate();
+        await store.recover?.();
+        return store;
+      },
+      open(options = {}) {
+        const { store = tracked.store(), clock = time.clock, ...rest } = options;
+        const errors: unknown[] = [];
+        const scheduler = new Scheduler({ store, onError: (error) => errors.push(error), ...(clock === undefined ? {} : { clock }), ...rest });
+        schedulers.push(scheduler);
+        return { scheduler, store, errors };
+      },
+    };
+  };
+}
+
+/**
+ * `it` where `ok`; otherwise `it.skip`, with `why` (the capability the
+ * backend lacks) in the skipped test's name, so a skip is never silent.
+ */
+export function itWhen(ok: boolean, why: string): (name: string, fn: () => Promise<void> | void, timeout?: number) => void {
+  return ok ? (name, fn, timeout) => it(name, fn, timeout) : (name, fn) => it.skip(`${name} (skipped: ${why})`, fn);
+}

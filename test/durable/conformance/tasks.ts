@@ -1,0 +1,374 @@
+// Durable tasks through the Scheduler, on any store: a named handler run at
+// its time with its payload, keys, retries, timeouts, cancels, recurring jobs
+// and their misfire policy, validation at the call, and a newer schema refused.
+// (Formerly copied between sqlite.test.ts and postgres.test.ts.)
+import { describe, expect } from 'vitest';
+import { SchemaVersionError, UnknownHandlerError, type SkipInfo } from '../../../src/index.js';
+import { ManualClock } from '../../../src/testing.js';
+import { itWhen, type Backend, type Env } from './backend.js';
+
+export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void {
+  const { caps } = backend;
+  const it = itWhen(true, '');
+
+  describe('durable tasks', () => {
+    it('runs a named handler with its payload at its time and records the outcome', async () => {
+      const { open, time } = await setup();
+      const { scheduler, errors } = open();
+      const seen: [string, number, number, number][] = [];
+      scheduler.define('remind', (ctx, payload: { text: string }) => {
+        seen.push([payload.text, ctx.attempt, time.now(), ctx.scheduledAt.getTime()]);
+      });
+      await scheduler.start();
+      const runAt = time.now() + 300;
+      const task = await scheduler.schedule(runAt, 'remind', { payload: { text: 'stretch' } });
+      expect(task).toMatchObject({ name: 'remind', state: 'waiting', attempts: 0, payload: { text: 'stretch' }, key: null, jobKey: null });
+      expect(task.runAt).toEqual(new Date(runAt));
+      expect(await scheduler.getTask(task.id)).toMatchObject({ state: 'waiting' });
+      if (time.exact) {
+        await time.pass(299);
+        expect(seen).toEqual([]);
+      }
+      await time.until(async () => (await scheduler.getTask(task.id))?.state === 'succeeded', 'the task succeeds', 300);
+      expect(seen).toHaveLength(1);
+      const [text, attempt, ranAt, scheduledAt] = seen[0]!;
+      expect([text, attempt, scheduledAt]).toEqual(['stretch', 1, runAt]);
+      if (time.exact) expect(ranAt).toBe(runAt);
+      else expect(ranAt).toBeGreaterThanOrEqual(runAt);
+      expect(await scheduler.getTask(task.id)).toMatchObject({ state: 'succeeded', attempts: 1, lastError: null });
+      expect(await scheduler.getTask(123_456)).toBeUndefined();
+      expect(errors).toEqual([]);
+    });
+
+    it('a key makes scheduling idempotent; a finished task scheduled again by key runs again, still one row', async () => {
+      const { open, time } = await setup();
+      const { scheduler } = open();
+      const seen: number[] = [];
+      scheduler.define('remind', (_ctx, payload: number) => void seen.push(payload));
+      await scheduler.start();
+      const first = await scheduler.schedule(time.now() + 300, 'remind', { payload: 1, key: 'remind:42' });
+      const second = await scheduler.schedule(time.now() + 400, 'remind', { payload: 2, key: 'remind:42' });
+      expect(second.id).toBe(first.id);
+      expect(second.payload).toBe(2);
+      expect(await scheduler.listTasks()).toHaveLength(1);
+      await time.until(async () => (await scheduler.getTask(first.id))?.state === 'succeeded', 'the task succeeds', 400);
+      expect(seen).toEqual([2]);
+      const third = await scheduler.schedule(time.now(), 'remind', { payload: 3, key: 'remind:42' });
+      expect(third.id).toBe(first.id);
+      await time.until(() => seen.length === 2, 'the rerun', 0);
+      expect(seen).toEqual([2, 3]);
+      expect(await scheduler.listTasks()).toHaveLength(1);
+    });
+
+    it('retries failures with backoff through the store, then records the error', async () => {
+      const { open, time } = await setup();
+      const { scheduler, errors } = open();
+      const attempts: [number, number][] = [];
+      scheduler.define('flaky', (ctx) => {
+        attempts.push([ctx.attempt, time.now()]);
+        throw new Error(`attempt ${ctx.attempt} failed`);
+      });
+      await scheduler.start();
+      const at = time.now();
+      const task = await scheduler.schedule(at, 'flaky', { retry: { attempts: 3, delay: 250, backoff: 'fixed' } });
+      await time.until(async () => (await scheduler.getTask(task.id))?.state === 'failed', 'the task fails for good', 600);
+      expect(attempts.map(([attempt]) => attempt)).toEqual([1, 2, 3]);
+      if (time.exact) {
+        expect(attempts.map(([, when]) => when - at)).toEqual([0, 250, 500]);
+      } else {
+        expect(attempts[1]![1] - attempts[0]![1]).toBeGreaterThanOrEqual(240);
+        expect(attempts[2]![1] - attempts[1]![1]).toBeGreaterThanOrEqual(240);
+        // The retry's wake is announced: it does not wait for the 5 s poll.
+        expect(attempts[2]![1] - attempts[0]![1]).toBeLessThan(2_500);
+      }
+      const stored = await scheduler.getTask(task.id);
+      expect(stored).toMatchObject({ state: 'failed', attempts: 3, maxAttempts: 3 });
+      expect(stored!.lastError).toContain('attempt 3 failed');
+      expect(errors.length).toBeGreaterThan(0);
+    });
+
+    it('times out a run and records timed-out', async () => {
+      const { open, time } = await setup();
+      const { scheduler } = open();
+      scheduler.define('slow', () => new Promise(() => {}));
+      await scheduler.start();
+      const task = await scheduler.schedule(time.now(), 'slow', { timeout: 200 });
+      await time.until(async () => (await scheduler.getTask(task.id))?.state === 'timed-out', 'the task times out', 1_000);
+      expect((await scheduler.getTask(task.id))!.lastError).toMatch(/Timeout/);
+    });
+
+    it('cancel(id) stops a waiting task and aborts a running one', async () => {
+      const { open, time } = await setup();
+      const { scheduler } = open();
+      let started = false;
+      let aborted = false;
+      scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
+        started = true;
+        ctx.signal.addEventListener('abort', () => {
+          aborted = true;
+          resolve();
+        });
+      }));
+      const later: number[] = [];
+      scheduler.define('later', () => void later.push(time.now()));
+      await scheduler.start();
+      const waiting = await scheduler.schedule(time.now() + 1_000, 'later');
+      const running = await scheduler.schedule(time.now(), 'long');
+      await time.until(() => started, 'the long task starts', 10);
+      expect(await scheduler.cancel(waiting.id)).toBe(true);
+      expect(await scheduler.cancel(running.id)).toBe(true);
+      await time.until(() => aborted, 'the running task sees its signal abort');
+      expect(await scheduler.cancel(running.id)).toBe(false);
+      expect(await scheduler.cancel(999_999)).toBe(false);
+      expect((await scheduler.getTask(waiting.id))!.state).toBe('cancelled');
+      expect((await scheduler.getTask(running.id))!.state).toBe('cancelled');
+      await time.pass(1_200); // past the cancelled task's time: it must not run
+      expect(later).toEqual([]);
+      expect((await scheduler.getTask(waiting.id))!.state).toBe('cancelled');
+    });
+
+    it('gives handlers the stored task id, the same on every delivery', async () => {
+      const { open, time } = await setup();
+      const { scheduler } = open();
+      const ids: number[] = [];
+      scheduler.define('flaky', (ctx) => {
+        ids.push(ctx.id);
+        if (ctx.attempt === 1) throw new Error('again');
+      });
+      await scheduler.start();
+      const task = await scheduler.schedule(time.now(), 'flaky', { retry: { attempts: 2, delay: 10 } });
+      await time.until(() => ids.length === 2, 'the retry', 100);
+      expect(ids).toEqual([task.id, task.id]);
+    });
+
+    it('rejects bad input at the call: unknown handler, non-JSON payload, bad options; payloads round-trip exactly', async () => {
+      const { open, time } = await setup();
+      const { scheduler } = open();
+      scheduler.define('known', () => {});
+      await scheduler.start();
+      await expect(async () => scheduler.schedule(time.now(), 'unknown')).rejects.toBeInstanceOf(UnknownHandlerError);
+      await expect(async () => scheduler.every().second().run('unknown')).rejects.toBeInstanceOf(UnknownHandlerError);
+      expect(() => scheduler.schedule(time.now(), 'known', { payload: { n: 1n } })).toThrow(/JSON/);
+      expect(() => scheduler.schedule(time.now(), 'known', { payload: () => {} })).toThrow(/JSON/);
+      const circular: Record<string, unknown> = {};
+      circular.self = circular;
+      expect(() => scheduler.schedule(time.now(), 'known', { payload: circular })).toThrow(/JSON/);
+      expect(() => scheduler.schedule(time.now(), 'known', { colour: 1 } as never)).toThrow(/Unknown durable task option/);
+      expect(() => scheduler.every().second().run('known', { overlap: 'queue' as never })).toThrow(/overlap/);
+      expect(await scheduler.listTasks()).toEqual([]);
+      expect(() => scheduler.define('', () => {})).toThrow(TypeError);
+      // Payloads round-trip exactly, including ones jsonb would refuse or reorder.
+      const odd = { z: 1, a: 'nul \u0000 and emoji 🎉', big: 12345678901234567890, nested: [null, true, { b: 2 }] };
+      const stored = await scheduler.schedule(time.now() + 60_000, 'known', { payload: odd });
+      expect(stored.payload).toEqual(JSON.parse(JSON.stringify(odd)));
+      expect(Object.keys(stored.payload as object)).toEqual(['z', 'a', 'big', 'nested']);
+      expect((await scheduler.getTask(stored.id))!.payload).toEqual(JSON.parse(JSON.stringify(odd)));
+    });
+
+    itWhen(caps.multiProcess && caps.notify, 'needs multiProcess and notify: one store per database, no announcements')(
+      'cancel(id) through another instance reaches the running task at once, not at its next lease renewal', async () => {
+        const { open, db, time } = await setup();
+        // A long lease: renewal (every lease / 3) would notice the cancellation too, but only after 20 s.
+        const a = open({ store: db.store({ lease: 60_000 }) });
+        const long = { started: false, abortedAt: 0 };
+        a.scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
+          long.started = true;
+          ctx.signal.addEventListener('abort', () => {
+            long.abortedAt = Date.now();
+            resolve();
+          });
+        }));
+        const ranLater: number[] = [];
+        a.scheduler.define('later', () => void ranLater.push(Date.now()));
+        await a.scheduler.start();
+        const running = await a.scheduler.schedule(time.now(), 'long');
+        const waiting = await a.scheduler.schedule(time.now() + 800, 'later');
+        await time.until(() => long.started, 'the long task starts');
+        const b = open({ store: db.store({ lease: 60_000 }) });
+        b.scheduler.define('long', () => {});
+        b.scheduler.define('later', () => {});
+        await b.scheduler.start();
+        const cancelledAt = Date.now();
+        expect(await b.scheduler.cancel(running.id)).toBe(true);
+        expect(await b.scheduler.cancel(waiting.id)).toBe(true);
+        await time.until(() => long.abortedAt > 0, 'the running task in the other instance aborts');
+        expect(long.abortedAt - cancelledAt).toBeLessThan(2_000);
+        expect((await a.scheduler.getTask(running.id))!.state).toBe('cancelled');
+        await time.pass(1_000);
+        expect(ranLater).toEqual([]);
+        expect((await b.scheduler.getTask(waiting.id))!.state).toBe('cancelled');
+      });
+
+    itWhen(caps.transactionsWithClient, 'needs transactionsWithClient')(
+      'schedule({ client }) writes through the caller\'s transaction: rolled back, nothing; committed, stored and run', async () => {
+        const { open, db, time } = await setup();
+        const { scheduler } = open();
+        const ran: number[] = [];
+        scheduler.define('double', (_ctx, p: { n: number }) => void ran.push(p.n * 2));
+        await scheduler.start();
+        const client = await db.connect!();
+        try {
+          await client.query('BEGIN');
+          await scheduler.schedule(time.now(), 'double', { payload: { n: 1 }, client: client as never });
+          await client.query('ROLLBACK');
+          await client.query('BEGIN');
+          const task = await scheduler.schedule(time.now(), 'double', { payload: { n: 2 }, client: client as never, key: 'tx:2' });
+          expect(await scheduler.getTask(task.id)).toBeUndefined(); // not committed yet
+          await client.query('COMMIT');
+          await time.until(() => ran.length > 0, 'the committed task runs');
+        } finally {
+          client.release();
+        }
+        await time.pass(100);
+        expect(ran).toEqual([4]);
+        expect((await scheduler.listTasks()).map((t) => t.key)).toEqual(['tx:2']);
+      });
+
+    itWhen(!caps.transactionsWithClient, 'the store shares the caller\'s transaction (see the scenario above)')(
+      'a store that cannot share the caller\'s transaction refuses schedule({ client }), saying why', async () => {
+        const { open, time } = await setup();
+        const { scheduler } = open();
+        scheduler.define('x', () => {});
+        await scheduler.start();
+        await expect(scheduler.schedule(time.now(), 'x', { client: { query: async () => ({ rows: [] }) } })).rejects.toThrow(/postgresStore/);
+        expect(await scheduler.listTasks()).toEqual([]);
+      });
+
+    it('refuses a schema from a newer version with a clear error, creating nothing next to it', async () => {
+      const { open, db } = await setup();
+      await db.writeNewerSchema(99);
+      const { scheduler } = open();
+      await expect(scheduler.start()).rejects.toBeInstanceOf(SchemaVersionError);
+      await expect(scheduler.start()).rejects.toThrow(/version 99/);
+      await scheduler.close();
+      expect(await db.tables()).toEqual(['taskheap_meta']);
+    });
+  });
+
+  describe('recurring jobs', () => {
+    it('runs once per occurrence, on the rule\'s phase; re-registering by key does not duplicate; cancelJob stops it', async () => {
+      const { open, time } = await setup();
+      const { scheduler } = open();
+      const seen: number[] = [];
+      scheduler.define('tick', (ctx) => void seen.push(ctx.scheduledAt.getTime()));
+      await scheduler.start();
+      // Registered on a running scheduler; in real time the first occurrence is a second away,
+      // so that it cannot come due before the test registers it again (a loaded machine).
+      const from = time.now() + (time.exact ? 300 : 800);
+      const job = await scheduler.every(200).milliseconds().from(from).run('tick', { key: 'ticker' });
+      expect(job).toMatchObject({ key: 'ticker', state: 'scheduled', runs: 0 });
+      const first = from + 200; // interval rules run at start + k * interval, k >= 1
+      expect(job.nextRunAt).toEqual(new Date(first));
+      const again = await scheduler.every(200).milliseconds().from(from).run('tick', { key: 'ticker' });
+      expect(again.nextRunAt).toEqual(new Date(first));
+      await time.until(() => seen.length >= 3, 'three occurrences', 1_000);
+      if (time.exact) expect(seen).toEqual([first, first + 200, first + 400]);
+      expect(await scheduler.cancelJob('ticker')).toBe(true);
+      expect(await scheduler.cancelJob('ticker')).toBe(false);
+      await time.until(async () => (await scheduler.listTasks({ jobKey: 'ticker', state: 'running' })).length === 0, 'running occurrences finish');
+      const count = seen.length;
+      await time.pass(600);
+      expect(seen.length).toBe(count);
+      expect(new Set(seen).size).toBe(seen.length); // no occurrence ran twice
+      expect(seen[0]).toBe(first);
+      for (const at of seen) expect((at - first) % 200).toBe(0);
+      const tasks = await scheduler.listTasks({ jobKey: 'ticker' });
+      expect(tasks).toHaveLength(seen.length);
+      expect(tasks.every((t) => t.jobKey === 'ticker' && t.name === 'tick' && t.state === 'succeeded')).toBe(true);
+    });
+
+    itWhen(caps.multiProcess, 'needs multiProcess: one store per database')(
+      'runs each occurrence once across two instances that both register the job', async () => {
+        const { open, time } = await setup();
+        const seen: { at: number; by: string }[] = [];
+        const from = time.now() + 300;
+        const instances = ['a', 'b'].map((by) => {
+          const { scheduler } = open();
+          scheduler.define('tick', (ctx) => void seen.push({ at: ctx.scheduledAt.getTime(), by }));
+          return scheduler;
+        });
+        // Both register it (as every deploy does) before either starts, so nothing comes due in between.
+        await instances[0]!.every(200).milliseconds().from(from).run('tick', { key: 'ticker' });
+        const again = await instances[1]!.every(200).milliseconds().from(from).run('tick', { key: 'ticker' });
+        expect(again.nextRunAt).toEqual(new Date(from + 200));
+        for (const scheduler of instances) await scheduler.start();
+        await time.until(() => seen.length >= 5, 'five occurrences', 1_500);
+        expect(await instances[1]!.cancelJob('ticker')).toBe(true);
+        await time.until(async () => (await instances[0]!.listTasks({ jobKey: 'ticker', state: 'running' })).length === 0, 'running occurrences finish');
+        const count = seen.length;
+        await time.pass(600);
+        expect(seen.length).toBe(count);
+        const times = seen.map((s) => s.at).sort((x, y) => x - y);
+        expect(new Set(times).size).toBe(times.length); // no occurrence ran twice
+        expect(times[0]).toBe(from + 200);
+        for (const at of times) expect((at - from - 200) % 200).toBe(0);
+        expect(await instances[0]!.listTasks({ jobKey: 'ticker', state: 'succeeded' })).toHaveLength(seen.length);
+      });
+
+    it('re-registering an interval job keeps its place and count (as a restart would); a new rule starts afresh', async () => {
+      const { open, time } = await setup();
+      // Due times may be the server's: registered an hour ahead of now, by a
+      // scheduler that is never started (so nothing claims while the test re-registers).
+      const base = Math.ceil(time.now() / 1000) * 1000 + 3_600_000;
+      const clock = new ManualClock(base);
+      const { scheduler } = open({ clock });
+      scheduler.define('tick', () => {});
+      await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
+      await clock.advance(5_000);
+      const again = await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
+      expect(again.nextRunAt).toEqual(new Date(base + 10_000));
+      const changed = await scheduler.every(7).seconds().run('tick', { key: 'k' });
+      expect(changed.nextRunAt).toEqual(new Date(base + 5_000 + 7_000));
+    });
+
+    itWhen(caps.clockDriven, 'needs clockDriven: runs at ManualClock times')(
+      're-registered while running, an interval job keeps its count and phase: a times(3) job runs three times', async () => {
+        const { open, time } = await setup();
+        const { scheduler } = open();
+        const start = time.now();
+        const seen: number[] = [];
+        scheduler.define('tick', (ctx) => void seen.push((ctx.scheduledAt.getTime() - start) / 1_000));
+        await scheduler.start();
+        await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
+        await time.pass(15_000);
+        const again = await scheduler.every(10).seconds().times(3).run('tick', { key: 'k' });
+        expect(again.nextRunAt).toEqual(new Date(start + 20_000));
+        await time.pass(60_000);
+        expect(seen).toEqual([10, 20, 30]);
+        const changed = await scheduler.every(7).seconds().run('tick', { key: 'k' });
+        expect(changed.nextRunAt).toEqual(new Date(time.now() + 7_000));
+      });
+
+    it('overdue occurrences at start-up follow the misfire policy; what is dropped is reported by key', async () => {
+      const { open, time } = await setup();
+      // Registered by a process whose (manual, never advanced) clock reads ten and a half
+      // minutes ago, and that never starts: it claims nothing, so it cannot advance the jobs.
+      const base = time.now() - 10 * 60_000 - 30_000;
+      const first = open({ clock: new ManualClock(base) });
+      await first.scheduler.every(1).minute().run('tick', { key: 'once' });
+      await first.scheduler.every(1).minute().run('tick', { key: 'skip', misfire: 'skip' });
+      await first.scheduler.every(1).minute().run('tick', { key: 'all', misfire: 'all' });
+      await first.scheduler.every(1).minute().run('tick', { key: 'capped', misfire: 'all', catchUp: 3 });
+      expect(() => first.scheduler.every(1).minute().run('tick', { key: 'bad', misfire: 'all', catchUp: 0 })).toThrow(/`catchUp` to be an integer from 1/);
+      await first.scheduler.close();
+      const second = open();
+      const skips: SkipInfo[] = [];
+      second.scheduler.on('skip', (info) => skips.push(info));
+      second.scheduler.define('tick', () => {});
+      await second.scheduler.start();
+      const count = async (key: string) => (await second.scheduler.listTasks({ jobKey: key })).length;
+      // All are due in the same claim, in one transaction.
+      await time.until(async () => (await count('once')) === 1 && (await count('all')) === 10 && skips.length === 2, 'the overdue jobs are materialized');
+      expect({ once: await count('once'), skip: await count('skip'), all: await count('all'), capped: await count('capped') })
+        .toEqual({ once: 1, skip: 0, all: 10, capped: 3 });
+      const all = await second.scheduler.listTasks({ jobKey: 'all' });
+      expect(all.map((t) => (t.runAt.getTime() - base) / 60_000)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      // One event per job, by key (a stored job has no Job object): misfire 'skip' from its
+      // first missed occurrence, the capped catch-up from the first beyond the cap.
+      expect(skips.sort((a, b) => a.key!.localeCompare(b.key!))).toEqual([
+        { job: undefined, name: 'tick', key: 'capped', scheduledAt: new Date(base + 4 * 60_000), reason: 'misfire' },
+        { job: undefined, name: 'tick', key: 'skip', scheduledAt: new Date(base + 60_000), reason: 'misfire' },
+      ]);
+    });
+  });
+}

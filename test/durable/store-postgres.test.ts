@@ -1,0 +1,53 @@
+// The store conformance suite (test/durable/conformance/) on PostgreSQL: one
+// throwaway server for the file, a fresh schema per test. Due times are the
+// server's, so scenarios run in real time here (short delays, bounded waits).
+// PostgreSQL-only behaviour (NOTIFY, worker processes, the server stopped,
+// frozen or restarted, query plans, its options) is in postgres.test.ts,
+// postgres-delivery.test.ts, postgres-batching.test.ts and flow-postgres.test.ts.
+import pg from 'pg';
+import { postgresStore } from '../../src/postgres.js';
+import { storeConformance } from './conformance/index.js';
+import type { PgServer } from './pg-server.js';
+import { schemaNamer, usePostgres } from './use-postgres.js';
+
+let server: PgServer;
+let admin: pg.Pool;
+
+usePostgres((started, pool) => {
+  server = started;
+  admin = pool;
+});
+
+const freshSchema = schemaNamer('c');
+
+storeConformance({
+  name: 'postgres',
+  caps: { clockDriven: false, multiProcess: true, notify: true, transactionsWithClient: true },
+  async fresh() {
+    const schema = freshSchema();
+    const q = (sql: string) => sql.replaceAll('{s}', `"${schema}".`);
+    return {
+      store: (options = {}) => postgresStore({ connectionString: server.url, schema, timeout: 5_000, ...options }),
+      async ownerDies(store) {
+        await store.close();
+        // Its leases run out: the next claim, anywhere, takes them over.
+        await admin.query(q(`UPDATE {s}taskheap_tasks SET locked_until = now() - interval '1 second' WHERE state = 'running'`));
+      },
+      async writeNewerSchema(version) {
+        await admin.query(q(`CREATE SCHEMA "${schema}"; CREATE TABLE {s}taskheap_meta (version integer NOT NULL); INSERT INTO {s}taskheap_meta VALUES (${version})`));
+      },
+      async tables() {
+        const { rows } = await admin.query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
+        return rows.map((row) => row.table_name);
+      },
+      async refuseLongPayloads() {
+        const store = postgresStore({ connectionString: server.url, schema });
+        await store.migrate();
+        await store.close();
+        await admin.query(q(`ALTER TABLE {s}taskheap_tasks ADD CONSTRAINT short_payload CHECK (length(payload) < 20)`));
+      },
+      connect: () => admin.connect(),
+      peek: async (sql) => (await admin.query(q(sql))).rows as Record<string, unknown>[],
+    };
+  },
+});

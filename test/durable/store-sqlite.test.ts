@@ -1,0 +1,73 @@
+// The store conformance suite (test/durable/conformance/) on SQLite, once per
+// driver: node:sqlite (Node >= 22.13) and better-sqlite3. A driver that does
+// not load in this Node (node:sqlite on Node 20; better-sqlite3 without its
+// native build for this Node's ABI) is skipped, saying why.
+// SQLite-only behaviour (one owner per file, a second process, SIGKILL of the
+// owner, the drivers themselves) is in sqlite.test.ts and sqlite-delivery.test.ts.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../src/durable/sqlite/driver.js';
+import { sqliteStore } from '../../src/sqlite.js';
+import { storeConformance, type Backend } from './conformance/index.js';
+
+/** Why `driver` cannot open a database in this Node, or undefined if it can. */
+async function unavailable(driver: SqliteDriver): Promise<string | undefined> {
+  try {
+    (await openDatabase(':memory:', driver)).close();
+    return undefined;
+  } catch (error) {
+    const cause = (error as Error).cause as Error | undefined;
+    return `${(error as Error).message}${cause === undefined ? '' : `: ${cause.message.split('\n')[0]}`}`;
+  }
+}
+
+function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backend {
+  return {
+    name: `sqlite (${driver})`,
+    ...(reason === undefined ? {} : { unavailable: reason }),
+    caps: {
+      clockDriven: true,
+      // One store owns a file at a time (StoreInUseError): see sqlite-delivery.test.ts.
+      multiProcess: false,
+      notify: false,
+      transactionsWithClient: false,
+    },
+    async fresh() {
+      const path = join(mkdtempSync(join(tmpdir(), 'taskheap-store-')), 'store.db');
+      return {
+        store: (options = {}) => sqliteStore(path, { driver, ...options }),
+        // One process per file: it dies, its lock goes with it, and the next store's
+        // start-up (recover()) takes back what it had running.
+        ownerDies: (store) => store.close(),
+        async writeNewerSchema(version) {
+          const db = await openDatabase(path, driver);
+          db.exec(`CREATE TABLE taskheap_meta (version INTEGER NOT NULL); INSERT INTO taskheap_meta VALUES (${version})`);
+          db.close();
+        },
+        async tables() {
+          const db = await openDatabase(path, driver);
+          const rows = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).all() as { name: string }[];
+          db.close();
+          return rows.map((row) => row.name);
+        },
+        async refuseLongPayloads() {
+          const store = sqliteStore(path, { driver });
+          await store.migrate();
+          await store.close();
+          const db = await openDatabase(path, driver);
+          db.exec(`CREATE TRIGGER short_payload BEFORE INSERT ON taskheap_tasks WHEN length(NEW.payload) >= 20
+            BEGIN SELECT RAISE(ABORT, 'short_payload: the payload is too long'); END`);
+          db.close();
+        },
+        // No peek: the store holds its file in EXCLUSIVE locking mode, so nothing else reads it while it is open.
+      };
+    },
+  };
+}
+
+for (const driver of SQLITE_DRIVERS) {
+  const reason = await unavailable(driver);
+  if (reason !== undefined) console.warn(`test/durable/store-sqlite.test.ts: skipping driver ${driver}: ${reason}`);
+  storeConformance(sqliteBackend(driver, reason));
+}

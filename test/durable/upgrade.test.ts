@@ -1,0 +1,234 @@
+// Upgrades from every earlier schema version keep every row, on both stores:
+// a database is built at version N with that version's migrations (as the
+// release of then left it), filled with representative rows (schema-
+// helpers.ts: tasks in each state, keyed, leased, with results and errors,
+// job occurrences, jobs in each state, a held serial key; each with the
+// columns version N has), and migrated by the store. Then every row is still
+// there with every value it had, the columns added since hold their
+// defaults, the store reads the rows back, and the schema is exactly a
+// fresh database's (which schema.test.ts compares with the snapshot).
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { postgresStore } from '../../src/postgres.js';
+import { sqliteStore } from '../../src/sqlite.js';
+import { quote } from '../../src/durable/postgres/migrations.js';
+import { openDatabase, type Database } from '../../src/durable/sqlite/driver.js';
+import { SCHEMA_VERSION, type Store, type StoredTask } from '../../src/durable/store.js';
+import { dumpPostgres, dumpSqlite, postgresAt, ROWS, sqliteAt, TIME_COLUMNS, type Row } from './schema-helpers.js';
+import type { PgServer } from './pg-server.js';
+import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+
+/** Every version a database may be found at: 1 to the current one (which migrates nothing). */
+const VERSIONS = Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1);
+
+/**
+ * What a column added after version 1 holds in an upgraded row: its
+ * default. A new column must be listed here, or the tests fail, asking what
+ * its old rows should hold.
+ */
+const ADDED: Record<string, unknown> = { expiries: 0, result: null, errors: null, serial: null, priority: 0 };
+
+const TABLES = { tasks: 'taskheap_tasks', jobs: 'taskheap_jobs', serialKeys: 'taskheap_serial_keys' } as const;
+type Tables = Record<keyof typeof TABLES, Record<string, unknown>[]>;
+
+/** `row` with only the columns the table has at this version. */
+function only(row: Row, columns: readonly string[]): Row {
+  const kept: Row = {};
+  for (const column of Object.keys(row)) if (columns.includes(column)) kept[column] = row[column]!;
+  return kept;
+}
+
+/** Every row after the upgrade is the row before, plus the added columns at their defaults. */
+function expectKept(before: Tables, after: Tables, version: number): void {
+  for (const table of Object.keys(TABLES) as (keyof Tables)[]) {
+    expect(after[table], `${table}: every row kept`).toHaveLength(before[table].length);
+    after[table].forEach((row, i) => {
+      const old = before[table][i]!;
+      const added = Object.keys(row).filter((column) => !(column in old));
+      for (const column of added) expect(column in ADDED, `${table}.${column} was added after version ${version}: list its default in ADDED`).toBe(true);
+      expect(row, `${table} row ${i}`).toEqual({ ...old, ...Object.fromEntries(added.map((column) => [column, ADDED[column]])) });
+    });
+  }
+}
+
+/** What the store reads back for each fixture task (`ids[i]` is `inserted[i]`'s), as far as its version held it. */
+function expectTasksRead(tasks: StoredTask[], inserted: Row[], ids: number[]): void {
+  expect(tasks).toHaveLength(inserted.length);
+  inserted.forEach((row, i) => {
+    const task = tasks.find((t) => t.id === ids[i]);
+    expect(task, `task ${i}`).toBeDefined();
+    expect(task!, `task ${i}`).toMatchObject({
+      name: row.name, key: row.key, payload: JSON.parse(String(row.payload)), state: row.state, attempts: row.attempts, maxAttempts: row.max_attempts,
+      runAt: new Date(Number(row.run_at)), lastError: row.last_error ?? null, jobKey: row.job_key ?? null,
+      result: row.result === undefined || row.result === null ? undefined : JSON.parse(String(row.result)),
+      serial: row.serial ?? null, priority: row.priority ?? 0,
+    });
+    expect(task!.errors, `task ${i} errors`).toHaveLength(row.errors === undefined || row.errors === null ? 0 : (JSON.parse(String(row.errors)) as unknown[]).length);
+  });
+}
+
+/** The jobs the store reads back. */
+async function expectJobsRead(store: Store, inserted: Row[]): Promise<void> {
+  for (const row of inserted) {
+    expect(await store.getJob(String(row.key)), `job ${String(row.key)}`).toMatchObject({
+      name: row.name, state: row.state, runs: row.runs, nextRunAt: row.next_run_at === null ? null : new Date(Number(row.next_run_at)),
+    });
+  }
+}
+
+describe('upgrades of a SQLite file', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'taskheap-upgrade-'));
+  let files = 0;
+  const opened = closedAfterEach((store: Store) => store.close());
+
+  async function fresh(): Promise<string> {
+    const path = join(dir, `fresh-${++files}.db`);
+    const store = sqliteStore(path);
+    await store.migrate();
+    await store.close();
+    const db = await openDatabase(path);
+    try {
+      return dumpSqlite(db);
+    } finally {
+      db.close();
+    }
+  }
+
+  function columns(db: Database, table: string): string[] {
+    return (db.prepare('SELECT name FROM pragma_table_info(?) ORDER BY cid').all(table) as { name: string }[]).map((c) => c.name);
+  }
+
+  function read(db: Database): Tables {
+    const rows = (table: string, order: string) => db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).all() as Record<string, unknown>[];
+    return {
+      tasks: rows(TABLES.tasks, 'id'),
+      jobs: rows(TABLES.jobs, 'key'),
+      serialKeys: columns(db, TABLES.serialKeys).length === 0 ? [] : rows(TABLES.serialKeys, 'key'),
+    };
+  }
+
+  for (const version of VERSIONS) {
+    it(`from version ${version}: every row kept with its data, the schema a fresh file's`, async () => {
+      const path = join(dir, `v${version}-${++files}.db`);
+      const db = await openDatabase(path);
+      sqliteAt(db, version);
+      const inserted: Tables & { tasks: Row[]; jobs: Row[] } = { tasks: [], jobs: [], serialKeys: [] };
+      const ids: number[] = [];
+      db.transaction(() => {
+        for (const [table, rows] of [[TABLES.tasks, ROWS.tasks], [TABLES.jobs, ROWS.jobs]] as const) {
+          const have = columns(db, table);
+          for (const fixture of rows) {
+            const row = only(fixture, have);
+            if (version === SCHEMA_VERSION) expect(Object.keys(row), 'every fixture column exists').toEqual(Object.keys(fixture));
+            const names = Object.keys(row);
+            const { lastInsertRowid } = db.prepare(`INSERT INTO ${table} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`)
+              .run(...Object.values(row));
+            if (table === TABLES.tasks) {
+              ids.push(Number(lastInsertRowid));
+              inserted.tasks.push(row);
+            } else inserted.jobs.push(row);
+          }
+        }
+        if (columns(db, TABLES.serialKeys).length > 0) {
+          for (const key of ROWS.serialKeys) db.prepare(`INSERT INTO ${TABLES.serialKeys} (key, held_by) VALUES (?, ?)`).run(key.key, ids[Number(key.held_by)]);
+        }
+      })();
+      const before = read(db);
+      db.close();
+      expect(before.tasks).toHaveLength(ROWS.tasks.length);
+
+      const store = sqliteStore(path);
+      opened.push(store);
+      await store.migrate();
+      expectTasksRead(await store.listTasks({ limit: 100 }), inserted.tasks, ids);
+      await expectJobsRead(store, inserted.jobs);
+      await store.close();
+
+      const after = await openDatabase(path);
+      try {
+        expectKept(before, read(after), version);
+        expect(dumpSqlite(after), 'the upgraded schema is a fresh one').toBe(await fresh());
+      } finally {
+        after.close();
+      }
+    });
+  }
+});
+
+describe('upgrades of a PostgreSQL schema', () => {
+  let server: PgServer;
+  let admin: pg.Pool;
+  usePostgres((s, a) => {
+    server = s;
+    admin = a;
+  });
+  const freshSchema = schemaNamer('upgrade_');
+  const opened = closedAfterEach((store: Store) => store.close());
+
+  async function columns(schema: string, table: string): Promise<string[]> {
+    const { rows } = await admin.query(`SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2
+      ORDER BY ordinal_position`, [schema, table]);
+    return rows.map((row: { column_name: string }) => row.column_name);
+  }
+
+  /** Every row as JSON (times as ISO text, in the admin session's zone), in a stable order. */
+  async function read(schema: string): Promise<Tables> {
+    const rows = async (table: string, order: string) => {
+      if ((await columns(schema, table)).length === 0) return [];
+      return (await admin.query(`SELECT to_jsonb(t) AS row FROM ${quote(schema)}.${table} AS t ORDER BY ${order}`)).rows
+        .map((row: { row: Record<string, unknown> }) => row.row);
+    };
+    return { tasks: await rows(TABLES.tasks, 'id'), jobs: await rows(TABLES.jobs, 'key'), serialKeys: await rows(TABLES.serialKeys, 'key') };
+  }
+
+  /** A time column's epoch ms as the timestamptz PostgreSQL parses. */
+  const value = (column: string, v: string | number | null) => (TIME_COLUMNS.has(column) && v !== null ? new Date(Number(v)).toISOString() : v);
+
+  for (const version of VERSIONS) {
+    it(`from version ${version}: every row kept with its data, the schema a fresh one's`, async () => {
+      const schema = freshSchema();
+      await postgresAt(admin, schema, version);
+      const inserted: { tasks: Row[]; jobs: Row[] } = { tasks: [], jobs: [] };
+      const ids: number[] = [];
+      for (const [table, rows] of [[TABLES.tasks, ROWS.tasks], [TABLES.jobs, ROWS.jobs]] as const) {
+        const have = await columns(schema, table);
+        for (const fixture of rows) {
+          const row = only(fixture, have);
+          if (version === SCHEMA_VERSION) expect(Object.keys(row), 'every fixture column exists').toEqual(Object.keys(fixture));
+          const names = Object.keys(row);
+          const { rows: [added] } = await admin.query(
+            `INSERT INTO ${quote(schema)}.${table} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
+            names.map((name) => value(name, row[name]!)));
+          if (table === TABLES.tasks) {
+            ids.push(Number(added.id));
+            inserted.tasks.push(row);
+          } else inserted.jobs.push(row);
+        }
+      }
+      if ((await columns(schema, TABLES.serialKeys)).length > 0) {
+        for (const key of ROWS.serialKeys) {
+          await admin.query(`INSERT INTO ${quote(schema)}.${TABLES.serialKeys} (key, held_by) VALUES ($1, $2)`, [key.key, ids[Number(key.held_by)]]);
+        }
+      }
+      const before = await read(schema);
+      expect(before.tasks).toHaveLength(ROWS.tasks.length);
+
+      const store = postgresStore({ connectionString: server.url, schema });
+      opened.push(store);
+      await store.migrate();
+      expectTasksRead(await store.listTasks({ limit: 100 }), inserted.tasks, ids);
+      await expectJobsRead(store, inserted.jobs);
+      await store.close();
+
+      expectKept(before, await read(schema), version);
+      const reference = freshSchema();
+      const other = postgresStore({ connectionString: server.url, schema: reference });
+      opened.push(other);
+      await other.migrate();
+      expect(await dumpPostgres(admin, schema), 'the upgraded schema is a fresh one').toBe(await dumpPostgres(admin, reference));
+    });
+  }
+});
