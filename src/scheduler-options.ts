@@ -6,6 +6,8 @@ import { assertClock, systemClock, type Clock } from './core/clock.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { toRate, type RateLimit } from './core/flow-options.js';
 import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from './core/loop-types.js';
+import type { QueueSettings } from './core/flow.js';
+import { toQueues, type QueueOptions } from './core/queues.js';
 import { assertKnownKeys, assertOptionsObject, describe } from './core/validate.js';
 import type { DurableTaskItem } from './durable/options.js';
 import { DEFAULT_RETENTION, type Retention } from './durable/runner.js';
@@ -88,6 +90,16 @@ export interface SchedulerOptions {
    * new Scheduler({ rate: { limit: 30, interval: '1s' } });
    */
   rate?: RateLimit;
+  /**
+   * Named queues and their settings: per queue a `concurrency` (in this
+   * process), a `rate` limit, `paused`; see `scheduler.queue(name)`. Tasks
+   * and jobs join one with the option `queue`; queues not listed here exist
+   * on first use, with no limits.
+   * @default none
+   * @example
+   * new Scheduler({ queues: { emails: { concurrency: 2, rate: { limit: 10, interval: '1s' } } } });
+   */
+  queues?: Record<string, QueueOptions>;
 }
 
 /** Events of a scheduler and the arguments their listeners receive. */
@@ -111,7 +123,7 @@ export function assertId(id: unknown): asserts id is number {
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
 }
 
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate']);
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate', 'queues']);
 const RETENTION_KEYS = new Set(['succeeded', 'failed']);
 const CRON_KEYS = new Set(['timezone']);
 const WAIT_KEYS = new Set(['signal', 'timeout']);
@@ -123,6 +135,8 @@ export interface SchedulerSettings {
   store: Store | undefined;
   handlers: readonly string[] | undefined;
   retention: Retention;
+  /** The `queues` option, checked. */
+  queues: Map<string, QueueSettings> | undefined;
 }
 
 /** Checks the options of `new Scheduler()`; throws on the first bad one. @internal */
@@ -131,6 +145,7 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
   assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
   const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
   const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
+  const queues = options.queues === undefined ? undefined : toQueues(options.queues);
   assertWorkers(workers);
   if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
     throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
@@ -144,7 +159,7 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
     if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
   }
   if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
-  return { loop: { workers, maxPending, unref, clock, onError, rate }, timezone: zone, store, handlers, retention: toRetention(retention) };
+  return { loop: { workers, maxPending, unref, clock, onError, rate }, timezone: zone, store, handlers, retention: toRetention(retention), queues };
 }
 
 /** The `retention` option in ms (null: kept forever). */

@@ -10,6 +10,7 @@ import { TaskLoop } from './core/loop.js';
 import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
 import type { RateLimit } from './core/flow-options.js';
+import { configureQueues, listQueues, Queue, type QueueInfo } from './core/queues.js';
 import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
@@ -54,10 +55,11 @@ export class Scheduler {
 
   /** @param options see `SchedulerOptions` */
   constructor(options: SchedulerOptions = {}) {
-    const { loop, timezone, store, handlers, retention: ages } = toSchedulerSettings(options);
+    const { loop, timezone, store, handlers, retention: ages, queues } = toSchedulerSettings(options);
     this.#timezone = timezone;
     this.#loop = new TaskLoop(loop, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
+    if (queues !== undefined) configureQueues(this.#loop, queues);
     this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages);
     if (this.#runner !== undefined) {
       // A stored job has no Job object: the event names it by key.
@@ -393,6 +395,30 @@ export class Scheduler {
   /** Sets the scheduler-wide rate limit; a bad value throws and changes nothing. */
   set rate(value: RateLimit | undefined) {
     this.#loop.rate = value;
+  }
+
+  /**
+   * A named queue: its live settings (`concurrency`, `rate`), `pause()`,
+   * `resume()` and `counts()`. Queues exist on first use with no limits;
+   * tasks and jobs join one with the option `queue`, and those that name
+   * none are in `'default'`.
+   * @example
+   * const emails = scheduler.queue('emails');
+   * emails.concurrency = 2;
+   * emails.pause();
+   */
+  queue(name: string): Queue {
+    return new Queue(this.#loop, name);
+  }
+
+  /**
+   * Every queue (the default one, those configured and those tasks named),
+   * with its settings, paused flag and counts: O(n) in the pending tasks.
+   * @example
+   * for (const { name, paused, counts } of scheduler.queues()) console.log(name, paused, counts.waiting);
+   */
+  queues(): QueueInfo[] {
+    return listQueues(this.#loop);
   }
 
   /**

@@ -1,7 +1,7 @@
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
 
-/** What the flow's heaps order: a task, or an entry standing for the head of a rate key's line. @internal */
+/** What the flow's heaps order: a task, or an entry standing for the head of a rate key's line or a queue's best task. @internal */
 export type Queued = Pick<Task, '_time' | 'id' | '_settings' | '_state'>;
 
 /** Earliest due time first; equal times in scheduling order. @internal */
@@ -77,6 +77,21 @@ export class HeldQueue<T extends Queued = Task> {
   /** Calls `fn` for each live task, in no particular order. */
   forEach(fn: (task: T) => void): void {
     for (const task of this.#heap.data) if (task._state === State.Held) fn(task);
+  }
+
+  /** Takes out the live tasks `match` picks (in no particular order) and rebuilds the heap from the others: O(n). */
+  extract(match: (task: T) => boolean): T[] {
+    const taken: T[] = [];
+    const kept: T[] = [];
+    for (const task of this.#heap.data) {
+      if (task._state !== State.Held) continue;
+      if (match(task)) taken.push(task);
+      else kept.push(task);
+    }
+    if (taken.length === 0) return taken;
+    this.#heap = new TinyQueue(kept, this.#compare);
+    this.#live = kept.length;
+    return taken;
   }
 
   /** Empties the queue, returning the live tasks. */

@@ -65,6 +65,9 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   #flow: Flow | undefined = undefined;
   /** The scheduler-wide limit as given (for the `rate` getter). */
   #rate: RateLimit | undefined = undefined;
+  /** Starts made before the flow exists, and the last one's elapsed time: a first `rate` counts them. */
+  #starts = 0;
+  #lastStart = -Infinity;
 
   constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
     super(options.clock, options.unref);
@@ -93,7 +96,28 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   #setRate(rate: Rate | undefined): void {
     this.#rate = rate === undefined ? undefined : { limit: rate.limit, interval: rate.interval };
-    (this.#flow ??= new Flow()).setRate(rate);
+    this.flow().setRate(rate, this.readElapsed());
+  }
+
+  /** The flow, made on first use (issue 22: queues use it too); it learns what ran before it. */
+  flow(): Flow {
+    return (this.#flow ??= new Flow(this.#running, this.#starts, this.#lastStart));
+  }
+
+  /** The flow if it exists: reading a queue's settings never makes it. */
+  get currentFlow(): Flow | undefined {
+    return this.#flow;
+  }
+
+  /** Starts what a changed setting allows (a queue's), at once. */
+  pump(): void {
+    this.#pump();
+  }
+
+  /** Calls `fn` for every pending task (the time heap's, then the flow's), in no particular order. */
+  forEachPending(fn: (task: Task) => void): void {
+    this.#queue.forEach(fn);
+    this.#flow?.forEach(fn);
   }
 
   get workers(): number {
@@ -131,8 +155,15 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.assertAccepting();
     const signal = settings.signal;
     if (signal?.aborted) throw signal.reason;
+    // A dedupe key: the flow's keys decide whether (and when) to insert.
+    const dedupe = settings.flow?.dedupe;
+    if (dedupe !== undefined) return this.flow().dedupe.add(dedupe, time, this.readElapsed(), (at) => this.#insert(at, fn, settings));
+    return this.#insert(time, fn, settings);
+  }
+
+  #insert(time: number, fn: TaskFunction, settings: TaskSettings): Task {
     const task = this.push(time, fn, settings);
-    if (signal !== undefined) this.#signals.add(signal, task);
+    if (settings.signal !== undefined) this.#signals.add(settings.signal, task);
     return task;
   }
 
@@ -146,7 +177,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   /** A task with flow options is scheduled: the flow comes into use, and its key's limit is this task's. */
   #scheduled(task: Task): void {
-    (this.#flow ??= new Flow()).scheduled(task, this.readElapsed());
+    this.flow().scheduled(task, this.readElapsed());
   }
 
   /** Cancels `member` when `signal` aborts (one listener per signal, however many members). */
@@ -286,6 +317,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
         if (current > deadline) return this.yieldTurn();
         queue.pop();
         if (task._settings.elapsed === true) this.#elapsedPending--;
+        this.#starts++;
+        this.#lastStart = current;
         this.#dispatch(task, now);
       }
     } finally {
@@ -437,6 +470,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.#running--;
     if (run.timer !== undefined) this.clock.clearTimer(run.timer);
     this.#active.delete(run);
+    // Its queue runs one task fewer.
+    this.#flow?.ended(run.task);
   }
 
   #afterRun(): void {
