@@ -35,7 +35,10 @@ export function toDedupe(dedupe: unknown, key: string | null): { mode: DedupeMod
     }
     spec = { mode, period };
   }
-  if (key === null) throw new TypeError(`Expected a \`key\` with \`dedupe\` (${describe(dedupe)}): deduplication is by key, and this task has none`);
+  if (key === null) {
+    const given = spec.mode === 'replace' || spec.mode === 'keep' ? `'${spec.mode}'` : `{ ${spec.mode}: ${spec.period} }`;
+    throw new TypeError(`Expected a \`key\` with \`dedupe: ${given}\`: deduplication is by key, and this task has none`);
+  }
   return spec;
 }
 
