@@ -224,11 +224,10 @@ export class Scheduler implements JobFactory {
    * With a store: schedules many durable tasks in one call and one
    * transaction, all or nothing. Every item is checked first; a bad one
    * throws at this call, naming its index, and nothing is written. Each item
-   * has its own time, handler, payload and `key` (a key meets the task with
-   * that key as its `dedupe` says, as in `schedule()`; a key given twice in
-   * one call: the items meet in order, each resolving to the key's final
-   * row with its own `enqueued`). Resolves with the stored rows, in the
-   * order given.
+   * has its own time, handler, payload, `key` and `dedupe`, as in `schedule()`
+   * (a key given twice in one call: the items meet in order, each resolving
+   * to the key's final row with its own `enqueued`). Resolves with the
+   * stored rows, in the order given.
    * @example
    * const rows = await scheduler.scheduleMany(users.map((user) => ({
    *   when: Date.now(), name: 'welcome', payload: { user: user.id }, key: `welcome:${user.id}`,

@@ -174,7 +174,11 @@ export function statements(schema: string | undefined) {
     insertVersion: `INSERT INTO ${M} (version) VALUES ($1)`,
     updateVersion: `UPDATE ${M} SET version = $1`,
 
-    /** A keyed task replaces the one with its key unless that one is running. */
+    /**
+     * A task without a key (keyed ones go through addKeyed, which decides by
+     * their dedupe mode and says what it did; the conflict clause here only
+     * keeps the statement safe should a key come this way).
+     */
     addTask: `WITH saved AS (
         INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority)
         VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9)
@@ -185,11 +189,7 @@ export function statements(schema: string | undefined) {
         RETURNING ${taskColumns('t')}),
       ${REPLACED_LET_GO}
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
-    /**
-     * Many tasks in one statement (keys distinct: the store keeps the last
-     * of each), each inserted, or replacing the one with its key unless that
-     * one is running; one wake for the earliest.
-     */
+    /** Many tasks without keys in one statement (keyed batches go through addKeyed); one wake for the earliest. */
     addTasks: `WITH saved AS (
         INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority)
         SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority
@@ -250,8 +250,6 @@ export function statements(schema: string | undefined) {
         UNION ALL SELECT ${TASK_COLUMNS('ins')}, NULL::bigint, 'insert' FROM ins
         UNION ALL SELECT ${TASK_COLUMNS('o')}, p.ord, 'existing' FROM plan AS p JOIN old AS o ON o.id = p.old_id WHERE p.action = 'existing') AS r
       LEFT JOIN wake ON true`,
-    tasksByKeys: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = ANY($1::text[])`,
-    taskByKey: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`,
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
     /**
      * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
