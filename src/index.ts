@@ -31,5 +31,5 @@ export type { CalendarRuleOptions } from './rules/calendar.js';
 export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
 export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
-export type { Store, StoredTask, EnqueuedTask, Enqueued, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState, AttemptError, JobFilter } from './durable/store.js';
+export type { Store, StoredTask, EnqueuedTask, Enqueued, DedupeMode, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState, AttemptError, JobFilter } from './durable/store.js';
 export type { Handler, Dedupe, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';

@@ -28,7 +28,15 @@ export interface DurableContext extends TaskContext {
 }
 
 /** The `dedupe` option of a keyed durable task: see `DurableTaskOptions.dedupe`. */
-export type Dedupe = 'replace' | 'keep' | { throttle: Duration } | { debounce: Duration };
+export type Dedupe = 'replace' | 'keep'
+  | {
+    /** At most one task per key per this period (ms or a string such as `'1h'`), counted from the add that wrote it. */
+    throttle: Duration;
+  }
+  | {
+    /** The task is due this long (ms or a string such as `'10s'`) after the last add, or at its `when` if later. */
+    debounce: Duration;
+  };
 
 /** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
 export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
