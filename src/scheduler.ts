@@ -1,135 +1,33 @@
-import { assertClock, systemClock, type Clock } from './core/clock.js';
+// `Scheduler`, the public face: every public method, with its JSDoc. It hands
+// function tasks to the loop (core/), recurring jobs to jobs/, and work by
+// handler name to the durable runner (durable/) when there is a store. Its
+// options, its events and the checks of what its methods are given are in
+// scheduler-options.ts.
+import type { Clock } from './core/clock.js';
 import { Emitter } from './core/emitter.js';
 import { ClosedError, TaskheapError } from './core/errors.js';
-import { assertWorkers, TaskLoop, type ErrorInfo, type SchedulerStats, type TaskEvents } from './core/loop.js';
+import { TaskLoop } from './core/loop.js';
+import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
-import { toRate, type RateLimit } from './core/flow-options.js';
+import type { RateLimit } from './core/flow-options.js';
+import { configureQueues, listQueues, Queue, type QueueInfo } from './core/queues.js';
 import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
-import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
+import { describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
-import { DEFAULT_RETENTION, DurableRunner, type Retention } from './durable/runner.js';
-import { TaskNotFoundError, type JobFilter, type Store, type StoredJob, type StoredTask, type EnqueuedTask, type TaskFilter } from './durable/store.js';
-import { CronBuilder, Every, OnceBuilder, type JobFactory, type JobOptions } from './jobs/builders.js';
-import type { Job, SkipInfo } from './jobs/job.js';
+import { DurableRunner } from './durable/runner.js';
+import { TaskNotFoundError, type JobFilter, type StoredJob, type StoredTask, type EnqueuedTask, type TaskFilter } from './durable/store.js';
+import { CronBuilder, Every, OnceBuilder, type JobOptions } from './jobs/builders.js';
+import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
 import type { JobBounds, RulePlan } from './rules/plan.js';
-import { systemZone, validateZone } from './rules/wall-time.js';
+import { assertEvent, assertId, assertLimit, cronZone, EVENTS, toSchedulerSettings, toAbort, toStoredItems, toWaitOptions, type SchedulerEvents, type SchedulerOptions } from './scheduler-options.js';
 
-/** Options of `new Scheduler()`. */
-export interface SchedulerOptions {
-  /**
-   * How many tasks may run at once: an integer >= 1, or `Infinity`.
-   * @default 10
-   */
-  workers?: number;
-  /**
-   * The most tasks that may be pending at once; `schedule()` beyond it throws `QueueFullError`.
-   * @default Infinity
-   */
-  maxPending?: number;
-  /**
-   * The IANA time zone calendar rules use unless they name their own.
-   * @default the system zone
-   */
-  timezone?: string;
-  /**
-   * When true, pending tasks do not keep the process alive.
-   * @default false
-   */
-  unref?: boolean;
-  /**
-   * Where time comes from. Pass a `ManualClock` from `taskheap/testing` in tests.
-   * @default the system clock
-   */
-  clock?: Clock;
-  /**
-   * Called when a task fails for good (after its last attempt).
-   * @default logs to console.error
-   */
-  onError?: (error: unknown, info: ErrorInfo) => void;
-  /**
-   * Keeps named-handler work in a database so it outlives the process:
-   * `sqliteStore(path)` from `taskheap/sqlite` or `postgresStore(...)` from
-   * `taskheap/postgres`. Function tasks stay in memory either way.
-   * @default none
-   */
-  store?: Store;
-  /**
-   * With a store: the handler names this process may schedule without
-   * defining them, such as a web process that adds work for workers
-   * elsewhere. A process that defines handlers or lists names here refuses
-   * any other name at the call (`UnknownHandlerError`), which catches typos;
-   * one that does neither accepts any well-formed name.
-   * @default none
-   * @example
-   * new Scheduler({ store, handlers: ['remind', 'invoice'] });
-   */
-  handlers?: readonly string[];
-  /**
-   * With a store: how long finished tasks are kept before a running worker
-   * (a scheduler that called `start()`) deletes them: `succeeded` for
-   * succeeded tasks, `failed` for failed, timed-out and cancelled ones (and
-   * recurring jobs that are over). ms or a duration string; `false` keeps
-   * that kind forever; `retention: false` keeps everything.
-   * @default { succeeded: '1d', failed: '7d' }
-   * @example
-   * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
-   */
-  retention?: false | { succeeded?: Duration | false; failed?: Duration | false };
-  /**
-   * A scheduler-wide rate limit: at most `limit` task starts in any sliding
-   * window of `interval`, in this process. Tasks may add a limit of their
-   * own key with the task option `rate`. Also a live setting (`scheduler.rate`).
-   * @default none (unlimited)
-   * @example
-   * new Scheduler({ rate: { limit: 30, interval: '1s' } });
-   */
-  rate?: RateLimit;
-}
+export type { SchedulerEvents, SchedulerOptions } from './scheduler-options.js';
 
-/** Events of a scheduler and the arguments their listeners receive. */
-export interface SchedulerEvents extends TaskEvents {
-  /** A job occurrence did not run (overlap or misfire policy); stored jobs too, by `key` (their `job` is undefined). */
-  skip: [info: SkipInfo];
-}
-
-const CRON_KEYS = new Set(['timezone']);
-/** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. */
-const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>(['start', 'success', 'failure', 'retry', 'cancel', 'skip', 'idle']);
-
-function assertEvent(event: unknown): void {
-  if (typeof event !== 'string' || !EVENTS.has(event)) {
-    throw new TypeError(`Unknown event ${describe(event)}; expected one of: ${[...EVENTS].join(', ')}`);
-  }
-}
-const WAIT_KEYS = new Set(['signal', 'timeout']);
-
-/** A stored task id: a positive safe integer. */
-function assertId(id: unknown): asserts id is number {
-  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
-}
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate']);
-const RETENTION_KEYS = new Set(['succeeded', 'failed']);
-
-/** The `retention` option in ms (null: kept forever). */
-function toRetention(retention: SchedulerOptions['retention']): Retention {
-  if (retention === undefined) return DEFAULT_RETENTION;
-  if (retention === false) return { succeeded: null, failed: null };
-  assertOptionsObject(retention, 'retention');
-  assertKnownKeys(retention, RETENTION_KEYS, 'retention');
-  const age = (value: Duration | false | undefined, what: 'succeeded' | 'failed') => {
-    if (value === undefined) return DEFAULT_RETENTION[what];
-    if (value === false) return null;
-    return toDuration(value, `retention.${what}`, 1);
-  };
-  return { succeeded: age(retention.succeeded, 'succeeded'), failed: age(retention.failed, 'failed') };
-}
-
-function defaultOnError(error: unknown, info: ErrorInfo): void {
-  const what = info.task === undefined ? 'store' : `task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`}`;
-  console.error(`[taskheap] ${what} failed:`, error);
-}
+// Builders take the scheduler as their JobFactory structurally: an
+// `implements` clause would name members that the published types strip
+// (they are internal).
 
 /**
  * Runs functions at points in time. Pending tasks sit in one min-heap and a
@@ -146,7 +44,7 @@ function defaultOnError(error: unknown, info: ErrorInfo): void {
  * scheduler.schedule(new Date('2030-01-01'), async ({ signal }) => fetch(url, { signal }));
  * await scheduler.close();
  */
-export class Scheduler implements JobFactory {
+export class Scheduler {
   readonly #loop: TaskLoop;
   readonly #events = new Emitter<SchedulerEvents>();
   readonly #jobs: JobSet;
@@ -157,26 +55,11 @@ export class Scheduler implements JobFactory {
 
   /** @param options see `SchedulerOptions` */
   constructor(options: SchedulerOptions = {}) {
-    assertOptionsObject(options, 'Scheduler');
-    assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
-    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
-    const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
-    assertWorkers(workers);
-    if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
-      throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
-    }
-    if (typeof unref !== 'boolean') throw new TypeError(`Expected \`unref\` to be a boolean, got ${describe(unref)}`);
-    assertClock(clock);
-    if (typeof onError !== 'function') throw new TypeError(`Expected \`onError\` to be a function, got ${describe(onError)}`);
-    this.#timezone = timezone === undefined ? systemZone() : validateZone(timezone);
-    this.#loop = new TaskLoop({ workers, maxPending, unref, clock, onError, rate }, this.#events);
+    const { loop, timezone, store, handlers, retention: ages, queues } = toSchedulerSettings(options);
+    this.#timezone = timezone;
+    this.#loop = new TaskLoop(loop, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
-    if (handlers !== undefined) {
-      if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
-      if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
-    }
-    if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
-    const ages = toRetention(retention);
+    if (queues !== undefined) configureQueues(this.#loop, queues);
     this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages);
     if (this.#runner !== undefined) {
       // A stored job has no Job object: the event names it by key.
@@ -236,12 +119,7 @@ export class Scheduler implements JobFactory {
   scheduleMany(items: readonly DurableTaskItem[]): Promise<EnqueuedTask[]> {
     const runner = this.#requireStore('scheduleMany()');
     if (this.#loop.closed) throw new ClosedError();
-    if (!Array.isArray(items)) throw new TypeError(`Expected \`items\` of scheduleMany() to be an array, got ${describe(items)}`);
-    const tasks = items.map((item, i) => {
-      if (typeof item !== 'object' || item === null) throw new TypeError(`scheduleMany() item ${i}: expected an object { when, name, ... }, got ${describe(item)}`);
-      const { when, name, ...options } = item;
-      return { runAt: when as unknown, name: name as unknown, options };
-    });
+    const tasks = toStoredItems(items);
     return runner.scheduleMany(tasks);
   }
 
@@ -288,10 +166,7 @@ export class Scheduler implements JobFactory {
    * scheduler.cron('*\/15 9-17 * * MON-FRI', { timezone: 'Asia/Tokyo' }).run(fn);
    */
   cron(expression: string, options: { timezone?: string } = {}): CronBuilder {
-    assertOptionsObject(options, 'cron');
-    assertKnownKeys(options, CRON_KEYS, 'cron');
-    const zone = options.timezone === undefined ? this.#timezone : validateZone(options.timezone);
-    return new CronBuilder(this, expression, zone);
+    return new CronBuilder(this, expression, cronZone(options, this.#timezone));
   }
 
 
@@ -399,11 +274,7 @@ export class Scheduler implements JobFactory {
   waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
     const runner = this.#requireStore('waitFor()');
     assertId(id);
-    assertOptionsObject(options, 'waitFor');
-    assertKnownKeys(options, WAIT_KEYS, 'waitFor');
-    const { signal } = options;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
-    const timeout = options.timeout === undefined ? Infinity : toDuration(options.timeout, 'timeout', 1);
+    const { signal, timeout } = toWaitOptions(options);
     return runner.waitFor(id, signal, timeout);
   }
 
@@ -527,6 +398,30 @@ export class Scheduler implements JobFactory {
   }
 
   /**
+   * A named queue: its live settings (`concurrency`, `rate`), `pause()`,
+   * `resume()` and `counts()`. Queues exist on first use with no limits;
+   * tasks and jobs join one with the option `queue`, and those that name
+   * none are in `'default'`.
+   * @example
+   * const emails = scheduler.queue('emails');
+   * emails.concurrency = 2;
+   * emails.pause();
+   */
+  queue(name: string): Queue {
+    return new Queue(this.#loop, name);
+  }
+
+  /**
+   * Every queue (the default one, those configured and those tasks named),
+   * with its settings, paused flag and counts: O(n) in the pending tasks.
+   * @example
+   * for (const { name, paused, counts } of scheduler.queues()) console.log(name, paused, counts.waiting);
+   */
+  queues(): QueueInfo[] {
+    return listQueues(this.#loop);
+  }
+
+  /**
    * The most tasks that may be pending at once.
    * @default Infinity
    */
@@ -581,9 +476,7 @@ export class Scheduler implements JobFactory {
    * scheduler.pendingTasks(10); // the next ten to run
    */
   pendingTasks(limit?: number): Task[] {
-    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) {
-      throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);
-    }
+    if (limit !== undefined) assertLimit(limit);
     return this.#loop.pendingTasks(limit);
   }
 
@@ -651,9 +544,7 @@ export class Scheduler implements JobFactory {
    * process.on('SIGTERM', () => scheduler.close().then(() => process.exit(0)));
    */
   close(options: { abort?: boolean } = {}): Promise<void> {
-    assertOptionsObject(options, 'close');
-    const abort = options.abort ?? false;
-    if (typeof abort !== 'boolean') throw new TypeError(`Expected \`abort\` to be a boolean, got ${describe(abort)}`);
+    const abort = toAbort(options);
     if (this.#closing === undefined) {
       this.#runner?.stop();
       this.#jobs.stop();

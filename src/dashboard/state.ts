@@ -1,4 +1,4 @@
-import type { SchedulerStats } from '../core/loop.js';
+import type { SchedulerStats } from '../core/loop-types.js';
 import type { StoredJob, StoredTask } from '../durable/store.js';
 import { Job } from '../jobs/job.js';
 import { CalendarRule } from '../rules/calendar.js';
@@ -8,33 +8,56 @@ import type { Scheduler } from '../scheduler.js';
 
 /** A job as the page shows it. */
 export interface JobView {
+  /** The job's `id`. */
   id: number;
+  /** Its `name` option, or null. */
   name: string | null;
+  /** Its rule in words (`every 10 min`, a cron expression...). */
   rule: string;
+  /** Its `state`. */
   state: string;
+  /** Whether a run is in progress. */
   running: boolean;
+  /** Its next occurrence, epoch ms, or null. */
   nextRunAt: number | null;
+  /** When its last run started, epoch ms, or null. */
   lastRunAt: number | null;
+  /** Runs so far. */
   runs: number;
+  /** Runs that failed. */
   failures: number;
+  /** Its last error as `Name: message`, or null. */
   lastError: string | null;
 }
 
 /** A pending in-memory task as the page shows it. */
 export interface TaskView {
+  /** The task's `id`. */
   id: number;
+  /** Its `name` option, or null. */
   name: string | null;
+  /** Its `state`. */
   state: string;
+  /** When it is due, epoch ms. */
   runAt: number;
+  /** Runs started so far. */
   attempts: number;
 }
 
 /** Everything the page draws, as JSON. */
 export interface DashboardState {
+  /** The scheduler's clock, epoch ms. */
   now: number;
+  /** Whether the page offers actions (pause, resume, trigger, cancel). */
   actions: boolean;
-  stats: Omit<SchedulerStats, 'workers'> & { workers: number | 'Infinity' };
+  /** The scheduler's `stats()`, with an unlimited pool as the string `'Infinity'` (JSON has no Infinity). */
+  stats: Omit<SchedulerStats, 'workers'> & {
+    /** The pool size. */
+    workers: number | 'Infinity';
+  };
+  /** The in-memory jobs. */
   jobs: JobView[];
+  /** The earliest pending one-off tasks. */
   tasks: TaskView[];
   /** More pending tasks than shown. */
   moreTasks: number;
@@ -42,6 +65,7 @@ export interface DashboardState {
   stored: StoredTask[] | null;
   /** Stored recurring jobs, or null without a store. */
   storedJobs: StoredJob[] | null;
+  /** Why the store could not be read, or null. */
   storedError: string | null;
 }
 

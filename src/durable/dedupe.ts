@@ -5,7 +5,10 @@
 // key's row lock. Keep the two in step.
 import { toDuration } from '../core/duration.js';
 import { describe } from '../core/validate.js';
-import type { DedupeMode, StoredState } from './store.js';
+import type { NewTask, StoredState } from './store.js';
+
+/** The modes, as a task carries them. */
+type DedupeKind = NonNullable<NewTask['dedupe']>['mode'];
 
 /** The longest throttle or debounce period: ten years (a due time must stay storable). */
 export const MAX_DEDUPE_PERIOD = 10 * 365.25 * 24 * 3_600_000;
@@ -16,9 +19,9 @@ const SHAPES = `'replace', 'keep', { throttle: duration } or { debounce: duratio
  * The `dedupe` option checked at the call (`key` is the task's key, already
  * checked): undefined for the default ('replace').
  */
-export function toDedupe(dedupe: unknown, key: string | null): { mode: DedupeMode; period: number } | undefined {
+export function toDedupe(dedupe: unknown, key: string | null): { mode: DedupeKind; period: number } | undefined {
   if (dedupe === undefined) return undefined;
-  let spec: { mode: DedupeMode; period: number };
+  let spec: { mode: DedupeKind; period: number };
   if (dedupe === 'replace' || dedupe === 'keep') spec = { mode: dedupe, period: 0 };
   else if (typeof dedupe === 'string') throw new RangeError(`Expected \`dedupe\` to be ${SHAPES}, got ${describe(dedupe)}`);
   else if (typeof dedupe !== 'object' || dedupe === null || Array.isArray(dedupe)) {
@@ -57,7 +60,7 @@ export interface KeyedRow {
   createdAt: number;
 }
 
-export function decide(mode: DedupeMode, period: number, row: KeyedRow | undefined, now: number): DedupeAction {
+export function decide(mode: DedupeKind, period: number, row: KeyedRow | undefined, now: number): DedupeAction {
   if (row === undefined) return 'insert';
   if (mode === 'throttle' && row.createdAt > now - period) return 'existing';
   if (row.state === 'running') return 'existing';
@@ -65,7 +68,7 @@ export function decide(mode: DedupeMode, period: number, row: KeyedRow | undefin
   return 'renew';
 }
 
-/** When the task is due: `when`, or for debounce the later of `when` and `period` after now. */
-export function dueAt(mode: DedupeMode, period: number, runAt: number, now: number): number {
-  return mode === 'debounce' ? Math.max(runAt, now + period) : runAt;
+/** When the task is due: `when`, or for debounce `period` after it (as in memory). */
+export function dueAt(mode: DedupeKind, period: number, runAt: number): number {
+  return mode === 'debounce' ? runAt + period : runAt;
 }

@@ -126,6 +126,8 @@ function toNewTask(name: string, runAt: number, options: object | undefined): Ne
     serial: stored.serial ?? null, priority: stored.priority ?? 0,
   };
   if (dedupe !== undefined) task.dedupe = dedupe;
+  // A debounced task is due its period after \`when\`: that time too must be storable.
+  if (dedupe?.mode === 'debounce') assertStoredTime(runAt + dedupe.period, 'the due time of a debounce (when + dedupe.debounce)');
   return task;
 }
 

@@ -2,7 +2,7 @@ import type { When } from '../core/validate.js';
 import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
-import type { KeyedRateLimit } from '../core/flow-options.js';
+import type { DedupeMode, KeyedRateLimit } from '../core/flow-options.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */
 export interface DurableContext extends TaskContext {
@@ -26,17 +26,6 @@ export interface DurableContext extends TaskContext {
    */
   transaction<T>(fn: (client: { query(text: string, values?: unknown[]): Promise<{ rows: any[] }> }) => Promise<T>): Promise<T>;
 }
-
-/** The `dedupe` option of a keyed durable task: see `DurableTaskOptions.dedupe`. */
-export type Dedupe = 'replace' | 'keep'
-  | {
-    /** At most one task per key per this period (ms or a string such as `'1h'`), counted from the add that wrote it. */
-    throttle: Duration;
-  }
-  | {
-    /** The task is due this long (ms or a string such as `'10s'`) after the last add, or at its `when` if later. */
-    debounce: Duration;
-  };
 
 /** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
 export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
@@ -66,13 +55,16 @@ export interface DurableTaskOptions {
    *   (whatever its state), it is returned unchanged; otherwise as
    *   `'replace'`. A throttled add that writes the task sets its `createdAt`:
    *   the next period starts there.
-   * - `{ debounce: period }`: as `'replace'`, and the task is due at
-   *   `when` or `period` after this add, whichever is later: each add
-   *   pushes the waiting task back, and the last one runs once the key has
-   *   been quiet for `period`. A running task is left alone and returned.
+   * - `{ debounce: period }`: as `'replace'`, and the task is due `period`
+   *   after `when`: each add pushes the waiting task back, and with `when`
+   *   now the last one runs once the key has been quiet for `period`. A
+   *   running task is left alone and returned.
    *
-   * Periods are measured on the database server's clock with PostgreSQL, on
-   * the scheduler's clock with SQLite. A duration: ms or a string such as `'1m'`.
+   * The modes mean what they mean in memory (`TaskOptions.dedupe`), with one
+   * stored task per key: see the README's "Deduplication". A throttle's
+   * period is measured on the database server's clock with PostgreSQL, on
+   * the scheduler's clock with SQLite; a period is a duration (ms or a
+   * string such as `'1m'`) from 1 ms to ten years.
    * @default 'replace'
    * @example
    * // one digest per user per hour, however many events ask for one
@@ -80,7 +72,7 @@ export interface DurableTaskOptions {
    * // re-index once edits stop for 10 s
    * await scheduler.schedule(Date.now(), 'reindex', { key: `reindex:${doc}`, payload: { doc }, dedupe: { debounce: '10s' } });
    */
-  dedupe?: Dedupe;
+  dedupe?: DedupeMode;
   /** milliseconds or a string such as `'30s'`; see TaskOptions.timeout */
   timeout?: Duration;
   /** see TaskOptions.retry */

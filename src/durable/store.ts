@@ -3,6 +3,7 @@ import { CronRule } from '../rules/cron.js';
 import { TaskheapError } from '../core/errors.js';
 import { IntervalRule, type Rule } from '../rules/rule.js';
 import { describe } from '../core/validate.js';
+import type { DedupeOutcome } from '../core/flow-options.js';
 
 /** The life of a stored task. */
 export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
@@ -49,16 +50,6 @@ export interface StoredTask {
 }
 
 /**
- * What a durable `schedule()` or `scheduleMany()` did with a task (see
- * `dedupe`): `'inserted'`, a new task (no task with its key was waiting
- * or running; a finished one with the key, if any, was overwritten and its
- * id reused); `'replaced'`, the waiting task with its key was overwritten;
- * `'existing'`, nothing was written and the task returned is the one that
- * was already there (running, or kept by `'keep'` or `throttle`).
- */
-export type Enqueued = 'inserted' | 'replaced' | 'existing';
-
-/**
  * What a durable `schedule()` or `scheduleMany()` returns: the stored task as
  * it is after the call, and what the call did (`enqueued`). `enqueued` is
  * not part of the stored record: it is a non-enumerable property, so the
@@ -66,20 +57,20 @@ export type Enqueued = 'inserted' | 'replaced' | 'existing';
  * `listTasks`, `waitFor`) have no such property.
  */
 export interface EnqueuedTask extends StoredTask {
-  /** What the call did: inserted a task, replaced the waiting one with its key, or returned the existing one. */
-  readonly enqueued: Enqueued;
+  /**
+   * What the call did: `'inserted'`, a new task (no task with its key was
+   * waiting or running; a finished one with the key, if any, was
+   * overwritten and its id reused); `'replaced'`, the waiting task with its
+   * key was overwritten; `'existing'`, nothing was written and this is the
+   * task that was already there (running, or kept by `'keep'` or throttle).
+   */
+  readonly enqueued: DedupeOutcome;
 }
 
 /** A stored task with what its add did (`enqueued`, non-enumerable: see `EnqueuedTask`). @internal */
-export function enqueued(task: StoredTask, what: Enqueued): EnqueuedTask {
+export function enqueued(task: StoredTask, what: DedupeOutcome): EnqueuedTask {
   return Object.defineProperty(task, 'enqueued', { value: what, enumerable: false, writable: false, configurable: true }) as EnqueuedTask;
 }
-
-/**
- * How a keyed task meets the task already stored with its key (the `dedupe`
- * option; `period` in ms for throttle and debounce).
- */
-export type DedupeMode = 'replace' | 'keep' | 'throttle' | 'debounce';
 
 /** One failed attempt of a stored task. */
 export interface AttemptError {
@@ -160,7 +151,7 @@ export interface NewTask {
   /** The priority (also in `options`; a column so the claim can order by it). @default 0 */
   priority?: number;
   /** How it meets a task with the same key (keyed tasks only). @default { mode: 'replace', period: 0 } */
-  dedupe?: { mode: DedupeMode; period: number };
+  dedupe?: { mode: 'replace' | 'keep' | 'throttle' | 'debounce'; period: number };
 }
 
 /** What is written when a recurring job is registered. */

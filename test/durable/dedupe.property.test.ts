@@ -7,11 +7,11 @@
 // A running task: existing. A waiting one: existing with 'keep', else
 // replaced. A finished one: overwritten as a new task (inserted, same id).
 // A task written by a throttled add is created now; a debounced one is due
-// at max(when, now + period).
+// its period after its `when`.
 // On SQLite the model drives the clock. On PostgreSQL the server's clock
 // decides, so there the sequences have no ticks, every `when` is in the
 // past, the periods are an hour (every stored task is within them) and a
-// debounced task is due an hour on (never claimed).
+// debounced task is due an hour after its past time (not claimed here).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,12 +20,13 @@ import { describe, expect, it } from 'vitest';
 import { sqliteStore } from '../../src/sqlite.js';
 import { postgresStore } from '../../src/postgres.js';
 import { advanceJob } from '../../src/durable/advance-job.js';
-import type { DedupeMode, Enqueued, NewTask, Store } from '../../src/durable/store.js';
+import type { DedupeOutcome } from '../../src/index.js';
+import type { NewTask, Store } from '../../src/durable/store.js';
 import type { PgServer } from './pg-server.js';
 import { schemaNamer, usePostgres } from './use-postgres.js';
 
 const LEASE = 1_000_000;
-const MODES: DedupeMode[] = ['replace', 'keep', 'throttle', 'debounce'];
+const MODES = ['replace', 'keep', 'throttle', 'debounce'] as const;
 
 interface AddStep { key: string; mode: number; at: number }
 type Op =
@@ -69,11 +70,11 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
   let payload = 0;
   const seenIds = new Set<number>();
   /** The model's add: its label; `rows` updated. */
-  const add = (step: AddStep, value: number): { what: Enqueued; row: Row } => {
+  const add = (step: AddStep, value: number): { what: DedupeOutcome; row: Row } => {
     const mode = MODES[step.mode]!;
     const now = h.now();
     const when = h.when(step.at);
-    const due = mode === 'debounce' ? h.debounced(Math.max(when, now + h.period)) : when;
+    const due = mode === 'debounce' ? h.debounced(when + h.period) : when;
     const row = rows.get(step.key);
     const write = (target: Row) => Object.assign(target, { state: 'waiting', payload: value, runAt: due, createdAt: mode === 'throttle' ? now : target.createdAt });
     if (row === undefined) {

@@ -208,17 +208,18 @@ export function statements(schema: string | undefined) {
      * Keyed tasks (and keyless ones alongside), given as parallel arrays with
      * distinct keys, each meeting the task stored with its key as its dedupe
      * mode ($10: replace, keep, throttle, debounce; $11 the period in ms)
-     * says: the rules of \`decide\` in durable/dedupe.ts, taken under the
-     * key's row lock. \`old\` locks the key's row (in key order, so two adds
-     * cannot deadlock on keys) and reads its latest version, whatever the
-     * snapshot held; an add whose key is not in the snapshot inserts, and if
-     * a concurrent add inserted it first, DO NOTHING returns no row for it:
-     * the store runs those again (the next statement's snapshot sees the
-     * row, and locks it). Periods are on the server's clock, at the
-     * statement's start; a throttled add that writes the task sets its
-     * created_at, where the next period starts. Each row comes back with its
-     * item's ordinal (NULL for inserted rows: matched by key, keyless ones by
-     * id order) and the action taken; one wake for the earliest written.
+     * says, by the rules of \`decide\` in durable/dedupe.ts, under the key's
+     * row lock ($4, the due time, is already a debounce's). \`old\` locks the
+     * key's row (in key order, so two adds cannot deadlock on keys) and reads
+     * its latest version, whatever the snapshot held; an add whose key is
+     * not in the snapshot inserts, and if a concurrent add inserted it first,
+     * DO NOTHING returns no row for it: the store runs those again (the next
+     * statement's snapshot sees the row, and locks it). A throttle's period
+     * is on the server's clock, at the statement's start; a throttled add
+     * that writes the task sets its created_at, where the next period
+     * starts. Each row comes back with its item's ordinal (NULL for inserted
+     * rows: matched by key, keyless ones by id order) and the action taken;
+     * one wake for the earliest written.
      */
     addKeyed: `WITH
       u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::float8[])
@@ -230,7 +231,7 @@ export function statements(schema: string | undefined) {
             WHEN o.state = 'running' THEN 'existing'
             WHEN o.state = 'waiting' THEN CASE WHEN u.mode = 'keep' THEN 'existing' ELSE 'replace' END
             ELSE 'renew' END AS action,
-          CASE WHEN u.mode = 'debounce' THEN GREATEST(${ts('u.at')}, statement_timestamp() + ${millis('u.period')}) ELSE ${ts('u.at')} END AS due
+          ${ts('u.at')} AS due
         FROM u LEFT JOIN old AS o ON o.key = u.key),
       upd AS (UPDATE ${T} AS t SET name = p.name, payload = p.payload, state = 'waiting', run_at = p.due, attempts = 0, max_attempts = p.max_attempts,
           options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL, serial = p.serial, priority = p.priority, updated_at = now(),

@@ -12,6 +12,7 @@ import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
 import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
+import { dueAt } from '../dedupe.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -137,7 +138,7 @@ class PostgresStore implements Store {
       }
       const batch = pending.map((i) => tasks[i]!);
       const { rows } = await query(this.#sql.addKeyed, [
-        batch.map((t) => t.name), batch.map((t) => t.key), batch.map((t) => t.payload), batch.map((t) => t.runAt), batch.map((t) => t.maxAttempts),
+        batch.map((t) => t.name), batch.map((t) => t.key), batch.map((t) => t.payload), batch.map((t) => dueAt(t.dedupe?.mode ?? 'replace', t.dedupe?.period ?? 0, t.runAt)), batch.map((t) => t.maxAttempts),
         batch.map((t) => t.options), this.#prefix, batch.map((t) => t.serial ?? null), batch.map((t) => t.priority ?? 0),
         batch.map((t) => t.dedupe?.mode ?? 'replace'), batch.map((t) => t.dedupe?.period ?? 0),
       ]);

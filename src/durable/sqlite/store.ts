@@ -278,7 +278,7 @@ class SqliteStore implements Store {
    */
   #add(task: NewTask, at: number, now: number): EnqueuedTask {
     const { mode, period } = task.dedupe ?? REPLACE;
-    const runAt = dueAt(mode, period, task.runAt, now);
+    const runAt = dueAt(mode, period, task.runAt);
     if (task.key !== null) {
       const existing = this.#statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
       const action = decide(mode, period, existing === undefined ? undefined : { state: existing.state, createdAt: Number(existing.created_at) }, now);
