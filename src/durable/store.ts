@@ -46,7 +46,14 @@ export interface StoredTask {
   /** Its priority (`priority` option; 0 by default). */
   priority: number;
   /** Its keyed rate limit (`rate` option), interval in ms, or null. */
-  rate: { key: string; limit: number; interval: number } | null;
+  rate: {
+    /** The bucket's key. */
+    key: string;
+    /** Starts allowed per interval. */
+    limit: number;
+    /** The window, ms. */
+    interval: number;
+  } | null;
 }
 
 /**
@@ -151,7 +158,12 @@ export interface NewTask {
   /** The priority (also in `options`; a column so the claim can order by it). @default 0 */
   priority?: number;
   /** How it meets a task with the same key (keyed tasks only). @default { mode: 'replace', period: 0 } */
-  dedupe?: { mode: 'replace' | 'keep' | 'throttle' | 'debounce'; period: number };
+  dedupe?: {
+    /** The `dedupe` option's mode. */
+    mode: 'replace' | 'keep' | 'throttle' | 'debounce';
+    /** A throttle's or debounce's period, ms (0 for the others). */
+    period: number;
+  };
 }
 
 /** What is written when a recurring job is registered. */
