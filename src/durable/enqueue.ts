@@ -26,7 +26,7 @@ export class Enqueuer {
   readonly #ready: () => Promise<void>;
   /** Tells the claimer that work is due at a time: it may need to look sooner. */
   readonly #wake: (runAt: number) => void;
-  /** The scheduler's clock (a store without its own measures dedupe periods on it). */
+  /** The scheduler's clock (a store without its own clock measures throttle periods and writes createdAt on it). */
   readonly #now: () => number;
 
   constructor(store: Store, handlers: Handlers, ready: () => Promise<void>, wake: (runAt: number) => void, now: () => number = Date.now) {
@@ -126,7 +126,7 @@ function toNewTask(name: string, runAt: number, options: object | undefined): Ne
     serial: stored.serial ?? null, priority: stored.priority ?? 0,
   };
   if (dedupe !== undefined) task.dedupe = dedupe;
-  // A debounced task is due its period after \`when\`: that time too must be storable.
+  // A debounced task is due its period after `when`: that time too must be storable.
   if (dedupe?.mode === 'debounce') assertStoredTime(runAt + dedupe.period, 'the due time of a debounce (when + dedupe.debounce)');
   return task;
 }
