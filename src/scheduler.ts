@@ -16,7 +16,7 @@ import { toDuration, type Duration } from './core/duration.js';
 import { describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableRunner } from './durable/runner.js';
-import { TaskNotFoundError, type JobFilter, type StoredJob, type StoredTask, type TaskFilter } from './durable/store.js';
+import { TaskNotFoundError, type JobFilter, type StoredJob, type StoredTask, type EnqueuedTask, type TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type JobOptions } from './jobs/builders.js';
 import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
@@ -90,14 +90,14 @@ export class Scheduler {
    * @example
    * const task = await scheduler.schedule(when, 'remind', { payload: { user, text }, key: `remind:${id}` });
    */
-  schedule(when: When, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
-  schedule<R>(when: When, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
+  schedule(when: When, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
+  schedule<R>(when: When, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<EnqueuedTask> {
     const time = toEpoch(when);
     if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
     return this.#loop.add(time, fn, options as TaskOptions | undefined);
   }
 
-  #scheduleStored(time: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
+  #scheduleStored(time: number, name: string, options: DurableTaskOptions | undefined): Promise<EnqueuedTask> {
     const runner = this.#requireStore('Scheduling a handler by name');
     if (this.#loop.closed) throw new ClosedError();
     return runner.schedule(time, name, options);
@@ -107,16 +107,16 @@ export class Scheduler {
    * With a store: schedules many durable tasks in one call and one
    * transaction, all or nothing. Every item is checked first; a bad one
    * throws at this call, naming its index, and nothing is written. Each item
-   * has its own time, handler, payload and `key` (a key replaces the task
-   * with that key unless it is running, as in `schedule()`; a key given twice
-   * in one call: the last item wins). Resolves with the stored rows, in the
-   * order given.
+   * has its own time, handler, payload, `key` and `dedupe`, as in `schedule()`
+   * (a key given twice in one call: the items meet in order, each resolving
+   * to the key's final row with its own `enqueued`). Resolves with the
+   * stored rows, in the order given.
    * @example
    * const rows = await scheduler.scheduleMany(users.map((user) => ({
    *   when: Date.now(), name: 'welcome', payload: { user: user.id }, key: `welcome:${user.id}`,
    * })));
    */
-  scheduleMany(items: readonly DurableTaskItem[]): Promise<StoredTask[]> {
+  scheduleMany(items: readonly DurableTaskItem[]): Promise<EnqueuedTask[]> {
     const runner = this.#requireStore('scheduleMany()');
     if (this.#loop.closed) throw new ClosedError();
     const tasks = toStoredItems(items);
@@ -132,8 +132,8 @@ export class Scheduler {
    */
   after<R>(delay: Duration, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
   /** With a store: the handler `name` after `delay` (see the durable `schedule`). */
-  after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
-  after<R>(delay: Duration, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
+  after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
+  after<R>(delay: Duration, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<EnqueuedTask> {
     const time = this.#loop.clock.now() + toDuration(delay, 'delay');
     if (time > MAX_TIME) throw new RangeError(`Expected \`delay\` to end within the Date range (${MAX_TIME} epoch ms), got ${describe(delay)}`);
     if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);

@@ -7,6 +7,7 @@ import { describe, it } from 'vitest';
 import { envFor, type Backend } from './backend.js';
 import { batchingScenarios } from './batching.js';
 import { claimScenarios } from './claims.js';
+import { dedupeScenarios } from './dedupe.js';
 import { flowScenarios } from './flow.js';
 import { taskScenarios } from './tasks.js';
 
@@ -25,5 +26,6 @@ export function storeConformance(backend: Backend): void {
     batchingScenarios(backend, setup);
     claimScenarios(backend, setup);
     flowScenarios(backend, setup);
+    dedupeScenarios(backend, setup);
   });
 }
