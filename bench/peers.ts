@@ -1,5 +1,5 @@
 /**
- * `npm run bench:peers [-- --quick]`
+ * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker]`
  *
  * taskheap's PostgreSQL store side by side with graphile-worker, pg-boss
  * (same PostgreSQL server, a fresh database per run) and BullMQ (Redis), on
@@ -32,6 +32,8 @@ import { SETTINGS } from './peers/contenders.js';
 import { ensureRuntime, startRedis, type PeerRuntime } from './peers/runtime.js';
 
 const QUICK = process.argv.includes('--quick');
+/** `--contenders=a,b`: only these (an A/B run of taskheap alone, say); default every peer. */
+const ONLY = process.argv.find((arg) => arg.startsWith('--contenders='))?.slice('--contenders='.length).split(',');
 const N = QUICK ? 2_000 : 20_000;
 const ROUNDS = QUICK ? 1 : 3;
 const DELAYED = 1_000;
@@ -305,7 +307,7 @@ async function main(): Promise<void> {
   const runtime = ensureRuntime();
   await buildForChildren();
   const redis = runtime.redis === undefined ? undefined : await startRedis(runtime.redis);
-  const contenders = ['taskheap', 'graphile-worker', 'pg-boss', ...(redis === undefined ? [] : ['bullmq'])];
+  const contenders = ['taskheap', 'graphile-worker', 'pg-boss', ...(redis === undefined ? [] : ['bullmq'])].filter((c) => ONLY?.includes(c) ?? true);
   const load = [os.loadavg()[0]!];
   const samples: Sample[] = [];
   let pgVersion = '';

@@ -5,9 +5,12 @@
  */
 export { Scheduler } from './scheduler.js';
 export type { SchedulerOptions, SchedulerEvents } from './scheduler.js';
-export type { ErrorInfo, SchedulerStats } from './core/loop.js';
+export type { ErrorInfo, SchedulerStats } from './core/loop-types.js';
 export type { TaskOptions } from './core/task-options.js';
-export type { RateLimit, KeyedRateLimit } from './core/flow-options.js';
+export type { RateLimit, KeyedRateLimit, ConcurrencyLimit, DedupeMode, DedupeOutcome } from './core/flow-options.js';
+export { Queue } from './core/queues.js';
+export type { QueueOptions, QueueCounts, QueueInfo } from './core/queues.js';
+export type { SchedulerQueue, SchedulerQueueCounts, SchedulerQueueInfo } from './scheduler-queues.js';
 export { Task } from './core/task.js';
 export type { TaskState, TaskContext, TaskFunction } from './core/task.js';
 export type { Clock } from './core/clock.js';
@@ -31,7 +34,7 @@ export type { CalendarRuleOptions } from './rules/calendar.js';
 export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
 export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
-export type { Store, StoredTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState, AttemptError, JobFilter } from './durable/store.js';
+export type { Store, StoredTask, EnqueuedTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState, AttemptError, JobFilter, QueryClient } from './durable/store.js';
 export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';
 export type { StoredQueue, QueueChange, QueueRooms } from './durable/store.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';

@@ -1,147 +1,35 @@
-import { assertClock, systemClock, type Clock } from './core/clock.js';
+// `Scheduler`, the public face: every public method, with its JSDoc. It hands
+// function tasks to the loop (core/), recurring jobs to jobs/, and work by
+// handler name to the durable runner (durable/) when there is a store. Its
+// options, its events and the checks of what its methods are given are in
+// scheduler-options.ts.
+import type { Clock } from './core/clock.js';
 import { Emitter } from './core/emitter.js';
 import { ClosedError, TaskheapError } from './core/errors.js';
-import { assertWorkers, TaskLoop, type ErrorInfo, type SchedulerStats, type TaskEvents } from './core/loop.js';
+import { TaskLoop } from './core/loop.js';
+import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
-import { toRate, type RateLimit } from './core/flow-options.js';
+import type { RateLimit } from './core/flow-options.js';
+import { configureQueues } from './core/queues.js';
+import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
 import type { Task, TaskFunction } from './core/task.js';
 import { toDuration, type Duration } from './core/duration.js';
-import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
+import { describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
-import { DEFAULT_RETENTION, DurableRunner, type Retention } from './durable/runner.js';
-import { toDurableQueues, type DurableQueue, type DurableQueueInfo, type DurableQueueOptions } from './durable/queues.js';
+import { DurableRunner } from './durable/runner.js';
 import type { DefineOptions } from './durable/handlers.js';
-import { TaskNotFoundError, type JobFilter, type Store, type StoredJob, type StoredTask, type TaskFilter } from './durable/store.js';
-import { CronBuilder, Every, OnceBuilder, type JobFactory, type JobOptions } from './jobs/builders.js';
-import type { Job, SkipInfo } from './jobs/job.js';
+import { TaskNotFoundError, type JobFilter, type StoredJob, type StoredTask, type EnqueuedTask, type TaskFilter } from './durable/store.js';
+import { CronBuilder, Every, OnceBuilder, type JobOptions } from './jobs/builders.js';
+import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
 import type { JobBounds, RulePlan } from './rules/plan.js';
-import { systemZone, validateZone } from './rules/wall-time.js';
+import { assertEvent, assertId, assertLimit, cronZone, EVENTS, toSchedulerSettings, toAbort, toStoredItems, toWaitOptions, type SchedulerEvents, type SchedulerOptions } from './scheduler-options.js';
 
-/** Options of `new Scheduler()`. */
-export interface SchedulerOptions {
-  /**
-   * How many tasks may run at once: an integer >= 1, or `Infinity`.
-   * @default 10
-   */
-  workers?: number;
-  /**
-   * The most tasks that may be pending at once; `schedule()` beyond it throws `QueueFullError`.
-   * @default Infinity
-   */
-  maxPending?: number;
-  /**
-   * The IANA time zone calendar rules use unless they name their own.
-   * @default the system zone
-   */
-  timezone?: string;
-  /**
-   * When true, pending tasks do not keep the process alive.
-   * @default false
-   */
-  unref?: boolean;
-  /**
-   * Where time comes from. Pass a `ManualClock` from `taskheap/testing` in tests.
-   * @default the system clock
-   */
-  clock?: Clock;
-  /**
-   * Called when a task fails for good (after its last attempt).
-   * @default logs to console.error
-   */
-  onError?: (error: unknown, info: ErrorInfo) => void;
-  /**
-   * Keeps named-handler work in a database so it outlives the process:
-   * `sqliteStore(path)` from `taskheap/sqlite` or `postgresStore(...)` from
-   * `taskheap/postgres`. Function tasks stay in memory either way.
-   * @default none
-   */
-  store?: Store;
-  /**
-   * With a store: the handler names this process may schedule without
-   * defining them, such as a web process that adds work for workers
-   * elsewhere. A process that defines handlers or lists names here refuses
-   * any other name at the call (`UnknownHandlerError`), which catches typos;
-   * one that does neither accepts any well-formed name.
-   * @default none
-   * @example
-   * new Scheduler({ store, handlers: ['remind', 'invoice'] });
-   */
-  handlers?: readonly string[];
-  /**
-   * With a store: how long finished tasks are kept before a running worker
-   * (a scheduler that called `start()`) deletes them: `succeeded` for
-   * succeeded tasks, `failed` for failed, timed-out and cancelled ones (and
-   * recurring jobs that are over). ms or a duration string; `false` keeps
-   * that kind forever; `retention: false` keeps everything.
-   * @default { succeeded: '1d', failed: '7d' }
-   * @example
-   * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
-   */
-  retention?: false | { succeeded?: Duration | false; failed?: Duration | false };
-  /**
-   * A scheduler-wide rate limit: at most `limit` task starts in any sliding
-   * window of `interval`, in this process. Tasks may add a limit of their
-   * own key with the task option `rate`. Also a live setting (`scheduler.rate`).
-   * @default none (unlimited)
-   * @example
-   * new Scheduler({ rate: { limit: 30, interval: '1s' } });
-   */
-  rate?: RateLimit;
-  /**
-   * Named queues (with a `store`) and their settings: per queue a
-   * `concurrency` in this process, a `globalConcurrency` across every
-   * process (stored), a `rate` (per process for now). Tasks, jobs and
-   * handlers join a queue with the option `queue`; see `scheduler.queue(name)`.
-   * @default {} (every task in 'default', no limits)
-   * @example
-   * new Scheduler({ store, queues: { emails: { concurrency: 2, globalConcurrency: 5 } } });
-   */
-  queues?: Record<string, DurableQueueOptions>;
-}
+export type { SchedulerEvents, SchedulerOptions } from './scheduler-options.js';
 
-/** Events of a scheduler and the arguments their listeners receive. */
-export interface SchedulerEvents extends TaskEvents {
-  /** A job occurrence did not run (overlap or misfire policy); stored jobs too, by `key` (their `job` is undefined). */
-  skip: [info: SkipInfo];
-}
-
-const CRON_KEYS = new Set(['timezone']);
-/** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. */
-const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>(['start', 'success', 'failure', 'retry', 'cancel', 'skip', 'idle']);
-
-function assertEvent(event: unknown): void {
-  if (typeof event !== 'string' || !EVENTS.has(event)) {
-    throw new TypeError(`Unknown event ${describe(event)}; expected one of: ${[...EVENTS].join(', ')}`);
-  }
-}
-const WAIT_KEYS = new Set(['signal', 'timeout']);
-
-/** A stored task id: a positive safe integer. */
-function assertId(id: unknown): asserts id is number {
-  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
-}
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate', 'queues']);
-const RETENTION_KEYS = new Set(['succeeded', 'failed']);
-
-/** The `retention` option in ms (null: kept forever). */
-function toRetention(retention: SchedulerOptions['retention']): Retention {
-  if (retention === undefined) return DEFAULT_RETENTION;
-  if (retention === false) return { succeeded: null, failed: null };
-  assertOptionsObject(retention, 'retention');
-  assertKnownKeys(retention, RETENTION_KEYS, 'retention');
-  const age = (value: Duration | false | undefined, what: 'succeeded' | 'failed') => {
-    if (value === undefined) return DEFAULT_RETENTION[what];
-    if (value === false) return null;
-    return toDuration(value, `retention.${what}`, 1);
-  };
-  return { succeeded: age(retention.succeeded, 'succeeded'), failed: age(retention.failed, 'failed') };
-}
-
-function defaultOnError(error: unknown, info: ErrorInfo): void {
-  const what = info.task === undefined ? 'store' : `task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`}`;
-  console.error(`[taskheap] ${what} failed:`, error);
-}
+// Builders take the scheduler as their JobFactory structurally: an
+// `implements` clause would name members that the published types strip
+// (they are internal).
 
 /**
  * Runs functions at points in time. Pending tasks sit in one min-heap and a
@@ -158,7 +46,7 @@ function defaultOnError(error: unknown, info: ErrorInfo): void {
  * scheduler.schedule(new Date('2030-01-01'), async ({ signal }) => fetch(url, { signal }));
  * await scheduler.close();
  */
-export class Scheduler implements JobFactory {
+export class Scheduler {
   readonly #loop: TaskLoop;
   readonly #events = new Emitter<SchedulerEvents>();
   readonly #jobs: JobSet;
@@ -169,30 +57,12 @@ export class Scheduler implements JobFactory {
 
   /** @param options see `SchedulerOptions` */
   constructor(options: SchedulerOptions = {}) {
-    assertOptionsObject(options, 'Scheduler');
-    assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
-    const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
-    const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
-    assertWorkers(workers);
-    if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
-      throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
-    }
-    if (typeof unref !== 'boolean') throw new TypeError(`Expected \`unref\` to be a boolean, got ${describe(unref)}`);
-    assertClock(clock);
-    if (typeof onError !== 'function') throw new TypeError(`Expected \`onError\` to be a function, got ${describe(onError)}`);
-    this.#timezone = timezone === undefined ? systemZone() : validateZone(timezone);
-    this.#loop = new TaskLoop({ workers, maxPending, unref, clock, onError, rate }, this.#events);
+    const { loop, timezone, store, handlers, retention: ages, queues, durableQueues } = toSchedulerSettings(options);
+    this.#timezone = timezone;
+    this.#loop = new TaskLoop(loop, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
-    if (handlers !== undefined) {
-      if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
-      if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
-    }
-    if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
-    const ages = toRetention(retention);
-    // Durable named queues (issue 22; the in-memory side joins them at merge).
-    if (options.queues !== undefined && store === undefined) throw new TypeError('The `queues` option needs a scheduler created with a `store`');
-    const queues = options.queues === undefined ? undefined : toDurableQueues(options.queues);
-    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages, queues);
+    if (queues !== undefined) configureQueues(this.#loop, queues);
+    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages, durableQueues);
     if (this.#runner !== undefined) {
       // A stored job has no Job object: the event names it by key.
       this.#runner.onSkip = (key, name, at, reason) => {
@@ -222,14 +92,14 @@ export class Scheduler implements JobFactory {
    * @example
    * const task = await scheduler.schedule(when, 'remind', { payload: { user, text }, key: `remind:${id}` });
    */
-  schedule(when: When, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
-  schedule<R>(when: When, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
+  schedule(when: When, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
+  schedule<R>(when: When, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<EnqueuedTask> {
     const time = toEpoch(when);
     if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
     return this.#loop.add(time, fn, options as TaskOptions | undefined);
   }
 
-  #scheduleStored(time: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
+  #scheduleStored(time: number, name: string, options: DurableTaskOptions | undefined): Promise<EnqueuedTask> {
     const runner = this.#requireStore('Scheduling a handler by name');
     if (this.#loop.closed) throw new ClosedError();
     return runner.schedule(time, name, options);
@@ -239,24 +109,19 @@ export class Scheduler implements JobFactory {
    * With a store: schedules many durable tasks in one call and one
    * transaction, all or nothing. Every item is checked first; a bad one
    * throws at this call, naming its index, and nothing is written. Each item
-   * has its own time, handler, payload and `key` (a key replaces the task
-   * with that key unless it is running, as in `schedule()`; a key given twice
-   * in one call: the last item wins). Resolves with the stored rows, in the
-   * order given.
+   * has its own time, handler, payload, `key` and `dedupe`, as in `schedule()`
+   * (a key given twice in one call: the items meet in order, each resolving
+   * to the key's final row with its own `enqueued`). Resolves with the
+   * stored rows, in the order given.
    * @example
    * const rows = await scheduler.scheduleMany(users.map((user) => ({
    *   when: Date.now(), name: 'welcome', payload: { user: user.id }, key: `welcome:${user.id}`,
    * })));
    */
-  scheduleMany(items: readonly DurableTaskItem[]): Promise<StoredTask[]> {
+  scheduleMany(items: readonly DurableTaskItem[]): Promise<EnqueuedTask[]> {
     const runner = this.#requireStore('scheduleMany()');
     if (this.#loop.closed) throw new ClosedError();
-    if (!Array.isArray(items)) throw new TypeError(`Expected \`items\` of scheduleMany() to be an array, got ${describe(items)}`);
-    const tasks = items.map((item, i) => {
-      if (typeof item !== 'object' || item === null) throw new TypeError(`scheduleMany() item ${i}: expected an object { when, name, ... }, got ${describe(item)}`);
-      const { when, name, ...options } = item;
-      return { runAt: when as unknown, name: name as unknown, options };
-    });
+    const tasks = toStoredItems(items);
     return runner.scheduleMany(tasks);
   }
 
@@ -269,8 +134,8 @@ export class Scheduler implements JobFactory {
    */
   after<R>(delay: Duration, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
   /** With a store: the handler `name` after `delay` (see the durable `schedule`). */
-  after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<StoredTask>;
-  after<R>(delay: Duration, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<StoredTask> {
+  after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
+  after<R>(delay: Duration, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<EnqueuedTask> {
     const time = this.#loop.clock.now() + toDuration(delay, 'delay');
     if (time > MAX_TIME) throw new RangeError(`Expected \`delay\` to end within the Date range (${MAX_TIME} epoch ms), got ${describe(delay)}`);
     if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
@@ -303,10 +168,7 @@ export class Scheduler implements JobFactory {
    * scheduler.cron('*\/15 9-17 * * MON-FRI', { timezone: 'Asia/Tokyo' }).run(fn);
    */
   cron(expression: string, options: { timezone?: string } = {}): CronBuilder {
-    assertOptionsObject(options, 'cron');
-    assertKnownKeys(options, CRON_KEYS, 'cron');
-    const zone = options.timezone === undefined ? this.#timezone : validateZone(options.timezone);
-    return new CronBuilder(this, expression, zone);
+    return new CronBuilder(this, expression, cronZone(options, this.#timezone));
   }
 
 
@@ -339,33 +201,10 @@ export class Scheduler implements JobFactory {
    * scheduler.define('remind', async (ctx, payload: { user: string; text: string }) => send(payload));
    * scheduler.define('email', sendEmail, { queue: 'emails' }); // its tasks join 'emails' unless they name a queue
    */
+  // biome-ignore lint/suspicious/noExplicitAny: a handler defined without a payload type accepts any JSON payload
   define<P = any>(name: string, handler: Handler<P>, options?: DefineOptions): this {
     this.#requireStore('define()').define(name, handler, options);
     return this;
-  }
-
-  // ---- Durable named queues (issue 22): the API lives in durable/queues.ts ----
-
-  /**
-   * A named queue (with a `store`): its per-process `concurrency` and `rate`
-   * (live), and `pause()`, `resume()`, `setGlobalConcurrency()`, `counts()`
-   * stored for every process sharing the store.
-   * @example
-   * await scheduler.queue('emails').pause();
-   */
-  queue(name: string): DurableQueue {
-    return this.#requireStore('queue()').queue(name);
-  }
-
-  /**
-   * Every queue the store knows (tasks name it, or it has settings), by
-   * name: its settings, paused flag and stored tasks by state, read from the
-   * store.
-   * @example
-   * for (const { name, paused, counts } of await scheduler.queues()) console.log(name, paused, counts.waiting);
-   */
-  queues(): Promise<DurableQueueInfo[]> {
-    return this.#requireStore('queues()').queues();
   }
 
   /**
@@ -439,11 +278,7 @@ export class Scheduler implements JobFactory {
   waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
     const runner = this.#requireStore('waitFor()');
     assertId(id);
-    assertOptionsObject(options, 'waitFor');
-    assertKnownKeys(options, WAIT_KEYS, 'waitFor');
-    const { signal } = options;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
-    const timeout = options.timeout === undefined ? Infinity : toDuration(options.timeout, 'timeout', 1);
+    const { signal, timeout } = toWaitOptions(options);
     return runner.waitFor(id, signal, timeout);
   }
 
@@ -567,6 +402,34 @@ export class Scheduler implements JobFactory {
   }
 
   /**
+   * A named queue (see `SchedulerQueue`): the in-memory `Queue` without a
+   * store, a `DurableQueue` with one, with the same members: `concurrency`
+   * and `rate` (live, in this process), and `pause()`, `resume()`,
+   * `setGlobalConcurrency()`, `counts()`, `info()`, which return Promises in
+   * both modes (with a store they hold for every process sharing it).
+   * Queues exist on first use with no limits; tasks, jobs and handlers join
+   * one with the option `queue`, and those that name none are in `'default'`.
+   * @example
+   * const emails = scheduler.queue('emails');
+   * emails.concurrency = 2;
+   * await emails.pause();
+   */
+  queue(name: string): SchedulerQueue {
+    return queueOf(this.#loop, this.#runner, name);
+  }
+
+  /**
+   * Every queue, with its settings, paused flag and counts: in memory the
+   * default one, those configured and those tasks named (O(n) in the pending
+   * tasks); with a store every queue the store knows, read from it.
+   * @example
+   * for (const { name, paused, counts } of await scheduler.queues()) console.log(name, paused, counts.waiting);
+   */
+  queues(): Promise<SchedulerQueueInfo[]> {
+    return queuesOf(this.#loop, this.#runner);
+  }
+
+  /**
    * The most tasks that may be pending at once.
    * @default Infinity
    */
@@ -621,9 +484,7 @@ export class Scheduler implements JobFactory {
    * scheduler.pendingTasks(10); // the next ten to run
    */
   pendingTasks(limit?: number): Task[] {
-    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) {
-      throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);
-    }
+    if (limit !== undefined) assertLimit(limit);
     return this.#loop.pendingTasks(limit);
   }
 
@@ -691,9 +552,7 @@ export class Scheduler implements JobFactory {
    * process.on('SIGTERM', () => scheduler.close().then(() => process.exit(0)));
    */
   close(options: { abort?: boolean } = {}): Promise<void> {
-    assertOptionsObject(options, 'close');
-    const abort = options.abort ?? false;
-    if (typeof abort !== 'boolean') throw new TypeError(`Expected \`abort\` to be a boolean, got ${describe(abort)}`);
+    const abort = toAbort(options);
     if (this.#closing === undefined) {
       this.#runner?.stop();
       this.#jobs.stop();

@@ -25,6 +25,8 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
 /** Files at the top of src/: the scheduler and the entry points. */
 const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
   'scheduler.ts': ['core', 'rules', 'durable', 'jobs'],
+  'scheduler-options.ts': ['core', 'rules', 'durable', 'jobs'],
+  'scheduler-queues.ts': ['core', 'durable'],
   'index.ts': ['.', 'core', 'rules', 'durable', 'jobs'],
   'sqlite.ts': ['durable/sqlite'],
   'postgres.ts': ['durable/postgres'],

@@ -1,6 +1,7 @@
-// The options that shape how due work flows to the pool (issue 16): rate
-// limits, serial keys and priorities. Their types and validation live here so
-// the in-memory loop and the durable stores read them the same way.
+// The options that shape how due work flows to the pool (issues 16 and 22):
+// rate limits, serial and concurrency keys, priorities and queues. Their types
+// and validation live here so the in-memory loop and the durable stores read
+// them the same way.
 import { toDuration, type Duration } from './duration.js';
 import { describe } from './validate.js';
 
@@ -26,6 +27,19 @@ export interface KeyedRateLimit extends RateLimit {
   key: string;
 }
 
+/**
+ * A concurrency key: at most `limit` tasks naming the same `key` (a tenant,
+ * a customer) run at once, whatever the pool's size; `serial: key` is
+ * `{ key, limit: 1 }`.
+ * @example { key: `tenant:${tenantId}`, limit: 2 }
+ */
+export interface ConcurrencyLimit {
+  /** The key's name: a non-empty string (at most 512 characters). */
+  key: string;
+  /** Tasks of the key that may run at once: an integer >= 1. */
+  limit: number;
+}
+
 /** A validated rate limit, interval in milliseconds. */
 export interface Rate {
   readonly key: string | undefined;
@@ -38,7 +52,7 @@ export interface KeyedRate extends Rate {
   readonly key: string;
 }
 
-/** Longest key (rate or serial) accepted, in UTF-16 code units. */
+/** Longest key (rate, serial or concurrency) or queue name accepted, in UTF-16 code units. */
 export const MAX_KEY_LENGTH = 512;
 /** The priority range: a PostgreSQL `integer`. */
 export const MIN_PRIORITY = -2_147_483_648;
@@ -47,6 +61,10 @@ export const MAX_PRIORITY = 2_147_483_647;
 export const MAX_RATE_LIMIT = 1_000_000;
 /** The longest window: a day. */
 export const MAX_RATE_INTERVAL = 86_400_000;
+/** The largest concurrency limit of a key or queue: a PostgreSQL `integer`. */
+export const MAX_CONCURRENCY = 2_147_483_647;
+/** The queue of tasks and jobs that name none. */
+export const DEFAULT_QUEUE = 'default';
 
 /**
  * Validates a rate limit. `option` names it in errors (`rate`); `keyed`
@@ -79,6 +97,36 @@ export function assertKey(value: unknown, option: string): asserts value is stri
   }
 }
 
+/**
+ * Validates a concurrency key (`{ key, limit }`); `option` names it in errors.
+ * @example toConcurrency({ key: 'tenant:7', limit: 2 }, 'concurrency');
+ */
+export function toConcurrency(value: unknown, option: string): ConcurrencyLimit {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`Expected \`${option}\` to be an object like { key: 'tenant:1', limit: 2 }, got ${describe(value)}`);
+  }
+  for (const name of Object.keys(value)) {
+    if (name !== 'key' && name !== 'limit') throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected \`key\` and \`limit\``);
+  }
+  const { key, limit } = value as Partial<ConcurrencyLimit>;
+  assertKey(key, `${option}.key`);
+  assertLimit(limit, `${option}.limit`, false);
+  return { key, limit };
+}
+
+/** Throws unless `value` is a concurrency limit: an integer from 1 to MAX_CONCURRENCY (or Infinity when `infinite`). */
+export function assertLimit(value: unknown, option: string, infinite: boolean): asserts value is number {
+  if (infinite && value === Infinity) return;
+  if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > MAX_CONCURRENCY) {
+    throw new RangeError(`Expected \`${option}\` to be an integer from 1 to ${MAX_CONCURRENCY}${infinite ? ' or Infinity' : ''}, got ${describe(value)}`);
+  }
+}
+
+/** Throws unless `value` is a usable queue name: a non-empty string of at most MAX_KEY_LENGTH. */
+export function assertQueueName(value: unknown, option = 'queue'): asserts value is string {
+  assertKey(value, option);
+}
+
 /** Throws unless `value` is an integer priority in [MIN_PRIORITY, MAX_PRIORITY]. */
 export function assertPriority(value: unknown, option = 'priority'): asserts value is number {
   if (!Number.isInteger(value) || (value as number) < MIN_PRIORITY || (value as number) > MAX_PRIORITY) {
@@ -94,32 +142,105 @@ export function assertPriority(value: unknown, option = 'priority'): asserts val
 export interface TaskFlow {
   /** The keyed bucket the task also needs room in. */
   readonly rate: KeyedRate | undefined;
-  /** The serial key the task holds from its start to its final state (retries included). */
+  /** The serial key as given (its limit-1 concurrency key is `concurrency`). */
   readonly serial: string | undefined;
+  /**
+   * The concurrency key the task holds from its start to its final state
+   * (retries included): `serial: key` gives `{ key, limit: 1 }`.
+   */
+  readonly concurrency?: ConcurrencyLimit | undefined;
   /** Higher runs first among due tasks; 0 by default. */
   readonly priority: number;
+  /** The task's queue; undefined for the default queue. */
+  readonly queue?: string | undefined;
+  /** Its dedupe key and mode (in-memory tasks only). */
+  readonly dedupe?: Dedupe | undefined;
 }
 
-/** The three options as users (or a store's row) give them. */
+/**
+ * What a task with a `key` does when another task with the key exists
+ * (see `TaskOptions.dedupe`).
+ * @example { debounce: '500ms' }
+ */
+export type DedupeMode =
+  | 'replace'
+  | 'keep'
+  | {
+      /** At most one task of the key per this period (ms or `'1s'`), finished ones included. */
+      throttle: Duration;
+    }
+  | {
+      /** Each call replaces the waiting task and is due this much (ms or `'1s'`) after its time. */
+      debounce: Duration;
+    };
+
+/** What a call with a `key` did: see `Task.dedupe`. */
+export type DedupeOutcome = 'inserted' | 'replaced' | 'existing';
+
+/** A validated dedupe key and mode (period in ms; 0 for replace and keep). */
+export interface Dedupe {
+  readonly key: string;
+  readonly mode: 'replace' | 'keep' | 'throttle' | 'debounce';
+  readonly period: number;
+}
+
+/**
+ * Validates the `key` and `dedupe` options; undefined without a key (a
+ * `dedupe` without a `key` is a TypeError).
+ * @example toDedupe('digest:7', { debounce: '1s' }); // { key: 'digest:7', mode: 'debounce', period: 1000 }
+ */
+export function toDedupe(key: unknown, dedupe: unknown): Dedupe | undefined {
+  if (key === undefined) {
+    if (dedupe !== undefined) throw new TypeError('The `dedupe` option needs a `key`');
+    return undefined;
+  }
+  assertKey(key, 'key');
+  if (dedupe === undefined || dedupe === 'replace') return { key, mode: 'replace', period: 0 };
+  if (dedupe === 'keep') return { key, mode: 'keep', period: 0 };
+  if (typeof dedupe === 'object' && dedupe !== null && !Array.isArray(dedupe)) {
+    const names = Object.keys(dedupe);
+    const mode = names[0];
+    if (names.length === 1 && (mode === 'throttle' || mode === 'debounce')) {
+      const period = toDuration((dedupe as Record<string, unknown>)[mode], `dedupe.${mode}`, 1);
+      if (period > MAX_RATE_INTERVAL) throw new RangeError(`Expected \`dedupe.${mode}\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe((dedupe as Record<string, unknown>)[mode])}`);
+      return { key, mode, period };
+    }
+  }
+  throw new TypeError(`Expected \`dedupe\` to be 'replace', 'keep', { throttle: period } or { debounce: period }, got ${describe(dedupe)}`);
+}
+
+/** The options as users (or a store's row) give them. */
 export interface FlowOptions {
   rate?: KeyedRateLimit | undefined;
   serial?: string | undefined;
+  concurrency?: ConcurrencyLimit | undefined;
   priority?: number | undefined;
+  queue?: string | undefined;
 }
 
 /**
  * Validates the flow options into what `TaskSettings.flow` holds; undefined
- * when none is given (or only `priority: 0`), so such tasks stay plain. The
+ * when none is given (or only `priority: 0` and the default queue), so such
+ * tasks stay plain. `serial` and `concurrency` exclude each other (a
+ * TypeError): `serial: key` is the concurrency key `{ key, limit: 1 }`. The
  * durable runner calls it with a claimed task's stored options (a stored
  * rate's interval is already a number of milliseconds, which `toRate` accepts).
  * @example
  * toFlow({ rate: { key: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
  */
 export function toFlow(options: FlowOptions): TaskFlow | undefined {
-  const { rate, serial, priority } = options;
+  const { rate, serial, priority, queue } = options;
   const bucket = rate === undefined ? undefined : (toRate(rate, 'rate', true) as KeyedRate);
   if (serial !== undefined) assertKey(serial, 'serial');
+  let concurrency = options.concurrency === undefined ? undefined : toConcurrency(options.concurrency, 'concurrency');
+  if (serial !== undefined && concurrency !== undefined) {
+    throw new TypeError('Expected either `serial` or `concurrency`, not both: `serial: key` is `concurrency: { key, limit: 1 }`');
+  }
+  if (serial !== undefined) concurrency = { key: serial, limit: 1 };
   if (priority !== undefined) assertPriority(priority);
-  if (bucket === undefined && serial === undefined && (priority === undefined || priority === 0)) return undefined;
-  return { rate: bucket, serial, priority: priority ?? 0 };
+  if (queue !== undefined) assertQueueName(queue);
+  const named = queue === undefined || queue === DEFAULT_QUEUE ? undefined : queue;
+  if (bucket === undefined && concurrency === undefined && named === undefined && (priority === undefined || priority === 0)) return undefined;
+  if (concurrency === undefined && named === undefined) return { rate: bucket, serial, priority: priority ?? 0 };
+  return { rate: bucket, serial, concurrency, priority: priority ?? 0, queue: named };
 }

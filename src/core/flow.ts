@@ -1,26 +1,44 @@
 import TinyQueue from 'tinyqueue';
-import type { KeyedRate, Rate } from './flow-options.js';
+import { DedupeKeys } from './dedupe-keys.js';
+import { DEFAULT_QUEUE, type Rate } from './flow-options.js';
 import { byPriority, HeldQueue } from './held-queue.js';
-import { LaneEntry, RateLane, SerialLane } from './lanes.js';
+import { KeyLane, LaneEntry, QueueEntry, QueueLane, RateLane } from './lanes.js';
 import { RateWindow } from './rate-window.js';
-import { State, type Task } from './task.js';
+import { Run, State, type Task } from './task.js';
 
-/** A blocked rate lane's head may go at `at` (elapsed time). */
+/** What waits in a ready heap for a worker: a task, or the head of a rate key's line. */
+type Ready = Task | LaneEntry;
+
+/** A blocked rate lane's head, or a queue blocked by its rate, may go at `at` (elapsed time). */
 interface Wake {
   at: number;
-  lane: RateLane;
+  lane: RateLane | QueueLane;
+}
+
+/** A queue's settings as `configure()` takes them (validated); absent ones stay as they are. */
+export interface QueueSettings {
+  concurrency?: number | undefined;
+  globalConcurrency?: number | undefined;
+  /** A rate limit, or null to remove it. */
+  rate?: Rate | null | undefined;
+  paused?: boolean | undefined;
 }
 
 /**
- * Where due tasks wait once rate limits, serial keys or priorities are in
- * use (the loop's `#pumpFlow`). A due task leaves the loop's time heap and
- * passes, in order:
+ * Where due tasks wait once rate limits, concurrency (or serial) keys,
+ * priorities or queues are in use (the loop's `#pumpFlow`). A due task leaves
+ * the loop's time heap and passes, in order:
  *
- * 1. its serial key (SerialLane): it gets the key or parks behind the holder;
+ * 1. its concurrency key (KeyLane): while the key has a free place, its
+ *    earliest due task goes on (one at a time); the others park;
  * 2. its rate key (RateLane): it joins the key's line, earliest due first;
- *    the line's head stands in the ready heap (a LaneEntry) while the
+ *    the line's head stands in a ready heap (a LaneEntry) while the
  *    bucket has room;
- * 3. the ready heap: highest priority, then earliest due, then first
+ * 3. its queue, if the queue is gated (QueueLane): the queue's own ready
+ *    heap, whose best item stands in the scheduler's ready heap (a
+ *    QueueEntry) while the queue is open (not paused, below its concurrency,
+ *    room in its rate);
+ * 4. the ready heap: highest priority, then earliest due, then first
  *    scheduled; the scheduler-wide bucket is checked as a task is taken.
  *
  * Only the priority order needs every due task in one place: that is why
@@ -28,51 +46,89 @@ interface Wake {
  * scheduler that never uses these options never makes a Flow.
  *
  * Tasks here are in state `Held`; cancelling one leaves a tombstone, as in
- * the time heap. Blocked lanes sit in one wake heap, so the loop arms its one
- * timer for the earliest of its time heap, this heap and the scheduler-wide
- * window: no timer per key, no polling.
+ * the time heap. Blocked lanes and queues sit in one wake heap, so the loop
+ * arms its one timer for the earliest of its time heap, this heap and the
+ * scheduler-wide window: no timer per key, no polling.
  * @internal
  */
 export class Flow {
-  /** Tasks that may start as far as their keys go, and the heads of rate keys with room. */
-  readonly #ready = new HeldQueue<Task | LaneEntry>(byPriority);
-  readonly #serial = new Map<string, SerialLane>();
+  /** Tasks that may start as far as their keys go, heads of rate keys with room, and open queues' best items. */
+  readonly #ready = new HeldQueue<Ready | QueueEntry>(byPriority);
+  readonly #keys = new Map<string, KeyLane>();
   readonly #rate = new Map<string, RateLane>();
+  readonly #queues = new Map<string, QueueLane>();
+  readonly #default: QueueLane;
+  /** How many queues are gated: while none is, the ready heap holds every ready task. */
+  #gated = 0;
   readonly #wakes = new TinyQueue<Wake>([], (a, b) => a.at - b.at);
   /** Rate lanes with no unfinished task, to drop when their window expires (at the first pump after). */
   readonly #expiries = new TinyQueue<Wake>([], (a, b) => a.at - b.at);
-  #global: RateWindow | undefined = undefined;
+  /** Gated queues a run of which ended: let go again at the next pump. */
+  readonly #reopen = new Set<QueueLane>();
+  /** Counts every start; enforced while `#limited`. */
+  readonly #global: RateWindow;
+  #limited = false;
   #size = 0;
+  /** The dedupe keys of tasks with a `key`. */
+  readonly dedupe = new DedupeKeys();
+
+  /**
+   * @param running tasks running when the flow is made (all of the default queue)
+   * @param starts starts made before, and `lastStart` the newest (elapsed time), which a first limit counts
+   */
+  constructor(running = 0, starts = 0, lastStart = -Infinity) {
+    this.#global = new RateWindow(0, 0, starts, lastStart);
+    this.#default = new QueueLane(DEFAULT_QUEUE, running, starts, lastStart);
+    this.#queues.set(DEFAULT_QUEUE, this.#default);
+  }
 
   /** Held tasks (live). */
   get size(): number {
     return this.#size;
   }
 
-  /** Sets or removes the scheduler-wide limit; starts already counted still count. */
-  setRate(rate: Rate | undefined): void {
-    if (rate === undefined) this.#global = undefined;
-    else if (this.#global === undefined) this.#global = new RateWindow(rate.limit, rate.interval);
-    else this.#global.resize(rate.limit, rate.interval);
+  /**
+   * Sets or removes the scheduler-wide limit. The window keeps counting
+   * starts without a limit, so a new limit counts the starts already made
+   * in its window (see RateWindow.resize).
+   */
+  setRate(rate: Rate | undefined, now: number): void {
+    this.#limited = rate !== undefined;
+    if (rate !== undefined) this.#global.resize(rate.limit, rate.interval, now);
   }
 
   /**
    * A task with flow options was scheduled. Its rate key's lane lives while
    * tasks naming the key are unfinished (it counts them), and its limit is
-   * the one of the most recently scheduled of them: this one.
+   * the one of the most recently scheduled of them: this one. The same goes
+   * for its concurrency key. Its queue exists from then on.
    */
   scheduled(task: Task, now: number): void {
-    const rate = task._settings.flow!.rate;
-    if (rate === undefined) return;
-    let lane = this.#rate.get(rate.key);
-    if (lane === undefined) {
-      this.#rate.set(rate.key, (lane = new RateLane(rate.key, rate.limit, rate.interval)));
-    } else if (lane.window.limit !== rate.limit || lane.window.interval !== rate.interval) {
-      lane.window.resize(rate.limit, rate.interval);
-      lane.blockedAt = Infinity;
-      this.#release(lane, now);
+    const flow = task._settings.flow!;
+    const rate = flow.rate;
+    if (rate !== undefined) {
+      let lane = this.#rate.get(rate.key);
+      if (lane === undefined) {
+        this.#rate.set(rate.key, (lane = new RateLane(rate.key, rate.limit, rate.interval)));
+      } else if (lane.window.limit !== rate.limit || lane.window.interval !== rate.interval) {
+        lane.window.resize(rate.limit, rate.interval, now);
+        lane.blockedAt = Infinity;
+        this.#releaseRate(lane, now);
+      }
+      lane.unfinished++;
     }
-    lane.unfinished++;
+    const concurrency = flow.concurrency;
+    if (concurrency !== undefined) {
+      let lane = this.#keys.get(concurrency.key);
+      if (lane === undefined) {
+        this.#keys.set(concurrency.key, (lane = new KeyLane(concurrency.key, concurrency.limit)));
+      } else if (lane.limit !== concurrency.limit) {
+        lane.limit = concurrency.limit;
+        this.#releaseKey(lane, now);
+      }
+      lane.unfinished++;
+    }
+    if (flow.queue !== undefined) this.queue(flow.queue);
   }
 
   /** A due task from the loop's time heap. */
@@ -80,62 +136,109 @@ export class Flow {
     task._state = State.Held;
     this.#size++;
     const flow = task._settings.flow;
-    if (flow === undefined) return this.#ready.push(task);
-    const key = flow.serial;
-    if (key !== undefined) {
-      let lane = this.#serial.get(key);
-      if (lane === undefined) this.#serial.set(key, (lane = new SerialLane()));
-      // The holder coming back from a retry wait goes on; anyone else waits.
-      if (lane.holder === undefined) lane.holder = task;
-      else if (lane.holder !== task) return lane.parked.push(task);
+    if (flow === undefined) return this.#toReady(task, now);
+    const concurrency = flow.concurrency;
+    // A task that started before holds its place (back from a retry wait): it goes on.
+    if (concurrency !== undefined && !(task._run instanceof Run)) {
+      const lane = this.#keys.get(concurrency.key)!;
+      lane.parked.push(task);
+      return this.#releaseKey(lane, now);
     }
-    this.#toBucket(task, flow.rate, now);
+    this.#toBucket(task, now);
   }
 
-  /** Whether a task is ready (its keys allow it), so `take()` may find one. */
+  /** Whether a task is ready (its keys and queue allow it), so `take()` may find one. */
   hasReady(): boolean {
     return this.#ready.live > 0;
   }
 
   /**
-   * The task to start now, counted against its buckets; undefined if none is
-   * ready or the scheduler-wide bucket is full.
+   * The task to start now, counted against its buckets, key and queue;
+   * undefined if none is ready or the scheduler-wide bucket is full.
    */
   take(now: number): Task | undefined {
-    const global = this.#global;
-    if (global !== undefined && !global.hasRoom(now)) return undefined;
+    if (this.#limited && !this.#global.hasRoom(now)) return undefined;
     for (;;) {
       const top = this.#ready.peek();
       if (top === undefined) return undefined;
       this.#ready.pop();
-      if (!(top instanceof LaneEntry)) {
-        this.#size--;
-        global?.record(now);
-        return top;
+      let queue: QueueLane | undefined;
+      let item: Ready | undefined;
+      if (top instanceof QueueEntry) {
+        queue = top.queue;
+        queue.entry = undefined;
+        item = queue.ready.peek();
+        // Closed since its entry went in (a pause, a lower limit): it stays, or blocks until its rate frees.
+        if (item === undefined || !this.#open(queue, now)) {
+          this.#releaseQueue(queue, now);
+          continue;
+        }
+        queue.ready.pop();
+      } else {
+        item = top;
       }
-      const lane = top.lane;
+      if (!(item instanceof LaneEntry)) {
+        this.#started(item, queue, now);
+        return item;
+      }
+      const lane = item.lane;
       lane.entry = undefined;
       if (!lane.window.hasRoom(now)) {
-        // The key's limit was lowered after its head went to the ready heap.
-        this.#block(lane);
+        // The key's limit was lowered after its head went to a ready heap.
+        this.#block(lane, lane.window.freeAt());
+        if (queue !== undefined) this.#releaseQueue(queue, now);
         continue;
       }
       const task = lane.parked.peek()!;
       lane.parked.pop();
-      this.#size--;
-      global?.record(now);
       lane.window.record(now);
-      this.#release(lane, now);
+      this.#started(task, queue, now);
+      this.#releaseRate(lane, now);
       return task;
     }
   }
 
-  /** Lets out the heads of blocked lanes whose window has freed by `now`, and drops idle lanes whose window expired. */
+  /** `task` starts: counted by the scheduler-wide window, its queue and its concurrency key. */
+  #started(task: Task, queue: QueueLane | undefined, now: number): void {
+    this.#size--;
+    this.#global.record(now);
+    const flow = task._settings.flow;
+    const mine = queue ?? this.#queueOf(task);
+    mine.running++;
+    mine.window.record(now);
+    if (queue !== undefined) this.#releaseQueue(queue, now);
+    const concurrency = flow?.concurrency;
+    if (concurrency === undefined) return;
+    const lane = this.#keys.get(concurrency.key)!;
+    if (lane.next !== task) return;
+    lane.next = undefined;
+    lane.active++;
+    this.#releaseKey(lane, now);
+  }
+
+  /**
+   * A run of `task` ended (it settled, failed into a retry wait, timed out):
+   * its queue runs one task fewer, and a gated queue may let the next go at
+   * the next pump.
+   */
+  ended(task: Task): void {
+    const queue = this.#queueOf(task);
+    queue.running--;
+    if (queue.gated) this.#reopen.add(queue);
+  }
+
+  /** Lets out what a freed window or an ended run allows, and drops idle rate lanes whose window expired. */
   wake(now: number): void {
+    this.dedupe.sweep(now);
     const expiries = this.#expiries;
     for (let top = expiries.peek(); top !== undefined && top.at <= now; top = expiries.peek()) {
       expiries.pop();
-      if (!top.lane.dropped && top.lane.idle(now)) this.#drop(top.lane);
+      const lane = top.lane as RateLane;
+      if (!lane.dropped && lane.idle(now)) this.#drop(lane);
+    }
+    if (this.#reopen.size > 0) {
+      for (const queue of this.#reopen) this.#releaseQueue(queue, now);
+      this.#reopen.clear();
     }
     const wakes = this.#wakes;
     for (let top = wakes.peek(); top !== undefined && top.at <= now; top = wakes.peek()) {
@@ -143,14 +246,15 @@ export class Flow {
       const lane = top.lane;
       if (lane.dropped || lane.blockedAt !== top.at) continue;
       lane.blockedAt = Infinity;
-      this.#release(lane, now);
+      if (lane instanceof RateLane) this.#releaseRate(lane, now);
+      else this.#releaseQueue(lane, now);
     }
   }
 
   /**
    * The earliest elapsed time at which a held task may start without any
-   * other event (a blocked head's window, or the scheduler-wide one with
-   * tasks ready); Infinity if only a settling task can unblock them.
+   * other event (a blocked head's or queue's window, or the scheduler-wide
+   * one with tasks ready); Infinity if only a settling task can unblock them.
    */
   wakeAt(now: number): number {
     const wakes = this.#wakes;
@@ -161,64 +265,61 @@ export class Flow {
     }
     let at = top === undefined ? Infinity : top.at;
     const global = this.#global;
-    if (global !== undefined && this.#ready.live > 0 && !global.hasRoom(now)) at = Math.min(at, global.freeAt());
+    if (this.#limited && this.#ready.live > 0 && !global.hasRoom(now)) at = Math.min(at, global.freeAt());
     return at;
   }
 
   /**
    * A task with flow options reached its final state: its rate key counts
-   * one task fewer, and its serial key goes to the next task.
+   * one task fewer, and its concurrency key a place fewer if it had started
+   * (the next task of the key may go).
    */
   settled(task: Task, now: number): void {
     const flow = task._settings.flow!;
+    if (flow.dedupe !== undefined) this.dedupe.settled(task, flow.dedupe.key, now);
     const lane = flow.rate === undefined ? undefined : this.#rate.get(flow.rate.key);
     if (lane !== undefined && --lane.unfinished === 0) {
       // Its last starts still count for a while: the lane goes when they stop counting.
       if (lane.window.expired(now)) this.#drop(lane);
       else this.#expiries.push({ at: lane.window.expiresAt(), lane });
     }
-    this.#handOn(flow.serial, task, now);
-  }
-
-  /** The serial key `key` goes from `task` (which ended) to the next task of the key. */
-  #handOn(key: string | undefined, task: Task, now: number): void {
+    const concurrency = flow.concurrency;
+    const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.key);
     if (key === undefined) return;
-    const lane = this.#serial.get(key);
-    if (lane === undefined || lane.holder !== task) return;
-    const next = lane.parked.peek();
-    if (next === undefined) {
-      this.#serial.delete(key);
-      return;
-    }
-    lane.parked.pop();
-    lane.holder = next;
-    this.#toBucket(next, next._settings.flow!.rate, now);
+    if (task._run instanceof Run) key.active--;
+    if (--key.unfinished === 0) this.#keys.delete(key.key);
+    else this.#releaseKey(key, now);
   }
 
   /** A held task was cancelled (its state already changed): it leaves where it waits. */
   discard(task: Task, now: number): void {
     this.#size--;
     const flow = task._settings.flow;
-    if (flow?.serial !== undefined && this.#serial.get(flow.serial)!.holder !== task) {
-      this.#serial.get(flow.serial)!.parked.discard();
-      return;
+    const concurrency = flow?.concurrency;
+    const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.key)!;
+    if (key !== undefined) {
+      if (key.next === task) key.next = undefined;
+      else if (!(task._run instanceof Run)) return key.parked.discard();
     }
-    if (flow?.rate === undefined) {
-      this.#ready.discard();
-      return;
+    if (flow?.rate !== undefined) {
+      const lane = this.#rate.get(flow.rate.key)!;
+      lane.parked.discard();
+      // If it was the head, its entry goes and the next head gets one.
+      this.#releaseRate(lane, now);
+    } else {
+      this.#discardReady(task, now);
     }
-    const lane = this.#rate.get(flow.rate.key)!;
-    lane.parked.discard();
-    // If it was the head, its entry goes and the next head gets one.
-    this.#release(lane, now);
+    if (key !== undefined) this.#releaseKey(key, now);
   }
 
   /** Every held task, in no particular order. */
   forEach(fn: (task: Task) => void): void {
-    this.#ready.forEach((item) => {
-      if (!(item instanceof LaneEntry)) fn(item);
-    });
-    for (const lane of this.#serial.values()) lane.parked.forEach(fn);
+    const tasks = (item: Ready | QueueEntry) => {
+      if (!(item instanceof LaneEntry) && !(item instanceof QueueEntry)) fn(item);
+    };
+    this.#ready.forEach(tasks);
+    for (const queue of this.#queues.values()) queue.ready.forEach(tasks);
+    for (const lane of this.#keys.values()) lane.parked.forEach(fn);
     for (const lane of this.#rate.values()) lane.parked.forEach(fn);
   }
 
@@ -227,45 +328,168 @@ export class Flow {
     const held: Task[] = [];
     this.forEach((task) => held.push(task));
     this.#ready.clear();
+    for (const queue of this.#queues.values()) {
+      queue.ready.clear();
+      queue.entry = undefined;
+      queue.blockedAt = Infinity;
+    }
     for (const lane of this.#rate.values()) lane.dropped = true;
-    this.#serial.clear();
+    this.#keys.clear();
     this.#rate.clear();
+    this.#reopen.clear();
+    this.dedupe.clear();
     this.#wakes.data.length = this.#wakes.length = 0;
     this.#expiries.data.length = this.#expiries.length = 0;
     this.#size = 0;
     return held;
   }
 
-  /** Into the task's rate lane, or straight to the ready heap without one. */
-  #toBucket(task: Task, rate: KeyedRate | undefined, now: number): void {
-    if (rate === undefined) return this.#ready.push(task);
-    // Made when the task was scheduled, and kept while it is unfinished.
-    const lane = this.#rate.get(rate.key)!;
-    lane.parked.push(task);
-    this.#release(lane, now);
+  /** The queue named `name`, made (with no limits) on first use. */
+  queue(name: string): QueueLane {
+    let queue = this.#queues.get(name);
+    if (queue === undefined) this.#queues.set(name, (queue = new QueueLane(name)));
+    return queue;
+  }
+
+  /** The queue named `name` if it exists. */
+  findQueue(name: string): QueueLane | undefined {
+    return this.#queues.get(name);
+  }
+
+  /** Every queue, the default one first, then in order of first use. */
+  queues(): IterableIterator<QueueLane> {
+    return this.#queues.values();
   }
 
   /**
-   * Keeps the lane's head in the ready heap while the bucket has room (a new
+   * Changes a queue's settings (validated). A queue given a limit or a
+   * pause is gated from then on: its ready tasks move to its own heap. The
+   * loop pumps afterwards, so what the change allows starts at once.
+   */
+  configure(name: string, settings: QueueSettings, now: number): void {
+    const queue = this.queue(name);
+    if (settings.concurrency !== undefined) queue.concurrency = settings.concurrency;
+    if (settings.globalConcurrency !== undefined) queue.globalConcurrency = settings.globalConcurrency;
+    if (settings.paused !== undefined) queue.paused = settings.paused;
+    if (settings.rate === null) queue.rate = undefined;
+    else if (settings.rate !== undefined) {
+      queue.rate = settings.rate;
+      queue.window.resize(settings.rate.limit, settings.rate.interval, now);
+      queue.blockedAt = Infinity;
+    }
+    if (!queue.gated && (queue.paused || queue.limit !== Infinity || queue.rate !== undefined)) this.#gate(queue);
+    if (!queue.gated) return;
+    const entry = queue.entry;
+    if (entry !== undefined) {
+      entry._state = State.Cancelled;
+      queue.entry = undefined;
+      this.#ready.discard();
+    }
+    this.#releaseQueue(queue, now);
+  }
+
+  /** Counts and moves the queue's ready items out of the scheduler's ready heap into its own: O(n), once per queue. */
+  #gate(queue: QueueLane): void {
+    queue.gated = true;
+    this.#gated++;
+    const moved = this.#ready.extract((item) => !(item instanceof QueueEntry) && this.#queueOf(item as Ready) === queue);
+    for (const item of moved) queue.ready.push(item as Ready);
+  }
+
+  #queueOf(item: Ready): QueueLane {
+    const name = item._settings.flow?.queue;
+    return name === undefined ? this.#default : this.#queues.get(name)!;
+  }
+
+  /** Whether a gated queue may start a task now. */
+  #open(queue: QueueLane, now: number): boolean {
+    return !queue.paused && queue.running < queue.limit && (queue.rate === undefined || queue.window.hasRoom(now));
+  }
+
+  /** Lets the earliest parked task of a concurrency key go on, if the key has a free place. */
+  #releaseKey(lane: KeyLane, now: number): void {
+    if (!lane.open) return;
+    const head = lane.parked.peek();
+    if (head === undefined) return;
+    lane.parked.pop();
+    lane.next = head;
+    this.#toBucket(head, now);
+  }
+
+  /** Into the task's rate lane, or on to a ready heap without one. */
+  #toBucket(task: Task, now: number): void {
+    const rate = task._settings.flow?.rate;
+    if (rate === undefined) return this.#toReady(task, now);
+    // Made when the task was scheduled, and kept while it is unfinished.
+    const lane = this.#rate.get(rate.key)!;
+    lane.parked.push(task);
+    this.#releaseRate(lane, now);
+  }
+
+  /** Into its gated queue's heap, or the scheduler's ready heap. */
+  #toReady(item: Ready, now: number): void {
+    if (this.#gated > 0) {
+      const queue = this.#queueOf(item);
+      if (queue.gated) {
+        queue.ready.push(item);
+        return this.#releaseQueue(queue, now);
+      }
+    }
+    this.#ready.push(item);
+  }
+
+  /** An item left a ready heap (it became a tombstone there). */
+  #discardReady(item: Ready, now: number): void {
+    if (this.#gated > 0) {
+      const queue = this.#queueOf(item);
+      if (queue.gated) {
+        queue.ready.discard();
+        return this.#releaseQueue(queue, now);
+      }
+    }
+    this.#ready.discard();
+  }
+
+  /**
+   * Keeps the lane's head in a ready heap while the bucket has room (a new
    * entry if the head changed), else blocks the lane until it has.
    */
-  #release(lane: RateLane, now: number): void {
+  #releaseRate(lane: RateLane, now: number): void {
     const head = lane.parked.peek();
     const entry = lane.entry;
     if (entry !== undefined) {
       if (head !== undefined && entry.id === head.id) return;
       entry._state = State.Cancelled;
-      this.#ready.discard();
       lane.entry = undefined;
+      this.#discardReady(entry, now);
     }
     if (head === undefined) return;
-    if (!lane.window.hasRoom(now)) return this.#block(lane);
+    if (!lane.window.hasRoom(now)) return this.#block(lane, lane.window.freeAt());
     lane.blockedAt = Infinity;
-    this.#ready.push((lane.entry = new LaneEntry(head, lane)));
+    this.#toReady((lane.entry = new LaneEntry(head, lane)), now);
   }
 
-  #block(lane: RateLane): void {
-    const at = lane.window.freeAt();
+  /**
+   * Keeps a gated queue's best item in the scheduler's ready heap while the
+   * queue is open (a new entry if the best changed); blocks it until its
+   * window frees when only its rate holds it back.
+   */
+  #releaseQueue(queue: QueueLane, now: number): void {
+    const top = queue.ready.peek();
+    const entry = queue.entry;
+    if (entry !== undefined) {
+      if (entry.item === top) return;
+      entry._state = State.Cancelled;
+      queue.entry = undefined;
+      this.#ready.discard();
+    }
+    if (top === undefined || queue.paused || queue.running >= queue.limit) return;
+    if (queue.rate !== undefined && !queue.window.hasRoom(now)) return this.#block(queue, queue.window.freeAt());
+    queue.blockedAt = Infinity;
+    this.#ready.push((queue.entry = new QueueEntry(top, queue)));
+  }
+
+  #block(lane: RateLane | QueueLane, at: number): void {
     if (lane.blockedAt === at) return;
     lane.blockedAt = at;
     this.#wakes.push({ at, lane });
@@ -275,5 +499,4 @@ export class Flow {
     lane.dropped = true;
     this.#rate.delete(lane.key);
   }
-
 }

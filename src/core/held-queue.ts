@@ -1,15 +1,15 @@
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
 
-/** What the flow's heaps order: a task, or an entry standing for the head of a rate key's line. */
+/** What the flow's heaps order: a task, or an entry standing for the head of a rate key's line or a queue's best task. @internal */
 export type Queued = Pick<Task, '_time' | 'id' | '_settings' | '_state'>;
 
-/** Earliest due time first; equal times in scheduling order. */
+/** Earliest due time first; equal times in scheduling order. @internal */
 export function byDueTime(a: Queued, b: Queued): number {
   return a._time - b._time || a.id - b.id;
 }
 
-/** Higher priority first, then earliest due time, then scheduling order. */
+/** Higher priority first, then earliest due time, then scheduling order. @internal */
 export function byPriority(a: Queued, b: Queued): number {
   return (b._settings.flow?.priority ?? 0) - (a._settings.flow?.priority ?? 0) || a._time - b._time || a.id - b.id;
 }
@@ -77,6 +77,21 @@ export class HeldQueue<T extends Queued = Task> {
   /** Calls `fn` for each live task, in no particular order. */
   forEach(fn: (task: T) => void): void {
     for (const task of this.#heap.data) if (task._state === State.Held) fn(task);
+  }
+
+  /** Takes out the live tasks `match` picks (in no particular order) and rebuilds the heap from the others: O(n). */
+  extract(match: (task: T) => boolean): T[] {
+    const taken: T[] = [];
+    const kept: T[] = [];
+    for (const task of this.#heap.data) {
+      if (task._state !== State.Held) continue;
+      if (match(task)) taken.push(task);
+      else kept.push(task);
+    }
+    if (taken.length === 0) return taken;
+    this.#heap = new TinyQueue(kept, this.#compare);
+    this.#live = kept.length;
+    return taken;
   }
 
   /** Empties the queue, returning the live tasks. */

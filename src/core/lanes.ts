@@ -1,39 +1,72 @@
-import { byDueTime, HeldQueue } from './held-queue.js';
+import type { Rate } from './flow-options.js';
+import { byDueTime, byPriority, HeldQueue, type Queued } from './held-queue.js';
 import { RateWindow } from './rate-window.js';
 import { State, type Task, type TaskSettings } from './task.js';
 
 /**
- * The tasks of one serial key. The key is held by one task (`holder`) from
- * the moment it gets the key until its final state, retries included; due
- * tasks of the key park here meanwhile, earliest due first, and the next one
- * gets the key when the holder ends. Dropped as soon as nobody holds it.
+ * The tasks of one concurrency key (`concurrency: { key, limit }`, or
+ * `serial: key` with limit 1). A task takes one of the key's `limit` places
+ * when it starts and keeps it until its final state, retries included
+ * (`active` counts them). Due tasks of the key park here, earliest due
+ * first; the earliest goes on (`next`, towards its rate key and a worker)
+ * while a place is free, one at a time, so the key's tasks start in due
+ * order whatever their priorities. Made when a task naming the key is
+ * scheduled, dropped once none is unfinished.
  * @internal
  */
-export class SerialLane {
-  holder: Task | undefined = undefined;
+export class KeyLane {
+  readonly key: string;
+  /** The limit of the most recently scheduled task naming the key. */
+  limit: number;
   readonly parked = new HeldQueue<Task>(byDueTime);
+  /** The parked task let go on, not started yet: it takes a place when it starts. */
+  next: Task | undefined = undefined;
+  /** Tasks of the key that started and have not reached a final state (running, or waiting for a retry). */
+  active = 0;
+  /** Tasks naming the key that have not reached a final state. */
+  unfinished = 0;
+
+  constructor(key: string, limit: number) {
+    this.key = key;
+    this.limit = limit;
+  }
+
+  /** Whether the head of `parked` may go on now. */
+  get open(): boolean {
+    return this.next === undefined && this.active < this.limit;
+  }
 }
 
 /**
- * The head of a rate key's line in the ready heap: its due time, id and
- * settings (so its priority) as the heap orders them. The head may change
- * while it waits there (an earlier task of the key arrives, or the head is
+ * Stands in a heap for something else's first item, with that item's due
+ * time, id and settings (so its priority) as the heap orders them: the head
+ * of a rate key's line in a ready heap (a LaneEntry), or a queue's best
+ * ready item in the scheduler's ready heap (a QueueEntry). What it stands
+ * for may change while it waits there (an earlier task arrives, the head is
  * cancelled): the entry is then retired (`_state` no longer `Held`, a
  * tombstone) and a new one made. A task's own fields never change while it
  * is in a heap, so the heaps stay ordered.
  * @internal
  */
-export class LaneEntry {
+abstract class Entry {
   readonly _time: number;
   readonly id: number;
   readonly _settings: TaskSettings;
   _state = State.Held;
+
+  constructor(item: Queued) {
+    this._time = item._time;
+    this.id = item.id;
+    this._settings = item._settings;
+  }
+}
+
+/** The head of a rate key's line in a ready heap. @internal */
+export class LaneEntry extends Entry {
   readonly lane: RateLane;
 
   constructor(head: Task, lane: RateLane) {
-    this._time = head._time;
-    this.id = head.id;
-    this._settings = head._settings;
+    super(head);
     this.lane = lane;
   }
 }
@@ -41,7 +74,7 @@ export class LaneEntry {
 /**
  * The due tasks of one rate-limit key, earliest due first (so the key's
  * order holds whatever their priorities), until they start. While the
- * bucket has room the head is in the ready heap through one `entry`; a head
+ * bucket has room the head is in a ready heap through one `entry`; a head
  * the bucket has no room for waits for `blockedAt`, the instant the window
  * frees, as one entry in the flow's wake heap: no timer of its own. It is made when a task naming the key is scheduled, and
  * dropped once none is unfinished and its window has expired (at once, or
@@ -52,7 +85,7 @@ export class RateLane {
   readonly key: string;
   readonly window: RateWindow;
   readonly parked = new HeldQueue<Task>(byDueTime);
-  /** The head's entry in the ready heap, while the bucket has room for it. */
+  /** The head's entry in a ready heap, while the bucket has room for it. */
   entry: LaneEntry | undefined = undefined;
   /** When the blocked head may go (elapsed time); Infinity when not blocked. */
   blockedAt = Infinity;
@@ -69,5 +102,59 @@ export class RateLane {
   /** No task of the key is unfinished and no start counts any more: the lane can go. */
   idle(now: number): boolean {
     return this.unfinished === 0 && this.window.expired(now);
+  }
+}
+
+/** A queue's best ready item in the scheduler's ready heap. @internal */
+export class QueueEntry extends Entry {
+  readonly queue: QueueLane;
+  /** What it stands for: the top of the queue's own heap when it was made. */
+  readonly item: Task | LaneEntry;
+
+  constructor(item: Task | LaneEntry, queue: QueueLane) {
+    super(item);
+    this.queue = queue;
+    this.item = item;
+  }
+}
+
+/**
+ * One named queue. Until it is gated (given a concurrency, a rate limit or
+ * a pause) its ready tasks share the scheduler's ready heap and it only
+ * counts; from then on (for good) they wait in its own heap, `ready`, in
+ * priority order, and its best one stands in the scheduler's ready heap (an
+ * `entry`) only while the queue is open: not paused, fewer than `limit` of
+ * its tasks running, room in its rate window. A queue blocked by its rate
+ * waits in the flow's wake heap (`blockedAt`), one blocked by its
+ * concurrency for one of its runs to end. So a closed queue holds back its
+ * own tasks only.
+ * @internal
+ */
+export class QueueLane {
+  readonly name: string;
+  concurrency = Infinity;
+  globalConcurrency = Infinity;
+  /** The rate limit in force; its window counts starts with or without one. */
+  rate: Rate | undefined = undefined;
+  readonly window: RateWindow;
+  paused = false;
+  gated = false;
+  readonly ready = new HeldQueue<Task | LaneEntry>(byPriority);
+  entry: QueueEntry | undefined = undefined;
+  /** Tasks of the queue running now. */
+  running: number;
+  blockedAt = Infinity;
+  /** Queues are never dropped (their wake entries never go stale that way). */
+  readonly dropped = false;
+
+  constructor(name: string, running = 0, starts = 0, lastStart = -Infinity) {
+    this.name = name;
+    this.running = running;
+    this.window = new RateWindow(0, 0, starts, lastStart);
+  }
+
+  /** The concurrency in force: the lower of `concurrency` and `globalConcurrency` (one process). */
+  get limit(): number {
+    return Math.min(this.concurrency, this.globalConcurrency);
   }
 }

@@ -1,10 +1,17 @@
-import { systemClock, type Clock } from './clock.js';
+// The in-memory engine: the heap of pending tasks, the pool of workers, the
+// pump that starts due tasks (through the flow when rate limits, serial keys
+// or priorities are in use), and what becomes of each run: success, retry,
+// failure, timeout, cancellation; then `close()`. Its timer and its reading
+// of time are its base class (loop-clock.ts), its types are in loop-types.ts,
+// its read-only views of the pending tasks in pending.ts.
 import type { Emitter } from './emitter.js';
 import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
 import { Flow } from './flow.js';
 import { toRate, type Rate, type RateLimit } from './flow-options.js';
-import { byDueTime } from './held-queue.js';
-import { LatenessRecorder, type Lateness } from './lateness.js';
+import { LatenessRecorder } from './lateness.js';
+import { assertWorkers, type Cancellable, type ErrorInfo, type LoopOptions, type SchedulerStats, type TaskEvents } from './loop-types.js';
+import { LoopClock } from './loop-clock.js';
+import { countByName, listPending } from './pending.js';
 import { retryDelay } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
 import { toSettings, type TaskOptions } from './task-options.js';
@@ -12,92 +19,7 @@ import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type 
 import { TaskQueue } from './task-queue.js';
 import { describe } from './validate.js';
 
-/** What `onError` is told about a failure. */
-export interface ErrorInfo {
-  /** The failed task; undefined for an error of the store (a lost database connection). */
-  task: Task | undefined;
-  /** The task's `name` option. */
-  name: string | undefined;
-  /** The attempt that failed (1 for the first run); 0 for store errors. */
-  attempt: number;
-}
-
-/** A snapshot returned by `scheduler.stats()`. */
-export interface SchedulerStats {
-  /** Tasks waiting for their time or for a worker. */
-  pending: number;
-  /** Tasks running now. */
-  running: number;
-  /** Pending tasks already due, waiting for a free worker (or for their rate limit, serial key or priority turn). */
-  waiting: number;
-  /** The pool size. */
-  workers: number;
-  /** Tasks that succeeded, since the scheduler was created. */
-  succeeded: number;
-  /** Tasks that failed for good (after their retries). */
-  failed: number;
-  /** Tasks whose last attempt timed out. */
-  timedOut: number;
-  /** Tasks cancelled before or while running (including by `close()`). */
-  cancelled: number;
-  /** How late runs started (ms), over the last 1,024 runs; `max` over all. */
-  lateness: Lateness;
-}
-
-/** The events of the loop itself; the scheduler adds the jobs' `skip`. */
-export interface TaskEvents {
-  /** A run started. */
-  start: [task: Task];
-  /** A task succeeded, with its value. */
-  success: [task: Task, value: unknown];
-  /** A task failed for good, with its last error. */
-  failure: [task: Task, error: unknown];
-  /** A run failed and will be retried after `delay` ms. */
-  retry: [task: Task, error: unknown, delay: number];
-  /** A task was cancelled (pending, or running and then gave up). */
-  cancel: [task: Task, reason: unknown];
-  /** Nothing is pending or running any more. */
-  idle: [];
-}
-
-/** Something an AbortSignal can cancel: a task or a job. */
-export interface Cancellable {
-  cancel(reason?: unknown): boolean;
-}
-
-/** The loop's settings, validated by the scheduler. @internal */
-export interface LoopOptions {
-  workers: number;
-  maxPending: number;
-  unref: boolean;
-  clock: Clock;
-  onError: (error: unknown, info: ErrorInfo) => void;
-  /** The scheduler-wide rate limit, validated. */
-  rate?: Rate | undefined;
-}
-
-// A sleep never lasts longer than this, so a wall clock that jumps or a
-// machine that sleeps is noticed within this time (and setTimeout's 2^31-1 ms
-// limit is never reached).
-const MAX_SLEEP = 30_000;
-// A burst of due tasks stops starting tasks after this many ms of elapsed time
-// and yields to the event loop. The budget spans every pump of one event-loop
-// turn (pumps called back from settling async tasks included), and is half of
-// the ~10 ms the loop aims for: the tasks it started settle after it, in the
-// same turn. So timers and I/O run about every 10 ms whatever the tasks do.
-const PUMP_BUDGET = 5;
-// A change of the wall clock against elapsed time larger than this is a jump
-// (someone set the clock, NTP stepped it); smaller ones are drift and ignored.
-const JUMP = 1_000;
-
 let nextId = 1;
-
-/** Throws a RangeError unless `value` is a valid pool size. */
-export function assertWorkers(value: unknown): asserts value is number {
-  if (value !== Infinity && (!Number.isInteger(value) || (value as number) < 1)) {
-    throw new RangeError(`Expected \`workers\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
-  }
-}
 
 /**
  * The in-memory engine behind `Scheduler`: pending tasks sit in one min-heap,
@@ -106,15 +28,13 @@ export function assertWorkers(value: unknown): asserts value is number {
  * `push()`; it knows nothing of either.
  * @internal
  */
-export class TaskLoop implements TaskOwner {
-  readonly clock: Clock;
+export class TaskLoop extends LoopClock implements TaskOwner {
   /** Shared by every task scheduled without options. */
   readonly defaults: TaskSettings = { owner: this, name: undefined, timeout: Infinity, retry: undefined, signal: undefined, observer: undefined };
   readonly #queue = new TaskQueue();
   readonly #events: Emitter<TaskEvents>;
   readonly #signals = new SignalRegistry<Cancellable>((member, reason) => member.cancel(reason));
   readonly #lateness = new LatenessRecorder();
-  readonly #unref: boolean;
   readonly #onError: (error: unknown, info: ErrorInfo) => void;
   #workers: number;
   readonly maxPending: number;
@@ -124,26 +44,10 @@ export class TaskLoop implements TaskOwner {
   readonly #active = new Set<Run>();
   /** The run of a synchronous task while its function executes. */
   #current: Run | undefined = undefined;
-  #timer: unknown = undefined;
-  /** Due time the timer was armed for; Infinity when none is armed. */
-  #timerAt = Infinity;
   #pumpQueued = false;
   #pumping = false;
-  /** Reads elapsed time: the clock's monotonic(), or its now() if it has none. */
-  readonly #monotonic: () => number;
-  /** Wall minus elapsed time, as the pending elapsed-time tasks were placed. */
-  #offset: number;
   /** Pending tasks whose time follows elapsed time (settings.elapsed). */
   #elapsedPending = 0;
-  /** Elapsed time the current slice (the pumps of this event-loop turn) began; NaN when none is open. */
-  #sliceStart = NaN;
-  /**
-   * Whether a slice spans every pump of an event-loop turn: with the system
-   * clock. Another clock (a ManualClock) has its own notion of time, which a
-   * test moves between steps that may share a turn; there the budget counts
-   * per pump on that clock, so a test never sees a yield it did not cause.
-   */
-  readonly #spanSlices: boolean;
   #closed = false;
   #idleWaiters: (() => void)[] = [];
 
@@ -161,16 +65,14 @@ export class TaskLoop implements TaskOwner {
   #flow: Flow | undefined = undefined;
   /** The scheduler-wide limit as given (for the `rate` getter). */
   #rate: RateLimit | undefined = undefined;
+  /** Starts made before the flow exists, and the last one's elapsed time: a first `rate` counts them. */
+  #starts = 0;
+  #lastStart = -Infinity;
 
   constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
-    const clock = options.clock;
-    this.clock = clock;
-    this.#monotonic = clock.monotonic === undefined ? () => clock.now() : () => clock.monotonic!();
-    this.#offset = clock.now() - this.#monotonic();
-    this.#spanSlices = clock === systemClock;
+    super(options.clock, options.unref);
     this.#workers = options.workers;
     this.maxPending = options.maxPending;
-    this.#unref = options.unref;
     this.#onError = options.onError;
     this.#events = events;
     if (options.rate !== undefined) this.#setRate(options.rate);
@@ -194,7 +96,28 @@ export class TaskLoop implements TaskOwner {
 
   #setRate(rate: Rate | undefined): void {
     this.#rate = rate === undefined ? undefined : { limit: rate.limit, interval: rate.interval };
-    (this.#flow ??= new Flow()).setRate(rate);
+    this.flow().setRate(rate, this.readElapsed());
+  }
+
+  /** The flow, made on first use (issue 22: queues use it too); it learns what ran before it. */
+  flow(): Flow {
+    return (this.#flow ??= new Flow(this.#running, this.#starts, this.#lastStart));
+  }
+
+  /** The flow if it exists: reading a queue's settings never makes it. */
+  get currentFlow(): Flow | undefined {
+    return this.#flow;
+  }
+
+  /** Starts what a changed setting allows (a queue's), at once. */
+  pump(): void {
+    this.#pump();
+  }
+
+  /** Calls `fn` for every pending task (the time heap's, then the flow's), in no particular order. */
+  forEachPending(fn: (task: Task) => void): void {
+    this.#queue.forEach(fn);
+    this.#flow?.forEach(fn);
   }
 
   get workers(): number {
@@ -219,10 +142,6 @@ export class TaskLoop implements TaskOwner {
     return this.#closed;
   }
 
-  get unref(): boolean {
-    return this.#unref;
-  }
-
   /** The checks every new piece of work passes: open, room left. */
   assertAccepting(): void {
     if (this.#closed) throw new ClosedError();
@@ -236,23 +155,16 @@ export class TaskLoop implements TaskOwner {
     this.assertAccepting();
     const signal = settings.signal;
     if (signal?.aborted) throw signal.reason;
+    // A dedupe key: the flow's keys decide whether (and when) to insert.
+    const dedupe = settings.flow?.dedupe;
+    if (dedupe !== undefined) return this.flow().dedupe.add(dedupe, time, this.readElapsed(), (at) => this.#insert(at, fn, settings));
+    return this.#insert(time, fn, settings);
+  }
+
+  #insert(time: number, fn: TaskFunction, settings: TaskSettings): Task {
     const task = this.push(time, fn, settings);
-    if (signal !== undefined) this.#signals.add(signal, task);
+    if (settings.signal !== undefined) this.#signals.add(settings.signal, task);
     return task;
-  }
-
-  /** Elapsed time, ms (the clock's monotonic reading). */
-  monotonic(): number {
-    return this.#monotonic();
-  }
-
-  /**
-   * The wall time to give an elapsed-time task (settings.elapsed) due at the
-   * elapsed time `elapsed`: on the same footing as the pending ones, so a
-   * clock jump noticed later moves them all alike.
-   */
-  wallOf(elapsed: number): number {
-    return elapsed + this.#offset;
   }
 
   /** A new task into the heap, past every check: jobs and the store's claims land here too. */
@@ -265,7 +177,7 @@ export class TaskLoop implements TaskOwner {
 
   /** A task with flow options is scheduled: the flow comes into use, and its key's limit is this task's. */
   #scheduled(task: Task): void {
-    (this.#flow ??= new Flow()).scheduled(task, this.#monotonic());
+    this.flow().scheduled(task, this.readElapsed());
   }
 
   /** Cancels `member` when `signal` aborts (one listener per signal, however many members). */
@@ -310,40 +222,18 @@ export class TaskLoop implements TaskOwner {
   }
 
   pendingTasks(limit = Infinity): Task[] {
-    const tasks = limit >= this.#queue.size ? this.#queue.toSortedArray() : this.#queue.earliest(limit);
-    if (this.#flow === undefined || this.#flow.size === 0) return tasks;
-    // Held tasks are all due, so they come before most of the heap's; merged by a sort (introspection, not the hot path).
-    this.#flow.forEach((task) => tasks.push(task));
-    tasks.sort(byDueTime);
-    if (tasks.length > limit) tasks.length = limit;
-    return tasks;
+    return listPending(this.#queue, this.#flow, limit);
   }
 
   /** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass over the heap. */
   pendingByName(): Map<string, { pending: number; waiting: number }> {
-    const now = this.clock.now();
-    const counts = new Map<string, { pending: number; waiting: number }>();
-    this.#queue.forEach((task) => {
-      const name = task._settings.name ?? '';
-      let entry = counts.get(name);
-      if (entry === undefined) counts.set(name, (entry = { pending: 0, waiting: 0 }));
-      entry.pending++;
-      if (task._time <= now) entry.waiting++;
-    });
-    this.#flow?.forEach((task) => {
-      const name = task._settings.name ?? '';
-      let entry = counts.get(name);
-      if (entry === undefined) counts.set(name, (entry = { pending: 0, waiting: 0 }));
-      entry.pending++;
-      entry.waiting++;
-    });
-    return counts;
+    return countByName(this.#queue, this.#flow, this.clock.now());
   }
 
   /** Stops taking work and cancels every pending task; resolves when running ones settle. */
   close(): Promise<void> {
     this.#closed = true;
-    this.#disarm();
+    this.disarm();
     const reason = new ClosedError();
     this.#elapsedPending = 0;
     // Held tasks first: the flow is emptied before any serial key could be handed on.
@@ -386,7 +276,7 @@ export class TaskLoop implements TaskOwner {
     // Arming is deferred to a microtask: scheduling a burst of tasks in one
     // tick then costs one timer update, not one per task, and tasks already
     // due in the same tick still start in due-time order.
-    if (task._time < this.#timerAt && !this.#pumpQueued) {
+    if (task._time < this.timerAt && !this.#pumpQueued) {
       this.#pumpQueued = true;
       queueMicrotask(this.#queuedPump);
     }
@@ -397,43 +287,23 @@ export class TaskLoop implements TaskOwner {
     this.#pump();
   };
 
-  #wake = (): void => {
-    this.#timer = undefined;
-    this.#timerAt = Infinity;
-    // A timer or the yield's immediate: a new event-loop turn, a new slice.
-    this.#sliceStart = NaN;
+  /** The timer fired: due tasks may start. */
+  protected override wake(): void {
     this.#pump();
-  };
-
-  /** Runs once the event loop turns: the next pump begins a fresh slice. */
-  #closeSlice = (): void => {
-    this.#sliceStart = NaN;
-  };
+  }
 
   /** Starts due tasks while workers are free, then arms the timer for what is left. */
   #pump(): void {
     // A task that resizes the pool or settles synchronously calls back in
     // here; the loop below already re-reads everything it depends on.
     // A yield pending (timerAt -Infinity): its immediate pumps once the event loop has turned.
-    if (this.#pumping || this.#closed || this.#timerAt === -Infinity) return;
+    if (this.#pumping || this.#closed || this.timerAt === -Infinity) return;
     this.#pumping = true;
-    const clock = this.clock;
     const queue = this.#queue;
-    const monotonic = this.#monotonic;
+    const monotonic = this.readElapsed;
     const elapsed = monotonic();
-    // Async tasks settle in microtasks and pump from there, never returning
-    // to the event loop; so the budget runs from the first pump of this turn,
-    // and only an immediate (which runs once the turn is over) resets it.
-    if (!this.#spanSlices) {
-      this.#sliceStart = elapsed;
-    } else if (this.#sliceStart !== this.#sliceStart) {
-      this.#sliceStart = elapsed;
-      const immediate = setImmediate(this.#closeSlice);
-      immediate.unref();
-    }
-    const offset = clock.now() - elapsed;
-    if (offset - this.#offset > JUMP || this.#offset - offset > JUMP) this.#rebase(offset);
-    const deadline = this.#sliceStart + PUMP_BUDGET;
+    const deadline = this.sliceEnd(elapsed);
+    const offset = this.wallOffset(elapsed);
     try {
       if (this.#flow !== undefined) {
         if (this.#pumpFlow(this.#flow, offset, deadline)) return;
@@ -444,9 +314,11 @@ export class TaskLoop implements TaskOwner {
         const current = monotonic();
         const now = current + offset;
         if (task._time > now) break;
-        if (current > deadline) return this.#yield();
+        if (current > deadline) return this.yieldTurn();
         queue.pop();
         if (task._settings.elapsed === true) this.#elapsedPending--;
+        this.#starts++;
+        this.#lastStart = current;
         this.#dispatch(task, now);
       }
     } finally {
@@ -462,12 +334,12 @@ export class TaskLoop implements TaskOwner {
    */
   #pumpFlow(flow: Flow, offset: number, deadline: number): boolean {
     const queue = this.#queue;
-    const monotonic = this.#monotonic;
+    const monotonic = this.readElapsed;
     while (this.#running < this.#workers) {
       let current = monotonic();
       for (let task = queue.peek(); task !== undefined && task._time <= current + offset; task = queue.peek()) {
         if (current > deadline) {
-          this.#yield();
+          this.yieldTurn();
           return true;
         }
         queue.pop();
@@ -478,7 +350,7 @@ export class TaskLoop implements TaskOwner {
       flow.wake(current);
       if (!flow.hasReady()) break;
       if (current > deadline) {
-        this.#yield();
+        this.yieldTurn();
         return true;
       }
       const task = flow.take(current);
@@ -492,54 +364,26 @@ export class TaskLoop implements TaskOwner {
    * The wall clock jumped against elapsed time: elapsed-time tasks move with
    * it (an interval job set back an hour keeps its pace), wall-time tasks stay.
    */
-  #rebase(offset: number): void {
-    const delta = offset - this.#offset;
-    this.#offset = offset;
+  protected override jumped(delta: number): void {
     if (this.#elapsedPending === 0) return;
     this.#queue.shift(delta, (task) => task._settings.elapsed === true);
-    this.#disarm();
-  }
-
-  /** Lets I/O and other timers run in the middle of a long burst of due tasks. */
-  #yield(): void {
-    this.#disarm();
-    this.#timerAt = -Infinity;
-    const immediate = setImmediate(this.#wake);
-    if (this.#unref) immediate.unref();
-    this.#timer = immediate;
+    this.disarm();
   }
 
   #arm(): void {
     const next = this.#running < this.#workers ? this.#queue.peek() : undefined;
-    if (this.#flow !== undefined && this.#running < this.#workers) return this.#armAt(this.#flowWake(next));
+    if (this.#flow !== undefined && this.#running < this.#workers) return this.armAt(this.#flowWake(next));
     // With no free worker, the next settling task pumps; no timer needed.
-    if (next === undefined) return this.#disarm();
-    this.#armAt(next._time);
+    if (next === undefined) return this.disarm();
+    this.armAt(next._time);
   }
 
   /** The earliest of the next due task and the flow's next wake, as a wall time. */
   #flowWake(next: Task | undefined): number {
-    const elapsed = this.#monotonic();
+    const elapsed = this.readElapsed();
     const wake = this.#flow!.wakeAt(elapsed);
     const at = next === undefined ? Infinity : next._time;
     return wake === Infinity ? at : Math.min(at, wake + (this.clock.now() - elapsed));
-  }
-
-  #armAt(at: number): void {
-    if (at === this.#timerAt) return;
-    this.#disarm();
-    if (at === Infinity) return;
-    const delay = Math.min(Math.max(at - this.clock.now(), 0), MAX_SLEEP);
-    this.#timerAt = at;
-    this.#timer = this.clock.setTimer(this.#wake, delay, this.#unref);
-  }
-
-  #disarm(): void {
-    if (this.#timer === undefined) return;
-    if (this.#timerAt === -Infinity) clearImmediate(this.#timer as NodeJS.Immediate);
-    else this.clock.clearTimer(this.#timer);
-    this.#timer = undefined;
-    this.#timerAt = Infinity;
   }
 
   #dispatch(task: Task, now: number): void {
@@ -626,6 +470,8 @@ export class TaskLoop implements TaskOwner {
     this.#running--;
     if (run.timer !== undefined) this.clock.clearTimer(run.timer);
     this.#active.delete(run);
+    // Its queue runs one task fewer.
+    this.#flow?.ended(run.task);
   }
 
   #afterRun(): void {
@@ -637,7 +483,7 @@ export class TaskLoop implements TaskOwner {
     const held = task._state === State.Held;
     task._state = State.Cancelled;
     if (inQueue && held) {
-      this.#flow!.discard(task, this.#monotonic());
+      this.#flow!.discard(task, this.readElapsed());
     } else if (inQueue) {
       this.#queue.discard();
       if (task._settings.elapsed === true) this.#elapsedPending--;
@@ -650,7 +496,7 @@ export class TaskLoop implements TaskOwner {
 
   #finish(task: Task, state: State, outcome: unknown): void {
     // Its serial key goes to the next task of the key (which may start at the next pump).
-    if (task._settings.flow !== undefined) this.#flow?.settled(task, this.#monotonic());
+    if (task._settings.flow !== undefined) this.#flow?.settled(task, this.readElapsed());
     task._finish(state, outcome);
     task._settings.observer?.settled(task, state, outcome);
   }

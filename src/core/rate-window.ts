@@ -11,6 +11,14 @@
  * set back or forward neither frees nor freezes a bucket. The ring grows
  * with use up to `limit` entries, so a bucket allowing a million starts a
  * day costs nothing until it is used.
+ *
+ * A window may also count without enforcing anything (a limit that was
+ * removed, or a queue without one; `limit` 0 keeps no ring at all): starts
+ * that fall out of the ring are summed up as `evicted`, with the time of the
+ * newest of them. When the limit grows again (`resize`), starts the ring no
+ * longer holds are taken to have been made at that time, as late as they can
+ * have been: a new limit is never exceeded by starts made before it, and at
+ * worst holds a start back for up to one interval longer than needed.
  */
 export class RateWindow {
   #limit: number;
@@ -18,10 +26,16 @@ export class RateWindow {
   /** Start times, a ring once it holds `limit` of them; oldest at `#head`. */
   #starts: number[] = [];
   #head = 0;
+  /** Starts recorded that the ring no longer holds (all older than those it holds). */
+  #evicted: number;
+  /** The newest of those (-Infinity with none). */
+  #evictedAt: number;
 
-  constructor(limit: number, interval: number) {
+  constructor(limit: number, interval: number, evicted = 0, evictedAt = -Infinity) {
     this.#limit = limit;
     this.#interval = interval;
+    this.#evicted = evicted;
+    this.#evictedAt = evictedAt;
   }
 
   get limit(): number {
@@ -49,6 +63,12 @@ export class RateWindow {
       starts.push(now);
       return;
     }
+    this.#evicted++;
+    if (this.#limit === 0) {
+      this.#evictedAt = now;
+      return;
+    }
+    this.#evictedAt = starts[this.#head]!;
     starts[this.#head] = now;
     this.#head = this.#head + 1 === this.#limit ? 0 : this.#head + 1;
   }
@@ -61,18 +81,33 @@ export class RateWindow {
   /** When the newest start stops counting (-Infinity with no start). */
   expiresAt(): number {
     const starts = this.#starts;
-    if (starts.length === 0) return -Infinity;
+    if (starts.length === 0) return this.#evictedAt + this.#interval;
     const newest = starts.length < this.#limit || this.#head === 0 ? starts[starts.length - 1]! : starts[this.#head - 1]!;
     return newest + this.#interval;
   }
 
-  /** A new limit and interval, keeping the most recent starts (as many as the new limit counts). */
-  resize(limit: number, interval: number): void {
+  /**
+   * A new limit and interval at `now`. Keeps the most recent starts (as many
+   * as the new limit counts); a larger limit than the ring holds gets the
+   * starts it no longer holds back as starts at the newest of their times,
+   * when that is still within the new window (see the class comment).
+   */
+  resize(limit: number, interval: number, now: number): void {
     this.#interval = interval;
     if (limit === this.#limit) return;
     const starts = this.#starts;
-    const ordered = starts.length < this.#limit ? starts : [...starts.slice(this.#head), ...starts.slice(0, this.#head)];
-    this.#starts = ordered.length > limit ? ordered.slice(ordered.length - limit) : ordered;
+    let ordered = starts.length < this.#limit ? starts : [...starts.slice(this.#head), ...starts.slice(0, this.#head)];
+    if (ordered.length > limit) {
+      const cut = ordered.length - limit;
+      this.#evicted += cut;
+      this.#evictedAt = ordered[cut - 1]!;
+      ordered = ordered.slice(cut);
+    } else if (this.#evicted > 0 && this.#evictedAt + interval > now) {
+      const back = Math.min(this.#evicted, limit - ordered.length);
+      this.#evicted -= back;
+      ordered = [...new Array<number>(back).fill(this.#evictedAt), ...ordered];
+    }
+    this.#starts = ordered;
     this.#head = 0;
     this.#limit = limit;
   }

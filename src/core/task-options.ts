@@ -1,4 +1,4 @@
-import { toFlow, type KeyedRateLimit } from './flow-options.js';
+import { toDedupe, toFlow, type ConcurrencyLimit, type DedupeMode, type KeyedRateLimit } from './flow-options.js';
 import { toRetryPolicy, type RetryOptions } from './retry.js';
 import type { TaskSettings } from './task.js';
 import { toDuration, type Duration } from './duration.js';
@@ -30,9 +30,22 @@ export interface TaskOptions {
   /**
    * Tasks sharing a serial key run one at a time, in due-time order; the
    * key is held from a task's start to its final state, retries included.
+   * The same as `concurrency: { key, limit: 1 }` (the two share their keys);
+   * a task gives one or the other, not both.
    * @example `chat:${chatId}`
    */
   serial?: string;
+  /**
+   * A concurrency key: at most `limit` tasks naming `key` run at once (one
+   * tenant cannot take every worker). The key's tasks start in due-time
+   * order (priority does not reorder them) and each holds its place from
+   * its start to its final state, retries included; a full key holds back
+   * only its own tasks. The limit is the one of the most recently scheduled
+   * task naming the key. Not with `serial` (which is `limit: 1`).
+   * @default none
+   * @example { key: `tenant:${tenantId}`, limit: 2 }
+   */
+  concurrency?: ConcurrencyLimit;
   /**
    * Among tasks due at once with too few free workers (or too little room
    * in the scheduler's `rate`), higher runs first: an integer. Strict:
@@ -40,10 +53,38 @@ export interface TaskOptions {
    * @default 0
    */
   priority?: number;
+  /**
+   * The queue the task belongs to: a name (see `scheduler.queue(name)`);
+   * queues have their own concurrency, rate limit and pause switch. A queue
+   * nobody configured has no limits.
+   * @default 'default'
+   * @example 'emails'
+   */
+  queue?: string;
+  /**
+   * A dedupe key: what the call does when a task with the same key exists
+   * is the `dedupe` mode's; `task.dedupe` tells what it did. Tasks only (not
+   * jobs); 1 to 512 characters.
+   * @default none
+   * @example `digest:${userId}`
+   */
+  key?: string;
+  /**
+   * With a `key`: `'replace'` replaces a waiting task with the key (one
+   * running or waiting for a retry is left alone, and the new one added);
+   * `'keep'` returns the existing task if one is waiting or running;
+   * `{ throttle: period }` returns the key's last task if it was added less
+   * than `period` ago, finished or not; `{ debounce: period }` replaces a
+   * waiting task with the key and is due `period` after its time, so the
+   * last of a burst runs once the calls stop for `period`.
+   * @default 'replace'
+   * @example { debounce: '2s' }
+   */
+  dedupe?: DedupeMode;
 }
 
 /** The keys of `TaskOptions`, for checks that also accept more. */
-export const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'priority']);
+export const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue', 'key', 'dedupe']);
 
 /**
  * Validates task options into the settings a task carries. Options that say
@@ -60,7 +101,11 @@ export function toSettings(options: TaskOptions, defaults: TaskSettings): TaskSe
   if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
   const timeout = options.timeout === undefined || options.timeout === Infinity ? Infinity : toDuration(options.timeout, 'timeout', 1);
   const policy = retry === undefined ? undefined : toRetryPolicy(retry);
-  const flow = options.rate === undefined && options.serial === undefined && options.priority === undefined ? undefined : toFlow(options);
+  let flow = options.rate === undefined && options.serial === undefined && options.priority === undefined && options.concurrency === undefined && options.queue === undefined
+    ? undefined
+    : toFlow(options);
+  const dedupe = options.key === undefined && options.dedupe === undefined ? undefined : toDedupe(options.key, options.dedupe);
+  if (dedupe !== undefined) flow = { ...(flow ?? { rate: undefined, serial: undefined, priority: 0 }), dedupe };
   if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined && flow === undefined) return defaults;
   return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined, flow };
 }

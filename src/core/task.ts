@@ -1,5 +1,5 @@
 import { CancelledError } from './errors.js';
-import type { TaskFlow } from './flow-options.js';
+import type { DedupeOutcome, TaskFlow } from './flow-options.js';
 import type { RetryPolicy } from './retry.js';
 
 /** The life of a task: `pending` until it starts, then one of the final states. */
@@ -131,6 +131,17 @@ function noop(): void {}
 export class Task<T = unknown> {
   /** A number unique within the process, increasing in scheduling order. */
   readonly id: number;
+  /**
+   * Set on tasks scheduled with a `key`: what the call that returned the
+   * task did: `'inserted'` (a new task), `'replaced'` (a new task, the
+   * waiting one with the key cancelled) or `'existing'` (this task already
+   * had the key; nothing was added). A later call returning the same task
+   * sets it again: read it right after the call.
+   * @example
+   * const task = scheduler.after(0, sync, { key: 'sync', dedupe: 'keep' });
+   * if (task.dedupe === 'existing') console.log('already on its way');
+   */
+  declare dedupe?: DedupeOutcome;
 
   // Internal state is plain properties, read by the scheduler on the hot path.
   /** @internal due time, epoch ms */

@@ -19,7 +19,9 @@ export function describe(value: unknown): string {
  * at run time `toEpoch` still accepts only real luxon DateTimes.
  */
 export interface DateTimeLike {
+  /** False for an invalid DateTime, which is refused. */
   readonly isValid: boolean;
+  /** The instant, epoch ms. */
   toMillis(): number;
 }
 

@@ -1,4 +1,4 @@
-import type { SchedulerStats } from '../core/loop.js';
+import type { SchedulerStats } from '../core/loop-types.js';
 import type { StoredJob, StoredState, StoredTask } from '../durable/store.js';
 import { Job } from '../jobs/job.js';
 import { CalendarRule } from '../rules/calendar.js';
@@ -8,30 +8,47 @@ import type { Scheduler } from '../scheduler.js';
 
 /** A job as the page shows it. */
 export interface JobView {
+  /** The job's `id`. */
   id: number;
+  /** Its `name` option, or null. */
   name: string | null;
+  /** Its rule in words (`every 10 min`, a cron expression...). */
   rule: string;
+  /** Its `state`. */
   state: string;
+  /** Whether a run is in progress. */
   running: boolean;
+  /** Its next occurrence, epoch ms, or null. */
   nextRunAt: number | null;
+  /** When its last run started, epoch ms, or null. */
   lastRunAt: number | null;
+  /** Runs so far. */
   runs: number;
+  /** Runs that failed. */
   failures: number;
+  /** Its last error as `Name: message`, or null. */
   lastError: string | null;
 }
 
 /** A pending in-memory task as the page shows it. */
 export interface TaskView {
+  /** The task's `id`. */
   id: number;
+  /** Its `name` option, or null. */
   name: string | null;
+  /** Its `state`. */
   state: string;
+  /** When it is due, epoch ms. */
   runAt: number;
+  /** Runs started so far. */
   attempts: number;
 }
 
 /** A durable named queue as the page shows it (JSON has no Infinity: no limit is null). */
 export interface QueueView {
+  /** The queue's name. */
   name: string;
+  /** Whether it is paused (stored: for every process). */
   paused: boolean;
   /** Its concurrency in the dashboard's process, or null for none. */
   concurrency: number | null;
@@ -43,10 +60,18 @@ export interface QueueView {
 
 /** Everything the page draws, as JSON. */
 export interface DashboardState {
+  /** The scheduler's clock, epoch ms. */
   now: number;
+  /** Whether the page offers actions (pause, resume, trigger, cancel). */
   actions: boolean;
-  stats: Omit<SchedulerStats, 'workers'> & { workers: number | 'Infinity' };
+  /** The scheduler's `stats()`, with an unlimited pool as the string `'Infinity'` (JSON has no Infinity). */
+  stats: Omit<SchedulerStats, 'workers'> & {
+    /** The pool size. */
+    workers: number | 'Infinity';
+  };
+  /** The in-memory jobs. */
   jobs: JobView[];
+  /** The earliest pending one-off tasks. */
   tasks: TaskView[];
   /** More pending tasks than shown. */
   moreTasks: number;
@@ -56,6 +81,7 @@ export interface DashboardState {
   storedJobs: StoredJob[] | null;
   /** Durable named queues with their stored state, or null without a store. */
   queues: QueueView[] | null;
+  /** Why the store could not be read, or null. */
   storedError: string | null;
 }
 
@@ -117,7 +143,9 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
     [stored, storedJobs] = [tasks, storedJobList];
     const limitOf = (n: number) => (n === Infinity ? null : n);
     queues = queueList.map((q) => ({
-      name: q.name, paused: q.paused, concurrency: limitOf(q.concurrency), globalConcurrency: limitOf(q.globalConcurrency), counts: q.counts,
+      name: q.name, paused: q.paused, concurrency: limitOf(q.concurrency), globalConcurrency: limitOf(q.globalConcurrency),
+      // With a store (the only way here) the counts are the stored tasks by state.
+      counts: q.counts as Record<StoredState, number>,
     }));
   } catch (error) {
     if (!(error instanceof TypeError && /needs a scheduler created with a `store`/.test(error.message))) storedError = describeError(error);

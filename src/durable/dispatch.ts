@@ -75,7 +75,11 @@ export class Dispatcher {
     const queueRate = options.rate === undefined ? this.#holdings.queues.rate(options.queue ?? DEFAULT_QUEUE) : undefined;
     // Tasks without these options (most) pay nothing more.
     if (options.rate === undefined && queueRate === undefined && options.serial === undefined && options.priority === undefined) return settings;
-    const flow = toFlow(queueRate === undefined ? options : { ...options, rate: { key: `${QUEUE_RATE_KEY}${options.queue ?? DEFAULT_QUEUE}`, ...queueRate } });
+    // The queue itself is the claim's (rooms, slots, pause), not a loop queue's: it is left out.
+    const flow = toFlow({
+      rate: queueRate === undefined ? options.rate : { key: `${QUEUE_RATE_KEY}${options.queue ?? DEFAULT_QUEUE}`, ...queueRate },
+      serial: options.serial, priority: options.priority,
+    });
     return flow === undefined ? settings : { ...settings, flow };
   }
 

@@ -10,12 +10,13 @@ import { toDuration } from '../core/duration.js';
 import { describe, toEpoch } from '../core/validate.js';
 import { toFlow } from '../core/flow-options.js';
 import type { DurableTaskOptions, StoredJobOptions, StoredOptions } from './options.js';
-import { ruleToJson, type NewJob, type NewTask, type QueryClient, type Store, type StoredJob, type StoredTask } from './store.js';
+import { toDedupe } from './dedupe.js';
+import { ruleToJson, type EnqueuedTask, type NewJob, type NewTask, type QueryClient, type Store, type StoredJob } from './store.js';
 import { assertKey, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
 import type { Handlers } from './handlers.js';
 import { assertQueueName, DEFAULT_QUEUE } from './queues.js';
 
-const TASK_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority', 'queue']);
+const TASK_KEYS = new Set(['payload', 'key', 'dedupe', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority', 'queue']);
 const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name', 'rate', 'serial', 'priority', 'queue']);
 
 /** @internal */
@@ -26,22 +27,26 @@ export class Enqueuer {
   readonly #ready: () => Promise<void>;
   /** Tells the claimer that work is due at a time: it may need to look sooner. */
   readonly #wake: (runAt: number) => void;
+  /** The scheduler's clock (a store without its own clock measures throttle periods and writes createdAt on it). */
+  readonly #now: () => number;
 
-  constructor(store: Store, handlers: Handlers, ready: () => Promise<void>, wake: (runAt: number) => void) {
+  constructor(store: Store, handlers: Handlers, ready: () => Promise<void>, wake: (runAt: number) => void, now: () => number = Date.now) {
     this.#store = store;
     this.#handlers = handlers;
     this.#ready = ready;
     this.#wake = wake;
+    this.#now = now;
   }
 
   /** Validates at once (throwing at the call), then resolves when the store has committed. */
-  schedule(runAt: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
+  schedule(runAt: number, name: string, options: DurableTaskOptions | undefined): Promise<EnqueuedTask> {
     this.#handlers.assertSchedulable(name);
     assertStoredTime(runAt, 'when');
     const task = toNewTask(name, runAt, options, this.#handlers.queueOf(name));
     const client = toClient(options?.client);
-    return this.#ready().then(() => this.#store.addTask(task, client)).then((row) => {
-      this.#wake(runAt);
+    return this.#ready().then(() => this.#store.addTask(task, client, this.#now())).then((row) => {
+      // A debounced task may be due later than asked: the row says when.
+      this.#wake(row.enqueued === 'existing' ? runAt : row.runAt.getTime());
       return row;
     });
   }
@@ -51,7 +56,7 @@ export class Enqueuer {
    * nothing is written), then adds them all in one transaction: the
    * caller's, when the items give their `client` (every item the same one).
    */
-  scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<StoredTask[]> {
+  scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<EnqueuedTask[]> {
     const tasks: NewTask[] = [];
     let earliest = Infinity;
     let client: QueryClient | undefined;
@@ -74,7 +79,7 @@ export class Enqueuer {
     }
     if (tasks.length === 0) return Promise.resolve([]);
     // A producer that never started opens the store here, as schedule() does.
-    return this.#ready().then(() => this.#store.addTasks(tasks, client)).then((rows) => {
+    return this.#ready().then(() => this.#store.addTasks(tasks, client, this.#now())).then((rows) => {
       this.#wake(earliest);
       return rows;
     });
@@ -116,10 +121,15 @@ export class Enqueuer {
 /** The row a durable task's options make (validated). */
 function toNewTask(name: string, runAt: number, options: object | undefined, handlerQueue: string | undefined): NewTask {
   const { payload, key, stored } = parseOptions(options, TASK_KEYS, 'durable task', handlerQueue);
-  return {
+  const dedupe = toDedupe((options as DurableTaskOptions | undefined)?.dedupe, key);
+  const task: NewTask = {
     name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
     serial: stored.serial ?? null, priority: stored.priority ?? 0, queue: stored.queue ?? DEFAULT_QUEUE,
   };
+  if (dedupe !== undefined) task.dedupe = dedupe;
+  // A debounced task is due its period after `when`: that time too must be storable.
+  if (dedupe?.mode === 'debounce') assertStoredTime(runAt + dedupe.period, 'the due time of a debounce (when + dedupe.debounce)');
+  return task;
 }
 
 /** The `client` option: undefined, or something with a `query()` (the store says whether it can use it). */
@@ -144,6 +154,8 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
   const { payload, key, retry, overlap, misfire, catchUp } = given;
   // Keys go into JSON the database parses (jsonb refuses NUL) and serial into an indexed column.
   if (given.serial !== undefined) assertKey(given.serial, 'serial');
+  // The queue first: a store has its own rules for names (the in-memory check in toFlow would speak first).
+  if (given.queue !== undefined) assertQueueName(given.queue, 'queue');
   // Rate, serial key and priority: checked here, at the call, as in memory, before anything is written.
   const flow = toFlow(given);
   const rate = flow?.rate;
@@ -153,7 +165,6 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
   }
   if (key !== undefined) assertKey(key, 'key');
   // The queue: given, else the handler's (define), else 'default' (left out of the stored options).
-  if (given.queue !== undefined) assertQueueName(given.queue, 'queue');
   const queue = given.queue ?? handlerQueue;
   const timeout = given.timeout === undefined ? undefined : toDuration(given.timeout, 'timeout', 1);
   if (timeout !== undefined && timeout > MAX_TIMER) {

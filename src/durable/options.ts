@@ -2,7 +2,7 @@ import type { When } from '../core/validate.js';
 import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
-import type { KeyedRateLimit } from '../core/flow-options.js';
+import type { DedupeMode, KeyedRateLimit } from '../core/flow-options.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */
 export interface DurableContext extends TaskContext {
@@ -34,8 +34,45 @@ export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
 export interface DurableTaskOptions {
   /** JSON-serialisable data handed to the handler. */
   payload?: unknown;
-  /** Makes scheduling idempotent: the same key replaces the task instead of adding one. */
+  /**
+   * Makes scheduling idempotent: one stored task per key. What an add with a
+   * key already stored does is `dedupe`'s choice (by default it replaces a
+   * waiting task).
+   */
   key?: string;
+  /**
+   * How a task meets the task already stored with its `key` (needs `key`).
+   * Decided atomically by the database, so concurrent adds of one key from
+   * many processes end as if they came one after another. The returned task
+   * says what happened (`enqueued`: `'inserted'`, `'replaced'` or `'existing'`).
+   * - `'replace'`: replaces a waiting task (new payload, time, options);
+   *   a running one is left alone and returned; a finished one is
+   *   overwritten and runs again.
+   * - `'keep'`: a waiting or running task is returned unchanged; otherwise
+   *   the task is added (over a finished one).
+   * - `{ throttle: period }`: at most one task per key per period, finished
+   *   ones included: if the key's task was created less than `period` ago
+   *   (whatever its state), it is returned unchanged; otherwise as
+   *   `'replace'`. A throttled add that writes the task sets its `createdAt`:
+   *   the next period starts there.
+   * - `{ debounce: period }`: as `'replace'`, and the task is due `period`
+   *   after `when`: each add pushes the waiting task back, and with `when`
+   *   now the last one runs once the key has been quiet for `period`. A
+   *   running task is left alone and returned.
+   *
+   * The modes mean what they mean in memory (`TaskOptions.dedupe`), with one
+   * stored task per key: see the README's "Deduplication". A throttle's
+   * period is measured on the database server's clock with PostgreSQL, on
+   * the scheduler's clock with SQLite; a period is a duration (ms or a
+   * string such as `'1m'`) from 1 ms to ten years.
+   * @default 'replace'
+   * @example
+   * // one digest per user per hour, however many events ask for one
+   * await scheduler.schedule(Date.now(), 'digest', { key: `digest:${user}`, dedupe: { throttle: '1h' } });
+   * // re-index once edits stop for 10 s
+   * await scheduler.schedule(Date.now(), 'reindex', { key: `reindex:${doc}`, payload: { doc }, dedupe: { debounce: '10s' } });
+   */
+  dedupe?: DedupeMode;
   /** milliseconds or a string such as `'30s'`; see TaskOptions.timeout */
   timeout?: Duration;
   /** see TaskOptions.retry */

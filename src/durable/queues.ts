@@ -66,12 +66,12 @@ export interface DurableQueueInfo {
   counts: DurableQueueCounts;
 }
 
-/** Checks a queue name (the `queue` option, `define`'s `queue`, `scheduler.queue(name)`). */
+/** Checks a queue name (the `queue` option, `define`'s `queue`, `scheduler.queue(name)`). @internal */
 export function assertQueueName(name: unknown, what: string): asserts name is string {
   assertKey(name, what);
 }
 
-/** Checks a concurrency: an integer >= 1, or Infinity. */
+/** Checks a concurrency: an integer >= 1, or Infinity. @internal */
 export function assertConcurrency(value: unknown, what: string): asserts value is number {
   if (value === Infinity) return;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENCY) {
@@ -87,7 +87,7 @@ interface Local {
   rate: { limit: number; interval: number } | undefined;
 }
 
-/** Validates the scheduler's `queues` option (every queue, before anything is set up). */
+/** Validates the scheduler's `queues` option with a store (every queue, before anything is set up). @internal */
 export function toDurableQueues(value: unknown): Map<string, DurableQueueOptions> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(`Expected \`queues\` to be an object like { emails: { concurrency: 2 } }, got ${describe(value)}`);
@@ -100,6 +100,10 @@ export function toDurableQueues(value: unknown): Map<string, DurableQueueOptions
       throw new TypeError(`Expected \`${option}\` to be an object like { concurrency: 2 }, got ${describe(options)}`);
     }
     for (const key of Object.keys(options)) {
+      // `paused` is an in-memory queue's setting: a durable pause is stored for every process.
+      if (key === 'paused') {
+        throw new TypeError(`Unknown \`${option}\` option "paused" with a store: a durable queue's pause is stored and holds for every process; pause it with \`await scheduler.queue(${JSON.stringify(name)}).pause()\``);
+      }
       if (!QUEUE_KEYS.has(key)) throw new TypeError(`Unknown \`${option}\` option ${describe(key)}; expected one of: ${[...QUEUE_KEYS].join(', ')}`);
     }
     const { concurrency, globalConcurrency, rate } = options as DurableQueueOptions;
@@ -201,7 +205,7 @@ export class QueueBook {
   }
 }
 
-/** The stored queue with this process's settings. */
+/** The stored queue with this process's settings. @internal */
 export function queueInfo(book: QueueBook, stored: StoredQueue): DurableQueueInfo {
   const rate = book.rate(stored.name);
   return {

@@ -16,7 +16,7 @@ import type { TaskLoop } from '../core/loop.js';
 import { describe } from '../core/validate.js';
 import { ClosedError } from '../core/errors.js';
 import type { DurableTaskOptions, Handler, StoredJobOptions } from './options.js';
-import type { JobFilter, Store, StoredJob, StoredTask, TaskFilter } from './store.js';
+import type { EnqueuedTask, JobFilter, Store, StoredJob, StoredTask, TaskFilter } from './store.js';
 import { Claimer, type SkipListener } from './claimer.js';
 import { Completer } from './completer.js';
 import { Dispatcher } from './dispatch.js';
@@ -78,7 +78,7 @@ export class DurableRunner {
     this.#claimer = new Claimer(ctx, handlers, holdings, prefetch, dispatcher, (claims) => this.#completer.handBack(claims));
     this.#leases = new Leases(ctx, holdings, this.#completer, () => this.#claimer.claiming);
     this.#maintenance = new Maintenance(ctx, retention);
-    this.#enqueuer = new Enqueuer(store, handlers, ready, wake);
+    this.#enqueuer = new Enqueuer(store, handlers, ready, wake, () => loop.clock.now());
     this.#management = new Management(ctx, ready, wake);
   }
 
@@ -160,7 +160,7 @@ export class DurableRunner {
   }
 
   /** Validates at once (throwing at the call), then resolves when the store has committed. */
-  schedule(runAt: number, name: string, options: DurableTaskOptions | undefined): Promise<StoredTask> {
+  schedule(runAt: number, name: string, options: DurableTaskOptions | undefined): Promise<EnqueuedTask> {
     return this.#enqueuer.schedule(runAt, name, options);
   }
 
@@ -169,7 +169,7 @@ export class DurableRunner {
    * nothing is written), then adds them all in one transaction: the
    * caller's, when the items give their `client` (every item the same one).
    */
-  scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<StoredTask[]> {
+  scheduleMany(items: readonly { runAt: unknown; name: unknown; options: object }[]): Promise<EnqueuedTask[]> {
     return this.#enqueuer.scheduleMany(items);
   }
 

@@ -3,6 +3,7 @@ import { CronRule } from '../rules/cron.js';
 import { TaskheapError } from '../core/errors.js';
 import { IntervalRule, type Rule } from '../rules/rule.js';
 import { describe } from '../core/validate.js';
+import type { DedupeOutcome } from '../core/flow-options.js';
 
 /** The life of a stored task. */
 export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
@@ -45,7 +46,14 @@ export interface StoredTask {
   /** Its priority (`priority` option; 0 by default). */
   priority: number;
   /** Its keyed rate limit (`rate` option), interval in ms, or null. */
-  rate: { key: string; limit: number; interval: number } | null;
+  rate: {
+    /** The bucket's key. */
+    key: string;
+    /** Starts allowed per interval. */
+    limit: number;
+    /** The window, ms. */
+    interval: number;
+  } | null;
   /** The named queue it belongs to (`queue` option, or its handler's). @default 'default' */
   queue: string;
 }
@@ -71,6 +79,29 @@ export interface QueueChange {
   paused?: boolean;
   /** A number, or null for no limit. */
   globalConcurrency?: number | null;
+}
+
+/**
+ * What a durable `schedule()` or `scheduleMany()` returns: the stored task as
+ * it is after the call, and what the call did (`enqueued`). `enqueued` is
+ * not part of the stored record: it is a non-enumerable property, so the
+ * task still equals what `getTask()` returns, and reads (`getTask`,
+ * `listTasks`, `waitFor`) have no such property.
+ */
+export interface EnqueuedTask extends StoredTask {
+  /**
+   * What the call did: `'inserted'`, a new task (no task with its key was
+   * waiting or running; a finished one with the key, if any, was
+   * overwritten and its id reused); `'replaced'`, the waiting task with its
+   * key was overwritten; `'existing'`, nothing was written and this is the
+   * task that was already there (running, or kept by `'keep'` or throttle).
+   */
+  readonly enqueued: DedupeOutcome;
+}
+
+/** A stored task with what its add did (`enqueued`, non-enumerable: see `EnqueuedTask`). @internal */
+export function enqueued(task: StoredTask, what: DedupeOutcome): EnqueuedTask {
+  return Object.defineProperty(task, 'enqueued', { value: what, enumerable: false, writable: false, configurable: true }) as EnqueuedTask;
 }
 
 /** One failed attempt of a stored task. */
@@ -153,6 +184,13 @@ export interface NewTask {
   priority?: number;
   /** The named queue (also in `options`; a column so the claim can pick by it). @default 'default' */
   queue?: string;
+  /** How it meets a task with the same key (keyed tasks only). @default { mode: 'replace', period: 0 } */
+  dedupe?: {
+    /** The `dedupe` option's mode. */
+    mode: 'replace' | 'keep' | 'throttle' | 'debounce';
+    /** A throttle's or debounce's period, ms (0 for the others). */
+    period: number;
+  };
 }
 
 /** What is written when a recurring job is registered. */
@@ -297,15 +335,22 @@ export interface Store {
   readonly prefetch?: number;
   /** Creates or upgrades the schema; throws `SchemaVersionError` if the database is newer. */
   migrate(): Promise<void>;
-  /** Inserts a task, or replaces the one with the same key unless it is running. */
-  addTask(task: NewTask, via?: QueryClient): Promise<StoredTask>;
+  /**
+   * Inserts a task, or meets the one with the same key as its `dedupe` says
+   * (by default replaces it unless it is running), deciding atomically
+   * against the key's latest row. `now` is the scheduler's clock: a store
+   * with its own clock (PostgreSQL) ignores it and measures dedupe periods
+   * on the database's.
+   */
+  addTask(task: NewTask, via?: QueryClient, now?: number): Promise<EnqueuedTask>;
   /**
    * Adds many tasks in one transaction, all or none, as `addTask` would one
-   * after another (a key given twice: the last wins); returns the stored
-   * rows in the order given. With `via`, in the caller's transaction, as
+   * after another (a key given twice: the items meet in order, and each
+   * reports the key's final row with what its own add did); returns the
+   * stored rows in the order given. With `via`, in the caller's transaction, as
    * `addTask` (stores that cannot share one throw as `addTask` does).
    */
-  addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<StoredTask[]>;
+  addTasks(tasks: readonly NewTask[], via?: QueryClient, now?: number): Promise<EnqueuedTask[]>;
   /** Inserts or updates (by key) a recurring job. */
   addJob(job: NewJob): Promise<StoredJob>;
   /**

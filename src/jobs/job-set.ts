@@ -8,7 +8,7 @@ import { DEFAULT_CATCH_UP, type JobBounds, type RulePlan } from '../rules/plan.j
 import type { JobOptions } from './builders.js';
 import { Job, type JobHost, type SkipInfo } from './job.js';
 
-const JOB_KEYS = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'priority', 'overlap', 'misfire', 'catchUp', 'jitter']);
+const JOB_KEYS = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue', 'overlap', 'misfire', 'catchUp', 'jitter']);
 
 /**
  * The in-memory jobs of one scheduler: creates them on its loop and keeps
@@ -50,7 +50,7 @@ export class JobSet implements JobHost {
     // The job watches its signal itself (a cancelled job is gone for good), so its runs' settings carry none.
     const settings = options === undefined
       ? loop.defaults
-      : toSettings({ name: options.name, timeout: options.timeout, retry: options.retry, rate: options.rate, serial: options.serial, priority: options.priority }, loop.defaults);
+      : toSettings({ name: options.name, timeout: options.timeout, retry: options.retry, rate: options.rate, serial: options.serial, concurrency: options.concurrency, priority: options.priority, queue: options.queue }, loop.defaults);
     loop.assertAccepting();
     if (signal?.aborted) throw signal.reason;
     const job = new Job(this, fn, {

@@ -2,7 +2,7 @@ import type { Rule } from '../rules/rule.js';
 import { CancelledError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
 import { IntervalRule } from '../rules/rule.js';
-import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskObserver, type TaskSettings } from '../core/task.js';
+import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskSettings } from '../core/task.js';
 
 /** The life of a recurring job. */
 export type JobState = 'scheduled' | 'paused' | 'done' | 'cancelled';
@@ -70,6 +70,10 @@ let nextJobId = 1;
 /** The most occurrences `job.nextRuns(n)` lists at once. */
 export const MAX_NEXT_RUNS = 10_000;
 
+// The loop tells a job of its runs' outcomes through `settled()` (it is the
+// TaskObserver of its occurrences, structurally): an `implements` clause would
+// name a member that the published types strip (it is internal).
+
 /**
  * A recurring (or one-shot) job made by `every()`, `cron()` or `once()`. It
  * keeps exactly one entry in the scheduler's heap: its next occurrence.
@@ -80,7 +84,7 @@ export const MAX_NEXT_RUNS = 10_000;
  * job.pause();        // no runs until resume()
  * job.cancel();       // gone for good
  */
-export class Job implements TaskObserver {
+export class Job {
   /** A number unique among jobs in this process. */
   readonly id = nextJobId++;
   readonly #host: JobHost;

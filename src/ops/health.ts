@@ -25,6 +25,7 @@ export interface HealthOptions {
 
 /** One check's verdict. */
 export interface HealthCheck {
+  /** Whether this check passed. */
   healthy: boolean;
   /** Why not, when not. */
   reason?: string;
@@ -32,14 +33,27 @@ export interface HealthCheck {
 
 /** What `check()` returns; `healthy` is true when every check is. */
 export interface HealthReport {
+  /** Whether every check passed. */
   healthy: boolean;
+  /** Each check's result. */
   checks: {
     /** Worst event-loop delay since the previous check. */
-    loop: HealthCheck & { maxDelayMs: number };
+    loop: HealthCheck & {
+      /** The worst delay, ms. */
+      maxDelayMs: number;
+    };
     /** Due tasks are being started. */
-    dispatch: HealthCheck & { waiting: number; sinceLastStartMs: number };
+    dispatch: HealthCheck & {
+      /** Due tasks waiting for a worker. */
+      waiting: number;
+      /** Since the last task started, ms. */
+      sinceLastStartMs: number;
+    };
     /** The store answers (absent without a store). */
-    store?: HealthCheck & { latencyMs: number };
+    store?: HealthCheck & {
+      /** How long the store took to answer, ms. */
+      latencyMs: number;
+    };
   };
 }
 

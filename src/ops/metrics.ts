@@ -1,4 +1,4 @@
-import type { SchedulerStats } from '../core/loop.js';
+import type { SchedulerStats } from '../core/loop-types.js';
 import { LatenessRecorder, type Lateness } from '../core/lateness.js';
 import type { Task } from '../core/task.js';
 import type { SkipInfo } from '../jobs/job.js';
@@ -171,7 +171,12 @@ export class SchedulerMetrics {
   }
 
   /** Every name's counters, and the scheduler's own `stats()`. */
-  snapshot(): { scheduler: SchedulerStats; names: Record<string, NameMetrics> } {
+  snapshot(): {
+    /** The scheduler's `stats()`. */
+    scheduler: SchedulerStats;
+    /** The counters of each task, job or handler name. */
+    names: Record<string, NameMetrics>;
+  } {
     const pending = this.#scheduler.pendingByName();
     return {
       scheduler: this.#scheduler.stats(),

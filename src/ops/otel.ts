@@ -21,6 +21,7 @@ export interface OtelOptions {
 
 /** What `otel()` returns: call `close()` to stop reporting. */
 export interface OtelInstrumentation {
+  /** Stops reporting: removes its listeners and its gauges' callback, and ends the spans of runs in flight. */
   close(): void;
 }
 
@@ -39,14 +40,14 @@ const OTEL_KEYS = new Set(['meterProvider', 'tracerProvider', 'spans']);
  * `taskheap.tasks.waiting`, `taskheap.tasks.running`, `taskheap.workers`.
  *
  * @example
- * import { otel } from 'taskheap/metrics';
+ * import { otel } from 'taskheap/otel';
  * const instrumentation = await otel(scheduler); // global providers set up by your OpenTelemetry SDK
  */
 export async function otel(scheduler: Scheduler, options: OtelOptions = {}): Promise<OtelInstrumentation> {
   for (const key in options) {
     if (!OTEL_KEYS.has(key)) throw new TypeError(`Unknown otel option \`${key}\`; expected one of: ${[...OTEL_KEYS].join(', ')}`);
   }
-  const api = await loadPeer<Api>('@opentelemetry/api', 'otel() from taskheap/metrics');
+  const api = await loadPeer<Api>('@opentelemetry/api', 'otel() from taskheap/otel');
   const meter = (options.meterProvider ?? api.metrics.getMeterProvider()).getMeter('taskheap');
   const tracer = options.spans === false ? undefined : (options.tracerProvider ?? api.trace.getTracerProvider()).getTracer('taskheap');
   return new Instrumentation(api, scheduler, meter, tracer);

@@ -58,14 +58,14 @@ export class ManualClock implements Clock {
     return this.#elapsed;
   }
 
-  /** @internal Clock implementation */
-  setTimer(callback: () => void, delay: number): Timer {
+  /** Part of `Clock`: calls `callback` once `advance()` has moved elapsed time by `delay` ms. */
+  setTimer(callback: () => void, delay: number): unknown {
     const timer: Timer = { at: this.#elapsed + Math.max(0, delay), seq: this.#seq++, callback };
     this.#timers.push(timer);
     return timer;
   }
 
-  /** @internal Clock implementation */
+  /** Part of `Clock`: the timer never fires. */
   clearTimer(handle: unknown): void {
     if (handle !== null && typeof handle === 'object') (handle as Timer).callback = undefined;
   }

@@ -4,7 +4,7 @@ import { ManualClock } from '../../src/testing.js';
 import { heapUsed } from '../helpers.js';
 
 describe('keys with no pending work cost nothing', () => {
-  it('100,000 rate and serial keys, each used once: their state is gone once their windows expire', async () => {
+  it('100,000 rate, serial or concurrency, and dedupe keys, each used once: their state is gone once their windows expire', async () => {
     const clock = new ManualClock(0);
     const scheduler = new Scheduler({ clock, workers: Infinity });
     const noop = () => {};
@@ -15,7 +15,9 @@ describe('keys with no pending work cost nothing', () => {
     await clock.advance(10);
     const before = heapUsed();
     for (let i = 0; i < 100_000; i++) {
-      scheduler.after(0, noop, { serial: `chat:${i}`, rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });
+      const key = i % 2 === 0 ? { serial: `chat:${i}` } : { concurrency: { key: `chat:${i}`, limit: 2 } };
+      const dedupe = i % 3 === 0 ? { throttle: 500 } : 'replace';
+      scheduler.after(0, noop, { ...key, queue: `queue:${i % 4}`, key: `chat:${i}`, dedupe, rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });
     }
     await clock.advance(0);
     expect(scheduler.stats()).toMatchObject({ pending: 0, succeeded: 200_001 });

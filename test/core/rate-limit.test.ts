@@ -119,6 +119,57 @@ describe('scheduler-wide rate limit', () => {
     expect(starts).toEqual([['t0', 0], ['t1', 0], ['t2', 1_000], ['t3', 1_000], ['t4', 2_000]]);
   });
 
+  it('a limit removed and set again still counts the starts made in its window', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 3, interval: 1_000 } });
+    const { starts, task } = recorder(clock);
+    for (let i = 0; i < 3; i++) scheduler.after(0, task(`a${i}`));
+    await clock.advance(0);
+    scheduler.rate = undefined;
+    scheduler.rate = { limit: 3, interval: '1s' };
+    for (let i = 0; i < 3; i++) scheduler.after(0, task(`b${i}`));
+    await clock.advance(999);
+    // Not 6 starts in one second under a limit of 3: the b's wait for the a's to leave the window.
+    expect(starts).toHaveLength(3);
+    await clock.advance(1);
+    expect(starts.map(([label, at]) => `${label}@${at}`)).toEqual(['a0@0', 'a1@0', 'a2@0', 'b0@1000', 'b1@1000', 'b2@1000']);
+  });
+
+  it('starts made while no limit was set count against the next one', async () => {
+    for (const first of [undefined, { limit: 1, interval: 1_000 }]) {
+      const { clock, scheduler } = setup(first === undefined ? {} : { rate: first });
+      const { starts, task } = recorder(clock);
+      if (first !== undefined) scheduler.rate = undefined;
+      scheduler.after(0, task('a'));
+      scheduler.after(0, task('b'));
+      await clock.advance(100);
+      expect(starts).toHaveLength(2);
+      scheduler.rate = { limit: 3, interval: 1_000 };
+      for (let i = 0; i < 3; i++) scheduler.after(0, task(`c${i}`));
+      await clock.advance(0);
+      // Two starts in the window already: one more fits now, the others when a and b leave it.
+      expect(starts.map(([label, at]) => `${label}@${at}`)).toEqual(['a@0', 'b@0', 'c0@100']);
+      await clock.advance(900);
+      expect(starts.map(([label, at]) => `${label}@${at}`)).toEqual(['a@0', 'b@0', 'c0@100', 'c1@1000', 'c2@1000']);
+    }
+  });
+
+  it('a larger limit with a longer window counts the starts the smaller one no longer held (as late as they can have been)', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 2, interval: 100 } });
+    const { starts, task } = recorder(clock);
+    for (let i = 0; i < 6; i++) scheduler.after(0, task(`a${i}`));
+    await clock.advance(200);
+    // Starts at 0, 0, 100, 100, 200, 200: six in the last 10 s, of which the window (limit 2) holds the last two.
+    expect(starts.map(([, at]) => at)).toEqual([0, 0, 100, 100, 200, 200]);
+    scheduler.rate = { limit: 6, interval: 10_000 };
+    scheduler.after(0, task('b'));
+    // The four it no longer held count as starts at 100, the newest of them:
+    // b waits until 10,100, never a seventh start within 10 s.
+    await clock.advance(9_899);
+    expect(starts).toHaveLength(6);
+    await clock.advance(1);
+    expect(starts.at(-1)).toEqual(['b', 10_100]);
+  });
+
   it('refuses bad values, naming them, and keeps the old limit', () => {
     const { scheduler } = setup({ rate: { limit: 5, interval: 100 } });
     expect(() => (scheduler.rate = { limit: 0, interval: 100 })).toThrow(/`rate.limit`.*got 0 \(number\)/);

@@ -157,7 +157,7 @@ describe('postgresStore: named queues across processes', () => {
     await waitFor('the emails claimed before the pause to finish', async () => (await fourth.queue('emails').counts()).running === 0);
     const before = await fourth.queue('emails').counts();
     expect(before.waiting).toBeGreaterThan(0);
-    expect(before.waiting + before.succeeded).toBe(150);
+    expect(before.waiting + before.succeeded!).toBe(150);
     await sleep(500);
     expect(await fourth.queue('emails').counts()).toEqual(before);
     const { rows: [late] } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.runs WHERE queue = 'emails' AND claimed_at > $1`, [paused.at]);

@@ -11,22 +11,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../src/durable/sqlite/driver.js';
 import { sqliteStore } from '../../src/sqlite.js';
+import { unavailable } from './sqlite-drivers.js';
 import { ManualClock } from '../../src/testing.js';
 import { START } from '../helpers.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-')), 'store.db');
-}
-
-/** Why `driver` cannot open a database in this Node, or undefined if it can. */
-async function unavailable(driver: SqliteDriver): Promise<string | undefined> {
-  try {
-    (await openDatabase(':memory:', driver)).close();
-    return undefined;
-  } catch (error) {
-    const cause = (error as Error).cause as Error | undefined;
-    return `${(error as Error).message}${cause === undefined ? '' : `: ${cause.message.split('\n')[0]}`}`;
-  }
 }
 
 // The crash test runs once per driver that loads in this Node (describe.each

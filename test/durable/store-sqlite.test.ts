@@ -9,18 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../src/durable/sqlite/driver.js';
 import { sqliteStore } from '../../src/sqlite.js';
+import { unavailable } from './sqlite-drivers.js';
 import { storeConformance, type Backend } from './conformance/index.js';
-
-/** Why `driver` cannot open a database in this Node, or undefined if it can. */
-async function unavailable(driver: SqliteDriver): Promise<string | undefined> {
-  try {
-    (await openDatabase(':memory:', driver)).close();
-    return undefined;
-  } catch (error) {
-    const cause = (error as Error).cause as Error | undefined;
-    return `${(error as Error).message}${cause === undefined ? '' : `: ${cause.message.split('\n')[0]}`}`;
-  }
-}
 
 function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backend {
   return {

@@ -4,7 +4,8 @@
 # CommonJS, and TypeScript with `module: nodenext` (an ESM and a CommonJS
 # package) and with `moduleResolution: bundler`, each type-checked with skipLibCheck false and
 # true. Each runs a small smoke script. Then publint and attw check the
-# package's metadata and types. Exits non-zero on the first failure.
+# package's metadata and types, and the tarball's .d.ts files are checked for
+# internal members. Exits non-zero on the first failure.
 #
 # The TypeScript consumers see only what they installed: taskheap, its
 # dependencies and @types/node (this repo's version), never this repo's
@@ -33,6 +34,25 @@ npx --no-install publint run --strict "$tarball"
 # --profile node16: `moduleResolution: node10` ignores "exports", so it cannot
 # see subpaths like taskheap/sqlite; TypeScript deprecates it.
 npx --no-install attw "$tarball" --profile node16 --ignore-rules cjs-resolves-to-esm --format table-flipped
+
+# The published types leave out everything marked @internal (stripInternal in
+# tsconfig.build.json): test/declarations.test.ts checks every entry point's
+# exports; this checks the tarball itself, for the members users would meet first.
+mkdir -p "$work/unpacked" && tar -xzf "$tarball" -C "$work/unpacked"
+node -e '
+  const fs = require("fs");
+  const dist = process.argv[1];
+  const problems = [];
+  const read = (file) => fs.readFileSync(`${dist}/${file}`, "utf8");
+  const absent = (file, ...patterns) => { for (const p of patterns) if (p.test(read(file))) problems.push(`${file} shows ${p}`); };
+  const present = (file, ...patterns) => { for (const p of patterns) if (!p.test(read(file))) problems.push(`${file} lacks ${p}`); };
+  absent("core/task.d.ts", /^\s+_\w+/m);
+  absent("scheduler.d.ts", /^\s+now\(\)/m, /^\s+createJob\(/m, /^\s+createStoredJob\(/m, /^\s+pendingByName\(/m);
+  present("core/task.d.ts", /^\s+cancel\(/m);
+  present("scheduler.d.ts", /^\s+schedule<R>\(/m, /^\s+pendingTasks\(/m);
+  if (problems.length > 0) { console.error("published types:", problems); process.exit(1); }
+  console.log("published types: no internal member of Task or Scheduler");
+' "$work/unpacked/package/dist"
 
 consumer() { # name, package.json type, further packages to install
   local dir="$work/$1"

@@ -8,14 +8,19 @@
 
 /** What a query resolves to. */
 export interface PgResult<R = unknown> {
+  /** The rows the statement returned. */
   rows: R[];
+  /** How many rows it returned or changed (null for statements that say nothing). */
   rowCount: number | null;
 }
 
 /** A query with its own bound on the wait for its answer (pg's `query_timeout`). */
 export interface PgQuery {
+  /** The SQL, with `$1`, `$2`… for the values. */
   text: string;
+  /** The values of `$1`, `$2`… */
   values?: unknown[];
+  /** How long to wait for the answer, ms. */
   query_timeout?: number;
 }
 
@@ -23,7 +28,9 @@ export interface PgQuery {
 export interface PgPoolClient {
   /** `R`: the rows' type, as the caller knows it from the statement. */
   query<R = any>(text: string, values?: unknown[]): Promise<PgResult<R>>;
+  /** Listens for the connection's errors (a connection lost while checked out). */
   on(event: 'error', listener: (error: Error) => void): unknown;
+  /** Stops listening. */
   removeListener(event: 'error', listener: (error: Error) => void): unknown;
   /** Back to the pool; an error (or true) discards the connection instead. */
   release(error?: Error | boolean): void;
@@ -34,9 +41,13 @@ export interface PgPoolClient {
  * like one) can be given to `postgresStore()`.
  */
 export interface PgPoolLike {
+  /** Checks a connection out, for a transaction. */
   connect(): Promise<PgPoolClient>;
+  /** Runs one statement on any connection of the pool. */
   query(query: PgQuery): Promise<PgResult>;
+  /** Listens for errors of idle connections (a server restart), which would otherwise crash the process. */
   on(event: 'error', listener: (error: Error) => void): unknown;
+  /** Stops listening (on `close()`: a caller's pool outlives the store). */
   removeListener(event: 'error', listener: (error: Error) => void): unknown;
   /** The pool's settings, which the listening connection copies. */
   readonly options?: object;

@@ -71,6 +71,10 @@ function taskColumns(a: string): string {
     ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue`;
 }
 
+/** The columns \`taskColumns\` names, read from \`a\` (a CTE that returned them). */
+const TASK_COLUMNS = (a: string) => ['id', 'name', 'key', 'payload', 'state', 'run_at', 'attempts', 'max_attempts', 'options', 'last_error', 'job_key',
+  'created_at', 'updated_at', 'result', 'errors', 'serial', 'priority', 'queue'].map((column) => `${a}.${column}`).join(', ');
+
 /** The columns a job row is read with; `a` is the table alias. */
 function jobColumns(a: string): string {
   return `${a}.key, ${a}.name, ${a}.payload, ${a}.state, ${ms(`${a}.next_run_at`)} AS next_run_at, ${a}.runs,
@@ -258,7 +262,11 @@ export function statements(schema: string | undefined) {
     insertVersion: `INSERT INTO ${M} (version) VALUES ($1)`,
     updateVersion: `UPDATE ${M} SET version = $1`,
 
-    /** A keyed task replaces the one with its key unless that one is running. */
+    /**
+     * A task without a key (keyed ones go through addKeyed, which decides by
+     * their dedupe mode and says what it did; the conflict clause here only
+     * keeps the statement safe should a key come this way).
+     */
     addTask: `WITH saved AS (
         INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue)
         VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9, $10)
@@ -269,11 +277,7 @@ export function statements(schema: string | undefined) {
         RETURNING ${taskColumns('t')}),
       ${REPLACED_LET_GO}
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
-    /**
-     * Many tasks in one statement (keys distinct: the store keeps the last
-     * of each), each inserted, or replacing the one with its key unless that
-     * one is running; one wake for the earliest.
-     */
+    /** Many tasks without keys in one statement (keyed batches go through addKeyed); one wake for the earliest. */
     addTasks: `WITH saved AS (
         INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue)
         SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority, u.queue
@@ -288,8 +292,53 @@ export function statements(schema: string | undefined) {
       ${REPLACED_LET_GO},
       wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(run_at)::bigint::text) FROM saved HAVING count(*) > 0)
       SELECT saved.* FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
-    tasksByKeys: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = ANY($1::text[])`,
-    taskByKey: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.key = $1`,
+    /**
+     * Keyed tasks (and keyless ones alongside), given as parallel arrays with
+     * distinct keys, each meeting the task stored with its key as its dedupe
+     * mode ($10: replace, keep, throttle, debounce; $11 the period in ms)
+     * says (each row written takes its item's queue, $12), by the rules of \`decide\` in durable/dedupe.ts, under the key's
+     * row lock ($4, the due time, is already a debounce's). \`old\` locks the
+     * key's row (in key order, so two adds cannot deadlock on keys) and reads
+     * its latest version, whatever the snapshot held; an add whose key is
+     * not in the snapshot inserts, and if a concurrent add inserted it first,
+     * DO NOTHING returns no row for it: the store runs those again (the next
+     * statement's snapshot sees the row, and locks it). A throttle's period
+     * is on the server's clock, at the statement's start; a throttled add
+     * that writes the task sets its created_at, where the next period
+     * starts. Each row comes back with its item's ordinal (NULL for inserted
+     * rows: matched by key, keyless ones by id order) and the action taken;
+     * one wake for the earliest written.
+     */
+    addKeyed: `WITH
+      u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::text[])
+        WITH ORDINALITY AS u(name, key, payload, at, max_attempts, options, serial, priority, mode, period, queue, ord)),
+      old AS (SELECT ${taskColumns('t')}, t.created_at AS created_ts FROM ${T} AS t WHERE t.key = ANY($2::text[]) ORDER BY t.key FOR UPDATE),
+      plan AS (SELECT u.*, o.id AS old_id,
+          CASE WHEN o.id IS NULL THEN 'insert'
+            WHEN u.mode = 'throttle' AND o.created_ts > statement_timestamp() - ${millis('u.period')} THEN 'existing'
+            WHEN o.state = 'running' THEN 'existing'
+            WHEN o.state = 'waiting' THEN CASE WHEN u.mode = 'keep' THEN 'existing' ELSE 'replace' END
+            ELSE 'renew' END AS action,
+          ${ts('u.at')} AS due
+        FROM u LEFT JOIN old AS o ON o.key = u.key),
+      upd AS (UPDATE ${T} AS t SET name = p.name, payload = p.payload, state = 'waiting', run_at = p.due, attempts = 0, max_attempts = p.max_attempts,
+          options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL, serial = p.serial, priority = p.priority, queue = p.queue, updated_at = now(),
+          created_at = CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE t.created_at END
+        FROM plan AS p WHERE t.id = p.old_id AND p.action IN ('replace', 'renew')
+        RETURNING ${taskColumns('t')}, p.ord, p.action),
+      ins AS (INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, created_at)
+        SELECT p.name, p.key, p.payload, p.due, p.max_attempts, p.options, p.serial, p.priority, p.queue,
+          CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE now() END
+        FROM plan AS p WHERE p.action = 'insert' ORDER BY p.ord
+        ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
+        RETURNING ${taskColumns('t')}),
+      released AS (DELETE FROM ${K} AS k USING upd WHERE k.held_by = upd.id),
+      wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(w.run_at)::bigint::text) FROM (SELECT run_at FROM upd UNION ALL SELECT run_at FROM ins) AS w
+        HAVING count(*) > 0)
+      SELECT r.* FROM (SELECT ${TASK_COLUMNS('upd')}, upd.ord, upd.action FROM upd
+        UNION ALL SELECT ${TASK_COLUMNS('ins')}, NULL::bigint, 'insert' FROM ins
+        UNION ALL SELECT ${TASK_COLUMNS('o')}, p.ord, 'existing' FROM plan AS p JOIN old AS o ON o.id = p.old_id WHERE p.action = 'existing') AS r
+      LEFT JOIN wake ON true`,
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
     /**
      * Every filter is optional (NULL). The cursor ($8, $9) is the last row of

@@ -3,8 +3,8 @@
 // rows.ts. Its connections (connection.ts), its listener (listener.ts), its
 // options (options.ts) and its schema (migrations.ts) live beside it.
 import {
-  LeaseLostError, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText,
-  type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  LeaseLostError, SCHEMA_VERSION, SchemaVersionError, enqueued, leaseExpiredText,
+  type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
   type QueueChange, type QueueRooms, type StoredQueue,
 } from '../store.js';
 import { toClaims, toDueJob, toJob, toQueues, toTask, type QueueRow, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
@@ -13,19 +13,26 @@ import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
 import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
+import { dueAt } from '../dedupe.js';
 
-/** A filter's time as epoch ms, or null. */
 /** The claim's parameters $7 and $8: the queues this process limits, and the room it has for each. */
 function roomArrays(rooms: QueueRooms | undefined): [string[] | null, number[] | null] {
   if (rooms === undefined || rooms.size === 0) return [null, null];
   return [[...rooms.keys()], [...rooms.values()]];
 }
 
+/** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
   return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
 }
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
+
+/** A query through the store's pool or the caller's client. */
+type Query = (text: string, values: unknown[]) => Promise<{ rows: TaskRow[] }>;
+
+/** How many times an add runs again when its key was added by a concurrent one after its snapshot (see #addKeyed). */
+const MAX_ROUNDS = 10;
 
 /**
  * A store in PostgreSQL that many processes share: each claims due work with
@@ -105,33 +112,100 @@ class PostgresStore implements Store {
     });
   }
 
-  async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
+  async addTask(task: NewTask, via?: QueryClient): Promise<EnqueuedTask> {
     // Through the caller's client: their transaction decides, and the NOTIFY goes out at its commit.
-    const query = via === undefined
-      ? (text: string, values: unknown[]) => this.#db.query<TaskRow>(text, values)
-      : async (text: string, values: unknown[]) => ({ rows: (await via.query(text, values)).rows as TaskRow[] });
+    const query = this.#via(via);
+    if (task.key !== null) return (await this.#addKeyed(query, [task]))[0]!;
     const { rows } = await query(this.#sql.addTask,
       [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt), task.serial ?? null, task.priority ?? 0,
         task.queue ?? 'default']);
-    if (rows[0] !== undefined) return toTask(rows[0]);
-    // The key belongs to a running task, which is left alone: report it as it is.
-    const existing = await query(this.#sql.taskByKey, [task.key]);
-    if (existing.rows[0] === undefined) throw new Error(`The task with key "${String(task.key)}" vanished while it was being replaced; try again`);
-    return toTask(existing.rows[0]);
+    return enqueued(toTask(rows[0]!), 'inserted');
   }
 
-  async addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<StoredTask[]> {
+  /** Queries through the caller's client (in their transaction), or the store's pool. */
+  #via(via: QueryClient | undefined): Query {
+    return via === undefined
+      ? (text, values) => this.#db.query<TaskRow>(text, values)
+      : async (text, values) => ({ rows: (await via.query(text, values)).rows as TaskRow[] });
+  }
+
+  /**
+   * Adds tasks with distinct keys (keyless ones may come along), each
+   * meeting its key's stored task as its dedupe mode says (see addKeyed in
+   * sql.ts). An add that found its key inserted by a concurrent one after
+   * the statement's snapshot comes back without a row: it runs again, and
+   * the next statement sees that row. Each statement is atomic on its own,
+   * so this needs no transaction.
+   */
+  async #addKeyed(query: Query, tasks: readonly NewTask[]): Promise<EnqueuedTask[]> {
+    const results: (EnqueuedTask | undefined)[] = tasks.map(() => undefined);
+    let pending = tasks.map((_, i) => i);
+    for (let round = 0; pending.length > 0; round++) {
+      if (round === MAX_ROUNDS) {
+        throw new Error(`The tasks with keys ${pending.map((i) => JSON.stringify(tasks[i]!.key)).join(', ')} were added and removed by others ${MAX_ROUNDS} times while this add ran; try again`);
+      }
+      const batch = pending.map((i) => tasks[i]!);
+      const { rows } = await query(this.#sql.addKeyed, [
+        batch.map((t) => t.name), batch.map((t) => t.key), batch.map((t) => t.payload), batch.map((t) => dueAt(t.dedupe?.mode ?? 'replace', t.dedupe?.period ?? 0, t.runAt)), batch.map((t) => t.maxAttempts),
+        batch.map((t) => t.options), this.#prefix, batch.map((t) => t.serial ?? null), batch.map((t) => t.priority ?? 0),
+        batch.map((t) => t.dedupe?.mode ?? 'replace'), batch.map((t) => t.dedupe?.period ?? 0),
+        batch.map((t) => t.queue ?? 'default'),
+      ]);
+      const byKey = new Map<string, number>();
+      const keyless: number[] = [];
+      batch.forEach((task, j) => (task.key === null ? keyless.push(j) : byKey.set(task.key, j)));
+      const fresh: TaskRow[] = [];
+      for (const row of rows as (TaskRow & { ord: string | number | null; action: string })[]) {
+        const j = row.ord !== null ? Number(row.ord) - 1 : row.key !== null ? byKey.get(row.key) : undefined;
+        if (j === undefined) {
+          fresh.push(row);
+          continue;
+        }
+        const what = row.action === 'existing' ? 'existing' : row.action === 'replace' ? 'replaced' : 'inserted';
+        results[pending[j]!] = enqueued(toTask(row), what);
+      }
+      // New keyless rows are numbered in the order given.
+      fresh.sort((a, b) => Number(a.id) - Number(b.id)).forEach((row, n) => {
+        results[pending[keyless[n]!]!] = enqueued(toTask(row), 'inserted');
+      });
+      pending = pending.filter((i) => results[i] === undefined);
+    }
+    return results as EnqueuedTask[];
+  }
+
+  async addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<EnqueuedTask[]> {
     if (tasks.length === 0) return [];
-    // A key given twice in one call: the last wins, as with one call after another.
-    const last = new Map<string, number>();
+    if (tasks.every((task) => task.key === null)) return this.#addUnkeyed(tasks, via);
+    // A key given twice in one call: its adds meet in order, the n-th item of
+    // each key in the n-th statement (almost always one).
+    const rounds: number[][] = [];
+    const seen = new Map<string, number>();
     tasks.forEach((task, i) => {
-      if (task.key !== null) last.set(task.key, i);
+      const n = task.key === null ? 0 : seen.get(task.key) ?? 0;
+      if (task.key !== null) seen.set(task.key, n + 1);
+      (rounds[n] ??= []).push(i);
     });
-    const rows = tasks.filter((task, i) => task.key === null || last.get(task.key) === i);
+    const write = async (client: QueryClient): Promise<EnqueuedTask[]> => {
+      const query = this.#via(client);
+      const results: EnqueuedTask[] = [];
+      for (const round of rounds) {
+        const rows = await this.#addKeyed(query, round.map((i) => tasks[i]!));
+        round.forEach((i, j) => (results[i] = rows[j]!));
+      }
+      // Every item of a key reports the row as it ends up, with what its own add did.
+      const last = new Map<string, EnqueuedTask>();
+      for (const row of results) if (row.key !== null) last.set(row.key, row);
+      return results.map((row) => (row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued)));
+    };
+    // Through the caller's client: their transaction decides, all or none, and the NOTIFY goes out at its commit.
+    return via === undefined ? this.#db.transaction(write) : write(via);
+  }
+
+  /** Tasks without keys: one insert of them all, numbered in the order given. */
+  async #addUnkeyed(tasks: readonly NewTask[], via?: QueryClient): Promise<EnqueuedTask[]> {
     const columns = { name: [] as string[], key: [] as (string | null)[], payload: [] as string[], at: [] as number[], max: [] as number[], options: [] as string[],
       serial: [] as (string | null)[], priority: [] as number[], queue: [] as string[] };
-    let earliest = Infinity;
-    for (const task of rows) {
+    for (const task of tasks) {
       columns.name.push(task.name);
       columns.key.push(task.key);
       columns.payload.push(task.payload);
@@ -141,30 +215,11 @@ class PostgresStore implements Store {
       columns.serial.push(task.serial ?? null);
       columns.priority.push(task.priority ?? 0);
       columns.queue.push(task.queue ?? 'default');
-      earliest = Math.min(earliest, task.runAt);
     }
-    const write = async (client: QueryClient): Promise<StoredTask[]> => {
-      const saved = await client.query(this.#sql.addTasks,
-        [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix, columns.serial, columns.priority, columns.queue]);
-      const byKey = new Map<string, StoredTask>();
-      // New rows are numbered in the order given; keyed rows are found by key.
-      const fresh: StoredTask[] = [];
-      for (const row of saved.rows as TaskRow[]) {
-        const task = toTask(row);
-        if (task.key === null) fresh.push(task);
-        else byKey.set(task.key, task);
-      }
-      // Keys of running tasks are left alone: report those as they are.
-      const missing = [...last.keys()].filter((key) => !byKey.has(key));
-      if (missing.length > 0) {
-        const existing = await client.query(this.#sql.tasksByKeys, [missing]);
-        for (const row of existing.rows as TaskRow[]) byKey.set(row.key!, toTask(row));
-      }
-      let next = 0;
-      return tasks.map((task) => (task.key === null ? fresh[next++]! : byKey.get(task.key)!));
-    };
-    // Through the caller's client: their transaction decides, all or none, and the NOTIFY goes out at its commit.
-    return via === undefined ? this.#db.transaction(write) : write(via);
+    // One statement: atomic on its own, in the caller's transaction or not.
+    const { rows } = await this.#via(via)(this.#sql.addTasks,
+      [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix, columns.serial, columns.priority, columns.queue]);
+    return rows.map((row) => enqueued(toTask(row), 'inserted'));
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {

@@ -46,6 +46,8 @@ export const SQL = {
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
     options = ?, serial = ?, priority = ?, queue = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
+  /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
+  setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
   /** A task that finished, was cancelled or replaced lets go of its serial key. */
   letGo: `DELETE FROM taskheap_serial_keys WHERE held_by = ?`,
   /** Takes the key for task @id; the claim checked that it was free or already this task's. */

@@ -1,6 +1,6 @@
 import {
-  DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, leaseExpiredText, sameSchedule,
-  type ClaimedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, enqueued, leaseExpiredText, sameSchedule,
+  type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
   type QueueChange, type QueueRooms, type StoredQueue,
 } from '../store.js';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +12,10 @@ import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
 import { toClaims, toDueJob, toJob, toQueues, toTask, type QueueRow, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import { decide, dueAt } from '../dedupe.js';
+
+/** The default `dedupe`: a keyed task replaces a waiting one. */
+const REPLACE = { mode: 'replace', period: 0 } as const;
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -247,43 +251,54 @@ class SqliteStore implements Store {
     })());
   }
 
-  async addTask(task: NewTask, via?: QueryClient): Promise<StoredTask> {
+  async addTask(task: NewTask, via?: QueryClient, now = Date.now()): Promise<EnqueuedTask> {
     // The file has one owner (this store's exclusive lock): no other handle can share a transaction with it.
     if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
-    const now = Date.now();
-    return this.#named(() => db.transaction(() => this.#add(task, now))());
+    const at = Date.now();
+    return this.#named(() => db.transaction(() => this.#add(task, at, now))());
   }
 
   /** Many tasks, one transaction: all are written or none. */
-  async addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<StoredTask[]> {
+  async addTasks(tasks: readonly NewTask[], via?: QueryClient, now = Date.now()): Promise<EnqueuedTask[]> {
     if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
-    const now = Date.now();
-    const rows = this.#named(() => db.transaction(() => tasks.map((task) => this.#add(task, now)))());
-    // A key given twice in one call: the last wins, and every item reports the row as it ends up.
+    const at = Date.now();
+    const rows = this.#named(() => db.transaction(() => tasks.map((task) => this.#add(task, at, now)))());
+    // A key given twice in one call: the adds meet in order, and every item reports the row as it ends up, with what its own add did.
     const last = new Map<string, StoredTask>();
     for (const row of rows) if (row.key !== null) last.set(row.key, row);
-    return rows.map((row) => (row.key === null ? row : last.get(row.key)!));
+    return rows.map((row) => (row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued)));
   }
 
-  #add(task: NewTask, now: number): StoredTask {
+  /**
+   * One add, in the caller's transaction: the key's row (if any) decides
+   * what happens (see dedupe.ts). `at` is what `updated_at` gets (this
+   * machine's clock, the one retention reads); `now` is the scheduler's
+   * clock, the one due times are on: `created_at` and the dedupe periods.
+   */
+  #add(task: NewTask, at: number, now: number): EnqueuedTask {
+    const { mode, period } = task.dedupe ?? REPLACE;
+    const runAt = dueAt(mode, period, task.runAt);
     if (task.key !== null) {
       const existing = this.#statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
-      if (existing !== undefined) {
-        if (existing.state === 'running') return toTask(existing);
+      const action = decide(mode, period, existing === undefined ? undefined : { state: existing.state, createdAt: Number(existing.created_at) }, now);
+      if (action === 'existing') return enqueued(toTask(existing!), 'existing');
+      if (action !== 'insert') {
+        const id = existing!.id;
         // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
-        this.#statement(SQL.letGo).run(existing.id);
+        this.#statement(SQL.letGo).run(id);
         this.#statement(SQL.replaceTask)
-          .run(task.name, task.payload, task.runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, task.queue ?? 'default', now,
-            existing.id);
-        return toTask(this.#statement(SQL.taskById).get(existing.id) as TaskRow);
+          .run(task.name, task.payload, runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, task.queue ?? 'default', at, id);
+        // A throttle's period starts at the add that wrote the task.
+        if (mode === 'throttle') this.#statement(SQL.setCreated).run(now, id);
+        return enqueued(toTask(this.#statement(SQL.taskById).get(id) as TaskRow), action === 'replace' ? 'replaced' : 'inserted');
       }
     }
     const { lastInsertRowid } = this.#statement(SQL.insertTask)
-      .run(task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, task.queue ?? 'default',
-        now, now);
-    return toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow);
+      .run(task.name, task.key, task.payload, runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, task.queue ?? 'default',
+        now, at);
+    return enqueued(toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow), 'inserted');
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {

@@ -7,6 +7,7 @@ import { describe, it } from 'vitest';
 import { envFor, type Backend } from './backend.js';
 import { batchingScenarios } from './batching.js';
 import { claimScenarios } from './claims.js';
+import { dedupeScenarios } from './dedupe.js';
 import { flowScenarios } from './flow.js';
 import { queueScenarios } from './queues.js';
 import { taskScenarios } from './tasks.js';
@@ -27,5 +28,6 @@ export function storeConformance(backend: Backend): void {
     claimScenarios(backend, setup);
     flowScenarios(backend, setup);
     queueScenarios(backend, setup);
+    dedupeScenarios(backend, setup);
   });
 }

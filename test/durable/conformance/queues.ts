@@ -62,6 +62,39 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect((await scheduler.getTask(occurrence!.id))!.queue).toBe('emails');
     });
 
+    it('keyed adds carry the queue in every dedupe mode (insert, replace, a finished task renewed), one by one and in batches', async () => {
+      const { open } = await setup();
+      const { scheduler } = open();
+      scheduler.define('mail', () => {}, { queue: 'emails' });
+      const at = Date.now() + 3_600_000;
+      const first = await scheduler.schedule(at, 'mail', { key: 'k1' });
+      expect([first.enqueued, first.queue]).toEqual(['inserted', 'emails']);
+      const replaced = await scheduler.schedule(at, 'mail', { key: 'k1', queue: 'urgent' });
+      expect([replaced.enqueued, replaced.queue]).toEqual(['replaced', 'urgent']);
+      const kept = await scheduler.schedule(at, 'mail', { key: 'k1', queue: 'other', dedupe: 'keep' });
+      expect([kept.enqueued, kept.queue]).toEqual(['existing', 'urgent']);
+      for (const dedupe of [{ throttle: 1 }, { debounce: 1 }] as const) {
+        const key = `k-${Object.keys(dedupe)[0]}`;
+        const row = await scheduler.schedule(at, 'mail', { key, dedupe, queue: 'bulk' });
+        expect([row.enqueued, row.queue]).toEqual(['inserted', 'bulk']);
+      }
+      const rows = await scheduler.scheduleMany([
+        { when: at, name: 'mail', key: 'k2' },
+        { when: at, name: 'mail', key: 'k3', queue: 'bulk', dedupe: 'keep' },
+        { when: at, name: 'mail', key: 'k1', queue: 'again' },
+        { when: at, name: 'mail', queue: 'keyless' },
+      ]);
+      expect(rows.map((row) => [row.enqueued, row.queue])).toEqual([['inserted', 'emails'], ['inserted', 'bulk'], ['replaced', 'again'], ['inserted', 'keyless']]);
+      for (const row of rows) expect((await scheduler.getTask(row.id))!.queue).toBe(row.queue);
+      // A finished task's key renewed: the new queue is stored too.
+      expect(await scheduler.cancel(first.id)).toBe(true);
+      const renewed = await scheduler.schedule(at, 'mail', { key: 'k1', queue: 'late' });
+      expect([renewed.enqueued, renewed.id, renewed.queue]).toEqual(['inserted', first.id, 'late']);
+      expect((await scheduler.queues()).map((q) => [q.name, q.counts.waiting])).toEqual([
+        ['bulk', 3], ['emails', 1], ['keyless', 1], ['late', 1],
+      ]);
+    });
+
     it("a queue's concurrency in this process is never exceeded, and its full queue blocks no other", async () => {
       const { scheduler, time, gate, most, running, started } = await openSteps({ queues: { slow: { concurrency: 2 } } });
       await scheduler.start();
@@ -252,11 +285,14 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       await expect(q.setGlobalConcurrency(-1)).rejects.toThrow(RangeError);
       expect(() => open({ queues: { q: { concurrency: 0 } } })).toThrow(/`queues.q.concurrency`.*0/);
       expect(() => open({ queues: { q: { globalConcurrency: 'many' as never } } })).toThrow(RangeError);
-      expect(() => open({ queues: { q: { paused: true } as never } })).toThrow(/Unknown `queues.q` option "paused"/);
+      expect(() => open({ queues: { q: { paused: true } as never } })).toThrow(/Unknown `queues.q` option "paused" with a store.*await scheduler\.queue\("q"\)\.pause\(\)/);
       expect(() => open({ queues: { q: { rate: { limit: 1 } } as never } })).toThrow(TypeError);
       expect(() => open({ queues: [] as never })).toThrow(TypeError);
       expect(() => open({ queues: { '': {} } })).toThrow(TypeError);
-      expect(() => new (scheduler.constructor as typeof import('../../../src/index.js').Scheduler)({ queues: {} })).toThrow(/needs a scheduler created with a `store`/);
+      // Without a store the same option makes in-memory queues, where `paused` is meaningful.
+      const memory = new (scheduler.constructor as typeof import('../../../src/index.js').Scheduler)({ queues: { q: { paused: true } } });
+      expect((await memory.queue('q').info()).paused).toBe(true);
+      await memory.close();
       expect(await scheduler.listTasks({})).toEqual([]);
       expect(await scheduler.queues()).toEqual([]);
     });

@@ -1,0 +1,86 @@
+import TinyQueue from 'tinyqueue';
+import { CancelledError } from './errors.js';
+import type { Dedupe, DedupeOutcome } from './flow-options.js';
+import { MAX_TIME, describe } from './validate.js';
+import { Run, State, type Task } from './task.js';
+
+/** The last task a key accepted. */
+interface Entry {
+  task: Task;
+  /** When it was accepted (elapsed time). */
+  at: number;
+  /** Kept after the task's final state until then (a throttle's period); -Infinity: dropped at once. */
+  until: number;
+}
+
+/**
+ * The dedupe keys of in-memory tasks (the `key` and `dedupe` options): the
+ * last task each key accepted, while it is unfinished, and after that while
+ * the throttle period of the call that added it runs. So keys used once
+ * leave nothing behind once their task is done (and its period over).
+ * @internal
+ */
+export class DedupeKeys {
+  readonly #entries = new Map<string, Entry>();
+  readonly #expiries = new TinyQueue<{ at: number; key: string }>([], (a, b) => a.at - b.at);
+
+  /**
+   * A call with a dedupe key at elapsed time `now`, for a task due at `time`
+   * (wall): returns the existing task, or the one `insert` adds (cancelling
+   * the waiting one it replaces first), with `task.dedupe` set.
+   */
+  add(dedupe: Dedupe, time: number, now: number, insert: (time: number) => Task): Task {
+    const entry = this.#entries.get(dedupe.key);
+    const last = entry?.task;
+    const state = last?._state;
+    const unfinished = state === State.Pending || state === State.Held || state === State.Running;
+    // Waiting: not started yet (a run waiting for its retry has started).
+    const waiting = unfinished && state !== State.Running && !(last!._run instanceof Run);
+    const mode = dedupe.mode;
+    if ((mode === 'keep' && unfinished) || (mode === 'throttle' && entry !== undefined && now < entry.at + dedupe.period)) {
+      last!.dedupe = 'existing';
+      return last!;
+    }
+    const at = mode === 'debounce' ? time + dedupe.period : time;
+    if (at > MAX_TIME) throw new RangeError(`Expected the debounced time to be within the Date range (${MAX_TIME} epoch ms), got ${describe(at)}`);
+    let outcome: DedupeOutcome = 'inserted';
+    if ((mode === 'replace' || mode === 'debounce') && waiting) {
+      last!.cancel(new CancelledError(`Replaced by a newer task with the key ${JSON.stringify(dedupe.key)}`));
+      outcome = 'replaced';
+    }
+    const task = insert(at);
+    task.dedupe = outcome;
+    this.#entries.set(dedupe.key, { task, at: now, until: mode === 'throttle' ? now + dedupe.period : -Infinity });
+    return task;
+  }
+
+  /** A task with a dedupe key reached its final state: its key goes, or waits for its period. */
+  settled(task: Task, key: string, now: number): void {
+    const entry = this.#entries.get(key);
+    if (entry === undefined || entry.task !== task) return;
+    if (entry.until > now) this.#expiries.push({ at: entry.until, key });
+    else this.#entries.delete(key);
+  }
+
+  /** Drops keys whose task is finished and whose period is over. */
+  sweep(now: number): void {
+    const expiries = this.#expiries;
+    for (let top = expiries.peek(); top !== undefined && top.at <= now; top = expiries.peek()) {
+      expiries.pop();
+      const entry = this.#entries.get(top.key);
+      if (entry === undefined || entry.until > now) continue;
+      const state = entry.task._state;
+      if (state !== State.Pending && state !== State.Held && state !== State.Running) this.#entries.delete(top.key);
+    }
+  }
+
+  /** Keys held (for tests of their bound). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  clear(): void {
+    this.#entries.clear();
+    this.#expiries.data.length = this.#expiries.length = 0;
+  }
+}

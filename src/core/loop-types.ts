@@ -1,0 +1,80 @@
+// What the loop is given and what it reports: its options, the events it
+// emits, what `onError` is told, the `stats()` snapshot, and the check of a
+// pool size. Types and one check only, so the public API (index.ts, ops/,
+// dashboard/) can name them without reaching into the engine.
+import type { Clock } from './clock.js';
+import type { Rate } from './flow-options.js';
+import type { Lateness } from './lateness.js';
+import type { Task } from './task.js';
+import { describe } from './validate.js';
+
+/** What `onError` is told about a failure. */
+export interface ErrorInfo {
+  /** The failed task; undefined for an error of the store (a lost database connection). */
+  task: Task | undefined;
+  /** The task's `name` option. */
+  name: string | undefined;
+  /** The attempt that failed (1 for the first run); 0 for store errors. */
+  attempt: number;
+}
+
+/** A snapshot returned by `scheduler.stats()`. */
+export interface SchedulerStats {
+  /** Tasks waiting for their time or for a worker. */
+  pending: number;
+  /** Tasks running now. */
+  running: number;
+  /** Pending tasks already due, waiting for a free worker (or for their rate limit, serial key or priority turn). */
+  waiting: number;
+  /** The pool size. */
+  workers: number;
+  /** Tasks that succeeded, since the scheduler was created. */
+  succeeded: number;
+  /** Tasks that failed for good (after their retries). */
+  failed: number;
+  /** Tasks whose last attempt timed out. */
+  timedOut: number;
+  /** Tasks cancelled before or while running (including by `close()`). */
+  cancelled: number;
+  /** How late runs started (ms), over the last 1,024 runs; `max` over all. */
+  lateness: Lateness;
+}
+
+/** The events of the loop itself; the scheduler adds the jobs' `skip`. */
+export interface TaskEvents {
+  /** A run started. */
+  start: [task: Task];
+  /** A task succeeded, with its value. */
+  success: [task: Task, value: unknown];
+  /** A task failed for good, with its last error. */
+  failure: [task: Task, error: unknown];
+  /** A run failed and will be retried after `delay` ms. */
+  retry: [task: Task, error: unknown, delay: number];
+  /** A task was cancelled (pending, or running and then gave up). */
+  cancel: [task: Task, reason: unknown];
+  /** Nothing is pending or running any more. */
+  idle: [];
+}
+
+/** Something an AbortSignal can cancel: a task or a job. */
+export interface Cancellable {
+  cancel(reason?: unknown): boolean;
+}
+
+/** The loop's settings, validated by the scheduler. @internal */
+export interface LoopOptions {
+  workers: number;
+  maxPending: number;
+  unref: boolean;
+  clock: Clock;
+  onError: (error: unknown, info: ErrorInfo) => void;
+  /** The scheduler-wide rate limit, validated. */
+  rate?: Rate | undefined;
+}
+
+/** Throws a RangeError unless `value` is a valid pool size. */
+export function assertWorkers(value: unknown): asserts value is number {
+  if (value !== Infinity && (!Number.isInteger(value) || (value as number) < 1)) {
+    throw new RangeError(`Expected \`workers\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
+  }
+}

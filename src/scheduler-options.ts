@@ -1,0 +1,231 @@
+// The options and events of `Scheduler`, and the checks of what its
+// constructor and its methods are given (options objects, event names, ids,
+// limits), turned into what the loop, the jobs and the durable runner take.
+// The scheduler's hot path (`schedule()`, `after()`) needs none of it.
+import { assertClock, systemClock, type Clock } from './core/clock.js';
+import { toDuration, type Duration } from './core/duration.js';
+import { toRate, type RateLimit } from './core/flow-options.js';
+import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from './core/loop-types.js';
+import type { QueueSettings } from './core/flow.js';
+import { toQueues, type QueueOptions } from './core/queues.js';
+import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
+import { assertKnownKeys, assertOptionsObject, describe } from './core/validate.js';
+import type { DurableTaskItem } from './durable/options.js';
+import { DEFAULT_RETENTION, type Retention } from './durable/runner.js';
+import type { Store } from './durable/store.js';
+import type { SkipInfo } from './jobs/job.js';
+import { systemZone, validateZone } from './rules/wall-time.js';
+
+/** Options of `new Scheduler()`. */
+export interface SchedulerOptions {
+  /**
+   * How many tasks may run at once: an integer >= 1, or `Infinity`.
+   * @default 10
+   */
+  workers?: number;
+  /**
+   * The most tasks that may be pending at once; `schedule()` beyond it throws `QueueFullError`.
+   * @default Infinity
+   */
+  maxPending?: number;
+  /**
+   * The IANA time zone calendar rules use unless they name their own.
+   * @default the system zone
+   */
+  timezone?: string;
+  /**
+   * When true, pending tasks do not keep the process alive.
+   * @default false
+   */
+  unref?: boolean;
+  /**
+   * Where time comes from. Pass a `ManualClock` from `taskheap/testing` in tests.
+   * @default the system clock
+   */
+  clock?: Clock;
+  /**
+   * Called when a task fails for good (after its last attempt).
+   * @default logs to console.error
+   */
+  onError?: (error: unknown, info: ErrorInfo) => void;
+  /**
+   * Keeps named-handler work in a database so it outlives the process:
+   * `sqliteStore(path)` from `taskheap/sqlite` or `postgresStore(...)` from
+   * `taskheap/postgres`. Function tasks stay in memory either way.
+   * @default none
+   */
+  store?: Store;
+  /**
+   * With a store: the handler names this process may schedule without
+   * defining them, such as a web process that adds work for workers
+   * elsewhere. A process that defines handlers or lists names here refuses
+   * any other name at the call (`UnknownHandlerError`), which catches typos;
+   * one that does neither accepts any well-formed name.
+   * @default none
+   * @example
+   * new Scheduler({ store, handlers: ['remind', 'invoice'] });
+   */
+  handlers?: readonly string[];
+  /**
+   * With a store: how long finished tasks are kept before a running worker
+   * (a scheduler that called `start()`) deletes them: `succeeded` for
+   * succeeded tasks, `failed` for failed, timed-out and cancelled ones (and
+   * recurring jobs that are over). ms or a duration string; `false` keeps
+   * that kind forever; `retention: false` keeps everything.
+   * @default { succeeded: '1d', failed: '7d' }
+   * @example
+   * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
+   */
+  retention?: false | {
+    /** How long succeeded tasks are kept; `false` keeps them forever. @default '1d' */
+    succeeded?: Duration | false;
+    /** How long failed, timed-out and cancelled tasks (and jobs that are over) are kept; `false` keeps them forever. @default '7d' */
+    failed?: Duration | false;
+  };
+  /**
+   * A scheduler-wide rate limit: at most `limit` task starts in any sliding
+   * window of `interval`, in this process. Tasks may add a limit of their
+   * own key with the task option `rate`. Also a live setting (`scheduler.rate`).
+   * @default none (unlimited)
+   * @example
+   * new Scheduler({ rate: { limit: 30, interval: '1s' } });
+   */
+  rate?: RateLimit;
+  /**
+   * Named queues and their settings: per queue a `concurrency` (in this
+   * process), a `globalConcurrency` (across every process sharing a store;
+   * stored), a `rate` limit (per process), and in memory `paused`; see
+   * `scheduler.queue(name)`. Tasks, jobs and handlers join one with the
+   * option `queue`; queues not listed here exist on first use, with no
+   * limits. With a `store`, `paused` throws: a durable pause is stored for
+   * every process, made with `await scheduler.queue(name).pause()`.
+   * @default none
+   * @example
+   * new Scheduler({ queues: { emails: { concurrency: 2, rate: { limit: 10, interval: '1s' } } } });
+   * new Scheduler({ store, queues: { emails: { concurrency: 2, globalConcurrency: 5 } } });
+   */
+  queues?: Record<string, QueueOptions>;
+}
+
+/** Events of a scheduler and the arguments their listeners receive. */
+export interface SchedulerEvents extends TaskEvents {
+  /** A job occurrence did not run (overlap or misfire policy); stored jobs too, by `key` (their `job` is undefined). */
+  skip: [info: SkipInfo];
+}
+
+/** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. @internal */
+export const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>(['start', 'success', 'failure', 'retry', 'cancel', 'skip', 'idle']);
+
+/** @internal */
+export function assertEvent(event: unknown): void {
+  if (typeof event !== 'string' || !EVENTS.has(event)) {
+    throw new TypeError(`Unknown event ${describe(event)}; expected one of: ${[...EVENTS].join(', ')}`);
+  }
+}
+
+/** A stored task id: a positive safe integer. @internal */
+export function assertId(id: unknown): asserts id is number {
+  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
+}
+
+const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate', 'queues']);
+const RETENTION_KEYS = new Set(['succeeded', 'failed']);
+const CRON_KEYS = new Set(['timezone']);
+const WAIT_KEYS = new Set(['signal', 'timeout']);
+
+/** The options of `new Scheduler()`, checked, in the shapes the loop and the durable runner take. @internal */
+export interface SchedulerSettings {
+  loop: LoopOptions;
+  timezone: string;
+  store: Store | undefined;
+  handlers: readonly string[] | undefined;
+  retention: Retention;
+  /** The `queues` option, checked, without a store (in-memory queues). */
+  queues: Map<string, QueueSettings> | undefined;
+  /** The `queues` option, checked, with a store (durable queues). */
+  durableQueues: Map<string, DurableQueueOptions> | undefined;
+}
+
+/** Checks the options of `new Scheduler()`; throws on the first bad one. @internal */
+export function toSchedulerSettings(options: SchedulerOptions): SchedulerSettings {
+  assertOptionsObject(options, 'Scheduler');
+  assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
+  const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
+  const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
+  // Without a store the queues are the loop's; with one, the store's.
+  const queues = options.queues === undefined || store !== undefined ? undefined : toQueues(options.queues);
+  const durableQueues = options.queues === undefined || store === undefined ? undefined : toDurableQueues(options.queues);
+  assertWorkers(workers);
+  if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
+    throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
+  }
+  if (typeof unref !== 'boolean') throw new TypeError(`Expected \`unref\` to be a boolean, got ${describe(unref)}`);
+  assertClock(clock);
+  if (typeof onError !== 'function') throw new TypeError(`Expected \`onError\` to be a function, got ${describe(onError)}`);
+  const zone = timezone === undefined ? systemZone() : validateZone(timezone);
+  if (handlers !== undefined) {
+    if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
+    if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
+  }
+  if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
+  return { loop: { workers, maxPending, unref, clock, onError, rate }, timezone: zone, store, handlers, retention: toRetention(retention), queues, durableQueues };
+}
+
+/** The `retention` option in ms (null: kept forever). */
+function toRetention(retention: SchedulerOptions['retention']): Retention {
+  if (retention === undefined) return DEFAULT_RETENTION;
+  if (retention === false) return { succeeded: null, failed: null };
+  assertOptionsObject(retention, 'retention');
+  assertKnownKeys(retention, RETENTION_KEYS, 'retention');
+  const age = (value: Duration | false | undefined, what: 'succeeded' | 'failed') => {
+    if (value === undefined) return DEFAULT_RETENTION[what];
+    if (value === false) return null;
+    return toDuration(value, `retention.${what}`, 1);
+  };
+  return { succeeded: age(retention.succeeded, 'succeeded'), failed: age(retention.failed, 'failed') };
+}
+
+function defaultOnError(error: unknown, info: ErrorInfo): void {
+  const what = info.task === undefined ? 'store' : `task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`}`;
+  console.error(`[taskheap] ${what} failed:`, error);
+}
+
+/** The zone of `cron(expression, options)`: its own, or the scheduler's. @internal */
+export function cronZone(options: { timezone?: string }, timezone: string): string {
+  assertOptionsObject(options, 'cron');
+  assertKnownKeys(options, CRON_KEYS, 'cron');
+  return options.timezone === undefined ? timezone : validateZone(options.timezone);
+}
+
+/** The options of `waitFor()`, checked: an optional signal and a timeout in ms (Infinity for none). @internal */
+export function toWaitOptions(options: { signal?: AbortSignal; timeout?: Duration }): { signal: AbortSignal | undefined; timeout: number } {
+  assertOptionsObject(options, 'waitFor');
+  assertKnownKeys(options, WAIT_KEYS, 'waitFor');
+  const { signal } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+  const timeout = options.timeout === undefined ? Infinity : toDuration(options.timeout, 'timeout', 1);
+  return { signal, timeout };
+}
+
+/** The items of `scheduleMany()` as the runner takes them; each one is checked there, by index. @internal */
+export function toStoredItems(items: readonly DurableTaskItem[]): { runAt: unknown; name: unknown; options: object }[] {
+  if (!Array.isArray(items)) throw new TypeError(`Expected \`items\` of scheduleMany() to be an array, got ${describe(items)}`);
+  return items.map((item, i) => {
+    if (typeof item !== 'object' || item === null) throw new TypeError(`scheduleMany() item ${i}: expected an object { when, name, ... }, got ${describe(item)}`);
+    const { when, name, ...options } = item;
+    return { runAt: when as unknown, name: name as unknown, options };
+  });
+}
+
+/** The `limit` of `pendingTasks()`. @internal */
+export function assertLimit(limit: unknown): void {
+  if (!Number.isInteger(limit) || (limit as number) < 0) throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);
+}
+
+/** The `abort` option of `close()`. @internal */
+export function toAbort(options: { abort?: boolean }): boolean {
+  assertOptionsObject(options, 'close');
+  const abort = options.abort ?? false;
+  if (typeof abort !== 'boolean') throw new TypeError(`Expected \`abort\` to be a boolean, got ${describe(abort)}`);
+  return abort;
+}

@@ -1,0 +1,79 @@
+// The one queue API of `Scheduler` (issue 22): `scheduler.queue(name)` and
+// `scheduler.queues()` reach the in-memory queues (core/queues.ts) without a
+// store and the durable ones (durable/queues.ts) with one. Both handles have
+// the same members; what needs the store returns a Promise, in memory too
+// (resolved at once, the change already made), so code that uses queues is
+// the same in both modes.
+import type { RateLimit } from './core/flow-options.js';
+import { listQueues, Queue, type QueueCounts } from './core/queues.js';
+import type { TaskLoop } from './core/loop.js';
+import type { DurableQueueCounts } from './durable/queues.js';
+import type { DurableRunner } from './durable/runner.js';
+
+/**
+ * A queue's tasks by state, as `counts()` and `queues()` give them. Both
+ * modes have `waiting` and `running`; in memory (`QueueCounts`) also
+ * `pending` (`waiting` there are the due ones), with a store
+ * (`DurableQueueCounts`) the stored tasks by state (`waiting` there are all
+ * stored waiting tasks, due or not).
+ */
+export type SchedulerQueueCounts = Pick<QueueCounts, 'waiting' | 'running'> & Partial<QueueCounts> & Partial<DurableQueueCounts>;
+
+/** One queue as `scheduler.queues()` lists it (a `QueueInfo` in memory, a `DurableQueueInfo` with a store). */
+export interface SchedulerQueueInfo {
+  /** The queue's name (`'default'` for tasks that name none). */
+  name: string;
+  /** Its concurrency in this process; `Infinity` for none. */
+  concurrency: number;
+  /** Its concurrency across processes (in memory the lower of it and `concurrency` applies); `Infinity` for none. */
+  globalConcurrency: number;
+  /** Its rate limit in this process (interval in ms), or undefined for none. */
+  rate: RateLimit | undefined;
+  /** Whether it is paused (with a store: stored, for every process). */
+  paused: boolean;
+  /** Its tasks by state. */
+  counts: SchedulerQueueCounts;
+}
+
+/**
+ * What `scheduler.queue(name)` returns: the in-memory `Queue` without a
+ * store, a `DurableQueue` with one; both have these members.
+ * `concurrency` and `rate` are live settings of this process; the methods
+ * return Promises in both modes (in memory they resolve at once, the
+ * change already made; with a store once it is stored, for every process).
+ * @example
+ * const emails = scheduler.queue('emails');
+ * emails.concurrency = 2;               // this process runs at most 2 at once
+ * await emails.setGlobalConcurrency(5); // every process together at most 5
+ * await emails.pause();                 // due emails wait...
+ * await emails.resume();                // ...and start now
+ * const { waiting, running } = await emails.counts();
+ */
+export interface SchedulerQueue {
+  /** The queue's name. */
+  readonly name: string;
+  /** At most this many of the queue's tasks run at once in this process (live): an integer >= 1, or `Infinity`. */
+  concurrency: number;
+  /** The queue's rate limit in this process (live; interval in ms), or undefined for none. */
+  rate: RateLimit | undefined;
+  /** Sets the queue's concurrency across every process sharing it (`Infinity`: none). */
+  setGlobalConcurrency(value: number): Promise<void>;
+  /** Pauses the queue: none of its due tasks starts until `resume()`; running ones go on. */
+  pause(): Promise<void>;
+  /** Resumes a paused queue. */
+  resume(): Promise<void>;
+  /** The queue's tasks by state. */
+  counts(): Promise<SchedulerQueueCounts>;
+  /** The queue's settings, paused flag and counts. */
+  info(): Promise<SchedulerQueueInfo>;
+}
+
+/** `scheduler.queue(name)`: the durable handle with a store, the in-memory one without. @internal */
+export function queueOf(loop: TaskLoop, runner: DurableRunner | undefined, name: string): SchedulerQueue {
+  return runner === undefined ? new Queue(loop, name) : runner.queue(name);
+}
+
+/** `scheduler.queues()`: the store's queues with one, the loop's without. @internal */
+export function queuesOf(loop: TaskLoop, runner: DurableRunner | undefined): Promise<SchedulerQueueInfo[]> {
+  return runner === undefined ? Promise.resolve(listQueues(loop)) : runner.queues();
+}

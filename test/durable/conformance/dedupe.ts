@@ -1,0 +1,277 @@
+// Deduplication of keyed durable tasks (the `dedupe` option, issue 22) on
+// every store: 'replace' (the default), 'keep', throttle and debounce, what
+// each add reports (`enqueued`), a running task left alone, finished ones
+// overwritten, concurrent adds of one key from many stores, and bad values
+// refused at the call. Periods are exact on a ManualClock (SQLite); in real
+// time (PostgreSQL, the server's clock) a period that must not pass is long
+// (a minute) and one that must pass is short and waited out, so a slow
+// machine changes nothing.
+import { describe, expect } from 'vitest';
+import type { EnqueuedTask, Scheduler } from '../../../src/index.js';
+import { itWhen, type Backend, type Env } from './backend.js';
+
+const MINUTE = 60_000;
+
+/** A handler that holds its run until `release()`: the task stays `running`. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { wait: () => opened, release: () => open() };
+}
+
+/** Starts `scheduler`, runs the task keyed `key` with a handler held at a gate, and resolves once it is running. */
+async function running(env: Env, scheduler: Scheduler, name: string, key: string): Promise<{ task: EnqueuedTask; release: () => void }> {
+  const held = gate();
+  scheduler.define(name, () => held.wait());
+  await scheduler.start();
+  const task = await scheduler.schedule(env.time.now(), name, { key, payload: 'first' });
+  await env.time.until(async () => (await scheduler.getTask(task.id))?.state === 'running', `task ${key} runs`, 0);
+  return { task, release: held.release };
+}
+
+export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): void {
+  const { caps } = backend;
+  const it = itWhen(true, '');
+  const itShared = itWhen(caps.multiProcess, 'no two stores share a database');
+
+  describe('dedupe (keyed tasks)', () => {
+    it("'replace' (the default): replaces a waiting task, returns a running one unchanged, runs a finished one again; each add says what it did", async () => {
+      const env = await setup();
+      const { scheduler } = env.open();
+      const t = env.time.now() + MINUTE;
+      scheduler.define('idle', () => {});
+      const first = await scheduler.schedule(t, 'idle', { key: 'r', payload: 1 });
+      expect(first.enqueued).toBe('inserted');
+      const second = await scheduler.schedule(t + 1, 'idle', { key: 'r', payload: 2, dedupe: 'replace' });
+      expect([second.enqueued, second.id, second.payload, second.runAt.getTime()]).toEqual(['replaced', first.id, 2, t + 1]);
+      // Not part of the record: the task still equals what getTask reads, which has no `enqueued`.
+      const read = await scheduler.getTask(first.id);
+      expect(read).toEqual(second);
+      expect(read).not.toHaveProperty('enqueued');
+      expect(Object.keys(second)).not.toContain('enqueued');
+
+      const { task, release } = await running(env, scheduler, 'held', 'busy');
+      const again = await scheduler.schedule(env.time.now(), 'held', { key: 'busy', payload: 'second' });
+      expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      release();
+      await env.time.until(async () => (await scheduler.getTask(task.id))?.state === 'succeeded', 'the held task succeeds', 0);
+      const rerun = await scheduler.schedule(env.time.now() + MINUTE, 'held', { key: 'busy', payload: 'third' });
+      expect([rerun.enqueued, rerun.id, rerun.state, rerun.payload]).toEqual(['inserted', task.id, 'waiting', 'third']);
+    });
+
+    it("'keep': a waiting or running task is returned unchanged; a finished one is overwritten by the new task", async () => {
+      const env = await setup();
+      const { scheduler } = env.open();
+      const t = env.time.now() + MINUTE;
+      scheduler.define('idle', () => {});
+      const first = await scheduler.schedule(t, 'idle', { key: 'k', payload: 1, dedupe: 'keep' });
+      const kept = await scheduler.schedule(t + 5, 'idle', { key: 'k', payload: 2, dedupe: 'keep' });
+      expect(first.enqueued).toBe('inserted');
+      expect([kept.enqueued, kept.id, kept.payload, kept.runAt.getTime(), kept.updatedAt]).toEqual(['existing', first.id, 1, t, first.updatedAt]);
+
+      const { task, release } = await running(env, scheduler, 'held', 'busy');
+      const again = await scheduler.schedule(env.time.now(), 'held', { key: 'busy', payload: 'second', dedupe: 'keep' });
+      expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      release();
+      await env.time.until(async () => (await scheduler.getTask(task.id))?.state === 'succeeded', 'the held task succeeds', 0);
+      const next = await scheduler.schedule(env.time.now() + MINUTE, 'held', { key: 'busy', payload: 'third', dedupe: 'keep' });
+      expect([next.enqueued, next.id, next.state, next.payload, next.attempts]).toEqual(['inserted', task.id, 'waiting', 'third', 0]);
+      expect(await scheduler.listTasks()).toHaveLength(2);
+    });
+
+    it('throttle: within the period (from the add that wrote the task) the task is returned, finished or not; after it, a new one', async () => {
+      const env = await setup();
+      const { time } = env;
+      const { scheduler } = env.open();
+      const seen: unknown[] = [];
+      scheduler.define('digest', (_ctx, payload) => void seen.push(payload));
+      await scheduler.start();
+      const first = await scheduler.schedule(time.now(), 'digest', { key: 'd', payload: 1, dedupe: { throttle: '1m' } });
+      expect(first.enqueued).toBe('inserted');
+      if (time.exact) expect(first.createdAt.getTime()).toBe(time.now());
+      await time.until(async () => (await scheduler.getTask(first.id))?.state === 'succeeded', 'the first digest runs', 0);
+      if (time.exact) await time.pass(MINUTE - 1);
+      // Finished, but created less than a minute ago: returned as it is, nothing runs.
+      const within = await scheduler.schedule(time.now(), 'digest', { key: 'd', payload: 2, dedupe: { throttle: '1m' } });
+      expect([within.enqueued, within.id, within.state, within.payload]).toEqual(['existing', first.id, 'succeeded', 1]);
+      // A waiting one is returned too (a long period: a slow machine cannot outlast it).
+      const later = await scheduler.schedule(time.now() + 10 * MINUTE, 'digest', { key: 'w', payload: 1, dedupe: { throttle: '1m' } });
+      const kept = await scheduler.schedule(time.now(), 'digest', { key: 'w', payload: 2, dedupe: { throttle: '1m' } });
+      expect([kept.enqueued, kept.id, kept.payload, kept.state]).toEqual(['existing', later.id, 1, 'waiting']);
+      expect(seen).toEqual([1]);
+
+      // Past the period: the finished task is written anew, and its period starts at this add.
+      const period = time.exact ? MINUTE : 300;
+      const short = await scheduler.schedule(time.now(), 'digest', { key: 's', payload: 1, dedupe: { throttle: period } });
+      await time.until(async () => (await scheduler.getTask(short.id))?.state === 'succeeded', 'the short one runs', 0);
+      await time.pass(period);
+      const before = Date.now();
+      const renewed = await scheduler.schedule(time.now(), 'digest', { key: 's', payload: 2, dedupe: { throttle: period } });
+      expect([renewed.enqueued, renewed.id, renewed.payload]).toEqual(['inserted', short.id, 2]);
+      if (time.exact) expect(renewed.createdAt.getTime()).toBe(time.now());
+      else expect(renewed.createdAt.getTime()).toBeGreaterThanOrEqual(before - 50);
+      await time.until(() => seen.length === 3, 'the renewed one runs', 0);
+      expect(seen).toEqual([1, 1, 2]);
+    });
+
+    it('throttle: past the period a waiting task is replaced (its period starts again); a running one is returned', async () => {
+      const env = await setup();
+      const { time } = env;
+      const { scheduler } = env.open();
+      scheduler.define('idle', () => {});
+      const period = time.exact ? MINUTE : 300;
+      const first = await scheduler.schedule(time.now() + 10 * MINUTE, 'idle', { key: 'w', payload: 1, dedupe: { throttle: period } });
+      await time.pass(period);
+      const replaced = await scheduler.schedule(time.now() + 10 * MINUTE, 'idle', { key: 'w', payload: 2, dedupe: { throttle: period } });
+      expect([replaced.enqueued, replaced.id, replaced.payload]).toEqual(['replaced', first.id, 2]);
+      expect(replaced.createdAt.getTime()).toBeGreaterThan(first.createdAt.getTime());
+      // The replacement started a period: the next add within it is turned away.
+      const turned = await scheduler.schedule(time.now(), 'idle', { key: 'w', payload: 3, dedupe: { throttle: MINUTE } });
+      expect([turned.enqueued, turned.payload]).toEqual(['existing', 2]);
+
+      const { task, release } = await running(env, scheduler, 'held', 'busy');
+      await time.pass(period);
+      const again = await scheduler.schedule(time.now(), 'held', { key: 'busy', payload: 'second', dedupe: { throttle: period } });
+      expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      release();
+    });
+
+    it('debounce: due its period after its `when`; each add replaces the waiting task and pushes it back; the last one runs once, after a quiet period', async () => {
+      const env = await setup();
+      const { time } = env;
+      const { scheduler } = env.open();
+      const seen: unknown[] = [];
+      scheduler.define('reindex', (_ctx, payload) => void seen.push([payload, time.now()]));
+      // Not started: nothing runs while the adds come (in real time they may be far apart on a slow machine).
+      const period = time.exact ? 10_000 : 2_000;
+      const at = time.now();
+      const first = await scheduler.schedule(at, 'reindex', { key: 'doc', payload: 1, dedupe: { debounce: period } });
+      expect([first.enqueued, first.runAt.getTime()]).toEqual(['inserted', at + period]);
+      await time.pass(3_000);
+      const second = await scheduler.schedule(time.now(), 'reindex', { key: 'doc', payload: 2, dedupe: { debounce: period } });
+      expect([second.enqueued, second.id, second.payload]).toEqual(['replaced', first.id, 2]);
+      expect(second.runAt.getTime()).toBeGreaterThanOrEqual(first.runAt.getTime() + 3_000);
+      // A later \`when\` is pushed back the same way.
+      const far = time.now() + 10 * MINUTE;
+      const third = await scheduler.schedule(far, 'reindex', { key: 'doc', payload: 3, dedupe: { debounce: period } });
+      expect([third.enqueued, third.runAt.getTime()]).toEqual(['replaced', far + period]);
+      const lastAt = time.now();
+      const last = await scheduler.schedule(lastAt, 'reindex', { key: 'doc', payload: 4, dedupe: { debounce: '2s' } });
+      expect([last.enqueued, last.runAt.getTime()]).toEqual(['replaced', lastAt + 2_000]);
+      expect(await scheduler.listTasks()).toHaveLength(1);
+
+      // The last one wins, once, after the quiet period.
+      await scheduler.start();
+      if (time.exact) {
+        await time.pass(last.runAt.getTime() - time.now() - 1);
+        expect(seen).toEqual([]);
+      }
+      await time.until(() => seen.length === 1, 'the debounced task runs', 2_000);
+      expect((seen[0] as [number, number])[0]).toBe(4);
+      expect((seen[0] as [number, number])[1]).toBeGreaterThanOrEqual(last.runAt.getTime());
+      if (time.exact) expect(seen[0]).toEqual([4, last.runAt.getTime()]);
+      // Finished: the next add is a new task, debounced again.
+      const nextAt = time.now();
+      const next = await scheduler.schedule(nextAt, 'reindex', { key: 'doc', payload: 5, dedupe: { debounce: period } });
+      expect([next.enqueued, next.id, next.runAt.getTime()]).toEqual(['inserted', first.id, nextAt + period]);
+    });
+
+    it('debounce: a running task is left alone and returned', async () => {
+      const env = await setup();
+      const { scheduler } = env.open();
+      const { task, release } = await running(env, scheduler, 'held', 'busy');
+      const again = await scheduler.schedule(env.time.now(), 'held', { key: 'busy', payload: 'second', dedupe: { debounce: '1m' } });
+      expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      release();
+    });
+
+    it('scheduleMany: each item meets its key as its mode says, items of one key in order, each reporting the final row and its own add', async () => {
+      const env = await setup();
+      const { scheduler } = env.open();
+      scheduler.define('idle', () => {});
+      const t = env.time.now() + MINUTE;
+      await scheduler.schedule(t, 'idle', { key: 'a', payload: 'a0' });
+      const rows = await scheduler.scheduleMany([
+        { when: t, name: 'idle', key: 'a', payload: 'a1', dedupe: 'keep' },
+        { when: t, name: 'idle', key: 'b', payload: 'b1', dedupe: 'keep' },
+        { when: t, name: 'idle', payload: 'none' },
+        { when: t, name: 'idle', key: 'b', payload: 'b2', dedupe: 'keep' },
+        { when: t, name: 'idle', key: 'c', payload: 'c1' },
+        { when: t + 1, name: 'idle', key: 'c', payload: 'c2', dedupe: 'replace' },
+        { when: t, name: 'idle', key: 'd', payload: 'd1', dedupe: { throttle: '1h' } },
+        { when: t, name: 'idle', key: 'd', payload: 'd2', dedupe: { throttle: '1h' } },
+      ]);
+      expect(rows.map((row) => [row.key, row.payload, row.enqueued])).toEqual([
+        ['a', 'a0', 'existing'],
+        ['b', 'b1', 'inserted'],
+        [null, 'none', 'inserted'],
+        ['b', 'b1', 'existing'],
+        ['c', 'c2', 'inserted'],
+        ['c', 'c2', 'replaced'],
+        ['d', 'd1', 'inserted'],
+        ['d', 'd1', 'existing'],
+      ]);
+      expect(rows[3]!.id).toBe(rows[1]!.id);
+      expect(await scheduler.getTask(rows[4]!.id)).toEqual(rows[4]);
+      expect(await scheduler.listTasks()).toHaveLength(5);
+    });
+
+    itShared('ten stores adding one new key at once end as the mode promises: one task, one insert, the rest as the mode says', async () => {
+      const env = await setup();
+      const stores = await Promise.all(Array.from({ length: 10 }, () => env.openStore()));
+      const at = Date.now() + MINUTE;
+      const add = (mode: 'replace' | 'keep' | { throttle: number } | { debounce: number }, key: string) => Promise.all(stores.map((store, i) =>
+        store.addTask({ name: 'w', key, payload: `${i}`, runAt: at, maxAttempts: 1, options: '{}', dedupe: typeof mode === 'string'
+          ? { mode, period: 0 } : 'throttle' in mode ? { mode: 'throttle', period: mode.throttle } : { mode: 'debounce', period: mode.debounce } })));
+      for (const [mode, replaced, existing] of [['replace', 9, 0], ['keep', 0, 9], [{ throttle: MINUTE }, 0, 9], [{ debounce: MINUTE }, 9, 0]] as const) {
+        const key = `race:${JSON.stringify(mode)}`;
+        const rows = await add(mode, key);
+        const count = (what: string) => rows.filter((row) => row.enqueued === what).length;
+        expect([count('inserted'), count('replaced'), count('existing')], key).toEqual([1, replaced, existing]);
+        expect(new Set(rows.map((row) => row.id)).size).toBe(1);
+        const [stored] = await stores[0]!.listTasks({ keyPrefix: key });
+        // keep and throttle: the inserted one stays; replace and debounce: the last writer's payload.
+        const inserted = rows.find((row) => row.enqueued === 'inserted')!;
+        if (existing === 9) expect(stored!.payload).toBe(inserted.payload);
+        expect(rows.filter((row) => row.enqueued === 'existing').every((row) => row.payload === inserted.payload)).toBe(true);
+      }
+      expect(await stores[0]!.listTasks({})).toHaveLength(4);
+    });
+
+    it('refuses bad dedupe values at the call, naming them; nothing is stored or disturbed', async () => {
+      const env = await setup();
+      const { scheduler } = env.open();
+      scheduler.define('work', () => {});
+      const t = env.time.now() + MINUTE;
+      const kept = await scheduler.schedule(t, 'work', { key: 'k', payload: 1 });
+      const bad: [object, RegExp, ErrorConstructor][] = [
+        [{ dedupe: 'keep' }, /Expected a `key` with `dedupe: 'keep'`: deduplication is by key/, TypeError],
+        [{ dedupe: { throttle: '1s' } }, /a `key` with `dedupe: \{ throttle: 1000 \}`/, TypeError],
+        [{ key: 'k', dedupe: 'skip' }, /`dedupe` to be 'replace', 'keep', \{ throttle: duration \} or \{ debounce: duration \}, got "skip"/, RangeError],
+        [{ key: 'k', dedupe: 5 }, /`dedupe` to be 'replace', 'keep'/, TypeError],
+        [{ key: 'k', dedupe: null }, /`dedupe` to be 'replace', 'keep'/, TypeError],
+        [{ key: 'k', dedupe: {} }, /`dedupe` to be .* \(one of them\), got an object with no key/, TypeError],
+        [{ key: 'k', dedupe: { ttl: 5 } }, /got an object with keys `ttl`/, TypeError],
+        [{ key: 'k', dedupe: { throttle: 5, debounce: 5 } }, /keys `throttle`, `debounce`/, TypeError],
+        [{ key: 'k', dedupe: { throttle: 0 } }, /`dedupe.throttle` to be a finite duration of at least 1 ms, got 0/, RangeError],
+        [{ key: 'k', dedupe: { debounce: -5 } }, /`dedupe.debounce`/, RangeError],
+        [{ key: 'k', dedupe: { debounce: 'soon' } }, /`dedupe.debounce`/, RangeError],
+        [{ key: 'k', dedupe: { throttle: Infinity } }, /`dedupe.throttle`/, RangeError],
+        [{ key: 'k', dedupe: { throttle: 1e12 } }, /`dedupe.throttle` to be at most .* \(ten years\)/, RangeError],
+        [{ key: 'k', dedupe: { debounce: '1d' }, when: 253_402_300_000_000 }, /the due time of a debounce \(when \+ dedupe.debounce\) of a stored task to be between years 1 and 9999/, RangeError],
+      ];
+      for (const [{ when = t + 1, ...options }, message, kind] of bad as [{ when?: number }, RegExp, ErrorConstructor][]) {
+        expect(() => scheduler.schedule(when, 'work', { payload: 2, ...options } as never), JSON.stringify(options)).toThrow(message);
+        expect(() => scheduler.schedule(when, 'work', { payload: 2, ...options } as never)).toThrow(kind);
+      }
+      expect(() => scheduler.scheduleMany([
+        { when: t, name: 'work', key: 'k', payload: 3 },
+        { when: t, name: 'work', key: 'j', dedupe: 'later' as never },
+      ])).toThrow(/scheduleMany\(\) item 1: Expected `dedupe`/);
+      // A stored job has one row per key already: dedupe is a task option.
+      expect(() => scheduler.every(1_000).milliseconds().run('work', { key: 'job', dedupe: 'keep' } as never)).toThrow(/Unknown durable job option `dedupe`/);
+      expect(await scheduler.listTasks()).toEqual([kept]);
+      expect(await scheduler.listJobs()).toEqual([]);
+    });
+  });
+}

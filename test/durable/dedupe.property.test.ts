@@ -1,0 +1,181 @@
+// Property tests of deduplication (issue 22) against a reference model:
+// random adds (one or a batch, a key of three, each mode), claims,
+// completions and clock ticks; after every step the store's answer (the
+// task returned and its `enqueued`) and its whole table match the model.
+// The model's rules, written out plainly: no task with the key: inserted.
+// Throttle, and the key's task created less than the period ago: existing.
+// A running task: existing. A waiting one: existing with 'keep', else
+// replaced. A finished one: overwritten as a new task (inserted, same id).
+// A task written by a throttled add is created now; a debounced one is due
+// its period after its `when`.
+// On SQLite the model drives the clock. On PostgreSQL the server's clock
+// decides, so there the sequences have no ticks, every `when` is in the
+// past, the periods are an hour (every stored task is within them) and a
+// debounced task is due an hour after its past time (not claimed here).
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { sqliteStore } from '../../src/sqlite.js';
+import { postgresStore } from '../../src/postgres.js';
+import { advanceJob } from '../../src/durable/advance-job.js';
+import type { DedupeOutcome } from '../../src/index.js';
+import type { NewTask, Store } from '../../src/durable/store.js';
+import type { PgServer } from './pg-server.js';
+import { schemaNamer, usePostgres } from './use-postgres.js';
+
+const LEASE = 1_000_000;
+const MODES = ['replace', 'keep', 'throttle', 'debounce'] as const;
+
+interface AddStep { key: string; mode: number; at: number }
+type Op =
+  | { op: 'add'; add: AddStep }
+  | { op: 'many'; adds: AddStep[] }
+  | { op: 'claim'; limit: number }
+  | { op: 'complete'; pick: number }
+  | { op: 'tick'; by: number };
+
+const addArb = fc.record({ key: fc.constantFrom('a', 'b', 'c'), mode: fc.integer({ min: 0, max: 3 }), at: fc.integer({ min: 0, max: 5 }) });
+const opArb = (ticks: boolean): fc.Arbitrary<Op> => fc.oneof(
+  { weight: 5, arbitrary: fc.record({ op: fc.constant('add' as const), add: addArb }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('many' as const), adds: fc.array(addArb, { minLength: 1, maxLength: 4 }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('claim' as const), limit: fc.integer({ min: 1, max: 3 }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('complete' as const), pick: fc.nat() }) },
+  { weight: ticks ? 3 : 0, arbitrary: fc.record({ op: fc.constant('tick' as const), by: fc.integer({ min: 1, max: 4 }) }) },
+);
+
+interface Row { id: number; state: 'waiting' | 'running' | 'succeeded'; payload: number; runAt: number; createdAt: number }
+
+interface Harness {
+  store: Store;
+  /** The time the model and the store agree on (SQLite: the clock handed in). */
+  now: () => number;
+  tick: (by: number) => void;
+  period: number;
+  /** Whether the store's due and created times are the model's (else only their order is). */
+  exactTimes: boolean;
+  /** A `when` for offset `at`: on PostgreSQL in the past, so the server sees it due. */
+  when: (at: number) => number;
+  /** Where a debounced task is due: the model's value, or Infinity (never claimed here). */
+  debounced: (when: number) => number;
+  /** Whether a waiting task due at `runAt` is due now. */
+  due: (runAt: number) => boolean;
+  close: () => Promise<void>;
+}
+
+async function check(h: Harness, ops: Op[]): Promise<void> {
+  const { store } = h;
+  const rows = new Map<string, Row>();
+  let payload = 0;
+  const seenIds = new Set<number>();
+  /** The model's add: its label; `rows` updated. */
+  const add = (step: AddStep, value: number): { what: DedupeOutcome; row: Row } => {
+    const mode = MODES[step.mode]!;
+    const now = h.now();
+    const when = h.when(step.at);
+    const due = mode === 'debounce' ? h.debounced(when + h.period) : when;
+    const row = rows.get(step.key);
+    const write = (target: Row) => Object.assign(target, { state: 'waiting', payload: value, runAt: due, createdAt: mode === 'throttle' ? now : target.createdAt });
+    if (row === undefined) {
+      const fresh: Row = { id: -1, state: 'waiting', payload: value, runAt: due, createdAt: now };
+      rows.set(step.key, fresh);
+      return { what: 'inserted', row: fresh };
+    }
+    if (mode === 'throttle' && row.createdAt > now - h.period) return { what: 'existing', row };
+    if (row.state === 'running') return { what: 'existing', row };
+    if (row.state === 'waiting') return mode === 'keep' ? { what: 'existing', row } : { what: 'replaced', row: write(row) };
+    return { what: 'inserted', row: write(row) };
+  };
+  const task = (step: AddStep, value: number): NewTask => {
+    const mode = MODES[step.mode]!;
+    return { name: 'w', key: step.key, payload: String(value), runAt: h.when(step.at), maxAttempts: 1, options: '{}', dedupe: { mode, period: mode === 'throttle' || mode === 'debounce' ? h.period : 0 } };
+  };
+  const same = (got: { id: number; state: string; payload: unknown; runAt: Date; createdAt: Date }, want: Row, what: string) => {
+    expect([got.id, got.state, got.payload], what).toEqual([want.id, want.state, want.payload]);
+    if (h.exactTimes) expect([got.runAt.getTime(), got.createdAt.getTime()], what).toEqual([want.runAt, want.createdAt]);
+    else if (want.runAt !== Infinity) expect(got.runAt.getTime(), what).toBe(want.runAt);
+  };
+  /** A new row's id is the store's: a fresh one, never seen. */
+  const identify = (row: Row, id: number) => {
+    if (row.id === -1) {
+      expect(seenIds.has(id)).toBe(false);
+      seenIds.add(id);
+      row.id = id;
+    }
+  };
+  try {
+    for (const step of ops) {
+      if (step.op === 'add') {
+        const value = ++payload;
+        const got = await store.addTask(task(step.add, value), undefined, h.now());
+        const want = add(step.add, value);
+        identify(want.row, got.id);
+        expect(got.enqueued, JSON.stringify(step)).toBe(want.what);
+        same(got, want.row, JSON.stringify(step));
+      } else if (step.op === 'many') {
+        const values = step.adds.map(() => ++payload);
+        const got = await store.addTasks(step.adds.map((a, i) => task(a, values[i]!)), undefined, h.now());
+        const wants = step.adds.map((a, i) => add(a, values[i]!));
+        wants.forEach((want, i) => identify(want.row, got[i]!.id));
+        expect(got.map((row) => row.enqueued), JSON.stringify(step)).toEqual(wants.map((want) => want.what));
+        // Every item reports its key's row as the batch left it.
+        got.forEach((row, i) => same(row, rows.get(step.adds[i]!.key)!, JSON.stringify(step)));
+      } else if (step.op === 'claim') {
+        const want = [...rows.values()].filter((r) => r.state === 'waiting' && h.due(r.runAt))
+          .sort((a, b) => a.runAt - b.runAt || a.id - b.id).slice(0, step.limit);
+        const got = await store.claim('me', h.now(), LEASE, step.limit, advanceJob);
+        expect(got.map((c) => c.id)).toEqual(want.map((r) => r.id));
+        for (const r of want) r.state = 'running';
+      } else if (step.op === 'complete') {
+        const running = [...rows.values()].filter((r) => r.state === 'running');
+        if (running.length === 0) continue;
+        const r = running[step.pick % running.length]!;
+        await store.settle('me', [{ id: r.id, kind: 'complete', state: 'succeeded', error: null }], h.now());
+        r.state = 'succeeded';
+      } else {
+        h.tick(step.by);
+      }
+      // The whole table: one row per key, as the model has it.
+      const table = await store.listTasks({ limit: 100 });
+      expect(table.map((t) => [t.key, t.id]).sort()).toEqual([...rows.entries()].map(([key, r]) => [key, r.id]).sort());
+      for (const t of table) same(t, rows.get(t.key!)!, `table ${t.key}`);
+    }
+  } finally {
+    await h.close();
+  }
+}
+
+describe('dedupe against a reference model (fast-check)', () => {
+  it('SQLite: every add returns and leaves what the model says, every mode, with claims, completions and time passing', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(opArb(true), { minLength: 5, maxLength: 40 }), async (ops) => {
+      const store = sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-dedupe-prop-')), 'store.db'));
+      await store.migrate();
+      let now = 1_000_000;
+      await check({
+        store, now: () => now, tick: (by) => (now += by), period: 3, exactTimes: true,
+        when: (at) => now + at, debounced: (due) => due, due: (runAt) => runAt <= now, close: () => store.close(),
+      }, ops);
+    }), { numRuns: 150 });
+  }, 120_000);
+});
+
+describe('dedupe against a reference model on PostgreSQL (fast-check)', () => {
+  let server: PgServer;
+  usePostgres((started) => {
+    server = started;
+  });
+  const freshSchema = schemaNamer('dp');
+
+  it('every add returns and leaves what the model says (the server\'s clock: no ticks, periods of an hour)', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(opArb(false), { minLength: 5, maxLength: 25 }), async (ops) => {
+      const store = postgresStore({ connectionString: server.url, schema: freshSchema() });
+      await store.migrate();
+      const base = Date.now() - 60_000;
+      await check({
+        store, now: () => 0, tick: () => {}, period: 3_600_000, exactTimes: false,
+        when: (at) => base + at, debounced: () => Infinity, due: (runAt) => runAt !== Infinity, close: () => store.close(),
+      }, ops);
+    }), { numRuns: 25 });
+  }, 120_000);
+});
