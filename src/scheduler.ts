@@ -198,6 +198,7 @@ export class Scheduler {
    * @example
    * scheduler.define('remind', async (ctx, payload: { user: string; text: string }) => send(payload));
    */
+  // biome-ignore lint/suspicious/noExplicitAny: a handler defined without a payload type accepts any JSON payload
   define<P = any>(name: string, handler: Handler<P>): this {
     this.#requireStore('define()').define(name, handler);
     return this;

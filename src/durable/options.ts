@@ -24,10 +24,12 @@ export interface DurableContext extends TaskContext {
    *   return { paid: order };
    * }));
    */
+  // biome-ignore lint/suspicious/noExplicitAny: rows are whatever the caller's statement returns, as pg types them
   transaction<T>(fn: (client: { query(text: string, values?: unknown[]): Promise<{ rows: any[] }> }) => Promise<T>): Promise<T>;
 }
 
 /** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
+// biome-ignore lint/suspicious/noExplicitAny: a handler defined without a payload type accepts any JSON payload
 export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
 
 /** Options of a durable `schedule(when, name, options)`. */

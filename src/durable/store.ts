@@ -2,7 +2,6 @@ import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
 import { TaskheapError } from '../core/errors.js';
 import { IntervalRule, type Rule } from '../rules/rule.js';
-import { describe } from '../core/validate.js';
 import type { DedupeOutcome } from '../core/flow-options.js';
 
 /** The life of a stored task. */

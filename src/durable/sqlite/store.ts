@@ -1,6 +1,6 @@
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, enqueued, leaseExpiredText, sameSchedule,
-  type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredTask, type TaskFilter,
 } from '../store.js';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -380,7 +380,7 @@ class SqliteStore implements Store {
     return rows;
   }
 
-  #materialize(db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
+  #materialize(_db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
     const due = this.#statement(SQL.dueJobs).all(now) as StoredJobRow[];
     const isRunning = this.#statement(SQL.jobRunning);
     // (job_key, scheduled_at) is unique: an occurrence is inserted once, whoever gets there first.
