@@ -84,7 +84,7 @@ export interface TaskOptions {
 }
 
 /** The keys of `TaskOptions`, for checks that also accept more. */
-export const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue', 'key', 'dedupe']);
+const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue', 'key', 'dedupe']);
 
 /**
  * Validates task options into the settings a task carries. Options that say

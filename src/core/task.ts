@@ -86,7 +86,7 @@ export enum State {
  * stack trace, which would make cancelling a million tasks cost seconds and
  * hundreds of megabytes for errors nobody reads.
  */
-export const DEFAULT_CANCEL: unique symbol = Symbol('taskheap.defaultCancel');
+const DEFAULT_CANCEL: unique symbol = Symbol('taskheap.defaultCancel');
 
 /** The real reason behind a possibly-deferred cancel reason. */
 export function materialize(reason: unknown): unknown {

@@ -30,7 +30,7 @@ import { Prefetch } from './prefetch.js';
 import { RunnerContext } from './runner-context.js';
 import { Waiters } from './waiters.js';
 
-export { DEFAULT_RETENTION, SWEEP_BATCH, SWEEP_EVERY, type Retention } from './maintenance.js';
+export { DEFAULT_RETENTION, type Retention } from './maintenance.js';
 
 /** How long close() keeps retrying unconfirmed outcomes unless the store says otherwise. */
 const CLOSE_TIMEOUT = 5_000;
