@@ -174,7 +174,7 @@ export type DedupeMode =
       debounce: Duration;
     };
 
-/** What a call with a `key` did: see `Task.dedupe`. */
+/** What a call with a `key` did: see `Task.enqueued`. */
 export type DedupeOutcome = 'inserted' | 'replaced' | 'existing';
 
 /** A validated dedupe key and mode (period in ms; 0 for replace and keep). */

@@ -63,7 +63,7 @@ export interface TaskOptions {
   queue?: string;
   /**
    * A dedupe key: what the call does when a task with the same key exists
-   * is the `dedupe` mode's; `task.dedupe` tells what it did. Tasks only (not
+   * is the `dedupe` mode's; `task.enqueued` tells what it did. Tasks only (not
    * jobs); 1 to 512 characters.
    * @default none
    * @example `digest:${userId}`

@@ -139,9 +139,9 @@ export class Task<T = unknown> {
    * sets it again: read it right after the call.
    * @example
    * const task = scheduler.after(0, sync, { key: 'sync', dedupe: 'keep' });
-   * if (task.dedupe === 'existing') console.log('already on its way');
+   * if (task.enqueued === 'existing') console.log('already on its way');
    */
-  declare dedupe?: DedupeOutcome;
+  declare enqueued?: DedupeOutcome;
 
   // Internal state is plain properties, read by the scheduler on the hot path.
   /** @internal due time, epoch ms */
