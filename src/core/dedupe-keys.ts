@@ -1,3 +1,5 @@
+// Dedupe keys of in-memory tasks (`DedupeKeys`): the last task each key
+// accepted, and what a new add with the key does under its `dedupe` mode.
 import TinyQueue from 'tinyqueue';
 import { CancelledError } from './errors.js';
 import type { Dedupe, DedupeOutcome } from './flow-options.js';

@@ -1,3 +1,5 @@
+// The options of `schedule()` and `after()`, validated once into the
+// settings a task carries (plain tasks share one settings object).
 import { toDedupe, toFlow, type ConcurrencyLimit, type DedupeMode, type KeyedRateLimit } from './flow-options.js';
 import { toRetryPolicy, type RetryOptions } from './retry.js';
 import type { TaskSettings } from './task.js';

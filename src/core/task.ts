@@ -1,3 +1,5 @@
+// A task: the handle users get (`Task`), its context, settings and states,
+// and the interfaces by which its owner and observers hear how it ends.
 import { CancelledError } from './errors.js';
 import type { DedupeOutcome, TaskFlow } from './flow-options.js';
 import type { RetryPolicy } from './retry.js';

@@ -1,3 +1,5 @@
+// The JSON the dashboard draws: the scheduler's stats, its jobs, its pending
+// tasks and the stored ones, as plain views.
 import type { SchedulerStats } from '../core/loop-types.js';
 import type { StoredJob, StoredTask } from '../durable/store.js';
 import { Job } from '../jobs/job.js';

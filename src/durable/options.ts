@@ -1,3 +1,5 @@
+// The types of durable work as users write it: a handler and its context,
+// the options of a stored task and of a stored job, and what is stored of them.
 import type { When } from '../core/validate.js';
 import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';

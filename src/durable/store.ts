@@ -1,3 +1,6 @@
+// The `Store` interface every store implements, and the records it speaks in
+// (stored tasks and jobs, claims, outcomes, filters), with what is shared by
+// the stores (final states, rule serialisation, the schema version).
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
 import { TaskheapError } from '../core/errors.js';

@@ -1,3 +1,6 @@
+// The SQLite store (`sqliteStore()`): one process owns a database file at a
+// time; claims, outcomes, jobs and management through the statements of
+// sql.ts, in transactions of the chosen driver (driver.ts).
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, enqueued, leaseExpiredText, sameSchedule,
   type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredTask, type TaskFilter,
