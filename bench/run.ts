@@ -146,7 +146,7 @@ async function main(): Promise<void> {
     ? 'Quick run: judged at N = 10,000 and a 0.1 s precision window; SPEC sets the targets at 1,000,000 tasks and 10,000 tasks within one second.'
     : 'Judged at N = 1,000,000; precision with 10,000 tasks due within one second.';
   const loads = [loadAtStart, load()];
-  const markdown = [header(mode, info, libs, loads), renderTables(list), renderTargets(goals, targetNote)].join('\n\n') + '\n';
+  const markdown = `${[header(mode, info, libs, loads), renderTables(list), renderTargets(goals, targetNote)].join('\n\n')}\n`;
   process.stdout.write(markdown);
 
   const partial = options.only !== undefined || options.contenders !== undefined;
@@ -159,7 +159,7 @@ function save(json: object, markdown: string, kind: string, started: Date): void
   mkdirSync(RESULTS, { recursive: true });
   const stamp = started.toISOString().replace(/[:.]/g, '-');
   const latest = kind === 'full' ? 'latest' : `latest-${kind}`;
-  const text = JSON.stringify(json, null, 2) + '\n';
+  const text = `${JSON.stringify(json, null, 2)}\n`;
   writeFileSync(new URL(`${kind}-${stamp}.json`, RESULTS), text);
   writeFileSync(new URL(`${latest}.json`, RESULTS), text);
   writeFileSync(new URL(`${latest}.md`, RESULTS), markdown);

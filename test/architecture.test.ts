@@ -127,4 +127,15 @@ describe('src/ layout', () => {
     const drivers = [...reached].filter((file) => file.startsWith('durable/sqlite/') || file.startsWith('durable/postgres/'));
     expect(drivers).toEqual([]);
   });
+
+  it('the README\'s layout table names every file of src/, and each file opens with a comment saying what it owns', () => {
+    const readme = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8');
+    const start = readme.indexOf('## Contributing: the layout of `src/`');
+    const layout = readme.slice(start, readme.indexOf('\n## ', start + 1));
+    expect(start).toBeGreaterThan(0);
+    const unnamed = sourceFiles().filter((file) => !layout.includes(`\`${file}\``) && !layout.includes(`\`${posix.basename(file)}\``));
+    expect(unnamed).toEqual([]);
+    const silent = sourceFiles().filter((file) => !/^(\/\/|\/\*)/.test(readFileSync(join(SRC, file), 'utf8')));
+    expect(silent).toEqual([]);
+  });
 });

@@ -3,7 +3,7 @@
  * workload. A child prints exactly one `@@result {json}` line and exits.
  */
 import { performance } from 'node:perf_hooks';
-import type { Contender, Fn, OneShot } from '../contenders/types.js';
+import type { Contender, OneShot } from '../contenders/types.js';
 
 export const RESULT_PREFIX = '@@result ';
 
@@ -27,7 +27,7 @@ export function runChild<P>(work: (params: P) => Promise<Record<string, unknown>
 function finish(result: object): never {
   // Writes to a pipe are synchronous on Linux, so exiting right after is safe;
   // exiting is needed because most libraries keep timers alive.
-  process.stdout.write(RESULT_PREFIX + JSON.stringify(result) + '\n');
+  process.stdout.write(`${RESULT_PREFIX + JSON.stringify(result)}\n`);
   process.exit(0);
 }
 
@@ -51,9 +51,9 @@ export function memory(): { heap: number; rss: number } {
  * the GC before the memory reading would collect it (a bare heap then
  * "costs" 0 bytes).
  */
-let kept: unknown[] = [];
+let _kept: unknown[] = [];
 export function keepAlive(...values: unknown[]): void {
-  kept = values;
+  _kept = values;
 }
 
 /** Live Node timers (each setTimeout/setInterval that has not fired or been cleared). */

@@ -203,7 +203,7 @@ export function targets(all: Measurement[], n: number, precisionGroup: string): 
   for (const loop of ['idle', 'busy']) {
     const group = `${precisionGroup}, ${loop} loop`;
     const p99 = numberAt(find('precision', 'taskheap', group), 'p99');
-    const label = `p99 lateness, ${group}` + (loop === 'busy' ? ' (beyond SPEC: for information)' : '');
+    const label = `p99 lateness, ${group}${loop === 'busy' ? ' (beyond SPEC: for information)' : ''}`;
     out.push(judge(label, p99 === undefined ? undefined : formatValue(p99, 'latency'), '< 2 ms', p99, (v) => v < 2));
   }
   return out;

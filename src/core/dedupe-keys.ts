@@ -1,3 +1,5 @@
+// Dedupe keys of in-memory tasks (`DedupeKeys`): the last task each key
+// accepted, and what a new add with the key does under its `dedupe` mode.
 import TinyQueue from 'tinyqueue';
 import { CancelledError } from './errors.js';
 import type { Dedupe, DedupeOutcome } from './flow-options.js';
@@ -27,7 +29,7 @@ export class DedupeKeys {
   /**
    * A call with a dedupe key at elapsed time `now`, for a task due at `time`
    * (wall): returns the existing task, or the one `insert` adds (cancelling
-   * the waiting one it replaces first), with `task.dedupe` set.
+   * the waiting one it replaces first), with `task.enqueued` set.
    */
   add(dedupe: Dedupe, time: number, now: number, insert: (time: number) => Task): Task {
     const entry = this.#entries.get(dedupe.key);
@@ -38,7 +40,7 @@ export class DedupeKeys {
     const waiting = unfinished && state !== State.Running && !(last!._run instanceof Run);
     const mode = dedupe.mode;
     if ((mode === 'keep' && unfinished) || (mode === 'throttle' && entry !== undefined && now < entry.at + dedupe.period)) {
-      last!.dedupe = 'existing';
+      last!.enqueued = 'existing';
       return last!;
     }
     const at = mode === 'debounce' ? time + dedupe.period : time;
@@ -49,7 +51,7 @@ export class DedupeKeys {
       outcome = 'replaced';
     }
     const task = insert(at);
-    task.dedupe = outcome;
+    task.enqueued = outcome;
     this.#entries.set(dedupe.key, { task, at: now, until: mode === 'throttle' ? now + dedupe.period : -Infinity });
     return task;
   }

@@ -1,3 +1,4 @@
+// Durations: milliseconds, or strings such as `'1h30m'`, parsed and checked.
 import { describe } from './validate.js';
 
 /**

@@ -1,3 +1,4 @@
+// A minimal typed event emitter for the scheduler's events.
 type Listener<Args extends unknown[]> = (...args: Args) => void;
 
 /**

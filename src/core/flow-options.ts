@@ -48,21 +48,21 @@ export interface Rate {
 }
 
 /** A validated rate limit of a key. */
-export interface KeyedRate extends Rate {
+interface KeyedRate extends Rate {
   readonly key: string;
 }
 
 /** Longest key (rate, serial or concurrency) or queue name accepted, in UTF-16 code units. */
-export const MAX_KEY_LENGTH = 512;
+const MAX_KEY_LENGTH = 512;
 /** The priority range: a PostgreSQL `integer`. */
-export const MIN_PRIORITY = -2_147_483_648;
-export const MAX_PRIORITY = 2_147_483_647;
+const MIN_PRIORITY = -2_147_483_648;
+const MAX_PRIORITY = 2_147_483_647;
 /** The most starts a window may allow. */
-export const MAX_RATE_LIMIT = 1_000_000;
+const MAX_RATE_LIMIT = 1_000_000;
 /** The longest window: a day. */
-export const MAX_RATE_INTERVAL = 86_400_000;
+const MAX_RATE_INTERVAL = 86_400_000;
 /** The largest concurrency limit of a key or queue: a PostgreSQL `integer`. */
-export const MAX_CONCURRENCY = 2_147_483_647;
+const MAX_CONCURRENCY = 2_147_483_647;
 /** The queue of tasks and jobs that name none. */
 export const DEFAULT_QUEUE = 'default';
 
@@ -90,7 +90,7 @@ export function toRate(value: unknown, option: string, keyed: boolean): Rate {
 }
 
 /** Throws unless `value` is a usable key: a non-empty string of at most MAX_KEY_LENGTH. */
-export function assertKey(value: unknown, option: string): asserts value is string {
+function assertKey(value: unknown, option: string): asserts value is string {
   if (typeof value !== 'string') throw new TypeError(`Expected \`${option}\` to be a string, got ${describe(value)}`);
   if (value.length === 0 || value.length > MAX_KEY_LENGTH) {
     throw new RangeError(`Expected \`${option}\` to be 1 to ${MAX_KEY_LENGTH} characters long, got ${describe(value)}`);
@@ -101,7 +101,7 @@ export function assertKey(value: unknown, option: string): asserts value is stri
  * Validates a concurrency key (`{ key, limit }`); `option` names it in errors.
  * @example toConcurrency({ key: 'tenant:7', limit: 2 }, 'concurrency');
  */
-export function toConcurrency(value: unknown, option: string): ConcurrencyLimit {
+function toConcurrency(value: unknown, option: string): ConcurrencyLimit {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(`Expected \`${option}\` to be an object like { key: 'tenant:1', limit: 2 }, got ${describe(value)}`);
   }
@@ -128,7 +128,7 @@ export function assertQueueName(value: unknown, option = 'queue'): asserts value
 }
 
 /** Throws unless `value` is an integer priority in [MIN_PRIORITY, MAX_PRIORITY]. */
-export function assertPriority(value: unknown, option = 'priority'): asserts value is number {
+function assertPriority(value: unknown, option = 'priority'): asserts value is number {
   if (!Number.isInteger(value) || (value as number) < MIN_PRIORITY || (value as number) > MAX_PRIORITY) {
     throw new RangeError(`Expected \`${option}\` to be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}, got ${describe(value)}`);
   }
@@ -174,7 +174,7 @@ export type DedupeMode =
       debounce: Duration;
     };
 
-/** What a call with a `key` did: see `Task.dedupe`. */
+/** What a call with a `key` did: see `Task.enqueued`. */
 export type DedupeOutcome = 'inserted' | 'replaced' | 'existing';
 
 /** A validated dedupe key and mode (period in ms; 0 for replace and keep). */

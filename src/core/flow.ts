@@ -1,3 +1,6 @@
+// Where due tasks wait once rate limits, concurrency and serial keys,
+// priorities or named queues are in use (`Flow`): which may start now, and
+// when to look again; plain tasks never enter it.
 import TinyQueue from 'tinyqueue';
 import { DedupeKeys } from './dedupe-keys.js';
 import { DEFAULT_QUEUE, type Rate } from './flow-options.js';

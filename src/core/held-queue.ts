@@ -1,3 +1,5 @@
+// The heaps the flow orders waiting tasks in (by due time, or by priority
+// then due time), with removal of a task from the middle.
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
 

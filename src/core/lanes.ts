@@ -1,3 +1,6 @@
+// The lines due tasks wait in for a key or a queue: `KeyLane` (a concurrency
+// or serial key), `RateLane` (a rate key), `QueueLane` (a named queue), and
+// the entries that stand for their heads in the flow's heaps.
 import type { Rate } from './flow-options.js';
 import { byDueTime, byPriority, HeldQueue, type Queued } from './held-queue.js';
 import { RateWindow } from './rate-window.js';

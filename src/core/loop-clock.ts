@@ -86,7 +86,7 @@ export abstract class LoopClock {
   protected sliceEnd(elapsed: number): number {
     if (!this.#spanSlices) {
       this.#sliceStart = elapsed;
-    } else if (this.#sliceStart !== this.#sliceStart) {
+    } else if (Number.isNaN(this.#sliceStart)) {
       this.#sliceStart = elapsed;
       const immediate = setImmediate(this.#closeSlice);
       immediate.unref();

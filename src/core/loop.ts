@@ -149,6 +149,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   /** A user's task: validated, checked against the limits, then queued. */
+  // biome-ignore lint/suspicious/noExplicitAny: the scheduler types the task it hands back; the loop holds tasks of every result type
   add(time: number, fn: TaskFunction, options: TaskOptions | undefined): Task<any> {
     if (typeof fn !== 'function') throw new TypeError(`Expected the task to be a function, got ${describe(fn)}`);
     const settings = options === undefined ? this.defaults : toSettings(options, this.defaults);

@@ -1,3 +1,5 @@
+// Optional peer dependencies (database drivers, OpenTelemetry): loaded only
+// when used, with a clear error when one is missing.
 import { TaskheapError } from './errors.js';
 
 /**

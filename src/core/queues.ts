@@ -70,7 +70,7 @@ export interface QueueInfo {
 const QUEUE_KEYS: ReadonlySet<string> = new Set(['concurrency', 'globalConcurrency', 'rate', 'paused']);
 
 /** Validates one queue's options; `option` names them in errors (`queues.emails`). @internal */
-export function toQueueSettings(value: unknown, option: string): QueueSettings {
+function toQueueSettings(value: unknown, option: string): QueueSettings {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(`Expected \`${option}\` to be an object like { concurrency: 2 }, got ${describe(value)}`);
   }

@@ -1,3 +1,5 @@
+// The retry policy: its options, their validation, and the delay before each
+// retry (fixed or exponential, capped, with jitter).
 import { toDuration, type Duration } from './duration.js';
 import { assertKnownKeys, describe } from './validate.js';
 

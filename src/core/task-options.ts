@@ -1,3 +1,5 @@
+// The options of `schedule()` and `after()`, validated once into the
+// settings a task carries (plain tasks share one settings object).
 import { toDedupe, toFlow, type ConcurrencyLimit, type DedupeMode, type KeyedRateLimit } from './flow-options.js';
 import { toRetryPolicy, type RetryOptions } from './retry.js';
 import type { TaskSettings } from './task.js';
@@ -63,7 +65,7 @@ export interface TaskOptions {
   queue?: string;
   /**
    * A dedupe key: what the call does when a task with the same key exists
-   * is the `dedupe` mode's; `task.dedupe` tells what it did. Tasks only (not
+   * is the `dedupe` mode's; `task.enqueued` tells what it did. Tasks only (not
    * jobs); 1 to 512 characters.
    * @default none
    * @example `digest:${userId}`
@@ -84,7 +86,7 @@ export interface TaskOptions {
 }
 
 /** The keys of `TaskOptions`, for checks that also accept more. */
-export const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue', 'key', 'dedupe']);
+const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue', 'key', 'dedupe']);
 
 /**
  * Validates task options into the settings a task carries. Options that say

@@ -1,3 +1,5 @@
+// The timer heap (`TaskQueue`): pending tasks by due time, then scheduling
+// order; cancelled tasks leave it at once.
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
 

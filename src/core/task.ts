@@ -1,3 +1,5 @@
+// A task: the handle users get (`Task`), its context, settings and states,
+// and the interfaces by which its owner and observers hear how it ends.
 import { CancelledError } from './errors.js';
 import type { DedupeOutcome, TaskFlow } from './flow-options.js';
 import type { RetryPolicy } from './retry.js';
@@ -86,7 +88,7 @@ export enum State {
  * stack trace, which would make cancelling a million tasks cost seconds and
  * hundreds of megabytes for errors nobody reads.
  */
-export const DEFAULT_CANCEL: unique symbol = Symbol('taskheap.defaultCancel');
+const DEFAULT_CANCEL: unique symbol = Symbol('taskheap.defaultCancel');
 
 /** The real reason behind a possibly-deferred cancel reason. */
 export function materialize(reason: unknown): unknown {
@@ -139,9 +141,9 @@ export class Task<T = unknown> {
    * sets it again: read it right after the call.
    * @example
    * const task = scheduler.after(0, sync, { key: 'sync', dedupe: 'keep' });
-   * if (task.dedupe === 'existing') console.log('already on its way');
+   * if (task.enqueued === 'existing') console.log('already on its way');
    */
-  declare dedupe?: DedupeOutcome;
+  declare enqueued?: DedupeOutcome;
 
   // Internal state is plain properties, read by the scheduler on the hot path.
   /** @internal due time, epoch ms */

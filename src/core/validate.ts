@@ -1,3 +1,5 @@
+// Checks shared by every public call: how a bad value is described in an
+// error, and what a time (`When`) may be.
 import { DateTime } from 'luxon';
 
 /** Describes a bad value for an error message: `0 (number)`, `"x" (string)`. */

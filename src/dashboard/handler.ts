@@ -1,3 +1,5 @@
+// `dashboard()`: the request handler (node:http or fetch), its routes, the
+// `authorize` and CSRF checks, and the actions it performs.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { TaskheapError } from '../core/errors.js';

@@ -202,6 +202,6 @@ export function page(title: string, nonce: string, csrf: string): string {
 </html>`;
 }
 
-export function escapeHtml(text: string): string {
+function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }

@@ -1,3 +1,5 @@
+// The JSON the dashboard draws: the scheduler's stats, its jobs, its pending
+// tasks and the stored ones, as plain views.
 import type { SchedulerStats } from '../core/loop-types.js';
 import type { StoredJob, StoredState, StoredTask } from '../durable/store.js';
 import { Job } from '../jobs/job.js';
@@ -101,7 +103,7 @@ function describeInterval(ms: number): string {
 }
 
 /** A job's rule in words: `*\/15 * * * *`, `every 10 min`, `every 2 weeks on Mon, Thu at 08:30 (Europe/Paris)`. */
-export function describeRule(job: Job): string {
+function describeRule(job: Job): string {
   const rule = job.rule;
   if (rule instanceof CronRule) return rule.expression;
   if (rule instanceof IntervalRule) return `every ${describeInterval(rule.interval)}`;
@@ -114,7 +116,7 @@ export function describeRule(job: Job): string {
   return 'once';
 }
 
-export function jobView(job: Job): JobView {
+function jobView(job: Job): JobView {
   return {
     id: job.id, name: job.name ?? null, rule: describeRule(job), state: job.state, running: job.running,
     nextRunAt: job.nextRunAt?.getTime() ?? null, lastRunAt: job.lastRunAt?.getTime() ?? null,

@@ -1,3 +1,5 @@
+// A due stored job's advance: which occurrences to insert and when it is due
+// next, under its misfire and overlap policies (the same rules as in memory).
 import { DEFAULT_CATCH_UP } from '../rules/plan.js';
 import type { StoredOptions } from './options.js';
 import { ruleFromJson, type DueJob, type JobAdvance } from './store.js';

@@ -11,7 +11,7 @@ import type { NewTask, StoredState } from './store.js';
 type DedupeKind = NonNullable<NewTask['dedupe']>['mode'];
 
 /** The longest throttle or debounce period: ten years (a due time must stay storable). */
-export const MAX_DEDUPE_PERIOD = 10 * 365.25 * 24 * 3_600_000;
+const MAX_DEDUPE_PERIOD = 10 * 365.25 * 24 * 3_600_000;
 
 const SHAPES = `'replace', 'keep', { throttle: duration } or { debounce: duration }`;
 

@@ -13,9 +13,9 @@ export interface Retention {
 /** A day for succeeded tasks, a week for failed, timed-out and cancelled ones (and finished jobs). */
 export const DEFAULT_RETENTION: Retention = { succeeded: 86_400_000, failed: 7 * 86_400_000 };
 /** Rows one retention statement deletes at most. */
-export const SWEEP_BATCH = 500;
+const SWEEP_BATCH = 500;
 /** ms between retention sweeps. */
-export const SWEEP_EVERY = 60_000;
+const SWEEP_EVERY = 60_000;
 
 /** @internal */
 export class Maintenance {

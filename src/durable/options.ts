@@ -1,3 +1,5 @@
+// The types of durable work as users write it: a handler and its context,
+// the options of a stored task and of a stored job, and what is stored of them.
 import type { When } from '../core/validate.js';
 import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
@@ -24,10 +26,12 @@ export interface DurableContext extends TaskContext {
    *   return { paid: order };
    * }));
    */
+  // biome-ignore lint/suspicious/noExplicitAny: rows are whatever the caller's statement returns, as pg types them
   transaction<T>(fn: (client: { query(text: string, values?: unknown[]): Promise<{ rows: any[] }> }) => Promise<T>): Promise<T>;
 }
 
 /** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
+// biome-ignore lint/suspicious/noExplicitAny: a handler defined without a payload type accepts any JSON payload
 export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
 
 /** Options of a durable `schedule(when, name, options)`. */

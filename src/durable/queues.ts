@@ -71,8 +71,8 @@ export function assertQueueName(name: unknown, what: string): asserts name is st
   assertKey(name, what);
 }
 
-/** Checks a concurrency: an integer >= 1, or Infinity. @internal */
-export function assertConcurrency(value: unknown, what: string): asserts value is number {
+/** Checks a concurrency: an integer >= 1, or Infinity. */
+function assertConcurrency(value: unknown, what: string): asserts value is number {
   if (value === Infinity) return;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENCY) {
     throw new RangeError(`Expected \`${what}\` to be an integer from 1 to ${MAX_CONCURRENCY}, or Infinity, got ${describe(value)}`);

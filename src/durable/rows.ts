@@ -1,8 +1,7 @@
-import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
-
 // Both SQL stores return rows of these shapes (snake_case columns, times as
 // epoch ms). Drivers may hand numbers back as strings (pg's bigint), so every
 // numeric column goes through Number().
+import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
 
 /** A `taskheap_tasks` row. */
 export interface TaskRow {

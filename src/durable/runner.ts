@@ -32,7 +32,7 @@ import { Waiters } from './waiters.js';
 import { DurableQueue, QueueBook, queueInfo, type DurableQueueInfo, type DurableQueueOptions } from './queues.js';
 import type { DefineOptions } from './handlers.js';
 
-export { DEFAULT_RETENTION, SWEEP_BATCH, SWEEP_EVERY, type Retention } from './maintenance.js';
+export { DEFAULT_RETENTION, type Retention } from './maintenance.js';
 
 /** How long close() keeps retrying unconfirmed outcomes unless the store says otherwise. */
 const CLOSE_TIMEOUT = 5_000;

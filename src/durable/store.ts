@@ -1,8 +1,10 @@
+// The `Store` interface every store implements, and the records it speaks in
+// (stored tasks and jobs, claims, outcomes, filters), with what is shared by
+// the stores (final states, rule serialisation, the schema version).
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
 import { TaskheapError } from '../core/errors.js';
 import { IntervalRule, type Rule } from '../rules/rule.js';
-import { describe } from '../core/validate.js';
 import type { DedupeOutcome } from '../core/flow-options.js';
 
 /** The life of a stored task. */

@@ -7,12 +7,12 @@ export const MAX_TIMER = 2 ** 31 - 1;
 /** The largest count an `integer` column holds (attempts, times). */
 export const MAX_ATTEMPTS = 2 ** 31 - 1;
 /** Longest handler name, in UTF-16 code units. */
-export const MAX_NAME_LENGTH = 255;
+const MAX_NAME_LENGTH = 255;
 /** Longest key (tasks and jobs); keys are indexed, and an index entry must fit in a PostgreSQL page. */
-export const MAX_KEY_LENGTH = 512;
+const MAX_KEY_LENGTH = 512;
 /** Stored times: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z, what both stores and ISO dates hold. */
-export const MIN_TIME = -62_135_596_800_000;
-export const MAX_TIME = 253_402_300_799_999;
+const MIN_TIME = -62_135_596_800_000;
+const MAX_TIME = 253_402_300_799_999;
 
 /** A handler name: a non-empty string without NUL, at most MAX_NAME_LENGTH long. */
 export function assertName(name: unknown, what: string): asserts name is string {
@@ -135,7 +135,7 @@ const JOB_STATES = new Set(['scheduled', 'paused', 'done', 'cancelled']);
 const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'from', 'to', 'after', 'limit']);
 const JOB_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'after', 'limit']);
 /** The most rows one list call returns. */
-export const MAX_LIST = 10_000;
+const MAX_LIST = 10_000;
 
 /** A `listTasks` filter: known keys, each of the right kind. */
 export function assertTaskFilter(filter: unknown): void {

@@ -1,3 +1,6 @@
+// The fluent builders of recurring jobs (`every()`, `cron()`, `once()`) and
+// the options of `run()`: they check a rule as it is built and hand it to the
+// scheduler, for a function (in memory) or a handler name (stored).
 import { DateTime } from 'luxon';
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';

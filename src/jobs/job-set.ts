@@ -1,3 +1,5 @@
+// The in-memory jobs of one scheduler (`JobSet`): creates them on its loop
+// and keeps those that still plan occurrences.
 import type { Emitter } from '../core/emitter.js';
 import type { TaskLoop } from '../core/loop.js';
 import { toSettings } from '../core/task-options.js';

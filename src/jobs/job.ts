@@ -1,3 +1,5 @@
+// A recurring job in memory (`Job`): its state, its next occurrences under its
+// rule, and the overlap and misfire policies that decide which of them run.
 import type { Rule } from '../rules/rule.js';
 import { CancelledError } from '../core/errors.js';
 import { describe } from '../core/validate.js';

@@ -1,3 +1,5 @@
+// `health()`: a probe that reads a scheduler as a load balancer or an
+// orchestrator would (a blocked event loop, a stuck pool, a store gone away).
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { Scheduler } from '../scheduler.js';
 

@@ -1,3 +1,5 @@
+// `metrics()`: counters and gauges per task, job or handler name, and their
+// Prometheus text exposition.
 import type { SchedulerStats } from '../core/loop-types.js';
 import { LatenessRecorder, type Lateness } from '../core/lateness.js';
 import type { Task } from '../core/task.js';

@@ -1,3 +1,5 @@
+// `otel()`: the OpenTelemetry adapter (metrics and a span per run), loading
+// `@opentelemetry/api` only when used.
 import type { Attributes, Counter, Histogram, Meter, MeterProvider, Span, Tracer, TracerProvider } from '@opentelemetry/api';
 import { loadPeer } from '../core/peer.js';
 import type { Task } from '../core/task.js';

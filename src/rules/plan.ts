@@ -1,3 +1,5 @@
+// What a builder hands over to be scheduled: a rule with its first
+// occurrence and bounds (`from`, `until`, `times`, the catch-up cap).
 import type { Rule } from './rule.js';
 
 /** A rule with its first occurrence after the start point, as a builder hands it over. @internal */

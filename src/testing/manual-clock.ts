@@ -1,3 +1,5 @@
+// `ManualClock`: a clock tests set and advance, stepping to each due time in
+// order without waiting for real time (exported from `taskheap/testing`).
 import TinyQueue from 'tinyqueue';
 import type { Clock } from '../core/clock.js';
 import { toDuration, type Duration } from '../core/duration.js';

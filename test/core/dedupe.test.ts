@@ -9,9 +9,9 @@ describe('dedupe keys', () => {
     const { clock, scheduler } = setup();
     const runs: string[] = [];
     const a = scheduler.after(100, () => void runs.push('a'), { key: 'k' });
-    expect(a.dedupe).toBe('inserted');
+    expect(a.enqueued).toBe('inserted');
     const b = scheduler.after(200, () => void runs.push('b'), { key: 'k', dedupe: 'replace' });
-    expect(b.dedupe).toBe('replaced');
+    expect(b.enqueued).toBe('replaced');
     expect(a.state).toBe('cancelled');
     await expect(a.result).rejects.toMatchObject({ code: 'ERR_TASK_CANCELLED', message: expect.stringMatching(/Replaced by a newer task with the key "k"/) });
     await clock.advance(1_000);
@@ -19,7 +19,7 @@ describe('dedupe keys', () => {
     // Other keys and tasks without one are not touched.
     const c = scheduler.after(0, () => {}, { key: 'other' });
     const d = scheduler.after(0, () => {});
-    expect([c.dedupe, d.dedupe]).toEqual(['inserted', undefined]);
+    expect([c.enqueued, d.enqueued]).toEqual(['inserted', undefined]);
   });
 
   it("'replace' leaves a running task (or one waiting for its retry) alone and adds the new one", async () => {
@@ -28,7 +28,7 @@ describe('dedupe keys', () => {
     const a = scheduler.after(0, () => hold.promise, { key: 'k' });
     await clock.advance(0);
     const b = scheduler.after(0, () => 'b', { key: 'k' });
-    expect(b.dedupe).toBe('inserted');
+    expect(b.enqueued).toBe('inserted');
     expect(a.state).toBe('running');
     let tries = 0;
     const r = scheduler.after(0, () => {
@@ -37,7 +37,7 @@ describe('dedupe keys', () => {
     await clock.advance(10);
     expect(r.state).toBe('pending');
     const r2 = scheduler.after(0, () => {}, { key: 'r' });
-    expect(r2.dedupe).toBe('inserted');
+    expect(r2.enqueued).toBe('inserted');
     await clock.advance(200);
     expect([r.state, r2.state]).toEqual(['succeeded', 'succeeded']);
     hold.open();
@@ -51,7 +51,7 @@ describe('dedupe keys', () => {
     const a = scheduler.after(10, () => hold.promise, { key: 'sync', dedupe: 'keep' });
     const again = scheduler.after(0, () => {}, { key: 'sync', dedupe: 'keep' });
     expect(again).toBe(a);
-    expect(a.dedupe).toBe('existing');
+    expect(a.enqueued).toBe('existing');
     await clock.advance(10);
     expect(a.state).toBe('running');
     expect(scheduler.after(0, () => {}, { key: 'sync', dedupe: 'keep' })).toBe(a);
@@ -60,7 +60,7 @@ describe('dedupe keys', () => {
     await scheduler.onIdle();
     const b = scheduler.after(0, () => {}, { key: 'sync', dedupe: 'keep' });
     expect(b).not.toBe(a);
-    expect(b.dedupe).toBe('inserted');
+    expect(b.enqueued).toBe('inserted');
   });
 
   it('{ throttle }: at most one task per key per period, finished ones included', async () => {
@@ -68,16 +68,16 @@ describe('dedupe keys', () => {
     const runs: number[] = [];
     const call = () => scheduler.after(0, () => void runs.push(clock.now() - START), { key: 'report', dedupe: { throttle: '1s' } });
     const first = call();
-    expect(first.dedupe).toBe('inserted');
+    expect(first.enqueued).toBe('inserted');
     await clock.advance(300);
     expect(first.state).toBe('succeeded');
     expect(call()).toBe(first);
-    expect(first.dedupe).toBe('existing');
+    expect(first.enqueued).toBe('existing');
     await clock.advance(699);
     expect(call()).toBe(first);
     await clock.advance(1);
     const second = call();
-    expect(second.dedupe).toBe('inserted');
+    expect(second.enqueued).toBe('inserted');
     await clock.advance(0);
     expect(runs).toEqual([0, 1_000]);
   });
@@ -86,11 +86,11 @@ describe('dedupe keys', () => {
     const { clock, scheduler } = setup();
     const runs: string[] = [];
     const call = (label: string) => scheduler.after(0, () => void runs.push(`${label}@${clock.now() - START}`), { key: 'save', dedupe: { debounce: 500 } });
-    expect(call('a').dedupe).toBe('inserted');
+    expect(call('a').enqueued).toBe('inserted');
     await clock.advance(300);
-    expect(call('b').dedupe).toBe('replaced');
+    expect(call('b').enqueued).toBe('replaced');
     await clock.advance(400);
-    expect(call('c').dedupe).toBe('replaced');
+    expect(call('c').enqueued).toBe('replaced');
     await clock.advance(499);
     expect(runs).toEqual([]);
     await clock.advance(1);
@@ -132,12 +132,12 @@ describe('dedupe keys', () => {
         for (const c of calls) {
           await clock.advance(c.wait);
           const task = scheduler.after(c.delay, () => new Promise<void>((resolve) => clock.setTimer(resolve, c.duration)), { key: c.key, dedupe: c.mode });
-          if (task.dedupe === 'existing') {
+          if (task.enqueued === 'existing') {
             // keep: the key's task is unfinished, and it is the one the key last added.
             expect(['pending', 'running']).toContain(task.state);
             expect(last.get(c.key)).toBe(task);
           } else {
-            if (task.dedupe === 'replaced') replaced++;
+            if (task.enqueued === 'replaced') replaced++;
             added.push({ task, key: c.key });
             last.set(c.key, task);
           }

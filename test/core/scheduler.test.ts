@@ -1,6 +1,6 @@
 import { DateTime } from 'luxon';
 import { describe, expect, it, vi } from 'vitest';
-import { ClosedError, QueueFullError, Scheduler } from '../../src/index.js';
+import { ClosedError, QueueFullError, Scheduler, type Task } from '../../src/index.js';
 import { START, flush, setup } from '../helpers.js';
 
 describe('schedule ordering', () => {
@@ -359,7 +359,7 @@ describe('close', () => {
 
   it('await using closes the scheduler', async () => {
     const { clock } = setup();
-    let task;
+    let task: Task<void>;
     {
       await using scheduler = new Scheduler({ clock });
       task = scheduler.after(10, () => {});

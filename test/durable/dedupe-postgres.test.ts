@@ -6,7 +6,7 @@
 // ten results say so: one insert at most, the rest replaced or existing.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresStore } from '../../src/postgres.js';
 import type { PgServer } from './pg-server.js';
@@ -32,7 +32,7 @@ function adder(schema: string) {
   const lines: string[] = [];
   child.stdout.on('data', (chunk: Buffer) => {
     out += chunk.toString();
-    let end;
+    let end: number;
     while ((end = out.indexOf('\n')) >= 0) {
       const line = out.slice(0, end);
       out = out.slice(end + 1);

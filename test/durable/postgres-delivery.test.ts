@@ -5,7 +5,7 @@
 // pool and listener). Each test asserts that nothing is lost and that no task
 // starts twice where no process died.
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler, type Clock } from '../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, UnknownHandlerError } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClosedError, Scheduler, TaskNotFoundError, WaitTimeoutError, type StoredTask } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';

@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';

@@ -6,7 +6,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';

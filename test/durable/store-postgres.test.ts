@@ -4,7 +4,7 @@
 // PostgreSQL-only behaviour (NOTIFY, worker processes, the server stopped,
 // frozen or restarted, query plans, its options) is in postgres.test.ts,
 // postgres-delivery.test.ts, postgres-batching.test.ts and flow-postgres.test.ts.
-import pg from 'pg';
+import type pg from 'pg';
 import { postgresStore } from '../../src/postgres.js';
 import { storeConformance } from './conformance/index.js';
 import type { PgServer } from './pg-server.js';

@@ -59,7 +59,7 @@ describe('durable input', () => {
     refuse({ items: [1, 2, Number.NaN] }, /`payload\.items\[2\]`.*NaN becomes null/);
     refuse({ x: Number.POSITIVE_INFINITY }, /`payload\.x`.*Infinity/);
     refuse([1, undefined], /`payload\[1\]`.*undefined/);
-    // eslint-disable-next-line no-sparse-arrays
+    // biome-ignore lint/suspicious/noSparseArray: the hole is what is refused
     refuse([1, , 3], /`payload\[1\]`.*hole/);
     refuse({ when: new Date(0) }, /`payload\.when`.*Date becomes a string/);
     refuse({ f: () => {} }, /`payload\.f`.*function/);

@@ -27,6 +27,7 @@ export interface PgQuery {
 /** A connection checked out of a pool. */
 export interface PgPoolClient {
   /** `R`: the rows' type, as the caller knows it from the statement. */
+  // biome-ignore lint/suspicious/noExplicitAny: as pg types it: the rows are what the caller's statement returns
   query<R = any>(text: string, values?: unknown[]): Promise<PgResult<R>>;
   /** Listens for the connection's errors (a connection lost while checked out). */
   on(event: 'error', listener: (error: Error) => void): unknown;

@@ -18,9 +18,9 @@ export const DONE = 'taskheap_done';
  * Ids in one DONE notification at most: 300 ids of up to 19 digits and a
  * schema prefix stay under the 8,000 bytes a payload may hold.
  */
-export const DONE_IDS = 300;
+const DONE_IDS = 300;
 /** How many attempts' errors a task keeps (the latest). */
-export const MAX_ERRORS = 10;
+const MAX_ERRORS = 10;
 /**
  * A queue was paused (payload \`<name>\`, or \`<schema>:<name>\`): processes
  * hand back the tasks of that queue they claimed but have not started.

@@ -228,7 +228,7 @@ class PostgresStore implements Store {
     return toJob(rows[0]!);
   }
 
-  async claim(owner: string, now: number, lease: number, limit: number, advance: Advance, names?: readonly string[], rooms?: QueueRooms): Promise<ClaimedTask[]> {
+  async claim(owner: string, _now: number, lease: number, limit: number, advance: Advance, names?: readonly string[], rooms?: QueueRooms): Promise<ClaimedTask[]> {
     // The common case, no recurring job due: one statement claims, and says
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims.

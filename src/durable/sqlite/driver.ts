@@ -13,7 +13,7 @@ export type SqliteDriver = 'node:sqlite' | 'better-sqlite3';
 export const SQLITE_DRIVERS: readonly SqliteDriver[] = ['node:sqlite', 'better-sqlite3'];
 
 /** What a write returns (numbers: neither driver is asked for BigInts). */
-export interface RunResult {
+interface RunResult {
   changes: number;
   lastInsertRowid: number | bigint;
 }

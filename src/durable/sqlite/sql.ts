@@ -18,7 +18,7 @@ const CLAIMABLE = `(t.serial IS NULL OR COALESCE(
     t.id = (SELECT h.id FROM taskheap_tasks AS h WHERE h.serial = t.serial AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1)))`;
 
 /** How many attempts' errors a task keeps (the latest). */
-export const MAX_ERRORS = 10;
+const MAX_ERRORS = 10;
 
 /**
  * The task's \`errors\` with one more entry \`{ attempt, at, error }\` (@error,

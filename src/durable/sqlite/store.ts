@@ -1,6 +1,9 @@
+// The SQLite store (`sqliteStore()`): one process owns a database file at a
+// time; claims, outcomes, jobs and management through the statements of
+// sql.ts, in transactions of the chosen driver (driver.ts).
 import {
   DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, enqueued, leaseExpiredText, sameSchedule,
-  type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
+  type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredTask, type TaskFilter,
   type QueueChange, type QueueRooms, type StoredQueue,
 } from '../store.js';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -405,7 +408,7 @@ class SqliteStore implements Store {
     for (let q = (this.#statement(SQL.firstQueue).get() as { q: string | null }).q; q !== null; q = (after.get(q) as { q: string | null }).q) {
       const setting = settings.get(q);
       let room = Math.min(limit, rooms?.get(q) ?? Infinity);
-      if (setting !== undefined && setting.paused) room = 0;
+      if (setting?.paused) room = 0;
       else if (setting?.global_concurrency !== null && setting?.global_concurrency !== undefined && room > 0) {
         room = Math.min(room, setting.global_concurrency - (this.#statement(SQL.queueRunning).get(q) as { n: number }).n);
       }
@@ -425,7 +428,7 @@ class SqliteStore implements Store {
     return toQueues(this.#named(() => this.#statement(SQL.listQueues).all({ name: name ?? null })) as QueueRow[]);
   }
 
-  #materialize(db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
+  #materialize(_db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
     const due = this.#statement(SQL.dueJobs).all(now) as StoredJobRow[];
     const isRunning = this.#statement(SQL.jobRunning);
     // (job_key, scheduled_at) is unique: an occurrence is inserted once, whoever gets there first.

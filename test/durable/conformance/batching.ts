@@ -84,8 +84,14 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
         const calls = { claim: 0, nextDue: 0 };
         const claim = store.claim.bind(store);
         const nextDue = store.nextDue.bind(store);
-        store.claim = (...args) => (calls.claim++, claim(...args));
-        store.nextDue = (...args) => (calls.nextDue++, nextDue(...args));
+        store.claim = (...args) => {
+          calls.claim++;
+          return claim(...args);
+        };
+        store.nextDue = (...args) => {
+          calls.nextDue++;
+          return nextDue(...args);
+        };
         const { scheduler } = open({ store, workers: 4 });
         const start = time.now();
         const ran: number[] = [];

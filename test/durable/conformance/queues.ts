@@ -244,11 +244,7 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       });
       await scheduler.start();
       const now = time.now();
-      const done = [
-        await scheduler.schedule(now, 'ok', { queue: 'work' }),
-        await scheduler.schedule(now, 'ok', { queue: 'work' }),
-        await scheduler.schedule(now, 'bad', { queue: 'work' }),
-      ];
+      for (const name of ['ok', 'ok', 'bad']) await scheduler.schedule(now, name, { queue: 'work' });
       await scheduler.schedule(now + 3_600_000, 'ok', { queue: 'work' });
       await scheduler.schedule(now + 3_600_000, 'ok');
       await time.until(async () => (await scheduler.queue('work').counts()).waiting === 1, 'the due tasks finish', 50);
