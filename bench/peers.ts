@@ -33,7 +33,10 @@ import { ensureRuntime, startRedis, type PeerRuntime } from './peers/runtime.js'
 
 const QUICK = process.argv.includes('--quick');
 /** `--contenders=a,b`: only these (an A/B run of taskheap alone, say); default every peer. */
-const ONLY = process.argv.find((arg) => arg.startsWith('--contenders='))?.slice('--contenders='.length).split(',');
+const ONLY = process.argv
+  .find((arg) => arg.startsWith('--contenders='))
+  ?.slice('--contenders='.length)
+  .split(',');
 const N = QUICK ? 2_000 : 20_000;
 const ROUNDS = QUICK ? 1 : 3;
 const DELAYED = 1_000;
@@ -108,7 +111,9 @@ async function freshTarget(env: Env, contender: string) {
 
 async function statements(env: Env, database: string): Promise<number> {
   const { rows } = await env.admin.query<{ n: string | null }>(
-    `SELECT sum(calls) AS n FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)`, [database]);
+    `SELECT sum(calls) AS n FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)`,
+    [database],
+  );
   return Number(rows[0]?.n ?? 0);
 }
 
@@ -118,7 +123,10 @@ async function enqueue(env: Env, contender: string, fsync: Fsync, bulk: boolean)
   const workload = bulk ? 'bulk enqueue (1,000 per call)' : 'enqueue one at a time';
   const { target } = await freshTarget(env, contender);
   const n = bulk ? N : N / 4;
-  const answer = JSON.parse(await once(env, { contender, role: 'enqueue', target, n, bulk }, `${contender} enqueue`)) as { seconds?: number; unsupported?: boolean };
+  const answer = JSON.parse(await once(env, { contender, role: 'enqueue', target, n, bulk }, `${contender} enqueue`)) as {
+    seconds?: number;
+    unsupported?: boolean;
+  };
   if (answer.unsupported) return { workload, fsync, contender, note: 'no bulk API' };
   return { workload, fsync, contender, value: n / answer.seconds! };
 }
@@ -130,9 +138,18 @@ interface WorkerReport {
 }
 
 /** Starts `processes` workers, says go, waits for `expected` jobs, stops them and gathers their reports. */
-async function work(env: Env, contender: string, target: object, processes: number, expected: number, beforeGo?: () => Promise<void>, afterGo?: () => Promise<void>) {
+async function work(
+  env: Env,
+  contender: string,
+  target: object,
+  processes: number,
+  expected: number,
+  beforeGo?: () => Promise<void>,
+  afterGo?: () => Promise<void>,
+) {
   const workers = Array.from({ length: processes }, () => start(env, { contender, role: 'worker', target }));
-  for (const w of workers) if ((await nextLine(w, `${contender} worker`)) !== 'loaded') throw new Error(`${contender}: worker did not load`);
+  for (const w of workers)
+    if ((await nextLine(w, `${contender} worker`)) !== 'loaded') throw new Error(`${contender}: worker did not load`);
   await beforeGo?.();
   const goAt = Date.now();
   for (const w of workers) w.send('go');
@@ -179,7 +196,7 @@ async function processing(env: Env, contender: string, fsync: Fsync, processes: 
     if (pgBased) before = await statements(env, name);
   });
   const lastAt = Math.max(...reports.map((r) => r.lastAt));
-  const statementsPerJob = pgBased ? (await statements(env, name) - before) / N : undefined;
+  const statementsPerJob = pgBased ? ((await statements(env, name)) - before) / N : undefined;
   return { workload, fsync, contender, value: N / ((lastAt - goAt) / 1000), statementsPerJob, check: exactlyOnce(reports, N) };
 }
 
@@ -188,7 +205,11 @@ async function delayed(env: Env, contender: string, fsync: Fsync): Promise<Sampl
   const { reports } = await work(env, contender, target, 1, DELAYED, undefined, async () => {
     await sleep(500); // the worker is up and idle
     const at = Date.now() + 2_000;
-    await once(env, { contender, role: 'enqueue', target, n: DELAYED, bulk: false, due: { at, spread: 2_000 } }, `${contender} delayed enqueue`);
+    await once(
+      env,
+      { contender, role: 'enqueue', target, n: DELAYED, bulk: false, due: { at, spread: 2_000 } },
+      `${contender} delayed enqueue`,
+    );
     if (Date.now() > at) process.stderr.write(`bench: ${contender} took longer to enqueue the delayed jobs than their lead\n`);
   });
   const lateness = reports.flatMap((r) => r.lateness).sort((a, b) => a - b);
@@ -210,7 +231,10 @@ async function idle(env: Env): Promise<Sample[]> {
   for (const w of workers) w.send('stop');
   await Promise.all(workers.map((w) => w.exited));
   return pgContenders.map((contender, k) => ({
-    workload: `statements while idle, ${IDLE_SECONDS} s`, fsync: 'off' as const, contender, value: after[k]! - before[k]!,
+    workload: `statements while idle, ${IDLE_SECONDS} s`,
+    fsync: 'off' as const,
+    contender,
+    value: after[k]! - before[k]!,
   }));
 }
 
@@ -243,7 +267,9 @@ async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
 function describe(s: Sample): string {
   if (s.note !== undefined) return s.note;
   if (s.p99 !== undefined) return `p50 ${s.p50} ms, p99 ${s.p99} ms (${s.check})`;
-  const extra = [s.statementsPerJob === undefined ? '' : `${s.statementsPerJob.toFixed(2)} statements/job`, s.check ?? ''].filter(Boolean).join(', ');
+  const extra = [s.statementsPerJob === undefined ? '' : `${s.statementsPerJob.toFixed(2)} statements/job`, s.check ?? '']
+    .filter(Boolean)
+    .join(', ');
   return `${Math.round(s.value!)}${extra === '' ? '' : ` (${extra})`}`;
 }
 
@@ -261,7 +287,13 @@ function table(samples: Sample[], contenders: string[]): string {
     const values = list.map((s) => s[field]).filter((v): v is number => v !== undefined && Number.isFinite(v));
     return values.length === 0 ? undefined : median(values);
   };
-  const emit = (label: string, field: 'value' | 'p99' | 'statementsPerJob', key: string, unit: (v: number) => string, higherIsBetter: boolean) => {
+  const emit = (
+    label: string,
+    field: 'value' | 'p99' | 'statementsPerJob',
+    key: string,
+    unit: (v: number) => string,
+    higherIsBetter: boolean,
+  ) => {
     const [workload, fsync] = key.split('|');
     const of = (c: string) => samples.filter((s) => s.workload === workload && s.fsync === fsync && s.contender === c);
     const own = cell(of('taskheap'), field);
@@ -284,7 +316,8 @@ function table(samples: Sample[], contenders: string[]): string {
     else if (workload.startsWith('statements')) emit(workload, 'value', key, (v) => v.toFixed(0), false);
     else {
       emit(`${workload}: jobs/s${suffix}`, 'value', key, (v) => Math.round(v).toLocaleString('en-US'), true);
-      if (workload.startsWith('processing')) emit(`${workload}: statements per job${suffix}`, 'statementsPerJob', key, (v) => v.toFixed(2), false);
+      if (workload.startsWith('processing'))
+        emit(`${workload}: statements per job${suffix}`, 'statementsPerJob', key, (v) => v.toFixed(2), false);
     }
   }
   return rows.join('\n');
@@ -307,7 +340,9 @@ async function main(): Promise<void> {
   const runtime = ensureRuntime();
   await buildForChildren();
   const redis = runtime.redis === undefined ? undefined : await startRedis(runtime.redis);
-  const contenders = ['taskheap', 'graphile-worker', 'pg-boss', ...(redis === undefined ? [] : ['bullmq'])].filter((c) => ONLY?.includes(c) ?? true);
+  const contenders = ['taskheap', 'graphile-worker', 'pg-boss', ...(redis === undefined ? [] : ['bullmq'])].filter(
+    (c) => ONLY?.includes(c) ?? true,
+  );
   const load = [os.loadavg()[0]!];
   const samples: Sample[] = [];
   let pgVersion = '';
@@ -316,8 +351,8 @@ async function main(): Promise<void> {
       await withServer(fsync === 'on' ? FSYNC_ON : [], async (server, admin) => {
         pgVersion = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
         const env: Env = { runtime, server, admin, redisUrl: redis?.url, contenders };
-        samples.push(...await pass(env, fsync));
-        if (fsync === 'off') samples.push(...await idle(env));
+        samples.push(...(await pass(env, fsync)));
+        if (fsync === 'off') samples.push(...(await idle(env)));
       });
     }
   } finally {
@@ -330,10 +365,14 @@ async function main(): Promise<void> {
     '',
     `- Machine: ${cpus[0]?.model.trim() ?? 'unknown'}, ${cpus.length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GB; load average (1 min) ${load[0]!.toFixed(2)} at start, ${load[1]!.toFixed(2)} at end`,
     `- Every process on Node ${runtime.nodeVersion}; PostgreSQL ${pgVersion} on loopback (shared_buffers 64MB; fsync off: also synchronous_commit and full_page_writes off); Redis ${redis === undefined ? 'absent' : 'in memory'}`,
-    `- Versions: ${Object.entries(runtime.versions).map(([name, version]) => `${name} ${version}`).join(', ')}`,
+    `- Versions: ${Object.entries(runtime.versions)
+      .map(([name, version]) => `${name} ${version}`)
+      .join(', ')}`,
     `- N = ${N.toLocaleString('en-US')} no-op jobs (enqueue one at a time: N/4), ${ROUNDS} interleaved round${ROUNDS > 1 ? 's' : ''} (median), ${DELAYED.toLocaleString('en-US')} delayed jobs`,
-    ...Object.entries(SETTINGS).filter(([name]) => contenders.includes(name)).map(([name, text]) => `- ${name}: ${text}`),
-    '- Ratios in parentheses: the figure divided by taskheap\'s. A bold note means a job did not run exactly once.',
+    ...Object.entries(SETTINGS)
+      .filter(([name]) => contenders.includes(name))
+      .map(([name, text]) => `- ${name}: ${text}`),
+    "- Ratios in parentheses: the figure divided by taskheap's. A bold note means a job did not run exactly once.",
     '',
     table(samples, contenders),
     '',
@@ -344,7 +383,10 @@ async function main(): Promise<void> {
   mkdirSync(results, { recursive: true });
   const name = QUICK ? 'peers-latest-quick' : 'peers-latest';
   writeFileSync(new URL(`${name}.md`, results), markdown);
-  writeFileSync(new URL(`${name}.json`, results), `${JSON.stringify({ date: new Date().toISOString(), quick: QUICK, n: N, rounds: ROUNDS, node: runtime.nodeVersion, postgres: pgVersion, versions: runtime.versions, loadAverage: load, samples }, null, 2)}\n`);
+  writeFileSync(
+    new URL(`${name}.json`, results),
+    `${JSON.stringify({ date: new Date().toISOString(), quick: QUICK, n: N, rounds: ROUNDS, node: runtime.nodeVersion, postgres: pgVersion, versions: runtime.versions, loadAverage: load, samples }, null, 2)}\n`,
+  );
   console.log(`Saved bench/results/${name}.{md,json}`);
 }
 

@@ -20,10 +20,15 @@ try {
     const schema = `bench_${blocked}`;
     const store = postgresStore({ connectionString: server.url, schema });
     await store.migrate();
-    await admin.query(`INSERT INTO ${schema}.taskheap_tasks (name, payload, run_at) SELECT 'job', '{}', now() - interval '1 hour' FROM generate_series(1, 1000)`);
+    await admin.query(
+      `INSERT INTO ${schema}.taskheap_tasks (name, payload, run_at) SELECT 'job', '{}', now() - interval '1 hour' FROM generate_series(1, 1000)`,
+    );
     if (blocked !== 'none') {
-      await admin.query(`INSERT INTO ${schema}.taskheap_tasks (name, payload, run_at, queue)
-        SELECT 'job', '{}', now() - interval '2 hours', 'blocked' FROM generate_series(1, $1)`, [BLOCKED]);
+      await admin.query(
+        `INSERT INTO ${schema}.taskheap_tasks (name, payload, run_at, queue)
+        SELECT 'job', '{}', now() - interval '2 hours', 'blocked' FROM generate_series(1, $1)`,
+        [BLOCKED],
+      );
       if (blocked === 'paused') await store.setQueue('blocked', { paused: true });
       else {
         await store.setQueue('blocked', { globalConcurrency: 1 });
@@ -36,16 +41,26 @@ try {
       const started = performance.now();
       const claimed = await store.claim('bench', Date.now(), 60_000, 10, advanceJob);
       times.push(performance.now() - started);
-      if (claimed.length !== 10 || claimed.some((c) => JSON.parse(c.options).queue === 'blocked')) throw new Error(`claimed ${claimed.length}`);
-      await store.settle('bench', claimed.map((c) => ({ id: c.id, kind: 'release' as const })), Date.now());
+      if (claimed.length !== 10 || claimed.some((c) => JSON.parse(c.options).queue === 'blocked'))
+        throw new Error(`claimed ${claimed.length}`);
+      await store.settle(
+        'bench',
+        claimed.map((c) => ({ id: c.id, kind: 'release' as const })),
+        Date.now(),
+      );
     }
     times.sort((a, b) => a - b);
-    rows.push(`| ${blocked === 'none' ? 'none blocked' : `${BLOCKED.toLocaleString('en')} due in a ${blocked} queue`} | ${times[10]!.toFixed(2)} ms |`);
+    rows.push(
+      `| ${blocked === 'none' ? 'none blocked' : `${BLOCKED.toLocaleString('en')} due in a ${blocked} queue`} | ${times[10]!.toFixed(2)} ms |`,
+    );
     if (process.argv.includes('--explain') && blocked !== 'none') {
       const sql = statements(schema).claimUnlessJobsDue;
-      await admin.query('SET jit = off'); const { rows: plan } = await admin.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [10, 'explain', 60_000, 1, 'x', null, null, null]);
+      await admin.query('SET jit = off');
+      const { rows: plan } = await admin.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [10, 'explain', 60_000, 1, 'x', null, null, null]);
       console.log(plan.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n'));
-      await admin.query(`UPDATE ${schema}.taskheap_tasks SET state = 'waiting', locked_by = NULL, attempts = 0 WHERE locked_by = 'explain'`);
+      await admin.query(
+        `UPDATE ${schema}.taskheap_tasks SET state = 'waiting', locked_by = NULL, attempts = 0 WHERE locked_by = 'explain'`,
+      );
     }
     await store.close();
   }

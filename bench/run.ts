@@ -114,7 +114,9 @@ async function execute(list: Measurement[], mode: Mode): Promise<void> {
 const load = (): string => os.loadavg()[0]!.toFixed(2);
 
 function header(mode: Mode, info: Record<string, string | number>, libs: Record<string, string>, loads: string[]): string {
-  const lib = Object.entries(libs).map(([name, version]) => `${name} ${version}`).join(', ');
+  const lib = Object.entries(libs)
+    .map(([name, version]) => `${name} ${version}`)
+    .join(', ');
   return [
     `# taskheap benchmarks${mode.quick ? ' (quick)' : ''}`,
     '',
@@ -131,9 +133,11 @@ async function main(): Promise<void> {
   const { mode } = options;
   const started = new Date();
   const loadAtStart = load();
-  const list = plan(mode).filter((m) =>
-    (options.only === undefined || options.only.has(m.workload as Workload)) &&
-    (options.contenders === undefined || options.contenders.has(m.contender)));
+  const list = plan(mode).filter(
+    (m) =>
+      (options.only === undefined || options.only.has(m.workload as Workload)) &&
+      (options.contenders === undefined || options.contenders.has(m.contender)),
+  );
   await execute(list, mode);
 
   const info = machine();
@@ -150,7 +154,16 @@ async function main(): Promise<void> {
   process.stdout.write(markdown);
 
   const partial = options.only !== undefined || options.contenders !== undefined;
-  const json = { startedAt: started.toISOString(), finishedAt: new Date().toISOString(), mode, partial, machine: { ...info, loadAverage: loads }, versions: libs, measurements: list, targets: goals };
+  const json = {
+    startedAt: started.toISOString(),
+    finishedAt: new Date().toISOString(),
+    mode,
+    partial,
+    machine: { ...info, loadAverage: loads },
+    versions: libs,
+    measurements: list,
+    targets: goals,
+  };
   save(json, markdown, mode.quick ? 'quick' : partial ? 'partial' : 'full', started);
 }
 

@@ -51,7 +51,10 @@ async function child(kind: string, target: string, schema: string | undefined): 
         watching = true;
         void (async () => {
           for (;;) {
-            const left = [...await scheduler.listTasks({ state: 'waiting', limit: 1 }), ...await scheduler.listTasks({ state: 'running', limit: 1 })];
+            const left = [
+              ...(await scheduler.listTasks({ state: 'waiting', limit: 1 })),
+              ...(await scheduler.listTasks({ state: 'running', limit: 1 })),
+            ];
             if (left.length === 0) return void process.stdout.write('drained\n');
             await sleep(10);
           }
@@ -97,19 +100,26 @@ async function seed(store: Store, n: number): Promise<number> {
   const now = Date.now();
   const t0 = performance.now();
   let next = 0;
-  await Promise.all(Array.from({ length: 16 }, async () => {
-    while (next < n) {
-      next++;
-      await store.addTask({ name: 'noop', key: null, payload: 'null', runAt: now, maxAttempts: 1, options: '{}' });
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < n) {
+        next++;
+        await store.addTask({ name: 'noop', key: null, payload: 'null', runAt: now, maxAttempts: 1, options: '{}' });
+      }
+    }),
+  );
   const rate = (n / (performance.now() - t0)) * 1000;
   await store.close();
   return rate;
 }
 
 async function storeRun(
-  run: string, processes: number, n: number, store: Store, childArgs: string[], succeeded: (children: ReturnType<typeof spawnChild>[]) => Promise<number>,
+  run: string,
+  processes: number,
+  n: number,
+  store: Store,
+  childArgs: string[],
+  succeeded: (children: ReturnType<typeof spawnChild>[]) => Promise<number>,
 ): Promise<Row> {
   const scheduledPerSec = await seed(store, n);
   const children = Array.from({ length: processes }, () => spawnChild(childArgs));
@@ -125,7 +135,10 @@ async function storeRun(
   for (const c of children) c.send('stop');
   await Promise.all(children.map((c) => c.exited));
   for (const c of children) {
-    const line = c.output().split('\n').find((l) => l.startsWith('stopped'));
+    const line = c
+      .output()
+      .split('\n')
+      .find((l) => l.startsWith('stopped'));
     if (line !== undefined && !line.startsWith('stopped 0 errors')) console.error(`${run}: ${line}`);
   }
   return { run, processes, n, scheduledPerSec, seconds, tasksPerSec: n / seconds };
@@ -143,7 +156,8 @@ async function memoryRun(n: number): Promise<Row> {
   return { run: 'in-memory (no store)', processes: 1, n, seconds, tasksPerSec: n / seconds };
 }
 
-const rate = (value: number) => (value >= 1e4 ? `${Math.round(value / 1e3).toLocaleString('en-US')}k/s` : `${Math.round(value).toLocaleString('en-US')}/s`);
+const rate = (value: number) =>
+  value >= 1e4 ? `${Math.round(value / 1e3).toLocaleString('en-US')}k/s` : `${Math.round(value).toLocaleString('en-US')}/s`;
 
 function table(rows: Row[]): string {
   const lines = [
@@ -151,7 +165,9 @@ function table(rows: Row[]): string {
     '| --- | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
-    lines.push(`| ${r.run} | ${r.processes} | ${r.n.toLocaleString('en-US')} | ${r.scheduledPerSec === undefined ? '—' : rate(r.scheduledPerSec)} | ${r.seconds.toFixed(2)} s | ${rate(r.tasksPerSec)} |`);
+    lines.push(
+      `| ${r.run} | ${r.processes} | ${r.n.toLocaleString('en-US')} | ${r.scheduledPerSec === undefined ? '—' : rate(r.scheduledPerSec)} | ${r.seconds.toFixed(2)} s | ${rate(r.tasksPerSec)} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -171,9 +187,11 @@ async function main(): Promise<void> {
     rows.push(await memoryRun(n));
 
     const file = join(dir, 'bench.db');
-    rows.push(await storeRun('SQLite', 1, n, sqliteStore(file), ['sqlite', file], async (children) => {
-      return children[0]!.output().includes('drained\n') ? n : 0;
-    }));
+    rows.push(
+      await storeRun('SQLite', 1, n, sqliteStore(file), ['sqlite', file], async (children) => {
+        return children[0]!.output().includes('drained\n') ? n : 0;
+      }),
+    );
     const db = new Database(file, { readonly: true, fileMustExist: true });
     const done = (db.prepare(`SELECT COUNT(*) AS n FROM taskheap_tasks WHERE state = 'succeeded'`).get() as { n: number }).n;
     db.close();
@@ -181,10 +199,21 @@ async function main(): Promise<void> {
 
     for (const processes of [1, 3]) {
       const schema = `bench_${processes}`;
-      rows.push(await storeRun('PostgreSQL', processes, n, postgresStore({ connectionString: server.url, schema }), ['postgres', server.url, schema], async () => {
-        const { rows: [count] } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.taskheap_tasks WHERE state = 'succeeded'`);
-        return count!.n;
-      }));
+      rows.push(
+        await storeRun(
+          'PostgreSQL',
+          processes,
+          n,
+          postgresStore({ connectionString: server.url, schema }),
+          ['postgres', server.url, schema],
+          async () => {
+            const {
+              rows: [count],
+            } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.taskheap_tasks WHERE state = 'succeeded'`);
+            return count!.n;
+          },
+        ),
+      );
     }
   } finally {
     load.push(os.loadavg()[0]!);
@@ -197,14 +226,30 @@ async function main(): Promise<void> {
   const machine = `${cpus[0]?.model.trim() ?? 'unknown'}, ${cpus.length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GB, Node ${process.version}`;
   console.log(`# taskheap store throughput${quick ? ' (quick)' : ''}\n`);
   console.log(`- Machine: ${machine}; load average (1 min) ${load[0]!.toFixed(2)} at start, ${load[1]!.toFixed(2)} at end`);
-  console.log(`- No-op handler, ${WORKERS} worker slots per process; PostgreSQL ${version} on loopback with fsync=off, synchronous_commit=off; SQLite in WAL mode`);
+  console.log(
+    `- No-op handler, ${WORKERS} worker slots per process; PostgreSQL ${version} on loopback with fsync=off, synchronous_commit=off; SQLite in WAL mode`,
+  );
   console.log('- "claimed + completed": from "go" until the database shows all N succeeded (claim, run, record)\n');
   console.log(table(rows));
   const results = new URL('./results/', import.meta.url);
   mkdirSync(results, { recursive: true });
-  writeFileSync(new URL('store-latest.json', results), `${JSON.stringify({
-    date: new Date().toISOString(), quick, n, workersPerProcess: WORKERS, machine, postgres: version, loadAverage: load, rows,
-  }, null, 2)}\n`);
+  writeFileSync(
+    new URL('store-latest.json', results),
+    `${JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        quick,
+        n,
+        workersPerProcess: WORKERS,
+        machine,
+        postgres: version,
+        loadAverage: load,
+        rows,
+      },
+      null,
+      2,
+    )}\n`,
+  );
   console.log('\nSaved bench/results/store-latest.json');
 }
 

@@ -79,7 +79,10 @@ interface Entry {
 
 /** A client mistake: 4xx with `{ error }`. */
 class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -130,17 +133,19 @@ export function createServer(options: ServerOptions = {}): JobServer {
   const log: LogEntry[] = [];
   let nextId = 1;
 
-  const work = (entry: Entry) => async (ctx: TaskContext): Promise<void> => {
-    await sleep(scheduler.clock, workMs, ctx.signal);
-    log.push({
-      at: new Date(scheduler.clock.now()).toISOString(),
-      scheduledAt: ctx.scheduledAt.toISOString(),
-      jobId: entry.id,
-      name: entry.name,
-      message: entry.message,
-    });
-    if (log.length > logLimit) log.splice(0, log.length - logLimit);
-  };
+  const work =
+    (entry: Entry) =>
+    async (ctx: TaskContext): Promise<void> => {
+      await sleep(scheduler.clock, workMs, ctx.signal);
+      log.push({
+        at: new Date(scheduler.clock.now()).toISOString(),
+        scheduledAt: ctx.scheduledAt.toISOString(),
+        jobId: entry.id,
+        name: entry.name,
+        message: entry.message,
+      });
+      if (log.length > logLimit) log.splice(0, log.length - logLimit);
+    };
 
   function view(entry: Entry) {
     const { job } = entry;
@@ -204,14 +209,20 @@ export function createServer(options: ServerOptions = {}): JobServer {
     } else if (type === 'cron') {
       const { expression, timezone: zone } = body;
       if (expression === undefined) throw new HttpError(400, 'A cron job needs "expression", e.g. "*/5 * * * *"');
-      if (zone !== undefined && typeof zone !== 'string') throw new HttpError(400, `"timezone" must be a string, got ${JSON.stringify(zone)}`);
+      if (zone !== undefined && typeof zone !== 'string')
+        throw new HttpError(400, `"timezone" must be a string, got ${JSON.stringify(zone)}`);
       // The library names the bad field: 'Invalid cron expression "* * *": wrong number of fields (3)...'
       entry.job = scheduler.cron(expression as string, zone === undefined ? {} : { timezone: zone }).run(work(entry), runOptions);
       entry.spec = { expression, timezone: zone ?? scheduler.timezone };
     } else {
       // Without this check every(undefined) would mean every(1): once a millisecond.
       if (body.ms === undefined) throw new HttpError(400, 'An every job needs "ms", the interval in milliseconds');
-      entry.job = field('ms', () => scheduler.every(body.ms as number).milliseconds().run(work(entry), runOptions));
+      entry.job = field('ms', () =>
+        scheduler
+          .every(body.ms as number)
+          .milliseconds()
+          .run(work(entry), runOptions),
+      );
       entry.spec = { ms: body.ms };
     }
     nextId++;
@@ -281,7 +292,21 @@ export function createServer(options: ServerOptions = {}): JobServer {
     } else if (parts.length === 1 && (parts[0] === 'stats' || parts[0] === 'log') && method === 'GET') {
       return [200, parts[0] === 'stats' ? scheduler.stats() : log];
     } else if (parts.length === 0 && method === 'GET') {
-      return [200, { routes: ['POST /jobs', 'GET /jobs', 'GET /jobs/:id', 'DELETE /jobs/:id', 'POST /jobs/:id/pause', 'POST /jobs/:id/resume', 'GET /stats', 'GET /log'] }];
+      return [
+        200,
+        {
+          routes: [
+            'POST /jobs',
+            'GET /jobs',
+            'GET /jobs/:id',
+            'DELETE /jobs/:id',
+            'POST /jobs/:id/pause',
+            'POST /jobs/:id/resume',
+            'GET /stats',
+            'GET /log',
+          ],
+        },
+      ];
     }
     throw new HttpError(404, `Not found: ${method} ${path}`);
   }
@@ -374,13 +399,16 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     console.log(`${signal}: no new connections; waiting for running jobs to finish`);
-    app.close().then(() => {
-      console.log('bye');
-      process.exit(0);
-    }, (error: unknown) => {
-      console.error(error);
-      process.exit(1);
-    });
+    app.close().then(
+      () => {
+        console.log('bye');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        console.error(error);
+        process.exit(1);
+      },
+    );
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));

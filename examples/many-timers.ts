@@ -54,7 +54,9 @@ for (let i = 0; i < n; i++) {
 const scheduleMs = performance.now() - start;
 const after = memory();
 console.log(`scheduled ${fmt(n)} reminders in ${scheduleMs.toFixed(0)} ms (${fmt((n / scheduleMs) * 1000)} per second)`);
-console.log(`  heap: ${fmt((after.heapUsed - before.heapUsed) / n)} bytes per reminder (${fmt((after.heapUsed - before.heapUsed) / MB)} MB, including the array of handles)`);
+console.log(
+  `  heap: ${fmt((after.heapUsed - before.heapUsed) / n)} bytes per reminder (${fmt((after.heapUsed - before.heapUsed) / MB)} MB, including the array of handles)`,
+);
 console.log(`  rss:  ${fmt((after.rss - before.rss) / n)} bytes per reminder (${fmt(after.rss / MB)} MB in all)`);
 console.log(`  pending: ${fmt(scheduler.size)}, one timer armed for the earliest`);
 
@@ -69,7 +71,9 @@ console.log(`cancelled ${fmt(cancelled)} reminders in ${cancelMs.toFixed(0)} ms;
 
 tasks.length = 0;
 const end = memory();
-console.log(`memory after cancel: heap ${fmt(end.heapUsed / MB)} MB (was ${fmt(before.heapUsed / MB)} MB before scheduling), rss ${fmt(end.rss / MB)} MB`);
+console.log(
+  `memory after cancel: heap ${fmt(end.heapUsed / MB)} MB (was ${fmt(before.heapUsed / MB)} MB before scheduling), rss ${fmt(end.rss / MB)} MB`,
+);
 
 await scheduler.close();
 console.log(`done: ${fmt(fired)} fired, ${fmt(scheduler.stats().cancelled)} cancelled`);

@@ -27,18 +27,34 @@ const port = Number(process.env.PORT ?? 3000);
 
 const scheduler = new Scheduler({ workers: 4, onError: () => {} });
 let polls = 0;
-scheduler.every(5).seconds().run(() => {}, { name: 'digest' });
-scheduler.every(3).seconds().run(() => {
-  if (++polls % 3 === 0) throw new Error('feed timed out');
-}, { name: 'poll feeds', retry: { attempts: 2, delay: 500 } });
-scheduler.every(10).seconds().run(({ signal }) => new Promise((resolve) => {
-  const timer = setTimeout(resolve, 1_500);
-  signal.addEventListener('abort', () => clearTimeout(timer));
-}), { name: 'slow report', timeout: 1_000 });
+scheduler
+  .every(5)
+  .seconds()
+  .run(() => {}, { name: 'digest' });
+scheduler
+  .every(3)
+  .seconds()
+  .run(
+    () => {
+      if (++polls % 3 === 0) throw new Error('feed timed out');
+    },
+    { name: 'poll feeds', retry: { attempts: 2, delay: 500 } },
+  );
+scheduler
+  .every(10)
+  .seconds()
+  .run(
+    ({ signal }) =>
+      new Promise((resolve) => {
+        const timer = setTimeout(resolve, 1_500);
+        signal.addEventListener('abort', () => clearTimeout(timer));
+      }),
+    { name: 'slow report', timeout: 1_000 },
+  );
 
 function isAdmin(request: http.IncomingMessage): boolean {
-  const given = /(?:^|;\s*)admin=([^;]+)/.exec(request.headers.cookie ?? '')?.[1]
-    ?? /^Bearer (.+)$/.exec(request.headers.authorization ?? '')?.[1];
+  const given =
+    /(?:^|;\s*)admin=([^;]+)/.exec(request.headers.cookie ?? '')?.[1] ?? /^Bearer (.+)$/.exec(request.headers.authorization ?? '')?.[1];
   return given !== undefined && given.length === token.length && timingSafeEqual(Buffer.from(given), Buffer.from(token));
 }
 

@@ -134,20 +134,32 @@ export function formatDuration(ms: number): string {
 }
 
 const WEEKDAYS: Record<string, 'monday' | 'tuesday' | 'wednesday' | 'thursday' | 'friday' | 'saturday' | 'sunday'> = {
-  monday: 'monday', mon: 'monday',
-  tuesday: 'tuesday', tue: 'tuesday',
-  wednesday: 'wednesday', wed: 'wednesday',
-  thursday: 'thursday', thu: 'thursday',
-  friday: 'friday', fri: 'friday',
-  saturday: 'saturday', sat: 'saturday',
-  sunday: 'sunday', sun: 'sunday',
+  monday: 'monday',
+  mon: 'monday',
+  tuesday: 'tuesday',
+  tue: 'tuesday',
+  wednesday: 'wednesday',
+  wed: 'wednesday',
+  thursday: 'thursday',
+  thu: 'thursday',
+  friday: 'friday',
+  fri: 'friday',
+  saturday: 'saturday',
+  sat: 'saturday',
+  sunday: 'sunday',
+  sun: 'sunday',
 };
 const UNITS: Record<string, 'seconds' | 'minutes' | 'hours' | 'days' | 'weeks'> = {
-  second: 'seconds', seconds: 'seconds',
-  minute: 'minutes', minutes: 'minutes',
-  hour: 'hours', hours: 'hours',
-  day: 'days', days: 'days',
-  week: 'weeks', weeks: 'weeks',
+  second: 'seconds',
+  seconds: 'seconds',
+  minute: 'minutes',
+  minutes: 'minutes',
+  hour: 'hours',
+  hours: 'hours',
+  day: 'days',
+  days: 'days',
+  week: 'weeks',
+  weeks: 'weeks',
 };
 
 /** A recurring reminder as typed: how it is shown, its text, and its builder (built late: building validates). */
@@ -182,9 +194,16 @@ function parseEvery(scheduler: Scheduler, args: string[]): RecurringSpec {
   }
   const unit = UNITS[unitWord];
   const weekday = WEEKDAYS[unitWord];
-  const days = unitWord === 'weekday' || unitWord === 'weekdays' ? 'weekday' : unitWord === 'weekend' || unitWord === 'weekends' ? 'weekend' : undefined;
+  const days =
+    unitWord === 'weekday' || unitWord === 'weekdays'
+      ? 'weekday'
+      : unitWord === 'weekend' || unitWord === 'weekends'
+        ? 'weekend'
+        : undefined;
   if (unit === undefined && weekday === undefined && days === undefined) {
-    throw new UsageError(`unknown schedule "every ${args.slice(0, 2).join(' ')}": use a duration (15m), a unit (day, 2 hours), a weekday (monday), weekday or weekend`);
+    throw new UsageError(
+      `unknown schedule "every ${args.slice(0, 2).join(' ')}": use a duration (15m), a unit (day, 2 hours), a weekday (monday), weekday or weekend`,
+    );
   }
   let at: string | undefined;
   if (words[0]?.toLowerCase() === 'at') {
@@ -326,11 +345,15 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
 
   /** Schedules a timer's task; it cancels with the reminder's signal. */
   function arm(reminder: Reminder, timer: Timer): void {
-    timer.task = scheduler.schedule(timer.due, () => {
-      reminder.timers.delete(timer);
-      output(`⏰ #${reminder.id} ${reminder.text}${timer.snoozed ? ' (snoozed)' : ''}`);
-      notify();
-    }, taskOptions(reminder));
+    timer.task = scheduler.schedule(
+      timer.due,
+      () => {
+        reminder.timers.delete(timer);
+        output(`⏰ #${reminder.id} ${reminder.text}${timer.snoozed ? ' (snoozed)' : ''}`);
+        notify();
+      },
+      taskOptions(reminder),
+    );
   }
 
   function addTimer(reminder: Reminder, due: number, snoozed: boolean): Timer {
@@ -543,16 +566,21 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
 
   const now = () => scheduler.clock.now();
   const time = (ms: number) => formatTime(scheduler.timezone, ms);
-  const { bot, notify } = shell(scheduler, output, {
-    remind,
-    every: (args) => recurring('every', parseEvery(scheduler, args)),
-    cron: (args) => recurring('cron', parseCron(scheduler, args)),
-    snooze,
-    pause,
-    resume,
-    cancel,
-    list,
-  }, pendingOneShots);
+  const { bot, notify } = shell(
+    scheduler,
+    output,
+    {
+      remind,
+      every: (args) => recurring('every', parseEvery(scheduler, args)),
+      cron: (args) => recurring('cron', parseCron(scheduler, args)),
+      snooze,
+      pause,
+      resume,
+      cancel,
+      list,
+    },
+    pendingOneShots,
+  );
   const keyOf = (id: number) => `reminder:${id}`;
   const timerKey = (reminder: StoredReminder) => (reminder.kind === 'once' ? keyOf(reminder.id) : `${keyOf(reminder.id)}:snooze`);
 
@@ -627,9 +655,11 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
   async function pause(args: string[]): Promise<void> {
     const reminder = find(args[0], 'pause');
     if (reminder.paused) throw new UsageError(`#${reminder.id} is already paused`);
-    if (reminder.kind === 'once' && reminder.timer === undefined) throw new UsageError(`#${reminder.id} has already fired (snooze it to be reminded again)`);
+    if (reminder.kind === 'once' && reminder.timer === undefined)
+      throw new UsageError(`#${reminder.id} has already fired (snooze it to be reminded again)`);
     if (reminder.kind !== 'once') await scheduler.pauseJob(keyOf(reminder.id));
-    if (reminder.timer !== undefined) reminder.timer = await storeTimer(reminder, reminder.timer.due, Math.max(0, reminder.timer.due - now()));
+    if (reminder.timer !== undefined)
+      reminder.timer = await storeTimer(reminder, reminder.timer.due, Math.max(0, reminder.timer.due - now()));
     reminder.paused = true;
     output(`#${reminder.id} paused`);
     notify();
@@ -689,7 +719,14 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
       const payload = job.payload as ReminderPayload;
       nextId = Math.max(nextId, payload.id + 1);
       if (job.state !== 'scheduled' && job.state !== 'paused') continue;
-      found.push({ id: payload.id, kind: payload.kind, text: payload.text, rule: payload.rule, timer: undefined, paused: job.state === 'paused' });
+      found.push({
+        id: payload.id,
+        kind: payload.kind,
+        text: payload.text,
+        rule: payload.rule,
+        timer: undefined,
+        paused: job.state === 'paused',
+      });
     }
     for (const task of tasks) {
       const payload = task.payload as ReminderPayload;
@@ -698,7 +735,15 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
       const timer: StoredTimer = { taskId: task.id, due: task.runAt.getTime(), left: payload.left };
       const owner = found.find((reminder) => reminder.id === payload.id);
       if (owner !== undefined) owner.timer = timer;
-      else found.push({ id: payload.id, kind: payload.kind, text: payload.text, rule: payload.rule, timer, paused: payload.left !== undefined });
+      else
+        found.push({
+          id: payload.id,
+          kind: payload.kind,
+          text: payload.text,
+          rule: payload.rule,
+          timer,
+          paused: payload.left !== undefined,
+        });
     }
     for (const reminder of found.sort((a, b) => a.id - b.id)) reminders.set(reminder.id, reminder);
   }
@@ -734,11 +779,11 @@ async function main(): Promise<void> {
   const input = rl[Symbol.asyncIterator]();
   const print = interactive
     ? (line: string) => {
-      // Reminders arrive while the user types: clear the prompt line, print, redraw it.
-      // (Not once input has ended: prompt() would resume stdin and keep the process alive.)
-      process.stdout.write(`\r\x1b[K${line}\n`);
-      if (prompting) rl.prompt(true);
-    }
+        // Reminders arrive while the user types: clear the prompt line, print, redraw it.
+        // (Not once input has ended: prompt() would resume stdin and keep the process alive.)
+        process.stdout.write(`\r\x1b[K${line}\n`);
+        if (prompting) rl.prompt(true);
+      }
     : (line: string) => console.log(line);
   const bot = memory ? createBot({ scheduler, output: print }) : await createStoredBot({ scheduler, output: print });
   const restored = 'restored' in bot ? (bot.restored as number) : 0;
@@ -758,7 +803,9 @@ async function main(): Promise<void> {
   process.once('SIGTERM', stop);
 
   if (interactive) {
-    console.log(`taskheap reminder bot; times are in ${scheduler.timezone}; reminders ${memory ? 'in memory only' : `kept in ${db}`}. Type help for commands.`);
+    console.log(
+      `taskheap reminder bot; times are in ${scheduler.timezone}; reminders ${memory ? 'in memory only' : `kept in ${db}`}. Type help for commands.`,
+    );
     rl.prompt();
   }
   for await (const line of { [Symbol.asyncIterator]: () => input }) {

@@ -18,10 +18,13 @@ const elapsed = () => `${String(Date.now() - started).padStart(5)} ms`;
 
 const scheduler = new Scheduler({
   workers: 2,
-  onError: (error, { name, attempt }) => console.log(`${elapsed()}  ${name}: gave up after ${attempt} attempts (${(error as Error).message})`),
+  onError: (error, { name, attempt }) =>
+    console.log(`${elapsed()}  ${name}: gave up after ${attempt} attempts (${(error as Error).message})`),
 });
 scheduler.on('retry', (task, error, delay) => {
-  console.log(`${elapsed()}  ${task.name}: attempt ${task.attempts} failed (${(error as Error).message}); retrying in ${Math.round(delay)} ms`);
+  console.log(
+    `${elapsed()}  ${task.name}: attempt ${task.attempts} failed (${(error as Error).message}); retrying in ${Math.round(delay)} ms`,
+  );
 });
 
 /** Fails until its `failures` are used up, like a service that is warming up. */

@@ -21,10 +21,17 @@ import { ManualClock } from '../src/testing.js';
 
 /** Sends a digest of yesterday's activity every day at 09:00 in `zone`. */
 export function scheduleDailyDigest(scheduler: Scheduler, zone: string, send: (day: string) => Promise<void>): Job {
-  return scheduler.every().day().at('09:00', zone).run(async (ctx) => {
-    const yesterday = DateTime.fromJSDate(ctx.scheduledAt, { zone }).minus({ days: 1 }).toISODate()!;
-    await send(yesterday);
-  }, { name: 'daily-digest', retry: { attempts: 3, delay: 60_000 } });
+  return scheduler
+    .every()
+    .day()
+    .at('09:00', zone)
+    .run(
+      async (ctx) => {
+        const yesterday = DateTime.fromJSDate(ctx.scheduledAt, { zone }).minus({ days: 1 }).toISODate()!;
+        await send(yesterday);
+      },
+      { name: 'daily-digest', retry: { attempts: 3, delay: 60_000 } },
+    );
 }
 
 // ---- the test -----------------------------------------------------------------

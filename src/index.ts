@@ -34,7 +34,24 @@ export type { CalendarRuleOptions } from './rules/calendar.js';
 export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
 export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
-export type { Store, StoredTask, EnqueuedTask, StoredJob, StoredState, TaskFilter, NewTask, NewJob, ClaimedTask, DueJob, JobAdvance, Outcome, FinalState, AttemptError, JobFilter, QueryClient } from './durable/store.js';
+export type {
+  Store,
+  StoredTask,
+  EnqueuedTask,
+  StoredJob,
+  StoredState,
+  TaskFilter,
+  NewTask,
+  NewJob,
+  ClaimedTask,
+  DueJob,
+  JobAdvance,
+  Outcome,
+  FinalState,
+  AttemptError,
+  JobFilter,
+  QueryClient,
+} from './durable/store.js';
 export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';
 export type { StoredQueue, QueueChange, QueueRooms } from './durable/store.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';

@@ -76,12 +76,14 @@ export interface SchedulerOptions {
    * @example
    * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
    */
-  retention?: false | {
-    /** How long succeeded tasks are kept; `false` keeps them forever. @default '1d' */
-    succeeded?: Duration | false;
-    /** How long failed, timed-out and cancelled tasks (and jobs that are over) are kept; `false` keeps them forever. @default '7d' */
-    failed?: Duration | false;
-  };
+  retention?:
+    | false
+    | {
+        /** How long succeeded tasks are kept; `false` keeps them forever. @default '1d' */
+        succeeded?: Duration | false;
+        /** How long failed, timed-out and cancelled tasks (and jobs that are over) are kept; `false` keeps them forever. @default '7d' */
+        failed?: Duration | false;
+      };
   /**
    * A scheduler-wide rate limit: at most `limit` task starts in any sliding
    * window of `interval`, in this process. Tasks may add a limit of their
@@ -114,7 +116,15 @@ export interface SchedulerEvents extends TaskEvents {
 }
 
 /** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. @internal */
-export const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>(['start', 'success', 'failure', 'retry', 'cancel', 'skip', 'idle']);
+export const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>([
+  'start',
+  'success',
+  'failure',
+  'retry',
+  'cancel',
+  'skip',
+  'idle',
+]);
 
 /** @internal */
 export function assertEvent(event: unknown): void {
@@ -125,10 +135,23 @@ export function assertEvent(event: unknown): void {
 
 /** A stored task id: a positive safe integer. @internal */
 export function assertId(id: unknown): asserts id is number {
-  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
+  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1)
+    throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
 }
 
-const SCHEDULER_KEYS = new Set(['workers', 'maxPending', 'timezone', 'unref', 'clock', 'onError', 'store', 'handlers', 'retention', 'rate', 'queues']);
+const SCHEDULER_KEYS = new Set([
+  'workers',
+  'maxPending',
+  'timezone',
+  'unref',
+  'clock',
+  'onError',
+  'store',
+  'handlers',
+  'retention',
+  'rate',
+  'queues',
+]);
 const RETENTION_KEYS = new Set(['succeeded', 'failed']);
 const CRON_KEYS = new Set(['timezone']);
 const WAIT_KEYS = new Set(['signal', 'timeout']);
@@ -150,7 +173,17 @@ export interface SchedulerSettings {
 export function toSchedulerSettings(options: SchedulerOptions): SchedulerSettings {
   assertOptionsObject(options, 'Scheduler');
   assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
-  const { workers = 10, maxPending = Infinity, timezone, unref = false, clock = systemClock, onError = defaultOnError, store, handlers, retention } = options;
+  const {
+    workers = 10,
+    maxPending = Infinity,
+    timezone,
+    unref = false,
+    clock = systemClock,
+    onError = defaultOnError,
+    store,
+    handlers,
+    retention,
+  } = options;
   const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
   // Without a store the queues are the loop's; with one, the store's.
   const queues = options.queues === undefined || store !== undefined ? undefined : toQueues(options.queues);
@@ -167,8 +200,17 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
     if (store === undefined) throw new TypeError('The `handlers` option needs a scheduler created with a `store`');
     if (!Array.isArray(handlers)) throw new TypeError(`Expected \`handlers\` to be an array of handler names, got ${describe(handlers)}`);
   }
-  if (retention !== undefined && store === undefined) throw new TypeError('The `retention` option needs a scheduler created with a `store`');
-  return { loop: { workers, maxPending, unref, clock, onError, rate }, timezone: zone, store, handlers, retention: toRetention(retention), queues, durableQueues };
+  if (retention !== undefined && store === undefined)
+    throw new TypeError('The `retention` option needs a scheduler created with a `store`');
+  return {
+    loop: { workers, maxPending, unref, clock, onError, rate },
+    timezone: zone,
+    store,
+    handlers,
+    retention: toRetention(retention),
+    queues,
+    durableQueues,
+  };
 }
 
 /** The `retention` option in ms (null: kept forever). */
@@ -202,7 +244,8 @@ export function toWaitOptions(options: { signal?: AbortSignal; timeout?: Duratio
   assertOptionsObject(options, 'waitFor');
   assertKnownKeys(options, WAIT_KEYS, 'waitFor');
   const { signal } = options;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
   const timeout = options.timeout === undefined ? Infinity : toDuration(options.timeout, 'timeout', 1);
   return { signal, timeout };
 }
@@ -211,7 +254,8 @@ export function toWaitOptions(options: { signal?: AbortSignal; timeout?: Duratio
 export function toStoredItems(items: readonly DurableTaskItem[]): { runAt: unknown; name: unknown; options: object }[] {
   if (!Array.isArray(items)) throw new TypeError(`Expected \`items\` of scheduleMany() to be an array, got ${describe(items)}`);
   return items.map((item, i) => {
-    if (typeof item !== 'object' || item === null) throw new TypeError(`scheduleMany() item ${i}: expected an object { when, name, ... }, got ${describe(item)}`);
+    if (typeof item !== 'object' || item === null)
+      throw new TypeError(`scheduleMany() item ${i}: expected an object { when, name, ... }, got ${describe(item)}`);
     const { when, name, ...options } = item;
     return { runAt: when as unknown, name: name as unknown, options };
   });
@@ -219,7 +263,8 @@ export function toStoredItems(items: readonly DurableTaskItem[]): { runAt: unkno
 
 /** The `limit` of `pendingTasks()`. @internal */
 export function assertLimit(limit: unknown): void {
-  if (!Number.isInteger(limit) || (limit as number) < 0) throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);
+  if (!Number.isInteger(limit) || (limit as number) < 0)
+    throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);
 }
 
 /** The `abort` option of `close()`. @internal */

@@ -23,7 +23,19 @@ import { CronBuilder, Every, OnceBuilder, type JobOptions } from './jobs/builder
 import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
 import type { JobBounds, RulePlan } from './rules/plan.js';
-import { assertEvent, assertId, assertLimit, cronZone, EVENTS, toSchedulerSettings, toAbort, toStoredItems, toWaitOptions, type SchedulerEvents, type SchedulerOptions } from './scheduler-options.js';
+import {
+  assertEvent,
+  assertId,
+  assertLimit,
+  cronZone,
+  EVENTS,
+  toSchedulerSettings,
+  toAbort,
+  toStoredItems,
+  toWaitOptions,
+  type SchedulerEvents,
+  type SchedulerOptions,
+} from './scheduler-options.js';
 
 export type { SchedulerEvents, SchedulerOptions } from './scheduler-options.js';
 
@@ -93,7 +105,11 @@ export class Scheduler {
    * const task = await scheduler.schedule(when, 'remind', { payload: { user, text }, key: `remind:${id}` });
    */
   schedule(when: When, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
-  schedule<R>(when: When, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<EnqueuedTask> {
+  schedule<R>(
+    when: When,
+    fn: TaskFunction<R> | string,
+    options?: TaskOptions | DurableTaskOptions,
+  ): Task<Awaited<R>> | Promise<EnqueuedTask> {
     const time = toEpoch(when);
     if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
     return this.#loop.add(time, fn, options as TaskOptions | undefined);
@@ -135,9 +151,14 @@ export class Scheduler {
   after<R>(delay: Duration, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
   /** With a store: the handler `name` after `delay` (see the durable `schedule`). */
   after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
-  after<R>(delay: Duration, fn: TaskFunction<R> | string, options?: TaskOptions | DurableTaskOptions): Task<Awaited<R>> | Promise<EnqueuedTask> {
+  after<R>(
+    delay: Duration,
+    fn: TaskFunction<R> | string,
+    options?: TaskOptions | DurableTaskOptions,
+  ): Task<Awaited<R>> | Promise<EnqueuedTask> {
     const time = this.#loop.clock.now() + toDuration(delay, 'delay');
-    if (time > MAX_TIME) throw new RangeError(`Expected \`delay\` to end within the Date range (${MAX_TIME} epoch ms), got ${describe(delay)}`);
+    if (time > MAX_TIME)
+      throw new RangeError(`Expected \`delay\` to end within the Date range (${MAX_TIME} epoch ms), got ${describe(delay)}`);
     if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
     return this.#loop.add(time, fn, options as TaskOptions | undefined);
   }
@@ -170,7 +191,6 @@ export class Scheduler {
   cron(expression: string, options: { timezone?: string } = {}): CronBuilder {
     return new CronBuilder(this, expression, cronZone(options, this.#timezone));
   }
-
 
   /** Jobs that are scheduled or paused, in creation order. */
   jobs(): Job[] {
@@ -299,7 +319,10 @@ export class Scheduler {
     if (task !== undefined) return task;
     const now = await runner.getTask(id);
     if (now === undefined) throw new TaskNotFoundError(id);
-    throw new TaskheapError(`Task ${id} is ${now.state}; only a failed, timed-out or cancelled task can be retried`, 'ERR_TASK_NOT_FINISHED');
+    throw new TaskheapError(
+      `Task ${id} is ${now.state}; only a failed, timed-out or cancelled task can be retried`,
+      'ERR_TASK_NOT_FINISHED',
+    );
   }
 
   /**
@@ -360,10 +383,15 @@ export class Scheduler {
    * await scheduler.waitFor(task.id);
    */
   triggerJob(key: string): Promise<StoredTask> {
-    return this.#requireStore('triggerJob()').triggerJob(key).then((task) => {
-      if (task !== undefined) return task;
-      throw new TaskheapError(`No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`, 'ERR_JOB_NOT_FOUND');
-    });
+    return this.#requireStore('triggerJob()')
+      .triggerJob(key)
+      .then((task) => {
+        if (task !== undefined) return task;
+        throw new TaskheapError(
+          `No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`,
+          'ERR_JOB_NOT_FOUND',
+        );
+      });
   }
 
   /**
@@ -538,7 +566,9 @@ export class Scheduler {
       return this;
     }
     if (typeof whenOrEvent === 'string' && !isIsoInstant(whenOrEvent)) {
-      throw new TypeError(`Expected once() to get a time (a Date, epoch ms, a DateTime or an ISO-8601 string with an offset or Z) or an event name (${[...EVENTS].join(', ')}) with a listener, got ${describe(whenOrEvent)}`);
+      throw new TypeError(
+        `Expected once() to get a time (a Date, epoch ms, a DateTime or an ISO-8601 string with an offset or Z) or an event name (${[...EVENTS].join(', ')}) with a listener, got ${describe(whenOrEvent)}`,
+      );
     }
     return new OnceBuilder(this, whenOrEvent as When);
   }

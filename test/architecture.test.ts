@@ -128,7 +128,7 @@ describe('src/ layout', () => {
     expect(drivers).toEqual([]);
   });
 
-  it('the README\'s layout table names every file of src/, and each file opens with a comment saying what it owns', () => {
+  it("the README's layout table names every file of src/, and each file opens with a comment saying what it owns", () => {
     const readme = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8');
     const start = readme.indexOf('## Contributing: the layout of `src/`');
     const layout = readme.slice(start, readme.indexOf('\n## ', start + 1));

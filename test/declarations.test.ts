@@ -21,19 +21,26 @@ const ENTRIES = Object.entries(exportsMap)
   .map(([path, target]) => [`taskheap${path.slice(1)}`, target.types!.replace(/^\.\/dist\//, '')] as const);
 
 function buildConfig(): ts.ParsedCommandLine {
-  const parsed = ts.getParsedCommandLineOfConfigFile(join(root, 'tsconfig.build.json'), {}, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
-      throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    join(root, 'tsconfig.build.json'),
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
+        throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+      },
     },
-  });
+  );
   if (parsed === undefined) throw new Error('tsconfig.build.json did not parse');
   return parsed;
 }
 
 function format(diagnostics: readonly ts.Diagnostic[]): string[] {
   return diagnostics.map((d) => {
-    const where = d.file === undefined ? '' : `${d.file.fileName.slice(root.length + 1)}(${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}): `;
+    const where =
+      d.file === undefined
+        ? ''
+        : `${d.file.fileName.slice(root.length + 1)}(${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}): `;
     return where + ts.flattenDiagnosticMessageText(d.messageText, '\n');
   });
 }
@@ -54,7 +61,8 @@ function internalsOf(program: ts.Program): { top: Set<string>; members: Set<stri
       if (isInternal(statement)) top.add(name.text);
       if (!ts.isClassDeclaration(statement) && !ts.isInterfaceDeclaration(statement)) continue;
       for (const member of statement.members) {
-        if (member.name !== undefined && ts.isIdentifier(member.name) && isInternal(member)) members.add(`${name.text}.${member.name.text}`);
+        if (member.name !== undefined && ts.isIdentifier(member.name) && isInternal(member))
+          members.add(`${name.text}.${member.name.text}`);
       }
     }
   }
@@ -70,20 +78,30 @@ beforeAll(() => {
   expect(config.options.stripInternal, 'tsconfig.build.json sets stripInternal').toBe(true);
   mkdirSync(join(root, 'tmp'), { recursive: true });
   out = mkdtempSync(join(root, 'tmp', 'declarations-'));
-  const program = ts.createProgram(config.fileNames, { ...config.options, outDir: out, declarationDir: out, emitDeclarationOnly: true, declarationMap: false, sourceMap: false });
+  const program = ts.createProgram(config.fileNames, {
+    ...config.options,
+    outDir: out,
+    declarationDir: out,
+    emitDeclarationOnly: true,
+    declarationMap: false,
+    sourceMap: false,
+  });
   const emitted = program.emit();
   expect(format(emitted.diagnostics)).toEqual([]);
   internals = internalsOf(program);
-  consumer = ts.createProgram(ENTRIES.map(([, file]) => join(out, file)), {
-    strict: true,
-    noEmit: true,
-    skipLibCheck: false,
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    lib: ['lib.es2022.d.ts', 'lib.esnext.disposable.d.ts'],
-    types: ['node'],
-  });
+  consumer = ts.createProgram(
+    ENTRIES.map(([, file]) => join(out, file)),
+    {
+      strict: true,
+      noEmit: true,
+      skipLibCheck: false,
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      lib: ['lib.es2022.d.ts', 'lib.esnext.disposable.d.ts'],
+      types: ['node'],
+    },
+  );
 }, 180_000);
 
 afterAll(() => {
@@ -106,7 +124,8 @@ function publicSurface(): Map<string, string[]> {
           // `#private` fields show as one opaque member, not offered to users; `__@…` are symbol-named ([Symbol.asyncDispose]).
           if (member.name.startsWith('__#') || member.name.startsWith('#') || member.name.startsWith('__@')) continue;
           const owner = member.declarations?.[0]?.parent;
-          const ownerName = owner !== undefined && (ts.isClassDeclaration(owner) || ts.isInterfaceDeclaration(owner)) ? owner.name?.text : symbol.name;
+          const ownerName =
+            owner !== undefined && (ts.isClassDeclaration(owner) || ts.isInterfaceDeclaration(owner)) ? owner.name?.text : symbol.name;
           members.add(`${ownerName}.${member.name}`);
         }
       };
@@ -125,7 +144,15 @@ describe('published declarations (stripInternal)', () => {
 
   it('src/ marks the internals this test looks for', () => {
     // Guards the guard: if these were no longer @internal, the checks below would prove nothing.
-    for (const name of ['Task._time', 'Task._run', 'Task._finish', 'Scheduler.now', 'Scheduler.createJob', 'Scheduler.createStoredJob', 'Scheduler.pendingByName']) {
+    for (const name of [
+      'Task._time',
+      'Task._run',
+      'Task._finish',
+      'Scheduler.now',
+      'Scheduler.createJob',
+      'Scheduler.createStoredJob',
+      'Scheduler.pendingByName',
+    ]) {
       expect(internals.members, name).toContain(name);
     }
     expect(internals.top).toContain('TaskLoop');
@@ -147,12 +174,48 @@ describe('published declarations (stripInternal)', () => {
   it('still show the public API', () => {
     const surface = publicSurface();
     const members = (name: string) => surface.get(name) ?? [];
-    expect(members('taskheap:Scheduler')).toEqual(expect.arrayContaining(['schedule', 'after', 'every', 'cron', 'once', 'on', 'off', 'close', 'stats', 'pendingTasks', 'workers', 'rate', 'getTask', 'waitFor'].map((m) => `Scheduler.${m}`)));
-    expect(members('taskheap:Task')).toEqual(expect.arrayContaining(['id', 'name', 'runAt', 'state', 'attempts', 'result', 'cancel'].map((m) => `Task.${m}`)));
+    expect(members('taskheap:Scheduler')).toEqual(
+      expect.arrayContaining(
+        [
+          'schedule',
+          'after',
+          'every',
+          'cron',
+          'once',
+          'on',
+          'off',
+          'close',
+          'stats',
+          'pendingTasks',
+          'workers',
+          'rate',
+          'getTask',
+          'waitFor',
+        ].map((m) => `Scheduler.${m}`),
+      ),
+    );
+    expect(members('taskheap:Task')).toEqual(
+      expect.arrayContaining(['id', 'name', 'runAt', 'state', 'attempts', 'result', 'cancel'].map((m) => `Task.${m}`)),
+    );
     expect(members('taskheap:Every')).toEqual(expect.arrayContaining(['Every.minutes', 'JobBuilder.run', 'JobBuilder.from']));
-    expect(members('taskheap/testing:ManualClock')).toEqual(expect.arrayContaining(['advance', 'now', 'setTimer', 'clearTimer'].map((m) => `ManualClock.${m}`)));
-    for (const [entry] of ENTRIES) expect([...surface.keys()].some((name) => name.startsWith(`${entry}:`)), entry).toBe(true);
-    for (const name of ['taskheap:Scheduler', 'taskheap:SchedulerOptions', 'taskheap:CronRule', 'taskheap/sqlite:sqliteStore', 'taskheap/postgres:postgresStore', 'taskheap/metrics:metrics', 'taskheap/otel:otel', 'taskheap/dashboard:dashboard']) {
+    expect(members('taskheap/testing:ManualClock')).toEqual(
+      expect.arrayContaining(['advance', 'now', 'setTimer', 'clearTimer'].map((m) => `ManualClock.${m}`)),
+    );
+    for (const [entry] of ENTRIES)
+      expect(
+        [...surface.keys()].some((name) => name.startsWith(`${entry}:`)),
+        entry,
+      ).toBe(true);
+    for (const name of [
+      'taskheap:Scheduler',
+      'taskheap:SchedulerOptions',
+      'taskheap:CronRule',
+      'taskheap/sqlite:sqliteStore',
+      'taskheap/postgres:postgresStore',
+      'taskheap/metrics:metrics',
+      'taskheap/otel:otel',
+      'taskheap/dashboard:dashboard',
+    ]) {
       expect(surface.has(name), name).toBe(true);
     }
   });

@@ -39,12 +39,25 @@ export const CONTENDERS: readonly ContenderInfo[] = [
   {
     name: 'node-cron',
     pkg: 'node-cron',
-    na: { schedule: NO_ONE_SHOT, cancel: NO_ONE_SHOT, drain: NO_ONE_SHOT, precision: NO_ONE_SHOT, interval: 'cron patterns only', nextRun: NO_NEXT },
+    na: {
+      schedule: NO_ONE_SHOT,
+      cancel: NO_ONE_SHOT,
+      drain: NO_ONE_SHOT,
+      precision: NO_ONE_SHOT,
+      interval: 'cron patterns only',
+      nextRun: NO_NEXT,
+    },
   },
   {
     name: 'toad-scheduler',
     pkg: 'toad-scheduler',
-    na: { schedule: NO_ONE_SHOT, cancel: NO_ONE_SHOT, drain: NO_ONE_SHOT, precision: NO_ONE_SHOT, nextRun: 'uses croner internally; no own API' },
+    na: {
+      schedule: NO_ONE_SHOT,
+      cancel: NO_ONE_SHOT,
+      drain: NO_ONE_SHOT,
+      precision: NO_ONE_SHOT,
+      nextRun: 'uses croner internally; no own API',
+    },
   },
 ];
 

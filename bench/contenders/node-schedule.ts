@@ -7,7 +7,10 @@ import type { Contender } from './types.js';
 // dependency); it is reached through node-schedule's resolution so the bench
 // uses exactly the version node-schedule runs.
 interface CronParser {
-  parseExpression(pattern: string, options: { currentDate?: Date; tz?: string }): {
+  parseExpression(
+    pattern: string,
+    options: { currentDate?: Date; tz?: string },
+  ): {
     reset(date: Date): void;
     next(): { getTime(): number };
   };

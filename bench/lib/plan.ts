@@ -71,8 +71,14 @@ export function plan(mode: Mode): Measurement[] {
 function oneShot(mode: Mode): Measurement[] {
   return mode.sizes.flatMap((n) =>
     CONTENDERS.map((c) => ({
-      workload: 'oneshot' as const, contender: c.name, label: c.name, group: fmt(n), n,
-      ref: c.name === 'taskheap', chain: `oneshot:${c.name}`, needs: 'schedule' as const,
+      workload: 'oneshot' as const,
+      contender: c.name,
+      label: c.name,
+      group: fmt(n),
+      n,
+      ref: c.name === 'taskheap',
+      chain: `oneshot:${c.name}`,
+      needs: 'schedule' as const,
       params: { contender: c.name, n, cancel: c.na.cancel === undefined },
     })),
   );
@@ -82,8 +88,14 @@ function recurring(mode: Mode): Measurement[] {
   return (['cron', 'interval'] as const).flatMap((kind) =>
     mode.sizes.flatMap((n) =>
       CONTENDERS.map((c) => ({
-        workload: 'recurring' as const, contender: c.name, label: c.name, group: `${kind}, ${fmt(n)}`, n,
-        ref: c.name === 'taskheap', chain: `recurring:${kind}:${c.name}`, needs: kind,
+        workload: 'recurring' as const,
+        contender: c.name,
+        label: c.name,
+        group: `${kind}, ${fmt(n)}`,
+        n,
+        ref: c.name === 'taskheap',
+        chain: `recurring:${kind}:${c.name}`,
+        needs: kind,
         params: { contender: c.name, n, kind },
       })),
     ),
@@ -96,9 +108,14 @@ function drain(mode: Mode): Measurement[] {
     CONTENDERS.flatMap((c) => {
       const pools: (number | null | undefined)[] = c.name === 'taskheap' ? [1, 16, null] : [undefined];
       return pools.map((workers) => ({
-        workload: 'drain' as const, contender: c.name, group: fmt(n), n,
+        workload: 'drain' as const,
+        contender: c.name,
+        group: fmt(n),
+        n,
         label: workers === undefined ? c.name : `${c.name} (workers=${workers ?? '∞'})`,
-        ref: c.name === 'taskheap' && workers === null, chain: `drain:${c.name}:${workers}`, needs: 'drain' as const,
+        ref: c.name === 'taskheap' && workers === null,
+        chain: `drain:${c.name}:${workers}`,
+        needs: 'drain' as const,
         params: { contender: c.name, n, workers },
       }));
     }),
@@ -109,9 +126,13 @@ function precision(mode: Mode): Measurement[] {
   return mode.precision.flatMap(({ count, spanMs }) =>
     [false, true].flatMap((busy) =>
       CONTENDERS.map((c) => ({
-        workload: 'precision' as const, contender: c.name, label: c.name,
+        workload: 'precision' as const,
+        contender: c.name,
+        label: c.name,
         group: `${fmt(count)} over ${spanMs / 1000} s, ${busy ? 'busy' : 'idle'} loop`,
-        ref: c.name === 'taskheap', chain: `precision:${c.name}:${count}:${busy}`, needs: 'precision' as const,
+        ref: c.name === 'taskheap',
+        chain: `precision:${c.name}:${count}:${busy}`,
+        needs: 'precision' as const,
         params: { contender: c.name, count, spanMs, busy },
       })),
     ),
@@ -120,8 +141,13 @@ function precision(mode: Mode): Measurement[] {
 
 function nextRun(mode: Mode): Measurement[] {
   return CONTENDERS.map((c) => ({
-    workload: 'next-run' as const, contender: c.name, label: c.name === 'node-schedule' ? 'node-schedule (cron-parser)' : c.name,
-    group: 'all', ref: c.name === 'taskheap', chain: `next-run:${c.name}`, needs: 'nextRun' as const,
+    workload: 'next-run' as const,
+    contender: c.name,
+    label: c.name === 'node-schedule' ? 'node-schedule (cron-parser)' : c.name,
+    group: 'all',
+    ref: c.name === 'taskheap',
+    chain: `next-run:${c.name}`,
+    needs: 'nextRun' as const,
     params: { contender: c.name, durationMs: mode.nextRunMs },
   }));
 }
@@ -136,8 +162,14 @@ function flow(mode: Mode): Measurement[] {
   const labels = { none: 'no options', priority: 'priority', serial: 'serial (1,000 keys)', rate: 'rate (1,000 keys)' };
   return mode.sizes.flatMap((n) =>
     variants.map((variant) => ({
-      workload: 'flow' as const, contender: 'taskheap', label: labels[variant], group: fmt(n), n,
-      ref: variant === 'none', chain: `flow:${variant}`, needs: 'drain' as const,
+      workload: 'flow' as const,
+      contender: 'taskheap',
+      label: labels[variant],
+      group: fmt(n),
+      n,
+      ref: variant === 'none',
+      chain: `flow:${variant}`,
+      needs: 'drain' as const,
       params: { n, variant },
     })),
   );

@@ -44,7 +44,8 @@ const TABLES: TableSpec[] = [
   {
     title: '3. N recurring jobs (`*/5 * * * *`, or every 5 minutes)',
     workload: 'recurring',
-    note: 'Interval rules: taskheap `every(5).minutes()`, setTimeout = `setInterval`, croner = per-second pattern with `interval: 300`, toad = `SimpleIntervalJob`. ' +
+    note:
+      'Interval rules: taskheap `every(5).minutes()`, setTimeout = `setInterval`, croner = per-second pattern with `interval: 300`, toad = `SimpleIntervalJob`. ' +
       'A 5-minute boundary can pass during a large round: the cron jobs then fire (no-ops), and taskheap may be between its timer and a `setImmediate` when timers are counted (0).',
     columns: [
       { title: 'time / job', key: 'nsPerJob', unit: 'ns' },
@@ -56,7 +57,8 @@ const TABLES: TableSpec[] = [
   {
     title: '4. Drain N no-op tasks all due now',
     workload: 'drain',
-    note: 'Drain rate: from the end of scheduling (or the due time, for libraries that refuse a past time) to the last run. End-to-end includes scheduling. Ratios are against taskheap with workers=∞. ' +
+    note:
+      'Drain rate: from the end of scheduling (or the due time, for libraries that refuse a past time) to the last run. End-to-end includes scheduling. Ratios are against taskheap with workers=∞. ' +
       'tinyqueue = a synchronous pop-and-call loop with the comparator `a.t - b.t`: with all times equal its pops cost O(1), so it is a floor for call overhead only; ' +
       'taskheap runs equal times in scheduling order (an id tie-break), which makes every pop a full O(log n) sift-down.',
     columns: [
@@ -78,7 +80,8 @@ const TABLES: TableSpec[] = [
   {
     title: '7. Rate limits, serial keys and priorities: their cost (taskheap only)',
     workload: 'flow',
-    note: 'N no-op tasks due now, scheduled then drained with 16 workers, each with no options, a priority (0-9), one of 1,000 serial keys, or one of 1,000 rate-limit keys whose limit never binds: ' +
+    note:
+      'N no-op tasks due now, scheduled then drained with 16 workers, each with no options, a priority (0-9), one of 1,000 serial keys, or one of 1,000 rate-limit keys whose limit never binds: ' +
       'the bookkeeping alone. Ratios are against no options, which is also the path of every scheduler that never uses these options.',
     columns: [
       { title: 'schedule / task', key: 'scheduleNsPerTask', unit: 'ns' },
@@ -113,9 +116,10 @@ function renderTable(spec: TableSpec, all: Measurement[]): string {
   const body = rows.map((m) => {
     const ref = rows.find((r) => r.group === m.group && r.ref);
     const status = statusText(m, spec.capability);
-    const cells = status !== undefined
-      ? [status, ...spec.columns.slice(1).map(() => '—')]
-      : spec.columns.map((c) => cell(numberAt(m, c.key), c.unit, m.ref ? undefined : numberAt(ref, c.key)));
+    const cells =
+      status !== undefined
+        ? [status, ...spec.columns.slice(1).map(() => '—')]
+        : spec.columns.map((c) => cell(numberAt(m, c.key), c.unit, m.ref ? undefined : numberAt(ref, c.key)));
     return [m.group, m.label, ...cells];
   });
   const firstTitle = spec.workload === 'precision' ? 'tasks' : spec.workload === 'recurring' ? 'rule, N' : 'N';
@@ -143,15 +147,19 @@ function renderNextRun(all: Measurement[]): string {
     const status = statusText(m);
     const results = patternsOf(m);
     if (status !== undefined || results === undefined) return [m.label, status ?? '—', ...keys.slice(1).map(() => '—')];
-    return [m.label, ...keys.map((key) => {
-      const r = results[key];
-      if (r?.error !== undefined) return `error (${r.error.slice(0, 60)})`;
-      const differs = judge !== m ? firstDifference(r?.sample, patternsOf(judge)?.[key]?.sample) : undefined;
-      if (differs !== undefined) disagreements.push(`- ${m.label}, \`${key}\`: ${differs} (vs ${judge!.label})`);
-      return cell(r?.opsPerSec, 'rate', m.ref ? undefined : patternsOf(ref)?.[key]?.opsPerSec) + (differs === undefined ? '' : ' ≠');
-    })];
+    return [
+      m.label,
+      ...keys.map((key) => {
+        const r = results[key];
+        if (r?.error !== undefined) return `error (${r.error.slice(0, 60)})`;
+        const differs = judge !== m ? firstDifference(r?.sample, patternsOf(judge)?.[key]?.sample) : undefined;
+        if (differs !== undefined) disagreements.push(`- ${m.label}, \`${key}\`: ${differs} (vs ${judge!.label})`);
+        return cell(r?.opsPerSec, 'rate', m.ref ? undefined : patternsOf(ref)?.[key]?.opsPerSec) + (differs === undefined ? '' : ' ≠');
+      }),
+    ];
   });
-  const note = 'Next occurrence after 1,024 instants spread over 2025–2029 (two on New York DST days), repeated for the duration. ' +
+  const note =
+    'Next occurrence after 1,024 instants spread over 2025–2029 (two on New York DST days), repeated for the duration. ' +
     `Answers for the first 32 instants are compared with ${judge?.label ?? 'nobody (no reference ran)'}; ≠ marks a disagreement.`;
   const table = markdownTable(['contender', ...keys.map((k) => `\`${k}\``)], body);
   const listing = disagreements.length > 0 ? `\n\nDisagreements:\n${disagreements.join('\n')}` : '';
@@ -184,20 +192,35 @@ export function targets(all: Measurement[], n: number, precisionGroup: string): 
   const mine = numberAt(find('oneshot', 'taskheap', g), 'scheduleNsPerTask');
   const floor = numberAt(find('oneshot', 'tinyqueue', g), 'scheduleNsPerTask');
   const ratio = mine !== undefined && floor !== undefined ? mine / floor : undefined;
-  out.push(judge(`schedule cost vs bare tinyqueue push, N=${g}`,
-    ratio === undefined ? undefined : `${ratio.toFixed(2)}× (${formatValue(mine!, 'ns')} vs ${formatValue(floor!, 'ns')})`,
-    '≤ 2×', ratio, (r) => r <= 2));
+  out.push(
+    judge(
+      `schedule cost vs bare tinyqueue push, N=${g}`,
+      ratio === undefined ? undefined : `${ratio.toFixed(2)}× (${formatValue(mine!, 'ns')} vs ${formatValue(floor!, 'ns')})`,
+      '≤ 2×',
+      ratio,
+      (r) => r <= 2,
+    ),
+  );
 
   const heap = numberAt(find('oneshot', 'taskheap', g), 'heapPerTask');
-  out.push(judge(`heap per pending task, N=${g}`, heap === undefined ? undefined : formatValue(heap, 'bytes'), '≤ 150 B', heap, (v) => v <= 150));
+  out.push(
+    judge(`heap per pending task, N=${g}`, heap === undefined ? undefined : formatValue(heap, 'bytes'), '≤ 150 B', heap, (v) => v <= 150),
+  );
 
   const cancel = numberAt(find('oneshot', 'taskheap', g), 'cancelMs');
   out.push(judge(`cancel all, N=${g}`, cancel === undefined ? undefined : formatValue(cancel, 'ms'), '< 0.5 s', cancel, (v) => v < 500));
 
   for (const workers of ['1', '16', '∞']) {
     const rate = numberAt(find('drain', `taskheap (workers=${workers})`, g), 'tasksPerSec');
-    out.push(judge(`drain no-op tasks, workers=${workers}, N=${g}`, rate === undefined ? undefined : formatValue(rate, 'rate'),
-      '> 1 M/s', rate, (v) => v > 1e6));
+    out.push(
+      judge(
+        `drain no-op tasks, workers=${workers}, N=${g}`,
+        rate === undefined ? undefined : formatValue(rate, 'rate'),
+        '> 1 M/s',
+        rate,
+        (v) => v > 1e6,
+      ),
+    );
   }
 
   for (const loop of ['idle', 'busy']) {

@@ -19,7 +19,11 @@ export interface Outcome {
 
 /** The error line of an uncaught exception ("CronError: ..."), else the last line of stderr. */
 function crashReason(stderr: string): string {
-  const lines = stderr.trim().split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = stderr
+    .trim()
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   const error = lines.find((l) => /^[A-Za-z]*Error\b.*:/.test(l));
   return error === undefined ? (lines.at(-1) ?? 'no output') : `uncaught ${error}`;
 }

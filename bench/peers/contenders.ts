@@ -46,12 +46,13 @@ export const SETTINGS: Record<string, string> = {
   bullmq: `Worker concurrency ${CONCURRENCY}; Redis in memory (no RDB, no AOF)`,
 };
 
-const peers = () => import(pathToFileURL(join(CACHE, 'peers.mjs')).href) as Promise<{
-  graphile(): Promise<any>;
-  pgBoss(): Promise<any>;
-  bullmq(): Promise<any>;
-  ioredis(): Promise<any>;
-}>;
+const peers = () =>
+  import(pathToFileURL(join(CACHE, 'peers.mjs')).href) as Promise<{
+    graphile(): Promise<any>;
+    pgBoss(): Promise<any>;
+    bullmq(): Promise<any>;
+    ioredis(): Promise<any>;
+  }>;
 
 const payload = (job: BenchJob) => ({ i: job.i, due: job.due });
 
@@ -65,7 +66,12 @@ async function taskheap(target: Target): Promise<Contender> {
   // the bench adds through the store, which is what a durable schedule()
   // does once its arguments are checked.
   const row = (job: BenchJob) => ({
-    name: 'noop', key: null, payload: JSON.stringify(payload(job)), runAt: job.due ?? Date.now(), maxAttempts: 1, options: '{}',
+    name: 'noop',
+    key: null,
+    payload: JSON.stringify(payload(job)),
+    runAt: job.due ?? Date.now(),
+    maxAttempts: 1,
+    options: '{}',
   });
   const add = (job: BenchJob) => store.addTask(row(job));
   return {
@@ -99,14 +105,22 @@ async function graphileWorker(target: Target): Promise<Contender> {
   const logger = new gw.Logger(() => () => {});
   const preset = {
     worker: {
-      connectionString: target.pgUrl, concurrentJobs: CONCURRENCY, maxPoolSize: CONCURRENCY + 1,
-      localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0,
+      connectionString: target.pgUrl,
+      concurrentJobs: CONCURRENCY,
+      maxPoolSize: CONCURRENCY + 1,
+      localQueue: { size: 500 },
+      completeJobBatchDelay: 0,
+      failJobBatchDelay: 0,
     },
   };
   let utils: any;
   let runner: any;
   const getUtils = async () => (utils ??= await gw.makeWorkerUtils({ connectionString: target.pgUrl, logger }));
-  const spec = (job: BenchJob) => ({ identifier: 'noop', payload: payload(job), ...(job.due === undefined ? {} : { runAt: new Date(job.due) }) });
+  const spec = (job: BenchJob) => ({
+    identifier: 'noop',
+    payload: payload(job),
+    ...(job.due === undefined ? {} : { runAt: new Date(job.due) }),
+  });
   return {
     prepare: () => gw.runMigrations({ connectionString: target.pgUrl, logger }),
     addOne: async (job) => {
@@ -146,14 +160,20 @@ async function pgBoss(target: Target): Promise<Contender> {
     },
     addMany: async (jobs) => {
       await start();
-      await boss.insert('bench', jobs.map((job) => ({ data: payload(job), ...options(job) })));
+      await boss.insert(
+        'bench',
+        jobs.map((job) => ({ data: payload(job), ...options(job) })),
+      );
     },
     work: async (concurrency, onJob) => {
       await start();
-      await boss.work('bench', { batchSize: concurrency, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 },
+      await boss.work(
+        'bench',
+        { batchSize: concurrency, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 },
         async (jobs: { data: BenchJob }[]) => {
           for (const job of jobs) onJob(job.data);
-        });
+        },
+      );
     },
     close: async () => {
       if (started !== undefined) await boss.stop({ graceful: true, wait: true });
@@ -189,5 +209,8 @@ async function bullmq(target: Target): Promise<Contender> {
 }
 
 export const CONTENDERS: Record<string, (target: Target) => Promise<Contender>> = {
-  taskheap, 'graphile-worker': graphileWorker, 'pg-boss': pgBoss, bullmq,
+  taskheap,
+  'graphile-worker': graphileWorker,
+  'pg-boss': pgBoss,
+  bullmq,
 };

@@ -45,15 +45,20 @@ function ensurePeers(): Record<string, string> {
   }
   // Bare specifiers resolve from the file that imports them: this module,
   // written into the cache, lets the bench's children load the peers.
-  writeFileSync(join(CACHE, 'peers.mjs'), [
-    "export const graphile = () => import('graphile-worker');",
-    "export const pgBoss = () => import('pg-boss');",
-    "export const bullmq = () => import('bullmq');",
-    "export const ioredis = () => import('ioredis');",
-    "export const pg = () => import('pg');",
-    '',
-  ].join('\n'));
-  return Object.fromEntries(Object.keys(PEERS).map((name) => [name, (JSON.parse(readFileSync(installed(name), 'utf8')) as { version: string }).version]));
+  writeFileSync(
+    join(CACHE, 'peers.mjs'),
+    [
+      "export const graphile = () => import('graphile-worker');",
+      "export const pgBoss = () => import('pg-boss');",
+      "export const bullmq = () => import('bullmq');",
+      "export const ioredis = () => import('ioredis');",
+      "export const pg = () => import('pg');",
+      '',
+    ].join('\n'),
+  );
+  return Object.fromEntries(
+    Object.keys(PEERS).map((name) => [name, (JSON.parse(readFileSync(installed(name), 'utf8')) as { version: string }).version]),
+  );
 }
 
 export interface PeerRuntime {
@@ -81,12 +86,18 @@ function ensureRedis(): string | undefined {
     process.stderr.write('bench: redis-server missing (apt-get install redis-server); BullMQ is left out\n');
     return undefined;
   }
-  process.stderr.write('bench: installing Debian\'s redis-server for BullMQ\n');
+  process.stderr.write("bench: installing Debian's redis-server for BullMQ\n");
   try {
-    execFileSync('apt-get', ['install', '-y', 'redis-server'], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    execFileSync('apt-get', ['install', '-y', 'redis-server'], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
   } catch {
     try {
-      execFileSync('sh', ['-c', 'apt-get update && apt-get install -y redis-server'], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+      execFileSync('sh', ['-c', 'apt-get update && apt-get install -y redis-server'], {
+        stdio: ['ignore', 'ignore', 'inherit'],
+        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      });
     } catch {
       process.stderr.write('bench: installing redis-server failed; BullMQ is left out\n');
     }
@@ -97,7 +108,11 @@ function ensureRedis(): string | undefined {
 /** A throwaway Redis on loopback, in memory only (no RDB, no AOF), as a job queue bench would run it. */
 export async function startRedis(binary: string): Promise<{ url: string; stop(): Promise<void> }> {
   const port = await freePort();
-  const proc = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'], { stdio: 'ignore' });
+  const proc = spawn(
+    binary,
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'],
+    { stdio: 'ignore' },
+  );
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
     if (await canConnect(port)) return { url, stop: () => stopProcess(proc) };
@@ -108,14 +123,17 @@ export async function startRedis(binary: string): Promise<{ url: string; stop():
 }
 
 function canConnect(port: number): Promise<boolean> {
-  return import('node:net').then(({ connect }) => new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.end();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  }));
+  return import('node:net').then(
+    ({ connect }) =>
+      new Promise((resolve) => {
+        const socket = connect(port, '127.0.0.1');
+        socket.once('connect', () => {
+          socket.end();
+          resolve(true);
+        });
+        socket.once('error', () => resolve(false));
+      }),
+  );
 }
 
 function stopProcess(proc: ReturnType<typeof spawn>): Promise<void> {

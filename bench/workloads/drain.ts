@@ -41,7 +41,8 @@ async function drainOnce(contender: Contender, n: number, options: { workers?: n
   const scheduled = now();
   if (lead > 0 && scheduled >= dueAt) throw new Error(`scheduling took ${Math.round(scheduled - t0)} ms, more than the ${lead} ms lead`);
 
-  if (api.runDue !== undefined) api.runDue(Date.now()); // the floor: a synchronous pop-and-call loop
+  if (api.runDue !== undefined)
+    api.runDue(Date.now()); // the floor: a synchronous pop-and-call loop
   else if (api.idle !== undefined) await api.idle();
   else await done;
   const end = now();

@@ -31,7 +31,7 @@ function optionsOf(variant: FlowVariant, n: number): (TaskOptions | undefined)[]
   const rate = Array.from({ length: KEYS }, (_, k) => ({ rate: { key: `chat:${k}`, limit: 1_000_000, interval: 1_000 } }));
   const priority = Array.from({ length: 10 }, (_, p) => ({ priority: p }));
   let seed = 42;
-  const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   return Array.from({ length: n }, (_, i) => {
     if (variant === 'priority') return priority[Math.floor(random() * 10)];
     if (variant === 'serial') return serial[i % KEYS];
@@ -52,7 +52,11 @@ async function once(n: number, options: (TaskOptions | undefined)[]) {
   const end = now();
   if (ran !== n) throw new Error(`only ${ran} of ${n} tasks ran`);
   await scheduler.close();
-  return { scheduleNsPerTask: ((scheduled - t0) * 1e6) / n, tasksPerSec: (n / (end - scheduled)) * 1000, endToEndPerSec: (n / (end - t0)) * 1000 };
+  return {
+    scheduleNsPerTask: ((scheduled - t0) * 1e6) / n,
+    tasksPerSec: (n / (end - scheduled)) * 1000,
+    endToEndPerSec: (n / (end - t0)) * 1000,
+  };
 }
 
 runChild<Params>(async ({ n, variant, budgetMs }) => {

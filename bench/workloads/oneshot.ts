@@ -12,7 +12,21 @@
 import { loadContender } from '../contenders/index.js';
 import type { Contender, OneShot } from '../contenders/types.js';
 import {
-  activeTimers, handleArray, keepAlive, memory, noop, now, oneShotOf, random, rounds, median, runChild, settle, warmUp, warmUpSize, type Effort,
+  activeTimers,
+  handleArray,
+  keepAlive,
+  memory,
+  noop,
+  now,
+  oneShotOf,
+  random,
+  rounds,
+  median,
+  runChild,
+  settle,
+  warmUp,
+  warmUpSize,
+  type Effort,
 } from '../lib/child-runtime.js';
 
 interface Params extends Effort {
@@ -62,7 +76,13 @@ async function round(contender: Contender, times: Float64Array, cancel: boolean)
 }
 
 /** Workload 2: cancel every task, then see what the library still holds. */
-async function cancelAll(api: OneShot, handles: unknown[], heapBefore: number, timersBefore: number, result: Record<string, number>): Promise<void> {
+async function cancelAll(
+  api: OneShot,
+  handles: unknown[],
+  heapBefore: number,
+  timersBefore: number,
+  result: Record<string, number>,
+): Promise<void> {
   const n = handles.length;
 
   const t1 = now();

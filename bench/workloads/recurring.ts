@@ -9,7 +9,19 @@
 import { loadContender } from '../contenders/index.js';
 import type { Fn, Recurring } from '../contenders/types.js';
 import {
-  activeTimers, handleArray, keepAlive, median, memory, NotAvailable, noop, now, rounds, runChild, settle, warmUpSize, type Effort,
+  activeTimers,
+  handleArray,
+  keepAlive,
+  median,
+  memory,
+  NotAvailable,
+  noop,
+  now,
+  rounds,
+  runChild,
+  settle,
+  warmUpSize,
+  type Effort,
 } from '../lib/child-runtime.js';
 
 interface Params extends Effort {

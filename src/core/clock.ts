@@ -42,8 +42,11 @@ export const systemClock: Clock = {
 export function assertClock(value: unknown): asserts value is Clock {
   const clock = value as Partial<Clock> | null;
   if (
-    typeof clock !== 'object' || clock === null ||
-    typeof clock.now !== 'function' || typeof clock.setTimer !== 'function' || typeof clock.clearTimer !== 'function' ||
+    typeof clock !== 'object' ||
+    clock === null ||
+    typeof clock.now !== 'function' ||
+    typeof clock.setTimer !== 'function' ||
+    typeof clock.clearTimer !== 'function' ||
     (clock.monotonic !== undefined && typeof clock.monotonic !== 'function')
   ) {
     throw new TypeError('Expected `clock` to be an object with now(), setTimer() and clearTimer() methods (and optionally monotonic())');

@@ -44,7 +44,8 @@ export class DedupeKeys {
       return last!;
     }
     const at = mode === 'debounce' ? time + dedupe.period : time;
-    if (at > MAX_TIME) throw new RangeError(`Expected the debounced time to be within the Date range (${MAX_TIME} epoch ms), got ${describe(at)}`);
+    if (at > MAX_TIME)
+      throw new RangeError(`Expected the debounced time to be within the Date range (${MAX_TIME} epoch ms), got ${describe(at)}`);
     let outcome: DedupeOutcome = 'inserted';
     if ((mode === 'replace' || mode === 'debounce') && waiting) {
       last!.cancel(new CancelledError(`Replaced by a newer task with the key ${JSON.stringify(dedupe.key)}`));

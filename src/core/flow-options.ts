@@ -72,7 +72,9 @@ export const DEFAULT_QUEUE = 'default';
  */
 export function toRate(value: unknown, option: string, keyed: boolean): Rate {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new TypeError(`Expected \`${option}\` to be an object like { ${keyed ? "key: 'chat:1', " : ''}limit: 30, interval: '1s' }, got ${describe(value)}`);
+    throw new TypeError(
+      `Expected \`${option}\` to be an object like { ${keyed ? "key: 'chat:1', " : ''}limit: 30, interval: '1s' }, got ${describe(value)}`,
+    );
   }
   const { key, limit, interval } = value as Partial<KeyedRateLimit>;
   for (const name of Object.keys(value)) {
@@ -85,7 +87,8 @@ export function toRate(value: unknown, option: string, keyed: boolean): Rate {
     throw new RangeError(`Expected \`${option}.limit\` to be an integer from 1 to ${MAX_RATE_LIMIT}, got ${describe(limit)}`);
   }
   const ms = toDuration(interval, `${option}.interval`, 1);
-  if (ms > MAX_RATE_INTERVAL) throw new RangeError(`Expected \`${option}.interval\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe(interval)}`);
+  if (ms > MAX_RATE_INTERVAL)
+    throw new RangeError(`Expected \`${option}.interval\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe(interval)}`);
   return { key: keyed ? (key as string) : undefined, limit: limit as number, interval: ms };
 }
 
@@ -106,7 +109,8 @@ function toConcurrency(value: unknown, option: string): ConcurrencyLimit {
     throw new TypeError(`Expected \`${option}\` to be an object like { key: 'tenant:1', limit: 2 }, got ${describe(value)}`);
   }
   for (const name of Object.keys(value)) {
-    if (name !== 'key' && name !== 'limit') throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected \`key\` and \`limit\``);
+    if (name !== 'key' && name !== 'limit')
+      throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected \`key\` and \`limit\``);
   }
   const { key, limit } = value as Partial<ConcurrencyLimit>;
   assertKey(key, `${option}.key`);
@@ -118,7 +122,9 @@ function toConcurrency(value: unknown, option: string): ConcurrencyLimit {
 export function assertLimit(value: unknown, option: string, infinite: boolean): asserts value is number {
   if (infinite && value === Infinity) return;
   if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > MAX_CONCURRENCY) {
-    throw new RangeError(`Expected \`${option}\` to be an integer from 1 to ${MAX_CONCURRENCY}${infinite ? ' or Infinity' : ''}, got ${describe(value)}`);
+    throw new RangeError(
+      `Expected \`${option}\` to be an integer from 1 to ${MAX_CONCURRENCY}${infinite ? ' or Infinity' : ''}, got ${describe(value)}`,
+    );
   }
 }
 
@@ -202,7 +208,10 @@ export function toDedupe(key: unknown, dedupe: unknown): Dedupe | undefined {
     const mode = names[0];
     if (names.length === 1 && (mode === 'throttle' || mode === 'debounce')) {
       const period = toDuration((dedupe as Record<string, unknown>)[mode], `dedupe.${mode}`, 1);
-      if (period > MAX_RATE_INTERVAL) throw new RangeError(`Expected \`dedupe.${mode}\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe((dedupe as Record<string, unknown>)[mode])}`);
+      if (period > MAX_RATE_INTERVAL)
+        throw new RangeError(
+          `Expected \`dedupe.${mode}\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe((dedupe as Record<string, unknown>)[mode])}`,
+        );
       return { key, mode, period };
     }
   }
@@ -240,7 +249,8 @@ export function toFlow(options: FlowOptions): TaskFlow | undefined {
   if (priority !== undefined) assertPriority(priority);
   if (queue !== undefined) assertQueueName(queue);
   const named = queue === undefined || queue === DEFAULT_QUEUE ? undefined : queue;
-  if (bucket === undefined && concurrency === undefined && named === undefined && (priority === undefined || priority === 0)) return undefined;
+  if (bucket === undefined && concurrency === undefined && named === undefined && (priority === undefined || priority === 0))
+    return undefined;
   if (concurrency === undefined && named === undefined) return { rate: bucket, serial, priority: priority ?? 0 };
   return { rate: bucket, serial, concurrency, priority: priority ?? 0, queue: named };
 }

@@ -30,7 +30,14 @@ let nextId = 1;
  */
 export class TaskLoop extends LoopClock implements TaskOwner {
   /** Shared by every task scheduled without options. */
-  readonly defaults: TaskSettings = { owner: this, name: undefined, timeout: Infinity, retry: undefined, signal: undefined, observer: undefined };
+  readonly defaults: TaskSettings = {
+    owner: this,
+    name: undefined,
+    timeout: Infinity,
+    retry: undefined,
+    signal: undefined,
+    observer: undefined,
+  };
   readonly #queue = new TaskQueue();
   readonly #events: Emitter<TaskEvents>;
   readonly #signals = new SignalRegistry<Cancellable>((member, reason) => member.cancel(reason));
@@ -308,20 +315,21 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     try {
       if (this.#flow !== undefined) {
         if (this.#pumpFlow(this.#flow, offset, deadline)) return;
-      } else while (this.#running < this.#workers) {
-        const task = queue.peek();
-        if (task === undefined) break;
-        // One clock read per task: the wall time follows elapsed time within a pump.
-        const current = monotonic();
-        const now = current + offset;
-        if (task._time > now) break;
-        if (current > deadline) return this.yieldTurn();
-        queue.pop();
-        if (task._settings.elapsed === true) this.#elapsedPending--;
-        this.#starts++;
-        this.#lastStart = current;
-        this.#dispatch(task, now);
-      }
+      } else
+        while (this.#running < this.#workers) {
+          const task = queue.peek();
+          if (task === undefined) break;
+          // One clock read per task: the wall time follows elapsed time within a pump.
+          const current = monotonic();
+          const now = current + offset;
+          if (task._time > now) break;
+          if (current > deadline) return this.yieldTurn();
+          queue.pop();
+          if (task._settings.elapsed === true) this.#elapsedPending--;
+          this.#starts++;
+          this.#lastStart = current;
+          this.#dispatch(task, now);
+        }
     } finally {
       this.#pumping = false;
     }
@@ -418,7 +426,11 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     const timeout = task._settings.timeout;
     if (timeout !== Infinity) run.timer = this.clock.setTimer(() => this.#fail(run, new TimeoutError(timeout, task.name), true), timeout);
     try {
-      (then as PromiseLike<unknown>['then']).call(value, (result) => this.#succeed(run, result), (error) => this.#fail(run, error, false));
+      (then as PromiseLike<unknown>['then']).call(
+        value,
+        (result) => this.#succeed(run, result),
+        (error) => this.#fail(run, error, false),
+      );
     } catch (error) {
       this.#fail(run, error, false);
     }

@@ -11,7 +11,11 @@ export class MissingPeerError extends TaskheapError {
   readonly package: string;
 
   constructor(name: string, feature: string, options?: ErrorOptions) {
-    super(`${feature} needs the optional peer dependency "${name}", which is not installed: npm install ${name}`, 'ERR_MISSING_PEER', options);
+    super(
+      `${feature} needs the optional peer dependency "${name}", which is not installed: npm install ${name}`,
+      'ERR_MISSING_PEER',
+      options,
+    );
     this.package = name;
   }
 }

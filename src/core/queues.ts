@@ -78,7 +78,8 @@ function toQueueSettings(value: unknown, option: string): QueueSettings {
   const { concurrency, globalConcurrency, rate, paused } = value as QueueOptions;
   if (concurrency !== undefined) assertLimit(concurrency, `${option}.concurrency`, true);
   if (globalConcurrency !== undefined) assertLimit(globalConcurrency, `${option}.globalConcurrency`, true);
-  if (paused !== undefined && typeof paused !== 'boolean') throw new TypeError(`Expected \`${option}.paused\` to be a boolean, got ${describe(paused)}`);
+  if (paused !== undefined && typeof paused !== 'boolean')
+    throw new TypeError(`Expected \`${option}.paused\` to be a boolean, got ${describe(paused)}`);
   return { concurrency, globalConcurrency, rate: rate === undefined ? undefined : toRate(rate, `${option}.rate`, false), paused };
 }
 

@@ -62,7 +62,8 @@ export function toRetryPolicy(retry: RetryOptions | number): RetryPolicy {
   if (backoff !== 'fixed' && backoff !== 'exponential') {
     throw new RangeError(`Expected \`retry.backoff\` to be 'fixed' or 'exponential', got ${describe(backoff)}`);
   }
-  const maxDelay = options.maxDelay === undefined || options.maxDelay === Infinity ? Infinity : toDuration(options.maxDelay, 'retry.maxDelay');
+  const maxDelay =
+    options.maxDelay === undefined || options.maxDelay === Infinity ? Infinity : toDuration(options.maxDelay, 'retry.maxDelay');
   const jitter = toDuration(options.jitter ?? 0, 'retry.jitter');
   return { attempts, delay, backoff, maxDelay, jitter };
 }

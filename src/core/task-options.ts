@@ -86,7 +86,19 @@ export interface TaskOptions {
 }
 
 /** The keys of `TaskOptions`, for checks that also accept more. */
-const TASK_KEYS: ReadonlySet<string> = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue', 'key', 'dedupe']);
+const TASK_KEYS: ReadonlySet<string> = new Set([
+  'signal',
+  'name',
+  'timeout',
+  'retry',
+  'rate',
+  'serial',
+  'concurrency',
+  'priority',
+  'queue',
+  'key',
+  'dedupe',
+]);
 
 /**
  * Validates task options into the settings a task carries. Options that say
@@ -103,9 +115,14 @@ export function toSettings(options: TaskOptions, defaults: TaskSettings): TaskSe
   if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
   const timeout = options.timeout === undefined || options.timeout === Infinity ? Infinity : toDuration(options.timeout, 'timeout', 1);
   const policy = retry === undefined ? undefined : toRetryPolicy(retry);
-  let flow = options.rate === undefined && options.serial === undefined && options.priority === undefined && options.concurrency === undefined && options.queue === undefined
-    ? undefined
-    : toFlow(options);
+  let flow =
+    options.rate === undefined &&
+    options.serial === undefined &&
+    options.priority === undefined &&
+    options.concurrency === undefined &&
+    options.queue === undefined
+      ? undefined
+      : toFlow(options);
   const dedupe = options.key === undefined && options.dedupe === undefined ? undefined : toDedupe(options.key, options.dedupe);
   if (dedupe !== undefined) flow = { ...(flow ?? { rate: undefined, serial: undefined, priority: 0 }), dedupe };
   if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined && flow === undefined) return defaults;

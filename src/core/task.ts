@@ -264,7 +264,7 @@ export class Run implements TaskContext {
     this.task = task;
     this.startedAtMs = startedAt;
     const previous = task._run;
-    this.attempt = previous instanceof Run ? previous.attempt + 1 : task._settings.firstAttempt ?? 1;
+    this.attempt = previous instanceof Run ? previous.attempt + 1 : (task._settings.firstAttempt ?? 1);
     this.deferred = previous instanceof Run ? previous.deferred : previous instanceof Deferred ? previous : undefined;
   }
 

@@ -86,13 +86,17 @@ export function toEpoch(when: unknown, what = 'when'): number {
   }
   if (typeof when === 'string') {
     if (!ISO_INSTANT.test(when)) {
-      throw new TypeError(`Expected \`${what}\` to be an ISO-8601 time with an offset or Z ('2026-12-24T18:00:00Z'), got ${describe(when)}`);
+      throw new TypeError(
+        `Expected \`${what}\` to be an ISO-8601 time with an offset or Z ('2026-12-24T18:00:00Z'), got ${describe(when)}`,
+      );
     }
     const parsed = DateTime.fromISO(when, { setZone: true });
     if (parsed.isValid) return inRange(parsed.toMillis(), what, when);
     throw new RangeError(`Expected \`${what}\` to be a valid ISO-8601 time, got ${describe(when)} (${parsed.invalidReason ?? 'invalid'})`);
   }
-  throw new TypeError(`Expected \`${what}\` to be a Date, epoch milliseconds, a luxon DateTime or an ISO-8601 string, got ${describe(when)}`);
+  throw new TypeError(
+    `Expected \`${what}\` to be a Date, epoch milliseconds, a luxon DateTime or an ISO-8601 string, got ${describe(when)}`,
+  );
 }
 
 /** Throws a TypeError naming the first key of `options` that is not in `known`. */

@@ -91,20 +91,27 @@ export class Dashboard {
 
   /** @internal use `dashboard(scheduler, options)` */
   constructor(scheduler: Scheduler, options: DashboardOptions) {
-    if (typeof options !== 'object' || options === null) throw new TypeError(`Expected dashboard options with an \`authorize\` function, got ${describeValue(options)}`);
+    if (typeof options !== 'object' || options === null)
+      throw new TypeError(`Expected dashboard options with an \`authorize\` function, got ${describeValue(options)}`);
     for (const key in options) {
-      if (!OPTION_KEYS.has(key)) throw new TypeError(`Unknown dashboard option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
+      if (!OPTION_KEYS.has(key))
+        throw new TypeError(`Unknown dashboard option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
     }
     const { authorize, actions = false, basePath = '', title = 'taskheap', limit = 100 } = options;
     if (typeof authorize !== 'function') {
-      throw new TypeError(`Expected \`authorize\` to be a function (pass \`() => true\` for an open dashboard), got ${describeValue(authorize)}`);
+      throw new TypeError(
+        `Expected \`authorize\` to be a function (pass \`() => true\` for an open dashboard), got ${describeValue(authorize)}`,
+      );
     }
     if (typeof actions !== 'boolean') throw new TypeError(`Expected \`actions\` to be a boolean, got ${describeValue(actions)}`);
     if (typeof basePath !== 'string' || (basePath !== '' && (!basePath.startsWith('/') || basePath.endsWith('/')))) {
-      throw new TypeError(`Expected \`basePath\` to be '' or a path like '/admin/jobs' (no trailing slash), got ${describeValue(basePath)}`);
+      throw new TypeError(
+        `Expected \`basePath\` to be '' or a path like '/admin/jobs' (no trailing slash), got ${describeValue(basePath)}`,
+      );
     }
     if (typeof title !== 'string') throw new TypeError(`Expected \`title\` to be a string, got ${describeValue(title)}`);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new RangeError(`Expected \`limit\` to be an integer from 1 to 10000, got ${describeValue(limit)}`);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
+      throw new RangeError(`Expected \`limit\` to be an integer from 1 to 10000, got ${describeValue(limit)}`);
     this.#scheduler = scheduler;
     this.#authorize = authorize;
     this.#actions = actions;
@@ -137,12 +144,15 @@ export class Dashboard {
       body: () => parsedBody(request) ?? readBody(request),
       original: request,
     };
-    this.#respond(incoming).then((out) => {
-      response.writeHead(out.status, out.headers).end(out.body);
-    }, (error: unknown) => {
-      if (next !== undefined) return next(error);
-      response.writeHead(500, { ...COMMON_HEADERS, 'content-type': 'text/plain; charset=utf-8' }).end('Internal error');
-    });
+    this.#respond(incoming).then(
+      (out) => {
+        response.writeHead(out.status, out.headers).end(out.body);
+      },
+      (error: unknown) => {
+        if (next !== undefined) return next(error);
+        response.writeHead(500, { ...COMMON_HEADERS, 'content-type': 'text/plain; charset=utf-8' }).end('Internal error');
+      },
+    );
   };
 
   /** For fetch-style servers: Hono (`app.all('/admin/*', (c) => dash.fetch(c.req.raw))`), Bun, Deno. */
@@ -169,7 +179,8 @@ export class Dashboard {
   #below(pathname: string): string | undefined {
     if (this.#basePath === '') return pathname === '/' ? '' : pathname;
     if (pathname === this.#basePath) return '';
-    if (pathname.startsWith(`${this.#basePath}/`)) return pathname.slice(this.#basePath.length) === '/' ? '' : pathname.slice(this.#basePath.length);
+    if (pathname.startsWith(`${this.#basePath}/`))
+      return pathname.slice(this.#basePath.length) === '/' ? '' : pathname.slice(this.#basePath.length);
     return undefined;
   }
 
@@ -183,10 +194,12 @@ export class Dashboard {
     if (!allowed) return json(401, { error: 'Unauthorized' });
     if (request.path === '' && request.method === 'GET') {
       // The page loads its data with relative URLs: they need the trailing slash.
-      if (!request.fullPath.endsWith('/')) return { status: 308, headers: { ...COMMON_HEADERS, location: `${request.fullPath}/` }, body: '' };
+      if (!request.fullPath.endsWith('/'))
+        return { status: 308, headers: { ...COMMON_HEADERS, location: `${request.fullPath}/` }, body: '' };
       return this.#page();
     }
-    if (request.path === '/api/state' && request.method === 'GET') return json(200, await snapshot(this.#scheduler, this.#limit, this.#actions));
+    if (request.path === '/api/state' && request.method === 'GET')
+      return json(200, await snapshot(this.#scheduler, this.#limit, this.#actions));
     if (request.path === '/api/action') {
       if (request.method !== 'POST') {
         const out = json(405, { error: 'Use POST' });
@@ -207,8 +220,13 @@ export class Dashboard {
         'content-type': 'text/html; charset=utf-8',
         'x-frame-options': 'DENY',
         'content-security-policy': [
-          "default-src 'none'", `script-src 'nonce-${nonce}'`, `style-src 'nonce-${nonce}'`, "connect-src 'self'",
-          "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
+          "default-src 'none'",
+          `script-src 'nonce-${nonce}'`,
+          `style-src 'nonce-${nonce}'`,
+          "connect-src 'self'",
+          "base-uri 'none'",
+          "form-action 'none'",
+          "frame-ancestors 'none'",
         ].join('; '),
       },
       body: page(this.#title, nonce, this.#csrf),
@@ -218,7 +236,8 @@ export class Dashboard {
   /** Runs an action: enabled, same origin, carrying the CSRF token, JSON. */
   async #act(request: Incoming): Promise<Outgoing> {
     if (!this.#actions) return json(403, { error: 'This dashboard is read-only (actions: false)' });
-    if (!this.#sameOrigin(request) || !this.#tokenMatches(request.header('x-taskheap-csrf'))) return json(403, { error: 'Forbidden: cross-site request' });
+    if (!this.#sameOrigin(request) || !this.#tokenMatches(request.header('x-taskheap-csrf')))
+      return json(403, { error: 'Forbidden: cross-site request' });
     if (!(request.header('content-type') ?? '').startsWith('application/json')) return json(415, { error: 'Expected application/json' });
     let body: { kind?: unknown; id?: unknown; action?: unknown };
     try {
@@ -239,7 +258,8 @@ export class Dashboard {
     const { kind, id, action } = body;
     if (kind === 'job') {
       if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
-      if (typeof action !== 'string' || !JOB_ACTIONS.has(action)) return json(400, { error: `Unknown job action ${JSON.stringify(action)}` });
+      if (typeof action !== 'string' || !JOB_ACTIONS.has(action))
+        return json(400, { error: `Unknown job action ${JSON.stringify(action)}` });
       const job = this.#scheduler.jobs().find((candidate) => candidate.id === id);
       if (job === undefined) return json(404, { error: `No job #${id}` });
       if (action === 'pause') job.pause();

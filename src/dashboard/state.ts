@@ -96,7 +96,12 @@ const WEEKDAYS = ['', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'];
 const pad = (n: number) => String(n).padStart(2, '0');
 
 function describeInterval(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['min', 60_000], ['s', 1_000]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['min', 60_000],
+    ['s', 1_000],
+  ] as const) {
     if (ms % size === 0) return `${ms / size} ${unit}`;
   }
   return `${ms} ms`;
@@ -118,9 +123,16 @@ function describeRule(job: Job): string {
 
 function jobView(job: Job): JobView {
   return {
-    id: job.id, name: job.name ?? null, rule: describeRule(job), state: job.state, running: job.running,
-    nextRunAt: job.nextRunAt?.getTime() ?? null, lastRunAt: job.lastRunAt?.getTime() ?? null,
-    runs: job.runs, failures: job.failures, lastError: describeError(job.lastError),
+    id: job.id,
+    name: job.name ?? null,
+    rule: describeRule(job),
+    state: job.state,
+    running: job.running,
+    nextRunAt: job.nextRunAt?.getTime() ?? null,
+    lastRunAt: job.lastRunAt?.getTime() ?? null,
+    runs: job.runs,
+    failures: job.failures,
+    lastError: describeError(job.lastError),
   };
 }
 
@@ -135,17 +147,27 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
   // earliest tasks hold the `limit` earliest one-off ones.
   const jobs = scheduler.jobs();
   const planned = jobs.filter((job) => job.nextRunAt !== undefined).length;
-  const oneOff = scheduler.pendingTasks(limit + planned).filter((task) => !(task._settings.observer instanceof Job)).slice(0, limit);
+  const oneOff = scheduler
+    .pendingTasks(limit + planned)
+    .filter((task) => !(task._settings.observer instanceof Job))
+    .slice(0, limit);
   let stored: StoredTask[] | null = null;
   let storedJobs: StoredJob[] | null = null;
   let queues: QueueView[] | null = null;
   let storedError: string | null = null;
   try {
-    const [tasks, storedJobList, queueList] = await Promise.all([scheduler.listTasks({ limit }), scheduler.listJobs({ limit }), scheduler.queues()]);
+    const [tasks, storedJobList, queueList] = await Promise.all([
+      scheduler.listTasks({ limit }),
+      scheduler.listJobs({ limit }),
+      scheduler.queues(),
+    ]);
     [stored, storedJobs] = [tasks, storedJobList];
     const limitOf = (n: number) => (n === Infinity ? null : n);
     queues = queueList.map((q) => ({
-      name: q.name, paused: q.paused, concurrency: limitOf(q.concurrency), globalConcurrency: limitOf(q.globalConcurrency),
+      name: q.name,
+      paused: q.paused,
+      concurrency: limitOf(q.concurrency),
+      globalConcurrency: limitOf(q.globalConcurrency),
       // With a store (the only way here) the counts are the stored tasks by state.
       counts: q.counts as Record<StoredState, number>,
     }));
@@ -158,7 +180,11 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
     stats: { ...stats, workers: stats.workers === Infinity ? 'Infinity' : stats.workers },
     jobs: jobs.map(jobView),
     tasks: oneOff.map((task) => ({
-      id: task.id, name: task.name ?? null, state: task.state, runAt: task.runAt.getTime(), attempts: task.attempts,
+      id: task.id,
+      name: task.name ?? null,
+      state: task.state,
+      runAt: task.runAt.getTime(),
+      attempts: task.attempts,
     })),
     moreTasks: Math.max(0, stats.pending - planned - oneOff.length),
     stored,

@@ -53,5 +53,7 @@ export function advanceJob(job: DueJob, now: number, running = false): JobAdvanc
     remaining -= occurrences.length;
     if (remaining === 0) next = undefined;
   }
-  return skipped === undefined ? { occurrences, nextRunAt: next ?? null, remaining } : { occurrences, nextRunAt: next ?? null, remaining, skipped };
+  return skipped === undefined
+    ? { occurrences, nextRunAt: next ?? null, remaining }
+    : { occurrences, nextRunAt: next ?? null, remaining, skipped };
 }

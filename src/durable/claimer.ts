@@ -43,8 +43,14 @@ export class Claimer {
   /** See SkipListener; the scheduler turns these into `skip` events. */
   onSkip: SkipListener | undefined = undefined;
 
-  constructor(ctx: RunnerContext, handlers: Handlers, holdings: Holdings, prefetch: Prefetch, dispatcher: Dispatcher,
-    handBack: (claims: readonly ClaimedTask[]) => void) {
+  constructor(
+    ctx: RunnerContext,
+    handlers: Handlers,
+    holdings: Holdings,
+    prefetch: Prefetch,
+    dispatcher: Dispatcher,
+    handBack: (claims: readonly ClaimedTask[]) => void,
+  ) {
     this.#ctx = ctx;
     this.#handlers = handlers;
     this.#holdings = holdings;
@@ -174,14 +180,17 @@ export class Claimer {
     const { store, loop, owner, lease } = this.#ctx;
     let skips: DueJob[] | undefined;
     let skipped: NonNullable<JobAdvance['skipped']>[] | undefined;
-    const advance = this.onSkip === undefined ? advanceJob : (job: DueJob, now: number, running: boolean) => {
-      const plan = advanceJob(job, now, running);
-      if (plan.skipped !== undefined) {
-        (skips ??= []).push(job);
-        (skipped ??= []).push(plan.skipped);
-      }
-      return plan;
-    };
+    const advance =
+      this.onSkip === undefined
+        ? advanceJob
+        : (job: DueJob, now: number, running: boolean) => {
+            const plan = advanceJob(job, now, running);
+            if (plan.skipped !== undefined) {
+              (skips ??= []).push(job);
+              (skipped ??= []).push(plan.skipped);
+            }
+            return plan;
+          };
     this.#requested += free;
     const sent = performance.now();
     let claimed: ClaimedTask[];

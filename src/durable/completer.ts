@@ -100,8 +100,12 @@ export class Completer implements TaskObserver {
     if (this.#flushTimer !== undefined) this.#ctx.loop.clock.clearTimer(this.#flushTimer);
     this.#flushTimer = undefined;
     if (this.#pending.size > 0) {
-      this.#ctx.report(new Error(`taskheap: ${this.#pending.size} task outcome(s) could not be recorded within ${timeout} ms of close(); `
-        + 'those tasks run again once their lease expires'));
+      this.#ctx.report(
+        new Error(
+          `taskheap: ${this.#pending.size} task outcome(s) could not be recorded within ${timeout} ms of close(); ` +
+            'those tasks run again once their lease expires',
+        ),
+      );
       this.#pending.clear();
     }
   }
@@ -159,7 +163,12 @@ export class Completer implements TaskObserver {
     const batch = [...this.#pending.values()];
     for (const outcome of batch) this.#sending.add(outcome.id);
     const { store, owner, loop } = this.#ctx;
-    this.#write = store.settle(owner, batch, loop.clock.now()).then(() => this.#confirmed(batch), (error: unknown) => this.#failed(batch, error))
+    this.#write = store
+      .settle(owner, batch, loop.clock.now())
+      .then(
+        () => this.#confirmed(batch),
+        (error: unknown) => this.#failed(batch, error),
+      )
       .catch((error: unknown) => this.#ctx.report(error));
   };
 
@@ -185,10 +194,14 @@ export class Completer implements TaskObserver {
     if (this.#flushFailures === 0) this.#ctx.report(error);
     this.#flushFailures++;
     if (this.#flushTimer === undefined && !this.#ctx.finished) {
-      this.#flushTimer = this.#ctx.loop.clock.setTimer(() => {
-        this.#flushTimer = undefined;
-        this.#flush();
-      }, backoff(this.#flushFailures), this.#ctx.loop.unref);
+      this.#flushTimer = this.#ctx.loop.clock.setTimer(
+        () => {
+          this.#flushTimer = undefined;
+          this.#flush();
+        },
+        backoff(this.#flushFailures),
+        this.#ctx.loop.unref,
+      );
     }
   }
 }

@@ -30,11 +30,15 @@ export function toDedupe(dedupe: unknown, key: string | null): { mode: DedupeKin
     const names = Object.keys(dedupe);
     const mode = names[0];
     if (names.length !== 1 || (mode !== 'throttle' && mode !== 'debounce')) {
-      throw new TypeError(`Expected \`dedupe\` to be ${SHAPES} (one of them), got an object with ${names.length === 0 ? 'no key' : `keys ${names.map((name) => `\`${name}\``).join(', ')}`}`);
+      throw new TypeError(
+        `Expected \`dedupe\` to be ${SHAPES} (one of them), got an object with ${names.length === 0 ? 'no key' : `keys ${names.map((name) => `\`${name}\``).join(', ')}`}`,
+      );
     }
     const period = toDuration((dedupe as Record<string, unknown>)[mode], `dedupe.${mode}`, 1);
     if (period > MAX_DEDUPE_PERIOD) {
-      throw new RangeError(`Expected \`dedupe.${mode}\` to be at most ${MAX_DEDUPE_PERIOD} ms (ten years), got ${describe((dedupe as Record<string, unknown>)[mode])}`);
+      throw new RangeError(
+        `Expected \`dedupe.${mode}\` to be at most ${MAX_DEDUPE_PERIOD} ms (ten years), got ${describe((dedupe as Record<string, unknown>)[mode])}`,
+      );
     }
     spec = { mode, period };
   }

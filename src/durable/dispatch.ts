@@ -40,18 +40,19 @@ export class Dispatcher {
     const handler = this.#handlers.get(claim.name);
     const options = JSON.parse(claim.options) as StoredOptions;
     const payload: unknown = JSON.parse(claim.payload);
-    const fn: TaskFunction = handler === undefined
-      ? () => {
-        throw new UnknownHandlerError(claim.name);
-      }
-      : async (ctx) => {
-        const started = performance.now();
-        try {
-          return toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
-        } finally {
-          this.#prefetch.ran(performance.now() - started);
-        }
-      };
+    const fn: TaskFunction =
+      handler === undefined
+        ? () => {
+            throw new UnknownHandlerError(claim.name);
+          }
+        : async (ctx) => {
+            const started = performance.now();
+            try {
+              return toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
+            } finally {
+              this.#prefetch.ran(performance.now() - started);
+            }
+          };
     const loop = this.#ctx.loop;
     // Due now: the store decided so by its clock, which may differ from ours.
     const task = loop.push(Math.min(claim.runAt, loop.clock.now()), fn, this.#settings(claim, options));
@@ -68,24 +69,32 @@ export class Dispatcher {
    */
   #settings(claim: ClaimedTask, options: StoredOptions): TaskSettings {
     const settings: TaskSettings = {
-      owner: this.#ctx.loop, name: claim.name, timeout: options.timeout ?? Infinity, retry: undefined, signal: undefined, observer: this.#observer,
+      owner: this.#ctx.loop,
+      name: claim.name,
+      timeout: options.timeout ?? Infinity,
+      retry: undefined,
+      signal: undefined,
+      observer: this.#observer,
       firstAttempt: claim.attempts,
     };
     // A queue's rate (per process for now): the loop's window of a key of the queue's own, for tasks without a rate of theirs.
     const queueRate = options.rate === undefined ? this.#holdings.queues.rate(options.queue ?? DEFAULT_QUEUE) : undefined;
     // Tasks without these options (most) pay nothing more.
-    if (options.rate === undefined && queueRate === undefined && options.serial === undefined && options.priority === undefined) return settings;
+    if (options.rate === undefined && queueRate === undefined && options.serial === undefined && options.priority === undefined)
+      return settings;
     // The queue itself is the claim's (rooms, slots, pause), not a loop queue's: it is left out.
     const flow = toFlow({
       rate: queueRate === undefined ? options.rate : { key: `${QUEUE_RATE_KEY}${options.queue ?? DEFAULT_QUEUE}`, ...queueRate },
-      serial: options.serial, priority: options.priority,
+      serial: options.serial,
+      priority: options.priority,
     });
     return flow === undefined ? settings : { ...settings, flow };
   }
 
   /** ctx.transaction(): the handler's writes and the task's completion in one transaction. */
   #transaction = <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>): Promise<T> => {
-    if (typeof fn !== 'function') return Promise.reject(new TypeError(`Expected the ctx.transaction() callback to be a function, got ${describe(fn)}`));
+    if (typeof fn !== 'function')
+      return Promise.reject(new TypeError(`Expected the ctx.transaction() callback to be a function, got ${describe(fn)}`));
     const store = this.#ctx.store;
     if (store.completeWithin === undefined) {
       return Promise.reject(new TypeError('ctx.transaction() needs postgresStore(): a SQLite store cannot hand its connection out'));
@@ -95,7 +104,11 @@ export class Dispatcher {
 }
 
 /** The context a handler sees: the run's, with the stored attempt count and due time. */
-function durableContext(ctx: TaskContext, claim: ClaimedTask, transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>): DurableContext {
+function durableContext(
+  ctx: TaskContext,
+  claim: ClaimedTask,
+  transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>,
+): DurableContext {
   return {
     id: claim.id,
     transaction: (fn) => transaction(claim, fn as never),

@@ -17,7 +17,20 @@ import type { Handlers } from './handlers.js';
 import { assertQueueName, DEFAULT_QUEUE } from './queues.js';
 
 const TASK_KEYS = new Set(['payload', 'key', 'dedupe', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority', 'queue']);
-const JOB_KEYS = new Set(['payload', 'key', 'timeout', 'retry', 'overlap', 'misfire', 'catchUp', 'name', 'rate', 'serial', 'priority', 'queue']);
+const JOB_KEYS = new Set([
+  'payload',
+  'key',
+  'timeout',
+  'retry',
+  'overlap',
+  'misfire',
+  'catchUp',
+  'name',
+  'rate',
+  'serial',
+  'priority',
+  'queue',
+]);
 
 /** @internal */
 export class Enqueuer {
@@ -44,11 +57,13 @@ export class Enqueuer {
     assertStoredTime(runAt, 'when');
     const task = toNewTask(name, runAt, options, this.#handlers.queueOf(name));
     const client = toClient(options?.client);
-    return this.#ready().then(() => this.#store.addTask(task, client, this.#now())).then((row) => {
-      // A debounced task may be due later than asked: the row says when.
-      this.#wake(row.enqueued === 'existing' ? runAt : row.runAt.getTime());
-      return row;
-    });
+    return this.#ready()
+      .then(() => this.#store.addTask(task, client, this.#now()))
+      .then((row) => {
+        // A debounced task may be due later than asked: the row says when.
+        this.#wake(row.enqueued === 'existing' ? runAt : row.runAt.getTime());
+        return row;
+      });
   }
 
   /**
@@ -63,7 +78,8 @@ export class Enqueuer {
     for (let i = 0; i < items.length; i++) {
       const item = items[i]!;
       try {
-        if (typeof item.name !== 'string') throw new TypeError(`Expected \`name\` to be a handler name (a string), got ${describe(item.name)}`);
+        if (typeof item.name !== 'string')
+          throw new TypeError(`Expected \`name\` to be a handler name (a string), got ${describe(item.name)}`);
         this.#handlers.assertSchedulable(item.name);
         const runAt = toEpoch(item.runAt);
         assertStoredTime(runAt, 'when');
@@ -79,10 +95,12 @@ export class Enqueuer {
     }
     if (tasks.length === 0) return Promise.resolve([]);
     // A producer that never started opens the store here, as schedule() does.
-    return this.#ready().then(() => this.#store.addTasks(tasks, client, this.#now())).then((rows) => {
-      this.#wake(earliest);
-      return rows;
-    });
+    return this.#ready()
+      .then(() => this.#store.addTasks(tasks, client, this.#now()))
+      .then((rows) => {
+        this.#wake(earliest);
+        return rows;
+      });
   }
 
   addJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob> {
@@ -123,8 +141,15 @@ function toNewTask(name: string, runAt: number, options: object | undefined, han
   const { payload, key, stored } = parseOptions(options, TASK_KEYS, 'durable task', handlerQueue);
   const dedupe = toDedupe((options as DurableTaskOptions | undefined)?.dedupe, key);
   const task: NewTask = {
-    name, key, payload, runAt, maxAttempts: stored.retry?.attempts ?? 1, options: JSON.stringify(stored),
-    serial: stored.serial ?? null, priority: stored.priority ?? 0, queue: stored.queue ?? DEFAULT_QUEUE,
+    name,
+    key,
+    payload,
+    runAt,
+    maxAttempts: stored.retry?.attempts ?? 1,
+    options: JSON.stringify(stored),
+    serial: stored.serial ?? null,
+    priority: stored.priority ?? 0,
+    queue: stored.queue ?? DEFAULT_QUEUE,
   };
   if (dedupe !== undefined) task.dedupe = dedupe;
   // A debounced task is due its period after `when`: that time too must be storable.
@@ -141,7 +166,12 @@ function toClient(client: unknown): QueryClient | undefined {
 }
 
 function differentClient(first: QueryClient | undefined, given: QueryClient | undefined): string {
-  const which = first === undefined ? 'item 0 gives none and this one gives one' : given === undefined ? 'this item gives none' : 'this item gives another';
+  const which =
+    first === undefined
+      ? 'item 0 gives none and this one gives one'
+      : given === undefined
+        ? 'this item gives none'
+        : 'this item gives another';
   return `Expected every item to give the same \`client\`: the items are written in one transaction (${which})`;
 }
 
@@ -178,7 +208,9 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
   }
   const policy = retry === undefined ? undefined : toRetryPolicy(retry);
   if (policy !== undefined && policy.attempts > MAX_ATTEMPTS) {
-    throw new RangeError(`Expected \`retry.attempts\` of a stored task to be at most ${MAX_ATTEMPTS} (what the attempts column holds), got ${describe(policy.attempts)}`);
+    throw new RangeError(
+      `Expected \`retry.attempts\` of a stored task to be at most ${MAX_ATTEMPTS} (what the attempts column holds), got ${describe(policy.attempts)}`,
+    );
   }
   const stored: StoredOptions = {
     timeout,

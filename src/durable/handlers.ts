@@ -39,8 +39,10 @@ export class Handlers {
     assertName(name, 'the handler name');
     if (typeof handler !== 'function') throw new TypeError(`Expected the handler for "${name}" to be a function, got ${describe(handler)}`);
     if (options !== undefined) {
-      if (typeof options !== 'object' || options === null) throw new TypeError(`Expected the options of define("${name}") to be an object like { queue: 'emails' }, got ${describe(options)}`);
-      for (const key of Object.keys(options)) if (key !== 'queue') throw new TypeError(`Unknown define() option ${describe(key)}; expected \`queue\``);
+      if (typeof options !== 'object' || options === null)
+        throw new TypeError(`Expected the options of define("${name}") to be an object like { queue: 'emails' }, got ${describe(options)}`);
+      for (const key of Object.keys(options))
+        if (key !== 'queue') throw new TypeError(`Unknown define() option ${describe(key)}; expected \`queue\``);
       if (options.queue !== undefined) assertQueueName(options.queue, 'queue');
     }
     this.#defined.set(name, handler);

@@ -47,16 +47,20 @@ export class Leases {
     // here and again elsewhere. A claim whose answer was lost has failed here
     // already, so the next renewal hands it back.
     const ids = [...this.#holdings.ids(), ...this.#completer.ids()];
-    this.#renewal = store.renew(owner, ids, loop.clock.now(), lease, !this.#claiming()).then((lost) => {
-      // Another process owns these now (our lease expired) or they were
-      // cancelled: stop them here, and stop writing their outcomes.
-      for (const id of lost) {
-        this.#holdings.cancel(id);
-        this.#completer.forget(id);
-        this.#holdings.serials.delete(id);
-      }
-    }).catch((error: unknown) => this.#ctx.report(error)).finally(() => {
-      this.#renewal = undefined;
-    });
+    this.#renewal = store
+      .renew(owner, ids, loop.clock.now(), lease, !this.#claiming())
+      .then((lost) => {
+        // Another process owns these now (our lease expired) or they were
+        // cancelled: stop them here, and stop writing their outcomes.
+        for (const id of lost) {
+          this.#holdings.cancel(id);
+          this.#completer.forget(id);
+          this.#holdings.serials.delete(id);
+        }
+      })
+      .catch((error: unknown) => this.#ctx.report(error))
+      .finally(() => {
+        this.#renewal = undefined;
+      });
   };
 }

@@ -63,7 +63,7 @@ export class Maintenance {
     this.#sweeping = (async () => {
       const { succeeded, failed } = this.#retention;
       try {
-        while (!this.#ctx.closed && await this.#ctx.store.prune(succeeded, failed, SWEEP_BATCH) >= SWEEP_BATCH) {
+        while (!this.#ctx.closed && (await this.#ctx.store.prune(succeeded, failed, SWEEP_BATCH)) >= SWEEP_BATCH) {
           await new Promise((resolve) => setImmediate(resolve));
         }
       } catch (error) {

@@ -102,15 +102,22 @@ export function toDurableQueues(value: unknown): Map<string, DurableQueueOptions
     for (const key of Object.keys(options)) {
       // `paused` is an in-memory queue's setting: a durable pause is stored for every process.
       if (key === 'paused') {
-        throw new TypeError(`Unknown \`${option}\` option "paused" with a store: a durable queue's pause is stored and holds for every process; pause it with \`await scheduler.queue(${JSON.stringify(name)}).pause()\``);
+        throw new TypeError(
+          `Unknown \`${option}\` option "paused" with a store: a durable queue's pause is stored and holds for every process; pause it with \`await scheduler.queue(${JSON.stringify(name)}).pause()\``,
+        );
       }
-      if (!QUEUE_KEYS.has(key)) throw new TypeError(`Unknown \`${option}\` option ${describe(key)}; expected one of: ${[...QUEUE_KEYS].join(', ')}`);
+      if (!QUEUE_KEYS.has(key))
+        throw new TypeError(`Unknown \`${option}\` option ${describe(key)}; expected one of: ${[...QUEUE_KEYS].join(', ')}`);
     }
     const { concurrency, globalConcurrency, rate } = options as DurableQueueOptions;
     if (concurrency !== undefined) assertConcurrency(concurrency, `${option}.concurrency`);
     if (globalConcurrency !== undefined) assertConcurrency(globalConcurrency, `${option}.globalConcurrency`);
     const parsed = rate === undefined ? undefined : toRate(rate, `${option}.rate`, false);
-    queues.set(name, { concurrency, globalConcurrency, rate: parsed === undefined ? undefined : { limit: parsed.limit, interval: parsed.interval } });
+    queues.set(name, {
+      concurrency,
+      globalConcurrency,
+      rate: parsed === undefined ? undefined : { limit: parsed.limit, interval: parsed.interval },
+    });
   }
   return queues;
 }

@@ -89,7 +89,9 @@ export function toQueues(rows: QueueRow[]): StoredQueue[] {
     let queue = queues.get(row.name);
     if (queue === undefined) {
       queue = {
-        name: row.name, paused: Boolean(row.paused), globalConcurrency: optional(row.global_concurrency),
+        name: row.name,
+        paused: Boolean(row.paused),
+        globalConcurrency: optional(row.global_concurrency),
         counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
       };
       queues.set(row.name, queue);
@@ -117,7 +119,7 @@ export function toTask(row: TaskRow): StoredTask {
     jobKey: row.job_key,
     createdAt: new Date(Number(row.created_at)),
     updatedAt: new Date(Number(row.updated_at)),
-    result: row.result === null || row.result === undefined ? undefined : JSON.parse(row.result) as unknown,
+    result: row.result === null || row.result === undefined ? undefined : (JSON.parse(row.result) as unknown),
     errors: row.errors === null || row.errors === undefined ? [] : toErrors(row.errors),
     serial: row.serial ?? null,
     priority: Number(row.priority ?? 0),
@@ -180,6 +182,9 @@ export function toClaims(rows: ClaimRow[]): ClaimedTask[] {
 }
 
 function toErrors(json: string): AttemptError[] {
-  return (JSON.parse(json) as { attempt: number; at: number; error: string }[])
-    .map((entry) => ({ attempt: Number(entry.attempt), at: new Date(Number(entry.at)), error: entry.error }));
+  return (JSON.parse(json) as { attempt: number; at: number; error: string }[]).map((entry) => ({
+    attempt: Number(entry.attempt),
+    at: new Date(Number(entry.at)),
+    error: entry.error,
+  }));
 }

@@ -60,15 +60,20 @@ export class DurableRunner {
   /** The store opened and migrated, once: by the first call that needs it, `migrate()` or `start()`. */
   #ready: Promise<void> | undefined = undefined;
 
-  constructor(store: Store, loop: TaskLoop, known: readonly string[] = [], retention: Retention = DEFAULT_RETENTION,
-    queues?: Map<string, DurableQueueOptions>) {
+  constructor(
+    store: Store,
+    loop: TaskLoop,
+    known: readonly string[] = [],
+    retention: Retention = DEFAULT_RETENTION,
+    queues?: Map<string, DurableQueueOptions>,
+  ) {
     if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
       throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
     }
-    const ctx = this.#ctx = new RunnerContext(store, loop);
+    const ctx = (this.#ctx = new RunnerContext(store, loop));
     this.#closeTimeout = store.closeTimeout ?? CLOSE_TIMEOUT;
-    const handlers = this.#handlers = new Handlers(known);
-    const holdings = this.#holdings = new Holdings(new QueueBook(queues));
+    const handlers = (this.#handlers = new Handlers(known));
+    const holdings = (this.#holdings = new Holdings(new QueueBook(queues)));
     const prefetch = new Prefetch(loop, store);
     const wake = (runAt: number): void => this.#claimer.wakeAt(runAt);
     const ready = (): Promise<void> => this.ready();
@@ -116,8 +121,13 @@ export class DurableRunner {
 
   /** The handle of a named queue (see DurableQueue). */
   queue(name: string): DurableQueue {
-    return new DurableQueue(this.#holdings.queues, () => this.ready().then(() => this.#ctx.store), () => this.#claimer.refill(),
-      (queue) => this.#holdings.handBack(queue), name);
+    return new DurableQueue(
+      this.#holdings.queues,
+      () => this.ready().then(() => this.#ctx.store),
+      () => this.#claimer.refill(),
+      (queue) => this.#holdings.handBack(queue),
+      name,
+    );
   }
 
   /** Every queue the store knows (a row or a task), with this process's settings. */
@@ -128,7 +138,13 @@ export class DurableRunner {
     const known = new Set(stored.map((queue) => queue.name));
     // Queues configured in this process but not yet stored are listed too (empty).
     for (const name of book.names()) {
-      if (!known.has(name)) stored.push({ name, paused: false, globalConcurrency: null, counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 } });
+      if (!known.has(name))
+        stored.push({
+          name,
+          paused: false,
+          globalConcurrency: null,
+          counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
+        });
     }
     return stored.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((queue) => queueInfo(book, queue));
   }
@@ -140,8 +156,13 @@ export class DurableRunner {
       const store = this.#ctx.store;
       await store.recover?.();
       // The `queues` option's global concurrencies: the most recent process to start decides.
-      for (const [name, limit] of this.#holdings.queues.startup) await store.setQueue(name, { globalConcurrency: limit === Infinity ? null : limit });
-      await store.subscribe((runAt) => this.#claimer.wakeAt(runAt), (id) => this.#holdings.cancel(id), (queue) => this.#holdings.handBack(queue));
+      for (const [name, limit] of this.#holdings.queues.startup)
+        await store.setQueue(name, { globalConcurrency: limit === Infinity ? null : limit });
+      await store.subscribe(
+        (runAt) => this.#claimer.wakeAt(runAt),
+        (id) => this.#holdings.cancel(id),
+        (queue) => this.#holdings.handBack(queue),
+      );
       this.#leases.start();
       this.#claimer.start();
       this.#maintenance.start();

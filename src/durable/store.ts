@@ -305,7 +305,13 @@ export type FinalState = 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
  */
 export type Outcome =
   /** A final state. */
-  | { readonly id: number; readonly kind: 'complete'; readonly state: FinalState; readonly error: string | null; readonly result?: string | null }
+  | {
+      readonly id: number;
+      readonly kind: 'complete';
+      readonly state: FinalState;
+      readonly error: string | null;
+      readonly result?: string | null;
+    }
   /** Waiting again, due `delay` ms after the store's now. */
   | { readonly id: number; readonly kind: 'retry'; readonly delay: number; readonly error: string }
   /** Handed back unrun: waiting again, the claim's attempt not counted. */
@@ -367,8 +373,15 @@ export interface Store {
    * queue's global concurrency (across processes), and with `rooms` none
    * beyond this process's room for a queue.
    */
-  claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
-    names?: readonly string[], rooms?: QueueRooms): Promise<ClaimedTask[]>;
+  claim(
+    owner: string,
+    now: number,
+    lease: number,
+    limit: number,
+    advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
+    names?: readonly string[],
+    rooms?: QueueRooms,
+  ): Promise<ClaimedTask[]>;
   /**
    * ms from now until any waiting task, expiring lease or scheduled job is
    * due (0 if overdue); with `names`, tasks of those handlers only; tasks
@@ -467,7 +480,10 @@ export class SchemaVersionError extends TaskheapError {
   readonly found: number;
 
   constructor(found: number) {
-    super(`The taskheap schema in this database is version ${found}, newer than this library's ${SCHEMA_VERSION}; upgrade taskheap`, 'ERR_SCHEMA_TOO_NEW');
+    super(
+      `The taskheap schema in this database is version ${found}, newer than this library's ${SCHEMA_VERSION}; upgrade taskheap`,
+      'ERR_SCHEMA_TOO_NEW',
+    );
     this.found = found;
   }
 }
@@ -500,14 +516,20 @@ export class WaitTimeoutError extends TaskheapError {
 /** `ctx.transaction()` could not record the task: its lease was lost (taken over or cancelled); nothing was committed. */
 export class LeaseLostError extends TaskheapError {
   constructor(id: number) {
-    super(`Task ${id} is no longer held by this process (its lease expired and was taken over, or it was cancelled); the transaction was rolled back`, 'ERR_LEASE_LOST');
+    super(
+      `Task ${id} is no longer held by this process (its lease expired and was taken over, or it was cancelled); the transaction was rolled back`,
+      'ERR_LEASE_LOST',
+    );
   }
 }
 
 /** A task or job names a handler that `define()` never registered. */
 export class UnknownHandlerError extends TaskheapError {
   constructor(name: string) {
-    super(`No handler named "${name}"; define it with scheduler.define("${name}", handler) or, in a process that only adds work, list it in the scheduler's \`handlers\` option`, 'ERR_UNKNOWN_HANDLER');
+    super(
+      `No handler named "${name}"; define it with scheduler.define("${name}", handler) or, in a process that only adds work, list it in the scheduler's \`handlers\` option`,
+      'ERR_UNKNOWN_HANDLER',
+    );
   }
 }
 
@@ -515,7 +537,17 @@ export class UnknownHandlerError extends TaskheapError {
 type RuleSpec =
   | { type: 'interval'; start: number; interval: number }
   | { type: 'cron'; expression: string; zone: string }
-  | { type: 'calendar'; zone: string; anchor: number; unit: 'day' | 'week'; every: number; weekdays?: number[]; hour: number; minute: number; second: number };
+  | {
+      type: 'calendar';
+      zone: string;
+      anchor: number;
+      unit: 'day' | 'week';
+      every: number;
+      weekdays?: number[];
+      hour: number;
+      minute: number;
+      second: number;
+    };
 
 /** Serialises one of taskheap's rules. */
 export function ruleToJson(rule: Rule): string {
@@ -524,7 +556,17 @@ export function ruleToJson(rule: Rule): string {
   else if (rule instanceof CronRule) spec = { type: 'cron', expression: rule.expression, zone: rule.zone };
   else if (rule instanceof CalendarRule) {
     const { zone, anchor, unit, every, weekdays, hour, minute, second } = rule;
-    spec = { type: 'calendar', zone, anchor, unit, every, weekdays: weekdays === undefined ? undefined : [...weekdays], hour, minute, second };
+    spec = {
+      type: 'calendar',
+      zone,
+      anchor,
+      unit,
+      every,
+      weekdays: weekdays === undefined ? undefined : [...weekdays],
+      hour,
+      minute,
+      second,
+    };
   } else throw new TypeError('Only every() and cron() rules can be stored');
   return JSON.stringify(spec);
 }

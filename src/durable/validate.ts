@@ -25,10 +25,12 @@ export function assertKey(key: unknown, what: string): asserts key is string {
 }
 
 function assertText(value: unknown, what: string, max: number): void {
-  if (typeof value !== 'string' || value === '') throw new TypeError(`Expected ${label(what)} to be a non-empty string, got ${describe(value)}`);
+  if (typeof value !== 'string' || value === '')
+    throw new TypeError(`Expected ${label(what)} to be a non-empty string, got ${describe(value)}`);
   if (value.length > max) throw new RangeError(`Expected ${label(what)} to be at most ${max} characters long, got ${value.length}`);
   // PostgreSQL text cannot hold NUL, and C-string APIs would cut it short.
-  if (value.includes('\0')) throw new TypeError(`Expected ${label(what)} to contain no NUL character, got ${JSON.stringify(value.slice(0, 60))}`);
+  if (value.includes('\0'))
+    throw new TypeError(`Expected ${label(what)} to contain no NUL character, got ${JSON.stringify(value.slice(0, 60))}`);
 }
 
 function label(what: string): string {
@@ -38,7 +40,9 @@ function label(what: string): string {
 /** An epoch-ms time both stores can hold. */
 export function assertStoredTime(ms: number, what: string): void {
   if (!Number.isFinite(ms) || ms < MIN_TIME || ms > MAX_TIME) {
-    throw new RangeError(`Expected ${label(what)} of a stored task to be between years 1 and 9999 (epoch ms ${MIN_TIME} to ${MAX_TIME}), got ${describe(ms)}`);
+    throw new RangeError(
+      `Expected ${label(what)} of a stored task to be between years 1 and 9999 (epoch ms ${MIN_TIME} to ${MAX_TIME}), got ${describe(ms)}`,
+    );
   }
 }
 
@@ -101,11 +105,12 @@ function check(value: unknown, path: string, parents: object[]): void {
   }
   const proto = Object.getPrototypeOf(object) as object | null;
   if (proto !== Object.prototype && proto !== null) {
-    const kind = object instanceof Date
-      ? 'a Date becomes a string in JSON; pass date.toISOString() or date.getTime()'
-      : object instanceof Map || object instanceof Set
-        ? `a ${object.constructor.name} becomes {} in JSON; pass an array or a plain object`
-        : `a ${(object.constructor as { name?: string } | undefined)?.name ?? 'class'} instance loses its class in JSON; pass a plain object`;
+    const kind =
+      object instanceof Date
+        ? 'a Date becomes a string in JSON; pass date.toISOString() or date.getTime()'
+        : object instanceof Map || object instanceof Set
+          ? `a ${object.constructor.name} becomes {} in JSON; pass an array or a plain object`
+          : `a ${(object.constructor as { name?: string } | undefined)?.name ?? 'class'} instance loses its class in JSON; pass a plain object`;
     refuse(path, kind);
   }
   if (Object.getOwnPropertySymbols(object).length > 0) refuse(path, 'symbol keys are dropped by JSON');
@@ -144,9 +149,11 @@ export function assertTaskFilter(filter: unknown): void {
   for (const what of ['from', 'to'] as const) if (f[what] !== undefined) assertFilterTime(f[what], what);
   if (f.after !== undefined) {
     const after = f.after as { runAt?: unknown; id?: unknown } | null;
-    if (typeof after !== 'object' || after === null) throw new TypeError(`Expected \`after\` to be the last task of the previous page ({ runAt, id }), got ${describe(after)}`);
+    if (typeof after !== 'object' || after === null)
+      throw new TypeError(`Expected \`after\` to be the last task of the previous page ({ runAt, id }), got ${describe(after)}`);
     assertFilterTime(after.runAt, 'after.runAt');
-    if (typeof after.id !== 'number' || !Number.isSafeInteger(after.id)) throw new TypeError(`Expected \`after.id\` to be a task id, got ${describe(after.id)}`);
+    if (typeof after.id !== 'number' || !Number.isSafeInteger(after.id))
+      throw new TypeError(`Expected \`after.id\` to be a task id, got ${describe(after.id)}`);
   }
 }
 
@@ -157,7 +164,8 @@ export function assertJobFilter(filter: unknown): void {
 }
 
 function assertFilter(filter: unknown, keys: ReadonlySet<string>, states: ReadonlySet<string>, what: string): Record<string, unknown> {
-  if (typeof filter !== 'object' || filter === null || Array.isArray(filter)) throw new TypeError(`Expected the ${what} filter to be an object, got ${describe(filter)}`);
+  if (typeof filter !== 'object' || filter === null || Array.isArray(filter))
+    throw new TypeError(`Expected the ${what} filter to be an object, got ${describe(filter)}`);
   const f = filter as Record<string, unknown>;
   for (const key of Object.keys(f)) {
     if (!keys.has(key)) throw new TypeError(`Unknown ${what} filter \`${key}\`; expected one of: ${[...keys].join(', ')}`);

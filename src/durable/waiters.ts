@@ -33,10 +33,12 @@ export class Waiters {
     signal?.throwIfAborted();
     const store = this.#ctx.store;
     if (store.watch !== undefined) {
-      this.#watching ??= store.watch((done) => (done === null ? this.#doneAll() : this.done(done))).catch((error: unknown) => {
-        this.#watching = undefined;
-        throw error;
-      });
+      this.#watching ??= store
+        .watch((done) => (done === null ? this.#doneAll() : this.done(done)))
+        .catch((error: unknown) => {
+          this.#watching = undefined;
+          throw error;
+        });
       await this.#watching;
     }
     // close() came while we were getting ready: it has already let its waiters go.
@@ -59,7 +61,13 @@ export class Waiters {
     for (const set of this.#byId.values()) for (const waiter of set) waiter.look();
   }
 
-  #wait(id: number, signal: AbortSignal | undefined, timeout: number, resolve: (task: StoredTask) => void, reject: (error: unknown) => void): void {
+  #wait(
+    id: number,
+    signal: AbortSignal | undefined,
+    timeout: number,
+    resolve: (task: StoredTask) => void,
+    reject: (error: unknown) => void,
+  ): void {
     const { store, loop, poll: every } = this.#ctx;
     const clock = loop.clock;
     let settled = false;
@@ -86,18 +94,21 @@ export class Waiters {
         return;
       }
       looking = true;
-      store.getTask(id).then((task) => {
-        looking = false;
-        if (task === undefined) finish(() => reject(new TaskNotFoundError(id)));
-        else if (FINAL_STATES.has(task.state)) finish(() => resolve(task));
-        else if (again) {
-          again = false;
-          look();
-        }
-      }, (error: unknown) => {
-        looking = false;
-        finish(() => reject(error));
-      });
+      store.getTask(id).then(
+        (task) => {
+          looking = false;
+          if (task === undefined) finish(() => reject(new TaskNotFoundError(id)));
+          else if (FINAL_STATES.has(task.state)) finish(() => resolve(task));
+          else if (again) {
+            again = false;
+            look();
+          }
+        },
+        (error: unknown) => {
+          looking = false;
+          finish(() => reject(error));
+        },
+      );
     };
     const waiter: Waiter = { look, fail: (error) => finish(() => reject(error)) };
     const aborted = () => finish(() => reject(signal!.reason));
@@ -106,7 +117,7 @@ export class Waiters {
       look();
     };
     let set = this.#byId.get(id);
-    if (set === undefined) this.#byId.set(id, set = new Set());
+    if (set === undefined) this.#byId.set(id, (set = new Set()));
     set.add(waiter);
     signal?.addEventListener('abort', aborted, { once: true });
     if (timeout !== Infinity) {

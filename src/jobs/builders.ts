@@ -303,9 +303,14 @@ export class Every extends JobBuilder {
     if (unit === undefined) throw new TypeError('Call a unit (day(), monday(), hour()...) before at()');
     if (unit === 'millisecond' || unit === 'second') throw new TypeError(`at() does not apply to ${unit}s`);
     if (typeof time === 'number') {
-      if (unit !== 'day' && unit !== 'week') throw new TypeError(`at(h, m, s) needs a day or longer unit; use at(':mm') for hours and at(':ss') for minutes`);
+      if (unit !== 'day' && unit !== 'week')
+        throw new TypeError(`at(h, m, s) needs a day or longer unit; use at(':mm') for hours and at(':ss') for minutes`);
       if (typeof minuteOrZone === 'string') throw new TypeError('at(h, m, s) takes numbers; set a zone with timezone(zone)');
-      this.#at = [checkPart(time, 23, 'hour', time), checkPart(minuteOrZone ?? 0, 59, 'minute', time), checkPart(second ?? 0, 59, 'second', time)];
+      this.#at = [
+        checkPart(time, 23, 'hour', time),
+        checkPart(minuteOrZone ?? 0, 59, 'minute', time),
+        checkPart(second ?? 0, 59, 'second', time),
+      ];
       return this;
     }
     if (typeof time !== 'string') throw new TypeError(`Expected at() to get a time string or hour number, got ${describe(time)}`);
@@ -348,9 +353,7 @@ export class Every extends JobBuilder {
     // at(':mm') / at(':ss'): the first instant at or after the start whose
     // wall clock shows that minute/second, then every interval from there.
     const local = DateTime.fromMillis(start, { zone }).set({ millisecond: 0 });
-    let aligned = unit === 'hour'
-      ? local.set({ minute: this.#at[1], second: this.#at[2] })
-      : local.set({ second: this.#at[2] });
+    let aligned = unit === 'hour' ? local.set({ minute: this.#at[1], second: this.#at[2] }) : local.set({ second: this.#at[2] });
     if (aligned.toMillis() < start) aligned = aligned.plus(unit === 'hour' ? { hours: 1 } : { minutes: 1 });
     const rule = new IntervalRule(aligned.toMillis(), interval);
     return { rule, first: aligned.toMillis() };
@@ -359,7 +362,9 @@ export class Every extends JobBuilder {
   #setUnit(unit: Unit): this {
     if (this.#unit !== undefined) throw new TypeError(`every() already has the unit ${this.#unit}; cannot also use ${unit}`);
     if (this.#n * UNIT_MS[unit] > MAX_STEP) {
-      throw new RangeError(`every(${this.#n}) ${unit}s spans more than the Date range; at most ${Math.floor(MAX_STEP / UNIT_MS[unit])} ${unit}s`);
+      throw new RangeError(
+        `every(${this.#n}) ${unit}s spans more than the Date range; at most ${Math.floor(MAX_STEP / UNIT_MS[unit])} ${unit}s`,
+      );
     }
     this.#unit = unit;
     return this;
@@ -392,7 +397,9 @@ export class Every extends JobBuilder {
 function intervalOf(text: string): [number, Unit] {
   const ms = toDuration(text, 'every()', 1);
   if (/\d(?:\.\d+)?[dw]/.test(text)) {
-    throw new RangeError(`every("${text}") is ambiguous across DST: use every().day() / every(n).days() for calendar days at the same wall time, or hours (every("24h")) for elapsed time`);
+    throw new RangeError(
+      `every("${text}") is ambiguous across DST: use every().day() / every(n).days() for calendar days at the same wall time, or hours (every("24h")) for elapsed time`,
+    );
   }
   if (!Number.isInteger(ms)) throw new RangeError(`Expected every("${text}") to be a whole number of milliseconds, got ${ms} ms`);
   for (const unit of ['hour', 'minute', 'second'] as const) {

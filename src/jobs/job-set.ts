@@ -10,7 +10,21 @@ import { DEFAULT_CATCH_UP, type JobBounds, type RulePlan } from '../rules/plan.j
 import type { JobOptions } from './builders.js';
 import { Job, type JobHost, type SkipInfo } from './job.js';
 
-const JOB_KEYS = new Set(['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue', 'overlap', 'misfire', 'catchUp', 'jitter']);
+const JOB_KEYS = new Set([
+  'signal',
+  'name',
+  'timeout',
+  'retry',
+  'rate',
+  'serial',
+  'concurrency',
+  'priority',
+  'queue',
+  'overlap',
+  'misfire',
+  'catchUp',
+  'jitter',
+]);
 
 /**
  * The in-memory jobs of one scheduler: creates them on its loop and keeps
@@ -50,13 +64,35 @@ export class JobSet implements JobHost {
     }
     const loop = this.#loop;
     // The job watches its signal itself (a cancelled job is gone for good), so its runs' settings carry none.
-    const settings = options === undefined
-      ? loop.defaults
-      : toSettings({ name: options.name, timeout: options.timeout, retry: options.retry, rate: options.rate, serial: options.serial, concurrency: options.concurrency, priority: options.priority, queue: options.queue }, loop.defaults);
+    const settings =
+      options === undefined
+        ? loop.defaults
+        : toSettings(
+            {
+              name: options.name,
+              timeout: options.timeout,
+              retry: options.retry,
+              rate: options.rate,
+              serial: options.serial,
+              concurrency: options.concurrency,
+              priority: options.priority,
+              queue: options.queue,
+            },
+            loop.defaults,
+          );
     loop.assertAccepting();
     if (signal?.aborted) throw signal.reason;
     const job = new Job(this, fn, {
-      rule: plan.rule, first: plan.first, until: bounds.until, times: bounds.times, jitter, overlap, misfire, catchUp, settings, signal,
+      rule: plan.rule,
+      first: plan.first,
+      until: bounds.until,
+      times: bounds.times,
+      jitter,
+      overlap,
+      misfire,
+      catchUp,
+      settings,
+      signal,
     });
     if (job.state === 'scheduled') {
       this.#live.add(job);
@@ -94,7 +130,8 @@ export class JobSet implements JobHost {
   }
 
   skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void {
-    if (this.#events.has('skip')) this.#events.emit('skip', { job, name: job.name, key: undefined, scheduledAt: new Date(scheduledAt), reason });
+    if (this.#events.has('skip'))
+      this.#events.emit('skip', { job, name: job.name, key: undefined, scheduledAt: new Date(scheduledAt), reason });
   }
 
   finished(job: Job, signal: AbortSignal | undefined): void {

@@ -134,7 +134,16 @@ export class Job {
     // A literal, not a spread of plan.settings: every job's settings then
     // share one hidden class (a spread gave each its own, ~300 B per job).
     const base = plan.settings;
-    this.#settings = { owner: base.owner, name: base.name, timeout: base.timeout, retry: base.retry, signal: undefined, observer: this, elapsed, flow: base.flow };
+    this.#settings = {
+      owner: base.owner,
+      name: base.name,
+      timeout: base.timeout,
+      retry: base.retry,
+      signal: undefined,
+      observer: this,
+      elapsed,
+      flow: base.flow,
+    };
     this.#planAt(plan.first);
   }
 
@@ -396,7 +405,6 @@ export class Job {
     }
   }
 }
-
 
 /** The context of a catch-up run: the run's own, with the missed occurrence as `scheduledAt`. */
 function lateContext(run: Run, scheduledAt: number): TaskContext {

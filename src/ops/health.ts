@@ -89,7 +89,11 @@ export class SchedulerHealth {
       if (!HEALTH_KEYS.has(key)) throw new TypeError(`Unknown health option \`${key}\`; expected one of: ${[...HEALTH_KEYS].join(', ')}`);
     }
     const { maxStall = 30_000, maxLoopDelay = 1_000, storeTimeout = 2_000 } = options;
-    for (const [name, value] of [['maxStall', maxStall], ['maxLoopDelay', maxLoopDelay], ['storeTimeout', storeTimeout]] as const) {
+    for (const [name, value] of [
+      ['maxStall', maxStall],
+      ['maxLoopDelay', maxLoopDelay],
+      ['storeTimeout', storeTimeout],
+    ] as const) {
       if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
         throw new RangeError(`Expected \`${name}\` to be a finite number of milliseconds > 0, got ${String(value)}`);
       }
@@ -109,14 +113,21 @@ export class SchedulerHealth {
     const scheduler = this.#scheduler;
     const maxDelayMs = this.#delay.max / 1e6;
     this.#delay.reset();
-    const loop = maxDelayMs > this.#maxLoopDelay
-      ? { healthy: false, reason: `the event loop was blocked for ${Math.round(maxDelayMs)} ms`, maxDelayMs }
-      : { healthy: true, maxDelayMs };
+    const loop =
+      maxDelayMs > this.#maxLoopDelay
+        ? { healthy: false, reason: `the event loop was blocked for ${Math.round(maxDelayMs)} ms`, maxDelayMs }
+        : { healthy: true, maxDelayMs };
     const { waiting } = scheduler.stats();
     const sinceLastStartMs = scheduler.clock.now() - this.#lastStart;
-    const dispatch = waiting > 0 && sinceLastStartMs > this.#maxStall
-      ? { healthy: false, reason: `${waiting} due task(s) wait and no run started for ${Math.round(sinceLastStartMs)} ms`, waiting, sinceLastStartMs }
-      : { healthy: true, waiting, sinceLastStartMs };
+    const dispatch =
+      waiting > 0 && sinceLastStartMs > this.#maxStall
+        ? {
+            healthy: false,
+            reason: `${waiting} due task(s) wait and no run started for ${Math.round(sinceLastStartMs)} ms`,
+            waiting,
+            sinceLastStartMs,
+          }
+        : { healthy: true, waiting, sinceLastStartMs };
     const report: HealthReport = { healthy: loop.healthy && dispatch.healthy, checks: { loop, dispatch } };
     const store = await this.#checkStore();
     if (store !== undefined) {
@@ -144,7 +155,11 @@ export class SchedulerHealth {
       return { healthy: true, latencyMs: performance.now() - started };
     } catch (error) {
       probe.catch(() => {});
-      return { healthy: false, reason: `the store did not answer: ${error instanceof Error ? error.message : String(error)}`, latencyMs: performance.now() - started };
+      return {
+        healthy: false,
+        reason: `the store did not answer: ${error instanceof Error ? error.message : String(error)}`,
+        latencyMs: performance.now() - started,
+      };
     } finally {
       clearTimeout(timer);
     }
@@ -154,7 +169,10 @@ export class SchedulerHealth {
    * A request handler for `node:http` (and frameworks that hand over the raw
    * request and response): 200 when healthy, 503 when not, the report as JSON.
    */
-  handler = (_request: unknown, response: { writeHead(status: number, headers: Record<string, string>): unknown; end(body: string): unknown }): void => {
+  handler = (
+    _request: unknown,
+    response: { writeHead(status: number, headers: Record<string, string>): unknown; end(body: string): unknown },
+  ): void => {
     void this.check().then((report) => {
       response.writeHead(report.healthy ? 200 : 503, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
       response.end(JSON.stringify(report));

@@ -165,10 +165,18 @@ export class SchedulerMetrics {
     const s = this.#series.get(name) ?? new Series();
     const queued = pending.get(name);
     return {
-      runs: s.runs, succeeded: s.succeeded, failed: s.failed, retries: s.retries, timeouts: s.timeouts,
-      cancelled: s.cancelled, skipped: s.skipped, running: s.running,
-      pending: queued?.pending ?? 0, waiting: queued?.waiting ?? 0,
-      lateness: s.lateness.summary(), duration: s.duration.summary(),
+      runs: s.runs,
+      succeeded: s.succeeded,
+      failed: s.failed,
+      retries: s.retries,
+      timeouts: s.timeouts,
+      cancelled: s.cancelled,
+      skipped: s.skipped,
+      running: s.running,
+      pending: queued?.pending ?? 0,
+      waiting: queued?.waiting ?? 0,
+      lateness: s.lateness.summary(),
+      duration: s.duration.summary(),
     };
   }
 
@@ -211,7 +219,13 @@ export class SchedulerMetrics {
     family('running', 'gauge', 'Runs in progress.', (s) => s.running);
     family('pending', 'gauge', 'Tasks waiting for their time or for a worker.', (_s, key) => pending.get(key)?.pending ?? 0);
     family('waiting', 'gauge', 'Tasks already due, waiting for a free worker.', (_s, key) => pending.get(key)?.waiting ?? 0);
-    const summary = (name: string, help: string, window: (s: Series) => LatenessRecorder, sum: (s: Series) => number, count: (s: Series) => number) => {
+    const summary = (
+      name: string,
+      help: string,
+      window: (s: Series) => LatenessRecorder,
+      sum: (s: Series) => number,
+      count: (s: Series) => number,
+    ) => {
       out.push(`# HELP ${p}_${name} ${help}`, `# TYPE ${p}_${name} summary`);
       for (const key of names) {
         const s = this.#series.get(key)!;
@@ -225,10 +239,23 @@ export class SchedulerMetrics {
         );
       }
     };
-    summary('lateness_seconds', 'How late runs started (quantiles over the last 1,024 runs).', (s) => s.lateness, (s) => s.latenessSum, (s) => s.runs);
-    summary('duration_seconds', 'How long runs took (quantiles over the last 1,024 runs).', (s) => s.duration, (s) => s.durationSum, (s) => s.durations);
+    summary(
+      'lateness_seconds',
+      'How late runs started (quantiles over the last 1,024 runs).',
+      (s) => s.lateness,
+      (s) => s.latenessSum,
+      (s) => s.runs,
+    );
+    summary(
+      'duration_seconds',
+      'How long runs took (quantiles over the last 1,024 runs).',
+      (s) => s.duration,
+      (s) => s.durationSum,
+      (s) => s.durations,
+    );
     const stats = this.#scheduler.stats();
-    const gauge = (name: string, help: string, value: number) => out.push(`# HELP ${p}_${name} ${help}`, `# TYPE ${p}_${name} gauge`, `${p}_${name} ${value}`);
+    const gauge = (name: string, help: string, value: number) =>
+      out.push(`# HELP ${p}_${name} ${help}`, `# TYPE ${p}_${name} gauge`, `${p}_${name} ${value}`);
     gauge('workers', 'The size of the worker pool.', stats.workers === Infinity ? Number.MAX_SAFE_INTEGER : stats.workers);
     gauge('jobs', 'Recurring jobs scheduled or paused.', this.#scheduler.jobs().length);
     return `${out.join('\n')}\n`;
@@ -240,7 +267,10 @@ export class SchedulerMetrics {
    * @example
    * app.get('/metrics', (req, res) => m.handler(req, res));
    */
-  handler = (_request: unknown, response: { writeHead(status: number, headers: Record<string, string>): unknown; end(body: string): unknown }): void => {
+  handler = (
+    _request: unknown,
+    response: { writeHead(status: number, headers: Record<string, string>): unknown; end(body: string): unknown },
+  ): void => {
     response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'cache-control': 'no-store' });
     response.end(this.prometheus());
   };

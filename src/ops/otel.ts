@@ -77,7 +77,9 @@ class Instrumentation implements OtelInstrumentation {
     this.#scheduler = scheduler;
     this.#tracer = tracer;
     this.#runs = meter.createCounter('taskheap.task.runs', { description: 'Runs started, retries included' });
-    this.#outcomes = meter.createCounter('taskheap.task.outcomes', { description: 'How runs ended: succeeded, failed, timed-out, cancelled or retried' });
+    this.#outcomes = meter.createCounter('taskheap.task.outcomes', {
+      description: 'How runs ended: succeeded, failed, timed-out, cancelled or retried',
+    });
     this.#skips = meter.createCounter('taskheap.job.skips', { description: 'Job occurrences skipped by the overlap or misfire policy' });
     this.#lateness = meter.createHistogram('taskheap.task.lateness', { description: 'How late runs started', unit: 'ms' });
     this.#duration = meter.createHistogram('taskheap.task.duration', { description: 'How long runs took', unit: 'ms' });

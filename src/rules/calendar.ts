@@ -126,8 +126,7 @@ export class CalendarRule implements Rule, WallTimePattern {
       // A weekly rule with no weekdays repeats on the anchor's weekday.
       this.#weekdayMask = unit === 'week' ? 1 << (isoWeekday(this.#anchorDay) - 1) : 0;
     }
-    this.weekdays =
-      this.#weekdayMask === 0 ? undefined : [1, 2, 3, 4, 5, 6, 7].filter((w) => (this.#weekdayMask >> (w - 1)) & 1);
+    this.weekdays = this.#weekdayMask === 0 ? undefined : [1, 2, 3, 4, 5, 6, 7].filter((w) => (this.#weekdayMask >> (w - 1)) & 1);
   }
 
   /**

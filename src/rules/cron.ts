@@ -11,17 +11,7 @@
 import type { Rule } from './rule.js';
 import { assertInstant } from './rule.js';
 import type { WallTimePattern } from './wall-time.js';
-import {
-  DAY,
-  SECOND,
-  TimeZone,
-  civilFromDays,
-  dayOfWeek,
-  daysFromCivil,
-  daysInMonth,
-  nextFixedTime,
-  nextRealTime,
-} from './wall-time.js';
+import { DAY, SECOND, TimeZone, civilFromDays, dayOfWeek, daysFromCivil, daysInMonth, nextFixedTime, nextRealTime } from './wall-time.js';
 
 interface Field {
   readonly name: string;
@@ -166,7 +156,8 @@ export class CronRule implements Rule, WallTimePattern {
       text = expanded;
     }
     const parts = text === '' ? [] : text.split(/\s+/);
-    if (parts.length < 5 || parts.length > 7) fail(`wrong number of fields (${parts.length}): expected 5, 6 (seconds first) or 7 (seconds first, year last)`);
+    if (parts.length < 5 || parts.length > 7)
+      fail(`wrong number of fields (${parts.length}): expected 5, 6 (seconds first) or 7 (seconds first, year last)`);
     if (parts.length === 5) parts.unshift('0');
     const [second, minute, hour, dom, month, dow, year = '*'] = parts as [string, string, string, string, string, string, string?];
 
@@ -407,7 +398,7 @@ function parseDays(domText: string, dowText: string, fail: Fail): DaySpec {
     if (upper === 'L') fail(`"L" in day-of-week field needs a weekday before it, e.g. 5L or FRIL`);
     const last = /^(\d+|[A-Z]{3})#?L$/.exec(upper);
     if (last !== null) {
-      spec.lastOf |= 1 << parseValue(last[1]!, DAYS_OF_WEEK, fail) % 7;
+      spec.lastOf |= 1 << (parseValue(last[1]!, DAYS_OF_WEEK, fail) % 7);
       return true;
     }
     const nth = /^(\d+|[A-Z]{3})#(\d+)$/.exec(upper);
@@ -419,7 +410,7 @@ function parseDays(domText: string, dowText: string, fail: Fail): DaySpec {
     }
     return false;
   });
-  for (let w = 0; w <= 7; w++) if (dows[w] === 1) spec.dow |= 1 << w % 7;
+  for (let w = 0; w <= 7; w++) if (dows[w] === 1) spec.dow |= 1 << (w % 7);
   return spec;
 }
 

@@ -61,7 +61,9 @@ export function validateZone(zone: string): string {
   // Node 24's Intl takes offsets ('+05:00') as zones, Node 20 and 22 refuse
   // them: refused everywhere, so a schedule means the same on every Node.
   if (/^[+-]\d/.test(zone)) {
-    throw new RangeError(`Invalid time zone "${zone}": expected an IANA name such as "Europe/Paris"; a fixed offset is an Etc zone ("Etc/GMT-5" is UTC+05:00)`);
+    throw new RangeError(
+      `Invalid time zone "${zone}": expected an IANA name such as "Europe/Paris"; a fixed offset is an Etc zone ("Etc/GMT-5" is UTC+05:00)`,
+    );
   }
   let resolved: string;
   try {

@@ -26,9 +26,13 @@ describe('cancel', () => {
 
   it('aborts the signal of a running task; it ends cancelled if it gives up', async () => {
     const { clock, scheduler } = setup();
-    const task = scheduler.after(1, (ctx) => new Promise((_, reject) => {
-      ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
-    }));
+    const task = scheduler.after(
+      1,
+      (ctx) =>
+        new Promise((_, reject) => {
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
+        }),
+    );
     await clock.advance(1);
     expect(task.state).toBe('running');
     expect(task.cancel('stop')).toBe(true);
@@ -121,12 +125,17 @@ describe('AbortSignal', () => {
     const { clock, scheduler } = setup();
     const controller = new AbortController();
     let seen: unknown;
-    scheduler.after(1, (ctx) => new Promise<void>((resolve) => {
-      ctx.signal.addEventListener('abort', () => {
-        seen = ctx.signal.reason;
-        resolve();
-      });
-    }), { signal: controller.signal });
+    scheduler.after(
+      1,
+      (ctx) =>
+        new Promise<void>((resolve) => {
+          ctx.signal.addEventListener('abort', () => {
+            seen = ctx.signal.reason;
+            resolve();
+          });
+        }),
+      { signal: controller.signal },
+    );
     await clock.advance(1);
     controller.abort('user left');
     expect(seen).toBe('user left');

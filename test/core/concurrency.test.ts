@@ -7,11 +7,13 @@ function worker(clock: { now(): number; setTimer(cb: () => void, ms: number): un
     let failures = fail;
     return () => {
       log.push(`${label}+${clock.now() - START}`);
-      return new Promise<void>((resolve, reject) => clock.setTimer(() => {
-        log.push(`${label}-${clock.now() - START}`);
-        if (failures-- > 0) reject(new Error(`${label} failed`));
-        else resolve();
-      }, ms));
+      return new Promise<void>((resolve, reject) =>
+        clock.setTimer(() => {
+          log.push(`${label}-${clock.now() - START}`);
+          if (failures-- > 0) reject(new Error(`${label} failed`));
+          else resolve();
+        }, ms),
+      );
     };
   };
 }
@@ -75,7 +77,12 @@ describe('concurrency keys', () => {
     // a waits 100 ms for its retry without giving up its place; b times out at 50 and c takes its place;
     // d goes when c ends (a still holds one).
     expect(log.filter((e) => e.includes('+'))).toEqual(['a+0', 'b+0', 'c+50', 'd+60', 'a+110']);
-    expect(peak(log.filter((e) => !e.startsWith('b-')), '')).toBeLessThanOrEqual(2);
+    expect(
+      peak(
+        log.filter((e) => !e.startsWith('b-')),
+        '',
+      ),
+    ).toBeLessThanOrEqual(2);
   });
 
   it('serial is the same as concurrency with limit 1, and shares its keys', async () => {
@@ -145,7 +152,9 @@ describe('concurrency keys', () => {
     const { clock, scheduler } = setup();
     const fn = () => {};
     const { length } = scheduler.pendingTasks();
-    expect(() => scheduler.after(0, fn, { serial: 'k', concurrency: { key: 'k', limit: 2 } })).toThrow(/either `serial` or `concurrency`, not both/);
+    expect(() => scheduler.after(0, fn, { serial: 'k', concurrency: { key: 'k', limit: 2 } })).toThrow(
+      /either `serial` or `concurrency`, not both/,
+    );
     expect(() => scheduler.after(0, fn, { concurrency: 'k' as never })).toThrow(TypeError);
     expect(() => scheduler.after(0, fn, { concurrency: { key: 'k' } as never })).toThrow(/`concurrency.limit`.*got undefined/);
     expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: 0 } })).toThrow(RangeError);
@@ -153,8 +162,15 @@ describe('concurrency keys', () => {
     expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: Infinity } })).toThrow(/`concurrency.limit`.*Infinity/);
     expect(() => scheduler.after(0, fn, { concurrency: { key: '', limit: 1 } })).toThrow(/`concurrency.key`.*""/);
     expect(() => scheduler.after(0, fn, { concurrency: { key: 7, limit: 1 } as never })).toThrow(/`concurrency.key` to be a string, got 7/);
-    expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: 1, burst: 1 } as never })).toThrow(/Unknown `concurrency` option "burst"/);
-    expect(() => scheduler.every(1).seconds().run(fn, { concurrency: { key: 'k', limit: -1 } })).toThrow(/`concurrency.limit`.*-1/);
+    expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: 1, burst: 1 } as never })).toThrow(
+      /Unknown `concurrency` option "burst"/,
+    );
+    expect(() =>
+      scheduler
+        .every(1)
+        .seconds()
+        .run(fn, { concurrency: { key: 'k', limit: -1 } }),
+    ).toThrow(/`concurrency.limit`.*-1/);
     expect(scheduler.pendingTasks()).toHaveLength(length);
     expect(scheduler.jobs()).toEqual([]);
     // A key a refused task named keeps the limit of the last task accepted.

@@ -13,7 +13,10 @@ describe('dedupe keys', () => {
     const b = scheduler.after(200, () => void runs.push('b'), { key: 'k', dedupe: 'replace' });
     expect(b.enqueued).toBe('replaced');
     expect(a.state).toBe('cancelled');
-    await expect(a.result).rejects.toMatchObject({ code: 'ERR_TASK_CANCELLED', message: expect.stringMatching(/Replaced by a newer task with the key "k"/) });
+    await expect(a.result).rejects.toMatchObject({
+      code: 'ERR_TASK_CANCELLED',
+      message: expect.stringMatching(/Replaced by a newer task with the key "k"/),
+    });
     await clock.advance(1_000);
     expect(runs).toEqual(['b']);
     // Other keys and tasks without one are not touched.
@@ -31,9 +34,13 @@ describe('dedupe keys', () => {
     expect(b.enqueued).toBe('inserted');
     expect(a.state).toBe('running');
     let tries = 0;
-    const r = scheduler.after(0, () => {
-      if (++tries === 1) throw new Error('again');
-    }, { key: 'r', retry: { attempts: 2, delay: 100, backoff: 'fixed' } });
+    const r = scheduler.after(
+      0,
+      () => {
+        if (++tries === 1) throw new Error('again');
+      },
+      { key: 'r', retry: { attempts: 2, delay: 100, backoff: 'fixed' } },
+    );
     await clock.advance(10);
     expect(r.state).toBe('pending');
     const r2 = scheduler.after(0, () => {}, { key: 'r' });
@@ -85,7 +92,8 @@ describe('dedupe keys', () => {
   it('{ debounce }: each call replaces the waiting task and moves the run a period later; the last runs after a quiet period', async () => {
     const { clock, scheduler } = setup();
     const runs: string[] = [];
-    const call = (label: string) => scheduler.after(0, () => void runs.push(`${label}@${clock.now() - START}`), { key: 'save', dedupe: { debounce: 500 } });
+    const call = (label: string) =>
+      scheduler.after(0, () => void runs.push(`${label}@${clock.now() - START}`), { key: 'save', dedupe: { debounce: 500 } });
     expect(call('a').enqueued).toBe('inserted');
     await clock.advance(300);
     expect(call('b').enqueued).toBe('replaced');
@@ -109,7 +117,12 @@ describe('dedupe keys', () => {
     expect(() => scheduler.after(0, fn, { key: 'k', dedupe: { throttle: 0 } })).toThrow(/`dedupe.throttle`/);
     expect(() => scheduler.after(0, fn, { key: 'k', dedupe: { debounce: '2d' } })).toThrow(/`dedupe.debounce`.*at most a day/);
     expect(() => scheduler.after(0, fn, { key: 'k', dedupe: { throttle: 1, debounce: 1 } as never })).toThrow(TypeError);
-    expect(() => scheduler.every(1).seconds().run(fn, { key: 'k' } as never)).toThrow(/Unknown job option `key`/);
+    expect(() =>
+      scheduler
+        .every(1)
+        .seconds()
+        .run(fn, { key: 'k' } as never),
+    ).toThrow(/Unknown job option `key`/);
     expect(a.state).toBe('pending');
     expect(scheduler.size).toBe(1);
   });
@@ -131,7 +144,10 @@ describe('dedupe keys', () => {
         let replaced = 0;
         for (const c of calls) {
           await clock.advance(c.wait);
-          const task = scheduler.after(c.delay, () => new Promise<void>((resolve) => clock.setTimer(resolve, c.duration)), { key: c.key, dedupe: c.mode });
+          const task = scheduler.after(c.delay, () => new Promise<void>((resolve) => clock.setTimer(resolve, c.duration)), {
+            key: c.key,
+            dedupe: c.mode,
+          });
           if (task.enqueued === 'existing') {
             // keep: the key's task is unfinished, and it is the one the key last added.
             expect(['pending', 'running']).toContain(task.state);

@@ -80,25 +80,26 @@ describe('parseDuration', () => {
     n: fc.integer({ min: 0, max: 100_000 }),
     fraction: fc.option(fc.integer({ min: 0, max: 999 }), { nil: undefined }),
   });
-  const duration = fc.tuple(
-    fc.subarray(ORDER, { minLength: 1 }),
-    fc.array(part, { minLength: 6, maxLength: 6 }),
-    fc.boolean(),
-  );
+  const duration = fc.tuple(fc.subarray(ORDER, { minLength: 1 }), fc.array(part, { minLength: 6, maxLength: 6 }), fc.boolean());
 
   it('format → parse gives the sum of the parts (property)', () => {
-    fc.assert(fc.property(duration, ([units, parts, spaced]) => {
-      let expected = 0;
-      const text = units.map((unit, i) => {
-        const { n, fraction } = parts[i]!;
-        const digits = fraction === undefined ? `${n}` : `${n}.${String(fraction).padStart(3, '0')}`;
-        expected += fraction === undefined ? n * UNIT_MS[unit] : ((n * 1000 + fraction) * UNIT_MS[unit]) / 1000;
-        return `${digits}${unit}`;
-      }).join(spaced ? ' ' : '');
-      const got = parseDuration(text);
-      // Sums of fractions may differ from the reference in the last bit only.
-      expect(Math.abs(got - expected)).toBeLessThanOrEqual(Math.abs(expected) * 1e-12);
-    }), { numRuns: 500 });
+    fc.assert(
+      fc.property(duration, ([units, parts, spaced]) => {
+        let expected = 0;
+        const text = units
+          .map((unit, i) => {
+            const { n, fraction } = parts[i]!;
+            const digits = fraction === undefined ? `${n}` : `${n}.${String(fraction).padStart(3, '0')}`;
+            expected += fraction === undefined ? n * UNIT_MS[unit] : ((n * 1000 + fraction) * UNIT_MS[unit]) / 1000;
+            return `${digits}${unit}`;
+          })
+          .join(spaced ? ' ' : '');
+        const got = parseDuration(text);
+        // Sums of fractions may differ from the reference in the last bit only.
+        expect(Math.abs(got - expected)).toBeLessThanOrEqual(Math.abs(expected) * 1e-12);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('accepts exactly the strings of the grammar (property, against a regular-expression reference)', () => {
@@ -108,17 +109,23 @@ describe('parseDuration', () => {
       return units.every((u, i) => i === 0 || u > units[i - 1]!);
     };
     const alphabet = fc.constantFrom('1', '2', '0', '.', ' ', 'm', 's', 'h', 'd', 'w', 'M', '-');
-    fc.assert(fc.property(fc.array(alphabet, { maxLength: 10 }).map((chars) => chars.join('')), (text) => {
-      const valid = grammar.test(text) && ordered(text);
-      let parsed = true;
-      try {
-        parseDuration(text);
-      } catch (error) {
-        expect(error).toBeInstanceOf(RangeError);
-        parsed = false;
-      }
-      expect(parsed).toBe(valid);
-    }), { numRuns: 2_000 });
+    fc.assert(
+      fc.property(
+        fc.array(alphabet, { maxLength: 10 }).map((chars) => chars.join('')),
+        (text) => {
+          const valid = grammar.test(text) && ordered(text);
+          let parsed = true;
+          try {
+            parseDuration(text);
+          } catch (error) {
+            expect(error).toBeInstanceOf(RangeError);
+            parsed = false;
+          }
+          expect(parsed).toBe(valid);
+        },
+      ),
+      { numRuns: 2_000 },
+    );
   });
 });
 
@@ -145,10 +152,14 @@ describe('durations as strings where a duration is accepted', () => {
   it("retry: { delay: '1s', maxDelay: '3s', jitter: '0ms' } waits 1 s, 2 s, then 3 s (capped)", async () => {
     const { clock, scheduler } = setup();
     const at: number[] = [];
-    const task = scheduler.after(0, () => {
-      at.push(clock.now() - START);
-      throw new Error('again');
-    }, { retry: { attempts: 4, delay: '1s', maxDelay: '3s', jitter: '0ms', backoff: 'exponential' } });
+    const task = scheduler.after(
+      0,
+      () => {
+        at.push(clock.now() - START);
+        throw new Error('again');
+      },
+      { retry: { attempts: 4, delay: '1s', maxDelay: '3s', jitter: '0ms', backoff: 'exponential' } },
+    );
     await clock.advance('1m');
     await expect(task.result).rejects.toThrow('again');
     expect(at).toEqual([0, 1_000, 3_000, 6_000]);
@@ -158,7 +169,10 @@ describe('durations as strings where a duration is accepted', () => {
     const { clock, scheduler } = setup();
     const job = scheduler.every('15m').run(() => {});
     expect(job.nextRuns(3)).toEqual([15, 30, 45].map((m) => new Date(START + m * 60_000)));
-    const aligned = scheduler.every('2h').at(':15').run(() => {});
+    const aligned = scheduler
+      .every('2h')
+      .at(':15')
+      .run(() => {});
     expect(aligned.nextRunAt).toEqual(new Date(START + 15 * 60_000));
     const odd = scheduler.every('1.5s').run(() => {});
     expect(odd.nextRuns(2)).toEqual([new Date(START + 1_500), new Date(START + 3_000)]);
@@ -175,8 +189,21 @@ describe('durations as strings where a duration is accepted', () => {
 
   it("jitter('30s') and the jitter option take strings", async () => {
     const { scheduler } = setup();
-    expect(scheduler.every().hour().jitter('30s').run(() => {}).nextRunAt!.getTime()).toBeLessThan(START + 3_600_000 + 30_000);
-    expect(scheduler.every().hour().run(() => {}, { jitter: '30s' }).nextRunAt!.getTime()).toBeLessThan(START + 3_600_000 + 30_000);
+    expect(
+      scheduler
+        .every()
+        .hour()
+        .jitter('30s')
+        .run(() => {})
+        .nextRunAt!.getTime(),
+    ).toBeLessThan(START + 3_600_000 + 30_000);
+    expect(
+      scheduler
+        .every()
+        .hour()
+        .run(() => {}, { jitter: '30s' })
+        .nextRunAt!.getTime(),
+    ).toBeLessThan(START + 3_600_000 + 30_000);
     expect(() => scheduler.every().hour().jitter('30 s')).toThrow(/Invalid `jitter` "30 s"/);
   });
 

@@ -17,7 +17,13 @@ describe('keys with no pending work cost nothing', () => {
     for (let i = 0; i < 100_000; i++) {
       const key = i % 2 === 0 ? { serial: `chat:${i}` } : { concurrency: { key: `chat:${i}`, limit: 2 } };
       const dedupe = i % 3 === 0 ? { throttle: 500 } : 'replace';
-      scheduler.after(0, noop, { ...key, queue: `queue:${i % 4}`, key: `chat:${i}`, dedupe, rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });
+      scheduler.after(0, noop, {
+        ...key,
+        queue: `queue:${i % 4}`,
+        key: `chat:${i}`,
+        dedupe,
+        rate: { key: `chat:${i}`, limit: 1, interval: 1_000 },
+      });
     }
     await clock.advance(0);
     expect(scheduler.stats()).toMatchObject({ pending: 0, succeeded: 200_001 });

@@ -58,17 +58,28 @@ function simulate(s: Scenario, horizon: number): [number, number][] {
   const starts: [number, number][] = [];
   const room = (key: string, rate: { limit: number; interval: number }, t: number) =>
     (windows.get(key) ?? []).filter((at) => at > t - rate.interval).length < rate.limit;
-  const earliest = (list: T[]) => list.reduce<T | undefined>((best, x) => (best === undefined || x.due < best.due || (x.due === best.due && x.i < best.i) ? x : best), undefined);
+  const earliest = (list: T[]) =>
+    list.reduce<T | undefined>(
+      (best, x) => (best === undefined || x.due < best.due || (x.due === best.due && x.i < best.i) ? x : best),
+      undefined,
+    );
   for (let t = 0; t <= horizon; t++) {
     for (;;) {
       if (s.global !== undefined && !room('*', s.global, t)) break;
       const due = tasks.filter((x) => !x.done && x.due <= t);
-      const serialOk = due.filter((x) => x.serial === undefined || holders.get(x.serial) === x.i
-        || (!holders.has(x.serial) && earliest(due.filter((y) => y.serial === x.serial)) === x));
-      const ok = serialOk.filter((x) => x.rate === undefined
-        || (room(x.rate, s.limits[x.rate]!, t) && earliest(serialOk.filter((y) => y.rate === x.rate)) === x));
+      const serialOk = due.filter(
+        (x) =>
+          x.serial === undefined ||
+          holders.get(x.serial) === x.i ||
+          (!holders.has(x.serial) && earliest(due.filter((y) => y.serial === x.serial)) === x),
+      );
+      const ok = serialOk.filter(
+        (x) => x.rate === undefined || (room(x.rate, s.limits[x.rate]!, t) && earliest(serialOk.filter((y) => y.rate === x.rate)) === x),
+      );
       if (ok.length === 0) break;
-      const best = ok.reduce((a, b) => (b.priority > a.priority || (b.priority === a.priority && (b.due < a.due || (b.due === a.due && b.i < a.i))) ? b : a));
+      const best = ok.reduce((a, b) =>
+        b.priority > a.priority || (b.priority === a.priority && (b.due < a.due || (b.due === a.due && b.i < a.i))) ? b : a,
+      );
       starts.push([best.i, t]);
       for (const key of ['*', best.rate]) if (key !== undefined) windows.set(key, [...(windows.get(key) ?? []), t]);
       best.tries++;
@@ -93,15 +104,19 @@ describe('rate limits, serial keys and priorities against a reference model', ()
         const starts: [number, number][] = [];
         s.tasks.forEach((task, i) => {
           let tries = 0;
-          scheduler.schedule(task.due, () => {
-            starts.push([i, clock.now()]);
-            if (++tries <= task.fails) throw new Error('planned failure');
-          }, {
-            priority: task.priority,
-            serial: task.serial,
-            rate: task.rate === undefined ? undefined : { key: task.rate, ...s.limits[task.rate]! },
-            retry: { attempts: task.attempts, delay: task.retryDelay, backoff: 'fixed' },
-          });
+          scheduler.schedule(
+            task.due,
+            () => {
+              starts.push([i, clock.now()]);
+              if (++tries <= task.fails) throw new Error('planned failure');
+            },
+            {
+              priority: task.priority,
+              serial: task.serial,
+              rate: task.rate === undefined ? undefined : { key: task.rate, ...s.limits[task.rate]! },
+              retry: { attempts: task.attempts, delay: task.retryDelay, backoff: 'fixed' },
+            },
+          );
         });
         const horizon = 2_000;
         await clock.advance(horizon);
@@ -125,46 +140,72 @@ describe('rate limits and serial keys under a limited pool, async tasks and canc
       cancelAt: fc.option(fc.integer({ min: 0, max: 80 }), { nil: undefined }),
     });
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 3 }), fc.option(limit, { nil: undefined }), limit, fc.array(task, { maxLength: 30 }), async (workers, global, keyed, specs) => {
-        const clock = new ManualClock(0);
-        const scheduler = new Scheduler({ clock, workers, onError: () => {}, rate: global });
-        const starts: { i: number; at: number }[] = [];
-        const holding = new Map<string, number>();
-        let overlap = false;
-        const handles = specs.map((spec, i) => scheduler.schedule(spec.due, () => {
-          starts.push({ i, at: clock.now() });
-          if (spec.serial !== undefined) {
-            if (holding.has(spec.serial)) overlap = true;
-            holding.set(spec.serial, i);
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 3 }),
+        fc.option(limit, { nil: undefined }),
+        limit,
+        fc.array(task, { maxLength: 30 }),
+        async (workers, global, keyed, specs) => {
+          const clock = new ManualClock(0);
+          const scheduler = new Scheduler({ clock, workers, onError: () => {}, rate: global });
+          const starts: { i: number; at: number }[] = [];
+          const holding = new Map<string, number>();
+          let overlap = false;
+          const handles = specs.map((spec, i) =>
+            scheduler.schedule(
+              spec.due,
+              () => {
+                starts.push({ i, at: clock.now() });
+                if (spec.serial !== undefined) {
+                  if (holding.has(spec.serial)) overlap = true;
+                  holding.set(spec.serial, i);
+                }
+                const end = () => {
+                  if (spec.serial !== undefined) holding.delete(spec.serial);
+                };
+                if (spec.duration === 0) return end();
+                return new Promise<void>((resolve) =>
+                  clock.setTimer(() => {
+                    end();
+                    resolve();
+                  }, spec.duration),
+                );
+              },
+              { priority: spec.priority, serial: spec.serial, rate: spec.rate === undefined ? undefined : { key: spec.rate, ...keyed } },
+            ),
+          );
+          specs.forEach((spec, i) => {
+            if (spec.cancelAt !== undefined) clock.setTimer(() => handles[i]!.cancel(), spec.cancelAt);
+          });
+          await clock.advance(5_000);
+          expect(overlap).toBe(false);
+          const within = (list: number[], rate: { limit: number; interval: number }) =>
+            list.every((at, k) => k < rate.limit || list[k - rate.limit]! + rate.interval <= at);
+          if (global !== undefined)
+            expect(
+              within(
+                starts.map((s) => s.at),
+                global,
+              ),
+            ).toBe(true);
+          for (const key of ['a', 'x'])
+            expect(
+              within(
+                starts.filter((s) => specs[s.i]!.rate === key).map((s) => s.at),
+                keyed,
+              ),
+            ).toBe(true);
+          for (const key of ['a', 'b']) {
+            const order = starts.filter((s) => specs[s.i]!.serial === key).map((s) => s.i);
+            const sorted = [...order].sort((p, q) => specs[p]!.due - specs[q]!.due || p - q);
+            expect(order).toEqual(sorted);
           }
-          const end = () => {
-            if (spec.serial !== undefined) holding.delete(spec.serial);
-          };
-          if (spec.duration === 0) return end();
-          return new Promise<void>((resolve) => clock.setTimer(() => {
-            end();
-            resolve();
-          }, spec.duration));
-        }, { priority: spec.priority, serial: spec.serial, rate: spec.rate === undefined ? undefined : { key: spec.rate, ...keyed } }));
-        specs.forEach((spec, i) => {
-          if (spec.cancelAt !== undefined) clock.setTimer(() => handles[i]!.cancel(), spec.cancelAt);
-        });
-        await clock.advance(5_000);
-        expect(overlap).toBe(false);
-        const within = (list: number[], rate: { limit: number; interval: number }) =>
-          list.every((at, k) => k < rate.limit || list[k - rate.limit]! + rate.interval <= at);
-        if (global !== undefined) expect(within(starts.map((s) => s.at), global)).toBe(true);
-        for (const key of ['a', 'x']) expect(within(starts.filter((s) => specs[s.i]!.rate === key).map((s) => s.at), keyed)).toBe(true);
-        for (const key of ['a', 'b']) {
-          const order = starts.filter((s) => specs[s.i]!.serial === key).map((s) => s.i);
-          const sorted = [...order].sort((p, q) => specs[p]!.due - specs[q]!.due || p - q);
-          expect(order).toEqual(sorted);
-        }
-        // Every task ran or was cancelled; nothing waits, no state or timer is left.
-        expect(handles.every((h) => h.state === 'succeeded' || h.state === 'cancelled')).toBe(true);
-        expect(scheduler.stats()).toMatchObject({ pending: 0, waiting: 0, running: 0 });
-        expect(clock.pendingTimers).toBe(0);
-      }),
+          // Every task ran or was cancelled; nothing waits, no state or timer is left.
+          expect(handles.every((h) => h.state === 'succeeded' || h.state === 'cancelled')).toBe(true);
+          expect(scheduler.stats()).toMatchObject({ pending: 0, waiting: 0, running: 0 });
+          expect(clock.pendingTimers).toBe(0);
+        },
+      ),
       { numRuns: 300, interruptAfterTimeLimit: 20_000 },
     );
   });

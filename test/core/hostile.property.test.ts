@@ -11,9 +11,36 @@ const odd = fc.oneof(
   fc.integer(),
   fc.string({ maxLength: 30 }),
   fc.constantFrom(
-    1e300, -1e300, 2 ** 53, -(2 ** 53), 8.64e15, 8.64e15 + 1, -0, NaN, Infinity, 3e15, Number.MAX_SAFE_INTEGER, 0, -1, 1.5,
-    '2026-12-24T18:00:00Z', '2026-12-24T18:00:00', '2026-13-01T00:00:00Z', 'success', 'sucess', 'toString', '__proto__', 'idle',
-    new Date(NaN), new Date(START + 1_000), DateTime.invalid('hostile'), DateTime.fromMillis(START), null, undefined, Symbol('s'), 10n,
+    1e300,
+    -1e300,
+    2 ** 53,
+    -(2 ** 53),
+    8.64e15,
+    8.64e15 + 1,
+    -0,
+    NaN,
+    Infinity,
+    3e15,
+    Number.MAX_SAFE_INTEGER,
+    0,
+    -1,
+    1.5,
+    '2026-12-24T18:00:00Z',
+    '2026-12-24T18:00:00',
+    '2026-13-01T00:00:00Z',
+    'success',
+    'sucess',
+    'toString',
+    '__proto__',
+    'idle',
+    new Date(NaN),
+    new Date(START + 1_000),
+    DateTime.invalid('hostile'),
+    DateTime.fromMillis(START),
+    null,
+    undefined,
+    Symbol('s'),
+    10n,
   ),
 );
 
@@ -21,13 +48,30 @@ const odd = fc.oneof(
 const fns = fc.constantFrom<unknown>(
   () => 1,
   async () => 1,
-  () => { throw new Error('sync'); },
-  () => ({ then() { throw new Error('then throws'); } }),
-  () => ({ get then() { throw new Error('getter throws'); } }),
+  () => {
+    throw new Error('sync');
+  },
+  () => ({
+    then() {
+      throw new Error('then throws');
+    },
+  }),
+  () => ({
+    get then() {
+      throw new Error('getter throws');
+    },
+  }),
   () => ({ then: 42 }),
-  () => ({ then(ok: (v: unknown) => void) { ok(1); ok(2); } }),
+  () => ({
+    then(ok: (v: unknown) => void) {
+      ok(1);
+      ok(2);
+    },
+  }),
   () => Promise.reject(new Error('async')),
-  'not a function', undefined, null,
+  'not a function',
+  undefined,
+  null,
 );
 
 // Listeners that do not throw: a throwing listener surfaces as an uncaught exception by design.

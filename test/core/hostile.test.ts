@@ -41,14 +41,27 @@ describe('bounds: every accepted value is safe', () => {
     expect(() => scheduler.every(Number.MAX_SAFE_INTEGER).seconds()).toThrow(RangeError);
     expect(() => scheduler.every(2e16).milliseconds()).toThrow(RangeError);
     // The largest accepted steps terminate: the next occurrence is beyond the Date range, so the job is done.
-    expect(scheduler.every(28_571_428).weeks().run(() => {}).state).toBe('done');
-    expect(scheduler.every(200_000_000).days().run(() => {}).state).toBe('done');
+    expect(
+      scheduler
+        .every(28_571_428)
+        .weeks()
+        .run(() => {}).state,
+    ).toBe('done');
+    expect(
+      scheduler
+        .every(200_000_000)
+        .days()
+        .run(() => {}).state,
+    ).toBe('done');
     expect(scheduler.size).toBe(0);
   });
 
   it('caps nextRuns(n) at MAX_NEXT_RUNS with a RangeError beyond', () => {
     const { scheduler } = setup();
-    const job = scheduler.every(1).millisecond().run(() => {});
+    const job = scheduler
+      .every(1)
+      .millisecond()
+      .run(() => {});
     expect(() => job.nextRuns(1e8)).toThrow(RangeError);
     expect(() => job.nextRuns(1e8)).toThrow(/100000000/);
     expect(() => job.nextRuns(MAX_NEXT_RUNS + 1)).toThrow(RangeError);
@@ -60,7 +73,15 @@ describe("a task's return value never escapes the pump", () => {
   it('a thenable whose then() throws is the failure of its task', async () => {
     const { clock, scheduler, errors } = setup();
     const boom = new Error('then() throws');
-    const task = scheduler.after(0, () => ({ then() { throw boom; } }) as unknown as Promise<void>);
+    const task = scheduler.after(
+      0,
+      () =>
+        ({
+          then() {
+            throw boom;
+          },
+        }) as unknown as Promise<void>,
+    );
     let ranAfter = false;
     scheduler.after(1, () => void (ranAfter = true));
     await clock.advance(1);
@@ -74,7 +95,11 @@ describe("a task's return value never escapes the pump", () => {
   it('a `then` getter that throws is the failure of its task', async () => {
     const { clock, scheduler, errors } = setup();
     const boom = new Error('getter throws');
-    const task = scheduler.after(0, () => ({ get then() { throw boom; } }));
+    const task = scheduler.after(0, () => ({
+      get then() {
+        throw boom;
+      },
+    }));
     await clock.advance(0);
     expect(task.state).toBe('failed');
     expect(errors).toEqual([boom]);
@@ -82,13 +107,17 @@ describe("a task's return value never escapes the pump", () => {
 
   it('a thenable that calls back twice, then throws, settles once', async () => {
     const { clock, scheduler, errors } = setup();
-    const task = scheduler.after(0, () => ({
-      then(ok: (v: number) => void, fail: (e: unknown) => void) {
-        ok(1);
-        fail(new Error('late'));
-        throw new Error('later');
-      },
-    }) as unknown as Promise<number>);
+    const task = scheduler.after(
+      0,
+      () =>
+        ({
+          then(ok: (v: number) => void, fail: (e: unknown) => void) {
+            ok(1);
+            fail(new Error('late'));
+            throw new Error('later');
+          },
+        }) as unknown as Promise<number>,
+    );
     await clock.advance(0);
     expect(task.state).toBe('succeeded');
     await expect(task.result).resolves.toBe(1);

@@ -4,18 +4,21 @@ import { setup } from '../helpers.js';
 
 describe('pendingTasks(limit)', () => {
   it('gives the same tasks, in the same order, as the first `limit` of the full sorted list', () => {
-    fc.assert(fc.property(
-      fc.array(fc.record({ delay: fc.integer({ min: 0, max: 50 }), cancel: fc.boolean() }), { maxLength: 200 }),
-      fc.integer({ min: 0, max: 250 }),
-      (plan, limit) => {
-        const { scheduler } = setup();
-        const tasks = plan.map(({ delay }) => scheduler.after(delay, () => {}));
-        plan.forEach(({ cancel }, i) => cancel && tasks[i]!.cancel());
-        const all = scheduler.pendingTasks().map((task) => task.id);
-        expect(scheduler.pendingTasks(limit).map((task) => task.id)).toEqual(all.slice(0, limit));
-        void scheduler.close();
-      },
-    ), { numRuns: 200 });
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ delay: fc.integer({ min: 0, max: 50 }), cancel: fc.boolean() }), { maxLength: 200 }),
+        fc.integer({ min: 0, max: 250 }),
+        (plan, limit) => {
+          const { scheduler } = setup();
+          const tasks = plan.map(({ delay }) => scheduler.after(delay, () => {}));
+          plan.forEach(({ cancel }, i) => cancel && tasks[i]!.cancel());
+          const all = scheduler.pendingTasks().map((task) => task.id);
+          expect(scheduler.pendingTasks(limit).map((task) => task.id)).toEqual(all.slice(0, limit));
+          void scheduler.close();
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 
   it('rejects a limit that is not a whole number', () => {

@@ -6,10 +6,12 @@ describe('worker pool', () => {
     const { clock, scheduler } = setup({ workers: 2 });
     const gates = Array.from({ length: 5 }, () => gate());
     const started: number[] = [];
-    [4, 3, 2, 1, 0].forEach((i) => scheduler.after(i, () => {
-      started.push(i);
-      return gates[i]!.promise;
-    }));
+    [4, 3, 2, 1, 0].forEach((i) =>
+      scheduler.after(i, () => {
+        started.push(i);
+        return gates[i]!.promise;
+      }),
+    );
     await clock.advance(10);
     expect(started).toEqual([0, 1]);
     expect(scheduler.stats()).toMatchObject({ running: 2, waiting: 3, pending: 3 });
@@ -38,10 +40,11 @@ describe('worker pool', () => {
     const { clock, scheduler } = setup({ workers: 1 });
     const hold = gate();
     let started = 0;
-    for (let i = 0; i < 5; i++) scheduler.after(0, () => {
-      started++;
-      return hold.promise;
-    });
+    for (let i = 0; i < 5; i++)
+      scheduler.after(0, () => {
+        started++;
+        return hold.promise;
+      });
     await clock.advance(0);
     expect(started).toBe(1);
     scheduler.workers = 4;
@@ -56,10 +59,12 @@ describe('worker pool', () => {
     const gates = Array.from({ length: 6 }, () => gate());
     const aborted: boolean[] = [];
     let started = 0;
-    gates.forEach((g) => scheduler.after(0, (ctx) => {
-      started++;
-      return g.promise.then(() => aborted.push(ctx.signal.aborted));
-    }));
+    gates.forEach((g) =>
+      scheduler.after(0, (ctx) => {
+        started++;
+        return g.promise.then(() => aborted.push(ctx.signal.aborted));
+      }),
+    );
     await clock.advance(0);
     expect(started).toBe(3);
     scheduler.workers = 1;
@@ -102,10 +107,11 @@ describe('worker pool', () => {
   it('a synchronous task that shrinks the pool to 1 from inside does not deadlock', async () => {
     const { clock, scheduler } = setup({ workers: 4 });
     const ran: number[] = [];
-    for (let i = 0; i < 10; i++) scheduler.after(i, () => {
-      ran.push(i);
-      if (i === 3) scheduler.workers = 1;
-    });
+    for (let i = 0; i < 10; i++)
+      scheduler.after(i, () => {
+        ran.push(i);
+        if (i === 3) scheduler.workers = 1;
+      });
     await clock.advance(20);
     expect(ran).toEqual([...Array(10).keys()]);
   });

@@ -47,10 +47,17 @@ describe('priorities', () => {
     const order: string[] = [];
     scheduler.after(0, () => void order.push('low'), { priority: -1 });
     // A steady stream of normal-priority work, each due before the previous ends.
-    for (let i = 0; i < 5; i++) scheduler.after(0, () => new Promise<void>((resolve) => clock.setTimer(() => {
-      order.push(`n${i}`);
-      resolve();
-    }, 10)));
+    for (let i = 0; i < 5; i++)
+      scheduler.after(
+        0,
+        () =>
+          new Promise<void>((resolve) =>
+            clock.setTimer(() => {
+              order.push(`n${i}`);
+              resolve();
+            }, 10),
+          ),
+      );
     await clock.advance(1_000);
     expect(order).toEqual(['n0', 'n1', 'n2', 'n3', 'n4', 'low']);
   });
@@ -59,10 +66,15 @@ describe('priorities', () => {
     const { clock, scheduler } = setup({ workers: 1 });
     const hold = gate();
     const started: number[] = [];
-    for (let p = 0; p < 6; p++) scheduler.after(0, () => {
-      started.push(p);
-      return hold.promise;
-    }, { priority: p });
+    for (let p = 0; p < 6; p++)
+      scheduler.after(
+        0,
+        () => {
+          started.push(p);
+          return hold.promise;
+        },
+        { priority: p },
+      );
     await clock.advance(0);
     expect(started).toEqual([5]);
     scheduler.workers = 3;

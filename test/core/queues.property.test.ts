@@ -54,7 +54,12 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
   global: fc.option(limit, { nil: undefined }),
   rates: fc.record({ r1: limit, k1: limit }),
   queueRates: fc.record({ q1: fc.option(limit, { nil: undefined }), q2: fc.option(limit, { nil: undefined }) }),
-  pause: fc.option(fc.tuple(fc.integer({ min: 0, max: 30 }), fc.integer({ min: 1, max: 60 })).map(([a, b]): [number, number] => [2 * a + 1, 2 * (a + b) + 1]), { nil: undefined }),
+  pause: fc.option(
+    fc
+      .tuple(fc.integer({ min: 0, max: 30 }), fc.integer({ min: 1, max: 60 }))
+      .map(([a, b]): [number, number] => [2 * a + 1, 2 * (a + b) + 1]),
+    { nil: undefined },
+  ),
   tasks: fc.array(spec, { minLength: 1, maxLength: 25 }),
 });
 
@@ -77,7 +82,11 @@ function simulate(s: Scenario, horizon: number): [number, number][] {
   const starts: [number, number][] = [];
   const room = (key: string, rate: Limit | undefined, t: number) =>
     rate === undefined || (windows.get(key) ?? []).filter((at) => at > t - rate.interval).length < rate.limit;
-  const earliest = (list: T[]) => list.reduce<T | undefined>((best, x) => (best === undefined || x.due < best.due || (x.due === best.due && x.i < best.i) ? x : best), undefined);
+  const earliest = (list: T[]) =>
+    list.reduce<T | undefined>(
+      (best, x) => (best === undefined || x.due < best.due || (x.due === best.due && x.i < best.i) ? x : best),
+      undefined,
+    );
   const paused = (queue: string | undefined, t: number) => queue === 'q1' && s.pause !== undefined && t >= s.pause[0] && t < s.pause[1];
   for (let t = 0; t <= horizon; t++) {
     for (;;) {
@@ -88,11 +97,16 @@ function simulate(s: Scenario, horizon: number): [number, number][] {
         const holding = tasks.filter((y) => y.key === x.key && !y.done && y.tries > 0).length;
         return holding < keyLimits.get(x.key)! && earliest(due.filter((y) => y.key === x.key && y.tries === 0)) === x;
       });
-      const queueOk = keyOk.filter((x) => !paused(x.queue, t) && (x.queue === undefined || room(`queue:${x.queue}`, s.queueRates[x.queue], t)));
-      const ok = queueOk.filter((x) => x.rate === undefined
-        || (room(x.rate, s.rates[x.rate], t) && earliest(keyOk.filter((y) => y.rate === x.rate)) === x));
+      const queueOk = keyOk.filter(
+        (x) => !paused(x.queue, t) && (x.queue === undefined || room(`queue:${x.queue}`, s.queueRates[x.queue], t)),
+      );
+      const ok = queueOk.filter(
+        (x) => x.rate === undefined || (room(x.rate, s.rates[x.rate], t) && earliest(keyOk.filter((y) => y.rate === x.rate)) === x),
+      );
       if (ok.length === 0) break;
-      const best = ok.reduce((a, b) => (b.priority > a.priority || (b.priority === a.priority && (b.due < a.due || (b.due === a.due && b.i < a.i))) ? b : a));
+      const best = ok.reduce((a, b) =>
+        b.priority > a.priority || (b.priority === a.priority && (b.due < a.due || (b.due === a.due && b.i < a.i))) ? b : a,
+      );
       starts.push([best.i, t]);
       for (const key of ['*', best.rate, best.queue === undefined ? undefined : `queue:${best.queue}`]) {
         if (key !== undefined) windows.set(key, [...(windows.get(key) ?? []), t]);
@@ -121,17 +135,26 @@ describe('concurrency keys and queues against a reference model', () => {
         const starts: [number, number][] = [];
         s.tasks.forEach((task, i) => {
           let tries = 0;
-          const key = task.key === undefined ? {} : task.keyLimit === 1 ? { serial: task.key } : { concurrency: { key: task.key, limit: task.keyLimit } };
-          scheduler.schedule(task.due, () => {
-            starts.push([i, clock.now()]);
-            if (++tries <= task.fails) throw new Error('planned failure');
-          }, {
-            ...key,
-            priority: task.priority,
-            queue: task.queue,
-            rate: task.rate === undefined ? undefined : { key: task.rate, ...s.rates[task.rate]! },
-            retry: { attempts: task.attempts, delay: task.retryDelay, backoff: 'fixed' },
-          });
+          const key =
+            task.key === undefined
+              ? {}
+              : task.keyLimit === 1
+                ? { serial: task.key }
+                : { concurrency: { key: task.key, limit: task.keyLimit } };
+          scheduler.schedule(
+            task.due,
+            () => {
+              starts.push([i, clock.now()]);
+              if (++tries <= task.fails) throw new Error('planned failure');
+            },
+            {
+              ...key,
+              priority: task.priority,
+              queue: task.queue,
+              rate: task.rate === undefined ? undefined : { key: task.rate, ...s.rates[task.rate]! },
+              retry: { attempts: task.attempts, delay: task.retryDelay, backoff: 'fixed' },
+            },
+          );
         });
         const horizon = 2_000;
         await clock.advance(horizon);
@@ -158,13 +181,20 @@ describe('concurrency keys and queues with async tasks, a small pool and cancell
       workers: fc.constantFrom(1, 2, 3, Infinity),
       keyLimits: fc.record({ a: fc.integer({ min: 1, max: 3 }), b: fc.integer({ min: 1, max: 3 }) }),
       q1: fc.integer({ min: 1, max: 3 }),
-      q2rate: fc.option(fc.record({ limit: fc.integer({ min: 1, max: 3 }), interval: fc.integer({ min: 1, max: 30 }) }), { nil: undefined }),
+      q2rate: fc.option(fc.record({ limit: fc.integer({ min: 1, max: 3 }), interval: fc.integer({ min: 1, max: 30 }) }), {
+        nil: undefined,
+      }),
       pause: fc.option(fc.tuple(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 0, max: 60 })), { nil: undefined }),
     });
     await fc.assert(
       fc.asyncProperty(settings, fc.array(task, { maxLength: 30 }), async (set, specs) => {
         const clock = new ManualClock(0);
-        const scheduler = new Scheduler({ clock, workers: set.workers, onError: () => {}, queues: { q1: { concurrency: set.q1 }, q2: { rate: set.q2rate } } });
+        const scheduler = new Scheduler({
+          clock,
+          workers: set.workers,
+          onError: () => {},
+          queues: { q1: { concurrency: set.q1 }, q2: { rate: set.q2rate } },
+        });
         const running = new Map<string, number>();
         const violations: string[] = [];
         const starts: { i: number; at: number }[] = [];
@@ -175,24 +205,32 @@ describe('concurrency keys and queues with async tasks, a small pool and cancell
           if (n > limit) violations.push(`${name}: ${n} > ${limit}`);
         };
         const leave = (name: string) => running.set(name, running.get(name)! - 1);
-        const handles = specs.map((spec, i) => scheduler.schedule(spec.due, () => {
-          starts.push({ i, at: clock.now() });
-          if (spec.queue === 'q1' && q1Paused) violations.push(`task ${i} started in paused q1 at ${clock.now()}`);
-          const names: [string, number][] = [];
-          if (spec.key !== undefined) names.push([`key:${spec.key}`, set.keyLimits[spec.key]]);
-          if (spec.queue === 'q1') names.push(['queue:q1', set.q1]);
-          for (const [name, max] of names) enter(name, max);
-          const end = () => names.forEach(([name]) => leave(name));
-          if (spec.duration === 0) return end();
-          return new Promise<void>((resolve) => clock.setTimer(() => {
-            end();
-            resolve();
-          }, spec.duration));
-        }, {
-          priority: spec.priority,
-          queue: spec.queue,
-          concurrency: spec.key === undefined ? undefined : { key: spec.key, limit: set.keyLimits[spec.key] },
-        }));
+        const handles = specs.map((spec, i) =>
+          scheduler.schedule(
+            spec.due,
+            () => {
+              starts.push({ i, at: clock.now() });
+              if (spec.queue === 'q1' && q1Paused) violations.push(`task ${i} started in paused q1 at ${clock.now()}`);
+              const names: [string, number][] = [];
+              if (spec.key !== undefined) names.push([`key:${spec.key}`, set.keyLimits[spec.key]]);
+              if (spec.queue === 'q1') names.push(['queue:q1', set.q1]);
+              for (const [name, max] of names) enter(name, max);
+              const end = () => names.forEach(([name]) => leave(name));
+              if (spec.duration === 0) return end();
+              return new Promise<void>((resolve) =>
+                clock.setTimer(() => {
+                  end();
+                  resolve();
+                }, spec.duration),
+              );
+            },
+            {
+              priority: spec.priority,
+              queue: spec.queue,
+              concurrency: spec.key === undefined ? undefined : { key: spec.key, limit: set.keyLimits[spec.key] },
+            },
+          ),
+        );
         specs.forEach((spec, i) => {
           if (spec.cancelAt !== undefined) clock.setTimer(() => handles[i]!.cancel(), spec.cancelAt);
         });

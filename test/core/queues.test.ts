@@ -6,10 +6,12 @@ import { START, gate, setup } from '../helpers.js';
 function worker(clock: { now(): number; setTimer(cb: () => void, ms: number): unknown }, log: string[]) {
   return (label: string, ms: number) => () => {
     log.push(`${label}+${clock.now() - START}`);
-    return new Promise<void>((resolve) => clock.setTimer(() => {
-      log.push(`${label}-${clock.now() - START}`);
-      resolve();
-    }, ms));
+    return new Promise<void>((resolve) =>
+      clock.setTimer(() => {
+        log.push(`${label}-${clock.now() - START}`);
+        resolve();
+      }, ms),
+    );
   };
 }
 
@@ -65,7 +67,10 @@ describe('named queues', () => {
 
   it('a paused queue starts nothing, however long it stays paused; close() cancels its waiting tasks', async () => {
     const { clock, scheduler } = setup({ queues: { reports: { paused: true } } });
-    const report = scheduler.every(1).minutes().run(() => {}, { queue: 'reports' });
+    const report = scheduler
+      .every(1)
+      .minutes()
+      .run(() => {}, { queue: 'reports' });
     const once = scheduler.after(0, () => {}, { queue: 'reports' });
     await clock.advance(3_600_000);
     expect(report.runs).toBe(0);
@@ -168,9 +173,30 @@ describe('named queues', () => {
     scheduler.after(0, () => {}, { queue: 'emails' });
     await clock.advance(0);
     expect(await scheduler.queues()).toEqual([
-      { name: 'default', concurrency: Infinity, globalConcurrency: Infinity, rate: undefined, paused: false, counts: { pending: 0, waiting: 0, running: 0 } },
-      { name: 'emails', concurrency: 2, globalConcurrency: Infinity, rate: { limit: 10, interval: 1_000 }, paused: true, counts: { pending: 1, waiting: 1, running: 0 } },
-      { name: 'sms', concurrency: Infinity, globalConcurrency: Infinity, rate: undefined, paused: false, counts: { pending: 1, waiting: 0, running: 1 } },
+      {
+        name: 'default',
+        concurrency: Infinity,
+        globalConcurrency: Infinity,
+        rate: undefined,
+        paused: false,
+        counts: { pending: 0, waiting: 0, running: 0 },
+      },
+      {
+        name: 'emails',
+        concurrency: 2,
+        globalConcurrency: Infinity,
+        rate: { limit: 10, interval: 1_000 },
+        paused: true,
+        counts: { pending: 1, waiting: 1, running: 0 },
+      },
+      {
+        name: 'sms',
+        concurrency: Infinity,
+        globalConcurrency: Infinity,
+        rate: undefined,
+        paused: false,
+        counts: { pending: 1, waiting: 0, running: 1 },
+      },
     ]);
     expect(scheduler.queue('sms')).toBeInstanceOf(Queue);
     expect(scheduler.queue('sms').name).toBe('sms');
@@ -183,7 +209,14 @@ describe('named queues', () => {
     scheduler.after(10, () => {});
     await clock.advance(0);
     expect(await scheduler.queues()).toEqual([
-      { name: 'default', concurrency: Infinity, globalConcurrency: Infinity, rate: undefined, paused: false, counts: { pending: 1, waiting: 0, running: 1 } },
+      {
+        name: 'default',
+        concurrency: Infinity,
+        globalConcurrency: Infinity,
+        rate: undefined,
+        paused: false,
+        counts: { pending: 1, waiting: 0, running: 1 },
+      },
     ]);
     hold.open();
   });
@@ -191,7 +224,10 @@ describe('named queues', () => {
   it('jobs join a queue: a paused queue holds back their occurrences (misfire policy on resume)', async () => {
     const { clock, scheduler } = setup();
     let runs = 0;
-    const job = scheduler.every(1).seconds().run(() => void runs++, { queue: 'jobs' });
+    const job = scheduler
+      .every(1)
+      .seconds()
+      .run(() => void runs++, { queue: 'jobs' });
     await clock.advance(2_000);
     expect(runs).toBe(2);
     await scheduler.queue('jobs').pause();
@@ -216,7 +252,12 @@ describe('named queues', () => {
     expect(() => scheduler.queue(5 as never)).toThrow(/`name` to be a string, got 5/);
     expect(() => scheduler.after(0, fn, { queue: '' })).toThrow(/`queue` to be 1 to 512/);
     expect(() => scheduler.after(0, fn, { queue: 1 as never })).toThrow(/`queue` to be a string, got 1/);
-    expect(() => scheduler.every(1).seconds().run(fn, { queue: null as never })).toThrow(/`queue` to be a string, got null/);
+    expect(() =>
+      scheduler
+        .every(1)
+        .seconds()
+        .run(fn, { queue: null as never }),
+    ).toThrow(/`queue` to be a string, got null/);
     const q = scheduler.queue('q');
     expect(() => (q.concurrency = 1.5)).toThrow(/`concurrency`.*1.5/);
     expect(() => (q.concurrency = -1)).toThrow(RangeError);

@@ -17,9 +17,14 @@ describe('scheduler-wide rate limit', () => {
     for (let i = 0; i < 8; i++) scheduler.after(0, task(`t${i}`));
     await clock.advance(5_000);
     expect(starts).toEqual([
-      ['t0', 0], ['t1', 0], ['t2', 0],
-      ['t3', 1_000], ['t4', 1_000], ['t5', 1_000],
-      ['t6', 2_000], ['t7', 2_000],
+      ['t0', 0],
+      ['t1', 0],
+      ['t2', 0],
+      ['t3', 1_000],
+      ['t4', 1_000],
+      ['t5', 1_000],
+      ['t6', 2_000],
+      ['t7', 2_000],
     ]);
   });
 
@@ -33,7 +38,13 @@ describe('scheduler-wide rate limit', () => {
     scheduler.after(1_100, task('e'));
     await clock.advance(5_000);
     // a@0 and b@900 fill the window; c waits until a leaves it (1000); d until b leaves (1900); e until c leaves (2000).
-    expect(starts).toEqual([['a', 0], ['b', 900], ['c', 1_000], ['d', 1_900], ['e', 2_000]]);
+    expect(starts).toEqual([
+      ['a', 0],
+      ['b', 900],
+      ['c', 1_000],
+      ['d', 1_900],
+      ['e', 2_000],
+    ]);
   });
 
   it('records lateness against the due time when a held task finally starts', async () => {
@@ -82,7 +93,11 @@ describe('scheduler-wide rate limit', () => {
     scheduler.after(0, task('b'));
     scheduler.after(0, task('c'));
     await clock.advance(3_000);
-    expect(starts).toEqual([['a', 0], ['b', 1_000], ['c', 2_000]]);
+    expect(starts).toEqual([
+      ['a', 0],
+      ['b', 1_000],
+      ['c', 2_000],
+    ]);
   });
 
   it('windows follow elapsed time: setting the wall clock neither frees nor freezes a bucket', async () => {
@@ -104,19 +119,29 @@ describe('scheduler-wide rate limit', () => {
     const { clock, scheduler } = setup({ workers: 1, rate: { limit: 2, interval: 1_000 } });
     const hold = gate();
     const { starts } = recorder(clock);
-    for (let i = 0; i < 5; i++) scheduler.after(0, async () => {
-      starts.push([`t${i}`, clock.now() - START]);
-      await hold.promise;
-    });
+    for (let i = 0; i < 5; i++)
+      scheduler.after(0, async () => {
+        starts.push([`t${i}`, clock.now() - START]);
+        await hold.promise;
+      });
     await clock.advance(0);
     expect(starts).toEqual([['t0', 0]]);
     scheduler.workers = 10;
-    expect(starts).toEqual([['t0', 0], ['t1', 0]]);
+    expect(starts).toEqual([
+      ['t0', 0],
+      ['t1', 0],
+    ]);
     await clock.advance(1_000);
     expect(starts.map(([label]) => label)).toEqual(['t0', 't1', 't2', 't3']);
     hold.open();
     await clock.advance(1_000);
-    expect(starts).toEqual([['t0', 0], ['t1', 0], ['t2', 1_000], ['t3', 1_000], ['t4', 2_000]]);
+    expect(starts).toEqual([
+      ['t0', 0],
+      ['t1', 0],
+      ['t2', 1_000],
+      ['t3', 1_000],
+      ['t4', 2_000],
+    ]);
   });
 
   it('a limit removed and set again still counts the starts made in its window', async () => {
@@ -191,9 +216,15 @@ describe('rate limit per key', () => {
     for (let i = 0; i < 3; i++) scheduler.after(0, task(`u${i}`));
     await clock.advance(10_000);
     expect(starts).toEqual([
-      ['a0', 0], ['b0', 0], ['u0', 0],
-      ['a1', 1_000], ['b1', 1_000], ['u1', 1_000],
-      ['a2', 2_000], ['b2', 2_000], ['u2', 2_000],
+      ['a0', 0],
+      ['b0', 0],
+      ['u0', 0],
+      ['a1', 1_000],
+      ['b1', 1_000],
+      ['u1', 1_000],
+      ['a2', 2_000],
+      ['b2', 2_000],
+      ['u2', 2_000],
     ]);
   });
 
@@ -206,7 +237,12 @@ describe('rate limit per key', () => {
     scheduler.after(20, task('b'), { rate });
     scheduler.after(20, task('b2'), { rate });
     await clock.advance(5_000);
-    expect(starts).toEqual([['a', 10], ['b', 20], ['b2', 1_010], ['c', 1_020]]);
+    expect(starts).toEqual([
+      ['a', 10],
+      ['b', 20],
+      ['b2', 1_010],
+      ['c', 1_020],
+    ]);
   });
 
   it('the limit of a key is the one of the most recently scheduled task naming it', async () => {
@@ -231,7 +267,11 @@ describe('rate limit per key', () => {
     // Scheduled last, due last: its limit (3 a second) is the key's from now on.
     scheduler.after(500, task('y'), { rate: { key: 'k', limit: 3, interval: 1_000 } });
     await clock.advance(600);
-    expect(starts).toEqual([['x1', 0], ['x2', 0], ['y', 500]]);
+    expect(starts).toEqual([
+      ['x1', 0],
+      ['x2', 0],
+      ['y', 500],
+    ]);
   });
 
   it('a key with no pending work and an expired window keeps no state', async () => {
@@ -253,13 +293,22 @@ describe('rate limit per key', () => {
     const hold = gate();
     const rate = { key: 'k', limit: 2, interval: 100 };
     for (let i = 0; i < 4; i++) {
-      scheduler.after(0, async () => {
-        starts.push([`t${i}`, clock.now() - START]);
-        await hold.promise;
-      }, { rate });
+      scheduler.after(
+        0,
+        async () => {
+          starts.push([`t${i}`, clock.now() - START]);
+          await hold.promise;
+        },
+        { rate },
+      );
     }
     await clock.advance(250);
-    expect(starts).toEqual([['t0', 0], ['t1', 0], ['t2', 100], ['t3', 100]]);
+    expect(starts).toEqual([
+      ['t0', 0],
+      ['t1', 0],
+      ['t2', 100],
+      ['t3', 100],
+    ]);
     expect(scheduler.running).toBe(4);
     hold.open();
   });
@@ -279,7 +328,10 @@ describe('rate limit per key', () => {
     expect(scheduler.stats()).toMatchObject({ pending: 1, waiting: 1, cancelled: 1 });
     expect(b.cancel()).toBe(false);
     await clock.advance(2_000);
-    expect(starts).toEqual([['a', 0], ['c', 1_000]]);
+    expect(starts).toEqual([
+      ['a', 0],
+      ['c', 1_000],
+    ]);
     await scheduler.onIdle();
   });
 
@@ -315,13 +367,22 @@ describe('rate limit per key', () => {
   it('jobs take a rate key: a job held past its next occurrence follows its misfire policy', async () => {
     const { clock, scheduler } = setup();
     const { starts, task } = recorder(clock);
-    const job = scheduler.every(100).milliseconds().run(task('j'), { rate: { key: 'api', limit: 1, interval: 250 } });
+    const job = scheduler
+      .every(100)
+      .milliseconds()
+      .run(task('j'), { rate: { key: 'api', limit: 1, interval: 250 } });
     scheduler.after(0, task('other'), { rate: { key: 'api', limit: 1, interval: 250 } });
     await clock.advance(1_000);
     job.cancel();
     // 'other' at 0; the job's run due at 100 waits to 250; the one due at 300 to 500; and so on,
     // each late run collapsing the occurrences it missed (misfire 'once').
-    expect(starts).toEqual([['other', 0], ['j', 250], ['j', 500], ['j', 750], ['j', 1_000]]);
+    expect(starts).toEqual([
+      ['other', 0],
+      ['j', 250],
+      ['j', 500],
+      ['j', 750],
+      ['j', 1_000],
+    ]);
     expect(job.runs).toBe(4);
   });
 
@@ -335,17 +396,32 @@ describe('rate limit per key', () => {
     expect(() => scheduler.after(0, fn, { rate: { key: '', limit: 1, interval: 1 } })).toThrow(/`rate.key`.*""/);
     expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 2e6, interval: 1 } })).toThrow(/`rate.limit`.*2000000/);
     expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 1, interval: '2d' } })).toThrow(/`rate.interval`.*at most a day/);
-    expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 1, interval: 1, burst: 2 } as never })).toThrow(/Unknown `rate` option "burst"/);
+    expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 1, interval: 1, burst: 2 } as never })).toThrow(
+      /Unknown `rate` option "burst"/,
+    );
     expect(() => scheduler.after(0, fn, { serial: 42 as never })).toThrow(/`serial` to be a string, got 42/);
     expect(() => scheduler.after(0, fn, { serial: 'x'.repeat(513) })).toThrow(/`serial` to be 1 to 512/);
     expect(() => scheduler.after(0, fn, { priority: 1.5 })).toThrow(/`priority`.*1.5/);
     expect(() => scheduler.after(0, fn, { priority: 2 ** 31 })).toThrow(/`priority`.*2147483648/);
-    expect(() => scheduler.every(1).seconds().run(fn, { priority: 'high' as never })).toThrow(/`priority`.*"high"/);
-    expect(() => scheduler.every(1).seconds().run(fn, { rate: { key: 'k', limit: -1, interval: 1 } })).toThrow(/`rate.limit`.*-1/);
+    expect(() =>
+      scheduler
+        .every(1)
+        .seconds()
+        .run(fn, { priority: 'high' as never }),
+    ).toThrow(/`priority`.*"high"/);
+    expect(() =>
+      scheduler
+        .every(1)
+        .seconds()
+        .run(fn, { rate: { key: 'k', limit: -1, interval: 1 } }),
+    ).toThrow(/`rate.limit`.*-1/);
     expect(scheduler.size).toBe(2);
     expect(scheduler.jobs()).toEqual([]);
     // The key's limit is still the one of the last task accepted.
     await clock.advance(2_000);
-    expect(starts).toEqual([['a', 0], ['b', 1_000]]);
+    expect(starts).toEqual([
+      ['a', 0],
+      ['b', 1_000],
+    ]);
   });
 });

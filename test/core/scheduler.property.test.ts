@@ -10,7 +10,14 @@ type Op =
   | { kind: 'resize'; workers: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant('schedule' as const), delay: fc.integer({ min: 0, max: 200 }), duration: fc.integer({ min: 0, max: 100 }) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      kind: fc.constant('schedule' as const),
+      delay: fc.integer({ min: 0, max: 200 }),
+      duration: fc.integer({ min: 0, max: 100 }),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('cancel' as const), pick: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 150 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('resize' as const), workers: fc.integer({ min: 1, max: 4 }) }) },
@@ -84,15 +91,26 @@ describe('scheduler against a reference model', () => {
         for (const step of ops) {
           if (step.kind === 'schedule') {
             const index = tasks.length;
-            tasks.push(scheduler.after(step.delay, () => {
-              starts.push([index, clock.now()]);
-              if (++running > scheduler.workers) overLimit = true;
-              return new Promise<void>((resolve) => clock.setTimer(() => {
-                running--;
-                resolve();
-              }, step.duration));
-            }));
-            const task: ModelTask = { id: index, time: model.now + step.delay, duration: step.duration, state: 'pending', end: 0, abortRequested: false };
+            tasks.push(
+              scheduler.after(step.delay, () => {
+                starts.push([index, clock.now()]);
+                if (++running > scheduler.workers) overLimit = true;
+                return new Promise<void>((resolve) =>
+                  clock.setTimer(() => {
+                    running--;
+                    resolve();
+                  }, step.duration),
+                );
+              }),
+            );
+            const task: ModelTask = {
+              id: index,
+              time: model.now + step.delay,
+              duration: step.duration,
+              state: 'pending',
+              end: 0,
+              abortRequested: false,
+            };
             modelTasks.push(task);
             model.tasks.push(task);
           } else if (step.kind === 'cancel' && tasks.length > 0) {

@@ -7,13 +7,21 @@ describe('schedule ordering', () => {
   it('runs tasks at their due times, earliest first', async () => {
     const { clock, scheduler } = setup();
     const seen: [string, number][] = [];
-    for (const [name, delay] of [['c', 300], ['a', 100], ['b', 200]] as const) {
+    for (const [name, delay] of [
+      ['c', 300],
+      ['a', 100],
+      ['b', 200],
+    ] as const) {
       scheduler.after(delay, () => seen.push([name, clock.now() - START]));
     }
     await clock.advance(99);
     expect(seen).toEqual([]);
     await clock.advance(1_000);
-    expect(seen).toEqual([['a', 100], ['b', 200], ['c', 300]]);
+    expect(seen).toEqual([
+      ['a', 100],
+      ['b', 200],
+      ['c', 300],
+    ]);
   });
 
   it('runs tasks with equal times in scheduling order', async () => {
@@ -46,13 +54,17 @@ describe('schedule ordering', () => {
 
   it('gives the task its context', async () => {
     const { clock, scheduler } = setup();
-    const task = scheduler.schedule(START + 50, (ctx) => ({
-      scheduledAt: ctx.scheduledAt.getTime(),
-      startedAt: ctx.startedAt.getTime(),
-      attempt: ctx.attempt,
-      name: ctx.name,
-      aborted: ctx.signal.aborted,
-    }), { name: 'ctx' });
+    const task = scheduler.schedule(
+      START + 50,
+      (ctx) => ({
+        scheduledAt: ctx.scheduledAt.getTime(),
+        startedAt: ctx.startedAt.getTime(),
+        attempt: ctx.attempt,
+        name: ctx.name,
+        aborted: ctx.signal.aborted,
+      }),
+      { name: 'ctx' },
+    );
     await clock.advance(50);
     expect(await task.result).toEqual({ scheduledAt: START + 50, startedAt: START + 50, attempt: 1, name: 'ctx', aborted: false });
   });
@@ -249,9 +261,13 @@ describe('events and introspection', () => {
     scheduler.on('cancel', (task) => log.push(`cancel ${task.name}`));
     scheduler.once('idle', () => log.push('idle'));
     scheduler.after(1, () => 42, { name: 'ok' });
-    scheduler.after(2, () => {
-      throw new Error('no');
-    }, { name: 'bad' });
+    scheduler.after(
+      2,
+      () => {
+        throw new Error('no');
+      },
+      { name: 'bad' },
+    );
     scheduler.after(3, () => {}, { name: 'gone' }).cancel();
     await clock.advance(5);
     expect(log).toEqual(['cancel gone', 'start ok', 'success ok 42', 'start bad', 'failure bad no', 'idle']);
@@ -309,12 +325,16 @@ describe('close', () => {
     const { clock, scheduler } = setup();
     let finish!: () => void;
     let sawAbort = true;
-    const running = scheduler.after(0, (ctx) => new Promise<string>((resolve) => {
-      finish = () => {
-        sawAbort = ctx.signal.aborted;
-        resolve('finished');
-      };
-    }));
+    const running = scheduler.after(
+      0,
+      (ctx) =>
+        new Promise<string>((resolve) => {
+          finish = () => {
+            sawAbort = ctx.signal.aborted;
+            resolve('finished');
+          };
+        }),
+    );
     const pending = scheduler.after(1_000, () => 'never');
     await clock.advance(0);
     let closed = false;
@@ -333,9 +353,13 @@ describe('close', () => {
 
   it('with abort: true aborts running tasks', async () => {
     const { clock, scheduler } = setup();
-    const task = scheduler.after(0, (ctx) => new Promise((_, reject) => {
-      ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
-    }));
+    const task = scheduler.after(
+      0,
+      (ctx) =>
+        new Promise((_, reject) => {
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
+        }),
+    );
     await clock.advance(0);
     await scheduler.close({ abort: true });
     expect(task.state).toBe('cancelled');

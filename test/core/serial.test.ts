@@ -7,11 +7,13 @@ function worker(clock: { now(): number; setTimer(cb: () => void, ms: number): un
     let failures = fail;
     return () => {
       log.push(`${label}+${clock.now() - START}`);
-      return new Promise<void>((resolve, reject) => clock.setTimer(() => {
-        log.push(`${label}-${clock.now() - START}`);
-        if (failures-- > 0) reject(new Error(`${label} failed`));
-        else resolve();
-      }, ms));
+      return new Promise<void>((resolve, reject) =>
+        clock.setTimer(() => {
+          log.push(`${label}-${clock.now() - START}`);
+          if (failures-- > 0) reject(new Error(`${label} failed`));
+          else resolve();
+        }, ms),
+      );
     };
   };
 }
@@ -89,11 +91,15 @@ describe('serial keys', () => {
   it('cancelling a running holder: the next task starts once the run ends', async () => {
     const { clock, scheduler } = setup();
     const order: string[] = [];
-    const a = scheduler.after(0, async (ctx) => {
-      order.push('a');
-      await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
-      throw ctx.signal.reason;
-    }, { serial: 'k' });
+    const a = scheduler.after(
+      0,
+      async (ctx) => {
+        order.push('a');
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+        throw ctx.signal.reason;
+      },
+      { serial: 'k' },
+    );
     scheduler.after(0, () => void order.push('b'), { serial: 'k' });
     await clock.advance(10);
     expect(order).toEqual(['a']);

@@ -137,7 +137,9 @@ describe('unref', () => {
   async function runFixture(unref: boolean): Promise<{ out: string; ms: number }> {
     const { spawn } = await import('node:child_process');
     const started = Date.now();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/unref.ts', String(unref)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/unref.ts', String(unref)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     await new Promise((resolve) => child.on('exit', resolve));

@@ -24,7 +24,15 @@ beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does), or set CHROMIUM_PATH`);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   dir = mkdtempSync(join(tmpdir(), 'taskheap-dashboard-'));
   mkdirSync(ARTIFACTS, { recursive: true });
@@ -47,12 +55,26 @@ async function serve(options: { actions: boolean; basePath?: string }) {
     if (++flaky === 1) throw new Error('first try fails');
   });
   await scheduler.start();
-  await scheduler.every().day().at('08:00').run('remind', { key: 'stored:daily', payload: { text: 'digest' } });
+  await scheduler
+    .every()
+    .day()
+    .at('08:00')
+    .run('remind', { key: 'stored:daily', payload: { text: 'digest' } });
   const failing = await scheduler.schedule(Date.now(), 'flaky', { key: 'flaky:1' });
   await scheduler.waitFor(failing.id, { timeout: 10_000 });
-  const digest = scheduler.every().day().at('09:00').run(() => {}, { name: 'daily digest' });
-  const poll = scheduler.every(10).minutes().run(() => {}, { name: 'poll feeds' });
-  const hostile = scheduler.every().hour().run(() => {}, { name: XSS });
+  const digest = scheduler
+    .every()
+    .day()
+    .at('09:00')
+    .run(() => {}, { name: 'daily digest' });
+  const poll = scheduler
+    .every(10)
+    .minutes()
+    .run(() => {}, { name: 'poll feeds' });
+  const hostile = scheduler
+    .every()
+    .hour()
+    .run(() => {}, { name: XSS });
   const ping = scheduler.after(3_600_000, () => {}, { name: 'one-off ping' });
   const stored = await scheduler.schedule(Date.now() + 3_600_000, 'remind', { payload: { text: XSS }, key: 'remind:1' });
   await scheduler.queue('emails').pause();
@@ -61,7 +83,8 @@ async function serve(options: { actions: boolean; basePath?: string }) {
     actions: options.actions,
     basePath: options.basePath ?? '',
     title: 'Bot jobs',
-    authorize: (request) => ('headers' in request && !(request.headers instanceof Headers) ? request.headers.cookie : undefined) === 'session=admin',
+    authorize: (request) =>
+      ('headers' in request && !(request.headers instanceof Headers) ? request.headers.cookie : undefined) === 'session=admin',
   });
   const server: Server = createServer(dash.handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -104,7 +127,11 @@ describe('dashboard in Chromium', () => {
       expect(await page.locator('#stats').textContent()).toMatch(/pending 4 · running 0/);
       // Durable named queues: a paused one keeps its due task waiting.
       const emails = row(page, 'queues', 'emails').locator('td');
-      expect([await emails.nth(1).textContent(), await emails.nth(2).textContent(), await emails.nth(3).textContent()]).toEqual(['paused', '∞ / ∞', '1']);
+      expect([await emails.nth(1).textContent(), await emails.nth(2).textContent(), await emails.nth(3).textContent()]).toEqual([
+        'paused',
+        '∞ / ∞',
+        '1',
+      ]);
       expect(await row(page, 'queues', 'default').locator('td').nth(1).textContent()).toBe('active');
       await page.screenshot({ path: new URL('dashboard.png', ARTIFACTS).pathname, fullPage: true });
 
@@ -171,7 +198,9 @@ describe('dashboard in Chromium', () => {
       const state = await fetch(`${app.origin}/api/state`);
       expect(state.status).toBe(401);
       const action = await fetch(`${app.origin}/api/action`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'job', id: app.digest.id, action: 'cancel' }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ kind: 'job', id: app.digest.id, action: 'cancel' }),
       });
       expect(action.status).toBe(401);
       expect(app.digest.state).toBe('scheduled');
@@ -180,14 +209,15 @@ describe('dashboard in Chromium', () => {
     }
   }, 60_000);
 
-  it('refuses actions without the page\'s CSRF token or from another origin', async () => {
+  it("refuses actions without the page's CSRF token or from another origin", async () => {
     const app = await serve({ actions: true });
     try {
-      const send = (headers: Record<string, string>) => fetch(`${app.origin}/api/action`, {
-        method: 'POST',
-        headers: { cookie: 'session=admin', 'content-type': 'application/json', ...headers },
-        body: JSON.stringify({ kind: 'job', id: app.digest.id, action: 'cancel' }),
-      });
+      const send = (headers: Record<string, string>) =>
+        fetch(`${app.origin}/api/action`, {
+          method: 'POST',
+          headers: { cookie: 'session=admin', 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ kind: 'job', id: app.digest.id, action: 'cancel' }),
+        });
       expect((await send({})).status).toBe(403);
       expect((await send({ 'x-taskheap-csrf': 'f'.repeat(64) })).status).toBe(403);
       // A form or script on another site, even with a stolen-looking token, is refused by origin.

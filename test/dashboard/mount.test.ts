@@ -20,7 +20,10 @@ afterEach(async () => {
 
 function app(): { scheduler: Scheduler; job: Job } {
   const scheduler = new Scheduler();
-  const job = scheduler.every().hour().run(() => {}, { name: 'hourly report' });
+  const job = scheduler
+    .every()
+    .hour()
+    .run(() => {}, { name: 'hourly report' });
   cleanup.push(() => scheduler.close());
   return { scheduler, job };
 }
@@ -35,7 +38,7 @@ async function exercise(origin: string, job: Job): Promise<void> {
   expect(page.headers.get('content-security-policy')).toMatch(/script-src 'nonce-/);
   const html = await page.text();
   const token = /name="taskheap-csrf" content="([0-9a-f]+)"/.exec(html)![1]!;
-  const state = await (await fetch(`${origin}/admin/jobs/api/state`)).json() as { jobs: { name: string }[] };
+  const state = (await (await fetch(`${origin}/admin/jobs/api/state`)).json()) as { jobs: { name: string }[] };
   expect(state.jobs.map((j) => j.name)).toEqual(['hourly report']);
   const action = await fetch(`${origin}/admin/jobs/api/action`, {
     method: 'POST',

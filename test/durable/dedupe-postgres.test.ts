@@ -22,11 +22,23 @@ usePostgres((started, pool) => {
 
 const freshSchema = schemaNamer('dd');
 
-interface Result { id: number; enqueued: 'inserted' | 'replaced' | 'existing'; payload: number; state: string; error?: string }
+interface Result {
+  id: number;
+  enqueued: 'inserted' | 'replaced' | 'existing';
+  payload: number;
+  state: string;
+  error?: string;
+}
 
 /** One producer process: `add(line)` sends it a key and mode, and resolves with what its schedule() returned. */
 function adder(schema: string) {
-  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-dedupe-adder.ts', server.url, schema]);
+  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [
+    '--import',
+    'tsx',
+    'test/fixtures/pg-dedupe-adder.ts',
+    server.url,
+    schema,
+  ]);
   let out = '';
   let waiting: ((line: string) => void)[] = [];
   const lines: string[] = [];
@@ -44,9 +56,13 @@ function adder(schema: string) {
   let errors = '';
   child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
   const read = () => (lines.length > 0 ? Promise.resolve(lines.shift()!) : new Promise<string>((resolve) => waiting.push(resolve)));
-  const timed = <T>(promise: Promise<T>, what: string) => Promise.race([promise, sleep(60_000).then(() => {
-    throw new Error(`producer ${child.pid} did not ${what}: ${errors}`);
-  })]);
+  const timed = <T>(promise: Promise<T>, what: string) =>
+    Promise.race([
+      promise,
+      sleep(60_000).then(() => {
+        throw new Error(`producer ${child.pid} did not ${what}: ${errors}`);
+      }),
+    ]);
   return {
     pid: child.pid!,
     ready: timed(read(), 'start'),
@@ -90,16 +106,21 @@ describe('postgresStore: ten processes adding one key at once', () => {
     for (const a of adders) a.send(line);
     const results = await Promise.all(adders.map((a) => a.result()));
     const { rows } = await admin.query<{ id: string; payload: string; state: string; created_at: Date; run_at: Date; now: Date }>(
-      t(`SELECT id, payload, state, created_at, run_at, now() FROM {t} WHERE key = $1`), [key]);
+      t(`SELECT id, payload, state, created_at, run_at, now() FROM {t} WHERE key = $1`),
+      [key],
+    );
     const count = (what: Result['enqueued']) => results.filter((r) => r.enqueued === what).length;
     return { results, rows, counts: [count('inserted'), count('replaced'), count('existing')] };
   }
 
   /** A task with `key` already stored in `state`, created `age` ms ago; its id. */
   async function stored(key: string, state: string, age: number): Promise<number> {
-    const { rows } = await admin.query<{ id: string }>(t(`INSERT INTO {t} (name, key, payload, state, run_at, created_at, locked_by, locked_until)
+    const { rows } = await admin.query<{ id: string }>(
+      t(`INSERT INTO {t} (name, key, payload, state, run_at, created_at, locked_by, locked_until)
       VALUES ('work', $1, '"before"', $2, now() + interval '1 hour', now() - $3 * interval '1 millisecond',
-        CASE WHEN $2 = 'running' THEN 'elsewhere' END, CASE WHEN $2 = 'running' THEN now() + interval '1 hour' END) RETURNING id`), [key, state, age]);
+        CASE WHEN $2 = 'running' THEN 'elsewhere' END, CASE WHEN $2 = 'running' THEN now() + interval '1 hour' END) RETURNING id`),
+      [key, state, age],
+    );
     return Number(rows[0]!.id);
   }
 

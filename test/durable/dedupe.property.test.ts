@@ -28,7 +28,11 @@ import { schemaNamer, usePostgres } from './use-postgres.js';
 const LEASE = 1_000_000;
 const MODES = ['replace', 'keep', 'throttle', 'debounce'] as const;
 
-interface AddStep { key: string; mode: number; at: number }
+interface AddStep {
+  key: string;
+  mode: number;
+  at: number;
+}
 type Op =
   | { op: 'add'; add: AddStep }
   | { op: 'many'; adds: AddStep[] }
@@ -37,15 +41,22 @@ type Op =
   | { op: 'tick'; by: number };
 
 const addArb = fc.record({ key: fc.constantFrom('a', 'b', 'c'), mode: fc.integer({ min: 0, max: 3 }), at: fc.integer({ min: 0, max: 5 }) });
-const opArb = (ticks: boolean): fc.Arbitrary<Op> => fc.oneof(
-  { weight: 5, arbitrary: fc.record({ op: fc.constant('add' as const), add: addArb }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('many' as const), adds: fc.array(addArb, { minLength: 1, maxLength: 4 }) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('claim' as const), limit: fc.integer({ min: 1, max: 3 }) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('complete' as const), pick: fc.nat() }) },
-  { weight: ticks ? 3 : 0, arbitrary: fc.record({ op: fc.constant('tick' as const), by: fc.integer({ min: 1, max: 4 }) }) },
-);
+const opArb = (ticks: boolean): fc.Arbitrary<Op> =>
+  fc.oneof(
+    { weight: 5, arbitrary: fc.record({ op: fc.constant('add' as const), add: addArb }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant('many' as const), adds: fc.array(addArb, { minLength: 1, maxLength: 4 }) }) },
+    { weight: 2, arbitrary: fc.record({ op: fc.constant('claim' as const), limit: fc.integer({ min: 1, max: 3 }) }) },
+    { weight: 2, arbitrary: fc.record({ op: fc.constant('complete' as const), pick: fc.nat() }) },
+    { weight: ticks ? 3 : 0, arbitrary: fc.record({ op: fc.constant('tick' as const), by: fc.integer({ min: 1, max: 4 }) }) },
+  );
 
-interface Row { id: number; state: 'waiting' | 'running' | 'succeeded'; payload: number; runAt: number; createdAt: number }
+interface Row {
+  id: number;
+  state: 'waiting' | 'running' | 'succeeded';
+  payload: number;
+  runAt: number;
+  createdAt: number;
+}
 
 interface Harness {
   store: Store;
@@ -76,7 +87,8 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
     const when = h.when(step.at);
     const due = mode === 'debounce' ? h.debounced(when + h.period) : when;
     const row = rows.get(step.key);
-    const write = (target: Row) => Object.assign(target, { state: 'waiting', payload: value, runAt: due, createdAt: mode === 'throttle' ? now : target.createdAt });
+    const write = (target: Row) =>
+      Object.assign(target, { state: 'waiting', payload: value, runAt: due, createdAt: mode === 'throttle' ? now : target.createdAt });
     if (row === undefined) {
       const fresh: Row = { id: -1, state: 'waiting', payload: value, runAt: due, createdAt: now };
       rows.set(step.key, fresh);
@@ -89,7 +101,15 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
   };
   const task = (step: AddStep, value: number): NewTask => {
     const mode = MODES[step.mode]!;
-    return { name: 'w', key: step.key, payload: String(value), runAt: h.when(step.at), maxAttempts: 1, options: '{}', dedupe: { mode, period: mode === 'throttle' || mode === 'debounce' ? h.period : 0 } };
+    return {
+      name: 'w',
+      key: step.key,
+      payload: String(value),
+      runAt: h.when(step.at),
+      maxAttempts: 1,
+      options: '{}',
+      dedupe: { mode, period: mode === 'throttle' || mode === 'debounce' ? h.period : 0 },
+    };
   };
   const same = (got: { id: number; state: string; payload: unknown; runAt: Date; createdAt: Date }, want: Row, what: string) => {
     expect([got.id, got.state, got.payload], what).toEqual([want.id, want.state, want.payload]);
@@ -115,15 +135,24 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
         same(got, want.row, JSON.stringify(step));
       } else if (step.op === 'many') {
         const values = step.adds.map(() => ++payload);
-        const got = await store.addTasks(step.adds.map((a, i) => task(a, values[i]!)), undefined, h.now());
+        const got = await store.addTasks(
+          step.adds.map((a, i) => task(a, values[i]!)),
+          undefined,
+          h.now(),
+        );
         const wants = step.adds.map((a, i) => add(a, values[i]!));
         wants.forEach((want, i) => identify(want.row, got[i]!.id));
-        expect(got.map((row) => row.enqueued), JSON.stringify(step)).toEqual(wants.map((want) => want.what));
+        expect(
+          got.map((row) => row.enqueued),
+          JSON.stringify(step),
+        ).toEqual(wants.map((want) => want.what));
         // Every item reports its key's row as the batch left it.
         got.forEach((row, i) => same(row, rows.get(step.adds[i]!.key)!, JSON.stringify(step)));
       } else if (step.op === 'claim') {
-        const want = [...rows.values()].filter((r) => r.state === 'waiting' && h.due(r.runAt))
-          .sort((a, b) => a.runAt - b.runAt || a.id - b.id).slice(0, step.limit);
+        const want = [...rows.values()]
+          .filter((r) => r.state === 'waiting' && h.due(r.runAt))
+          .sort((a, b) => a.runAt - b.runAt || a.id - b.id)
+          .slice(0, step.limit);
         const got = await store.claim('me', h.now(), LEASE, step.limit, advanceJob);
         expect(got.map((c) => c.id)).toEqual(want.map((r) => r.id));
         for (const r of want) r.state = 'running';
@@ -148,15 +177,28 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
 
 describe('dedupe against a reference model (fast-check)', () => {
   it('SQLite: every add returns and leaves what the model says, every mode, with claims, completions and time passing', async () => {
-    await fc.assert(fc.asyncProperty(fc.array(opArb(true), { minLength: 5, maxLength: 40 }), async (ops) => {
-      const store = sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-dedupe-prop-')), 'store.db'));
-      await store.migrate();
-      let now = 1_000_000;
-      await check({
-        store, now: () => now, tick: (by) => (now += by), period: 3, exactTimes: true,
-        when: (at) => now + at, debounced: (due) => due, due: (runAt) => runAt <= now, close: () => store.close(),
-      }, ops);
-    }), { numRuns: 150 });
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb(true), { minLength: 5, maxLength: 40 }), async (ops) => {
+        const store = sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-dedupe-prop-')), 'store.db'));
+        await store.migrate();
+        let now = 1_000_000;
+        await check(
+          {
+            store,
+            now: () => now,
+            tick: (by) => (now += by),
+            period: 3,
+            exactTimes: true,
+            when: (at) => now + at,
+            debounced: (due) => due,
+            due: (runAt) => runAt <= now,
+            close: () => store.close(),
+          },
+          ops,
+        );
+      }),
+      { numRuns: 150 },
+    );
   }, 120_000);
 });
 
@@ -167,15 +209,28 @@ describe('dedupe against a reference model on PostgreSQL (fast-check)', () => {
   });
   const freshSchema = schemaNamer('dp');
 
-  it('every add returns and leaves what the model says (the server\'s clock: no ticks, periods of an hour)', async () => {
-    await fc.assert(fc.asyncProperty(fc.array(opArb(false), { minLength: 5, maxLength: 25 }), async (ops) => {
-      const store = postgresStore({ connectionString: server.url, schema: freshSchema() });
-      await store.migrate();
-      const base = Date.now() - 60_000;
-      await check({
-        store, now: () => 0, tick: () => {}, period: 3_600_000, exactTimes: false,
-        when: (at) => base + at, debounced: () => Infinity, due: (runAt) => runAt !== Infinity, close: () => store.close(),
-      }, ops);
-    }), { numRuns: 25 });
+  it("every add returns and leaves what the model says (the server's clock: no ticks, periods of an hour)", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb(false), { minLength: 5, maxLength: 25 }), async (ops) => {
+        const store = postgresStore({ connectionString: server.url, schema: freshSchema() });
+        await store.migrate();
+        const base = Date.now() - 60_000;
+        await check(
+          {
+            store,
+            now: () => 0,
+            tick: () => {},
+            period: 3_600_000,
+            exactTimes: false,
+            when: (at) => base + at,
+            debounced: () => Infinity,
+            due: (runAt) => runAt !== Infinity,
+            close: () => store.close(),
+          },
+          ops,
+        );
+      }),
+      { numRuns: 25 },
+    );
   }, 120_000);
 });

@@ -73,7 +73,9 @@ describe('PostgreSQL serial keys across two worker processes', () => {
   });
 
   function worker(schema: string): { ready: Promise<void>; go: () => void; done: Promise<string> } {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-serial-worker.ts', server.url, schema], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-serial-worker.ts', server.url, schema], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let out = '';
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     children.push({ kill: (signal) => child.kill(signal), exited });
@@ -106,7 +108,13 @@ describe('PostgreSQL serial keys across two worker processes', () => {
     for (let n = 0; n < steps; n++) {
       for (let c = 0; c < chats; c++) {
         const failFirst = (n * chats + c) % 5 === 0;
-        items.push({ when: base + n * 20 + c, name: 'step', payload: { chat: `chat:${c}`, n, failFirst }, serial: `chat:${c}`, retry: { attempts: 2, delay: 10 } });
+        items.push({
+          when: base + n * 20 + c,
+          name: 'step',
+          payload: { chat: `chat:${c}`, n, failFirst },
+          serial: `chat:${c}`,
+          retry: { attempts: 2, delay: 10 },
+        });
       }
     }
     // A producer: a scheduler that runs nothing, adding work through the public API. The work is
@@ -124,9 +132,13 @@ describe('PostgreSQL serial keys across two worker processes', () => {
     for (const out of outputs) expect(out).toMatch(/done 0 errors/);
     const { rows } = await admin.query<{ chat: string; n: number; attempt: number; pid: number; start: number; end: number }>(
       `SELECT chat, n, attempt, pid, extract(epoch from started_at) * 1000 AS start, extract(epoch from finished_at) * 1000 AS end
-       FROM "${schema}".runs ORDER BY started_at, id`);
+       FROM "${schema}".runs ORDER BY started_at, id`,
+    );
     expect(new Set(rows.map((row) => row.pid)).size).toBe(2);
-    const movedKeys = Array.from({ length: chats }, (_, c) => new Set(rows.filter((row) => row.chat === `chat:${c}`).map((row) => row.pid)).size);
+    const movedKeys = Array.from(
+      { length: chats },
+      (_, c) => new Set(rows.filter((row) => row.chat === `chat:${c}`).map((row) => row.pid)).size,
+    );
     // Keys moved between the processes (each holds at most two at a time): the order held across them.
     expect(movedKeys.some((n) => n === 2)).toBe(true);
     for (let c = 0; c < chats; c++) {
@@ -137,7 +149,10 @@ describe('PostgreSQL serial keys across two worker processes', () => {
         if ((n * chats + c) % 5 === 0) want.push([n, 1]);
         want.push([n, (n * chats + c) % 5 === 0 ? 2 : 1]);
       }
-      expect(runs.map((row) => [row.n, row.attempt]), `chat:${c}`).toEqual(want);
+      expect(
+        runs.map((row) => [row.n, row.attempt]),
+        `chat:${c}`,
+      ).toEqual(want);
       for (let i = 1; i < runs.length; i++) {
         // No overlap: each run starts after the previous one of its key ended.
         expect(Number(runs[i]!.start), `chat:${c} run ${i}`).toBeGreaterThanOrEqual(Number(runs[i - 1]!.end));
@@ -162,7 +177,8 @@ describe('schema version 4 (PostgreSQL)', () => {
     const store = await openStore(schema);
     const tasks = await store.listTasks({});
     expect(tasks.map((t) => [t.payload, t.state, t.serial, t.priority, t.result])).toEqual([
-      [{ n: 1 }, 'succeeded', null, 0, 7], [{ n: 2 }, 'waiting', null, 0, undefined],
+      [{ n: 1 }, 'succeeded', null, 0, 7],
+      [{ n: 2 }, 'waiting', null, 0, undefined],
     ]);
     expect((await claim(store, 'me')).map((c) => c.payload)).toEqual(['{"n":2}']);
     expect((await admin.query(`SELECT version FROM "${schema}".taskheap_meta`)).rows).toEqual([{ version: 5 }]);

@@ -25,12 +25,15 @@ describe('schema version 4 (SQLite)', () => {
     db.exec(SQL.createMeta);
     for (const migration of MIGRATIONS.slice(0, 3)) db.exec(migration);
     db.prepare(SQL.insertVersion).run(3);
-    const insert = db.prepare(`INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at, result)
+    const insert =
+      db.prepare(`INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at, result)
       VALUES (?, ?, ?, ?, 1, '{}', ?, ?, ?)`);
     insert.run('work', 'old-1', '{"n":1}', START, START, START, null);
     insert.run('work', null, '{"n":2}', START + 1, START, START, null);
     db.prepare(`UPDATE taskheap_tasks SET state = 'succeeded', result = '7' WHERE key = 'old-1'`).run();
-    db.prepare(`INSERT INTO taskheap_tasks (name, payload, run_at, options, created_at, updated_at) VALUES ('work', '{"n":3}', ?, '{}', ?, ?)`).run(START + 2, START, START);
+    db.prepare(
+      `INSERT INTO taskheap_tasks (name, payload, run_at, options, created_at, updated_at) VALUES ('work', '{"n":3}', ?, '{}', ?, ?)`,
+    ).run(START + 2, START, START);
     db.close();
     const clock = new ManualClock(START);
     const scheduler = new Scheduler({ clock, store: sqliteStore(path) });
@@ -41,7 +44,9 @@ describe('schema version 4 (SQLite)', () => {
     await scheduler.start();
     const rows = await scheduler.listTasks();
     expect(rows.map((t) => [t.payload, t.state, t.serial, t.priority])).toEqual([
-      [{ n: 1 }, 'succeeded', null, 0], [{ n: 2 }, 'waiting', null, 0], [{ n: 3 }, 'waiting', null, 0],
+      [{ n: 1 }, 'succeeded', null, 0],
+      [{ n: 2 }, 'waiting', null, 0],
+      [{ n: 3 }, 'waiting', null, 0],
     ]);
     expect(rows[0]!.result).toBe(7);
     await clock.advance(2);

@@ -101,7 +101,11 @@ describe.each(Object.keys(STORES) as (keyof typeof STORES)[])('management on %s'
     const added: StoredTask[] = [];
     for (let i = 0; i < 25; i++) {
       // Pairs share a due time, so the cursor's id tiebreak matters.
-      added.push(await scheduler.schedule(base + Math.floor(i / 2) * 1_000, i % 3 === 0 ? 'a' : 'b', { key: `${i % 2 === 0 ? 'even' : 'odd'}:${i}` }));
+      added.push(
+        await scheduler.schedule(base + Math.floor(i / 2) * 1_000, i % 3 === 0 ? 'a' : 'b', {
+          key: `${i % 2 === 0 ? 'even' : 'odd'}:${i}`,
+        }),
+      );
     }
     await scheduler.cancel(added[4]!.id);
     const all = await scheduler.listTasks({ limit: 1_000 });
@@ -116,7 +120,9 @@ describe.each(Object.keys(STORES) as (keyof typeof STORES)[])('management on %s'
     expect(pages).toHaveLength(7);
     expect(pages.flat()).toEqual(added.map((t) => t.id));
 
-    expect((await scheduler.listTasks({ keyPrefix: 'odd:' })).map((t) => t.key)).toEqual(added.filter((_, i) => i % 2 === 1).map((t) => t.key));
+    expect((await scheduler.listTasks({ keyPrefix: 'odd:' })).map((t) => t.key)).toEqual(
+      added.filter((_, i) => i % 2 === 1).map((t) => t.key),
+    );
     expect((await scheduler.listTasks({ name: 'a' })).length).toBe(9);
     expect((await scheduler.listTasks({ name: 'a', keyPrefix: 'even:' })).length).toBe(5);
     expect((await scheduler.listTasks({ state: 'cancelled' })).map((t) => t.id)).toEqual([added[4]!.id]);

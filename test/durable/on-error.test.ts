@@ -39,21 +39,36 @@ function recording(options: ConstructorParameters<typeof Scheduler>[0]) {
 describe('the attempt onError is told, durable and in memory', () => {
   it('on SQLite: a task failing for good on attempt 3 reports attempt 3, as the same task in memory does', async () => {
     const clock = new ManualClock(START);
-    const { scheduler, reported, failures } = recording({ clock, store: sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-onerror-')), 'store.db')) });
+    const { scheduler, reported, failures } = recording({
+      clock,
+      store: sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-onerror-')), 'store.db')),
+    });
     await scheduler.start();
     const retry = { attempts: 3, delay: 1_000, backoff: 'fixed' } as const;
     const three = await scheduler.schedule(START, 'fail', { retry });
     const one = await scheduler.schedule(START, 'fail');
-    const memory = scheduler.schedule(START, () => {
-      throw new Error('boom');
-    }, { name: 'memory', retry });
+    const memory = scheduler.schedule(
+      START,
+      () => {
+        throw new Error('boom');
+      },
+      { name: 'memory', retry },
+    );
     const done = Promise.all([scheduler.waitFor(three.id), scheduler.waitFor(one.id), memory.result.catch(() => {})]);
     for (let i = 0; i < 4; i++) await clock.advance(1_000);
     const [first, second] = await done;
     expect(first).toMatchObject({ state: 'failed', attempts: 3 });
     expect(second).toMatchObject({ state: 'failed', attempts: 1 });
-    expect(reported.sort()).toEqual([['fail', 1], ['fail', 3], ['memory', 3]]);
-    expect(failures.sort()).toEqual([['fail', 1], ['fail', 3], ['memory', 3]]);
+    expect(reported.sort()).toEqual([
+      ['fail', 1],
+      ['fail', 3],
+      ['memory', 3],
+    ]);
+    expect(failures.sort()).toEqual([
+      ['fail', 1],
+      ['fail', 3],
+      ['memory', 3],
+    ]);
   });
 
   it('on PostgreSQL: a task failing for good on attempt 3 reports attempt 3', async () => {

@@ -60,7 +60,9 @@ export function findPgBin(): string | undefined {
   if (process.env.PG_BIN) candidates.push(process.env.PG_BIN);
   const debian = '/usr/lib/postgresql';
   if (existsSync(debian)) {
-    const versions = readdirSync(debian).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+    const versions = readdirSync(debian)
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a));
     for (const version of versions) candidates.push(join(debian, version, 'bin'));
   }
   for (const dir of (process.env.PATH ?? '').split(':')) if (dir !== '') candidates.push(dir);
@@ -85,7 +87,9 @@ export function freePort(): Promise<number> {
 
 /** Looks up the uid and gid of an OS user from /etc/passwd. */
 function osUser(name: string): { uid: number; gid: number } | undefined {
-  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith(`${name}:`));
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${name}:`));
   if (line === undefined) return undefined;
   const [, , uid, gid] = line.split(':');
   return { uid: Number(uid), gid: Number(gid) };
@@ -102,7 +106,7 @@ export async function startPgServer(options: { database?: string; settings?: rea
   const database = options.database ?? 'taskheap_test';
   const root = userInfo().uid === 0;
   const dir = mkdtempSync(join(tmpdir(), 'taskheap-pg-'));
-  let as: ((file: string, args: string[]) => [string, string[]]) = (file, args) => [file, args];
+  let as: (file: string, args: string[]) => [string, string[]] = (file, args) => [file, args];
   if (root) {
     const user = osUser('postgres');
     if (user === undefined) throw new Error('Running as root, PostgreSQL needs an unprivileged OS user `postgres` to run the server as');
@@ -124,8 +128,15 @@ export async function startPgServer(options: { database?: string; settings?: rea
   await exec('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-sync']);
   const port = await freePort();
   const serverOptions = [
-    `-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off',
-    '-c full_page_writes=off', '-c max_connections=200', '-c shared_buffers=64MB', '-c timezone=UTC',
+    `-p ${port}`,
+    `-k ${dir}`,
+    '-c listen_addresses=127.0.0.1',
+    '-c fsync=off',
+    '-c synchronous_commit=off',
+    '-c full_page_writes=off',
+    '-c max_connections=200',
+    '-c shared_buffers=64MB',
+    '-c timezone=UTC',
     ...(options.settings ?? []),
   ].join(' ');
   let running = false;

@@ -39,7 +39,9 @@ function counted(store: Store): { store: Store; batches: number[] } {
 
 function open(schema: string, workers?: number, prefetch?: number) {
   const errors: unknown[] = [];
-  const { store, batches } = counted(postgresStore({ connectionString: server.url, schema, ...(prefetch === undefined ? {} : { prefetch }) }));
+  const { store, batches } = counted(
+    postgresStore({ connectionString: server.url, schema, ...(prefetch === undefined ? {} : { prefetch }) }),
+  );
   const scheduler = new Scheduler({ store, onError: (error) => errors.push(error), ...(workers === undefined ? {} : { workers }) });
   opened.push(scheduler);
   return { scheduler, errors, batches, store };
@@ -54,8 +56,12 @@ async function waitFor(what: string, condition: () => boolean | Promise<boolean>
   }
 }
 
-async function rows(schema: string): Promise<{ id: number; name: string; state: string; attempts: number; last_error: string | null; run_at: Date }[]> {
-  const { rows: found } = await admin.query(`SELECT id::int, name, state, attempts, last_error, run_at FROM "${schema}".taskheap_tasks ORDER BY id`);
+async function rows(
+  schema: string,
+): Promise<{ id: number; name: string; state: string; attempts: number; last_error: string | null; run_at: Date }[]> {
+  const { rows: found } = await admin.query(
+    `SELECT id::int, name, state, attempts, last_error, run_at FROM "${schema}".taskheap_tasks ORDER BY id`,
+  );
   return found;
 }
 
@@ -68,14 +74,34 @@ describe('postgresStore: batched outcomes', () => {
     const schema = freshSchema();
     const { store } = open(schema);
     await store.migrate();
-    await store.addTasks(Array.from({ length: 5_000 }, (_, i) => ({ name: 'x', key: null, payload: `${i}`, runAt: Date.now() - 1_000, maxAttempts: 1, options: '{}' })));
+    await store.addTasks(
+      Array.from({ length: 5_000 }, (_, i) => ({
+        name: 'x',
+        key: null,
+        payload: `${i}`,
+        runAt: Date.now() - 1_000,
+        maxAttempts: 1,
+        options: '{}',
+      })),
+    );
     await admin.query(`ANALYZE "${schema}".taskheap_tasks`);
     const none = () => ({ occurrences: [], nextRunAt: null, remaining: null });
     const claimed = await store.claim('me', Date.now(), 30_000, 256, none);
     expect(claimed).toHaveLength(256);
     const ids = claimed.map((claim) => claim.id);
-    const params = [ids, ids.map(() => 'complete'), ids.map(() => 'succeeded'), ids.map(() => null), ids.map(() => null), 'me', '', ids.map(() => null)];
-    const { rows: [plan] } = await admin.query(`EXPLAIN (FORMAT JSON) ${statements(schema).settle}`, params);
+    const params = [
+      ids,
+      ids.map(() => 'complete'),
+      ids.map(() => 'succeeded'),
+      ids.map(() => null),
+      ids.map(() => null),
+      'me',
+      '',
+      ids.map(() => null),
+    ];
+    const {
+      rows: [plan],
+    } = await admin.query(`EXPLAIN (FORMAT JSON) ${statements(schema).settle}`, params);
     const scans: string[] = [];
     const walk = (node: { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; Plans?: unknown[] }) => {
       if (node['Relation Name'] === 'taskheap_tasks') scans.push(`${node['Node Type']} ${node['Index Name'] ?? ''}`.trim());
@@ -86,15 +112,21 @@ describe('postgresStore: batched outcomes', () => {
     expect(scans.filter((scan) => !scan.endsWith('taskheap_tasks_serial'))).toEqual(['ModifyTable', 'Index Scan taskheap_tasks_pkey']);
     expect(scans.every((scan) => scan === 'ModifyTable' || scan.includes('Index'))).toBe(true);
     // And it does what it says.
-    await store.settle('me', claimed.map((claim) => ({ id: claim.id, kind: 'complete', state: 'succeeded', error: null })), Date.now());
-    const { rows: [count] } = await admin.query(`SELECT count(*)::int AS n FROM "${schema}".taskheap_tasks WHERE state = 'succeeded'`);
+    await store.settle(
+      'me',
+      claimed.map((claim) => ({ id: claim.id, kind: 'complete', state: 'succeeded', error: null })),
+      Date.now(),
+    );
+    const {
+      rows: [count],
+    } = await admin.query(`SELECT count(*)::int AS n FROM "${schema}".taskheap_tasks WHERE state = 'succeeded'`);
     expect(count.n).toBe(256);
     await store.close();
   });
 });
 
 describe('postgresStore: completion announcements', () => {
-  it('a batch\'s final states go out in one notification per 300 tasks at most; a waiter in another process wakes for each', async () => {
+  it("a batch's final states go out in one notification per 300 tasks at most; a waiter in another process wakes for each", async () => {
     const schema = freshSchema();
     const worker = open(schema, 16, 500);
     worker.scheduler.define('noop', () => {});
@@ -137,11 +169,15 @@ function held(store: Store) {
   const state = {
     hold: { claim: false, settle: false },
     /** Claims on their way, and the tasks they asked for. */
-    claims: 0, asked: 0, maxClaims: 0, maxAsked: 0,
+    claims: 0,
+    asked: 0,
+    maxClaims: 0,
+    maxAsked: 0,
     /** What each claim asked for. */
     limits: [] as number[],
     /** Settles on their way, and claims that went out while one was. */
-    settles: 0, claimsDuringSettle: 0,
+    settles: 0,
+    claimsDuringSettle: 0,
     waiting: [] as (() => void)[],
     release() {
       for (const go of state.waiting.splice(0)) go();
@@ -243,8 +279,13 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     await waitFor('the next two ran', () => ran.length === 4);
     expect(flight.claimsDuringSettle).toBeGreaterThan(0);
     // Not confirmed yet: still running, still ours, their leases renewed.
-    const before = await admin.query(`SELECT state, locked_by IS NOT NULL AS held FROM "${schema}".taskheap_tasks WHERE payload::jsonb->>'i' IN ('0', '1')`);
-    expect(before.rows).toEqual([{ state: 'running', held: true }, { state: 'running', held: true }]);
+    const before = await admin.query(
+      `SELECT state, locked_by IS NOT NULL AS held FROM "${schema}".taskheap_tasks WHERE payload::jsonb->>'i' IN ('0', '1')`,
+    );
+    expect(before.rows).toEqual([
+      { state: 'running', held: true },
+      { state: 'running', held: true },
+    ]);
     flight.hold.settle = false;
     flight.release();
     await waitFor('all four succeeded', async () => (await rows(schema)).every((row) => row.state === 'succeeded'));
@@ -290,7 +331,10 @@ describe('postgresStore: claims and outcomes on their way together', () => {
 
 describe('postgresStore: prefetch', () => {
   it('prefetch sets how many tasks are claimed beyond the free workers; 0 claims only what the workers can start', async () => {
-    for (const [prefetch, held] of [[0, 1], [3, 4]] as const) {
+    for (const [prefetch, held] of [
+      [0, 1],
+      [3, 4],
+    ] as const) {
       const schema = freshSchema();
       const { scheduler, store } = open(schema, 1, prefetch);
       await store.migrate();
@@ -307,7 +351,7 @@ describe('postgresStore: prefetch', () => {
     }
   }, 30_000);
 
-  it('without the option, short tasks are claimed up to 32 times the workers ahead, long ones only the workers\' worth', async () => {
+  it("without the option, short tasks are claimed up to 32 times the workers ahead, long ones only the workers' worth", async () => {
     const short = freshSchema();
     const fast = open(short, 2);
     const fastFlight = held(fast.store);
@@ -334,7 +378,9 @@ describe('postgresStore: prefetch', () => {
 
   it('rejects a prefetch that is not an integer from 0 to 10,000', () => {
     for (const bad of [-1, 1.5, 10_001, '5', Number.NaN]) {
-      expect(() => postgresStore({ connectionString: server.url, prefetch: bad as never })).toThrow(/Expected `prefetch` to be an integer from 0 to 10000/);
+      expect(() => postgresStore({ connectionString: server.url, prefetch: bad as never })).toThrow(
+        /Expected `prefetch` to be an integer from 0 to 10000/,
+      );
     }
   });
 });

@@ -28,7 +28,12 @@ const opened = closedAfterEach<Scheduler>((scheduler) => scheduler.close({ abort
 type Options = Omit<PostgresStoreOptions, 'connectionString' | 'schema' | 'pool'> & { clock?: Clock; workers?: number };
 
 /** One "process": a scheduler whose 'work' handler counts its runs per task id into `runs`. */
-function open(schema: string, runs: Map<number, number>, options: Options = {}, work: (ms: number) => Promise<void> | void = (ms) => sleep(ms)) {
+function open(
+  schema: string,
+  runs: Map<number, number>,
+  options: Options = {},
+  work: (ms: number) => Promise<void> | void = (ms) => sleep(ms),
+) {
   const { clock, workers, ...storeOptions } = options;
   const errors: unknown[] = [];
   const scheduler = new Scheduler({
@@ -60,7 +65,9 @@ async function waitFor(what: string, condition: () => boolean | Promise<boolean>
 
 /** The tasks of a schema by state, straight from the table. */
 async function states(schema: string): Promise<Record<string, number>> {
-  const { rows } = await admin.query<{ state: string; n: string }>(`SELECT state, count(*) AS n FROM "${schema}".taskheap_tasks GROUP BY state`);
+  const { rows } = await admin.query<{ state: string; n: string }>(
+    `SELECT state, count(*) AS n FROM "${schema}".taskheap_tasks GROUP BY state`,
+  );
   return Object.fromEntries(rows.map((row) => [row.state, Number(row.n)]));
 }
 
@@ -114,7 +121,9 @@ describe('postgresStore: no task runs twice unless a process dies', () => {
     await waitFor('work to be running', () => runs.size >= 10);
     for (let round = 0; round < 10; round++) {
       await sleep(60);
-      await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`);
+      await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+      );
     }
     await waitFor('every task to succeed', async () => (await states(schema)).succeeded === ids.length, 30_000);
     expectOnceEach(runs, ids);
@@ -175,7 +184,9 @@ describe('postgresStore: no task runs twice unless a process dies', () => {
     // Both "processes" share this event loop, so a blocking handler stalls both: neither renews.
     const block = (ms: number) => {
       const until = Date.now() + ms;
-      while (Date.now() < until) { /* a synchronous handler hogging the event loop */ }
+      while (Date.now() < until) {
+        /* a synchronous handler hogging the event loop */
+      }
     };
     const a = open(schema, runs, { lease: 400, timeout: 100, poll: 50 }, block);
     const b = open(schema, runs, { lease: 400, timeout: 100, poll: 50 }, block);
@@ -275,7 +286,9 @@ describe('postgresStore: schema version 2', () => {
     const { scheduler } = open(schema, runs);
     await scheduler.start();
     await waitFor('the old task to run', async () => (await states(schema)).succeeded === 1);
-    const { rows } = await admin.query(`SELECT (SELECT version FROM "${schema}".taskheap_meta) AS version, expiries FROM "${schema}".taskheap_tasks`);
+    const { rows } = await admin.query(
+      `SELECT (SELECT version FROM "${schema}".taskheap_meta) AS version, expiries FROM "${schema}".taskheap_tasks`,
+    );
     expect(rows).toEqual([{ version: 5, expiries: 0 }]);
   });
 });

@@ -33,7 +33,15 @@ async function waitFor(what: string, condition: () => Promise<boolean>, timeout 
 
 /** The most runs overlapping at any instant, from [start, end] intervals (ends before starts at the same instant). */
 function mostAtOnce(runs: { start: number; end: number }[]): number {
-  const events = runs.flatMap((run) => [[run.start, 1], [run.end, -1]] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const events = runs
+    .flatMap(
+      (run) =>
+        [
+          [run.start, 1],
+          [run.end, -1],
+        ] as const,
+    )
+    .sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   let now = 0;
   let most = 0;
   for (const [, delta] of events) most = Math.max(most, (now += delta));
@@ -55,8 +63,9 @@ describe('postgresStore: named queues across processes', () => {
   const schedulers = closedAfterEach((s: Scheduler) => s.close({ abort: true }));
 
   function worker(schema: string, lease: number): Worker {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-queue-worker.ts', server.url, schema, String(lease)],
-      { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-queue-worker.ts', server.url, schema, String(lease)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let markReady!: () => void;
     const ready = new Promise<void>((resolve) => (markReady = resolve));
@@ -80,9 +89,12 @@ describe('postgresStore: named queues across processes', () => {
     await seeder.migrate();
     let n = 0;
     for (const { queue, count, ms } of tasks) {
-      await admin.query(`INSERT INTO ${schema}.taskheap_tasks (name, payload, run_at, queue, options)
+      await admin.query(
+        `INSERT INTO ${schema}.taskheap_tasks (name, payload, run_at, queue, options)
         SELECT 'job', json_build_object('n', n, 'queue', $2::text, 'ms', $3::int)::text, now(), $2, json_build_object('queue', $2::text)::text
-        FROM generate_series($1::int, $1::int + $4::int - 1) AS n`, [n, queue, ms, count]);
+        FROM generate_series($1::int, $1::int + $4::int - 1) AS n`,
+        [n, queue, ms, count],
+      );
       n += count;
     }
     await seeder.close();
@@ -98,26 +110,46 @@ describe('postgresStore: named queues across processes', () => {
     ]);
   }
 
-  it('a global concurrency holds across three processes, and a SIGKILLed worker\'s slots come back after its lease', async () => {
+  it("a global concurrency holds across three processes, and a SIGKILLed worker's slots come back after its lease", async () => {
     const lease = 2_000;
-    const schema = await setUp([{ queue: 'g', count: 40, ms: 150 }, { queue: 'default', count: 40, ms: 20 }]);
+    const schema = await setUp([
+      { queue: 'g', count: 40, ms: 150 },
+      { queue: 'default', count: 40, ms: 20 },
+    ]);
     const ws = [worker(schema, lease), worker(schema, lease), worker(schema, lease)];
     await started(ws);
     const victim = ws[0]!;
     // Kill it while it runs tasks of 'g' (it holds their slots).
     await waitFor('the victim to run tasks of g', async () => {
-      const { rows: [row] } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.runs WHERE pid = $1 AND queue = 'g' AND finished_at IS NULL`,
-        [victim.pid]);
+      const {
+        rows: [row],
+      } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.runs WHERE pid = $1 AND queue = 'g' AND finished_at IS NULL`, [
+        victim.pid,
+      ]);
       return row.n >= 1;
     });
     victim.kill('SIGKILL');
     await victim.exited;
-    const { rows: [killed] } = await admin.query(`SELECT clock_timestamp() AS at`);
-    await waitFor('every task to succeed', async () => {
-      const { rows: [row] } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.taskheap_tasks WHERE state = 'succeeded'`);
-      return row.n === 80;
-    }, 120_000);
-    const { rows } = await admin.query<{ task: string; queue: string; pid: number; start: number; end: number | null }>(`SELECT task, queue, pid,
+    const {
+      rows: [killed],
+    } = await admin.query(`SELECT clock_timestamp() AS at`);
+    await waitFor(
+      'every task to succeed',
+      async () => {
+        const {
+          rows: [row],
+        } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.taskheap_tasks WHERE state = 'succeeded'`);
+        return row.n === 80;
+      },
+      120_000,
+    );
+    const { rows } = await admin.query<{
+      task: string;
+      queue: string;
+      pid: number;
+      start: number;
+      end: number | null;
+    }>(`SELECT task, queue, pid,
       extract(epoch from started_at) * 1000 AS start, extract(epoch from finished_at) * 1000 AS "end" FROM ${schema}.runs`);
     const killedAt = (killed.at as Date).getTime();
     // A run of the victim that never finished ended when it was killed.
@@ -132,27 +164,42 @@ describe('postgresStore: named queues across processes', () => {
     expect(lost.length).toBeGreaterThanOrEqual(1);
     for (const run of lost) expect(rows.some((row) => row.task === run.task && row.pid !== victim.pid && row.end !== null)).toBe(true);
     expect(new Set(g.map((run) => run.pid)).size).toBe(3);
-    const { rows: [queue] } = await admin.query(`SELECT running, global_concurrency FROM ${schema}.taskheap_queues WHERE name = 'g'`);
+    const {
+      rows: [queue],
+    } = await admin.query(`SELECT running, global_concurrency FROM ${schema}.taskheap_queues WHERE name = 'g'`);
     expect(queue).toEqual({ running: 0, global_concurrency: 3 });
   }, 180_000);
 
   it('a queue paused from a fourth process: nothing of it is claimed after the pause commits, others go on; resume runs the rest', async () => {
-    const schema = await setUp([{ queue: 'emails', count: 150, ms: 30 }, { queue: 'default', count: 150, ms: 30 }]);
+    const schema = await setUp([
+      { queue: 'emails', count: 150, ms: 30 },
+      { queue: 'default', count: 150, ms: 30 },
+    ]);
     const ws = [worker(schema, 5_000), worker(schema, 5_000), worker(schema, 5_000)];
     const fourth = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }), onError: () => {} });
     schedulers.push(fourth);
     await started(ws);
     await waitFor('some emails to run', async () => {
-      const { rows: [row] } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.runs WHERE queue = 'emails'`);
+      const {
+        rows: [row],
+      } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.runs WHERE queue = 'emails'`);
       return row.n >= 10;
     });
     await fourth.queue('emails').pause();
     // The pause has committed: a claim that begins after this sees it.
-    const { rows: [paused] } = await admin.query(`SELECT clock_timestamp() AS at`);
-    await waitFor('the default queue to finish', async () => {
-      const { rows: [row] } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.taskheap_tasks WHERE queue = 'default' AND state = 'succeeded'`);
-      return row.n === 150;
-    }, 120_000);
+    const {
+      rows: [paused],
+    } = await admin.query(`SELECT clock_timestamp() AS at`);
+    await waitFor(
+      'the default queue to finish',
+      async () => {
+        const {
+          rows: [row],
+        } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.taskheap_tasks WHERE queue = 'default' AND state = 'succeeded'`);
+        return row.n === 150;
+      },
+      120_000,
+    );
     // What was claimed before the pause has finished; the rest waits, nothing lost.
     await waitFor('the emails claimed before the pause to finish', async () => (await fourth.queue('emails').counts()).running === 0);
     const before = await fourth.queue('emails').counts();
@@ -160,14 +207,21 @@ describe('postgresStore: named queues across processes', () => {
     expect(before.waiting + before.succeeded!).toBe(150);
     await sleep(500);
     expect(await fourth.queue('emails').counts()).toEqual(before);
-    const { rows: [late] } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.runs WHERE queue = 'emails' AND claimed_at > $1`, [paused.at]);
+    const {
+      rows: [late],
+    } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.runs WHERE queue = 'emails' AND claimed_at > $1`, [paused.at]);
     expect(late.n).toBe(0);
     expect((await fourth.queues()).find((q) => q.name === 'emails')).toMatchObject({ paused: true, counts: { waiting: before.waiting } });
 
     await fourth.queue('emails').resume();
     await waitFor('every email to run after the resume', async () => (await fourth.queue('emails').counts()).succeeded === 150, 120_000);
-    const { rows: [after] } = await admin.query(`SELECT count(DISTINCT n)::int AS n, count(*) FILTER (WHERE claimed_at > $1)::int AS resumed
-      FROM ${schema}.runs WHERE queue = 'emails'`, [paused.at]);
+    const {
+      rows: [after],
+    } = await admin.query(
+      `SELECT count(DISTINCT n)::int AS n, count(*) FILTER (WHERE claimed_at > $1)::int AS resumed
+      FROM ${schema}.runs WHERE queue = 'emails'`,
+      [paused.at],
+    );
     expect(after).toEqual({ n: 150, resumed: before.waiting });
   }, 180_000);
 });

@@ -17,16 +17,22 @@ import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 let server: PgServer;
 let admin: pg.Pool;
 
-usePostgres((started, pool) => {
-  server = started;
-  admin = pool;
-}, { adminConnections: 4 });
+usePostgres(
+  (started, pool) => {
+    server = started;
+    admin = pool;
+  },
+  { adminConnections: 4 },
+);
 
 const freshSchema = schemaNamer('t');
 
 const opened = closedAfterEach<Scheduler>((scheduler) => scheduler.close({ abort: true }));
 
-function open(schema: string, options: Omit<PostgresStoreOptions, 'connectionString' | 'schema'> & { clock?: Clock; workers?: number } = {}) {
+function open(
+  schema: string,
+  options: Omit<PostgresStoreOptions, 'connectionString' | 'schema'> & { clock?: Clock; workers?: number } = {},
+) {
   const { clock, workers, ...storeOptions } = options;
   const errors: unknown[] = [];
   const scheduler = new Scheduler({
@@ -52,13 +58,17 @@ async function waitFor(what: string, condition: () => boolean | Promise<boolean>
 /** Defines a 'long' handler that runs until its signal aborts, recording when. */
 function defineLong(scheduler: Scheduler) {
   const state = { started: false, abortedAt: 0 };
-  scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
-    state.started = true;
-    ctx.signal.addEventListener('abort', () => {
-      state.abortedAt = Date.now();
-      resolve();
-    });
-  }));
+  scheduler.define(
+    'long',
+    (ctx) =>
+      new Promise<void>((resolve) => {
+        state.started = true;
+        ctx.signal.addEventListener('abort', () => {
+          state.abortedAt = Date.now();
+          resolve();
+        });
+      }),
+  );
   return state;
 }
 
@@ -138,7 +148,9 @@ describe('postgresStore: three processes share one schedule', () => {
   }
 
   function worker(args: string[]): Worker {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-worker.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-worker.ts', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let markReady!: () => void;
     const ready = new Promise<void>((resolve) => (markReady = resolve));
@@ -163,8 +175,11 @@ describe('postgresStore: three processes share one schedule', () => {
     // through addTask is covered above, and 10,000 round trips would only slow this down).
     const seeder = postgresStore({ connectionString: server.url, schema });
     await seeder.migrate();
-    await admin.query(`INSERT INTO ${schema}.taskheap_tasks (name, key, payload, run_at)
-      SELECT 'work', 'work:' || n, json_build_object('n', n)::text, now() FROM generate_series(0, $1 - 1) AS n`, [N]);
+    await admin.query(
+      `INSERT INTO ${schema}.taskheap_tasks (name, key, payload, run_at)
+      SELECT 'work', 'work:' || n, json_build_object('n', n)::text, now() FROM generate_series(0, $1 - 1) AS n`,
+      [N],
+    );
     await seeder.close();
 
     const jobsFrom = Date.now() + 3_000;
@@ -180,13 +195,22 @@ describe('postgresStore: three processes share one schedule', () => {
       ]);
       // Kill the victim mid-run, while it holds claims: once it has done some work and the
       // jobs are running (or sooner, on a machine fast enough to nearly finish the work first).
-      await waitFor('the victim to be busy', async () => {
-        const { rows: [runs] } = await admin.query<{ done: number; running: number; waiting: number }>(`SELECT count(finished_at)::int AS done,
+      await waitFor(
+        'the victim to be busy',
+        async () => {
+          const {
+            rows: [runs],
+          } = await admin.query<{ done: number; running: number; waiting: number }>(
+            `SELECT count(finished_at)::int AS done,
           (count(*) - count(finished_at))::int AS running,
           (SELECT count(*)::int FROM ${schema}.taskheap_tasks WHERE state = 'waiting') AS waiting
-          FROM ${schema}.runs WHERE pid = $1`, [victim.pid]);
-        return runs!.done >= 300 && runs!.running >= 2 && (Date.now() >= jobsFrom + 600 || runs!.waiting < N / 3);
-      }, 30_000);
+          FROM ${schema}.runs WHERE pid = $1`,
+            [victim.pid],
+          );
+          return runs!.done >= 300 && runs!.running >= 2 && (Date.now() >= jobsFrom + 600 || runs!.waiting < N / 3);
+        },
+        30_000,
+      );
       // What it runs, seen while it is frozen (SIGSTOP): a stopped process finishes nothing, so
       // what is seen running is still held when SIGKILL lands (20 ms let the queries it had
       // already sent land first). Between two of its 10 ms tasks it may hold nothing at all:
@@ -200,11 +224,14 @@ describe('postgresStore: three processes share one schedule', () => {
         }
         victim.kill('SIGSTOP');
         await sleep(20);
-        ({ rows: held } = await admin.query<Held>(`
+        ({ rows: held } = await admin.query<Held>(
+          `
         SELECT r.n, r.job_key, r.scheduled_at, t.locked_until FROM ${schema}.runs r
         JOIN ${schema}.taskheap_tasks t ON (r.n IS NOT NULL AND t.key = 'work:' || r.n)
           OR (r.job_key IS NOT NULL AND t.job_key = r.job_key AND t.scheduled_at = r.scheduled_at)
-        WHERE r.pid = $1 AND r.finished_at IS NULL AND t.state = 'running'`, [victim.pid]));
+        WHERE r.pid = $1 AND r.finished_at IS NULL AND t.state = 'running'`,
+          [victim.pid],
+        ));
       }
       victim.kill('SIGKILL');
       const killedAt = Date.now();
@@ -221,14 +248,18 @@ describe('postgresStore: three processes share one schedule', () => {
         FROM ${schema}.taskheap_tasks GROUP BY 1, 3 ORDER BY 3 DESC`);
       expect(states.filter((s) => s.one_shot)).toEqual([{ state: 'succeeded', n: N, one_shot: true }]);
       expect(states.filter((s) => !s.one_shot).map((s) => s.state)).toEqual(['succeeded']);
-      const { rows: [ran] } = await admin.query(`SELECT count(DISTINCT n)::int AS n FROM ${schema}.runs WHERE n IS NOT NULL AND finished_at IS NOT NULL`);
+      const {
+        rows: [ran],
+      } = await admin.query(`SELECT count(DISTINCT n)::int AS n FROM ${schema}.runs WHERE n IS NOT NULL AND finished_at IS NOT NULL`);
       expect(ran.n).toBe(N);
 
       // The dead process's claims ran again, elsewhere, after its lease ran out.
       for (const h of held) {
-        const { rows: again } = await admin.query<{ pid: number; started_at: Date }>(`SELECT pid, started_at FROM ${schema}.runs
+        const { rows: again } = await admin.query<{ pid: number; started_at: Date }>(
+          `SELECT pid, started_at FROM ${schema}.runs
           WHERE pid <> $1 AND ((n = $2) OR (job_key = $3 AND scheduled_at = $4)) AND finished_at IS NOT NULL`,
-        [victim.pid, h.n, h.job_key, h.scheduled_at]);
+          [victim.pid, h.n, h.job_key, h.scheduled_at],
+        );
         expect(again, `held ${JSON.stringify(h)}`).toHaveLength(1);
         expect(again[0]!.started_at.getTime()).toBeGreaterThanOrEqual(h.locked_until.getTime());
         expect(again[0]!.started_at.getTime()).toBeGreaterThanOrEqual(killedAt);
@@ -242,13 +273,19 @@ describe('postgresStore: three processes share one schedule', () => {
       expect(perJob.map((j) => j.job_key)).toEqual(['tick:a', 'tick:b', 'tick:c']);
       for (const j of perJob) expect(j.n).toBeGreaterThanOrEqual(5);
       // No occurrence ran twice at the same time (a dead run lasts until the kill)...
-      const { rows: overlapping } = await admin.query(`SELECT a.job_key, a.scheduled_at, a.pid AS a_pid, b.pid AS b_pid FROM ${schema}.runs a
+      const { rows: overlapping } = await admin.query(
+        `SELECT a.job_key, a.scheduled_at, a.pid AS a_pid, b.pid AS b_pid FROM ${schema}.runs a
         JOIN ${schema}.runs b ON a.job_key = b.job_key AND a.scheduled_at = b.scheduled_at AND a.id < b.id
-        WHERE a.started_at < coalesce(b.finished_at, $1) AND b.started_at < coalesce(a.finished_at, $1)`, [new Date(killedAt)]);
+        WHERE a.started_at < coalesce(b.finished_at, $1) AND b.started_at < coalesce(a.finished_at, $1)`,
+        [new Date(killedAt)],
+      );
       expect(overlapping).toEqual([]);
       // ...and the live processes ran each occurrence at most once.
-      const { rows: twice } = await admin.query(`SELECT job_key, scheduled_at, count(*)::int AS n FROM ${schema}.runs
-        WHERE job_key IS NOT NULL AND pid <> $1 GROUP BY 1, 2 HAVING count(*) > 1`, [victim.pid]);
+      const { rows: twice } = await admin.query(
+        `SELECT job_key, scheduled_at, count(*)::int AS n FROM ${schema}.runs
+        WHERE job_key IS NOT NULL AND pid <> $1 GROUP BY 1, 2 HAVING count(*) > 1`,
+        [victim.pid],
+      );
       expect(twice).toEqual([]);
       // The one-shot work was shared: each live worker ran a fair part of it.
       const { rows: share } = await admin.query<{ pid: number; n: number }>(`SELECT pid, count(*)::int AS n FROM ${schema}.runs
@@ -292,7 +329,10 @@ describe('postgresStore: the database goes away and comes back', () => {
 
       await waitFor('the task that fell due after the outage to run', () => ran.length === 1, 15_000);
       expect(ran[0]).toBeGreaterThanOrEqual(dueAt);
-      await waitFor('its success to be recorded', async () => (await a.scheduler.getTask(later.id).catch(() => undefined))?.state === 'succeeded');
+      await waitFor(
+        'its success to be recorded',
+        async () => (await a.scheduler.getTask(later.id).catch(() => undefined))?.state === 'succeeded',
+      );
       // The outage was reported through onError (failed claims), never thrown.
       expect(a.errors.length).toBeGreaterThan(0);
       for (const error of a.errors) expect(error).toBeInstanceOf(Error);

@@ -115,7 +115,6 @@ describe('producers on PostgreSQL', () => {
     for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
   });
 
-
   function schema(): string {
     return `p${++schemas}_${process.pid}`;
   }
@@ -127,7 +126,9 @@ describe('producers on PostgreSQL', () => {
   }
 
   function worker(name: string): { ready: Promise<void>; output: () => string } {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-result-worker.ts', server.url, name], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-result-worker.ts', server.url, name], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let markReady!: () => void;
     const ready = new Promise<void>((resolve) => (markReady = resolve));
@@ -143,7 +144,9 @@ describe('producers on PostgreSQL', () => {
 
   /** Sessions of this server's taskheap listeners. */
   async function listeners(): Promise<number> {
-    const { rows } = await admin.query<{ n: string }>(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'taskheap-listener'`);
+    const { rows } = await admin.query<{ n: string }>(
+      `SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'taskheap-listener'`,
+    );
     return Number(rows[0]!.n);
   }
 
@@ -174,7 +177,7 @@ describe('producers on PostgreSQL', () => {
     expect((await web.listTasks()).map((t) => t.name)).toEqual(['double']);
   });
 
-  it('schedule({ client }) writes through the caller\'s transaction: rolled back, nothing; committed, stored and run', async () => {
+  it("schedule({ client }) writes through the caller's transaction: rolled back, nothing; committed, stored and run", async () => {
     const name = schema();
     const web = producer(name);
     await web.migrate();

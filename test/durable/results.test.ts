@@ -200,20 +200,24 @@ describe('results and waiting on PostgreSQL', () => {
     for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
   });
 
-
   function schema(): string {
     return `r${++schemas}_${process.pid}`;
   }
 
   function scheduler(name: string): { scheduler: Scheduler; errors: unknown[] } {
     const errors: unknown[] = [];
-    const s = new Scheduler({ store: postgresStore({ connectionString: server.url, schema: name }), onError: (error) => errors.push(error) });
+    const s = new Scheduler({
+      store: postgresStore({ connectionString: server.url, schema: name }),
+      onError: (error) => errors.push(error),
+    });
     opened.push(s);
     return { scheduler: s, errors };
   }
 
   function worker(name: string): Promise<void> {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-result-worker.ts', server.url, name], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-result-worker.ts', server.url, name], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     children.push({ kill: (signal) => child.kill(signal), exited });
@@ -277,16 +281,18 @@ describe('results and waiting on PostgreSQL', () => {
     expect((await waiting).state).toBe('cancelled');
   }, 60_000);
 
-  it('ctx.transaction(): the handler\'s writes and the task\'s completion commit together, or neither does', async () => {
+  it("ctx.transaction(): the handler's writes and the task's completion commit together, or neither does", async () => {
     const name = schema();
     const { scheduler: s } = scheduler(name);
     await s.migrate();
     await admin.query(`CREATE TABLE "${name}".effects (task bigint PRIMARY KEY, n int)`);
-    s.define('pay', (ctx, payload: { n: number; fail?: boolean }) => ctx.transaction(async (client) => {
-      await client.query(`INSERT INTO "${name}".effects (task, n) VALUES ($1, $2)`, [ctx.id, payload.n]);
-      if (payload.fail === true) throw new Error('declined');
-      return { paid: payload.n };
-    }));
+    s.define('pay', (ctx, payload: { n: number; fail?: boolean }) =>
+      ctx.transaction(async (client) => {
+        await client.query(`INSERT INTO "${name}".effects (task, n) VALUES ($1, $2)`, [ctx.id, payload.n]);
+        if (payload.fail === true) throw new Error('declined');
+        return { paid: payload.n };
+      }),
+    );
     await s.start();
     const ok = await s.schedule(Date.now(), 'pay', { payload: { n: 7 } });
     const bad = await s.schedule(Date.now(), 'pay', { payload: { n: 8, fail: true } });
@@ -311,16 +317,20 @@ describe('results and waiting on PostgreSQL', () => {
     await web.migrate();
     await admin.query(`CREATE TABLE "${name}".effects (id serial PRIMARY KEY, task bigint NOT NULL)`);
     const task = await web.schedule(Date.now(), 'pay');
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-tx-worker.ts', server.url, name], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-tx-worker.ts', server.url, name], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, sig) => resolve(sig)));
     expect(signal).toBe('SIGKILL');
     expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 0 }]);
     // A second worker takes the task over once the dead one's lease expires.
     const { scheduler: rescue } = scheduler(name);
-    rescue.define('pay', (ctx) => ctx.transaction(async (client) => {
-      await client.query(`INSERT INTO "${name}".effects (task) VALUES ($1)`, [ctx.id]);
-      return 'paid';
-    }));
+    rescue.define('pay', (ctx) =>
+      ctx.transaction(async (client) => {
+        await client.query(`INSERT INTO "${name}".effects (task) VALUES ($1)`, [ctx.id]);
+        return 'paid';
+      }),
+    );
     await rescue.start();
     expect(await web.waitFor(task.id, { timeout: '20s' })).toMatchObject({ state: 'succeeded', attempts: 2, result: 'paid' });
     expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 1 }]);

@@ -46,13 +46,17 @@ describe('retention on SQLite', () => {
     await setup.migrate();
     await setup.close();
     const db = await openDatabase(path);
-    const insert = db.prepare(`INSERT INTO taskheap_tasks (name, payload, state, run_at, created_at, updated_at) VALUES ('w', '{}', ?, ?, ?, ?)`);
+    const insert = db.prepare(
+      `INSERT INTO taskheap_tasks (name, payload, state, run_at, created_at, updated_at) VALUES ('w', '{}', ?, ?, ?, ?)`,
+    );
     const now = Date.now();
     db.transaction(() => {
       for (const [state, age, count] of SEED) {
         for (let i = 0; i < count; i++) insert.run(state, state === 'waiting' ? now + DAY : now - age, now - age, now - age);
       }
-      const job = db.prepare(`INSERT INTO taskheap_jobs (key, name, payload, rule, state, options, created_at, updated_at) VALUES (?, 'w', '{}', '{}', ?, '{}', ?, ?)`);
+      const job = db.prepare(
+        `INSERT INTO taskheap_jobs (key, name, payload, rule, state, options, created_at, updated_at) VALUES (?, 'w', '{}', '{}', ?, '{}', ?, ?)`,
+      );
       job.run('old-done', 'done', now - 2 * DAY, now - 2 * DAY);
       job.run('new-cancelled', 'cancelled', now, now);
     })();
@@ -64,7 +68,10 @@ describe('retention on SQLite', () => {
     await worker.start();
     await clock.advance(0);
     const count = async (state: string) => (await worker.listTasks({ state: state as never, limit: 10_000 })).length;
-    await until('the sweep to finish', async () => await count('failed') === EXPECTED.failed && await count('succeeded') === EXPECTED.succeeded);
+    await until(
+      'the sweep to finish',
+      async () => (await count('failed')) === EXPECTED.failed && (await count('succeeded')) === EXPECTED.succeeded,
+    );
     expect(await count('waiting')).toBe(EXPECTED.waiting);
     expect(await count('timed-out')).toBe(0);
     expect(await count('cancelled')).toBe(0);
@@ -126,16 +133,18 @@ describe('retention on PostgreSQL', () => {
     admin = pool;
   });
 
-
   it('two workers sweep 4,800 of 5,000 rows in batches by the server clock, without deleting anything twice or too early', async () => {
     const schema = `ret_${process.pid}`;
     const setup = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }) });
     await setup.migrate();
     await setup.close();
     for (const [state, age, count] of SEED) {
-      await admin.query(`INSERT INTO "${schema}".taskheap_tasks (name, payload, state, run_at, updated_at)
+      await admin.query(
+        `INSERT INTO "${schema}".taskheap_tasks (name, payload, state, run_at, updated_at)
         SELECT 'w', '{}', $1, now() + CASE WHEN $1 = 'waiting' THEN interval '1 day' ELSE interval '0' END, now() - $2::float8 * interval '1 ms'
-        FROM generate_series(1, $3)`, [state, age, count]);
+        FROM generate_series(1, $3)`,
+        [state, age, count],
+      );
     }
     await admin.query(`INSERT INTO "${schema}".taskheap_jobs (key, name, payload, rule, state, options, updated_at)
       VALUES ('old-done', 'w', '{}', '{}', 'done', '{}', now() - interval '2 days'), ('new-cancelled', 'w', '{}', '{}', 'cancelled', '{}', now())`);
@@ -144,16 +153,23 @@ describe('retention on PostgreSQL', () => {
     await store.migrate();
     expect(await store.prune(HOUR, DAY, 500)).toBe(501);
     await store.close();
-    const workers = [0, 1].map(() => new Scheduler({ store: postgresStore({ connectionString: server.url, schema }), retention: { succeeded: '1h', failed: '1d' } }));
+    const workers = [0, 1].map(
+      () => new Scheduler({ store: postgresStore({ connectionString: server.url, schema }), retention: { succeeded: '1h', failed: '1d' } }),
+    );
     for (const worker of workers) {
       worker.define('w', () => {});
       await worker.start();
     }
     const counts = async () => {
-      const { rows } = await admin.query<{ state: string; n: string }>(`SELECT state, count(*) AS n FROM "${schema}".taskheap_tasks GROUP BY state`);
+      const { rows } = await admin.query<{ state: string; n: string }>(
+        `SELECT state, count(*) AS n FROM "${schema}".taskheap_tasks GROUP BY state`,
+      );
       return Object.fromEntries(rows.map((row) => [row.state, Number(row.n)]));
     };
-    await until('the sweep to finish', async () => JSON.stringify(Object.entries(await counts()).sort()) === JSON.stringify(Object.entries(EXPECTED).sort()));
+    await until(
+      'the sweep to finish',
+      async () => JSON.stringify(Object.entries(await counts()).sort()) === JSON.stringify(Object.entries(EXPECTED).sort()),
+    );
     const { rows } = await admin.query(`SELECT key FROM "${schema}".taskheap_jobs ORDER BY key`);
     expect(rows).toEqual([{ key: 'new-cancelled' }]);
     for (const worker of workers) await worker.close();

@@ -17,10 +17,13 @@ import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 let server: PgServer;
 let admin: pg.Pool;
 
-usePostgres((started, pool) => {
-  server = started;
-  admin = pool;
-}, { adminConnections: 3 });
+usePostgres(
+  (started, pool) => {
+    server = started;
+    admin = pool;
+  },
+  { adminConnections: 3 },
+);
 
 const schema = schemaNamer('sm');
 const opened = closedAfterEach<Scheduler>((scheduler) => scheduler.close());
@@ -43,7 +46,7 @@ async function connect(): Promise<pg.PoolClient> {
 const later = () => Date.now() + 3_600_000;
 
 describe('scheduleMany({ client }) on PostgreSQL', () => {
-  it('writes the batch in the caller\'s transaction: unseen before the commit, gone on rollback, stored on commit', async () => {
+  it("writes the batch in the caller's transaction: unseen before the commit, gone on rollback, stored on commit", async () => {
     const scheduler = await producer();
     const client = await connect();
 
@@ -75,27 +78,56 @@ describe('scheduleMany({ client }) on PostgreSQL', () => {
     const a = await connect();
     const b = await connect();
     const same = /^scheduleMany\(\) item 1: Expected every item to give the same `client`/;
-    expect(() => scheduler.scheduleMany([{ when: later(), name: 'mail', client: a }, { when: later(), name: 'mail', client: b }])).toThrow(same);
-    expect(() => scheduler.scheduleMany([{ when: later(), name: 'mail', client: a }, { when: later(), name: 'mail' }])).toThrow(same);
-    expect(() => scheduler.scheduleMany([{ when: later(), name: 'mail' }, { when: later(), name: 'mail', client: a }])).toThrow(same);
-    expect(() => scheduler.scheduleMany([{ when: later(), name: 'mail', client: {} as never }])).toThrow(/item 0: Expected `client` to be a pg Client/);
+    expect(() =>
+      scheduler.scheduleMany([
+        { when: later(), name: 'mail', client: a },
+        { when: later(), name: 'mail', client: b },
+      ]),
+    ).toThrow(same);
+    expect(() =>
+      scheduler.scheduleMany([
+        { when: later(), name: 'mail', client: a },
+        { when: later(), name: 'mail' },
+      ]),
+    ).toThrow(same);
+    expect(() =>
+      scheduler.scheduleMany([
+        { when: later(), name: 'mail' },
+        { when: later(), name: 'mail', client: a },
+      ]),
+    ).toThrow(same);
+    expect(() => scheduler.scheduleMany([{ when: later(), name: 'mail', client: {} as never }])).toThrow(
+      /item 0: Expected `client` to be a pg Client/,
+    );
     expect(await scheduler.listTasks()).toEqual([]);
   });
 
   it('without a client it still writes the batch in a transaction of its own', async () => {
     const scheduler = await producer();
-    const rows = await scheduler.scheduleMany([{ when: later(), name: 'mail' }, { when: later(), name: 'mail' }]);
+    const rows = await scheduler.scheduleMany([
+      { when: later(), name: 'mail' },
+      { when: later(), name: 'mail' },
+    ]);
     expect((await scheduler.listTasks({ name: 'mail' })).map((task) => task.id)).toEqual(rows.map((task) => task.id));
   });
 });
 
 describe('scheduleMany({ client }) on SQLite', () => {
   it('rejects with the TypeError schedule({ client }) rejects with; nothing is written', async () => {
-    const scheduler = new Scheduler({ store: sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-many-')), 'store.db')), onError: () => {} });
+    const scheduler = new Scheduler({
+      store: sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-many-')), 'store.db')),
+      onError: () => {},
+    });
     opened.push(scheduler);
     const client = await connect();
-    const single: unknown = await scheduler.schedule(Date.now(), 'mail', { client }).then(() => 'stored', (error: unknown) => error);
-    const many: unknown = await scheduler.scheduleMany([{ when: Date.now(), name: 'mail', client }]).then(() => 'stored', (error: unknown) => error);
+    const single: unknown = await scheduler.schedule(Date.now(), 'mail', { client }).then(
+      () => 'stored',
+      (error: unknown) => error,
+    );
+    const many: unknown = await scheduler.scheduleMany([{ when: Date.now(), name: 'mail', client }]).then(
+      () => 'stored',
+      (error: unknown) => error,
+    );
     expect(single).toBeInstanceOf(TypeError);
     expect(many).toBeInstanceOf(TypeError);
     expect((many as Error).message).toBe((single as Error).message);

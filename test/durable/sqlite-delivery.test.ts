@@ -46,7 +46,10 @@ describe('sqliteStore: one owner per file', () => {
     const task = await first.scheduler.schedule(Date.now(), 'hold');
     await waitFor('the task to run', async () => (await first.scheduler.getTask(task.id))!.state === 'running');
     const second = open(path);
-    const refusal = await second.scheduler.start().then(() => undefined, (error: unknown) => error);
+    const refusal = await second.scheduler.start().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     expect(refusal).toBeInstanceOf(StoreInUseError);
     expect(refusal).toMatchObject({ code: 'ERR_STORE_IN_USE', path, owner: { pid: process.pid } });
     expect(String(refusal)).toContain(path);
@@ -59,13 +62,15 @@ describe('sqliteStore: one owner per file', () => {
     // Once the owner has closed, the file can be opened again.
     const third = open(path);
     await third.scheduler.start();
-    expect((await third.scheduler.getTask(task.id))).toMatchObject({ state: 'succeeded', attempts: 1 });
+    expect(await third.scheduler.getTask(task.id)).toMatchObject({ state: 'succeeded', attempts: 1 });
     await third.scheduler.close();
   });
 
   it('a second process is refused while the owner lives; once it is killed its work is taken over, counted as one lease expiry', async () => {
     const path = tempDb();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/sqlite-owner.ts', path], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/sqlite-owner.ts', path], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -73,7 +78,10 @@ describe('sqliteStore: one owner per file', () => {
     try {
       await waitFor('the owner to run its task', () => out.includes('running'), 20_000);
       const second = open(path);
-      const refusal = await second.scheduler.start().then(() => undefined, (error: unknown) => error);
+      const refusal = await second.scheduler.start().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
       expect(refusal).toBeInstanceOf(StoreInUseError);
       expect(String(refusal)).toContain(path);
       expect(String(refusal)).toContain(`process ${child.pid}`);
@@ -106,8 +114,12 @@ describe('sqliteStore: one owner per file', () => {
     await first.scheduler.close();
     // As a process that died mid-run leaves them: a once already, b never.
     const db = await openDatabase(path);
-    db.prepare(`UPDATE taskheap_tasks SET state = 'running', locked_by = 'dead', locked_until = 0, attempts = 2, expiries = 1 WHERE id = ?`).run(a.id);
-    db.prepare(`UPDATE taskheap_tasks SET state = 'running', locked_by = 'dead', locked_until = 0, attempts = 1, run_at = 0 WHERE id = ?`).run(b.id);
+    db.prepare(
+      `UPDATE taskheap_tasks SET state = 'running', locked_by = 'dead', locked_until = 0, attempts = 2, expiries = 1 WHERE id = ?`,
+    ).run(a.id);
+    db.prepare(
+      `UPDATE taskheap_tasks SET state = 'running', locked_by = 'dead', locked_until = 0, attempts = 1, run_at = 0 WHERE id = ?`,
+    ).run(b.id);
     db.close();
     const second = open(path);
     await second.scheduler.start();

@@ -66,16 +66,30 @@ describe.each(AVAILABLE)('sqliteStore on $driver: crash and restart', ({ driver:
     // Kill it once some, but not all, tasks have finished.
     for (let i = 0; i < 400; i++) {
       await new Promise((resolve) => setTimeout(resolve, 25));
-      if (existsSync(log) && readFileSync(log, 'utf8').split('\n').filter((l) => l !== '' && l !== '-1').length >= 20) break;
+      if (
+        existsSync(log) &&
+        readFileSync(log, 'utf8')
+          .split('\n')
+          .filter((l) => l !== '' && l !== '-1').length >= 20
+      )
+        break;
     }
     first.child.kill('SIGKILL');
     await first.exited;
-    const before = new Set(readFileSync(log, 'utf8').split('\n').filter((l) => l !== '' && l !== '-1'));
+    const before = new Set(
+      readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '' && l !== '-1'),
+    );
     expect(before.size).toBeGreaterThan(0);
     expect(before.size).toBeLessThan(N);
     const second = worker([db, log]);
     expect(await second.exited).toBe(0);
-    const done = new Set(readFileSync(log, 'utf8').split('\n').filter((l) => l !== '' && l !== '-1'));
+    const done = new Set(
+      readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '' && l !== '-1'),
+    );
     expect(done.size).toBe(N);
     const check = await openDatabase(db, driver);
     const states = check.prepare(`SELECT state, COUNT(*) AS n FROM taskheap_tasks WHERE job_key IS NULL GROUP BY state`).all();
@@ -93,10 +107,12 @@ describe.each(AVAILABLE)('the $driver driver', ({ driver }) => {
     const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
     const values = () => (db.prepare('SELECT v FROM t ORDER BY v').all() as { v: number }[]).map((row) => row.v);
     expect(db.transaction((v: number) => insert.run(v).changes)(1)).toBe(1);
-    expect(() => db.transaction(() => {
-      insert.run(2);
-      throw new Error('boom');
-    })()).toThrow('boom');
+    expect(() =>
+      db.transaction(() => {
+        insert.run(2);
+        throw new Error('boom');
+      })(),
+    ).toThrow('boom');
     db.transaction(() => {
       insert.run(3);
       try {
@@ -137,7 +153,7 @@ describe('choosing the SQLite driver', () => {
     db.close();
   });
 
-  it.skipIf(!loads('node:sqlite') || !loads('better-sqlite3'))('the two drivers read each other\'s files', async () => {
+  it.skipIf(!loads('node:sqlite') || !loads('better-sqlite3'))("the two drivers read each other's files", async () => {
     const path = tempDb();
     const first = new Scheduler({ clock: new ManualClock(START), store: sqliteStore(path, { driver: 'better-sqlite3' }) });
     first.define('remind', () => {});
@@ -159,16 +175,22 @@ describe('choosing the SQLite driver', () => {
     await expect(openDatabase(':memory:', 'node:sqlite')).rejects.toThrow(/Node >= 22\.13/);
   });
 
-  it.skipIf(!loads('node:sqlite'))('loading node:sqlite prints no ExperimentalWarning, and other warnings still show', async () => {
-    const script = `import { openDatabase } from './src/durable/sqlite/driver.ts';
+  it.skipIf(!loads('node:sqlite'))(
+    'loading node:sqlite prints no ExperimentalWarning, and other warnings still show',
+    async () => {
+      const script = `import { openDatabase } from './src/durable/sqlite/driver.ts';
       (await openDatabase(':memory:')).close();
       process.emitWarning('still here', 'ExperimentalWarning');`;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let err = '';
-    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    expect(code).toBe(0);
-    expect(err).toContain('still here');
-    expect(err).not.toMatch(/SQLite is an experimental/);
-  }, 30_000);
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let err = '';
+      child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+      expect(code).toBe(0);
+      expect(err).toContain('still here');
+      expect(err).not.toMatch(/SQLite is an experimental/);
+    },
+    30_000,
+  );
 });

@@ -34,10 +34,17 @@ storeConformance({
         await admin.query(q(`UPDATE {s}taskheap_tasks SET locked_until = now() - interval '1 second' WHERE state = 'running'`));
       },
       async writeNewerSchema(version) {
-        await admin.query(q(`CREATE SCHEMA "${schema}"; CREATE TABLE {s}taskheap_meta (version integer NOT NULL); INSERT INTO {s}taskheap_meta VALUES (${version})`));
+        await admin.query(
+          q(
+            `CREATE SCHEMA "${schema}"; CREATE TABLE {s}taskheap_meta (version integer NOT NULL); INSERT INTO {s}taskheap_meta VALUES (${version})`,
+          ),
+        );
       },
       async tables() {
-        const { rows } = await admin.query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
+        const { rows } = await admin.query<{ table_name: string }>(
+          `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
+          [schema],
+        );
         return rows.map((row) => row.table_name);
       },
       async refuseLongPayloads() {

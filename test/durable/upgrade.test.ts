@@ -48,7 +48,8 @@ function expectKept(before: Tables, after: Tables, version: number): void {
     after[table].forEach((row, i) => {
       const old = before[table][i]!;
       const added = Object.keys(row).filter((column) => !(column in old));
-      for (const column of added) expect(column in ADDED, `${table}.${column} was added after version ${version}: list its default in ADDED`).toBe(true);
+      for (const column of added)
+        expect(column in ADDED, `${table}.${column} was added after version ${version}: list its default in ADDED`).toBe(true);
       expect(row, `${table} row ${i}`).toEqual({ ...old, ...Object.fromEntries(added.map((column) => [column, ADDED[column]])) });
     });
   }
@@ -61,12 +62,23 @@ function expectTasksRead(tasks: StoredTask[], inserted: Row[], ids: number[]): v
     const task = tasks.find((t) => t.id === ids[i]);
     expect(task, `task ${i}`).toBeDefined();
     expect(task!, `task ${i}`).toMatchObject({
-      name: row.name, key: row.key, payload: JSON.parse(String(row.payload)), state: row.state, attempts: row.attempts, maxAttempts: row.max_attempts,
-      runAt: new Date(Number(row.run_at)), lastError: row.last_error ?? null, jobKey: row.job_key ?? null,
+      name: row.name,
+      key: row.key,
+      payload: JSON.parse(String(row.payload)),
+      state: row.state,
+      attempts: row.attempts,
+      maxAttempts: row.max_attempts,
+      runAt: new Date(Number(row.run_at)),
+      lastError: row.last_error ?? null,
+      jobKey: row.job_key ?? null,
       result: row.result === undefined || row.result === null ? undefined : JSON.parse(String(row.result)),
-      serial: row.serial ?? null, priority: row.priority ?? 0, queue: row.queue ?? 'default',
+      serial: row.serial ?? null,
+      priority: row.priority ?? 0,
+      queue: row.queue ?? 'default',
     });
-    expect(task!.errors, `task ${i} errors`).toHaveLength(row.errors === undefined || row.errors === null ? 0 : (JSON.parse(String(row.errors)) as unknown[]).length);
+    expect(task!.errors, `task ${i} errors`).toHaveLength(
+      row.errors === undefined || row.errors === null ? 0 : (JSON.parse(String(row.errors)) as unknown[]).length,
+    );
   });
 }
 
@@ -74,7 +86,10 @@ function expectTasksRead(tasks: StoredTask[], inserted: Row[], ids: number[]): v
 async function expectJobsRead(store: Store, inserted: Row[]): Promise<void> {
   for (const row of inserted) {
     expect(await store.getJob(String(row.key)), `job ${String(row.key)}`).toMatchObject({
-      name: row.name, state: row.state, runs: row.runs, nextRunAt: row.next_run_at === null ? null : new Date(Number(row.next_run_at)),
+      name: row.name,
+      state: row.state,
+      runs: row.runs,
+      nextRunAt: row.next_run_at === null ? null : new Date(Number(row.next_run_at)),
     });
   }
 }
@@ -102,7 +117,8 @@ describe('upgrades of a SQLite file', () => {
   }
 
   function read(db: Database): Tables {
-    const rows = (table: string, order: string) => db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).all() as Record<string, unknown>[];
+    const rows = (table: string, order: string) =>
+      db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).all() as Record<string, unknown>[];
     return {
       tasks: rows(TABLES.tasks, 'id'),
       jobs: rows(TABLES.jobs, 'key'),
@@ -119,13 +135,17 @@ describe('upgrades of a SQLite file', () => {
       const inserted: Tables & { tasks: Row[]; jobs: Row[] } = { tasks: [], jobs: [], serialKeys: [], queues: [] };
       const ids: number[] = [];
       db.transaction(() => {
-        for (const [table, rows] of [[TABLES.tasks, ROWS.tasks], [TABLES.jobs, ROWS.jobs]] as const) {
+        for (const [table, rows] of [
+          [TABLES.tasks, ROWS.tasks],
+          [TABLES.jobs, ROWS.jobs],
+        ] as const) {
           const have = columns(db, table);
           for (const fixture of rows) {
             const row = only(fixture, have);
             if (version === SCHEMA_VERSION) expect(Object.keys(row), 'every fixture column exists').toEqual(Object.keys(fixture));
             const names = Object.keys(row);
-            const { lastInsertRowid } = db.prepare(`INSERT INTO ${table} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`)
+            const { lastInsertRowid } = db
+              .prepare(`INSERT INTO ${table} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`)
               .run(...Object.values(row));
             if (table === TABLES.tasks) {
               ids.push(Number(lastInsertRowid));
@@ -134,13 +154,17 @@ describe('upgrades of a SQLite file', () => {
           }
         }
         if (columns(db, TABLES.serialKeys).length > 0) {
-          for (const key of ROWS.serialKeys) db.prepare(`INSERT INTO ${TABLES.serialKeys} (key, held_by) VALUES (?, ?)`).run(key.key, ids[Number(key.held_by)]);
+          for (const key of ROWS.serialKeys)
+            db.prepare(`INSERT INTO ${TABLES.serialKeys} (key, held_by) VALUES (?, ?)`).run(key.key, ids[Number(key.held_by)]);
         }
         const queueColumns = columns(db, TABLES.queues);
         for (const fixture of queueColumns.length === 0 ? [] : ROWS.queues) {
           const row = only(fixture, queueColumns);
-          db.prepare(`INSERT INTO ${TABLES.queues} (${Object.keys(row).join(', ')}) VALUES (${Object.keys(row).map(() => '?').join(', ')})`)
-            .run(...Object.values(row));
+          db.prepare(
+            `INSERT INTO ${TABLES.queues} (${Object.keys(row).join(', ')}) VALUES (${Object.keys(row)
+              .map(() => '?')
+              .join(', ')})`,
+          ).run(...Object.values(row));
         }
       })();
       const before = read(db);
@@ -176,8 +200,11 @@ describe('upgrades of a PostgreSQL schema', () => {
   const opened = closedAfterEach((store: Store) => store.close());
 
   async function columns(schema: string, table: string): Promise<string[]> {
-    const { rows } = await admin.query(`SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2
-      ORDER BY ordinal_position`, [schema, table]);
+    const { rows } = await admin.query(
+      `SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2
+      ORDER BY ordinal_position`,
+      [schema, table],
+    );
     return rows.map((row: { column_name: string }) => row.column_name);
   }
 
@@ -185,17 +212,21 @@ describe('upgrades of a PostgreSQL schema', () => {
   async function read(schema: string): Promise<Tables> {
     const rows = async (table: string, order: string) => {
       if ((await columns(schema, table)).length === 0) return [];
-      return (await admin.query(`SELECT to_jsonb(t) AS row FROM ${quote(schema)}.${table} AS t ORDER BY ${order}`)).rows
-        .map((row: { row: Record<string, unknown> }) => row.row);
+      return (await admin.query(`SELECT to_jsonb(t) AS row FROM ${quote(schema)}.${table} AS t ORDER BY ${order}`)).rows.map(
+        (row: { row: Record<string, unknown> }) => row.row,
+      );
     };
     return {
-      tasks: await rows(TABLES.tasks, 'id'), jobs: await rows(TABLES.jobs, 'key'), serialKeys: await rows(TABLES.serialKeys, 'key'),
+      tasks: await rows(TABLES.tasks, 'id'),
+      jobs: await rows(TABLES.jobs, 'key'),
+      serialKeys: await rows(TABLES.serialKeys, 'key'),
       queues: await rows(TABLES.queues, 'name'),
     };
   }
 
   /** A time column's epoch ms as the timestamptz PostgreSQL parses. */
-  const value = (column: string, v: string | number | null) => (TIME_COLUMNS.has(column) && v !== null ? new Date(Number(v)).toISOString() : v);
+  const value = (column: string, v: string | number | null) =>
+    TIME_COLUMNS.has(column) && v !== null ? new Date(Number(v)).toISOString() : v;
 
   for (const version of VERSIONS) {
     it(`from version ${version}: every row kept with its data, the schema a fresh one's`, async () => {
@@ -203,15 +234,21 @@ describe('upgrades of a PostgreSQL schema', () => {
       await postgresAt(admin, schema, version);
       const inserted: { tasks: Row[]; jobs: Row[] } = { tasks: [], jobs: [] };
       const ids: number[] = [];
-      for (const [table, rows] of [[TABLES.tasks, ROWS.tasks], [TABLES.jobs, ROWS.jobs]] as const) {
+      for (const [table, rows] of [
+        [TABLES.tasks, ROWS.tasks],
+        [TABLES.jobs, ROWS.jobs],
+      ] as const) {
         const have = await columns(schema, table);
         for (const fixture of rows) {
           const row = only(fixture, have);
           if (version === SCHEMA_VERSION) expect(Object.keys(row), 'every fixture column exists').toEqual(Object.keys(fixture));
           const names = Object.keys(row);
-          const { rows: [added] } = await admin.query(
+          const {
+            rows: [added],
+          } = await admin.query(
             `INSERT INTO ${quote(schema)}.${table} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
-            names.map((name) => value(name, row[name]!)));
+            names.map((name) => value(name, row[name]!)),
+          );
           if (table === TABLES.tasks) {
             ids.push(Number(added.id));
             inserted.tasks.push(row);
@@ -220,15 +257,20 @@ describe('upgrades of a PostgreSQL schema', () => {
       }
       if ((await columns(schema, TABLES.serialKeys)).length > 0) {
         for (const key of ROWS.serialKeys) {
-          await admin.query(`INSERT INTO ${quote(schema)}.${TABLES.serialKeys} (key, held_by) VALUES ($1, $2)`, [key.key, ids[Number(key.held_by)]]);
+          await admin.query(`INSERT INTO ${quote(schema)}.${TABLES.serialKeys} (key, held_by) VALUES ($1, $2)`, [
+            key.key,
+            ids[Number(key.held_by)],
+          ]);
         }
       }
       const queueColumns = await columns(schema, TABLES.queues);
       for (const fixture of queueColumns.length === 0 ? [] : ROWS.queues) {
         const row = only(fixture, queueColumns);
         const names = Object.keys(row);
-        await admin.query(`INSERT INTO ${quote(schema)}.${TABLES.queues} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`,
-          names.map((name) => (name === 'paused' ? Boolean(row[name]) : value(name, row[name]!))));
+        await admin.query(
+          `INSERT INTO ${quote(schema)}.${TABLES.queues} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`,
+          names.map((name) => (name === 'paused' ? Boolean(row[name]) : value(name, row[name]!))),
+        );
       }
       const before = await read(schema);
       expect(before.tasks).toHaveLength(ROWS.tasks.length);

@@ -53,7 +53,8 @@ describe('durable input', () => {
 
   it('payloads JSON would change are refused, naming the path of the bad value', async () => {
     const scheduler = await started();
-    const refuse = (payload: unknown, pattern: RegExp) => expect(() => scheduler.schedule(Date.now() + 60_000, 'known', { payload })).toThrow(pattern);
+    const refuse = (payload: unknown, pattern: RegExp) =>
+      expect(() => scheduler.schedule(Date.now() + 60_000, 'known', { payload })).toThrow(pattern);
     refuse({ m: new Map([[1, 2]]) }, /`payload\.m`.*Map becomes \{\}/);
     refuse({ tags: new Set(['a']) }, /`payload\.tags`.*Set/);
     refuse({ items: [1, 2, Number.NaN] }, /`payload\.items\[2\]`.*NaN becomes null/);
@@ -65,7 +66,12 @@ describe('durable input', () => {
     refuse({ f: () => {} }, /`payload\.f`.*function/);
     refuse({ s: Symbol('x') }, /`payload\.s`.*symbol/);
     refuse({ 'odd key': 1n }, /`payload\["odd key"\]`.*bigint/);
-    refuse(new (class Point { x = 1; })(), /`payload`.*Point instance/);
+    refuse(
+      new (class Point {
+        x = 1;
+      })(),
+      /`payload`.*Point instance/,
+    );
     const cycle: Record<string, unknown> = { a: {} };
     (cycle.a as Record<string, unknown>).back = cycle;
     refuse(cycle, /`payload\.a\.back`.*cycle/);

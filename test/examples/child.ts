@@ -19,7 +19,12 @@ export interface ChildResult {
  */
 export function runExample(
   file: string,
-  { args = [], input, env = {}, timeout = 10_000 }: { args?: string[]; input?: string; env?: Record<string, string>; timeout?: number } = {},
+  {
+    args = [],
+    input,
+    env = {},
+    timeout = 10_000,
+  }: { args?: string[]; input?: string; env?: Record<string, string>; timeout?: number } = {},
 ): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
     const started = performance.now();

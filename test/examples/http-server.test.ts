@@ -34,14 +34,29 @@ describe('http-server example', () => {
     const { api } = await setup();
     const once = await api('POST', '/jobs', { type: 'once', in: 1_000, name: 'tea', message: 'tea is ready' });
     expect(once.status).toBe(201);
-    expect(once.body).toMatchObject({ id: '1', name: 'tea', type: 'once', state: 'scheduled', nextRunAt: iso(START + 1_000), runs: 0, in: 1_000 });
+    expect(once.body).toMatchObject({
+      id: '1',
+      name: 'tea',
+      type: 'once',
+      state: 'scheduled',
+      nextRunAt: iso(START + 1_000),
+      runs: 0,
+      in: 1_000,
+    });
 
     const at = await api('POST', '/jobs', { type: 'once', at: '2026-01-02T09:00:00Z', message: 'tomorrow' });
     expect(at.body).toMatchObject({ id: '2', name: 'once-2', message: 'tomorrow', nextRunAt: '2026-01-02T09:00:00.000Z' });
 
     const cron = await api('POST', '/jobs', { type: 'cron', expression: '*/10 * * * * *', timezone: 'Europe/Paris', name: 'tick' });
     expect(cron.status).toBe(201);
-    expect(cron.body).toMatchObject({ id: '3', type: 'cron', nextRunAt: iso(START + 10_000), expression: '*/10 * * * * *', timezone: 'Europe/Paris', message: 'tick' });
+    expect(cron.body).toMatchObject({
+      id: '3',
+      type: 'cron',
+      nextRunAt: iso(START + 10_000),
+      expression: '*/10 * * * * *',
+      timezone: 'Europe/Paris',
+      message: 'tick',
+    });
 
     const every = await api('POST', '/jobs', { type: 'every', ms: 60_000 });
     expect(every.body).toMatchObject({ id: '4', type: 'every', name: 'every-4', nextRunAt: iso(START + 60_000), ms: 60_000 });
@@ -69,7 +84,13 @@ describe('http-server example', () => {
 
     await clock.advance(50);
     const log = (await api('GET', '/log')).body;
-    expect(log).toContainEqual({ at: iso(START + 1_100), scheduledAt: iso(START + 1_000), jobId: '1', name: 'tea', message: 'tea is ready' });
+    expect(log).toContainEqual({
+      at: iso(START + 1_100),
+      scheduledAt: iso(START + 1_000),
+      jobId: '1',
+      name: 'tea',
+      message: 'tea is ready',
+    });
     expect((await api('GET', '/jobs/1')).body).toMatchObject({ state: 'done', running: false, runs: 1 });
 
     const stats = (await api('GET', '/stats')).body;
@@ -153,12 +174,20 @@ describe('http-server example', () => {
       [{ type: 'weekly' }, 400, 'Unknown job type "weekly": expected "once", "cron" or "every"'],
       [{ type: 'once', in: 5, colour: 'red' }, 400, 'Unknown field "colour" for a once job; expected: type, name, message, at, in'],
       [{ type: 'once' }, 400, 'A once job needs exactly one of "at" (an ISO date or epoch ms) and "in" (ms from now)'],
-      [{ type: 'once', at: '2026-01-02T00:00:00Z', in: 5 }, 400, 'A once job needs exactly one of "at" (an ISO date or epoch ms) and "in" (ms from now)'],
+      [
+        { type: 'once', at: '2026-01-02T00:00:00Z', in: 5 },
+        400,
+        'A once job needs exactly one of "at" (an ISO date or epoch ms) and "in" (ms from now)',
+      ],
       [{ type: 'once', at: 'next tuesday' }, 400, '"at": Expected `when` to be a valid Date, got Invalid Date'],
       [{ type: 'once', at: true }, 400, '"at" must be an ISO date string or epoch milliseconds, got true'],
       [{ type: 'once', in: -5 }, 400, '"in" must be a number of milliseconds >= 0, got -5'],
       [{ type: 'once', in: 5, name: 42 }, 400, '"name" must be a string, got 42'],
-      [{ type: 'cron', expression: '*/5 * * *' }, 400, 'Invalid cron expression "*/5 * * *": wrong number of fields (4): expected 5, 6 (seconds first) or 7 (seconds first, year last)'],
+      [
+        { type: 'cron', expression: '*/5 * * *' },
+        400,
+        'Invalid cron expression "*/5 * * *": wrong number of fields (4): expected 5, 6 (seconds first) or 7 (seconds first, year last)',
+      ],
       [{ type: 'cron', expression: '61 * * * *' }, 400, /^Invalid cron expression "61 \* \* \* \*": .*minute/],
       [{ type: 'cron', expression: 5 }, 400, /^Cron expression must be a string/],
       [{ type: 'cron' }, 400, 'A cron job needs "expression", e.g. "*/5 * * * *"'],

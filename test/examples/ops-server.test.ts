@@ -25,14 +25,14 @@ describe('examples/ops-server.ts', () => {
       const login = await fetch(`${origin}/admin/?token=letmein`, { redirect: 'manual' });
       expect(login.status).toBe(303);
       const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
-      const state = await (await fetch(`${origin}/admin/api/state`, { headers: { cookie } })).json() as { jobs: { name: string }[] };
+      const state = (await (await fetch(`${origin}/admin/api/state`, { headers: { cookie } })).json()) as { jobs: { name: string }[] };
       expect(state.jobs.map((job) => job.name)).toEqual(['digest', 'poll feeds', 'slow report']);
       const text = await (await fetch(`${origin}/metrics`)).text();
       expect(text).toContain('# TYPE taskheap_runs_total counter');
       expect(text).toMatch(/^taskheap_jobs 3$/m);
       const probe = await fetch(`${origin}/healthz`);
       expect(probe.status).toBe(200);
-      expect((await probe.json() as { healthy: boolean }).healthy).toBe(true);
+      expect(((await probe.json()) as { healthy: boolean }).healthy).toBe(true);
     } finally {
       child.kill('SIGTERM');
     }

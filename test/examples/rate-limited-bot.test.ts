@@ -33,11 +33,13 @@ function setup(options: { failFirst?: Set<string>; sendMs?: number } = {}) {
   const delivery = createDelivery(scheduler, (chat, text) => {
     const at = clock.now() - START;
     attempts.push({ chat, text, at });
-    return new Promise<void>((resolve, reject) => clock.setTimer(() => {
-      if (options.failFirst?.delete(text)) return reject(new Error('429 Too Many Requests'));
-      sent.push({ chat, text, at });
-      resolve();
-    }, options.sendMs ?? 50));
+    return new Promise<void>((resolve, reject) =>
+      clock.setTimer(() => {
+        if (options.failFirst?.delete(text)) return reject(new Error('429 Too Many Requests'));
+        sent.push({ chat, text, at });
+        resolve();
+      }, options.sendMs ?? 50),
+    );
   });
   return { clock, scheduler, delivery, sent, attempts };
 }
@@ -56,12 +58,22 @@ describe('rate-limited-bot example', () => {
     }
     await clock.advance(20 * 60_000);
     expect(scheduler.stats()).toMatchObject({ pending: 0, running: 0, succeeded: 1_500, failed: 0 });
-    expect(respects(attempts.map((s) => s.at), LIMITS.overall)).toBe(true);
+    expect(
+      respects(
+        attempts.map((s) => s.at),
+        LIMITS.overall,
+      ),
+    ).toBe(true);
     for (const chat of chats) {
       const mine = sent.filter((s) => s.chat === chat);
       // Order per chat, and each message after the previous one finished (serial).
       expect(mine.map((s) => s.text)).toEqual(expected.get(chat));
-      expect(respects(mine.map((s) => s.at), isGroup(chat) ? LIMITS.group : LIMITS.chat)).toBe(true);
+      expect(
+        respects(
+          mine.map((s) => s.at),
+          isGroup(chat) ? LIMITS.group : LIMITS.chat,
+        ),
+      ).toBe(true);
     }
     // The limits bind: 1,000 private messages need at least 1000/30 s; a group's 250 need 12 whole minutes.
     expect(Math.max(...sent.filter((s) => s.chat > 0).map((s) => s.at))).toBeGreaterThanOrEqual(33_000);
@@ -71,7 +83,7 @@ describe('rate-limited-bot example', () => {
     expect(Math.max(...sent.filter((s) => s.chat === -1).map((s) => s.at))).toBeLessThan(13 * 60_000);
   });
 
-  it('a failed send is retried before the chat\'s next message; other chats go on', async () => {
+  it("a failed send is retried before the chat's next message; other chats go on", async () => {
     const { clock, delivery, sent, attempts } = setup({ failFirst: new Set(['1#0']) });
     delivery.remind(1, '1#0', START);
     delivery.remind(1, '1#1', START);

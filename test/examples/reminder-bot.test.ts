@@ -23,7 +23,13 @@ afterEach(async () => {
 
 function setup() {
   const clock = new ManualClock(START);
-  scheduler = new Scheduler({ clock, timezone: 'UTC', onError: (error) => { throw error; } });
+  scheduler = new Scheduler({
+    clock,
+    timezone: 'UTC',
+    onError: (error) => {
+      throw error;
+    },
+  });
   const out: string[] = [];
   const bot = createBot({ scheduler, output: (line) => out.push(line) });
   /** Runs commands and returns what they printed. */
@@ -82,15 +88,17 @@ describe('reminder bot, in-process with a ManualClock', () => {
 
   it('schedules recurring jobs with every() and cron(), printing the next run', async () => {
     const { send, advance, scheduler } = setup();
-    expect(await send(
-      'every day at 09:00 standup',
-      'every monday at 08:30 planning',
-      'every 15m water',
-      'every weekday at 18:00 go home',
-      'cron */5 * * * * check mail',
-      'every 2 hours stretch',
-      'cron @daily backup',
-    )).toEqual([
+    expect(
+      await send(
+        'every day at 09:00 standup',
+        'every monday at 08:30 planning',
+        'every 15m water',
+        'every weekday at 18:00 go home',
+        'cron */5 * * * * check mail',
+        'every 2 hours stretch',
+        'cron @daily backup',
+      ),
+    ).toEqual([
       '#1 every day at 09:00: next run Fri 2026-01-02 09:00:00',
       '#2 every monday at 08:30: next run Mon 2026-01-05 08:30:00',
       '#3 every 15m: next run Thu 2026-01-01 12:15:00',
@@ -289,7 +297,11 @@ describe('reminder bot, through a real pipe', () => {
   });
 
   it('quit exits at once, dropping pending reminders', async () => {
-    const result = await runExample('examples/reminder-bot.ts', { args: ['--memory'], input: 'remind 1h later\nquit\nlist\n', env: { TZ: 'UTC' } });
+    const result = await runExample('examples/reminder-bot.ts', {
+      args: ['--memory'],
+      input: 'remind 1h later\nquit\nlist\n',
+      env: { TZ: 'UTC' },
+    });
     expect(result.code).toBe(0);
     const out = lines(result.stdout);
     expect(out).toHaveLength(2);
@@ -309,9 +321,20 @@ function startBot(db: string) {
   let stdout = '';
   let stderr = '';
   let changed = () => {};
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; changed(); });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; changed(); });
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => { changed(); resolve(code); }));
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+    changed();
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+    changed();
+  });
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('close', (code) => {
+      changed();
+      resolve(code);
+    }),
+  );
   return {
     child,
     exited,
@@ -327,7 +350,10 @@ function startBot(db: string) {
     /** Resolves once stdout has `count` lines matching `pattern`; fails after 10 s (bounded), showing the output. */
     until(pattern: RegExp, count = 1): Promise<string[]> {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no ${count} line(s) matching ${pattern} within 10 s\nstdout:\n${stdout}\nstderr:\n${stderr}`)), 10_000);
+        const timer = setTimeout(
+          () => reject(new Error(`no ${count} line(s) matching ${pattern} within 10 s\nstdout:\n${stdout}\nstderr:\n${stderr}`)),
+          10_000,
+        );
         changed = () => {
           const found = lines(stdout).filter((line) => pattern.test(line));
           if (found.length < count) return;

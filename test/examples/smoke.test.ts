@@ -26,7 +26,12 @@ describe.concurrent('examples run on their own and exit 0', () => {
     const out = lines(stdout);
     expect(out.filter((line) => /warming-up: attempt \d \(due/.test(line))).toHaveLength(4);
     expect(out.filter((line) => /retrying in/.test(line)).map((line) => line.replace(/^.*retrying in /, ''))).toEqual([
-      '200 ms', '200 ms', '400 ms', '400 ms', '600 ms', '600 ms',
+      '200 ms',
+      '200 ms',
+      '400 ms',
+      '400 ms',
+      '600 ms',
+      '600 ms',
     ]);
     expect(stdout).toContain('warming-up: succeeded with "200 OK after 4 calls"');
     expect(stdout).toContain('down: gave up after 4 attempts (503 Service Unavailable)');
@@ -70,7 +75,10 @@ describe.concurrent('examples run on their own and exit 0', () => {
         child.on('close', () => reject(new Error(`exited before listening:\n${stdout}`)));
       });
       expect(port).toBeGreaterThan(0);
-      const created = await fetch(`http://127.0.0.1:${port}/jobs`, { method: 'POST', body: JSON.stringify({ type: 'once', in: 0, message: 'hi' }) });
+      const created = await fetch(`http://127.0.0.1:${port}/jobs`, {
+        method: 'POST',
+        body: JSON.stringify({ type: 'once', in: 0, message: 'hi' }),
+      });
       expect(created.status).toBe(201);
       const stats = (await (await fetch(`http://127.0.0.1:${port}/stats`)).json()) as { workers: number };
       expect(stats.workers).toBe(2);

@@ -31,7 +31,10 @@ describe('interval jobs follow elapsed time; calendar and cron rules the wall cl
   it('every(10).seconds() keeps its pace after the wall clock is set back an hour', async () => {
     const { clock, scheduler } = setup();
     const runs: number[] = [];
-    scheduler.every(10).seconds().run(() => void runs.push(clock.monotonic()));
+    scheduler
+      .every(10)
+      .seconds()
+      .run(() => void runs.push(clock.monotonic()));
     await clock.advance(25 * SECOND);
     clock.set(clock.now() - HOUR);
     await clock.advance(30 * SECOND);
@@ -43,7 +46,10 @@ describe('interval jobs follow elapsed time; calendar and cron rules the wall cl
     const runs: number[] = [];
     const skips: SkipInfo[] = [];
     scheduler.on('skip', (info) => skips.push(info));
-    const job = scheduler.every(10).seconds().run(() => void runs.push(clock.monotonic()), { misfire: 'all' });
+    const job = scheduler
+      .every(10)
+      .seconds()
+      .run(() => void runs.push(clock.monotonic()), { misfire: 'all' });
     await clock.advance(15 * SECOND);
     clock.set(clock.now() + HOUR);
     await clock.advance(30 * SECOND);
@@ -56,7 +62,11 @@ describe('interval jobs follow elapsed time; calendar and cron rules the wall cl
   it('with the system clock, interval occurrences sit exactly on start + k * interval', async () => {
     const scheduler = new Scheduler();
     const from = Date.UTC(2030, 0, 1);
-    const job = scheduler.every(7).hours().from(from).run(() => {});
+    const job = scheduler
+      .every(7)
+      .hours()
+      .from(from)
+      .run(() => {});
     expect(job.nextRunAt!.getTime()).toBe(from + 7 * HOUR);
     expect(job.nextRuns(3).map((d) => d.getTime())).toEqual([7, 14, 21].map((h) => from + h * HOUR));
     await scheduler.close();
@@ -88,7 +98,10 @@ describe("misfire 'all' is capped and does not starve other work", () => {
     const { clock, scheduler } = setup();
     const skips: SkipInfo[] = [];
     scheduler.on('skip', (info) => skips.push(info));
-    const job = scheduler.every(1).second().run(() => {}, { misfire: 'all', catchUp: 5 });
+    const job = scheduler
+      .every(1)
+      .second()
+      .run(() => {}, { misfire: 'all', catchUp: 5 });
     clock.stall(HOUR); // the loop was stuck an hour
     await clock.advance(0);
     expect(job.runs).toBe(5);
@@ -101,7 +114,10 @@ describe("misfire 'all' is capped and does not starve other work", () => {
 
   it(`defaults to ${DEFAULT_CATCH_UP} late runs (a per-second job down an hour would run 3,600)`, async () => {
     const { clock, scheduler } = setup();
-    const job = scheduler.every(1).second().run(() => {}, { misfire: 'all' });
+    const job = scheduler
+      .every(1)
+      .second()
+      .run(() => {}, { misfire: 'all' });
     clock.stall(HOUR);
     await clock.advance(0);
     expect(job.runs).toBe(DEFAULT_CATCH_UP);
@@ -110,7 +126,10 @@ describe("misfire 'all' is capped and does not starve other work", () => {
   it('catch-up runs see the missed occurrence as ctx.scheduledAt', async () => {
     const { clock, scheduler } = setup();
     const seen: number[] = [];
-    scheduler.every(1).minute().run((ctx) => void seen.push((ctx.scheduledAt.getTime() - START) / MINUTE), { misfire: 'all' });
+    scheduler
+      .every(1)
+      .minute()
+      .run((ctx) => void seen.push((ctx.scheduledAt.getTime() - START) / MINUTE), { misfire: 'all' });
     clock.stall(5 * MINUTE + SECOND);
     await clock.advance(0);
     expect(seen).toEqual([1, 2, 3, 4, 5]);
@@ -119,7 +138,10 @@ describe("misfire 'all' is capped and does not starve other work", () => {
   it('late runs queue behind work already due', async () => {
     const { clock, scheduler } = setup({ workers: 1 });
     const starts: string[] = [];
-    scheduler.every(1).second().run(() => void starts.push('job'), { misfire: 'all' });
+    scheduler
+      .every(1)
+      .second()
+      .run(() => void starts.push('job'), { misfire: 'all' });
     clock.stall(HOUR);
     scheduler.after(0, () => void starts.push('task'));
     await clock.advance(0);
@@ -129,7 +151,12 @@ describe("misfire 'all' is capped and does not starve other work", () => {
   it('rejects a bad catchUp at the call', () => {
     const { scheduler } = setup();
     for (const bad of [0, -1, 1.5, NaN, '10']) {
-      expect(() => scheduler.every(1).second().run(() => {}, { misfire: 'all', catchUp: bad as number })).toThrow(RangeError);
+      expect(() =>
+        scheduler
+          .every(1)
+          .second()
+          .run(() => {}, { misfire: 'all', catchUp: bad as number }),
+      ).toThrow(RangeError);
     }
     expect(scheduler.size).toBe(0);
   });

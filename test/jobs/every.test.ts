@@ -22,10 +22,13 @@ describe('interval units', () => {
   it('every(2).seconds() runs at start + 2 s, 4 s, ... (fixed rate, no drift)', async () => {
     const { clock, scheduler } = setup();
     const offsets: number[] = [];
-    scheduler.every(2).seconds().run(async () => {
-      offsets.push(clock.now() - START);
-      await new Promise<void>((resolve) => clock.setTimer(resolve, 700)); // run time does not shift the rate
-    });
+    scheduler
+      .every(2)
+      .seconds()
+      .run(async () => {
+        offsets.push(clock.now() - START);
+        await new Promise<void>((resolve) => clock.setTimer(resolve, 700)); // run time does not shift the rate
+      });
     await clock.advance(9_000);
     expect(offsets).toEqual([2_000, 4_000, 6_000, 8_000]);
   });
@@ -33,9 +36,18 @@ describe('interval units', () => {
   it('supports milliseconds, minutes and hours', async () => {
     const { clock, scheduler } = setup();
     const seen: Record<string, number> = { ms: 0, min: 0, h: 0 };
-    scheduler.every(250).milliseconds().run(() => void seen.ms++);
-    scheduler.every(15).minutes().run(() => void seen.min++);
-    scheduler.every().hour().run(() => void seen.h++);
+    scheduler
+      .every(250)
+      .milliseconds()
+      .run(() => void seen.ms++);
+    scheduler
+      .every(15)
+      .minutes()
+      .run(() => void seen.min++);
+    scheduler
+      .every()
+      .hour()
+      .run(() => void seen.h++);
     await clock.advance(2 * HOUR);
     expect(seen).toEqual({ ms: 2 * 4 * 3600, min: 8, h: 2 });
   });
@@ -43,7 +55,11 @@ describe('interval units', () => {
   it('immediately() also runs at the start', async () => {
     const { clock, scheduler } = setup();
     const offsets: number[] = [];
-    scheduler.every(10).seconds().immediately().run(() => offsets.push(clock.now() - START));
+    scheduler
+      .every(10)
+      .seconds()
+      .immediately()
+      .run(() => offsets.push(clock.now() - START));
     await clock.advance(25_000);
     expect(offsets).toEqual([0, 10_000, 20_000]);
   });
@@ -52,8 +68,17 @@ describe('interval units', () => {
     const { clock, scheduler } = setup();
     const a: number[] = [];
     const b: number[] = [];
-    const jobA = scheduler.every(10).minutes().from(START + HOUR).until(START + 2 * HOUR).run(() => a.push((clock.now() - START) / 60_000));
-    const jobB = scheduler.every(1).minute().times(3).run(() => b.push((clock.now() - START) / 60_000));
+    const jobA = scheduler
+      .every(10)
+      .minutes()
+      .from(START + HOUR)
+      .until(START + 2 * HOUR)
+      .run(() => a.push((clock.now() - START) / 60_000));
+    const jobB = scheduler
+      .every(1)
+      .minute()
+      .times(3)
+      .run(() => b.push((clock.now() - START) / 60_000));
     expect(jobA.nextRunAt?.getTime()).toBe(START + HOUR + 10 * 60_000);
     await clock.advance(3 * HOUR);
     expect(a).toEqual([70, 80, 90, 100, 110, 120]);
@@ -88,44 +113,91 @@ describe('calendar units', () => {
 
   it('at() takes HH:mm, HH:mm:ss and numbers', () => {
     const { scheduler } = at('2026-05-01T00:00:00');
-    const a = scheduler.every().day().at('7:05:09').run(() => {});
-    const b = scheduler.every().day().at(7, 5, 9).run(() => {});
+    const a = scheduler
+      .every()
+      .day()
+      .at('7:05:09')
+      .run(() => {});
+    const b = scheduler
+      .every()
+      .day()
+      .at(7, 5, 9)
+      .run(() => {});
     expect(a.nextRunAt).toEqual(new Date('2026-05-01T07:05:09Z'));
     expect(b.nextRunAt).toEqual(a.nextRunAt);
   });
 
   it('every().monday().at() runs weekly; weekday() and weekend() pick days', () => {
     const { scheduler } = at('2026-05-01T12:00:00'); // a Friday
-    const monday = scheduler.every().monday().at('08:30').run(() => {});
+    const monday = scheduler
+      .every()
+      .monday()
+      .at('08:30')
+      .run(() => {});
     expect(monday.nextRuns(3).map((d) => d.toISOString())).toEqual([
-      '2026-05-04T08:30:00.000Z', '2026-05-11T08:30:00.000Z', '2026-05-18T08:30:00.000Z',
+      '2026-05-04T08:30:00.000Z',
+      '2026-05-11T08:30:00.000Z',
+      '2026-05-18T08:30:00.000Z',
     ]);
-    const weekdays = scheduler.every().weekday().at(9, 0).run(() => {});
+    const weekdays = scheduler
+      .every()
+      .weekday()
+      .at(9, 0)
+      .run(() => {});
     expect(weekdays.nextRuns(4).map((d) => d.toISOString().slice(0, 10))).toEqual(['2026-05-04', '2026-05-05', '2026-05-06', '2026-05-07']);
-    const weekend = scheduler.every().weekend().at('10:00').run(() => {});
+    const weekend = scheduler
+      .every()
+      .weekend()
+      .at('10:00')
+      .run(() => {});
     expect(weekend.nextRuns(3).map((d) => d.toISOString().slice(0, 10))).toEqual(['2026-05-02', '2026-05-03', '2026-05-09']);
-    const twice = scheduler.every().tuesday().thursday().at('18:00').run(() => {});
+    const twice = scheduler
+      .every()
+      .tuesday()
+      .thursday()
+      .at('18:00')
+      .run(() => {});
     expect(twice.nextRuns(3).map((d) => d.toISOString().slice(0, 10))).toEqual(['2026-05-05', '2026-05-07', '2026-05-12']);
   });
 
   it('every(3).days() and every(2).weeks() count calendar days from the start', () => {
     const { scheduler } = at('2026-05-01T12:00:00');
-    const days = scheduler.every(3).days().at('06:00').run(() => {});
+    const days = scheduler
+      .every(3)
+      .days()
+      .at('06:00')
+      .run(() => {});
     expect(days.nextRuns(3).map((d) => d.toISOString().slice(0, 10))).toEqual(['2026-05-04', '2026-05-07', '2026-05-10']);
-    const weeks = scheduler.every(2).weeks().at('06:00').run(() => {});
+    const weeks = scheduler
+      .every(2)
+      .weeks()
+      .at('06:00')
+      .run(() => {});
     expect(weeks.nextRuns(2).map((d) => d.toISOString().slice(0, 10))).toEqual(['2026-05-15', '2026-05-29']);
   });
 
   it('without at(), a day rule keeps the time of day of its start', () => {
     const { scheduler } = at('2026-05-01T12:34:56');
-    const job = scheduler.every().day().run(() => {});
+    const job = scheduler
+      .every()
+      .day()
+      .run(() => {});
     expect(job.nextRunAt).toEqual(new Date('2026-05-02T12:34:56Z'));
   });
 
   it('at(time, zone) and timezone(zone) set the rule zone', () => {
     const { scheduler } = at('2026-05-01T00:00:00');
-    const paris = scheduler.every().monday().at('08:30', 'Europe/Paris').run(() => {});
-    const tokyo = scheduler.every().day().at('09:00').timezone('Asia/Tokyo').run(() => {});
+    const paris = scheduler
+      .every()
+      .monday()
+      .at('08:30', 'Europe/Paris')
+      .run(() => {});
+    const tokyo = scheduler
+      .every()
+      .day()
+      .at('09:00')
+      .timezone('Asia/Tokyo')
+      .run(() => {});
     expect(paris.nextRunAt).toEqual(new Date('2026-05-04T06:30:00Z'));
     expect(tokyo.nextRunAt).toEqual(new Date('2026-05-02T00:00:00Z'));
   });
@@ -177,8 +249,14 @@ describe('once and cron', () => {
     scheduler.cron('*/15 9-10 * * MON-FRI').run(record);
     await clock.advance(4 * DAY);
     expect(runs.slice(0, 9)).toEqual([
-      '2026-05-01T09:00:00+09:00', '2026-05-01T09:15:00+09:00', '2026-05-01T09:30:00+09:00', '2026-05-01T09:45:00+09:00',
-      '2026-05-01T10:00:00+09:00', '2026-05-01T10:15:00+09:00', '2026-05-01T10:30:00+09:00', '2026-05-01T10:45:00+09:00',
+      '2026-05-01T09:00:00+09:00',
+      '2026-05-01T09:15:00+09:00',
+      '2026-05-01T09:30:00+09:00',
+      '2026-05-01T09:45:00+09:00',
+      '2026-05-01T10:00:00+09:00',
+      '2026-05-01T10:15:00+09:00',
+      '2026-05-01T10:30:00+09:00',
+      '2026-05-01T10:45:00+09:00',
       '2026-05-04T09:00:00+09:00',
     ]);
   });
@@ -191,7 +269,10 @@ describe('once and cron', () => {
 
   it('from() includes an occurrence exactly at the start', () => {
     const { scheduler } = at('2026-05-01T00:00:00');
-    const job = scheduler.cron('0 9 * * *').from(new Date('2026-05-03T09:00:00Z')).run(() => {});
+    const job = scheduler
+      .cron('0 9 * * *')
+      .from(new Date('2026-05-03T09:00:00Z'))
+      .run(() => {});
     expect(job.nextRunAt).toEqual(new Date('2026-05-03T09:00:00Z'));
   });
 });
@@ -228,12 +309,40 @@ describe('rules are validated when built', () => {
   it('rejects bad run() arguments and leaves existing jobs alone', async () => {
     const { clock, scheduler } = setup();
     let runs = 0;
-    scheduler.every(1).second().run(() => void runs++);
-    expect(() => scheduler.every().second().run('x' as never)).toThrow(TypeError);
-    expect(() => scheduler.every().second().run(() => {}, { overlap: 'sometimes' as never })).toThrow(/overlap/);
-    expect(() => scheduler.every().second().run(() => {}, { misfire: 'never' as never })).toThrow(/misfire/);
-    expect(() => scheduler.every().second().run(() => {}, { urgency: 1 } as never)).toThrow(/Unknown job option `urgency`/);
-    expect(() => scheduler.every().second().run(() => {}, { timeout: -1 })).toThrow(/timeout/);
+    scheduler
+      .every(1)
+      .second()
+      .run(() => void runs++);
+    expect(() =>
+      scheduler
+        .every()
+        .second()
+        .run('x' as never),
+    ).toThrow(TypeError);
+    expect(() =>
+      scheduler
+        .every()
+        .second()
+        .run(() => {}, { overlap: 'sometimes' as never }),
+    ).toThrow(/overlap/);
+    expect(() =>
+      scheduler
+        .every()
+        .second()
+        .run(() => {}, { misfire: 'never' as never }),
+    ).toThrow(/misfire/);
+    expect(() =>
+      scheduler
+        .every()
+        .second()
+        .run(() => {}, { urgency: 1 } as never),
+    ).toThrow(/Unknown job option `urgency`/);
+    expect(() =>
+      scheduler
+        .every()
+        .second()
+        .run(() => {}, { timeout: -1 }),
+    ).toThrow(/timeout/);
     expect(scheduler.jobs()).toHaveLength(1);
     await clock.advance(3_000);
     expect(runs).toBe(3);

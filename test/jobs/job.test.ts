@@ -7,9 +7,15 @@ const MINUTE = 60_000;
 describe('Job state', () => {
   it('tracks runs, lastRunAt, failures and lastError', async () => {
     const { clock, scheduler } = setup();
-    const job = scheduler.every(1).minute().run((ctx) => {
-      if (ctx.scheduledAt.getTime() === START + 2 * MINUTE) throw new Error('second run fails');
-    }, { name: 'tick' });
+    const job = scheduler
+      .every(1)
+      .minute()
+      .run(
+        (ctx) => {
+          if (ctx.scheduledAt.getTime() === START + 2 * MINUTE) throw new Error('second run fails');
+        },
+        { name: 'tick' },
+      );
     expect(job.name).toBe('tick');
     expect(job.state).toBe('scheduled');
     expect(job.runs).toBe(0);
@@ -23,7 +29,10 @@ describe('Job state', () => {
 
   it('keeps exactly one entry in the heap', async () => {
     const { clock, scheduler } = setup();
-    scheduler.every(1).second().run(() => {});
+    scheduler
+      .every(1)
+      .second()
+      .run(() => {});
     scheduler.cron('* * * * *').run(() => {});
     expect(scheduler.size).toBe(2);
     await clock.advance(10 * MINUTE);
@@ -32,7 +41,11 @@ describe('Job state', () => {
 
   it('nextRuns(n) lists upcoming occurrences within until and times', () => {
     const { scheduler } = setup();
-    const job = scheduler.every(5).minutes().times(3).run(() => {});
+    const job = scheduler
+      .every(5)
+      .minutes()
+      .times(3)
+      .run(() => {});
     expect(job.nextRuns(10).map((d) => d.getTime() - START)).toEqual([5, 10, 15].map((m) => m * MINUTE));
     expect(job.nextRuns(0)).toEqual([]);
     expect(() => job.nextRuns(-1)).toThrow(RangeError);
@@ -41,7 +54,10 @@ describe('Job state', () => {
   it('running is true while a run is in progress', async () => {
     const { clock, scheduler } = setup();
     const hold = gate();
-    const job = scheduler.every(1).minute().run(() => hold.promise);
+    const job = scheduler
+      .every(1)
+      .minute()
+      .run(() => hold.promise);
     await clock.advance(MINUTE);
     expect(job.running).toBe(true);
     hold.open();
@@ -54,7 +70,10 @@ describe('pause, resume, trigger, cancel', () => {
   it('pause stops planning runs; resume continues from now without catching up', async () => {
     const { clock, scheduler } = setup();
     const at: number[] = [];
-    const job = scheduler.every(1).minute().run(() => at.push((clock.now() - START) / MINUTE));
+    const job = scheduler
+      .every(1)
+      .minute()
+      .run(() => at.push((clock.now() - START) / MINUTE));
     await clock.advance(2 * MINUTE);
     expect(job.pause()).toBe(true);
     expect(job.pause()).toBe(false);
@@ -71,7 +90,11 @@ describe('pause, resume, trigger, cancel', () => {
   it('trigger() runs now without moving the schedule', async () => {
     const { clock, scheduler } = setup();
     const at: number[] = [];
-    const job = scheduler.every(10).minutes().times(2).run(() => at.push((clock.now() - START) / MINUTE));
+    const job = scheduler
+      .every(10)
+      .minutes()
+      .times(2)
+      .run(() => at.push((clock.now() - START) / MINUTE));
     await clock.advance(3 * MINUTE);
     const task = job.trigger();
     await clock.advance(0);
@@ -84,12 +107,18 @@ describe('pause, resume, trigger, cancel', () => {
   it('cancel() removes the next occurrence and aborts a run in progress', async () => {
     const { clock, scheduler } = setup();
     let aborted = false;
-    const job = scheduler.every(1).minute().run((ctx) => new Promise<void>((resolve) => {
-      ctx.signal.addEventListener('abort', () => {
-        aborted = true;
-        resolve();
-      });
-    }));
+    const job = scheduler
+      .every(1)
+      .minute()
+      .run(
+        (ctx) =>
+          new Promise<void>((resolve) => {
+            ctx.signal.addEventListener('abort', () => {
+              aborted = true;
+              resolve();
+            });
+          }),
+      );
     await clock.advance(MINUTE);
     expect(job.cancel()).toBe(true);
     expect(job.cancel()).toBe(false);
@@ -105,7 +134,12 @@ describe('pause, resume, trigger, cancel', () => {
     const { clock, scheduler } = setup();
     const controller = new AbortController();
     let runs = 0;
-    const jobs = [1, 2, 3].map(() => scheduler.every(1).minute().run(() => void runs++, { signal: controller.signal }));
+    const jobs = [1, 2, 3].map(() =>
+      scheduler
+        .every(1)
+        .minute()
+        .run(() => void runs++, { signal: controller.signal }),
+    );
     await clock.advance(MINUTE);
     controller.abort();
     expect(jobs.map((job) => job.state)).toEqual(['cancelled', 'cancelled', 'cancelled']);
@@ -117,7 +151,12 @@ describe('pause, resume, trigger, cancel', () => {
 
   it('an already-aborted signal throws at run()', () => {
     const { scheduler } = setup();
-    expect(() => scheduler.every().second().run(() => {}, { signal: AbortSignal.abort('no') })).toThrow('no');
+    expect(() =>
+      scheduler
+        .every()
+        .second()
+        .run(() => {}, { signal: AbortSignal.abort('no') }),
+    ).toThrow('no');
     expect(scheduler.jobs()).toEqual([]);
   });
 
@@ -125,9 +164,14 @@ describe('pause, resume, trigger, cancel', () => {
     const { clock, scheduler } = setup();
     const hold = gate();
     let aborted = false;
-    const job = scheduler.every(1).minute().run((ctx) => hold.promise.then(() => {
-      aborted = ctx.signal.aborted;
-    }));
+    const job = scheduler
+      .every(1)
+      .minute()
+      .run((ctx) =>
+        hold.promise.then(() => {
+          aborted = ctx.signal.aborted;
+        }),
+      );
     await clock.advance(MINUTE);
     const closing = scheduler.close();
     expect(job.state).toBe('cancelled');
@@ -144,10 +188,16 @@ describe('overlap', () => {
     const skips: SkipInfo[] = [];
     scheduler.on('skip', (info) => skips.push(info));
     // Each run takes 2.5 minutes; the job is due every minute.
-    const job = scheduler.every(1).minute().run(async () => {
-      starts.push((clock.now() - START) / MINUTE);
-      await new Promise<void>((resolve) => clock.setTimer(resolve, 2.5 * MINUTE));
-    }, { overlap });
+    const job = scheduler
+      .every(1)
+      .minute()
+      .run(
+        async () => {
+          starts.push((clock.now() - START) / MINUTE);
+          await new Promise<void>((resolve) => clock.setTimer(resolve, 2.5 * MINUTE));
+        },
+        { overlap },
+      );
     return { clock, job, starts, skips };
   }
 
@@ -155,7 +205,12 @@ describe('overlap', () => {
     const { clock, job, starts, skips } = slowJob('skip');
     await clock.advance(7 * MINUTE);
     expect(starts).toEqual([1, 4, 7]);
-    expect(skips.map((s) => [(s.scheduledAt.getTime() - START) / MINUTE, s.reason])).toEqual([[2, 'overlap'], [3, 'overlap'], [5, 'overlap'], [6, 'overlap']]);
+    expect(skips.map((s) => [(s.scheduledAt.getTime() - START) / MINUTE, s.reason])).toEqual([
+      [2, 'overlap'],
+      [3, 'overlap'],
+      [5, 'overlap'],
+      [6, 'overlap'],
+    ]);
     expect(skips[0]!.job).toBe(job);
   });
 
@@ -179,7 +234,10 @@ describe('misfire', () => {
     const starts: number[] = [];
     const skips: string[] = [];
     scheduler.on('skip', (info) => skips.push(`${(info.scheduledAt.getTime() - START) / MINUTE} ${info.reason}`));
-    scheduler.every(1).minute().run(() => void starts.push((clock.now() - START) / MINUTE), { misfire });
+    scheduler
+      .every(1)
+      .minute()
+      .run(() => void starts.push((clock.now() - START) / MINUTE), { misfire });
     return { clock, starts, skips };
   }
 
@@ -218,7 +276,10 @@ describe('misfire', () => {
     const hold = gate();
     scheduler.after(0, () => hold.promise);
     const starts: number[] = [];
-    scheduler.every(1).minute().run(() => void starts.push(clock.now() - START), { misfire: 'skip' });
+    scheduler
+      .every(1)
+      .minute()
+      .run(() => void starts.push(clock.now() - START), { misfire: 'skip' });
     await clock.advance(MINUTE + 20_000);
     hold.open();
     await clock.advance(0);
@@ -230,7 +291,11 @@ describe('jitter and retry inside a job', () => {
   it('jitter delays each run by up to that many ms', async () => {
     const { clock, scheduler } = setup();
     const offsets: number[] = [];
-    scheduler.every(1).minute().jitter(5_000).run(() => void offsets.push(clock.now() - START));
+    scheduler
+      .every(1)
+      .minute()
+      .jitter(5_000)
+      .run(() => void offsets.push(clock.now() - START));
     await clock.advance(10 * MINUTE + 5_000);
     expect(offsets).toHaveLength(10);
     offsets.forEach((offset, i) => {
@@ -242,19 +307,34 @@ describe('jitter and retry inside a job', () => {
   it('retries a failed run with backoff; the job counts one run and its final outcome', async () => {
     const { clock, scheduler } = setup();
     const attempts: [number, number][] = [];
-    const job = scheduler.every(10).minutes().times(1).run((ctx) => {
-      attempts.push([ctx.attempt, (clock.now() - START) / 1_000]);
-      if (ctx.attempt < 3) throw new Error('flaky');
-    }, { retry: { attempts: 3, delay: 1_000, backoff: 'fixed' } });
+    const job = scheduler
+      .every(10)
+      .minutes()
+      .times(1)
+      .run(
+        (ctx) => {
+          attempts.push([ctx.attempt, (clock.now() - START) / 1_000]);
+          if (ctx.attempt < 3) throw new Error('flaky');
+        },
+        { retry: { attempts: 3, delay: 1_000, backoff: 'fixed' } },
+      );
     await clock.advance(20 * MINUTE);
-    expect(attempts).toEqual([[1, 600], [2, 601], [3, 602]]);
+    expect(attempts).toEqual([
+      [1, 600],
+      [2, 601],
+      [3, 602],
+    ]);
     expect(job.runs).toBe(1);
     expect(job.failures).toBe(0);
   });
 
   it('a timeout frees the worker and counts as a failure', async () => {
     const { clock, scheduler } = setup();
-    const job = scheduler.every(1).minute().times(1).run(() => new Promise(() => {}), { timeout: 1_000 });
+    const job = scheduler
+      .every(1)
+      .minute()
+      .times(1)
+      .run(() => new Promise(() => {}), { timeout: 1_000 });
     await clock.advance(2 * MINUTE);
     expect(job.failures).toBe(1);
     expect(job.running).toBe(false);

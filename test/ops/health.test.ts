@@ -47,7 +47,9 @@ describe('health()', () => {
     const probe = health(scheduler, { maxLoopDelay: 100 });
     await new Promise((resolve) => setTimeout(resolve, 50)); // the delay monitor's timer is armed
     const until = performance.now() + 300;
-    while (performance.now() < until) { /* a handler hogging the loop */ }
+    while (performance.now() < until) {
+      /* a handler hogging the loop */
+    }
     await new Promise((resolve) => setTimeout(resolve, 30));
     const blocked = await probe.check();
     expect(blocked.healthy).toBe(false);
@@ -70,11 +72,11 @@ describe('health()', () => {
     try {
       const ok = await fetch(url);
       expect(ok.status).toBe(200);
-      expect((await ok.json() as { checks: { store: { healthy: boolean } } }).checks.store.healthy).toBe(true);
+      expect(((await ok.json()) as { checks: { store: { healthy: boolean } } }).checks.store.healthy).toBe(true);
       await scheduler.close(); // the store is closed now: it cannot answer
       const down = await fetch(url);
       expect(down.status).toBe(503);
-      const body = await down.json() as { healthy: boolean; checks: { store: { reason: string } } };
+      const body = (await down.json()) as { healthy: boolean; checks: { store: { reason: string } } };
       expect(body.healthy).toBe(false);
       expect(body.checks.store.reason).toMatch(/the store did not answer/);
     } finally {

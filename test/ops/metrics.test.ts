@@ -39,7 +39,10 @@ function samples(text: string): Map<string, number> {
 }
 
 const key = (name: string, labels: Record<string, string> = {}) =>
-  `${name}{${Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(',')}}`;
+  `${name}{${Object.entries(labels)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+    .join(',')}}`;
 
 describe('metrics()', () => {
   it('counts runs, outcomes, retries and timeouts per name', async () => {
@@ -48,14 +51,25 @@ describe('metrics()', () => {
     scheduler.after(1_000, () => 'ok', { name: 'send' });
     scheduler.after(1_000, () => 'ok', { name: 'send' });
     let calls = 0;
-    scheduler.after(2_000, () => {
-      calls++;
-      if (calls < 3) throw new Error('flaky');
-    }, { name: 'flaky', retry: { attempts: 3, delay: 100 } });
-    scheduler.after(3_000, () => {
-      throw new Error('broken');
-    }, { name: 'broken' });
-    scheduler.after(4_000, ({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason))), { name: 'slow', timeout: 50 });
+    scheduler.after(
+      2_000,
+      () => {
+        calls++;
+        if (calls < 3) throw new Error('flaky');
+      },
+      { name: 'flaky', retry: { attempts: 3, delay: 100 } },
+    );
+    scheduler.after(
+      3_000,
+      () => {
+        throw new Error('broken');
+      },
+      { name: 'broken' },
+    );
+    scheduler.after(4_000, ({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason))), {
+      name: 'slow',
+      timeout: 50,
+    });
     scheduler.after(5_000, () => {}).cancel();
     await clock.advance(10_000);
 
@@ -108,7 +122,10 @@ describe('metrics()', () => {
     const { clock, scheduler } = setup();
     const m = metrics(scheduler);
     const hold = gate();
-    scheduler.every(1).seconds().run(() => hold.promise, { name: 'tick' });
+    scheduler
+      .every(1)
+      .seconds()
+      .run(() => hold.promise, { name: 'tick' });
     await clock.advance(3_000);
     expect(m.get('tick').skipped).toBe(2);
     expect(m.get('tick').running).toBe(1);
@@ -120,9 +137,13 @@ describe('metrics()', () => {
     const { clock, scheduler } = setup();
     const m = metrics(scheduler);
     scheduler.after(10, () => {}, { name: 'a "quoted"\nname\\' });
-    scheduler.after(20, () => {
-      throw new TimeoutError(1, 'x');
-    }, { name: 'b' });
+    scheduler.after(
+      20,
+      () => {
+        throw new TimeoutError(1, 'x');
+      },
+      { name: 'b' },
+    );
     scheduler.after(60_000, () => {});
     await clock.advance(100);
     const text = m.prometheus();

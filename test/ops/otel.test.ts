@@ -23,7 +23,8 @@ function providers() {
 async function points(reader: MetricReader) {
   const { resourceMetrics } = await reader.collect();
   const byName = new Map<string, DataPoint<unknown>[]>();
-  for (const scope of resourceMetrics.scopeMetrics) for (const metric of scope.metrics) byName.set(metric.descriptor.name, metric.dataPoints as DataPoint<unknown>[]);
+  for (const scope of resourceMetrics.scopeMetrics)
+    for (const metric of scope.metrics) byName.set(metric.descriptor.name, metric.dataPoints as DataPoint<unknown>[]);
   return byName;
 }
 
@@ -33,9 +34,13 @@ describe('otel()', () => {
     const { reader, meterProvider, exporter, tracerProvider } = providers();
     const instrumentation = await otel(scheduler, { meterProvider, tracerProvider });
     scheduler.after(100, async () => 'sent', { name: 'send' });
-    scheduler.after(200, () => {
-      throw new Error('boom');
-    }, { name: 'send' });
+    scheduler.after(
+      200,
+      () => {
+        throw new Error('boom');
+      },
+      { name: 'send' },
+    );
     scheduler.after(60_000, () => {}, { name: 'later' });
     await clock.advance(1_000);
 
@@ -43,7 +48,10 @@ describe('otel()', () => {
     const runs = metrics.get('taskheap.task.runs')!;
     expect(runs.find((p) => p.attributes['taskheap.task.name'] === 'send')?.value).toBe(2);
     const outcomes = metrics.get('taskheap.task.outcomes')!;
-    expect(outcomes.map((p) => [p.attributes.outcome, p.value]).sort()).toEqual([['failed', 1], ['succeeded', 1]]);
+    expect(outcomes.map((p) => [p.attributes.outcome, p.value]).sort()).toEqual([
+      ['failed', 1],
+      ['succeeded', 1],
+    ]);
     const lateness = metrics.get('taskheap.task.lateness')!;
     expect((lateness[0]!.value as Histogram).count).toBe(2);
     expect(metrics.get('taskheap.tasks.pending')![0]!.value).toBe(1);
@@ -63,11 +71,14 @@ describe('otel()', () => {
   });
 
   it('rejects with ERR_MISSING_PEER, naming the install command, when @opentelemetry/api is not installed', () => {
-    const line = runWithout('@opentelemetry/api', `
+    const line = runWithout(
+      '@opentelemetry/api',
+      `
       const { Scheduler } = await import('./src/index.ts');
       const { otel } = await import('./src/otel.ts');
       try { await otel(new Scheduler()); console.log('{}'); }
-      catch (error) { console.log(JSON.stringify({ code: error.code, message: error.message, package: error.package })); }`);
+      catch (error) { console.log(JSON.stringify({ code: error.code, message: error.message, package: error.package })); }`,
+    );
     const answer = JSON.parse(line) as { code: string; message: string; package: string };
     expect(answer.code).toBe('ERR_MISSING_PEER');
     expect(answer.package).toBe('@opentelemetry/api');

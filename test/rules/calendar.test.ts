@@ -100,7 +100,11 @@ describe('CalendarRule: weeks and weekdays', () => {
     const rule = new CalendarRule({ zone: 'UTC', anchor, unit: 'week', every: 1, hour: 10, minute: 30, second: 0 });
     expect(rule.weekdays).toEqual([3]);
     expect(runs({ anchor, unit: 'week' }, anchor, 3)).toEqual(['2026-01-07 10:30 Wed', '2026-01-14 10:30 Wed', '2026-01-21 10:30 Wed']);
-    expect(runs({ anchor, unit: 'week', every: 3 }, anchor, 3)).toEqual(['2026-01-07 10:30 Wed', '2026-01-28 10:30 Wed', '2026-02-18 10:30 Wed']);
+    expect(runs({ anchor, unit: 'week', every: 3 }, anchor, 3)).toEqual([
+      '2026-01-07 10:30 Wed',
+      '2026-01-28 10:30 Wed',
+      '2026-02-18 10:30 Wed',
+    ]);
   });
 
   it('keeps the 2-week rhythm across a 53-week ISO year', () => {
@@ -161,7 +165,9 @@ describe('CalendarRule: validation', () => {
     expect(make({ unit: 'week', weekdays: [] })).toThrow('Invalid weekdays []');
     expect(make({ unit: 'week', weekdays: [0] })).toThrow('Invalid weekday 0: expected an integer 1-7 (1 = Monday … 7 = Sunday)');
     expect(make({ unit: 'week', weekdays: [8] })).toThrow('Invalid weekday 8');
-    expect(make({ unit: 'day', every: 2, weekdays: [1] })).toThrow('weekdays need unit "week" (or unit "day" with every 1), got unit "day" with every 2');
+    expect(make({ unit: 'day', every: 2, weekdays: [1] })).toThrow(
+      'weekdays need unit "week" (or unit "day" with every 1), got unit "day" with every 2',
+    );
   });
 
   it('rejects a bad zone or options', () => {
@@ -263,7 +269,16 @@ describe('CalendarRule: brute-force comparison', () => {
 
   it('lands DST-transition days exactly (spring gaps and autumn overlaps)', () => {
     for (const zone of zones) {
-      for (const [hour, minute] of [[0, 0], [0, 30], [1, 30], [2, 0], [2, 15], [2, 30], [3, 0], [23, 30]] as const) {
+      for (const [hour, minute] of [
+        [0, 0],
+        [0, 30],
+        [1, 30],
+        [2, 0],
+        [2, 15],
+        [2, 30],
+        [3, 0],
+        [23, 30],
+      ] as const) {
         const opts: CalendarRuleOptions = { zone, anchor: Date.UTC(2026, 0, 1), unit: 'day', every: 1, hour, minute, second: 0 };
         const rule = new CalendarRule(opts);
         for (const month of [3, 4, 9, 10, 11]) {

@@ -156,7 +156,13 @@ const span = (from: number, to: number, step = 1) => {
  * One plain field: *, a, a,b,c, a-b, *\/n, a-b/n, a/n. `top` is where `*`
  * and `a/n` stop; `render` may print a value as a name.
  */
-function plainField(min: number, max: number, top: number, render: fc.Arbitrary<(v: number) => string>, value = fc.integer({ min, max })): fc.Arbitrary<Plain> {
+function plainField(
+  min: number,
+  max: number,
+  top: number,
+  render: fc.Arbitrary<(v: number) => string>,
+  value = fc.integer({ min, max }),
+): fc.Arbitrary<Plain> {
   const pair = fc.tuple(value, value).map(([a, b]): [number, number] => (a <= b ? [a, b] : [b, a]));
   const step = fc.integer({ min: 1, max: Math.max(2, Math.ceil((top - min) / 2)) });
   return fc.oneof(
@@ -179,15 +185,28 @@ function plainField(min: number, max: number, top: number, render: fc.Arbitrary<
 }
 
 const numeric = fc.constant((v: number) => String(v));
-const caseOf = (name: string, style: number) => (style === 0 ? name : style === 1 ? name.toLowerCase() : name[0] + name.slice(1).toLowerCase());
+const caseOf = (name: string, style: number) =>
+  style === 0 ? name : style === 1 ? name.toLowerCase() : name[0] + name.slice(1).toLowerCase();
 const named = (names: string[], base: number) =>
-  fc.oneof(numeric, fc.integer({ min: 0, max: 2 }).map((style) => (v: number) => caseOf(names[v - base]!, style)));
+  fc.oneof(
+    numeric,
+    fc.integer({ min: 0, max: 2 }).map((style) => (v: number) => caseOf(names[v - base]!, style)),
+  );
 
 const secondField = plainField(0, 59, 59, numeric);
 const minuteField = plainField(0, 59, 59, numeric, fc.oneof(fc.constantFrom(0, 15, 30, 45, 59), fc.integer({ min: 0, max: 59 })));
 // Mostly the small hours, where the transitions are (and 23 for Santiago).
-const hourField = plainField(0, 23, 23, numeric, fc.oneof(fc.integer({ min: 0, max: 3 }), fc.constant(23), fc.integer({ min: 0, max: 23 })));
-const monthField = fc.oneof({ weight: 4, arbitrary: fc.constant<Plain>({ text: '*', values: span(1, 12) }) }, { weight: 1, arbitrary: plainField(1, 12, 12, named(MONTH_NAMES, 1)) });
+const hourField = plainField(
+  0,
+  23,
+  23,
+  numeric,
+  fc.oneof(fc.integer({ min: 0, max: 3 }), fc.constant(23), fc.integer({ min: 0, max: 23 })),
+);
+const monthField = fc.oneof(
+  { weight: 4, arbitrary: fc.constant<Plain>({ text: '*', values: span(1, 12) }) },
+  { weight: 1, arbitrary: plainField(1, 12, 12, named(MONTH_NAMES, 1)) },
+);
 
 /** Quartz nW, written as "the Mon-Fri day of the month closest to n". */
 function nearestWeekday(n: number, d: DateInfo): number | undefined {
@@ -212,29 +231,40 @@ const domField: fc.Arbitrary<DayPart> = fc.oneof(
   { weight: 6, arbitrary: fc.constantFrom('*', '?').map((text) => ({ text, restricted: false, match: () => true })) },
   {
     weight: 3,
-    arbitrary: plainField(1, 31, 31, numeric).filter((p) => p.text !== '*').map((p) => ({ text: p.text, restricted: true, match: (d: DateInfo) => p.values.includes(d.day) })),
+    arbitrary: plainField(1, 31, 31, numeric)
+      .filter((p) => p.text !== '*')
+      .map((p) => ({ text: p.text, restricted: true, match: (d: DateInfo) => p.values.includes(d.day) })),
   },
   { weight: 1, arbitrary: fc.constant({ text: 'L', restricted: true, match: (d: DateInfo) => d.day === d.daysInMonth }) },
   {
     weight: 1,
-    arbitrary: fc.integer({ min: 0, max: 5 }).map((n) => ({ text: `L-${n}`, restricted: true, match: (d: DateInfo) => d.day === d.daysInMonth - n })),
+    arbitrary: fc
+      .integer({ min: 0, max: 5 })
+      .map((n) => ({ text: `L-${n}`, restricted: true, match: (d: DateInfo) => d.day === d.daysInMonth - n })),
   },
   { weight: 1, arbitrary: fc.constant({ text: 'LW', restricted: true, match: (d: DateInfo) => d.day === lastWeekday(d) }) },
   {
     weight: 1,
-    arbitrary: fc.integer({ min: 1, max: 31 }).map((n) => ({ text: `${n}W`, restricted: true, match: (d: DateInfo) => d.day === nearestWeekday(n, d) })),
+    arbitrary: fc
+      .integer({ min: 1, max: 31 })
+      .map((n) => ({ text: `${n}W`, restricted: true, match: (d: DateInfo) => d.day === nearestWeekday(n, d) })),
   },
   {
     weight: 1,
-    arbitrary: fc
-      .tuple(fc.integer({ min: 1, max: 28 }), fc.integer({ min: 1, max: 31 }))
-      .map(([a, n]) => ({ text: `${a},L,${n}W`, restricted: true, match: (d: DateInfo) => d.day === a || d.day === d.daysInMonth || d.day === nearestWeekday(n, d) })),
+    arbitrary: fc.tuple(fc.integer({ min: 1, max: 28 }), fc.integer({ min: 1, max: 31 })).map(([a, n]) => ({
+      text: `${a},L,${n}W`,
+      restricted: true,
+      match: (d: DateInfo) => d.day === a || d.day === d.daysInMonth || d.day === nearestWeekday(n, d),
+    })),
   },
 );
 
 const weekdayName = (w: number, style: number) => caseOf(DAY_NAMES[w % 7]!, style);
 /** Names for 0-6 only: "SUN-7" (Sunday through Sunday) and "SUN-SUN" (Sunday) differ. */
-const weekdayRender = fc.oneof(numeric, fc.integer({ min: 0, max: 2 }).map((style) => (v: number) => (v === 7 ? '7' : weekdayName(v, style))));
+const weekdayRender = fc.oneof(
+  numeric,
+  fc.integer({ min: 0, max: 2 }).map((style) => (v: number) => (v === 7 ? '7' : weekdayName(v, style))),
+);
 const dowField: fc.Arbitrary<DayPart> = fc.oneof(
   { weight: 6, arbitrary: fc.constantFrom('*', '?').map((text) => ({ text, restricted: false, match: () => true })) },
   {
@@ -245,19 +275,32 @@ const dowField: fc.Arbitrary<DayPart> = fc.oneof(
   },
   {
     weight: 1,
-    arbitrary: fc
-      .tuple(fc.integer({ min: 0, max: 7 }), fc.boolean(), fc.boolean())
-      .map(([w, name, hash]) => ({ text: `${name ? weekdayName(w, 0) : w}${hash ? '#' : ''}L`, restricted: true, match: (d: DateInfo) => d.weekday === w % 7 && d.day + 7 > d.daysInMonth })),
+    arbitrary: fc.tuple(fc.integer({ min: 0, max: 7 }), fc.boolean(), fc.boolean()).map(([w, name, hash]) => ({
+      text: `${name ? weekdayName(w, 0) : w}${hash ? '#' : ''}L`,
+      restricted: true,
+      match: (d: DateInfo) => d.weekday === w % 7 && d.day + 7 > d.daysInMonth,
+    })),
   },
   {
     weight: 1,
-    arbitrary: fc
-      .tuple(fc.integer({ min: 0, max: 7 }), fc.integer({ min: 1, max: 5 }), fc.boolean())
-      .map(([w, n, name]) => ({ text: `${name ? weekdayName(w, 1) : w}#${n}`, restricted: true, match: (d: DateInfo) => d.weekday === w % 7 && Math.ceil(d.day / 7) === n })),
+    arbitrary: fc.tuple(fc.integer({ min: 0, max: 7 }), fc.integer({ min: 1, max: 5 }), fc.boolean()).map(([w, n, name]) => ({
+      text: `${name ? weekdayName(w, 1) : w}#${n}`,
+      restricted: true,
+      match: (d: DateInfo) => d.weekday === w % 7 && Math.ceil(d.day / 7) === n,
+    })),
   },
 );
 
-function spec(second: Plain | undefined, minute: Plain, hour: Plain, dom: DayPart, month: Plain, dow: DayPart, and = false, year?: Plain): Spec {
+function spec(
+  second: Plain | undefined,
+  minute: Plain,
+  hour: Plain,
+  dom: DayPart,
+  month: Plain,
+  dow: DayPart,
+  and = false,
+  year?: Plain,
+): Spec {
   const fields = [minute.text, hour.text, dom.text, month.text, `${and ? '+' : ''}${dow.text}`];
   const withSeconds = second === undefined && year === undefined ? fields : [second?.text ?? '0', ...fields];
   return {
@@ -386,7 +429,10 @@ const zoneAndStart = fc.constantFrom(...ZONES).chain((zone) => {
       : fc.tuple(fc.constantFrom(...changes), fc.integer({ min: -2 * DAY, max: 2 * DAY })).map(([t, d]) => t + d);
   const onMinute = nearChange.map((t) => Math.floor(t / MINUTE) * MINUTE);
   // Days before a transition, so a sparse rule's next match can land in it from afar.
-  const daysBefore = changes.length === 0 ? nearChange : fc.tuple(fc.constantFrom(...changes), fc.integer({ min: 2 * DAY, max: 10 * DAY })).map(([t, d]) => t - d);
+  const daysBefore =
+    changes.length === 0
+      ? nearChange
+      : fc.tuple(fc.constantFrom(...changes), fc.integer({ min: 2 * DAY, max: 10 * DAY })).map(([t, d]) => t - d);
   const anywhere = fc.integer({ min: Date.UTC(2000, 0, 1), max: Date.UTC(2040, 0, 1) });
   return fc.tuple(fc.constant(zone), fc.oneof(nearChange, onMinute, daysBefore, anywhere));
 });
@@ -407,10 +453,20 @@ describe('CronRule.next() against a minute-by-minute walk', () => {
   });
 
   it('fixed-time 5-field expressions across the transitions themselves', () => {
-    const fixedTimes = fc.tuple(fc.oneof(fc.constantFrom(0, 15, 30, 45), fc.integer({ min: 0, max: 59 })), fc.oneof(fc.integer({ min: 0, max: 3 }), fc.constant(23)));
+    const fixedTimes = fc.tuple(
+      fc.oneof(fc.constantFrom(0, 15, 30, 45), fc.integer({ min: 0, max: 59 })),
+      fc.oneof(fc.integer({ min: 0, max: 3 }), fc.constant(23)),
+    );
     fc.assert(
       fc.property(fixedTimes, domField, dowField, zoneAndStart, ([minute, hour], dom, dow, [zone, after]) => {
-        const s = spec(undefined, { text: String(minute), values: [minute] }, { text: String(hour), values: [hour] }, dom, { text: '*', values: span(1, 12) }, dow);
+        const s = spec(
+          undefined,
+          { text: String(minute), values: [minute] },
+          { text: String(hour), values: [hour] },
+          dom,
+          { text: '*', values: span(1, 12) },
+          dow,
+        );
         const rule = new CronRule(s.expression, zone);
         const { found, horizon } = reference5(s, zone, after, 3);
         expect(show(zone)(iterate(rule, after, 3, horizon)), `${s.expression} in ${zone}`).toEqual(show(zone)(found));

@@ -306,7 +306,9 @@ describe('CronRule: errors name the field and the problem', () => {
   };
 
   it('wrong number of fields', () => {
-    expect(error('* * * *')).toBe('Invalid cron expression "* * * *": wrong number of fields (4): expected 5, 6 (seconds first) or 7 (seconds first, year last)');
+    expect(error('* * * *')).toBe(
+      'Invalid cron expression "* * * *": wrong number of fields (4): expected 5, 6 (seconds first) or 7 (seconds first, year last)',
+    );
     expect(error('* * * * * * * *')).toMatch(/wrong number of fields \(8\): expected 5, 6/);
     expect(error('')).toMatch(/wrong number of fields \(0\)/);
     expect(error('   ')).toMatch(/wrong number of fields \(0\)/);
@@ -365,7 +367,9 @@ describe('CronRule: errors name the field and the problem', () => {
   });
 
   it('unknown nicknames', () => {
-    expect(error('@reboot')).toMatch(/unknown nickname "@reboot" \(@reboot is not supported: run the task when your program starts\): expected one of @yearly, @annually/);
+    expect(error('@reboot')).toMatch(
+      /unknown nickname "@reboot" \(@reboot is not supported: run the task when your program starts\): expected one of @yearly, @annually/,
+    );
     expect(error('@every 5m')).toMatch(/unknown nickname "@every 5m"/);
   });
 
@@ -399,7 +403,9 @@ describe('CronRule: OCPS 1.4', () => {
   it('year field errors name the field', () => {
     expect(() => new CronRule('0 0 0 * * * 1969', 'UTC')).toThrow(/year field value 1969 is out of range 1970-9999/);
     expect(() => new CronRule('0 0 0 * * * 10000', 'UTC')).toThrow(/year field value 10000 is out of range/);
-    expect(() => new CronRule('0 0 0 * * * ?', 'UTC')).toThrow(/"\?" is only allowed in the day-of-month and day-of-week fields, not in the year field/);
+    expect(() => new CronRule('0 0 0 * * * ?', 'UTC')).toThrow(
+      /"\?" is only allowed in the day-of-month and day-of-week fields, not in the year field/,
+    );
     expect(() => new CronRule('0 0 0 * * * 2030-2027', 'UTC')).toThrow(/range 2030-2027 is reversed in year field/);
   });
 

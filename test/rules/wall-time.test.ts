@@ -1,14 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DateTime, IANAZone } from 'luxon';
-import {
-  TimeZone,
-  civilFromDays,
-  dayOfWeek,
-  daysFromCivil,
-  daysInMonth,
-  systemZone,
-  validateZone,
-} from '../../src/rules/wall-time.js';
+import { TimeZone, civilFromDays, dayOfWeek, daysFromCivil, daysInMonth, systemZone, validateZone } from '../../src/rules/wall-time.js';
 
 const HOUR = 3_600_000;
 const wall = (y: number, mo: number, d: number, h = 0, mi = 0, s = 0) => Date.UTC(y, mo - 1, d, h, mi, s);
@@ -120,7 +112,10 @@ describe('TimeZone offsets', () => {
 });
 
 describe('TimeZone.instants (real time: 0, 1 or 2 instants)', () => {
-  const list = (zone: string, w: number) => TimeZone.of(zone).instants(w).map((t) => iso(t, zone));
+  const list = (zone: string, w: number) =>
+    TimeZone.of(zone)
+      .instants(w)
+      .map((t) => iso(t, zone));
 
   it('has one instant for an ordinary wall time', () => {
     expect(list('America/New_York', wall(2026, 7, 1, 12))).toEqual(['2026-07-01T12:00:00-04:00']);
@@ -142,23 +137,11 @@ describe('TimeZone.instants (real time: 0, 1 or 2 instants)', () => {
   });
 
   it('has two, earlier first, inside a fall-back overlap', () => {
-    expect(list('America/New_York', wall(2026, 11, 1, 1, 30))).toEqual([
-      '2026-11-01T01:30:00-04:00',
-      '2026-11-01T01:30:00-05:00',
-    ]);
-    expect(list('America/New_York', wall(2026, 11, 1, 1, 0))).toEqual([
-      '2026-11-01T01:00:00-04:00',
-      '2026-11-01T01:00:00-05:00',
-    ]);
+    expect(list('America/New_York', wall(2026, 11, 1, 1, 30))).toEqual(['2026-11-01T01:30:00-04:00', '2026-11-01T01:30:00-05:00']);
+    expect(list('America/New_York', wall(2026, 11, 1, 1, 0))).toEqual(['2026-11-01T01:00:00-04:00', '2026-11-01T01:00:00-05:00']);
     expect(list('America/New_York', wall(2026, 11, 1, 2, 0))).toEqual(['2026-11-01T02:00:00-05:00']);
-    expect(list('Australia/Lord_Howe', wall(2026, 4, 5, 1, 45))).toEqual([
-      '2026-04-05T01:45:00+11:00',
-      '2026-04-05T01:45:00+10:30',
-    ]);
-    expect(list('America/Santiago', wall(2026, 4, 4, 23, 30))).toEqual([
-      '2026-04-04T23:30:00-03:00',
-      '2026-04-04T23:30:00-04:00',
-    ]);
+    expect(list('Australia/Lord_Howe', wall(2026, 4, 5, 1, 45))).toEqual(['2026-04-05T01:45:00+11:00', '2026-04-05T01:45:00+10:30']);
+    expect(list('America/Santiago', wall(2026, 4, 4, 23, 30))).toEqual(['2026-04-04T23:30:00-03:00', '2026-04-04T23:30:00-04:00']);
   });
 });
 

@@ -62,7 +62,12 @@ export class Connection {
   /** What the listener connects with: the pool's own settings. */
   clientConfig(applicationName: string): PgConfig {
     const base: PgConfig = this.#ownsPool ? this.#poolConfig() : { ...(this.#db.options as PgConfig) };
-    return { ...base, keepAlive: true, connectionTimeoutMillis: base.connectionTimeoutMillis ?? this.#timeout, application_name: applicationName };
+    return {
+      ...base,
+      keepAlive: true,
+      connectionTimeoutMillis: base.connectionTimeoutMillis ?? this.#timeout,
+      application_name: applicationName,
+    };
   }
 
   /**
@@ -98,7 +103,8 @@ export class Connection {
     const client = await this.#db.connect();
     const query = client.query.bind(client);
     // A pool we were given has no query_timeout of ours: every query gets one.
-    (client as { query: unknown }).query = (text: string, values?: unknown[]) => query({ text, values, query_timeout: this.#timeout + 500 } as never);
+    (client as { query: unknown }).query = (text: string, values?: unknown[]) =>
+      query({ text, values, query_timeout: this.#timeout + 500 } as never);
     let broken: Error | undefined;
     // A checked-out client has no pool listener: an error between queries must not crash the process.
     const onError = (error: Error) => (broken = error);

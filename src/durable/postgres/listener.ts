@@ -97,13 +97,16 @@ export class Listener {
     this.#reconnectTimer = setTimeout(() => {
       this.#reconnectTimer = undefined;
       if (this.#closed) return;
-      this.#listen().then(() => {
-        if (this.#closed) return;
-        this.#backoff = RECONNECT_MIN;
-        // Whatever was announced while we were away is lost: look again now.
-        this.#onWake?.(Date.now());
-        this.#onDone?.(null);
-      }, () => this.#scheduleReconnect());
+      this.#listen().then(
+        () => {
+          if (this.#closed) return;
+          this.#backoff = RECONNECT_MIN;
+          // Whatever was announced while we were away is lost: look again now.
+          this.#onWake?.(Date.now());
+          this.#onDone?.(null);
+        },
+        () => this.#scheduleReconnect(),
+      );
     }, delay);
     this.#reconnectTimer.unref();
   }

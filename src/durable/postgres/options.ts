@@ -90,7 +90,8 @@ export function readOptions(poolOrOptions: PgPoolLike | PostgresStoreOptions | s
   else if (typeof poolOrOptions === 'object' && poolOrOptions !== null) options = poolOrOptions;
   else throw new TypeError(`Expected a pg Pool, a connection string or options, got ${describe(poolOrOptions)}`);
   for (const key in options) {
-    if (!OPTION_KEYS.has(key)) throw new TypeError(`Unknown postgresStore option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
+    if (!OPTION_KEYS.has(key))
+      throw new TypeError(`Unknown postgresStore option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
   }
   const { connectionString, pool, schema, maxLeaseExpiries = DEFAULT_MAX_LEASE_EXPIRIES } = options;
   if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
@@ -101,12 +102,19 @@ export function readOptions(poolOrOptions: PgPoolLike | PostgresStoreOptions | s
   const lease = toDuration(options.lease ?? 30_000, 'lease', 1);
   const poll = toDuration(options.poll ?? 5_000, 'poll', 1);
   const timeout = toDuration(options.timeout ?? 10_000, 'timeout', 1);
-  for (const [what, value] of [['lease', lease], ['poll', poll], ['timeout', timeout]] as const) {
-    if (value > MAX_TIMER) throw new RangeError(`Expected \`${what}\` to be at most ${MAX_TIMER} ms (the timer limit), got ${describe(value)}`);
+  for (const [what, value] of [
+    ['lease', lease],
+    ['poll', poll],
+    ['timeout', timeout],
+  ] as const) {
+    if (value > MAX_TIMER)
+      throw new RangeError(`Expected \`${what}\` to be at most ${MAX_TIMER} ms (the timer limit), got ${describe(value)}`);
   }
   // A lease must outlast a renewal that takes as long as a query may.
   if (lease < 3 * timeout && options.timeout !== undefined) {
-    throw new RangeError(`Expected \`lease\` (${lease} ms) to be at least 3 × \`timeout\` (${timeout} ms): renewals every lease / 3 must be able to wait for a slow query`);
+    throw new RangeError(
+      `Expected \`lease\` (${lease} ms) to be at least 3 × \`timeout\` (${timeout} ms): renewals every lease / 3 must be able to wait for a slow query`,
+    );
   }
   assertCount(maxLeaseExpiries, 'maxLeaseExpiries');
   const { prefetch } = options;
@@ -119,5 +127,7 @@ export function readOptions(poolOrOptions: PgPoolLike | PostgresStoreOptions | s
 
 function isPool(value: unknown): value is PgPoolLike {
   const candidate = value as Partial<PgPoolLike> | null;
-  return typeof candidate === 'object' && candidate !== null && typeof candidate.connect === 'function' && typeof candidate.query === 'function';
+  return (
+    typeof candidate === 'object' && candidate !== null && typeof candidate.connect === 'function' && typeof candidate.query === 'function'
+  );
 }

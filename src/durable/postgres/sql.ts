@@ -59,7 +59,11 @@ const appendError = (param: string) => `(SELECT COALESCE(jsonb_agg(e ORDER BY i)
  * chose a scan of the whole table with the batch re-read for every row it
  * held, and a settle of 256 took 26 ms instead of 3 (EXPLAIN ANALYZE).
  */
-const batch = (arrays: string) => `unnest(${arrays.split(', ').map((array) => `(SELECT ${array})`).join(', ')})`;
+const batch = (arrays: string) =>
+  `unnest(${arrays
+    .split(', ')
+    .map((array) => `(SELECT ${array})`)
+    .join(', ')})`;
 
 /** SQL: $n milliseconds as an interval. */
 const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
@@ -72,8 +76,29 @@ function taskColumns(a: string): string {
 }
 
 /** The columns \`taskColumns\` names, read from \`a\` (a CTE that returned them). */
-const TASK_COLUMNS = (a: string) => ['id', 'name', 'key', 'payload', 'state', 'run_at', 'attempts', 'max_attempts', 'options', 'last_error', 'job_key',
-  'created_at', 'updated_at', 'result', 'errors', 'serial', 'priority', 'queue'].map((column) => `${a}.${column}`).join(', ');
+const TASK_COLUMNS = (a: string) =>
+  [
+    'id',
+    'name',
+    'key',
+    'payload',
+    'state',
+    'run_at',
+    'attempts',
+    'max_attempts',
+    'options',
+    'last_error',
+    'job_key',
+    'created_at',
+    'updated_at',
+    'result',
+    'errors',
+    'serial',
+    'priority',
+    'queue',
+  ]
+    .map((column) => `${a}.${column}`)
+    .join(', ');
 
 /** The columns a job row is read with; `a` is the table alias. */
 function jobColumns(a: string): string {

@@ -3,11 +3,42 @@
 // rows.ts. Its connections (connection.ts), its listener (listener.ts), its
 // options (options.ts) and its schema (migrations.ts) live beside it.
 import {
-  LeaseLostError, SCHEMA_VERSION, SchemaVersionError, enqueued, leaseExpiredText,
-  type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredState, type StoredTask, type TaskFilter,
-  type QueueChange, type QueueRooms, type StoredQueue,
+  LeaseLostError,
+  SCHEMA_VERSION,
+  SchemaVersionError,
+  enqueued,
+  leaseExpiredText,
+  type ClaimedTask,
+  type EnqueuedTask,
+  type JobFilter,
+  type Outcome,
+  type QueryClient,
+  type DueJob,
+  type JobAdvance,
+  type NewJob,
+  type NewTask,
+  type Store,
+  type StoredJob,
+  type StoredState,
+  type StoredTask,
+  type TaskFilter,
+  type QueueChange,
+  type QueueRooms,
+  type StoredQueue,
 } from '../store.js';
-import { toClaims, toDueJob, toJob, toQueues, toTask, type QueueRow, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import {
+  toClaims,
+  toDueJob,
+  toJob,
+  toQueues,
+  toTask,
+  type QueueRow,
+  type ClaimRow,
+  type DueJobRow,
+  type JobRow,
+  type JobStatsRow,
+  type TaskRow,
+} from '../rows.js';
 import { Connection } from './connection.js';
 import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
@@ -50,7 +81,9 @@ const MAX_ROUNDS = 10;
  * import { postgresStore } from 'taskheap/postgres';
  * const scheduler = new Scheduler({ store: postgresStore({ connectionString: process.env.DATABASE_URL, lease: 30_000 }) });
  */
-export function postgresStore(poolOrOptions: PgPoolLike | PostgresStoreOptions | string = {}): Store & { readonly lease: number; readonly poll: number } {
+export function postgresStore(
+  poolOrOptions: PgPoolLike | PostgresStoreOptions | string = {},
+): Store & { readonly lease: number; readonly poll: number } {
   return new PostgresStore(readOptions(poolOrOptions));
 }
 
@@ -116,9 +149,18 @@ class PostgresStore implements Store {
     // Through the caller's client: their transaction decides, and the NOTIFY goes out at its commit.
     const query = this.#via(via);
     if (task.key !== null) return (await this.#addKeyed(query, [task]))[0]!;
-    const { rows } = await query(this.#sql.addTask,
-      [task.name, task.key, task.payload, task.runAt, task.maxAttempts, task.options, this.#wakePayload(task.runAt), task.serial ?? null, task.priority ?? 0,
-        task.queue ?? 'default']);
+    const { rows } = await query(this.#sql.addTask, [
+      task.name,
+      task.key,
+      task.payload,
+      task.runAt,
+      task.maxAttempts,
+      task.options,
+      this.#wakePayload(task.runAt),
+      task.serial ?? null,
+      task.priority ?? 0,
+      task.queue ?? 'default',
+    ]);
     return enqueued(toTask(rows[0]!), 'inserted');
   }
 
@@ -142,13 +184,23 @@ class PostgresStore implements Store {
     let pending = tasks.map((_, i) => i);
     for (let round = 0; pending.length > 0; round++) {
       if (round === MAX_ROUNDS) {
-        throw new Error(`The tasks with keys ${pending.map((i) => JSON.stringify(tasks[i]!.key)).join(', ')} were added and removed by others ${MAX_ROUNDS} times while this add ran; try again`);
+        throw new Error(
+          `The tasks with keys ${pending.map((i) => JSON.stringify(tasks[i]!.key)).join(', ')} were added and removed by others ${MAX_ROUNDS} times while this add ran; try again`,
+        );
       }
       const batch = pending.map((i) => tasks[i]!);
       const { rows } = await query(this.#sql.addKeyed, [
-        batch.map((t) => t.name), batch.map((t) => t.key), batch.map((t) => t.payload), batch.map((t) => dueAt(t.dedupe?.mode ?? 'replace', t.dedupe?.period ?? 0, t.runAt)), batch.map((t) => t.maxAttempts),
-        batch.map((t) => t.options), this.#prefix, batch.map((t) => t.serial ?? null), batch.map((t) => t.priority ?? 0),
-        batch.map((t) => t.dedupe?.mode ?? 'replace'), batch.map((t) => t.dedupe?.period ?? 0),
+        batch.map((t) => t.name),
+        batch.map((t) => t.key),
+        batch.map((t) => t.payload),
+        batch.map((t) => dueAt(t.dedupe?.mode ?? 'replace', t.dedupe?.period ?? 0, t.runAt)),
+        batch.map((t) => t.maxAttempts),
+        batch.map((t) => t.options),
+        this.#prefix,
+        batch.map((t) => t.serial ?? null),
+        batch.map((t) => t.priority ?? 0),
+        batch.map((t) => t.dedupe?.mode ?? 'replace'),
+        batch.map((t) => t.dedupe?.period ?? 0),
         batch.map((t) => t.queue ?? 'default'),
       ]);
       const byKey = new Map<string, number>();
@@ -165,9 +217,11 @@ class PostgresStore implements Store {
         results[pending[j]!] = enqueued(toTask(row), what);
       }
       // New keyless rows are numbered in the order given.
-      fresh.sort((a, b) => Number(a.id) - Number(b.id)).forEach((row, n) => {
-        results[pending[keyless[n]!]!] = enqueued(toTask(row), 'inserted');
-      });
+      fresh
+        .sort((a, b) => Number(a.id) - Number(b.id))
+        .forEach((row, n) => {
+          results[pending[keyless[n]!]!] = enqueued(toTask(row), 'inserted');
+        });
       pending = pending.filter((i) => results[i] === undefined);
     }
     return results as EnqueuedTask[];
@@ -181,7 +235,7 @@ class PostgresStore implements Store {
     const rounds: number[][] = [];
     const seen = new Map<string, number>();
     tasks.forEach((task, i) => {
-      const n = task.key === null ? 0 : seen.get(task.key) ?? 0;
+      const n = task.key === null ? 0 : (seen.get(task.key) ?? 0);
       if (task.key !== null) seen.set(task.key, n + 1);
       (rounds[n] ??= []).push(i);
     });
@@ -189,13 +243,18 @@ class PostgresStore implements Store {
       const query = this.#via(client);
       const results: EnqueuedTask[] = [];
       for (const round of rounds) {
-        const rows = await this.#addKeyed(query, round.map((i) => tasks[i]!));
+        const rows = await this.#addKeyed(
+          query,
+          round.map((i) => tasks[i]!),
+        );
         round.forEach((i, j) => (results[i] = rows[j]!));
       }
       // Every item of a key reports the row as it ends up, with what its own add did.
       const last = new Map<string, EnqueuedTask>();
       for (const row of results) if (row.key !== null) last.set(row.key, row);
-      return results.map((row) => (row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued)));
+      return results.map((row) =>
+        row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued),
+      );
     };
     // Through the caller's client: their transaction decides, all or none, and the NOTIFY goes out at its commit.
     return via === undefined ? this.#db.transaction(write) : write(via);
@@ -203,8 +262,17 @@ class PostgresStore implements Store {
 
   /** Tasks without keys: one insert of them all, numbered in the order given. */
   async #addUnkeyed(tasks: readonly NewTask[], via?: QueryClient): Promise<EnqueuedTask[]> {
-    const columns = { name: [] as string[], key: [] as (string | null)[], payload: [] as string[], at: [] as number[], max: [] as number[], options: [] as string[],
-      serial: [] as (string | null)[], priority: [] as number[], queue: [] as string[] };
+    const columns = {
+      name: [] as string[],
+      key: [] as (string | null)[],
+      payload: [] as string[],
+      at: [] as number[],
+      max: [] as number[],
+      options: [] as string[],
+      serial: [] as (string | null)[],
+      priority: [] as number[],
+      queue: [] as string[],
+    };
     for (const task of tasks) {
       columns.name.push(task.name);
       columns.key.push(task.key);
@@ -217,26 +285,58 @@ class PostgresStore implements Store {
       columns.queue.push(task.queue ?? 'default');
     }
     // One statement: atomic on its own, in the caller's transaction or not.
-    const { rows } = await this.#via(via)(this.#sql.addTasks,
-      [columns.name, columns.key, columns.payload, columns.at, columns.max, columns.options, this.#prefix, columns.serial, columns.priority, columns.queue]);
+    const { rows } = await this.#via(via)(this.#sql.addTasks, [
+      columns.name,
+      columns.key,
+      columns.payload,
+      columns.at,
+      columns.max,
+      columns.options,
+      this.#prefix,
+      columns.serial,
+      columns.priority,
+      columns.queue,
+    ]);
     return rows.map((row) => enqueued(toTask(row), 'inserted'));
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {
-    const { rows } = await this.#db.query<JobRow>(this.#sql.addJob,
-      [job.key, job.name, job.payload, job.rule, job.nextRunAt === null ? 'done' : 'scheduled', job.nextRunAt, job.remaining, job.until, job.options, this.#prefix]);
+    const { rows } = await this.#db.query<JobRow>(this.#sql.addJob, [
+      job.key,
+      job.name,
+      job.payload,
+      job.rule,
+      job.nextRunAt === null ? 'done' : 'scheduled',
+      job.nextRunAt,
+      job.remaining,
+      job.until,
+      job.options,
+      this.#prefix,
+    ]);
     return toJob(rows[0]!);
   }
 
-  async claim(owner: string, _now: number, lease: number, limit: number, advance: Advance, names?: readonly string[], rooms?: QueueRooms): Promise<ClaimedTask[]> {
+  async claim(
+    owner: string,
+    _now: number,
+    lease: number,
+    limit: number,
+    advance: Advance,
+    names?: readonly string[],
+    rooms?: QueueRooms,
+  ): Promise<ClaimedTask[]> {
     // The common case, no recurring job due: one statement claims, and says
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims.
     // The flag row of an empty claim has a null id.
     // Due times and leases are the server's: `now` (this process's clock) is not used.
     const params = [limit, owner, lease, this.#maxExpiries, this.#expiredText, names ?? null, ...roomArrays(rooms)];
-    const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(this.#sql.claimUnlessJobsDue, params);
-    if (fast.rows[0]?.jobs_due !== true) return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
+    const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(
+      this.#sql.claimUnlessJobsDue,
+      params,
+    );
+    if (fast.rows[0]?.jobs_due !== true)
+      return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
     return this.#db.transaction(async (client) => {
       await this.#materialize(client, advance);
       const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
@@ -252,8 +352,21 @@ class PostgresStore implements Store {
     const now = Number(due[0]!.now);
     const { rows: busy } = await client.query<{ job_key: string }>(this.#sql.runningJobs, [due.map((job) => job.key)]);
     const running = new Set(busy.map((row) => row.job_key));
-    const occurrences = { name: [] as string[], payload: [] as string[], at: [] as number[], maxAttempts: [] as number[], options: [] as string[], jobKey: [] as string[] };
-    const updates = { key: [] as string[], next: [] as (number | null)[], remaining: [] as (number | null)[], state: [] as string[], added: [] as number[] };
+    const occurrences = {
+      name: [] as string[],
+      payload: [] as string[],
+      at: [] as number[],
+      maxAttempts: [] as number[],
+      options: [] as string[],
+      jobKey: [] as string[],
+    };
+    const updates = {
+      key: [] as string[],
+      next: [] as (number | null)[],
+      remaining: [] as (number | null)[],
+      state: [] as string[],
+      added: [] as number[],
+    };
     for (const row of due) {
       const job = toDueJob(row);
       const plan = advance(job, now, running.has(job.key));
@@ -273,8 +386,14 @@ class PostgresStore implements Store {
       updates.added.push(plan.occurrences.length);
     }
     if (occurrences.at.length > 0) {
-      await client.query(this.#sql.insertOccurrences,
-      [occurrences.name, occurrences.payload, occurrences.at, occurrences.maxAttempts, occurrences.options, occurrences.jobKey]);
+      await client.query(this.#sql.insertOccurrences, [
+        occurrences.name,
+        occurrences.payload,
+        occurrences.at,
+        occurrences.maxAttempts,
+        occurrences.options,
+        occurrences.jobKey,
+      ]);
     }
     await client.query(this.#sql.advanceJobs, [updates.key, updates.next, updates.remaining, updates.state, updates.added]);
   }
@@ -295,7 +414,11 @@ class PostgresStore implements Store {
   /** One statement for the whole batch: an outcome costs a row of arrays, not a round trip. */
   async settle(owner: string, outcomes: readonly Outcome[]): Promise<void> {
     if (outcomes.length === 0) return;
-    const id: number[] = [], kind: string[] = [], state: (string | null)[] = [], delay: (number | null)[] = [], error: (string | null)[] = [];
+    const id: number[] = [],
+      kind: string[] = [],
+      state: (string | null)[] = [],
+      delay: (number | null)[] = [],
+      error: (string | null)[] = [];
     const result: (string | null)[] = [];
     for (const outcome of outcomes) {
       id.push(outcome.id);
@@ -303,7 +426,7 @@ class PostgresStore implements Store {
       state.push(outcome.kind === 'complete' ? outcome.state : null);
       delay.push(outcome.kind === 'retry' ? outcome.delay : null);
       error.push(outcome.kind === 'release' ? null : outcome.error);
-      result.push(outcome.kind === 'complete' ? outcome.result ?? null : null);
+      result.push(outcome.kind === 'complete' ? (outcome.result ?? null) : null);
     }
     await this.#db.query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix, result]);
   }
@@ -352,8 +475,15 @@ class PostgresStore implements Store {
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     const { rows } = await this.#db.query<TaskRow>(this.#sql.listTasks, [
-      filter.state ?? null, filter.name ?? null, filter.jobKey ?? null, filter.limit ?? 100, filter.keyPrefix ?? null,
-      epoch(filter.from), epoch(filter.to), epoch(filter.after?.runAt), filter.after?.id ?? null,
+      filter.state ?? null,
+      filter.name ?? null,
+      filter.jobKey ?? null,
+      filter.limit ?? 100,
+      filter.keyPrefix ?? null,
+      epoch(filter.from),
+      epoch(filter.to),
+      epoch(filter.after?.runAt),
+      filter.after?.id ?? null,
     ]);
     return rows.map(toTask);
   }
@@ -374,8 +504,13 @@ class PostgresStore implements Store {
   }
 
   async listJobs(filter: JobFilter): Promise<StoredJob[]> {
-    const { rows } = await this.#db.query<JobRow>(this.#sql.listJobs,
-      [filter.state ?? null, filter.name ?? null, filter.keyPrefix ?? null, filter.after ?? null, filter.limit ?? 100]);
+    const { rows } = await this.#db.query<JobRow>(this.#sql.listJobs, [
+      filter.state ?? null,
+      filter.name ?? null,
+      filter.keyPrefix ?? null,
+      filter.after ?? null,
+      filter.limit ?? 100,
+    ]);
     return this.#withStats(rows);
   }
 

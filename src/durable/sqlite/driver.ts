@@ -57,7 +57,7 @@ type BetterSqlite3 = new (path: string) => NativeDatabase;
  * what to install when no driver loads.
  */
 export async function openDatabase(path: string, driver?: SqliteDriver): Promise<Database> {
-  if (driver === 'node:sqlite') return wrap(new (nodeSqlite()).DatabaseSync(path), driver);
+  if (driver === 'node:sqlite') return wrap(new (nodeSqlite().DatabaseSync)(path), driver);
   if (driver === 'better-sqlite3') return wrap(openBetter(await betterSqlite3("sqliteStore() with driver 'better-sqlite3'"), path), driver);
   const builtin = loadNodeSqlite();
   if (builtin !== undefined) return wrap(new builtin.DatabaseSync(path), 'node:sqlite');
@@ -101,7 +101,9 @@ function loadNodeSqlite(): NodeSqlite | undefined {
 function nodeSqlite(): NodeSqlite {
   const module = loadNodeSqlite();
   if (module === undefined) {
-    throw new Error(`driver 'node:sqlite' needs Node >= 22.13 (or 22.5 with --experimental-sqlite); this is Node ${process.versions.node}. Use driver 'better-sqlite3' instead`);
+    throw new Error(
+      `driver 'node:sqlite' needs Node >= 22.13 (or 22.5 with --experimental-sqlite); this is Node ${process.versions.node}. Use driver 'better-sqlite3' instead`,
+    );
   }
   return module;
 }
@@ -138,7 +140,7 @@ function wrap(native: NativeDatabase, driver: SqliteDriver): Database {
   const control = new Map<string, NativeStatement>();
   const run = (sql: string): void => {
     let statement = control.get(sql);
-    if (statement === undefined) control.set(sql, statement = native.prepare(sql));
+    if (statement === undefined) control.set(sql, (statement = native.prepare(sql)));
     statement.run();
   };
   return {

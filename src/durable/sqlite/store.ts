@@ -2,9 +2,28 @@
 // time; claims, outcomes, jobs and management through the statements of
 // sql.ts, in transactions of the chosen driver (driver.ts).
 import {
-  DEFAULT_MAX_LEASE_EXPIRIES, SCHEMA_VERSION, SchemaVersionError, enqueued, leaseExpiredText, sameSchedule,
-  type ClaimedTask, type EnqueuedTask, type JobFilter, type Outcome, type QueryClient, type DueJob, type JobAdvance, type NewJob, type NewTask, type Store, type StoredJob, type StoredTask, type TaskFilter,
-  type QueueChange, type QueueRooms, type StoredQueue,
+  DEFAULT_MAX_LEASE_EXPIRIES,
+  SCHEMA_VERSION,
+  SchemaVersionError,
+  enqueued,
+  leaseExpiredText,
+  sameSchedule,
+  type ClaimedTask,
+  type EnqueuedTask,
+  type JobFilter,
+  type Outcome,
+  type QueryClient,
+  type DueJob,
+  type JobAdvance,
+  type NewJob,
+  type NewTask,
+  type Store,
+  type StoredJob,
+  type StoredTask,
+  type TaskFilter,
+  type QueueChange,
+  type QueueRooms,
+  type StoredQueue,
 } from '../store.js';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -14,7 +33,19 @@ import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { toClaims, toDueJob, toJob, toQueues, toTask, type QueueRow, type ClaimRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import {
+  toClaims,
+  toDueJob,
+  toJob,
+  toQueues,
+  toTask,
+  type QueueRow,
+  type ClaimRow,
+  type DueJobRow,
+  type JobRow,
+  type JobStatsRow,
+  type TaskRow,
+} from '../rows.js';
 import { decide, dueAt } from '../dedupe.js';
 
 /** The default `dedupe`: a keyed task replaces a waiting one. */
@@ -28,7 +59,8 @@ function epoch(time: Date | number | undefined): number | null {
 /** A cutoff no row is older than: retention disabled for that kind. */
 const NEVER = -8.64e15;
 /** What `client` (schedule() or scheduleMany()) gets on SQLite. */
-const NO_CLIENT = 'The `client` option needs postgresStore(): a SQLite file is held by its store alone, so no other connection can share its transaction';
+const NO_CLIENT =
+  'The `client` option needs postgresStore(): a SQLite file is held by its store alone, so no other connection can share its transaction';
 
 /** What SQLite returns for an id and due-time query. */
 interface IdRow {
@@ -81,10 +113,14 @@ export class StoreInUseError extends TaskheapError {
   readonly owner: { pid: number; hostname: string; since: string } | undefined;
 
   constructor(path: string, owner: StoreInUseError['owner']) {
-    const who = owner === undefined
-      ? 'another taskheap store (in this process or another)'
-      : `process ${owner.pid} on ${owner.hostname} (since ${owner.since})${owner.pid === process.pid && owner.hostname === hostname() ? ', this very process: another sqliteStore() of the same file' : ''}`;
-    super(`The SQLite file ${path} is in use by ${who}; one store owns a file at a time. Close that scheduler first, or use postgresStore() to share work between processes`, 'ERR_STORE_IN_USE');
+    const who =
+      owner === undefined
+        ? 'another taskheap store (in this process or another)'
+        : `process ${owner.pid} on ${owner.hostname} (since ${owner.since})${owner.pid === process.pid && owner.hostname === hostname() ? ', this very process: another sqliteStore() of the same file' : ''}`;
+    super(
+      `The SQLite file ${path} is in use by ${who}; one store owns a file at a time. Close that scheduler first, or use postgresStore() to share work between processes`,
+      'ERR_STORE_IN_USE',
+    );
     this.path = path;
     this.owner = owner;
   }
@@ -107,12 +143,16 @@ export class StoreInUseError extends TaskheapError {
  * const pinned = sqliteStore('reminders.db', { driver: 'better-sqlite3', lease: '1m' });
  */
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Store & { readonly lease: number } {
-  if (typeof path !== 'string' || path === '') throw new TypeError(`Expected the SQLite path to be a non-empty string, got ${describe(path)}`);
+  if (typeof path !== 'string' || path === '')
+    throw new TypeError(`Expected the SQLite path to be a non-empty string, got ${describe(path)}`);
   if (path.includes('\0')) throw new TypeError(`Expected the SQLite path to contain no NUL character, got ${JSON.stringify(path)}`);
   if (path === ':memory:' || /^file:.*(:memory:|[?&]mode=memory)/.test(path)) {
-    throw new TypeError(`sqliteStore() needs a file: ${JSON.stringify(path)} is an in-memory database, which is gone when the process ends; use a scheduler without a store for work that need not survive`);
+    throw new TypeError(
+      `sqliteStore() needs a file: ${JSON.stringify(path)} is an in-memory database, which is gone when the process ends; use a scheduler without a store for work that need not survive`,
+    );
   }
-  if (typeof options !== 'object' || options === null) throw new TypeError(`Expected sqliteStore options to be an object, got ${describe(options)}`);
+  if (typeof options !== 'object' || options === null)
+    throw new TypeError(`Expected sqliteStore options to be an object, got ${describe(options)}`);
   assertKnownKeys(options, OPTION_KEYS, 'sqliteStore');
   const { maxLeaseExpiries = DEFAULT_MAX_LEASE_EXPIRIES, driver } = options;
   const lease = toDuration(options.lease ?? 30_000, 'lease', 1);
@@ -248,10 +288,12 @@ class SqliteStore implements Store {
     // one lease expiry counted, failed past the limit.
     // Those failed let go of their serial keys; the others still hold theirs (they are first in line).
     const db = this.#open;
-    this.#named(() => db.transaction(() => {
-      this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText });
-      this.#statement(SQL.pruneKeys).run();
-    })());
+    this.#named(() =>
+      db.transaction(() => {
+        this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText });
+        this.#statement(SQL.pruneKeys).run();
+      })(),
+    );
   }
 
   async addTask(task: NewTask, via?: QueryClient, now = Date.now()): Promise<EnqueuedTask> {
@@ -285,74 +327,114 @@ class SqliteStore implements Store {
     const runAt = dueAt(mode, period, task.runAt);
     if (task.key !== null) {
       const existing = this.#statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
-      const action = decide(mode, period, existing === undefined ? undefined : { state: existing.state, createdAt: Number(existing.created_at) }, now);
+      const action = decide(
+        mode,
+        period,
+        existing === undefined ? undefined : { state: existing.state, createdAt: Number(existing.created_at) },
+        now,
+      );
       if (action === 'existing') return enqueued(toTask(existing!), 'existing');
       if (action !== 'insert') {
         const id = existing!.id;
         // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
         this.#statement(SQL.letGo).run(id);
-        this.#statement(SQL.replaceTask)
-          .run(task.name, task.payload, runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, task.queue ?? 'default', at, id);
+        this.#statement(SQL.replaceTask).run(
+          task.name,
+          task.payload,
+          runAt,
+          task.maxAttempts,
+          task.options,
+          task.serial ?? null,
+          task.priority ?? 0,
+          task.queue ?? 'default',
+          at,
+          id,
+        );
         // A throttle's period starts at the add that wrote the task.
         if (mode === 'throttle') this.#statement(SQL.setCreated).run(now, id);
         return enqueued(toTask(this.#statement(SQL.taskById).get(id) as TaskRow), action === 'replace' ? 'replaced' : 'inserted');
       }
     }
-    const { lastInsertRowid } = this.#statement(SQL.insertTask)
-      .run(task.name, task.key, task.payload, runAt, task.maxAttempts, task.options, task.serial ?? null, task.priority ?? 0, task.queue ?? 'default',
-        now, at);
+    const { lastInsertRowid } = this.#statement(SQL.insertTask).run(
+      task.name,
+      task.key,
+      task.payload,
+      runAt,
+      task.maxAttempts,
+      task.options,
+      task.serial ?? null,
+      task.priority ?? 0,
+      task.queue ?? 'default',
+      now,
+      at,
+    );
     return enqueued(toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow), 'inserted');
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {
     const db = this.#open;
     const now = Date.now();
-    return this.#named(() => db.transaction(() => {
-      const existing = this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
-      // Re-registering the same schedule (every start does) keeps the job's
-      // place in it: its rule's start point, next occurrence and count left.
-      // A paused job stays paused: a pause survives the re-registration of every deploy.
-      const keep = existing !== undefined && (existing.state === 'scheduled' || existing.state === 'paused') && sameSchedule(existing.rule, job.rule);
-      const row = keep
-        ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining }
-        : job;
-      this.#statement(SQL.upsertJob)
-        .run({ ...row, state: row.nextRunAt === null ? 'done' : keep ? existing.state : 'scheduled', now });
-      return toJob(this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow);
-    })());
+    return this.#named(() =>
+      db.transaction(() => {
+        const existing = this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
+        // Re-registering the same schedule (every start does) keeps the job's
+        // place in it: its rule's start point, next occurrence and count left.
+        // A paused job stays paused: a pause survives the re-registration of every deploy.
+        const keep =
+          existing !== undefined &&
+          (existing.state === 'scheduled' || existing.state === 'paused') &&
+          sameSchedule(existing.rule, job.rule);
+        const row = keep ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining } : job;
+        this.#statement(SQL.upsertJob).run({ ...row, state: row.nextRunAt === null ? 'done' : keep ? existing.state : 'scheduled', now });
+        return toJob(this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow);
+      })(),
+    );
   }
 
-  async claim(owner: string, now: number, lease: number, limit: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
-    names?: readonly string[], rooms?: QueueRooms): Promise<ClaimedTask[]> {
+  async claim(
+    owner: string,
+    now: number,
+    lease: number,
+    limit: number,
+    advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
+    names?: readonly string[],
+    rooms?: QueueRooms,
+  ): Promise<ClaimedTask[]> {
     const named = names === undefined ? undefined : JSON.stringify(names);
     const db = this.#open;
-    return this.#named(() => db.transaction(() => {
-      this.#materialize(db, now, advance);
-      // Separate selects, each walking the due index, beat one OR that
-      // makes SQLite sort every due row on each claim.
-      const due = this.#dueWaiting(now, limit, named, rooms);
-      const expired = (named === undefined
-        ? this.#statement(SQL.dueExpired).all(now, owner, limit)
-        : this.#statement(SQL.dueExpiredNamed).all(now, owner, named, limit)) as IdRow[];
-      const rows = expired.length === 0 ? due : [...due, ...expired]
-        .sort((a, b) => b.priority! - a.priority! || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
-      const take = this.#statement(SQL.claimOne);
-      const fail = this.#statement(SQL.failExpired);
-      const hold = this.#statement(SQL.take);
-      const claimed: TaskRow[] = [];
-      for (const row of rows) {
-        // Expired too often: a task that kills or stalls its process must not be retried forever.
-        if (row.expiries !== undefined && row.expiries >= this.#maxExpiries) {
-          fail.run(this.#expiredText, now, row.id);
-          this.#statement(SQL.letGo).run(row.id);
-          continue;
+    return this.#named(() =>
+      db.transaction(() => {
+        this.#materialize(db, now, advance);
+        // Separate selects, each walking the due index, beat one OR that
+        // makes SQLite sort every due row on each claim.
+        const due = this.#dueWaiting(now, limit, named, rooms);
+        const expired = (
+          named === undefined
+            ? this.#statement(SQL.dueExpired).all(now, owner, limit)
+            : this.#statement(SQL.dueExpiredNamed).all(now, owner, named, limit)
+        ) as IdRow[];
+        const rows =
+          expired.length === 0
+            ? due
+            : [...due, ...expired].sort((a, b) => b.priority! - a.priority! || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
+        const take = this.#statement(SQL.claimOne);
+        const fail = this.#statement(SQL.failExpired);
+        const hold = this.#statement(SQL.take);
+        const claimed: TaskRow[] = [];
+        for (const row of rows) {
+          // Expired too often: a task that kills or stalls its process must not be retried forever.
+          if (row.expiries !== undefined && row.expiries >= this.#maxExpiries) {
+            fail.run(this.#expiredText, now, row.id);
+            this.#statement(SQL.letGo).run(row.id);
+            continue;
+          }
+          // The claim read the key free (or this task's): take it, held until the task is final.
+          if (row.serial !== undefined && row.serial !== null) hold.run(row.serial, row.id);
+          claimed.push(take.get(owner, now + lease, now, row.id) as TaskRow);
         }
-        // The claim read the key free (or this task's): take it, held until the task is final.
-        if (row.serial !== undefined && row.serial !== null) hold.run(row.serial, row.id);
-        claimed.push(take.get(owner, now + lease, now, row.id) as TaskRow);
-      }
-      return toClaims(claimed as unknown as ClaimRow[]);
-    })());
+        return toClaims(claimed as unknown as ClaimRow[]);
+      })(),
+    );
   }
 
   /**
@@ -405,7 +487,11 @@ class SqliteStore implements Store {
     }
     const open = new Map<string, number>();
     const after = this.#statement(SQL.queueAfter);
-    for (let q = (this.#statement(SQL.firstQueue).get() as { q: string | null }).q; q !== null; q = (after.get(q) as { q: string | null }).q) {
+    for (
+      let q = (this.#statement(SQL.firstQueue).get() as { q: string | null }).q;
+      q !== null;
+      q = (after.get(q) as { q: string | null }).q
+    ) {
       const setting = settings.get(q);
       let room = Math.min(limit, rooms?.get(q) ?? Infinity);
       if (setting?.paused) room = 0;
@@ -419,9 +505,15 @@ class SqliteStore implements Store {
 
   async setQueue(name: string, change: QueueChange): Promise<void> {
     const paused = change.paused === undefined ? null : change.paused ? 1 : 0;
-    this.#named(() => this.#statement(SQL.setQueue).run({
-      name, paused, setGlobal: change.globalConcurrency === undefined ? 0 : 1, global: change.globalConcurrency ?? null, now: Date.now(),
-    }));
+    this.#named(() =>
+      this.#statement(SQL.setQueue).run({
+        name,
+        paused,
+        setGlobal: change.globalConcurrency === undefined ? 0 : 1,
+        global: change.globalConcurrency ?? null,
+        now: Date.now(),
+      }),
+    );
   }
 
   async listQueues(name?: string): Promise<StoredQueue[]> {
@@ -437,16 +529,18 @@ class SqliteStore implements Store {
     for (const job of due) {
       const plan = advance(toDueJob(job), now, isRunning.get(job.key, now) !== undefined);
       const maxAttempts = (JSON.parse(job.options) as { retry?: { attempts: number } }).retry?.attempts ?? 1;
-      for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, job.options, job.key, now, now, job.options, job.options, job.options);
+      for (const at of plan.occurrences)
+        insert.run(job.name, job.payload, at, at, maxAttempts, job.options, job.key, now, now, job.options, job.options, job.options);
       update.run(plan.nextRunAt, plan.remaining, plan.nextRunAt === null ? 'done' : 'scheduled', plan.occurrences.length, now, job.key);
     }
   }
 
   async nextDue(now: number, names?: readonly string[], rooms?: QueueRooms): Promise<number | undefined> {
     const named = names === undefined ? undefined : JSON.stringify(names);
-    let t = this.#named(() => (named === undefined
-      ? this.#statement(SQL.nextDue).get()
-      : this.#statement(SQL.nextDueNamed).get(named)) as { t: number | null }).t;
+    let t = this.#named(
+      () =>
+        (named === undefined ? this.#statement(SQL.nextDue).get() : this.#statement(SQL.nextDueNamed).get(named)) as { t: number | null },
+    ).t;
     // A waiting task that cannot take its serial key does not count: settling its key's holder claims again.
     this.#named(() => {
       const first = this.#statement(named === undefined ? SQL.firstWaiting : SQL.firstWaitingNamed);
@@ -454,7 +548,9 @@ class SqliteStore implements Store {
       for (const queue of this.#openQueues(rooms, Infinity).keys()) {
         let level = (this.#statement(SQL.queueTopLevel).get(queue) as { p: number | null }).p;
         while (level !== null) {
-          const row = first.get(named === undefined ? { queue, p: level } : { queue, p: level, names: named }) as { run_at: number } | undefined;
+          const row = first.get(named === undefined ? { queue, p: level } : { queue, p: level, names: named }) as
+            | { run_at: number }
+            | undefined;
           if (row !== undefined && (t === null || row.run_at < t)) t = row.run_at;
           level = (this.#statement(SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
         }
@@ -475,38 +571,49 @@ class SqliteStore implements Store {
   async settle(owner: string, outcomes: readonly Outcome[], now: number): Promise<void> {
     const db = this.#open;
     const at = Date.now();
-    this.#named(() => db.transaction(() => {
-      for (const outcome of outcomes) {
-        if (outcome.kind === 'complete') {
-          const { changes } = this.#statement(SQL.complete)
-            .run({ state: outcome.state, error: outcome.error, result: outcome.result ?? null, at, id: outcome.id, owner });
-          // Final: its serial key goes to the next task (a retried or released one keeps it: strict order).
-          if (Number(changes) > 0) this.#statement(SQL.letGo).run(outcome.id);
-        } else if (outcome.kind === 'retry') {
-          this.#statement(SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
+    this.#named(() =>
+      db.transaction(() => {
+        for (const outcome of outcomes) {
+          if (outcome.kind === 'complete') {
+            const { changes } = this.#statement(SQL.complete).run({
+              state: outcome.state,
+              error: outcome.error,
+              result: outcome.result ?? null,
+              at,
+              id: outcome.id,
+              owner,
+            });
+            // Final: its serial key goes to the next task (a retried or released one keeps it: strict order).
+            if (Number(changes) > 0) this.#statement(SQL.letGo).run(outcome.id);
+          } else if (outcome.kind === 'retry') {
+            this.#statement(SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
+          } else this.#statement(SQL.release).run(at, outcome.id, owner);
         }
-        else this.#statement(SQL.release).run(at, outcome.id, owner);
-      }
-    })());
+      })(),
+    );
   }
 
   async cancel(id: number): Promise<boolean> {
     const db = this.#open;
-    return this.#named(() => db.transaction(() => {
-      const { changes } = this.#statement(SQL.cancel).run(Date.now(), id);
-      if (Number(changes) > 0) this.#statement(SQL.letGo).run(id);
-      return Number(changes) > 0;
-    })());
+    return this.#named(() =>
+      db.transaction(() => {
+        const { changes } = this.#statement(SQL.cancel).run(Date.now(), id);
+        if (Number(changes) > 0) this.#statement(SQL.letGo).run(id);
+        return Number(changes) > 0;
+      })(),
+    );
   }
 
   async cancelJob(key: string): Promise<boolean> {
     const db = this.#open;
-    return this.#named(() => db.transaction(() => {
-      const { changes } = this.#statement(SQL.cancelJob).run(Date.now(), key);
-      this.#statement(SQL.letGoOccurrences).run(key);
-      this.#statement(SQL.cancelOccurrences).run(Date.now(), key);
-      return changes > 0;
-    })());
+    return this.#named(() =>
+      db.transaction(() => {
+        const { changes } = this.#statement(SQL.cancelJob).run(Date.now(), key);
+        this.#statement(SQL.letGoOccurrences).run(key);
+        this.#statement(SQL.cancelOccurrences).run(Date.now(), key);
+        return changes > 0;
+      })(),
+    );
   }
 
   async requeue(id: number, now: number): Promise<StoredTask | undefined> {
@@ -532,11 +639,20 @@ class SqliteStore implements Store {
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const rows = this.#named(() => this.#statement(SQL.listTasks).all({
-      state: filter.state ?? null, name: filter.name ?? null, jobKey: filter.jobKey ?? null, keyPrefix: filter.keyPrefix ?? null,
-      from: epoch(filter.from), to: epoch(filter.to), afterRunAt: epoch(filter.after?.runAt), afterId: filter.after?.id ?? null,
-      limit: filter.limit ?? 100,
-    }) as TaskRow[]);
+    const rows = this.#named(
+      () =>
+        this.#statement(SQL.listTasks).all({
+          state: filter.state ?? null,
+          name: filter.name ?? null,
+          jobKey: filter.jobKey ?? null,
+          keyPrefix: filter.keyPrefix ?? null,
+          from: epoch(filter.from),
+          to: epoch(filter.to),
+          afterRunAt: epoch(filter.after?.runAt),
+          afterId: filter.after?.id ?? null,
+          limit: filter.limit ?? 100,
+        }) as TaskRow[],
+    );
     return rows.map(toTask);
   }
 
@@ -546,15 +662,24 @@ class SqliteStore implements Store {
   }
 
   async listJobs(filter: JobFilter): Promise<StoredJob[]> {
-    const rows = this.#named(() => this.#statement(SQL.listJobs).all({
-      state: filter.state ?? null, name: filter.name ?? null, keyPrefix: filter.keyPrefix ?? null, after: filter.after ?? null, limit: filter.limit ?? 100,
-    }) as StoredJobRow[]);
+    const rows = this.#named(
+      () =>
+        this.#statement(SQL.listJobs).all({
+          state: filter.state ?? null,
+          name: filter.name ?? null,
+          keyPrefix: filter.keyPrefix ?? null,
+          after: filter.after ?? null,
+          limit: filter.limit ?? 100,
+        }) as StoredJobRow[],
+    );
     return this.#withStats(rows);
   }
 
   #withStats(rows: StoredJobRow[]): StoredJob[] {
     if (rows.length === 0) return [];
-    const stats = this.#named(() => this.#statement(SQL.jobStats).all({ keys: JSON.stringify(rows.map((row) => row.key)) }) as JobStatsRow[]);
+    const stats = this.#named(
+      () => this.#statement(SQL.jobStats).all({ keys: JSON.stringify(rows.map((row) => row.key)) }) as JobStatsRow[],
+    );
     return rows.map((row) => toJob(row, stats));
   }
 

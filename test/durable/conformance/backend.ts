@@ -146,7 +146,11 @@ export interface Env {
   /** A store of the test's database, migrated (and recovered, as a scheduler's start() does). */
   openStore(options?: { lease?: number; maxLeaseExpiries?: number }): Promise<Store>;
   /** A scheduler on a new store of the test's database, on the test's time; its errors are collected. */
-  open(options?: Omit<SchedulerOptions, 'store' | 'clock' | 'onError'> & { store?: Store; clock?: Clock }): { scheduler: Scheduler; store: Store; errors: unknown[] };
+  open(options?: Omit<SchedulerOptions, 'store' | 'clock' | 'onError'> & { store?: Store; clock?: Clock }): {
+    scheduler: Scheduler;
+    store: Store;
+    errors: unknown[];
+  };
 }
 
 /** Registers the per-test clean-up and returns a function that sets up one test's Env. */
@@ -182,7 +186,12 @@ export function envFor(backend: Backend): () => Promise<Env> {
       open(options = {}) {
         const { store = tracked.store(), clock = time.clock, ...rest } = options;
         const errors: unknown[] = [];
-        const scheduler = new Scheduler({ store, onError: (error) => errors.push(error), ...(clock === undefined ? {} : { clock }), ...rest });
+        const scheduler = new Scheduler({
+          store,
+          onError: (error) => errors.push(error),
+          ...(clock === undefined ? {} : { clock }),
+          ...rest,
+        });
         schedulers.push(scheduler);
         return { scheduler, store, errors };
       },

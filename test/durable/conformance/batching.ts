@@ -34,7 +34,11 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       scheduler.define('noop', (_ctx, payload: { i: number }) => void runs.set(payload.i, (runs.get(payload.i) ?? 0) + 1));
       await scheduler.scheduleMany(Array.from({ length: N }, (_, i) => ({ when: time.now(), name: 'noop', payload: { i } })));
       await scheduler.start();
-      await time.until(async () => (await scheduler.listTasks({ state: 'succeeded', limit: 1_000 })).length === N, `${N} tasks recorded succeeded`, 1_000);
+      await time.until(
+        async () => (await scheduler.listTasks({ state: 'succeeded', limit: 1_000 })).length === N,
+        `${N} tasks recorded succeeded`,
+        1_000,
+      );
       expect(runs.size).toBe(N);
       expect([...runs.values()].every((n) => n === 1)).toBe(true);
       expect(batches.reduce((a, b) => a + b, 0)).toBe(N);
@@ -49,21 +53,26 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
     it('one settle() records a completion, a failure, a retry and a release together, and ignores tasks it does not hold', async () => {
       const { openStore } = await setup();
       const store = await openStore();
-      const task = (key: string) => store.addTask({ name: 'x', key, payload: '{}', runAt: Date.now() - 1_000, maxAttempts: 3, options: '{}' });
+      const task = (key: string) =>
+        store.addTask({ name: 'x', key, payload: '{}', runAt: Date.now() - 1_000, maxAttempts: 3, options: '{}' });
       const ids = [(await task('a')).id, (await task('b')).id, (await task('c')).id, (await task('d')).id, (await task('e')).id];
       const claimed = await store.claim('me', Date.now(), 30_000, 4, none);
       expect(claimed.map((c) => c.id)).toEqual(ids.slice(0, 4));
       const theirs = await store.claim('them', Date.now(), 30_000, 4, none);
       expect(theirs.map((c) => c.id)).toEqual([ids[4]]);
       const before = Date.now();
-      await store.settle('me', [
-        { id: ids[0]!, kind: 'complete', state: 'succeeded', error: null },
-        { id: ids[1]!, kind: 'complete', state: 'failed', error: 'Error: boom' },
-        { id: ids[2]!, kind: 'retry', delay: 60_000, error: 'Error: again' },
-        { id: ids[3]!, kind: 'release' },
-        // Not ours: left alone.
-        { id: ids[4]!, kind: 'complete', state: 'succeeded', error: null },
-      ], Date.now());
+      await store.settle(
+        'me',
+        [
+          { id: ids[0]!, kind: 'complete', state: 'succeeded', error: null },
+          { id: ids[1]!, kind: 'complete', state: 'failed', error: 'Error: boom' },
+          { id: ids[2]!, kind: 'retry', delay: 60_000, error: 'Error: again' },
+          { id: ids[3]!, kind: 'release' },
+          // Not ours: left alone.
+          { id: ids[4]!, kind: 'complete', state: 'succeeded', error: null },
+        ],
+        Date.now(),
+      );
       const found = (await store.listTasks({})).sort((a, b) => a.id - b.id);
       expect(found.map((row) => [row.state, row.attempts, row.lastError])).toEqual([
         ['succeeded', 1, null],
@@ -78,7 +87,8 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
     });
 
     itWhen(caps.clockDriven, 'needs clockDriven: a ManualClock drives the poll')(
-      'an idle worker asks the store one question per poll, and still finds work added behind its back within the poll', async () => {
+      'an idle worker asks the store one question per poll, and still finds work added behind its back within the poll',
+      async () => {
         const { open, time, db } = await setup();
         const store = db.store();
         const calls = { claim: 0, nextDue: 0 };
@@ -104,10 +114,12 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
         await store.addTasks([{ name: 'noop', key: null, payload: 'null', runAt: start + 61_000, maxAttempts: 1, options: '{}' }]);
         await time.pass(5_000);
         expect(ran).toEqual([65_000]);
-      });
+      },
+    );
 
     itWhen(caps.clockDriven, 'needs clockDriven: due times by the scheduler clock')(
-      'a retry in a batch is due from the time it failed, by the scheduler clock', async () => {
+      'a retry in a batch is due from the time it failed, by the scheduler clock',
+      async () => {
         const { open, time } = await setup();
         const { scheduler } = open({ workers: 4 });
         const start = time.now();
@@ -117,11 +129,26 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
           if (ctx.attempt === 1) throw new Error('first');
         });
         await scheduler.start();
-        await scheduler.scheduleMany([0, 1, 2].map((i) => ({ when: start, name: 'flaky', payload: i, retry: { attempts: 2, delay: 1_000, backoff: 'fixed' as const } })));
+        await scheduler.scheduleMany(
+          [0, 1, 2].map((i) => ({
+            when: start,
+            name: 'flaky',
+            payload: i,
+            retry: { attempts: 2, delay: 1_000, backoff: 'fixed' as const },
+          })),
+        );
         await time.pass(5_000);
-        expect(seen).toEqual([[0, 0], [1, 0], [2, 0], [0, 1_000], [1, 1_000], [2, 1_000]]);
+        expect(seen).toEqual([
+          [0, 0],
+          [1, 0],
+          [2, 0],
+          [0, 1_000],
+          [1, 1_000],
+          [2, 1_000],
+        ]);
         expect((await scheduler.listTasks({ state: 'succeeded' })).map((t) => t.attempts)).toEqual([2, 2, 2]);
-      });
+      },
+    );
 
     it('claims only tasks of defined handlers: others stay waiting, not failed, and run once a process defines them', async () => {
       const { open, time, db } = await setup();
@@ -147,7 +174,8 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
     });
 
     itWhen(caps.multiProcess, 'needs multiProcess: one store per database')(
-      'two processes running at once each claim only their own handlers\' tasks; work nobody here runs stays waiting', async () => {
+      "two processes running at once each claim only their own handlers' tasks; work nobody here runs stays waiting",
+      async () => {
         const { open, time } = await setup();
         const a = open();
         const b = open();
@@ -158,7 +186,11 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
         // A producer that defines all three names, and never starts.
         const producer = open();
         for (const name of ['alpha', 'beta', 'gamma']) producer.scheduler.define(name, () => {});
-        const items = Array.from({ length: 30 }, (_, i) => ({ when: time.now(), name: ['alpha', 'beta', 'gamma'][i % 3]!, payload: { i } }));
+        const items = Array.from({ length: 30 }, (_, i) => ({
+          when: time.now(),
+          name: ['alpha', 'beta', 'gamma'][i % 3]!,
+          payload: { i },
+        }));
         await producer.scheduler.scheduleMany(items);
         await Promise.all([a.scheduler.start(), b.scheduler.start()]);
         await time.until(async () => (await a.scheduler.listTasks({ state: 'succeeded' })).length === 20, 'alpha and beta tasks done');
@@ -168,7 +200,8 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
         const gamma = await a.scheduler.listTasks({ name: 'gamma' });
         expect(gamma.map((row) => [row.state, row.attempts])).toEqual(Array(10).fill(['waiting', 0]));
         expect([...a.errors, ...b.errors]).toEqual([]);
-      });
+      },
+    );
 
     it('claims ahead of free workers, and hands prefetched tasks back unrun (attempt not counted) on close', async () => {
       const { open, time, db } = await setup();
@@ -192,7 +225,11 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       const reopened = open({ store: db.store() });
       await reopened.scheduler.start();
       const rows = await reopened.scheduler.listTasks({});
-      expect(rows.map((row) => [row.payload, row.state, row.attempts])).toEqual([[{ i: 0 }, 'succeeded', 1], [{ i: 1 }, 'waiting', 0], [{ i: 2 }, 'waiting', 0]]);
+      expect(rows.map((row) => [row.payload, row.state, row.attempts])).toEqual([
+        [{ i: 0 }, 'succeeded', 1],
+        [{ i: 1 }, 'waiting', 0],
+        [{ i: 2 }, 'waiting', 0],
+      ]);
     });
   });
 
@@ -230,7 +267,9 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
         { when: t + 30, name: 'a', payload: { n: 3 }, key: 'k' },
       ]);
       expect(rows.map((row) => [row.key, row.payload, row.runAt.getTime()])).toEqual([
-        ['k', { n: 3 }, t + 30], [null, { n: 2 }, t + 20], ['k', { n: 3 }, t + 30],
+        ['k', { n: 3 }, t + 30],
+        [null, { n: 2 }, t + 20],
+        ['k', { n: 3 }, t + 30],
       ]);
       expect(rows[0]!.id).toBe(rows[2]!.id);
       const again = await scheduler.scheduleMany([{ when: t + 40, name: 'a', key: 'k', payload: 4 }]);
@@ -261,13 +300,17 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       scheduler.define('a', () => {});
       await scheduler.start();
       const good = { when: time.now(), name: 'a' };
-      expect(() => scheduler.scheduleMany([good, good, { when: time.now(), name: 'a', payload: () => {} }])).toThrow(/scheduleMany\(\) item 2: .*payload/);
+      expect(() => scheduler.scheduleMany([good, good, { when: time.now(), name: 'a', payload: () => {} }])).toThrow(
+        /scheduleMany\(\) item 2: .*payload/,
+      );
       expect(() => scheduler.scheduleMany([good, { when: time.now(), name: 'a', timeout: -1 }])).toThrow(/scheduleMany\(\) item 1: /);
       expect(() => scheduler.scheduleMany([good, { when: time.now(), name: 'nope' }])).toThrow(/item 1: No handler named "nope"/);
       expect(() => scheduler.scheduleMany([{ when: 'soon' as never, name: 'a' }])).toThrow(/item 0: /);
       expect(() => scheduler.scheduleMany([good, { when: Number.NaN, name: 'a' }])).toThrow(RangeError);
       expect(() => scheduler.scheduleMany([good, { when: time.now(), name: 'a', retry: { attempts: 0 } }])).toThrow(/item 1:/);
-      expect(() => scheduler.scheduleMany([{ when: time.now(), name: 'a', colour: 'red' } as never])).toThrow(/item 0: Unknown durable task option `colour`/);
+      expect(() => scheduler.scheduleMany([{ when: time.now(), name: 'a', colour: 'red' } as never])).toThrow(
+        /item 0: Unknown durable task option `colour`/,
+      );
       expect(() => scheduler.scheduleMany([good, null as never])).toThrow(/item 1: expected an object/);
       expect(() => scheduler.scheduleMany('a' as never)).toThrow(TypeError);
       expect(await scheduler.listTasks({})).toEqual([]);
@@ -279,11 +322,13 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       await db.refuseLongPayloads();
       const { scheduler } = open();
       scheduler.define('a', () => {});
-      await expect(scheduler.scheduleMany([
-        { when: time.now(), name: 'a', payload: 1 },
-        { when: time.now(), name: 'a', payload: 2, key: 'k' },
-        { when: time.now(), name: 'a', payload: 'x'.repeat(40) },
-      ])).rejects.toThrow(/short_payload/);
+      await expect(
+        scheduler.scheduleMany([
+          { when: time.now(), name: 'a', payload: 1 },
+          { when: time.now(), name: 'a', payload: 2, key: 'k' },
+          { when: time.now(), name: 'a', payload: 'x'.repeat(40) },
+        ]),
+      ).rejects.toThrow(/short_payload/);
       expect(await scheduler.listTasks({})).toEqual([]);
     });
 

@@ -28,8 +28,13 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       const now = Date.now();
       const ids: Record<string, number> = {};
       for (const [name, at, priority] of [
-        ['low-early', now - 3_000, -1], ['zero-late', now - 1_000, 0], ['zero-early', now - 2_000, 0],
-        ['high-late', now - 500, 7], ['high-early', now - 600, 7], ['high-future', now + 10_000, 9], ['mid', now - 100, 3],
+        ['low-early', now - 3_000, -1],
+        ['zero-late', now - 1_000, 0],
+        ['zero-early', now - 2_000, 0],
+        ['high-late', now - 500, 7],
+        ['high-early', now - 600, 7],
+        ['high-future', now + 10_000, 9],
+        ['mid', now - 100, 3],
       ] as const) {
         ids[name] = (await store.addTask(task(name, at, { priority }))).id;
       }
@@ -70,12 +75,29 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       if (caps.clockDriven) {
         // a1 fails and will be retried in 1 s: it keeps the key; b1 succeeds: b is free again.
         const at = Date.now();
-        await store.settle('me', [{ id: a1.id, kind: 'retry', delay: 1_000, error: 'boom' }, { id: b1.id, kind: 'complete', state: 'succeeded', error: null }], at);
+        await store.settle(
+          'me',
+          [
+            { id: a1.id, kind: 'retry', delay: 1_000, error: 'boom' },
+            { id: b1.id, kind: 'complete', state: 'succeeded', error: null },
+          ],
+          at,
+        );
         expect(await claim(store, 'me', 10, at + 500)).toEqual([]);
         expect((await claim(store, 'me', 10, at + 1_000)).map((c) => [c.name, c.attempts])).toEqual([['a1', 2]]);
       } else {
-        await store.settle('me', [{ id: a1.id, kind: 'retry', delay: 0, error: 'boom' }, { id: b1.id, kind: 'complete', state: 'succeeded', error: null }], Date.now());
-        if (db.peek) expect(await db.peek('SELECT key, held_by::text AS held_by FROM {s}taskheap_serial_keys')).toEqual([{ key: 'a', held_by: String(a1.id) }]);
+        await store.settle(
+          'me',
+          [
+            { id: a1.id, kind: 'retry', delay: 0, error: 'boom' },
+            { id: b1.id, kind: 'complete', state: 'succeeded', error: null },
+          ],
+          Date.now(),
+        );
+        if (db.peek)
+          expect(await db.peek('SELECT key, held_by::text AS held_by FROM {s}taskheap_serial_keys')).toEqual([
+            { key: 'a', held_by: String(a1.id) },
+          ]);
         expect((await claim(store, 'me')).map((c) => [c.name, c.attempts])).toEqual([['a1', 2]]);
       }
       await store.settle('me', [{ id: a1.id, kind: 'complete', state: 'failed', error: 'boom again' }], Date.now() + 1_000);
@@ -108,12 +130,24 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       const { openStore, db } = await setup();
       const store = await openStore();
       const options = JSON.stringify({ serial: 'job-key', priority: 3, rate: { key: 'r', limit: 1, interval: 1_000 } });
-      await store.addJob({ key: 'job', name: 'tick', payload: '{}', rule: JSON.stringify({ type: 'interval', start: Date.now() - 10_000, interval: 3_600_000 }),
-        nextRunAt: Date.now() - 1_000, remaining: null, until: null, options });
+      await store.addJob({
+        key: 'job',
+        name: 'tick',
+        payload: '{}',
+        rule: JSON.stringify({ type: 'interval', start: Date.now() - 10_000, interval: 3_600_000 }),
+        nextRunAt: Date.now() - 1_000,
+        remaining: null,
+        until: null,
+        options,
+      });
       await store.addTask(task('behind', Date.now() - 500, { serial: 'job-key' }));
       const [occurrence] = await claim(store, 'me');
       expect(occurrence).toMatchObject({ name: 'tick', priority: 3 });
-      expect(await store.getTask(occurrence!.id)).toMatchObject({ serial: 'job-key', priority: 3, rate: { key: 'r', limit: 1, interval: 1_000 } });
+      expect(await store.getTask(occurrence!.id)).toMatchObject({
+        serial: 'job-key',
+        priority: 3,
+        rate: { key: 'r', limit: 1, interval: 1_000 },
+      });
       await store.settle('me', [{ id: occurrence!.id, kind: 'retry', delay: 60_000, error: 'later' }], Date.now());
       expect(await claim(store, 'me')).toEqual([]);
       expect(await store.cancelJob('job')).toBe(true);
@@ -124,7 +158,8 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
 
   describe('claimers racing (store level)', () => {
     itWhen(caps.multiProcess, 'needs multiProcess: one store per database')(
-      'six stores claiming the same keys at once: never two runs of a key at once, each key in due order, retries held', async () => {
+      'six stores claiming the same keys at once: never two runs of a key at once, each key in due order, retries held',
+      async () => {
         const { openStore, db } = await setup();
         const claimers: Store[] = [];
         for (let i = 0; i < 6; i++) claimers.push(await openStore());
@@ -135,7 +170,8 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         const items: NewTask[] = [];
         // Interleaved due times; within a key they increase with n, and insertion order is shuffled against due order.
         for (let n = perKey - 1; n >= 0; n--) {
-          for (let k = 0; k < keys; k++) items.push(task('step', base + n * 100 + k, { serial: `chat:${k}`, payload: JSON.stringify({ k, n }), maxAttempts: 2 }));
+          for (let k = 0; k < keys; k++)
+            items.push(task('step', base + n * 100 + k, { serial: `chat:${k}`, payload: JSON.stringify({ k, n }), maxAttempts: 2 }));
         }
         for (let i = 0; i < 40; i++) items.push(task('loose', base + i * 7));
         const stored = await claimers[0]!.addTasks(items);
@@ -155,37 +191,39 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         let finished = 0;
         const total = stored.length;
         const deadline = Date.now() + 40_000;
-        await Promise.all(claimers.map(async (store, i) => {
-          const owner = `claimer-${i}`;
-          while (finished < total && Date.now() < deadline) {
-            const claimed = await store.claim(owner, Date.now(), 30_000, 3, advanceJob);
-            if (claimed.length === 0) {
-              await new Promise((resolve) => setImmediate(resolve));
-              continue;
+        await Promise.all(
+          claimers.map(async (store, i) => {
+            const owner = `claimer-${i}`;
+            while (finished < total && Date.now() < deadline) {
+              const claimed = await store.claim(owner, Date.now(), 30_000, 3, advanceJob);
+              if (claimed.length === 0) {
+                await new Promise((resolve) => setImmediate(resolve));
+                continue;
+              }
+              const seen = new Set<string>();
+              for (const c of claimed) {
+                const key = serialOf.get(c.id);
+                if (key === null || key === undefined) continue;
+                if (seen.has(key)) violations.push(`${owner} claimed two tasks of ${key} at once`);
+                seen.add(key);
+                if (running.has(key)) violations.push(`${key}: ${c.id} started while ${running.get(key)} runs`);
+                running.set(key, c.id);
+                starts.set(key, [...(starts.get(key) ?? []), c.id]);
+              }
+              // "Run": yield so that the other claimers get to race meanwhile.
+              await new Promise((resolve) => setTimeout(resolve, 1));
+              const outcomes = claimed.map((c) => {
+                const key = serialOf.get(c.id);
+                if (key !== null && key !== undefined) running.delete(key);
+                return failFirst.has(c.id) && c.attempts === 1
+                  ? { id: c.id, kind: 'retry' as const, delay: 0, error: 'first attempt fails' }
+                  : { id: c.id, kind: 'complete' as const, state: 'succeeded' as const, error: null };
+              });
+              await store.settle(owner, outcomes, Date.now());
+              finished += outcomes.filter((o) => o.kind === 'complete').length;
             }
-            const seen = new Set<string>();
-            for (const c of claimed) {
-              const key = serialOf.get(c.id);
-              if (key === null || key === undefined) continue;
-              if (seen.has(key)) violations.push(`${owner} claimed two tasks of ${key} at once`);
-              seen.add(key);
-              if (running.has(key)) violations.push(`${key}: ${c.id} started while ${running.get(key)} runs`);
-              running.set(key, c.id);
-              starts.set(key, [...(starts.get(key) ?? []), c.id]);
-            }
-            // "Run": yield so that the other claimers get to race meanwhile.
-            await new Promise((resolve) => setTimeout(resolve, 1));
-            const outcomes = claimed.map((c) => {
-              const key = serialOf.get(c.id);
-              if (key !== null && key !== undefined) running.delete(key);
-              return failFirst.has(c.id) && c.attempts === 1
-                ? { id: c.id, kind: 'retry' as const, delay: 0, error: 'first attempt fails' }
-                : { id: c.id, kind: 'complete' as const, state: 'succeeded' as const, error: null };
-            });
-            await store.settle(owner, outcomes, Date.now());
-            finished += outcomes.filter((o) => o.kind === 'complete').length;
-          }
-        }));
+          }),
+        );
         expect(finished).toBe(total);
         expect(violations).toEqual([]);
         for (const [key, ids] of expected) {
@@ -193,18 +231,24 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
           expect(starts.get(key), key).toEqual(ids.flatMap((id) => (failFirst.has(id) ? [id, id] : [id])));
         }
         if (db.peek) expect(await db.peek('SELECT count(*)::int AS n FROM {s}taskheap_serial_keys')).toEqual([{ n: 0 }]);
-      }, 60_000);
+      },
+      60_000,
+    );
   });
 
   describe('leases that run out', () => {
-    it('a dead owner\'s task is taken over, attempt and expiry counted, at most maxLeaseExpiries times; then it fails saying so and lets go of its key', async () => {
+    it("a dead owner's task is taken over, attempt and expiry counted, at most maxLeaseExpiries times; then it fails saying so and lets go of its key", async () => {
       const { openStore, db } = await setup();
       let store = await openStore({ maxLeaseExpiries: 2 });
       const now = Date.now();
       const a1 = await store.addTask(task('a1', now - 300, { serial: 'a' }));
       const a2 = await store.addTask(task('a2', now - 200, { serial: 'a' }));
       // Three "processes" claim in turn and die holding it.
-      for (const [owner, expected] of [['p1', 1], ['p2', 2], ['p3', 3]] as const) {
+      for (const [owner, expected] of [
+        ['p1', 1],
+        ['p2', 2],
+        ['p3', 3],
+      ] as const) {
         expect((await claim(store, owner)).map((c) => [c.id, c.attempts])).toEqual([[a1.id, expected]]);
         await db.ownerDies(store);
         store = await openStore({ maxLeaseExpiries: 2 });

@@ -67,7 +67,13 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const first = await scheduler.schedule(t, 'idle', { key: 'k', payload: 1, dedupe: 'keep' });
       const kept = await scheduler.schedule(t + 5, 'idle', { key: 'k', payload: 2, dedupe: 'keep' });
       expect(first.enqueued).toBe('inserted');
-      expect([kept.enqueued, kept.id, kept.payload, kept.runAt.getTime(), kept.updatedAt]).toEqual(['existing', first.id, 1, t, first.updatedAt]);
+      expect([kept.enqueued, kept.id, kept.payload, kept.runAt.getTime(), kept.updatedAt]).toEqual([
+        'existing',
+        first.id,
+        1,
+        t,
+        first.updatedAt,
+      ]);
 
       const { task, release } = await running(env, scheduler, 'held', 'busy');
       const again = await scheduler.schedule(env.time.now(), 'held', { key: 'busy', payload: 'second', dedupe: 'keep' });
@@ -216,27 +222,51 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       expect(await scheduler.listTasks()).toHaveLength(5);
     });
 
-    itShared('ten stores adding one new key at once end as the mode promises: one task, one insert, the rest as the mode says', async () => {
-      const env = await setup();
-      const stores = await Promise.all(Array.from({ length: 10 }, () => env.openStore()));
-      const at = Date.now() + MINUTE;
-      const add = (mode: 'replace' | 'keep' | { throttle: number } | { debounce: number }, key: string) => Promise.all(stores.map((store, i) =>
-        store.addTask({ name: 'w', key, payload: `${i}`, runAt: at, maxAttempts: 1, options: '{}', dedupe: typeof mode === 'string'
-          ? { mode, period: 0 } : 'throttle' in mode ? { mode: 'throttle', period: mode.throttle } : { mode: 'debounce', period: mode.debounce } })));
-      for (const [mode, replaced, existing] of [['replace', 9, 0], ['keep', 0, 9], [{ throttle: MINUTE }, 0, 9], [{ debounce: MINUTE }, 9, 0]] as const) {
-        const key = `race:${JSON.stringify(mode)}`;
-        const rows = await add(mode, key);
-        const count = (what: string) => rows.filter((row) => row.enqueued === what).length;
-        expect([count('inserted'), count('replaced'), count('existing')], key).toEqual([1, replaced, existing]);
-        expect(new Set(rows.map((row) => row.id)).size).toBe(1);
-        const [stored] = await stores[0]!.listTasks({ keyPrefix: key });
-        // keep and throttle: the inserted one stays; replace and debounce: the last writer's payload.
-        const inserted = rows.find((row) => row.enqueued === 'inserted')!;
-        if (existing === 9) expect(stored!.payload).toBe(inserted.payload);
-        expect(rows.filter((row) => row.enqueued === 'existing').every((row) => row.payload === inserted.payload)).toBe(true);
-      }
-      expect(await stores[0]!.listTasks({})).toHaveLength(4);
-    });
+    itShared(
+      'ten stores adding one new key at once end as the mode promises: one task, one insert, the rest as the mode says',
+      async () => {
+        const env = await setup();
+        const stores = await Promise.all(Array.from({ length: 10 }, () => env.openStore()));
+        const at = Date.now() + MINUTE;
+        const add = (mode: 'replace' | 'keep' | { throttle: number } | { debounce: number }, key: string) =>
+          Promise.all(
+            stores.map((store, i) =>
+              store.addTask({
+                name: 'w',
+                key,
+                payload: `${i}`,
+                runAt: at,
+                maxAttempts: 1,
+                options: '{}',
+                dedupe:
+                  typeof mode === 'string'
+                    ? { mode, period: 0 }
+                    : 'throttle' in mode
+                      ? { mode: 'throttle', period: mode.throttle }
+                      : { mode: 'debounce', period: mode.debounce },
+              }),
+            ),
+          );
+        for (const [mode, replaced, existing] of [
+          ['replace', 9, 0],
+          ['keep', 0, 9],
+          [{ throttle: MINUTE }, 0, 9],
+          [{ debounce: MINUTE }, 9, 0],
+        ] as const) {
+          const key = `race:${JSON.stringify(mode)}`;
+          const rows = await add(mode, key);
+          const count = (what: string) => rows.filter((row) => row.enqueued === what).length;
+          expect([count('inserted'), count('replaced'), count('existing')], key).toEqual([1, replaced, existing]);
+          expect(new Set(rows.map((row) => row.id)).size).toBe(1);
+          const [stored] = await stores[0]!.listTasks({ keyPrefix: key });
+          // keep and throttle: the inserted one stays; replace and debounce: the last writer's payload.
+          const inserted = rows.find((row) => row.enqueued === 'inserted')!;
+          if (existing === 9) expect(stored!.payload).toBe(inserted.payload);
+          expect(rows.filter((row) => row.enqueued === 'existing').every((row) => row.payload === inserted.payload)).toBe(true);
+        }
+        expect(await stores[0]!.listTasks({})).toHaveLength(4);
+      },
+    );
 
     it('refuses bad dedupe values at the call, naming them; nothing is stored or disturbed', async () => {
       const env = await setup();
@@ -247,7 +277,11 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const bad: [object, RegExp, ErrorConstructor][] = [
         [{ dedupe: 'keep' }, /Expected a `key` with `dedupe: 'keep'`: deduplication is by key/, TypeError],
         [{ dedupe: { throttle: '1s' } }, /a `key` with `dedupe: \{ throttle: 1000 \}`/, TypeError],
-        [{ key: 'k', dedupe: 'skip' }, /`dedupe` to be 'replace', 'keep', \{ throttle: duration \} or \{ debounce: duration \}, got "skip"/, RangeError],
+        [
+          { key: 'k', dedupe: 'skip' },
+          /`dedupe` to be 'replace', 'keep', \{ throttle: duration \} or \{ debounce: duration \}, got "skip"/,
+          RangeError,
+        ],
         [{ key: 'k', dedupe: 5 }, /`dedupe` to be 'replace', 'keep'/, TypeError],
         [{ key: 'k', dedupe: null }, /`dedupe` to be 'replace', 'keep'/, TypeError],
         [{ key: 'k', dedupe: {} }, /`dedupe` to be .* \(one of them\), got an object with no key/, TypeError],
@@ -258,18 +292,29 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
         [{ key: 'k', dedupe: { debounce: 'soon' } }, /`dedupe.debounce`/, RangeError],
         [{ key: 'k', dedupe: { throttle: Infinity } }, /`dedupe.throttle`/, RangeError],
         [{ key: 'k', dedupe: { throttle: 1e12 } }, /`dedupe.throttle` to be at most .* \(ten years\)/, RangeError],
-        [{ key: 'k', dedupe: { debounce: '1d' }, when: 253_402_300_000_000 }, /the due time of a debounce \(when \+ dedupe.debounce\) of a stored task to be between years 1 and 9999/, RangeError],
+        [
+          { key: 'k', dedupe: { debounce: '1d' }, when: 253_402_300_000_000 },
+          /the due time of a debounce \(when \+ dedupe.debounce\) of a stored task to be between years 1 and 9999/,
+          RangeError,
+        ],
       ];
       for (const [{ when = t + 1, ...options }, message, kind] of bad as [{ when?: number }, RegExp, ErrorConstructor][]) {
         expect(() => scheduler.schedule(when, 'work', { payload: 2, ...options } as never), JSON.stringify(options)).toThrow(message);
         expect(() => scheduler.schedule(when, 'work', { payload: 2, ...options } as never)).toThrow(kind);
       }
-      expect(() => scheduler.scheduleMany([
-        { when: t, name: 'work', key: 'k', payload: 3 },
-        { when: t, name: 'work', key: 'j', dedupe: 'later' as never },
-      ])).toThrow(/scheduleMany\(\) item 1: Expected `dedupe`/);
+      expect(() =>
+        scheduler.scheduleMany([
+          { when: t, name: 'work', key: 'k', payload: 3 },
+          { when: t, name: 'work', key: 'j', dedupe: 'later' as never },
+        ]),
+      ).toThrow(/scheduleMany\(\) item 1: Expected `dedupe`/);
       // A stored job has one row per key already: dedupe is a task option.
-      expect(() => scheduler.every(1_000).milliseconds().run('work', { key: 'job', dedupe: 'keep' } as never)).toThrow(/Unknown durable job option `dedupe`/);
+      expect(() =>
+        scheduler
+          .every(1_000)
+          .milliseconds()
+          .run('work', { key: 'job', dedupe: 'keep' } as never),
+      ).toThrow(/Unknown durable job option `dedupe`/);
       expect(await scheduler.listTasks()).toEqual([kept]);
       expect(await scheduler.listJobs()).toEqual([]);
     });

@@ -64,7 +64,11 @@ export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): voi
       const { time, scheduler, gate, log } = await openSteps();
       await scheduler.start();
       const t = time.now();
-      const first = await scheduler.schedule(t, 'step', { payload: { id: 'a1', failFirst: true }, serial: 'a', retry: { attempts: 2, delay: 400 } });
+      const first = await scheduler.schedule(t, 'step', {
+        payload: { id: 'a1', failFirst: true },
+        serial: 'a',
+        retry: { attempts: 2, delay: 400 },
+      });
       await scheduler.schedule(t + 1, 'step', { payload: { id: 'a2' }, serial: 'a' });
       await time.until(() => log.includes('start a1'), 'a1 starts', 1);
       gate.open('a1');
@@ -80,7 +84,11 @@ export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): voi
       const { time, scheduler, gate, log } = await openSteps();
       await scheduler.start();
       const t = time.now();
-      const first = await scheduler.schedule(t, 'step', { payload: { id: 'a1', failFirst: true }, serial: 'a', retry: { attempts: 2, delay: 60_000 } });
+      const first = await scheduler.schedule(t, 'step', {
+        payload: { id: 'a1', failFirst: true },
+        serial: 'a',
+        retry: { attempts: 2, delay: 60_000 },
+      });
       await scheduler.schedule(t + 1, 'step', { payload: { id: 'a2' }, serial: 'a' });
       gate.open('a1');
       await time.until(async () => (await scheduler.getTask(first.id))?.state === 'waiting', 'a1 waits for its retry', 1);
@@ -122,7 +130,11 @@ export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): voi
       await scheduler.every(300).milliseconds().from(from).run('tick', { key: 'ticker', serial: 'ticks', priority: 2, overlap: 'allow' });
       await time.until(() => started.length === 1 || errors.length > 0, 'the first occurrence starts', 300);
       expect(errors).toEqual([]);
-      await time.until(async () => (await scheduler.listTasks({ state: 'waiting', jobKey: 'ticker' })).length > 0, 'the second occurrence is due', 300);
+      await time.until(
+        async () => (await scheduler.listTasks({ state: 'waiting', jobKey: 'ticker' })).length > 0,
+        'the second occurrence is due',
+        300,
+      );
       await time.pass(50);
       // The second occurrence is due but waits for the first: one serial key.
       expect(started).toEqual([from + 300]);
@@ -158,12 +170,21 @@ export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): voi
       for (const [options, message, kind] of bad) {
         expect(() => scheduler.schedule(time.now(), 'work', options as never), JSON.stringify(options)).toThrow(message);
         expect(() => scheduler.schedule(time.now(), 'work', options as never)).toThrow(kind);
-        expect(() => scheduler.every(1_000).milliseconds().run('work', options as never), JSON.stringify(options)).toThrow(message);
+        expect(
+          () =>
+            scheduler
+              .every(1_000)
+              .milliseconds()
+              .run('work', options as never),
+          JSON.stringify(options),
+        ).toThrow(message);
       }
-      expect(() => scheduler.scheduleMany([
-        { when: time.now(), name: 'work', serial: 'ok' },
-        { when: time.now(), name: 'work', priority: -0.5 },
-      ])).toThrow(/scheduleMany\(\) item 1: Expected `priority`/);
+      expect(() =>
+        scheduler.scheduleMany([
+          { when: time.now(), name: 'work', serial: 'ok' },
+          { when: time.now(), name: 'work', priority: -0.5 },
+        ]),
+      ).toThrow(/scheduleMany\(\) item 1: Expected `priority`/);
       expect(await scheduler.listTasks()).toEqual([]);
       expect(await scheduler.listJobs()).toEqual([]);
     });
@@ -175,7 +196,12 @@ export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): voi
       // Not started: nothing runs while the rows are read.
       const t = time.now() + 3_600_000;
       const payload = { text: 'hello' };
-      const one = await scheduler.schedule(t + 1_000, 'work', { payload, rate: { key: 'chat:1', limit: 1, interval: '1s' }, serial: 'chat:1', priority: -3 });
+      const one = await scheduler.schedule(t + 1_000, 'work', {
+        payload,
+        rate: { key: 'chat:1', limit: 1, interval: '1s' },
+        serial: 'chat:1',
+        priority: -3,
+      });
       expect(payload).toEqual({ text: 'hello' });
       expect(one).toMatchObject({ serial: 'chat:1', priority: -3, rate: { key: 'chat:1', limit: 1, interval: 1_000 }, payload });
       const plain = await scheduler.schedule(t + 1_000, 'work');
@@ -183,7 +209,11 @@ export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): voi
       const [many] = await scheduler.scheduleMany([{ when: t, name: 'work', serial: 's', priority: 4 }]);
       expect(many).toMatchObject({ serial: 's', priority: 4 });
       expect(await scheduler.getTask(one.id)).toMatchObject({ serial: 'chat:1', priority: -3 });
-      expect((await scheduler.listTasks()).map((task: StoredTask) => [task.serial, task.priority])).toEqual([['s', 4], ['chat:1', -3], [null, 0]]);
+      expect((await scheduler.listTasks()).map((task: StoredTask) => [task.serial, task.priority])).toEqual([
+        ['s', 4],
+        ['chat:1', -3],
+        [null, 0],
+      ]);
     });
   });
 }

@@ -84,14 +84,22 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
         { when: at, name: 'mail', key: 'k1', queue: 'again' },
         { when: at, name: 'mail', queue: 'keyless' },
       ]);
-      expect(rows.map((row) => [row.enqueued, row.queue])).toEqual([['inserted', 'emails'], ['inserted', 'bulk'], ['replaced', 'again'], ['inserted', 'keyless']]);
+      expect(rows.map((row) => [row.enqueued, row.queue])).toEqual([
+        ['inserted', 'emails'],
+        ['inserted', 'bulk'],
+        ['replaced', 'again'],
+        ['inserted', 'keyless'],
+      ]);
       for (const row of rows) expect((await scheduler.getTask(row.id))!.queue).toBe(row.queue);
       // A finished task's key renewed: the new queue is stored too.
       expect(await scheduler.cancel(first.id)).toBe(true);
       const renewed = await scheduler.schedule(at, 'mail', { key: 'k1', queue: 'late' });
       expect([renewed.enqueued, renewed.id, renewed.queue]).toEqual(['inserted', first.id, 'late']);
       expect((await scheduler.queues()).map((q) => [q.name, q.counts.waiting])).toEqual([
-        ['bulk', 3], ['emails', 1], ['keyless', 1], ['late', 1],
+        ['bulk', 3],
+        ['emails', 1],
+        ['keyless', 1],
+        ['late', 1],
       ]);
     });
 
@@ -117,7 +125,7 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(most.get('default')).toBe(3);
     });
 
-    it('the claim takes no more than a queue\'s room (no hoarding), and other queues fill the rest', async () => {
+    it("the claim takes no more than a queue's room (no hoarding), and other queues fill the rest", async () => {
       const { openStore } = await setup();
       const store = await openStore();
       const now = Date.now();
@@ -255,7 +263,14 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(byName.default!.counts.waiting).toBe(1);
       expect(byName.idle).toMatchObject({ concurrency: 3, globalConcurrency: Infinity, paused: false, counts: { waiting: 0 } });
       expect(byName.shared).toMatchObject({ concurrency: Infinity, globalConcurrency: 4 });
-      expect(await scheduler.queue('nothing').counts()).toEqual({ waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 });
+      expect(await scheduler.queue('nothing').counts()).toEqual({
+        waiting: 0,
+        running: 0,
+        succeeded: 0,
+        failed: 0,
+        'timed-out': 0,
+        cancelled: 0,
+      });
     });
 
     it('bad values throw a TypeError or RangeError at the call, naming the value, and store nothing', async () => {
@@ -267,8 +282,18 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(() => scheduler.schedule(at, 'ok', { queue: 5 as never })).toThrow(/`queue`.*5/);
       expect(() => scheduler.schedule(at, 'ok', { queue: 'a\0b' })).toThrow(/NUL/);
       expect(() => scheduler.schedule(at, 'ok', { queue: 'x'.repeat(10_000) })).toThrow(RangeError);
-      expect(() => scheduler.scheduleMany([{ when: at, name: 'ok' }, { when: at, name: 'ok', queue: null as never }])).toThrow(/item 1.*`queue`/);
-      expect(() => scheduler.every(1).hours().run('ok', { queue: 7 as never })).toThrow(TypeError);
+      expect(() =>
+        scheduler.scheduleMany([
+          { when: at, name: 'ok' },
+          { when: at, name: 'ok', queue: null as never },
+        ]),
+      ).toThrow(/item 1.*`queue`/);
+      expect(() =>
+        scheduler
+          .every(1)
+          .hours()
+          .run('ok', { queue: 7 as never }),
+      ).toThrow(TypeError);
       expect(() => scheduler.define('other', () => {}, { queue: '' })).toThrow(TypeError);
       expect(() => scheduler.define('other', () => {}, { queues: 'x' } as never)).toThrow(/Unknown define\(\) option "queues"/);
       expect(() => scheduler.queue('')).toThrow(TypeError);
@@ -281,7 +306,9 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       await expect(q.setGlobalConcurrency(-1)).rejects.toThrow(RangeError);
       expect(() => open({ queues: { q: { concurrency: 0 } } })).toThrow(/`queues.q.concurrency`.*0/);
       expect(() => open({ queues: { q: { globalConcurrency: 'many' as never } } })).toThrow(RangeError);
-      expect(() => open({ queues: { q: { paused: true } as never } })).toThrow(/Unknown `queues.q` option "paused" with a store.*await scheduler\.queue\("q"\)\.pause\(\)/);
+      expect(() => open({ queues: { q: { paused: true } as never } })).toThrow(
+        /Unknown `queues.q` option "paused" with a store.*await scheduler\.queue\("q"\)\.pause\(\)/,
+      );
       expect(() => open({ queues: { q: { rate: { limit: 1 } } as never } })).toThrow(TypeError);
       expect(() => open({ queues: [] as never })).toThrow(TypeError);
       expect(() => open({ queues: { '': {} } })).toThrow(TypeError);

@@ -102,13 +102,17 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       const { scheduler } = open();
       let started = false;
       let aborted = false;
-      scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
-        started = true;
-        ctx.signal.addEventListener('abort', () => {
-          aborted = true;
-          resolve();
-        });
-      }));
+      scheduler.define(
+        'long',
+        (ctx) =>
+          new Promise<void>((resolve) => {
+            started = true;
+            ctx.signal.addEventListener('abort', () => {
+              aborted = true;
+              resolve();
+            });
+          }),
+      );
       const later: number[] = [];
       scheduler.define('later', () => void later.push(time.now()));
       await scheduler.start();
@@ -154,7 +158,12 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       circular.self = circular;
       expect(() => scheduler.schedule(time.now(), 'known', { payload: circular })).toThrow(/JSON/);
       expect(() => scheduler.schedule(time.now(), 'known', { colour: 1 } as never)).toThrow(/Unknown durable task option/);
-      expect(() => scheduler.every().second().run('known', { overlap: 'queue' as never })).toThrow(/overlap/);
+      expect(() =>
+        scheduler
+          .every()
+          .second()
+          .run('known', { overlap: 'queue' as never }),
+      ).toThrow(/overlap/);
       expect(await scheduler.listTasks()).toEqual([]);
       expect(() => scheduler.define('', () => {})).toThrow(TypeError);
       // Payloads round-trip exactly, including ones jsonb would refuse or reorder.
@@ -167,18 +176,23 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
     });
 
     itWhen(caps.multiProcess && caps.notify, 'needs multiProcess and notify: one store per database, no announcements')(
-      'cancel(id) through another instance reaches the running task at once, not at its next lease renewal', async () => {
+      'cancel(id) through another instance reaches the running task at once, not at its next lease renewal',
+      async () => {
         const { open, db, time } = await setup();
         // A long lease: renewal (every lease / 3) would notice the cancellation too, but only after 20 s.
         const a = open({ store: db.store({ lease: 60_000 }) });
         const long = { started: false, abortedAt: 0 };
-        a.scheduler.define('long', (ctx) => new Promise<void>((resolve) => {
-          long.started = true;
-          ctx.signal.addEventListener('abort', () => {
-            long.abortedAt = Date.now();
-            resolve();
-          });
-        }));
+        a.scheduler.define(
+          'long',
+          (ctx) =>
+            new Promise<void>((resolve) => {
+              long.started = true;
+              ctx.signal.addEventListener('abort', () => {
+                long.abortedAt = Date.now();
+                resolve();
+              });
+            }),
+        );
         const ranLater: number[] = [];
         a.scheduler.define('later', () => void ranLater.push(Date.now()));
         await a.scheduler.start();
@@ -198,10 +212,12 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         await time.pass(1_000);
         expect(ranLater).toEqual([]);
         expect((await b.scheduler.getTask(waiting.id))!.state).toBe('cancelled');
-      });
+      },
+    );
 
     itWhen(caps.transactionsWithClient, 'needs transactionsWithClient')(
-      'schedule({ client }) writes through the caller\'s transaction: rolled back, nothing; committed, stored and run', async () => {
+      "schedule({ client }) writes through the caller's transaction: rolled back, nothing; committed, stored and run",
+      async () => {
         const { open, db, time } = await setup();
         const { scheduler } = open();
         const ran: number[] = [];
@@ -223,17 +239,22 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         await time.pass(100);
         expect(ran).toEqual([4]);
         expect((await scheduler.listTasks()).map((t) => t.key)).toEqual(['tx:2']);
-      });
+      },
+    );
 
-    itWhen(!caps.transactionsWithClient, 'the store shares the caller\'s transaction (see the scenario above)')(
-      'a store that cannot share the caller\'s transaction refuses schedule({ client }), saying why', async () => {
+    itWhen(!caps.transactionsWithClient, "the store shares the caller's transaction (see the scenario above)")(
+      "a store that cannot share the caller's transaction refuses schedule({ client }), saying why",
+      async () => {
         const { open, time } = await setup();
         const { scheduler } = open();
         scheduler.define('x', () => {});
         await scheduler.start();
-        await expect(scheduler.schedule(time.now(), 'x', { client: { query: async () => ({ rows: [] }) } })).rejects.toThrow(/postgresStore/);
+        await expect(scheduler.schedule(time.now(), 'x', { client: { query: async () => ({ rows: [] }) } })).rejects.toThrow(
+          /postgresStore/,
+        );
         expect(await scheduler.listTasks()).toEqual([]);
-      });
+      },
+    );
 
     it('refuses a schema from a newer version with a clear error, creating nothing next to it', async () => {
       const { open, db } = await setup();
@@ -247,7 +268,7 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
   });
 
   describe('recurring jobs', () => {
-    it('runs once per occurrence, on the rule\'s phase; re-registering by key does not duplicate; cancelJob stops it', async () => {
+    it("runs once per occurrence, on the rule's phase; re-registering by key does not duplicate; cancelJob stops it", async () => {
       const { open, time } = await setup();
       const { scheduler } = open();
       const seen: number[] = [];
@@ -266,7 +287,10 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       if (time.exact) expect(seen).toEqual([first, first + 200, first + 400]);
       expect(await scheduler.cancelJob('ticker')).toBe(true);
       expect(await scheduler.cancelJob('ticker')).toBe(false);
-      await time.until(async () => (await scheduler.listTasks({ jobKey: 'ticker', state: 'running' })).length === 0, 'running occurrences finish');
+      await time.until(
+        async () => (await scheduler.listTasks({ jobKey: 'ticker', state: 'running' })).length === 0,
+        'running occurrences finish',
+      );
       const count = seen.length;
       await time.pass(600);
       expect(seen.length).toBe(count);
@@ -279,7 +303,8 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
     });
 
     itWhen(caps.multiProcess, 'needs multiProcess: one store per database')(
-      'runs each occurrence once across two instances that both register the job', async () => {
+      'runs each occurrence once across two instances that both register the job',
+      async () => {
         const { open, time } = await setup();
         const seen: { at: number; by: string }[] = [];
         const from = time.now() + 300;
@@ -295,7 +320,10 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         for (const scheduler of instances) await scheduler.start();
         await time.until(() => seen.length >= 5, 'five occurrences', 1_500);
         expect(await instances[1]!.cancelJob('ticker')).toBe(true);
-        await time.until(async () => (await instances[0]!.listTasks({ jobKey: 'ticker', state: 'running' })).length === 0, 'running occurrences finish');
+        await time.until(
+          async () => (await instances[0]!.listTasks({ jobKey: 'ticker', state: 'running' })).length === 0,
+          'running occurrences finish',
+        );
         const count = seen.length;
         await time.pass(600);
         expect(seen.length).toBe(count);
@@ -304,7 +332,8 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         expect(times[0]).toBe(from + 200);
         for (const at of times) expect((at - from - 200) % 200).toBe(0);
         expect(await instances[0]!.listTasks({ jobKey: 'ticker', state: 'succeeded' })).toHaveLength(seen.length);
-      });
+      },
+    );
 
     it('re-registering an interval job keeps its place and count (as a restart would); a new rule starts afresh', async () => {
       const { open, time } = await setup();
@@ -323,7 +352,8 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
     });
 
     itWhen(caps.clockDriven, 'needs clockDriven: runs at ManualClock times')(
-      're-registered while running, an interval job keeps its count and phase: a times(3) job runs three times', async () => {
+      're-registered while running, an interval job keeps its count and phase: a times(3) job runs three times',
+      async () => {
         const { open, time } = await setup();
         const { scheduler } = open();
         const start = time.now();
@@ -338,7 +368,8 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         expect(seen).toEqual([10, 20, 30]);
         const changed = await scheduler.every(7).seconds().run('tick', { key: 'k' });
         expect(changed.nextRunAt).toEqual(new Date(time.now() + 7_000));
-      });
+      },
+    );
 
     it('overdue occurrences at start-up follow the misfire policy; what is dropped is reported by key', async () => {
       const { open, time } = await setup();
@@ -350,7 +381,9 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       await first.scheduler.every(1).minute().run('tick', { key: 'skip', misfire: 'skip' });
       await first.scheduler.every(1).minute().run('tick', { key: 'all', misfire: 'all' });
       await first.scheduler.every(1).minute().run('tick', { key: 'capped', misfire: 'all', catchUp: 3 });
-      expect(() => first.scheduler.every(1).minute().run('tick', { key: 'bad', misfire: 'all', catchUp: 0 })).toThrow(/`catchUp` to be an integer from 1/);
+      expect(() => first.scheduler.every(1).minute().run('tick', { key: 'bad', misfire: 'all', catchUp: 0 })).toThrow(
+        /`catchUp` to be an integer from 1/,
+      );
       await first.scheduler.close();
       const second = open();
       const skips: SkipInfo[] = [];
@@ -359,9 +392,16 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       await second.scheduler.start();
       const count = async (key: string) => (await second.scheduler.listTasks({ jobKey: key })).length;
       // All are due in the same claim, in one transaction.
-      await time.until(async () => (await count('once')) === 1 && (await count('all')) === 10 && skips.length === 2, 'the overdue jobs are materialized');
-      expect({ once: await count('once'), skip: await count('skip'), all: await count('all'), capped: await count('capped') })
-        .toEqual({ once: 1, skip: 0, all: 10, capped: 3 });
+      await time.until(
+        async () => (await count('once')) === 1 && (await count('all')) === 10 && skips.length === 2,
+        'the overdue jobs are materialized',
+      );
+      expect({ once: await count('once'), skip: await count('skip'), all: await count('all'), capped: await count('capped') }).toEqual({
+        once: 1,
+        skip: 0,
+        all: 10,
+        capped: 3,
+      });
       const all = await second.scheduler.listTasks({ jobKey: 'all' });
       expect(all.map((t) => (t.runAt.getTime() - base) / 60_000)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
       // One event per job, by key (a stored job has no Job object): misfire 'skip' from its
