@@ -4,6 +4,7 @@
  * optional peer dependency `better-sqlite3`.
  * @module
  */
-export { sqliteStore, StoreInUseError } from './durable/sqlite/store.js';
+export { sqliteStore } from './durable/sqlite/store.js';
+export { StoreInUseError } from './durable/sqlite/owner.js';
 export type { SqliteStoreOptions } from './durable/sqlite/store.js';
 export type { SqliteDriver } from './durable/sqlite/driver.js';

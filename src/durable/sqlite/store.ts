@@ -1,13 +1,13 @@
 // The SQLite store (`sqliteStore()`): one process owns a database file at a
 // time; claims, outcomes, jobs and management through the statements of
-// sql.ts, in transactions of the chosen driver (driver.ts).
+// sql.ts, in transactions of the chosen driver (driver.ts); adds in add.ts,
+// the claim in claim.ts, the file's ownership in owner.ts.
 import {
   DEFAULT_MAX_LEASE_EXPIRIES,
   SCHEMA_VERSION,
   SchemaVersionError,
   enqueued,
   leaseExpiredText,
-  sameSchedule,
   type ClaimedTask,
   type EnqueuedTask,
   type JobFilter,
@@ -25,31 +25,16 @@ import {
   type QueueRooms,
   type StoredQueue,
 } from '../store.js';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { TaskheapError } from '../../core/errors.js';
 import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
+import { addOne, upsertJob } from './add.js';
+import { claimTasks, nextDueAt, type Expiries, type StoredJobRow } from './claim.js';
+import { dropOwner, isBusy, readOwner, StoreInUseError, writeOwner } from './owner.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import {
-  toClaims,
-  toDueJob,
-  toJob,
-  toQueues,
-  toTask,
-  type QueueRow,
-  type ClaimRow,
-  type DueJobRow,
-  type JobRow,
-  type JobStatsRow,
-  type TaskRow,
-} from '../rows.js';
-import { decide, dueAt } from '../dedupe.js';
-
-/** The default `dedupe`: a keyed task replaces a waiting one. */
-const REPLACE = { mode: 'replace', period: 0 } as const;
+import { toJob, toQueues, toTask, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -61,21 +46,6 @@ const NEVER = -8.64e15;
 /** What `client` (schedule() or scheduleMany()) gets on SQLite. */
 const NO_CLIENT =
   'The `client` option needs postgresStore(): a SQLite file is held by its store alone, so no other connection can share its transaction';
-
-/** What SQLite returns for an id and due-time query. */
-interface IdRow {
-  id: number;
-  run_at: number;
-  /** Expired leases so far (expired running tasks only). */
-  expiries?: number;
-  /** The serial key (waiting tasks only). */
-  serial?: string | null;
-  /** The priority level the row was found at (waiting), or its column (expired). */
-  priority?: number;
-}
-
-/** A whole `taskheap_jobs` row, numbers as SQLite returns them. */
-type StoredJobRow = JobRow & DueJobRow & { state: JobRow['state']; next_run_at: number | null; remaining: number | null };
 
 /** Options of `sqliteStore()`. */
 export interface SqliteStoreOptions {
@@ -104,27 +74,6 @@ export interface SqliteStoreOptions {
 }
 
 const OPTION_KEYS = new Set(['lease', 'maxLeaseExpiries', 'driver']);
-
-/** Another taskheap store (in this process or another) has the SQLite file open. */
-export class StoreInUseError extends TaskheapError {
-  /** The file. */
-  readonly path: string;
-  /** Who has it, as its owner file says (pid, host, since), if known. */
-  readonly owner: { pid: number; hostname: string; since: string } | undefined;
-
-  constructor(path: string, owner: StoreInUseError['owner']) {
-    const who =
-      owner === undefined
-        ? 'another taskheap store (in this process or another)'
-        : `process ${owner.pid} on ${owner.hostname} (since ${owner.since})${owner.pid === process.pid && owner.hostname === hostname() ? ', this very process: another sqliteStore() of the same file' : ''}`;
-    super(
-      `The SQLite file ${path} is in use by ${who}; one store owns a file at a time. Close that scheduler first, or use postgresStore() to share work between processes`,
-      'ERR_STORE_IN_USE',
-    );
-    this.path = path;
-    this.owner = owner;
-  }
-}
 
 /**
  * A store in one SQLite file, for one process: tasks and jobs survive a
@@ -167,16 +116,14 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
 class SqliteStore implements Store {
   readonly lease: number;
   readonly #path: string;
-  readonly #maxExpiries: number;
-  readonly #expiredText: string;
+  readonly #expiries: Expiries;
   readonly #driver: SqliteDriver | undefined;
   #db: Database | undefined = undefined;
 
   constructor(path: string, lease: number, maxExpiries: number, driver: SqliteDriver | undefined) {
     this.#path = path;
     this.lease = lease;
-    this.#maxExpiries = maxExpiries;
-    this.#expiredText = leaseExpiredText(maxExpiries + 1);
+    this.#expiries = { max: maxExpiries, text: leaseExpiredText(maxExpiries + 1) };
     this.#driver = driver;
   }
 
@@ -245,19 +192,11 @@ class SqliteStore implements Store {
       });
     } catch (error) {
       db.close();
-      if (isBusy(error)) throw new StoreInUseError(this.#path, readOwner(this.#ownerFile));
+      if (isBusy(error)) throw new StoreInUseError(this.#path, readOwner(this.#path));
       throw error;
     }
-    try {
-      writeFileSync(this.#ownerFile, JSON.stringify({ pid: process.pid, hostname: hostname(), since: new Date().toISOString() }));
-    } catch {
-      // A read-only directory: the lock still holds; only the error message is poorer.
-    }
+    writeOwner(this.#path);
     return db;
-  }
-
-  get #ownerFile(): string {
-    return `${this.#path}-taskheap-owner`;
   }
 
   /** Runs `fn`; a driver error gets the file's name in its message (its class and code stay). */
@@ -290,7 +229,7 @@ class SqliteStore implements Store {
     const db = this.#open;
     this.#named(() =>
       db.transaction(() => {
-        this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#maxExpiries, error: this.#expiredText });
+        this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#expiries.max, error: this.#expiries.text });
         this.#statement(SQL.pruneKeys).run();
       })(),
     );
@@ -301,7 +240,7 @@ class SqliteStore implements Store {
     if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
     const at = Date.now();
-    return this.#named(() => db.transaction(() => this.#add(task, at, now))());
+    return this.#named(() => db.transaction(() => addOne((sql) => this.#statement(sql), task, at, now))());
   }
 
   /** Many tasks, one transaction: all are written or none. */
@@ -309,86 +248,16 @@ class SqliteStore implements Store {
     if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
     const at = Date.now();
-    const rows = this.#named(() => db.transaction(() => tasks.map((task) => this.#add(task, at, now)))());
+    const rows = this.#named(() => db.transaction(() => tasks.map((task) => addOne((sql) => this.#statement(sql), task, at, now)))());
     // A key given twice in one call: the adds meet in order, and every item reports the row as it ends up, with what its own add did.
     const last = new Map<string, StoredTask>();
     for (const row of rows) if (row.key !== null) last.set(row.key, row);
     return rows.map((row) => (row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued)));
   }
-
-  /**
-   * One add, in the caller's transaction: the key's row (if any) decides
-   * what happens (see dedupe.ts). `at` is what `updated_at` gets (this
-   * machine's clock, the one retention reads); `now` is the scheduler's
-   * clock, the one due times are on: `created_at` and the dedupe periods.
-   */
-  #add(task: NewTask, at: number, now: number): EnqueuedTask {
-    const { mode, period } = task.dedupe ?? REPLACE;
-    const runAt = dueAt(mode, period, task.runAt);
-    if (task.key !== null) {
-      const existing = this.#statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
-      const action = decide(
-        mode,
-        period,
-        existing === undefined ? undefined : { state: existing.state, createdAt: Number(existing.created_at) },
-        now,
-      );
-      if (action === 'existing') return enqueued(toTask(existing!), 'existing');
-      if (action !== 'insert') {
-        const id = existing!.id;
-        // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
-        this.#statement(SQL.letGo).run(id);
-        this.#statement(SQL.replaceTask).run(
-          task.name,
-          task.payload,
-          runAt,
-          task.maxAttempts,
-          task.options,
-          task.serial ?? null,
-          task.priority ?? 0,
-          task.queue ?? 'default',
-          at,
-          id,
-        );
-        // A throttle's period starts at the add that wrote the task.
-        if (mode === 'throttle') this.#statement(SQL.setCreated).run(now, id);
-        return enqueued(toTask(this.#statement(SQL.taskById).get(id) as TaskRow), action === 'replace' ? 'replaced' : 'inserted');
-      }
-    }
-    const { lastInsertRowid } = this.#statement(SQL.insertTask).run(
-      task.name,
-      task.key,
-      task.payload,
-      runAt,
-      task.maxAttempts,
-      task.options,
-      task.serial ?? null,
-      task.priority ?? 0,
-      task.queue ?? 'default',
-      now,
-      at,
-    );
-    return enqueued(toTask(this.#statement(SQL.taskById).get(lastInsertRowid) as TaskRow), 'inserted');
-  }
-
   async addJob(job: NewJob): Promise<StoredJob> {
     const db = this.#open;
     const now = Date.now();
-    return this.#named(() =>
-      db.transaction(() => {
-        const existing = this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
-        // Re-registering the same schedule (every start does) keeps the job's
-        // place in it: its rule's start point, next occurrence and count left.
-        // A paused job stays paused: a pause survives the re-registration of every deploy.
-        const keep =
-          existing !== undefined &&
-          (existing.state === 'scheduled' || existing.state === 'paused') &&
-          sameSchedule(existing.rule, job.rule);
-        const row = keep ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining } : job;
-        this.#statement(SQL.upsertJob).run({ ...row, state: row.nextRunAt === null ? 'done' : keep ? existing.state : 'scheduled', now });
-        return toJob(this.#statement(SQL.jobByKey).get(job.key) as StoredJobRow);
-      })(),
-    );
+    return this.#named(() => db.transaction(() => upsertJob((sql) => this.#statement(sql), job, now))());
   }
 
   async claim(
@@ -402,105 +271,10 @@ class SqliteStore implements Store {
   ): Promise<ClaimedTask[]> {
     const named = names === undefined ? undefined : JSON.stringify(names);
     const db = this.#open;
+    const statement = (sql: string) => this.#statement(sql);
     return this.#named(() =>
-      db.transaction(() => {
-        this.#materialize(db, now, advance);
-        // Separate selects, each walking the due index, beat one OR that
-        // makes SQLite sort every due row on each claim.
-        const due = this.#dueWaiting(now, limit, named, rooms);
-        const expired = (
-          named === undefined
-            ? this.#statement(SQL.dueExpired).all(now, owner, limit)
-            : this.#statement(SQL.dueExpiredNamed).all(now, owner, named, limit)
-        ) as IdRow[];
-        const rows =
-          expired.length === 0
-            ? due
-            : [...due, ...expired].sort((a, b) => b.priority! - a.priority! || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
-        const take = this.#statement(SQL.claimOne);
-        const fail = this.#statement(SQL.failExpired);
-        const hold = this.#statement(SQL.take);
-        const claimed: TaskRow[] = [];
-        for (const row of rows) {
-          // Expired too often: a task that kills or stalls its process must not be retried forever.
-          if (row.expiries !== undefined && row.expiries >= this.#maxExpiries) {
-            fail.run(this.#expiredText, now, row.id);
-            this.#statement(SQL.letGo).run(row.id);
-            continue;
-          }
-          // The claim read the key free (or this task's): take it, held until the task is final.
-          if (row.serial !== undefined && row.serial !== null) hold.run(row.serial, row.id);
-          claimed.push(take.get(owner, now + lease, now, row.id) as TaskRow);
-        }
-        return toClaims(claimed as unknown as ClaimRow[]);
-      })(),
+      db.transaction(() => claimTasks(statement, this.#expiries, owner, now, lease, limit, advance, named, rooms))(),
     );
-  }
-
-  /**
-   * Up to `limit` due waiting tasks by priority (highest first), then due
-   * time, then id, at most one per serial key and only where the key is
-   * free or already theirs. The index leads with (state, priority): it is
-   * walked one priority level at a time, each an exact range of due tasks,
-   * so future tasks of a higher level are never read.
-   */
-  #dueWaiting(now: number, limit: number, named: string | undefined, rooms: QueueRooms | undefined): IdRow[] {
-    const rows: IdRow[] = [];
-    const statement = this.#statement(named === undefined ? SQL.dueWaiting : SQL.dueWaitingNamed);
-    const keys = new Set<string>();
-    // Named queues: open ones only, each up to its room (see openQueues); the
-    // levels of each queue are walked in its own part of the index.
-    for (const [queue, room] of this.#openQueues(rooms, limit)) {
-      let taken = 0;
-      let level = (this.#statement(SQL.queueTopLevel).get(queue) as { p: number | null }).p;
-      while (level !== null && taken < room) {
-        const args = { queue, p: level, now, limit: room - taken };
-        const found = statement.all(named === undefined ? args : { ...args, names: named }) as IdRow[];
-        for (const row of found) {
-          // CLAIMABLE lets one task per key through (its holder, or its head);
-          // the set only guards that rule: two tasks of a key never leave one claim.
-          if (row.serial !== null && row.serial !== undefined) {
-            if (keys.has(row.serial)) continue;
-            keys.add(row.serial);
-          }
-          row.priority = level;
-          rows.push(row);
-          taken++;
-        }
-        level = (this.#statement(SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
-      }
-    }
-    // Claim order across queues: priority (highest first), then due time, then id.
-    return rows.sort((a, b) => b.priority! - a.priority! || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
-  }
-
-  /**
-   * The queues with waiting tasks that a claim may take from, with their
-   * room (at most `limit`): not paused, under their global concurrency (one
-   * process owns the file, so the running tasks are counted exactly, in the
-   * claim's transaction), and under this process's `rooms`.
-   */
-  #openQueues(rooms: QueueRooms | undefined, limit: number): Map<string, number> {
-    const settings = new Map<string, { paused: number; global_concurrency: number | null }>();
-    for (const row of this.#statement(SQL.queueSettings).all() as { name: string; paused: number; global_concurrency: number | null }[]) {
-      settings.set(row.name, row);
-    }
-    const open = new Map<string, number>();
-    const after = this.#statement(SQL.queueAfter);
-    for (
-      let q = (this.#statement(SQL.firstQueue).get() as { q: string | null }).q;
-      q !== null;
-      q = (after.get(q) as { q: string | null }).q
-    ) {
-      const setting = settings.get(q);
-      let room = Math.min(limit, rooms?.get(q) ?? Infinity);
-      if (setting?.paused) room = 0;
-      else if (setting?.global_concurrency !== null && setting?.global_concurrency !== undefined && room > 0) {
-        room = Math.min(room, setting.global_concurrency - (this.#statement(SQL.queueRunning).get(q) as { n: number }).n);
-      }
-      if (room > 0) open.set(q, room);
-    }
-    return open;
   }
 
   async setQueue(name: string, change: QueueChange): Promise<void> {
@@ -520,42 +294,9 @@ class SqliteStore implements Store {
     return toQueues(this.#named(() => this.#statement(SQL.listQueues).all({ name: name ?? null })) as QueueRow[]);
   }
 
-  #materialize(_db: Database, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
-    const due = this.#statement(SQL.dueJobs).all(now) as StoredJobRow[];
-    const isRunning = this.#statement(SQL.jobRunning);
-    // (job_key, scheduled_at) is unique: an occurrence is inserted once, whoever gets there first.
-    const insert = this.#statement(SQL.insertOccurrence);
-    const update = this.#statement(SQL.advanceJob);
-    for (const job of due) {
-      const plan = advance(toDueJob(job), now, isRunning.get(job.key, now) !== undefined);
-      const maxAttempts = (JSON.parse(job.options) as { retry?: { attempts: number } }).retry?.attempts ?? 1;
-      for (const at of plan.occurrences)
-        insert.run(job.name, job.payload, at, at, maxAttempts, job.options, job.key, now, now, job.options, job.options, job.options);
-      update.run(plan.nextRunAt, plan.remaining, plan.nextRunAt === null ? 'done' : 'scheduled', plan.occurrences.length, now, job.key);
-    }
-  }
-
   async nextDue(now: number, names?: readonly string[], rooms?: QueueRooms): Promise<number | undefined> {
     const named = names === undefined ? undefined : JSON.stringify(names);
-    let t = this.#named(
-      () =>
-        (named === undefined ? this.#statement(SQL.nextDue).get() : this.#statement(SQL.nextDueNamed).get(named)) as { t: number | null },
-    ).t;
-    // A waiting task that cannot take its serial key does not count: settling its key's holder claims again.
-    this.#named(() => {
-      const first = this.#statement(named === undefined ? SQL.firstWaiting : SQL.firstWaitingNamed);
-      // Nor does a task of a paused or full queue: a resume, or a slot freed, claims again.
-      for (const queue of this.#openQueues(rooms, Infinity).keys()) {
-        let level = (this.#statement(SQL.queueTopLevel).get(queue) as { p: number | null }).p;
-        while (level !== null) {
-          const row = first.get(named === undefined ? { queue, p: level } : { queue, p: level, names: named }) as
-            | { run_at: number }
-            | undefined;
-          if (row !== undefined && (t === null || row.run_at < t)) t = row.run_at;
-          level = (this.#statement(SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
-        }
-      }
-    });
+    const t = this.#named(() => nextDueAt((sql) => this.#statement(sql), named, rooms));
     return t === null ? undefined : Math.max(0, t - now);
   }
 
@@ -703,23 +444,6 @@ class SqliteStore implements Store {
     this.#db.close();
     this.#db = undefined;
     // The lock is gone with the connection; so is our claim on the name.
-    if (readOwner(this.#ownerFile)?.pid === process.pid) rmSync(this.#ownerFile, { force: true });
+    dropOwner(this.#path);
   }
-}
-
-/** The owner file's contents, if there is one and it parses. */
-function readOwner(file: string): StoreInUseError['owner'] {
-  try {
-    const owner = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; hostname?: unknown; since?: unknown };
-    if (typeof owner.pid !== 'number' || typeof owner.hostname !== 'string' || typeof owner.since !== 'string') return undefined;
-    return { pid: owner.pid, hostname: owner.hostname, since: owner.since };
-  } catch {
-    return undefined;
-  }
-}
-
-/** SQLITE_BUSY or SQLITE_LOCKED, as better-sqlite3 (`code`) or node:sqlite (`errcode` 5 or 6) reports it. */
-function isBusy(error: unknown): boolean {
-  const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown };
-  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || errcode === 5 || errcode === 6;
 }

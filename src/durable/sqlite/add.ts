@@ -1,0 +1,81 @@
+// The SQLite store's adds, each in the caller's transaction: a task (its
+// key's row, if any, deciding between insert, replace and keeping the
+// existing one, see dedupe.ts) and a recurring job (re-registering the same
+// schedule keeps its place in it).
+import { enqueued, sameSchedule, type EnqueuedTask, type NewJob, type NewTask, type StoredJob } from '../store.js';
+import { toJob, toTask, type TaskRow } from '../rows.js';
+import { decide, dueAt } from '../dedupe.js';
+import type { Prepare, StoredJobRow } from './claim.js';
+import { SQL } from './sql.js';
+
+/** The default `dedupe`: a keyed task replaces a waiting one. */
+const REPLACE = { mode: 'replace', period: 0 } as const;
+
+/**
+ * One add, in the caller's transaction: the key's row (if any) decides
+ * what happens (see dedupe.ts). `at` is what `updated_at` gets (this
+ * machine's clock, the one retention reads); `now` is the scheduler's
+ * clock, the one due times are on: `created_at` and the dedupe periods.
+ * @internal
+ */
+export function addOne(statement: Prepare, task: NewTask, at: number, now: number): EnqueuedTask {
+  const { mode, period } = task.dedupe ?? REPLACE;
+  const runAt = dueAt(mode, period, task.runAt);
+  if (task.key !== null) {
+    const existing = statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
+    const action = decide(
+      mode,
+      period,
+      existing === undefined ? undefined : { state: existing.state, createdAt: Number(existing.created_at) },
+      now,
+    );
+    if (action === 'existing') return enqueued(toTask(existing!), 'existing');
+    if (action !== 'insert') {
+      const id = existing!.id;
+      // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
+      statement(SQL.letGo).run(id);
+      statement(SQL.replaceTask).run(
+        task.name,
+        task.payload,
+        runAt,
+        task.maxAttempts,
+        task.options,
+        task.serial ?? null,
+        task.priority ?? 0,
+        task.queue ?? 'default',
+        at,
+        id,
+      );
+      // A throttle's period starts at the add that wrote the task.
+      if (mode === 'throttle') statement(SQL.setCreated).run(now, id);
+      return enqueued(toTask(statement(SQL.taskById).get(id) as TaskRow), action === 'replace' ? 'replaced' : 'inserted');
+    }
+  }
+  const { lastInsertRowid } = statement(SQL.insertTask).run(
+    task.name,
+    task.key,
+    task.payload,
+    runAt,
+    task.maxAttempts,
+    task.options,
+    task.serial ?? null,
+    task.priority ?? 0,
+    task.queue ?? 'default',
+    now,
+    at,
+  );
+  return enqueued(toTask(statement(SQL.taskById).get(lastInsertRowid) as TaskRow), 'inserted');
+}
+
+/** A recurring job written (inserted, or updated in place), in the caller's transaction. @internal */
+export function upsertJob(statement: Prepare, job: NewJob, now: number): StoredJob {
+  const existing = statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
+  // Re-registering the same schedule (every start does) keeps the job's
+  // place in it: its rule's start point, next occurrence and count left.
+  // A paused job stays paused: a pause survives the re-registration of every deploy.
+  const keep =
+    existing !== undefined && (existing.state === 'scheduled' || existing.state === 'paused') && sameSchedule(existing.rule, job.rule);
+  const row = keep ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining } : job;
+  statement(SQL.upsertJob).run({ ...row, state: row.nextRunAt === null ? 'done' : keep ? existing.state : 'scheduled', now });
+  return toJob(statement(SQL.jobByKey).get(job.key) as StoredJobRow);
+}

@@ -1,0 +1,63 @@
+// Who owns a SQLite file: the `StoreInUseError` a second store gets, the
+// owner file beside the database that names the owning process for that
+// message, and the driver errors that mean the file is locked.
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { TaskheapError } from '../../core/errors.js';
+
+/** Another taskheap store (in this process or another) has the SQLite file open. */
+export class StoreInUseError extends TaskheapError {
+  /** The file. */
+  readonly path: string;
+  /** Who has it, as its owner file says (pid, host, since), if known. */
+  readonly owner: { pid: number; hostname: string; since: string } | undefined;
+
+  constructor(path: string, owner: StoreInUseError['owner']) {
+    const who =
+      owner === undefined
+        ? 'another taskheap store (in this process or another)'
+        : `process ${owner.pid} on ${owner.hostname} (since ${owner.since})${owner.pid === process.pid && owner.hostname === hostname() ? ', this very process: another sqliteStore() of the same file' : ''}`;
+    super(
+      `The SQLite file ${path} is in use by ${who}; one store owns a file at a time. Close that scheduler first, or use postgresStore() to share work between processes`,
+      'ERR_STORE_IN_USE',
+    );
+    this.path = path;
+    this.owner = owner;
+  }
+}
+
+/** The owner file of the database at `path`. */
+function ownerFile(path: string): string {
+  return `${path}-taskheap-owner`;
+}
+
+/** Names this process as the owner of the database at `path`. @internal */
+export function writeOwner(path: string): void {
+  try {
+    writeFileSync(ownerFile(path), JSON.stringify({ pid: process.pid, hostname: hostname(), since: new Date().toISOString() }));
+  } catch {
+    // A read-only directory: the lock still holds; only the error message is poorer.
+  }
+}
+
+/** Removes the owner file of the database at `path` if it names this process. @internal */
+export function dropOwner(path: string): void {
+  if (readOwner(path)?.pid === process.pid) rmSync(ownerFile(path), { force: true });
+}
+
+/** The owner file's contents for the database at `path`, if there is one and it parses. @internal */
+export function readOwner(path: string): StoreInUseError['owner'] {
+  try {
+    const owner = JSON.parse(readFileSync(ownerFile(path), 'utf8')) as { pid?: unknown; hostname?: unknown; since?: unknown };
+    if (typeof owner.pid !== 'number' || typeof owner.hostname !== 'string' || typeof owner.since !== 'string') return undefined;
+    return { pid: owner.pid, hostname: owner.hostname, since: owner.since };
+  } catch {
+    return undefined;
+  }
+}
+
+/** SQLITE_BUSY or SQLITE_LOCKED, as better-sqlite3 (`code`) or node:sqlite (`errcode` 5 or 6) reports it. @internal */
+export function isBusy(error: unknown): boolean {
+  const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown };
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || errcode === 5 || errcode === 6;
+}
