@@ -4,7 +4,7 @@
  * @module
  */
 export { Scheduler } from './scheduler.js';
-export type { SchedulerOptions, SchedulerEvents } from './scheduler.js';
+export type { SchedulerOptions, SchedulerEvents } from './scheduler-options.js';
 export type { ErrorInfo, SchedulerStats } from './core/loop-types.js';
 export type { TaskOptions } from './core/task-options.js';
 export type { RateLimit, KeyedRateLimit, ConcurrencyLimit, DedupeMode, DedupeOutcome } from './core/flow-options.js';

@@ -37,8 +37,6 @@ import {
   type SchedulerOptions,
 } from './scheduler-options.js';
 
-export type { SchedulerEvents, SchedulerOptions } from './scheduler-options.js';
-
 // Builders take the scheduler as their JobFactory structurally: an
 // `implements` clause would name members that the published types strip
 // (they are internal).

@@ -4,7 +4,8 @@ import type { SchedulerStats } from '../core/loop-types.js';
 import { LatenessRecorder, type Lateness } from '../core/lateness.js';
 import type { Task } from '../core/task.js';
 import type { SkipInfo } from '../jobs/job.js';
-import type { Scheduler, SchedulerEvents } from '../scheduler.js';
+import type { Scheduler } from '../scheduler.js';
+import type { SchedulerEvents } from '../scheduler-options.js';
 
 /** What `metrics()` counts for one task, job or handler name. */
 export interface NameMetrics {

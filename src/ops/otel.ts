@@ -4,7 +4,8 @@ import type { Attributes, Counter, Histogram, Meter, MeterProvider, Span, Tracer
 import { loadPeer } from '../core/peer.js';
 import type { Task } from '../core/task.js';
 import type { SkipInfo } from '../jobs/job.js';
-import type { Scheduler, SchedulerEvents } from '../scheduler.js';
+import type { Scheduler } from '../scheduler.js';
+import type { SchedulerEvents } from '../scheduler-options.js';
 
 type Api = typeof import('@opentelemetry/api');
 
