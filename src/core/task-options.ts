@@ -85,20 +85,11 @@ export interface TaskOptions {
   dedupe?: DedupeMode;
 }
 
-/** The keys of `TaskOptions`, for checks that also accept more. */
-const TASK_KEYS: ReadonlySet<string> = new Set([
-  'signal',
-  'name',
-  'timeout',
-  'retry',
-  'rate',
-  'serial',
-  'concurrency',
-  'priority',
-  'queue',
-  'key',
-  'dedupe',
-]);
+/** The options a task and a recurring job's runs both take. @internal */
+export const RUN_KEYS: readonly string[] = ['signal', 'name', 'timeout', 'retry', 'rate', 'serial', 'concurrency', 'priority', 'queue'];
+
+/** The keys of `TaskOptions`: a run's, and a dedupe key (tasks only). */
+const TASK_KEYS: ReadonlySet<string> = new Set([...RUN_KEYS, 'key', 'dedupe']);
 
 /**
  * Validates task options into the settings a task carries. Options that say

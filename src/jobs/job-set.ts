@@ -2,7 +2,7 @@
 // and keeps those that still plan occurrences.
 import type { Emitter } from '../core/emitter.js';
 import type { TaskLoop } from '../core/loop.js';
-import { toSettings } from '../core/task-options.js';
+import { RUN_KEYS, toSettings } from '../core/task-options.js';
 import type { Task, TaskFunction, TaskSettings } from '../core/task.js';
 import { toDuration } from '../core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe } from '../core/validate.js';
@@ -10,21 +10,8 @@ import { DEFAULT_CATCH_UP, type JobBounds, type RulePlan } from '../rules/plan.j
 import type { JobOptions } from './builders.js';
 import { Job, type JobHost, type SkipInfo } from './job.js';
 
-const JOB_KEYS = new Set([
-  'signal',
-  'name',
-  'timeout',
-  'retry',
-  'rate',
-  'serial',
-  'concurrency',
-  'priority',
-  'queue',
-  'overlap',
-  'misfire',
-  'catchUp',
-  'jitter',
-]);
+/** A job's options: a run's (as a task's, without a dedupe key), and its policies. */
+const JOB_KEYS = new Set([...RUN_KEYS, 'overlap', 'misfire', 'catchUp', 'jitter']);
 
 /**
  * The in-memory jobs of one scheduler: creates them on its loop and keeps
