@@ -56,7 +56,18 @@ try {
     if (process.argv.includes('--explain') && blocked !== 'none') {
       const sql = statements(schema).claimUnlessJobsDue;
       await admin.query('SET jit = off');
-      const { rows: plan } = await admin.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [10, 'explain', 60_000, 1, 'x', null, null, null]);
+      const { rows: plan } = await admin.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [
+        10,
+        'explain',
+        60_000,
+        1,
+        'x',
+        null,
+        false,
+        10,
+        null,
+        null,
+      ]);
       console.log(plan.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n'));
       await admin.query(
         `UPDATE ${schema}.taskheap_tasks SET state = 'waiting', locked_by = NULL, attempts = 0 WHERE locked_by = 'explain'`,

@@ -3,7 +3,8 @@
  * modelled on Telegram's: about 30 messages a second overall, one a second
  * per chat, 20 a minute per group.
  *
- *   npx tsx examples/rate-limited-bot.ts
+ *   npx tsx examples/rate-limited-bot.ts                      # one process, in memory
+ *   npx tsx examples/rate-limited-bot.ts postgres://localhost/bot  # a replica; run several
  *
  * - the scheduler-wide `rate: { limit: 30, interval: '1s' }` is the overall limit;
  * - each message names its chat's bucket with the task option `rate`:
@@ -17,12 +18,21 @@
  *   bottleneck they pass routine reminders that are already due.
  *
  * Nothing polls: waiting messages cost no timer of their own, and a chat with
- * nothing to send keeps no state. The logic is `createDelivery()`, which
+ * nothing to send keeps no state.
+ *
+ * As replicas (`createReplica()`: give it a PostgreSQL URL, run it in as
+ * many processes as you like), the messages are durable tasks of the
+ * handler 'send' and every limit above holds across all the replicas
+ * together, by the database's clock: the overall 30 a second is one bucket
+ * shared by every replica that sets it, a chat's bucket and serial key are
+ * the chat's wherever its messages run, and no replica takes a message it
+ * cannot send now (an idle replica sends what another could not). The logic is `createDelivery()`, which
  * test/examples/rate-limited-bot.test.ts drives on a ManualClock; `main()`
  * sends a small burst on the real clock and prints when each message went.
  */
 import { pathToFileURL } from 'node:url';
-import { Scheduler, type Task } from '../src/index.js';
+import { Scheduler, type StoredTask, type Task } from '../src/index.js';
+import { postgresStore } from '../src/postgres.js';
 
 /** What the platform's API needs: send one message to one chat. */
 export type Send = (chat: number, text: string, signal: AbortSignal) => Promise<void>;
@@ -71,7 +81,52 @@ export function createDelivery(scheduler: Scheduler, send: Send): Delivery {
   };
 }
 
+/** The durable twin of `Delivery`: the same messages, stored, sent by whichever replica is free. */
+export interface DurableDelivery {
+  remind(chat: number, text: string, when: Date | number): Promise<StoredTask>;
+  reply(chat: number, text: string): Promise<StoredTask>;
+}
+
+/**
+ * A replica of the bot on a shared PostgreSQL: defines the handler 'send',
+ * sets the store-wide overall limit, and returns its scheduler (call
+ * `start()` to send) and the bot's two ways of sending (any replica, or a
+ * process that only adds work, may call them).
+ */
+export function createReplica(connectionString: string, send: Send): { scheduler: Scheduler; delivery: DurableDelivery } {
+  const scheduler = new Scheduler({ store: postgresStore({ connectionString }), workers: 16, rate: LIMITS.overall });
+  scheduler.define('send', (ctx, { chat, text }: { chat: number; text: string }) => send(chat, text, ctx.signal));
+  const stored = (chat: number, text: string, when: Date | number, priority: number) => {
+    const { name: _name, ...options } = chatOptions(chat, priority);
+    return scheduler.schedule(when, 'send', { ...options, payload: { chat, text } });
+  };
+  return {
+    scheduler,
+    delivery: { remind: (chat, text, when) => stored(chat, text, when, 0), reply: (chat, text) => stored(chat, text, Date.now(), 10) },
+  };
+}
+
+/** A replica: sends until interrupted; the first argument after the URL, `--burst`, also adds the demo's burst. */
+async function replica(url: string, burst: boolean): Promise<void> {
+  const started = Date.now();
+  const { scheduler, delivery } = createReplica(url, async (chat, text) => {
+    await new Promise((resolve) => setTimeout(resolve, 5)); // the API call
+    console.log(`+${String(Date.now() - started).padStart(5)} ms  pid ${process.pid}  chat ${String(chat).padStart(3)}  ${text}`);
+  });
+  await scheduler.start();
+  if (burst) {
+    for (let chat = 1; chat <= 40; chat++) {
+      await delivery.remind(chat, 'reminder 1 of 2', started);
+      await delivery.remind(chat, 'reminder 2 of 2', started);
+    }
+    for (let i = 1; i <= 5; i++) await delivery.remind(-7, `group reminder ${i}`, started);
+  }
+  process.once('SIGINT', () => void scheduler.close());
+}
+
 async function main(): Promise<void> {
+  const [url, flag] = process.argv.slice(2);
+  if (url?.startsWith('postgres')) return replica(url, flag === '--burst');
   const scheduler = new Scheduler({ workers: 16 });
   const started = Date.now();
   const at = () => `+${String(Date.now() - started).padStart(4)} ms`;

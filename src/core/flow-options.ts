@@ -104,7 +104,7 @@ function assertKey(value: unknown, option: string): asserts value is string {
  * Validates a concurrency key (`{ key, limit }`); `option` names it in errors.
  * @example toConcurrency({ key: 'tenant:7', limit: 2 }, 'concurrency');
  */
-function toConcurrency(value: unknown, option: string): ConcurrencyLimit {
+export function toConcurrency(value: unknown, option = 'concurrency'): ConcurrencyLimit {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(`Expected \`${option}\` to be an object like { key: 'tenant:1', limit: 2 }, got ${describe(value)}`);
   }

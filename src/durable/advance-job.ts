@@ -2,7 +2,8 @@
 // next, under its misfire and overlap policies (the same rules as in memory).
 import { DEFAULT_CATCH_UP } from '../rules/plan.js';
 import type { StoredOptions } from './options.js';
-import { ruleFromJson, type DueJob, type JobAdvance } from './store.js';
+import { ruleFromJson } from './rule-json.js';
+import type { DueJob, JobAdvance } from './store.js';
 
 /**
  * Which occurrences of a due job to insert, and its next due time, by its

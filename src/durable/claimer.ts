@@ -5,7 +5,7 @@
 // end of a turn). A second claim may be on its way beside the first (and
 // beside the outcome batch), so workers rarely wait for a round trip.
 import { advanceJob } from './advance-job.js';
-import type { ClaimedTask, DueJob, JobAdvance } from './store.js';
+import type { ClaimedTask, ClaimLimits, DueJob, JobAdvance } from './store.js';
 import type { Dispatcher } from './dispatch.js';
 import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
@@ -35,6 +35,10 @@ export class Claimer {
   #tickAgain = false;
   /** The last claim round found nothing due within the poll interval. */
   #nothingDue = false;
+  /** The scheduler-wide rate last stored (`store.setRate`), as `limit/interval`; '' for none. */
+  #storedRate = '';
+  /** Workers the last claim round found free for limited tasks. */
+  #workersFree = 0;
   /** Failed claim rounds in a row (the database is away). */
   #failures = 0;
   #started = false;
@@ -144,7 +148,7 @@ export class Claimer {
     this.#nothingDue = false;
     try {
       if (idle) {
-        const wait = await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms());
+        const wait = await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms(), loop.rate !== undefined);
         if (wait === undefined || wait > 0) return this.#sleep(wait);
       }
       const free = this.#room();
@@ -161,8 +165,13 @@ export class Claimer {
       // A full batch suggests more is due: claim again at once if there is
       // room enough; otherwise finishing tasks make room and claim.
       if (claimed.length === free) return this.#room() >= this.#prefetch.refill() ? 0 : poll;
+      // Every worker is busy, so limited work (which is claimed only to start at once)
+      // waits: the end of a turn frees a worker and claims again.
+      if (this.#workersFree === 0) return poll;
       // The store says how long until something is due, by its own clock.
-      return this.#sleep(await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms()));
+      return this.#sleep(
+        await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms(), loop.rate !== undefined),
+      );
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.
       this.#ctx.report(error);
@@ -191,11 +200,21 @@ export class Claimer {
             }
             return plan;
           };
+    const limits = await this.#limits(free);
     this.#requested += free;
     const sent = performance.now();
     let claimed: ClaimedTask[];
     try {
-      claimed = await store.claim(owner, loop.clock.now(), lease, free, advance, this.#handlers.names, this.#holdings.queues.rooms());
+      claimed = await store.claim(
+        owner,
+        loop.clock.now(),
+        lease,
+        free,
+        advance,
+        this.#handlers.names,
+        this.#holdings.queues.rooms(),
+        limits,
+      );
     } finally {
       this.#requested -= free;
     }
@@ -204,6 +223,24 @@ export class Claimer {
       for (let i = 0; i < skips.length; i++) this.onSkip?.(skips[i]!.key, skips[i]!.name, skipped![i]!.at, skipped![i]!.reason);
     }
     return claimed;
+  }
+
+  /**
+   * What the claim must respect besides the stored limits: limited tasks
+   * only into workers free now (nothing hoarded), and the scheduler-wide
+   * rate, stored first when it changed (\`scheduler.rate\` is live).
+   */
+  async #limits(room: number): Promise<ClaimLimits> {
+    const { loop, store } = this.#ctx;
+    const rate = loop.rate as { limit: number; interval: number } | undefined;
+    const stored = rate === undefined ? '' : `${rate.limit}/${rate.interval}`;
+    if (stored !== this.#storedRate && store.setRate !== undefined) {
+      await store.setRate(rate);
+      this.#storedRate = stored;
+    }
+    const workers = loop.workers === Infinity ? room : loop.workers - this.#holdings.size - this.#requested;
+    this.#workersFree = Math.max(0, Math.min(room, workers));
+    return { free: this.#workersFree, rate };
   }
 
   /** How long to sleep when the store says something is due in `wait` ms (undefined: nothing is); at most the poll. */

@@ -62,10 +62,11 @@ export class Dispatcher {
   /**
    * Settings of a claimed task: the completer observes how it ends; retries
    * are the store's, so its one run here is the stored attempt (what
-   * `onError` and the `failure` event tell). Its stored rate, serial key and
-   * priority go to the loop: rate limits are kept per process, the serial
-   * key is already the database's (at most one task of a key is claimed
-   * anywhere), and priority orders the claimed tasks that wait for a worker.
+   * `onError` and the `failure` event tell). Only its priority goes to the
+   * loop (it orders the claimed tasks that wait for a worker): its rate,
+   * serial key and concurrency key are the store's, which claimed it only
+   * because it may start now (a slot taken, a token spent), so holding it
+   * again here would make it wait twice.
    */
   #settings(claim: ClaimedTask, options: StoredOptions): TaskSettings {
     const settings: TaskSettings = {
@@ -79,13 +80,13 @@ export class Dispatcher {
     };
     // A queue's rate (per process for now): the loop's window of a key of the queue's own, for tasks without a rate of theirs.
     const queueRate = options.rate === undefined ? this.#holdings.queues.rate(options.queue ?? DEFAULT_QUEUE) : undefined;
-    // Tasks without these options (most) pay nothing more.
-    if (options.rate === undefined && queueRate === undefined && options.serial === undefined && options.priority === undefined)
-      return settings;
-    // The queue itself is the claim's (rooms, slots, pause), not a loop queue's: it is left out.
+    // Tasks without a priority or a queue rate (most) pay nothing more.
+    if (queueRate === undefined && options.priority === undefined) return settings;
+    // The claim already applied the task's own limits (its concurrency key, its rate bucket, the
+    // scheduler-wide bucket) and its queue (rooms, slots, pause) across processes: the flow
+    // leaves them out, or they would be applied twice.
     const flow = toFlow({
-      rate: queueRate === undefined ? options.rate : { key: `${QUEUE_RATE_KEY}${options.queue ?? DEFAULT_QUEUE}`, ...queueRate },
-      serial: options.serial,
+      rate: queueRate === undefined ? undefined : { key: `${QUEUE_RATE_KEY}${options.queue ?? DEFAULT_QUEUE}`, ...queueRate },
       priority: options.priority,
     });
     return flow === undefined ? settings : { ...settings, flow };

@@ -8,15 +8,16 @@ import type { JobBounds, RulePlan } from '../rules/plan.js';
 import { toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import { toDuration } from '../core/duration.js';
 import { describe, toEpoch } from '../core/validate.js';
-import { toFlow } from '../core/flow-options.js';
+import { toConcurrency, toFlow } from '../core/flow-options.js';
 import type { DurableTaskOptions, StoredJobOptions, StoredOptions } from './options.js';
 import { toDedupe } from './dedupe.js';
-import { ruleToJson, type EnqueuedTask, type NewJob, type NewTask, type QueryClient, type Store, type StoredJob } from './store.js';
+import { ruleToJson } from './rule-json.js';
+import type { EnqueuedTask, NewJob, NewTask, QueryClient, Store, StoredJob } from './store.js';
 import { assertKey, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
 import type { Handlers } from './handlers.js';
 import { assertQueueName, DEFAULT_QUEUE } from './queues.js';
 
-const TASK_KEYS = new Set(['payload', 'key', 'dedupe', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority', 'queue']);
+const TASK_KEYS = new Set(['payload', 'key', 'dedupe', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority', 'concurrency', 'queue']);
 const JOB_KEYS = new Set([
   'payload',
   'key',
@@ -29,6 +30,7 @@ const JOB_KEYS = new Set([
   'rate',
   'serial',
   'priority',
+  'concurrency',
   'queue',
 ]);
 
@@ -147,8 +149,9 @@ function toNewTask(name: string, runAt: number, options: object | undefined, han
     runAt,
     maxAttempts: stored.retry?.attempts ?? 1,
     options: JSON.stringify(stored),
-    serial: stored.serial ?? null,
+    serial: stored.serial ?? stored.concurrency?.key ?? null,
     priority: stored.priority ?? 0,
+    rateKey: stored.rate?.key ?? null,
     queue: stored.queue ?? DEFAULT_QUEUE,
   };
   if (dedupe !== undefined) task.dedupe = dedupe;
@@ -188,6 +191,13 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
   if (given.queue !== undefined) assertQueueName(given.queue, 'queue');
   // Rate, serial key and priority: checked here, at the call, as in memory, before anything is written.
   const flow = toFlow(given);
+  const concurrency = given.concurrency === undefined ? undefined : toConcurrency(given.concurrency);
+  if (concurrency !== undefined) assertKey(concurrency.key, 'concurrency.key');
+  if (concurrency !== undefined && given.serial !== undefined) {
+    throw new TypeError(
+      `A task takes \`serial\` or \`concurrency\`, not both (serial ${describe(given.serial)}, concurrency key ${describe(concurrency.key)}): serial is concurrency with limit 1`,
+    );
+  }
   const rate = flow?.rate;
   if (rate !== undefined) assertKey(rate.key, 'rate.key');
   if (catchUp !== undefined && (!Number.isInteger(catchUp) || (catchUp as number) < 1 || (catchUp as number) > MAX_ATTEMPTS)) {
@@ -220,6 +230,7 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
     catchUp: catchUp as number | undefined,
     rate: rate === undefined ? undefined : { key: rate.key, limit: rate.limit, interval: rate.interval },
     serial: flow?.serial,
+    concurrency,
     priority: flow === undefined || flow.priority === 0 ? undefined : flow.priority,
     queue: queue === DEFAULT_QUEUE ? undefined : queue,
   };

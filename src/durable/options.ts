@@ -4,7 +4,7 @@ import type { When } from '../core/validate.js';
 import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
-import type { DedupeMode, KeyedRateLimit } from '../core/flow-options.js';
+import type { ConcurrencyLimit, DedupeMode, KeyedRateLimit } from '../core/flow-options.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */
 export interface DurableContext extends TaskContext {
@@ -95,12 +95,20 @@ export interface DurableTaskOptions {
   client?: { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> };
   /**
    * A rate limit shared by every task naming the same `key`: at most `limit`
-   * starts per `interval`. Stored with the task; enforced **per process**
-   * (each process that claims the task counts its own starts), not across
-   * processes.
+   * starts in any window of `interval`. Enforced by the store at the claim:
+   * with PostgreSQL across every process, by the database's clock (a retry
+   * is a start).
    * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
    */
   rate?: KeyedRateLimit;
+  /**
+   * At most `limit` tasks naming the same `key` run at once; with PostgreSQL
+   * across every process. A task holds its slot from its start to its final
+   * state (a retry keeps it). `serial: key` is `limit: 1`; a task names one
+   * or the other. A key's tasks start in due order.
+   * @example { key: `tenant:${tenantId}`, limit: 3 }
+   */
+  concurrency?: ConcurrencyLimit;
   /**
    * Tasks sharing a serial key run one at a time, in due order (due time,
    * then id; priority does not reorder one key's tasks). Enforced by the
@@ -145,6 +153,8 @@ export interface StoredOptions {
   catchUp?: number;
   /** The key's rate limit, interval in ms (issue 16). */
   rate?: { key: string; limit: number; interval: number };
+  /** The key's concurrency limit (issue 22); the serial column holds its key. */
+  concurrency?: { key: string; limit: number };
   serial?: string;
   priority?: number;
   /** The named queue (issue 22); absent: 'default'. */
@@ -184,12 +194,20 @@ export interface StoredJobOptions {
   catchUp?: number;
   /**
    * A rate limit shared by every task naming the same `key`: at most `limit`
-   * starts per `interval`. Stored with the job and its occurrences; enforced **per process**
-   * (each process that claims the task counts its own starts), not across
-   * processes.
+   * starts in any window of `interval`. Stored with the job and its occurrences; enforced by the store at the claim:
+   * with PostgreSQL across every process, by the database's clock (a retry
+   * is a start).
    * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
    */
   rate?: KeyedRateLimit;
+  /**
+   * At most `limit` tasks naming the same `key` run at once; with PostgreSQL
+   * across every process. A task holds its slot from its start to its final
+   * state (a retry keeps it). `serial: key` is `limit: 1`; a task names one
+   * or the other. A key's tasks start in due order.
+   * @example { key: `tenant:${tenantId}`, limit: 3 }
+   */
+  concurrency?: ConcurrencyLimit;
   /**
    * Tasks sharing a serial key run one at a time, in due order (due time,
    * then id; priority does not reorder one key's tasks). Enforced by the

@@ -26,6 +26,9 @@ export interface TaskRow {
   priority?: number | string;
   /** Version 5: the named queue. */
   queue?: string;
+  /** Version 6: the rate key, and when the task last started. */
+  rate_key?: string | null;
+  started_at?: number | string | null;
 }
 
 /** The `taskheap_jobs` columns a `StoredJob` shows. */
@@ -106,6 +109,7 @@ function optional(value: number | string | null | undefined): number | null {
 }
 
 export function toTask(row: TaskRow): StoredTask {
+  const options = JSON.parse(row.options) as { rate?: StoredTask['rate']; concurrency?: { key: string; limit: number } };
   return {
     id: Number(row.id),
     name: row.name,
@@ -121,10 +125,13 @@ export function toTask(row: TaskRow): StoredTask {
     updatedAt: new Date(Number(row.updated_at)),
     result: row.result === null || row.result === undefined ? undefined : (JSON.parse(row.result) as unknown),
     errors: row.errors === null || row.errors === undefined ? [] : toErrors(row.errors),
-    serial: row.serial ?? null,
+    // The serial column holds the concurrency key: `serial` is its limit-1 case.
+    serial: options.concurrency === undefined ? (row.serial ?? null) : null,
+    concurrency: options.concurrency ?? null,
     priority: Number(row.priority ?? 0),
     queue: row.queue ?? 'default',
-    rate: (JSON.parse(row.options) as { rate?: StoredTask['rate'] }).rate ?? null,
+    rate: options.rate ?? null,
+    startedAt: row.started_at === null || row.started_at === undefined ? null : new Date(Number(row.started_at)),
   };
 }
 

@@ -1,11 +1,9 @@
 // The `Store` interface every store implements, and the records it speaks in
 // (stored tasks and jobs, claims, outcomes, filters), with what is shared by
-// the stores (final states, rule serialisation, the schema version).
-import { CalendarRule } from '../rules/calendar.js';
-import { CronRule } from '../rules/cron.js';
+// the stores (final states, the schema version; rules as stored are in
+// rule-json.ts).
 import { TaskheapError } from '../core/errors.js';
-import { IntervalRule, type Rule } from '../rules/rule.js';
-import type { DedupeOutcome } from '../core/flow-options.js';
+import type { ConcurrencyLimit, DedupeOutcome } from '../core/flow-options.js';
 
 /** The life of a stored task. */
 export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
@@ -47,6 +45,10 @@ export interface StoredTask {
   serial: string | null;
   /** Its priority (`priority` option; 0 by default). */
   priority: number;
+  /** Its concurrency key and limit (`concurrency` option), or null. */
+  concurrency?: ConcurrencyLimit | null;
+  /** When it last started, by the store's clock (PostgreSQL: the claim's database time); null if it never has. */
+  startedAt?: Date | null;
   /** Its keyed rate limit (`rate` option), interval in ms, or null. */
   rate: {
     /** The bucket's key. */
@@ -184,6 +186,8 @@ export interface NewTask {
   serial?: string | null;
   /** The priority (also in `options`; a column so the claim can order by it). @default 0 */
   priority?: number;
+  /** The rate key (also in `options`; a column so the claim can find the bucket's tasks). @default null */
+  rateKey?: string | null;
   /** The named queue (also in `options`; a column so the claim can pick by it). @default 'default' */
   queue?: string;
   /** How it meets a task with the same key (keyed tasks only). @default { mode: 'replace', period: 0 } */
@@ -193,6 +197,25 @@ export interface NewTask {
     /** A throttle's or debounce's period, ms (0 for the others). */
     period: number;
   };
+}
+
+/**
+ * What a claim must respect besides the stored limits (issue 22): the free
+ * workers (limited tasks are claimed only to start at once, never
+ * prefetched), and whether this process applies the scheduler-wide bucket.
+ */
+export interface ClaimLimits {
+  /** Workers free for tasks that take a slot or a token. */
+  readonly free: number;
+  /** The scheduler-wide rate this process sets (stored with `setRate`), or undefined. */
+  readonly rate:
+    | {
+        /** Starts at most in any window. */
+        readonly limit: number;
+        /** The window, ms. */
+        readonly interval: number;
+      }
+    | undefined;
 }
 
 /** What is written when a recurring job is registered. */
@@ -381,13 +404,20 @@ export interface Store {
     advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
     names?: readonly string[],
     rooms?: QueueRooms,
+    limits?: ClaimLimits,
   ): Promise<ClaimedTask[]>;
+  /**
+   * Stores the scheduler-wide bucket's limit (the most recent process to
+   * set it decides); its past starts stay. Undefined: this process stops
+   * applying it (others that set it keep it).
+   */
+  setRate?(rate: { limit: number; interval: number } | undefined): Promise<void>;
   /**
    * ms from now until any waiting task, expiring lease or scheduled job is
    * due (0 if overdue); with `names`, tasks of those handlers only; tasks
    * the claim could not take (paused or full queues, `rooms`) do not count.
    */
-  nextDue(now: number, names?: readonly string[], rooms?: QueueRooms): Promise<number | undefined>;
+  nextDue(now: number, names?: readonly string[], rooms?: QueueRooms, rated?: boolean): Promise<number | undefined>;
   /** Named queues: changes a queue's shared settings (made if new); a resume wakes the processes. */
   setQueue(name: string, change: QueueChange): Promise<void>;
   /** Every queue with a row or a task (or just `name`), by name, with its tasks counted by state. */
@@ -472,7 +502,7 @@ export function leaseExpiredText(times: number): string {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 
 /** A database written by a newer taskheap: refusing it beats corrupting it. */
 export class SchemaVersionError extends TaskheapError {
@@ -531,63 +561,4 @@ export class UnknownHandlerError extends TaskheapError {
       'ERR_UNKNOWN_HANDLER',
     );
   }
-}
-
-/** A rule as stored: enough to rebuild it in any process. */
-type RuleSpec =
-  | { type: 'interval'; start: number; interval: number }
-  | { type: 'cron'; expression: string; zone: string }
-  | {
-      type: 'calendar';
-      zone: string;
-      anchor: number;
-      unit: 'day' | 'week';
-      every: number;
-      weekdays?: number[];
-      hour: number;
-      minute: number;
-      second: number;
-    };
-
-/** Serialises one of taskheap's rules. */
-export function ruleToJson(rule: Rule): string {
-  let spec: RuleSpec;
-  if (rule instanceof IntervalRule) spec = { type: 'interval', start: rule.start, interval: rule.interval };
-  else if (rule instanceof CronRule) spec = { type: 'cron', expression: rule.expression, zone: rule.zone };
-  else if (rule instanceof CalendarRule) {
-    const { zone, anchor, unit, every, weekdays, hour, minute, second } = rule;
-    spec = {
-      type: 'calendar',
-      zone,
-      anchor,
-      unit,
-      every,
-      weekdays: weekdays === undefined ? undefined : [...weekdays],
-      hour,
-      minute,
-      second,
-    };
-  } else throw new TypeError('Only every() and cron() rules can be stored');
-  return JSON.stringify(spec);
-}
-
-/**
- * Whether two stored rules describe the same schedule, whatever their start
- * point: `every(5).minutes()` registered again at the next start must keep
- * its place, not begin anew.
- */
-export function sameSchedule(a: string, b: string): boolean {
-  const strip = (json: string) => {
-    const { start: _start, anchor: _anchor, ...rest } = JSON.parse(json) as Record<string, unknown>;
-    return JSON.stringify(rest);
-  };
-  return strip(a) === strip(b);
-}
-
-/** Rebuilds a rule written by `ruleToJson`. */
-export function ruleFromJson(json: string): Rule {
-  const spec = JSON.parse(json) as RuleSpec;
-  if (spec.type === 'interval') return new IntervalRule(spec.start, spec.interval);
-  if (spec.type === 'cron') return new CronRule(spec.expression, spec.zone);
-  return new CalendarRule(spec);
 }

@@ -14,6 +14,7 @@ import { statements } from '../../src/durable/postgres/sql.js';
 import type { NewTask, Store } from '../../src/durable/store.js';
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+import { SCHEMA_VERSION } from '../../src/durable/store.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -181,9 +182,9 @@ describe('schema version 4 (PostgreSQL)', () => {
       [{ n: 2 }, 'waiting', null, 0, undefined],
     ]);
     expect((await claim(store, 'me')).map((c) => c.payload)).toEqual(['{"n":2}']);
-    expect((await admin.query(`SELECT version FROM "${schema}".taskheap_meta`)).rows).toEqual([{ version: 5 }]);
+    expect((await admin.query(`SELECT version FROM "${schema}".taskheap_meta`)).rows).toEqual([{ version: SCHEMA_VERSION }]);
     await store.close();
-    await admin.query(`UPDATE "${schema}".taskheap_meta SET version = 6`);
+    await admin.query(`UPDATE "${schema}".taskheap_meta SET version = ${SCHEMA_VERSION + 1}`);
     const newer = postgresStore({ connectionString: server.url, schema });
     opened.push(newer);
     await expect(newer.migrate()).rejects.toBeInstanceOf(SchemaVersionError);

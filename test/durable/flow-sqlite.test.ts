@@ -13,6 +13,7 @@ import { openDatabase } from '../../src/durable/sqlite/driver.js';
 import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
 import { START } from '../helpers.js';
 import { until } from './flow-helpers.js';
+import { SCHEMA_VERSION } from '../../src/durable/store.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-flow-')), 'store.db');
@@ -54,7 +55,7 @@ describe('schema version 4 (SQLite)', () => {
     expect(ran).toEqual([2, 3]);
     await scheduler.close();
     const after = await openDatabase(path);
-    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 5 });
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: SCHEMA_VERSION });
     expect(after.prepare(`SELECT count(*) AS n FROM taskheap_serial_keys`).get()).toEqual({ n: 0 });
     after.close();
   });

@@ -12,6 +12,7 @@ import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js'
 import { statements } from '../../src/durable/postgres/sql.js';
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+import { SCHEMA_VERSION } from '../../src/durable/store.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -289,6 +290,6 @@ describe('postgresStore: schema version 2', () => {
     const { rows } = await admin.query(
       `SELECT (SELECT version FROM "${schema}".taskheap_meta) AS version, expiries FROM "${schema}".taskheap_tasks`,
     );
-    expect(rows).toEqual([{ version: 5, expiries: 0 }]);
+    expect(rows).toEqual([{ version: SCHEMA_VERSION, expiries: 0 }]);
   });
 });

@@ -13,6 +13,7 @@ import { Scheduler, type Clock } from '../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+import { SCHEMA_VERSION } from '../../src/durable/store.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -113,7 +114,7 @@ describe('postgresStore: its own', () => {
       await Promise.all(stores.map((store) => store.close()));
     }
     const { rows } = await admin.query(`SELECT version FROM ${schema}.taskheap_meta`);
-    expect(rows).toEqual([{ version: 5 }]);
+    expect(rows).toEqual([{ version: SCHEMA_VERSION }]);
   });
 
   it('uses a pool it is given and leaves it open', async () => {

@@ -18,6 +18,7 @@ import { statements } from '../../src/durable/postgres/sql.js';
 import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';
 import { usePostgres } from './use-postgres.js';
+import { SCHEMA_VERSION } from '../../src/durable/store.js';
 
 /** A task row as versions 1 to 3 of the SQLite schema hold it (the store's own insert has version 4's columns). */
 const V1_INSERT = `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -175,7 +176,7 @@ describe('results and waiting on SQLite', () => {
     expect(await waiting).toMatchObject({ state: 'succeeded', result: 8, errors: [] });
     await scheduler.close();
     const after = await openDatabase(path);
-    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 5 });
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: SCHEMA_VERSION });
     after.close();
   });
 });
@@ -352,6 +353,6 @@ describe('results and waiting on PostgreSQL', () => {
     const done: StoredTask = await s.waitFor(old!.id, { timeout: '20s' });
     expect(done).toMatchObject({ state: 'succeeded', result: 10 });
     const { rows } = await admin.query(`SELECT version FROM "${name}".taskheap_meta`);
-    expect(rows).toEqual([{ version: 5 }]);
+    expect(rows).toEqual([{ version: SCHEMA_VERSION }]);
   }, 60_000);
 });

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { sqliteStore, StoreInUseError, type SqliteStoreOptions } from '../../src/sqlite.js';
 import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
+import { SCHEMA_VERSION } from '../../src/durable/store.js';
 
 /** A task row as versions 1 to 3 of the SQLite schema hold it (the store's own insert has version 4's columns). */
 const V1_INSERT = `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -165,7 +166,7 @@ describe('sqliteStore: one owner per file', () => {
     await waitFor('the old task to run', () => runs.length === 1);
     await scheduler.close();
     const after = await openDatabase(path);
-    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: 5 });
+    expect(after.prepare('SELECT version FROM taskheap_meta').get()).toEqual({ version: SCHEMA_VERSION });
     expect(after.prepare('SELECT state, expiries FROM taskheap_tasks').all()).toEqual([{ state: 'succeeded', expiries: 0 }]);
     after.close();
   });

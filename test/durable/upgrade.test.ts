@@ -29,7 +29,19 @@ const VERSIONS = Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1);
  * default. A new column must be listed here, or the tests fail, asking what
  * its old rows should hold.
  */
-const ADDED: Record<string, unknown> = { expiries: 0, result: null, errors: null, serial: null, priority: 0, queue: 'default' };
+const ADDED: Record<string, unknown> = {
+  expiries: 0,
+  result: null,
+  errors: null,
+  serial: null,
+  priority: 0,
+  queue: 'default',
+  rate_key: null,
+  started_at: null,
+};
+
+/** From version 6 the serial keys are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */
+const LIMITS_FROM = 6;
 
 const TABLES = { tasks: 'taskheap_tasks', jobs: 'taskheap_jobs', serialKeys: 'taskheap_serial_keys', queues: 'taskheap_queues' } as const;
 type Tables = Record<keyof typeof TABLES, Record<string, unknown>[]>;
@@ -154,8 +166,14 @@ describe('upgrades of a SQLite file', () => {
           }
         }
         if (columns(db, TABLES.serialKeys).length > 0) {
-          for (const key of ROWS.serialKeys)
-            db.prepare(`INSERT INTO ${TABLES.serialKeys} (key, held_by) VALUES (?, ?)`).run(key.key, ids[Number(key.held_by)]);
+          for (const key of ROWS.serialKeys) {
+            if (version >= LIMITS_FROM) {
+              db.prepare(`INSERT INTO taskheap_limits (kind, key, lim, holders) VALUES ('concurrency', ?, 1, json_array(?))`).run(
+                key.key,
+                ids[Number(key.held_by)],
+              );
+            } else db.prepare(`INSERT INTO ${TABLES.serialKeys} (key, held_by) VALUES (?, ?)`).run(key.key, ids[Number(key.held_by)]);
+          }
         }
         const queueColumns = columns(db, TABLES.queues);
         for (const fixture of queueColumns.length === 0 ? [] : ROWS.queues) {
@@ -257,10 +275,16 @@ describe('upgrades of a PostgreSQL schema', () => {
       }
       if ((await columns(schema, TABLES.serialKeys)).length > 0) {
         for (const key of ROWS.serialKeys) {
-          await admin.query(`INSERT INTO ${quote(schema)}.${TABLES.serialKeys} (key, held_by) VALUES ($1, $2)`, [
-            key.key,
-            ids[Number(key.held_by)],
-          ]);
+          if (version >= LIMITS_FROM) {
+            await admin.query(
+              `INSERT INTO ${quote(schema)}.taskheap_limits (kind, key, lim, holders) VALUES ('concurrency', $1, 1, ARRAY[$2::bigint])`,
+              [key.key, ids[Number(key.held_by)]],
+            );
+          } else
+            await admin.query(`INSERT INTO ${quote(schema)}.${TABLES.serialKeys} (key, held_by) VALUES ($1, $2)`, [
+              key.key,
+              ids[Number(key.held_by)],
+            ]);
         }
       }
       const queueColumns = await columns(schema, TABLES.queues);

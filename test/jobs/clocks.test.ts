@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_CATCH_UP, Scheduler, type SkipInfo } from '../../src/index.js';
 import { advanceJob } from '../../src/durable/advance-job.js';
-import { ruleToJson } from '../../src/durable/store.js';
+import { ruleToJson } from '../../src/durable/rule-json.js';
 import { IntervalRule } from '../../src/rules/rule.js';
 import { ManualClock } from '../../src/testing.js';
 import { START, setup } from '../helpers.js';

@@ -1,62 +1,128 @@
-// The claim of the PostgreSQL store as SQL: \`claimSql()\` builds the one
-// statement that takes due and expired tasks (serial keys, named queues and
-// their slots included), from the fragments it shares with sql.ts (priority
-// levels, open queues, slots given back) and the conversions both use.
+// The claim statement and the SQL pieces of issue 22's durable limits and
+// queues: concurrency keys (`serial` is the key of limit 1) and rate buckets
+// that hold across every process, kept in `taskheap_limits` (migrations.ts,
+// version 6), and named queues (`taskheap_queues`, version 5: pause, global
+// slots, per-process rooms). The other statements are in sql.ts, which uses
+// the pieces exported here.
+//
+// How a claim stays exact across processes: it picks candidates from its
+// snapshot, then locks the limit rows they name in (kind, key) order (so two
+// claims cannot deadlock on them) and reads them at their latest version
+// (a row lock re-reads a row a concurrent claim changed), grants each row at
+// most the room it has left, and updates each row once, with what the tasks
+// it really claimed took. A claim only ever claims a limited task it may
+// start now, and only into a free worker ($8): nothing is hoarded.
+//
+// How a claim stays cheap with blocked work: keyed tasks (a concurrency or
+// rate key) are not in the plain waiting index; they are found from the
+// limit rows that have room, a few of each (the key's first tasks in due
+// order, or a bucket's room's worth), so tasks behind a full key or an empty
+// bucket are never read.
+//
+// Lock order, one for every statement, so that claims and settles cannot
+// deadlock: tasks first (a claim with SKIP LOCKED: a task another statement
+// holds is not waited for; a key's task skipped stops the key's later ones
+// as an unready one does), then queue rows in name order (lockQueues), then
+// limit rows in (kind, key) order; a settle locks the tasks it holds, then
+// the queue rows (freeSlots), then the limit rows (letGo, after `after`).
 
-/** SQL: a timestamptz expression as epoch ms. @internal */
+/** SQL: epoch ms (a parameter or expression) to timestamptz, and back. */
+export const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
 export const ms = (expression: string) => `(extract(epoch from ${expression}) * 1000)::float8`;
-
-/** SQL: $n milliseconds as an interval. @internal */
+/** SQL: $n milliseconds as an interval. */
 export const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
 const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
 
-/**
- * SQL: the priority levels of waiting tasks, highest first, one index probe
- * each (then a NULL). The waiting index leads with priority and PostgreSQL 15
- * has no skip scan: walking it level by level finds the due tasks of each
- * level by an exact range (priority = p, run_at <= now) instead of filtering
- * every future task of the level above.
- * @internal
- */
-export const levels = (T: string) => `levels(p) AS (
-    SELECT max(priority) FROM ${T} WHERE state = 'waiting'
-    UNION ALL
-    SELECT (SELECT max(priority) FROM ${T} WHERE state = 'waiting' AND priority < levels.p) FROM levels WHERE levels.p IS NOT NULL)`;
+/** SQL: the concurrency key and the rate key a stored job's options (JSON text) give its occurrences. */
+export const SERIAL_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'serial', ${options}::jsonb #>> '{concurrency,key}')`;
+export const RATE_KEY_OF = (options: string) => `(${options}::jsonb #>> '{rate,key}')`;
 
 /**
- * SQL: waiting task \`a\` may run as far as its serial key goes: it has none,
- * it holds its key (it waits for a retry, or was handed back), or the key is
- * free and \`a\` comes first among the key's waiting tasks (due time, then
- * id). Read from the statement's snapshot, so it may be stale: the claim
- * takes the key under a row lock (\`taken\` in claimSql), which re-checks.
- * @internal
+ * SQL: a CTE \`name\` making the limit rows the tasks of \`source\` (columns
+ * id, serial, rate_key, options) name, or setting their limit (the most
+ * recently added task's applies). Their past starts and holders stay.
  */
-export const claimable = (a: string, T: string, K: string) => `(${a}.serial IS NULL OR COALESCE(
-      (SELECT k.held_by = ${a}.id FROM ${K} AS k WHERE k.key = ${a}.serial),
-      ${a}.id = (SELECT h.id FROM ${T} AS h WHERE h.serial = ${a}.serial AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1)))`;
+export const upsertLimits = (L: string, name: string, source: string) => `${name} AS (
+      INSERT INTO ${L} AS l (kind, key, lim, interval_ms)
+      SELECT DISTINCT ON (kind, key) kind, key, lim, iv FROM (
+        SELECT 'concurrency' AS kind, serial AS key, COALESCE((options::jsonb #>> '{concurrency,limit}')::int, 1) AS lim, NULL::float8 AS iv, id
+          FROM ${source} WHERE serial IS NOT NULL
+        UNION ALL SELECT 'rate', rate_key, (options::jsonb #>> '{rate,limit}')::int, (options::jsonb #>> '{rate,interval}')::float8, id
+          FROM ${source} WHERE rate_key IS NOT NULL) AS x
+      ORDER BY kind, key, id DESC
+      ON CONFLICT (kind, key) DO UPDATE SET lim = EXCLUDED.lim, interval_ms = EXCLUDED.interval_ms, updated_at = now()
+      WHERE l.lim <> EXCLUDED.lim OR l.interval_ms IS DISTINCT FROM EXCLUDED.interval_ms)`;
 
 /**
- * Named queues (issue 22), kept apart from the rest of the claim: \`queues\`
- * lists the queues that have waiting tasks, one index probe each (a skip
- * scan of the queue-leading waiting index); \`open\` keeps those a claim
- * may take from, with the room each has: not paused, under their global
- * concurrency (the queue row's running count, read from the snapshot), and
- * under this process's own concurrency for them (rooms $7 names, $8 counts;
- * a queue not named has no limit here). The claim then reads the waiting
- * tasks of open queues only, so tasks of paused or full queues cost nothing.
- * @internal
+ * SQL: a CTE \`name\` letting the tasks of \`source\` (columns id, serial)
+ * that match \`where\` go of the concurrency slots they hold; aggregated per
+ * key (one statement updates a row once), the rows locked in key order
+ * as the claim does, after the queue rows CTE \`after\` locked (if any), so
+ * the two cannot deadlock. Returns the keys freed.
  */
-export const openQueues = (T: string, Q: string, rooms: string, names: string) => `queues(q) AS (
-    SELECT min(queue) FROM ${T} WHERE state = 'waiting'
+export const letGo = (L: string, name: string, source: string, where = 'true', after?: string) => `${name}_rows AS (
+      SELECT k.key FROM ${L} AS k WHERE k.kind = 'concurrency' AND k.key IN (SELECT serial FROM ${source} WHERE ${where})
+        ${after === undefined ? '' : `AND (SELECT count(*) FROM ${after}) >= 0`}
+      ORDER BY k.key FOR UPDATE),
+    ${name} AS (
+      UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (g.ids)), updated_at = now()
+      FROM (SELECT serial, array_agg(id) AS ids FROM ${source} WHERE serial IS NOT NULL AND ${where} GROUP BY serial) AS g
+        JOIN ${name}_rows AS r ON r.key = g.serial
+      WHERE l.kind = 'concurrency' AND l.key = g.serial AND l.holders && g.ids RETURNING l.key)`;
+
+/**
+ * SQL: the starts bucket \`l\` counts in its window at now(). A claim
+ * records its starts at the time it holds the bucket's lock (\`stamp\` in
+ * claimSql), later than its now(): counting from now() counts a little more
+ * than the window at that time holds, never less, so the limit holds on the
+ * recorded times, which are in order per bucket (each is after the previous
+ * writer's commit).
+ */
+const spent = (l: string) =>
+  `(SELECT COALESCE(sum(c), 0) FROM unnest(${l}.starts, ${l}.counts) AS x(s, c) WHERE s > now() - ${millis(`${l}.interval_ms`)})`;
+
+/**
+ * SQL: the priority levels of plain waiting tasks (no key), highest first,
+ * one index probe each (then a NULL). The waiting index leads with priority
+ * and PostgreSQL 15 has no skip scan: walking it level by level finds the
+ * due tasks of each level by an exact range.
+ */
+const levels = (T: string) => `levels(p) AS (
+    SELECT max(priority) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL
     UNION ALL
-    SELECT (SELECT min(queue) FROM ${T} WHERE state = 'waiting' AND queue > queues.q) FROM queues WHERE queues.q IS NOT NULL),
-  rooms(name, n) AS (SELECT * FROM unnest(${rooms}::text[], ${names}::int[])),
-  open AS (SELECT o.name, o.room FROM (SELECT queues.q AS name,
-      LEAST(COALESCE((SELECT n FROM rooms WHERE rooms.name = queues.q), 2147483647),
-        COALESCE((SELECT CASE WHEN qr.paused THEN 0 ELSE COALESCE(qr.global_concurrency - qr.running, 2147483647) END
-          FROM ${Q} AS qr WHERE qr.name = queues.q), 2147483647)) AS room
+    SELECT (SELECT max(priority) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND priority < levels.p)
+    FROM levels WHERE levels.p IS NOT NULL)`;
+
+/** The most rows an int room stands for: no limit. */
+const NO_LIMIT = 2147483647;
+
+/**
+ * SQL: the room queue \`name\` has for this process, from the snapshot: 0
+ * if paused, else the least of its global room (global concurrency less
+ * its running count) and this process's own room (\`rooms\`; a queue not
+ * named there has no limit here).
+ */
+const queueRoom = (Q: string, name: string) => `LEAST(COALESCE((SELECT n FROM rooms WHERE rooms.name = ${name}), ${NO_LIMIT}),
+        COALESCE((SELECT CASE WHEN qr.paused THEN 0 ELSE COALESCE(qr.global_concurrency - qr.running, ${NO_LIMIT}) END
+          FROM ${Q} AS qr WHERE qr.name = ${name}), ${NO_LIMIT}))`;
+
+/**
+ * Named queues: \`queues\` lists the queues that have plain waiting tasks,
+ * one index probe each (a skip scan of the queue-leading waiting index);
+ * \`open\` keeps those a claim may take from, with the room each has (see
+ * queueRoom; rooms \`rooms\` names, \`counts\` counts). The claim then reads
+ * the plain waiting tasks of open queues only, so tasks of paused or full
+ * queues cost nothing.
+ */
+const openQueues = (T: string, Q: string, rooms: string, counts: string) => `queues(q) AS (
+    SELECT min(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL
+    UNION ALL
+    SELECT (SELECT min(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND queue > queues.q)
+    FROM queues WHERE queues.q IS NOT NULL),
+  rooms(name, n) AS (SELECT * FROM unnest(${rooms}::text[], ${counts}::int[])),
+  open AS (SELECT o.name, o.room FROM (SELECT queues.q AS name, ${queueRoom(Q, 'queues.q')} AS room
     FROM queues WHERE queues.q IS NOT NULL) AS o WHERE o.room > 0)`;
 
 /**
@@ -68,16 +134,15 @@ export const openQueues = (T: string, Q: string, rooms: string, names: string) =
  * with JIT on every claim (1.8 s of compilation for 2 ms of work, measured
  * with EXPLAIN ANALYZE). Beyond this many pairs with due work, the claim
  * takes from the first ones in name and priority order.
- * @internal
  */
-export const QUEUE_LEVELS = 64;
+const QUEUE_LEVELS = 64;
 
 /**
  * SQL: the rows of queues \`names\` (a subquery) with a global concurrency,
  * locked in name order, so that statements updating several queue rows
  * (claims taking slots, outcomes giving them back) cannot deadlock.
  */
-const lockQueues = (Q: string, names: string) => `SELECT q.name FROM ${Q} AS q
+const lockQueues = (Q: string, names: string) => `SELECT q.name, q.paused, q.global_concurrency - q.running AS room FROM ${Q} AS q
     WHERE q.name IN (${names}) AND q.global_concurrency IS NOT NULL ORDER BY q.name FOR UPDATE`;
 
 /**
@@ -85,14 +150,45 @@ const lockQueues = (Q: string, names: string) => `SELECT q.name FROM ${Q} AS q
  * that stop running (\`cte\` has their \`queue\`) give back their slots;
  * \`was_full\`: the queue had no room left before, so its waiting tasks need
  * a wake-up. Only queues with a global concurrency count (the others have
- * no row to update, or never take the row's lock).
- * @internal
+ * no row to update, or never take the row's lock). Limit rows are locked
+ * after these (pass \`unslotted_locks\` as letGo's \`after\`). \`locks\`: a
+ * CTE that already locked the rows (the claim's one queue lock).
  */
-export const freeSlots = (Q: string, cte: string) => `unslotted_locks AS (${lockQueues(Q, `SELECT queue FROM ${cte}`)}),
+export const freeSlots = (Q: string, cte: string, locks?: string) => `${
+  locks === undefined ? `unslotted_locks AS (${lockQueues(Q, `SELECT queue FROM ${cte}`)}),` : ''
+}
     unslotted AS (UPDATE ${Q} AS q SET running = GREATEST(q.running - f.n, 0)
       FROM (SELECT queue, count(*)::int AS n FROM ${cte} GROUP BY queue) AS f
-      WHERE q.name = f.queue AND q.global_concurrency IS NOT NULL AND q.name IN (SELECT name FROM unslotted_locks)
+      WHERE q.name = f.queue AND q.global_concurrency IS NOT NULL AND q.name IN (SELECT name FROM ${locks ?? 'unslotted_locks'})
       RETURNING q.running + f.n >= q.global_concurrency AS was_full)`;
+
+/** SQL: the queue a stored job's options (JSON text) put its occurrences in. */
+export const QUEUE_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'queue', 'default')`;
+
+/**
+ * SQL: keyed waiting tasks (columns id, run_at, priority, serial, rate_key,
+ * name, queue, holds), from the limit rows with room in the snapshot: each
+ * concurrency key's first waiting tasks in due order (as many as its room,
+ * due or not: the ranks of the claim count them), the tasks holding a slot
+ * that wait for a retry, and each rate bucket's first due tasks without a
+ * concurrency key (as many as its room).
+ */
+const keyed = (T: string, L: string) => `
+      SELECT w.id, w.run_at, w.priority, w.serial, w.rate_key, w.name, w.queue, false AS holds
+      FROM ${L} AS l CROSS JOIN LATERAL (SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue FROM ${T} AS t
+          WHERE t.serial = l.key AND t.state = 'waiting' AND NOT (t.id = ANY (l.holders))
+          ORDER BY t.run_at, t.id LIMIT LEAST($1, l.lim - cardinality(l.holders))) AS w
+      WHERE l.kind = 'concurrency' AND cardinality(l.holders) < l.lim
+      UNION ALL
+      SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue, true
+      FROM ${L} AS l JOIN ${T} AS t ON t.id = ANY (l.holders)
+      WHERE l.kind = 'concurrency' AND cardinality(l.holders) > 0 AND t.state = 'waiting' AND t.run_at <= now()
+      UNION ALL
+      SELECT w.id, w.run_at, w.priority, w.serial, w.rate_key, w.name, w.queue, false
+      FROM ${L} AS l CROSS JOIN LATERAL (SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue FROM ${T} AS t
+          WHERE t.rate_key = l.key AND t.serial IS NULL AND t.state = 'waiting' AND t.run_at <= now()
+          ORDER BY t.priority DESC, t.run_at, t.id LIMIT LEAST($1, l.lim - ${spent('l')})) AS w
+      WHERE l.kind = 'rate' AND l.key <> '' AND ${spent('l')} < l.lim`;
 
 /**
  * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
@@ -100,75 +196,155 @@ export const freeSlots = (Q: string, cte: string) => `unslotted_locks AS (${lock
  * whose lease ran out (their process died or stalled). Every time is the
  * server's: process clocks may disagree, the database's is the one clock.
  * An expired task whose lease already expired $4 times is failed with error
- * $5 instead (and lets go of its serial key). Our own expired leases are
- * left alone: this process is alive (it is claiming) and renews them.
+ * $5 instead (and lets go of its slots). Our own expired leases are left
+ * alone: this process is alive (it is claiming) and renews them.
  * `unlessJobsDue`: claims only if no recurring job is due, and returns that
  * flag (on a row of its own if nothing was claimed). $6 (text[], or null for
- * any): only tasks of these handler names, the ones this process has
- * defined; others wait for a process that runs them.
+ * any): only tasks of these handler names. $7: this process applies the
+ * scheduler-wide bucket (key ''). $8: free workers, the most limited tasks
+ * (a key, or the scheduler-wide bucket) claimed: never more than can start.
+ * $9/$10: this process's rooms for queues (names, counts).
  *
- * Serial keys: a task with one is claimed only if it takes the key. A key
- * row exists while a task holds it; \`taken\` inserts it, or, if it exists,
- * keeps it only for the task already holding it. ON CONFLICT locks the row
- * and re-checks it at its latest version (a concurrent claim's uncommitted
- * row is waited for), so of two claims racing for one key exactly one wins,
- * whatever their snapshots said; the loser leaves its task waiting. Keys are
- * taken in key order, so two claims cannot deadlock on them.
- * @internal
+ * Candidates: plain tasks of open queues (openQueues), keyed ones from the
+ * limit rows with room (keyed) whose queue has room in the snapshot, and
+ * expired ones. Then, in the one lock order (see the file's comment), the
+ * queue rows with a global concurrency (name order) and the limit rows
+ * ((kind, key) order) they name, read at their latest version; the claim
+ * decides from those, and writes each row once with what it really took.
+ *
+ * Limits: a task with a concurrency key needs a slot (it holds one already,
+ * or it is among the key's first `room` waiting tasks); then a token of its
+ * rate bucket (the first `room` of the bucket's candidates that passed); a
+ * key's tasks start in due order, so a key's task refused stops the key's
+ * later ones; then each queue's room (this process's own, and for waiting
+ * tasks the global one: a taken-over expired task keeps the slot its first
+ * claim took), the scheduler-wide bucket and $8 cut the list in order.
+ * Tasks of one key are ordered by the priority of the key's first (priority
+ * does not reorder a key), so every cut keeps each key's tasks a prefix.
  */
-export function claimSql(T: string, J: string, K: string, Q: string, unlessJobsDue: boolean): string {
+export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsDue: boolean): string {
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
   return `WITH RECURSIVE
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
     ${levels(T)},
-    ${openQueues(T, Q, '$7', '$8')},
-    expired AS (SELECT id, run_at, priority, serial, expiries, queue FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
+    ${openQueues(T, Q, '$9', '$10')},
+    expired AS (SELECT id, run_at, priority, serial, rate_key, queue, expiries FROM ${T}
+      WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
       FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id, t.serial, t.queue),
-    unheld AS (DELETE FROM ${K} AS k USING failed WHERE k.key = failed.serial AND k.held_by = failed.id),
-    ${freeSlots(Q, 'failed')},
-    waiting AS (SELECT w.id, w.run_at, w.priority, w.serial, w.queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (
-        SELECT t.id, t.run_at, t.priority, t.serial, t.queue FROM ${T} AS t
-        WHERE t.state = 'waiting' AND t.queue = open.name AND t.priority = levels.p AND t.run_at <= now() ${gate} ${NAMED} AND ${claimable('t', T, K)}
+
+    plain AS (SELECT w.id, w.run_at, w.priority, w.queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (
+        SELECT t.id, t.run_at, t.priority, t.queue FROM ${T} AS t
+        WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p
+          AND t.run_at <= now() ${gate} ${NAMED}
         ORDER BY t.run_at, t.id LIMIT $1 FOR UPDATE OF t SKIP LOCKED) AS w
       WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
-    candidates AS (SELECT d.*, row_number() OVER (PARTITION BY d.queue ORDER BY d.priority DESC, d.run_at, d.id) AS n
-      FROM (SELECT id, run_at, priority, queue, serial, true AS expired FROM expired WHERE expiries < $4
-        UNION ALL SELECT id, run_at, priority, queue, serial, false FROM waiting) AS d),
-    chosen AS (SELECT c.id, c.queue, c.serial, c.expired, c.priority, c.run_at FROM candidates AS c LEFT JOIN open ON open.name = c.queue
-      WHERE c.n <= COALESCE((SELECT n FROM rooms WHERE rooms.name = c.queue), 2147483647) AND (c.expired OR c.n <= open.room)
-      ORDER BY c.priority DESC, c.run_at, c.id LIMIT $1),
-    heads AS (SELECT DISTINCT ON (serial) id, serial FROM chosen WHERE NOT expired AND serial IS NOT NULL ORDER BY serial, priority DESC, run_at, id),
-    taken AS (INSERT INTO ${K} AS k (key, held_by) SELECT serial, id FROM heads ORDER BY serial
-      ON CONFLICT (key) DO UPDATE SET held_by = k.held_by WHERE k.held_by = EXCLUDED.held_by
-      RETURNING k.held_by),
-    picked AS (SELECT * FROM chosen WHERE expired OR serial IS NULL OR id IN (SELECT held_by FROM taken)),
-    ${grantSlots(Q)},
-    due AS (SELECT p.id FROM (SELECT picked.*, row_number() OVER (PARTITION BY queue, expired ORDER BY priority DESC, run_at, id) AS n FROM picked) AS p
-      LEFT JOIN granted AS g ON g.name = p.queue WHERE p.expired OR g.name IS NULL OR p.n <= g.granted),
+    keyed AS (SELECT k.* FROM (${keyed(T, L)}) AS k WHERE ${queueRoom(Q, 'k.queue')} > 0),
+    keyed_locked AS (SELECT t.id FROM ${T} AS t
+      WHERE t.id IN (SELECT id FROM keyed WHERE run_at <= now() ${NAMED}) AND t.state = 'waiting' ${gate}
+      FOR UPDATE SKIP LOCKED),
+    cand AS (SELECT id, run_at, priority, serial, rate_key, queue, true AS holds, true AS usable, true AS expired FROM expired WHERE expiries < $4
+      UNION ALL SELECT id, run_at, priority, NULL, NULL, queue, false, true, false FROM plain
+      UNION ALL SELECT id, run_at, priority, serial, rate_key, queue, holds, id IN (SELECT id FROM keyed_locked), false FROM keyed),
+    qlocked AS (${lockQueues(Q, 'SELECT queue FROM failed UNION ALL SELECT queue FROM cand WHERE NOT expired')}),
+    ${freeSlots(Q, 'failed', 'qlocked')},
+    ${letGo(L, 'unheld', 'failed', 'true', 'qlocked')},
+    locked AS (SELECT l.kind, l.key, l.lim, l.holders,
+        CASE l.kind WHEN 'concurrency' THEN l.lim - cardinality(l.holders) ELSE l.lim - ${spent('l')} END AS room
+      FROM ${L} AS l
+      WHERE ((l.kind = 'concurrency' AND l.key IN (SELECT serial FROM cand))
+        OR (l.kind = 'rate' AND (l.key IN (SELECT rate_key FROM cand) OR (l.key = '' AND $7::boolean AND EXISTS (SELECT 1 FROM cand)))))
+        AND (SELECT count(*) FROM qlocked) >= 0
+      ORDER BY l.kind, l.key FOR UPDATE),
+    stamp AS (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM locked) AS every_lock_taken),
+    slotted AS (SELECT c.*, c.holds OR c.id = ANY (k.holders) AS held, k.room AS slots,
+        row_number() OVER (PARTITION BY c.serial, c.holds OR c.id = ANY (k.holders) ORDER BY c.run_at, c.id) AS cr,
+        first_value(c.priority) OVER (PARTITION BY c.serial ORDER BY c.run_at, c.id) AS key_priority
+      FROM cand AS c LEFT JOIN locked AS k ON k.kind = 'concurrency' AND k.key = c.serial),
+    with_slot AS (SELECT * FROM slotted WHERE serial IS NULL OR held OR cr <= slots),
+    tokened AS (SELECT s.*, b.room AS tokens,
+        row_number() OVER (PARTITION BY s.rate_key, s.usable ORDER BY s.priority DESC, s.run_at, s.id) AS rr
+      FROM with_slot AS s LEFT JOIN locked AS b ON b.kind = 'rate' AND b.key = s.rate_key),
+    allowed AS (SELECT *, CASE WHEN serial IS NULL THEN priority ELSE key_priority END AS effective FROM (
+        SELECT *, bool_and(ready) OVER (PARTITION BY serial, held ORDER BY run_at, id ROWS UNBOUNDED PRECEDING) AS in_order FROM (
+          SELECT *, usable AND (rate_key IS NULL OR tokens IS NULL OR rr <= tokens) AS ready FROM tokened) AS r) AS x
+      WHERE ready AND (serial IS NULL OR held OR in_order)),
+    roomed AS (SELECT a.* FROM (SELECT a.*,
+          row_number() OVER (PARTITION BY a.queue ORDER BY a.effective DESC, a.run_at, a.id) AS qn,
+          row_number() OVER (PARTITION BY a.queue, a.expired ORDER BY a.effective DESC, a.run_at, a.id) AS gn
+        FROM allowed AS a) AS a LEFT JOIN qlocked AS g ON g.name = a.queue
+      WHERE a.qn <= COALESCE((SELECT n FROM rooms WHERE rooms.name = a.queue), ${NO_LIMIT})
+        AND (a.expired OR g.name IS NULL OR (NOT g.paused AND a.gn <= g.room))),
+    due AS (SELECT id, serial, rate_key, held, queue, expired FROM (
+        SELECT *, row_number() OVER (PARTITION BY serial IS NOT NULL OR rate_key IS NOT NULL OR $7::boolean
+          ORDER BY effective DESC, run_at, id) AS lr
+        FROM roomed) AS x
+      WHERE NOT (serial IS NOT NULL OR rate_key IS NOT NULL OR $7::boolean) OR lr <= $8
+      ORDER BY effective DESC, run_at, id
+      LIMIT CASE WHEN $7::boolean THEN LEAST($1, COALESCE((SELECT room FROM locked WHERE kind = 'rate' AND key = ''), $1)) ELSE $1 END),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
-        attempts = t.attempts + 1, expiries = t.expiries + (t.state = 'running')::int, updated_at = now()
-      FROM due WHERE t.id = due.id
-      RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority)
-    ${unlessJobsDue ? 'SELECT flag.jobs_due, claimed.* FROM flag LEFT JOIN claimed ON true' : 'SELECT * FROM claimed'}`;
+        attempts = t.attempts + 1, expiries = t.expiries + (t.state = 'running')::int, started_at = (SELECT at FROM stamp), updated_at = now()
+      FROM due WHERE t.id = due.id AND (t.state = 'waiting' OR (t.state = 'running' AND t.locked_until <= now()))
+      RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
+        due.serial, due.rate_key, due.held, due.queue, due.expired),
+    slots_granted AS (UPDATE ${Q} AS q SET running = q.running + g.n, granted = g.n, updated_at = now()
+      FROM (SELECT queue, count(*)::int AS n FROM claimed WHERE NOT expired GROUP BY queue) AS g
+      WHERE q.name = g.queue AND q.name IN (SELECT name FROM qlocked)),
+    slots_taken AS (UPDATE ${L} AS l SET holders = l.holders || g.ids, updated_at = now()
+      FROM (SELECT serial, array_agg(id) AS ids FROM claimed WHERE serial IS NOT NULL AND NOT held GROUP BY serial) AS g
+      WHERE l.kind = 'concurrency' AND l.key = g.serial),
+    tokens_taken AS (UPDATE ${L} AS l
+      SET starts = ARRAY(SELECT s FROM unnest(l.starts) AS s WHERE s > g.at - ${millis('l.interval_ms')}) || g.at,
+        counts = ARRAY(SELECT c FROM unnest(l.starts, l.counts) AS x(s, c) WHERE s > g.at - ${millis('l.interval_ms')}) || g.n::int,
+        updated_at = now()
+      FROM (SELECT key, n, (SELECT at FROM stamp) AS at FROM (
+          SELECT rate_key AS key, count(*) AS n FROM claimed WHERE rate_key IS NOT NULL GROUP BY rate_key
+          UNION ALL SELECT '', count(*) FROM claimed WHERE $7::boolean HAVING count(*) > 0) AS y) AS g
+      WHERE l.kind = 'rate' AND l.key = g.key)
+    ${
+      unlessJobsDue
+        ? 'SELECT flag.jobs_due, claimed.id, claimed.name, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.run_at, claimed.options, claimed.priority FROM flag LEFT JOIN claimed ON true'
+        : 'SELECT id, name, payload, attempts, max_attempts, run_at, options, priority FROM claimed'
+    }`;
 }
 
 /**
- * SQL: a claim takes slots of the queues with a global concurrency for the
- * waiting tasks it picked, under the queue row's lock and from its latest
- * version (a concurrent claim's update is waited for and re-read), so
- * claims racing for the last slots never take more than there are: each
- * queue grants what fits (\`granted\`), and the claim keeps that many of the
- * queue's picked tasks, in claim order; the others stay waiting. Taken over
- * expired tasks keep the slot their first claim took (but count against
- * this process's own room for their queue, as any task it holds).
+ * ms until something is due, by the server's clock (negative: overdue);
+ * tasks only of the names $1 (null: any); $2: this process applies the
+ * scheduler-wide bucket; $3/$4: this process's rooms for queues, as in the
+ * claim. A task that cannot start does not count: a full key's tasks (the
+ * release of a slot wakes the processes, see settle), a rate bucket's
+ * tasks until the bucket has room again, a paused or full queue's plain
+ * tasks (a resume, or a slot given back, wakes the processes).
  */
-const grantSlots = (Q: string) => `slot_locks AS (${lockQueues(Q, 'SELECT queue FROM picked WHERE NOT expired')}),
-    granted AS (UPDATE ${Q} AS q
-      SET granted = LEAST(w.n, GREATEST(q.global_concurrency - q.running, 0)),
-        running = q.running + LEAST(w.n, GREATEST(q.global_concurrency - q.running, 0))
-      FROM (SELECT queue, count(*)::int AS n FROM picked WHERE NOT expired GROUP BY queue) AS w
-      WHERE q.name = w.queue AND q.global_concurrency IS NOT NULL AND q.name IN (SELECT name FROM slot_locks)
-      RETURNING q.name, q.granted)`;
+export function nextDueSql(T: string, J: string, L: string, Q: string): string {
+  const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
+  // When bucket \`l\` has room again: its oldest start in the window leaves it.
+  const refill = (l: string) => `CASE WHEN ${spent(l)} < ${l}.lim THEN now()
+      ELSE (SELECT min(s) FROM unnest(${l}.starts) AS s WHERE s > now() - ${millis(`${l}.interval_ms`)}) + ${millis(`${l}.interval_ms`)} END`;
+  return `WITH RECURSIVE ${levels(T)}, ${openQueues(T, Q, '$3', '$4')},
+      firsts AS (SELECT w.run_at FROM open CROSS JOIN levels CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
+          WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p AND ${named}
+          ORDER BY t.run_at, t.id LIMIT 1) AS w
+        WHERE levels.p IS NOT NULL LIMIT ${QUEUE_LEVELS}),
+      heads AS (SELECT h.at AS run_at FROM (SELECT w.run_at AS at, w.queue FROM ${L} AS l CROSS JOIN LATERAL (
+            SELECT t.run_at, t.name, t.queue FROM ${T} AS t
+            WHERE t.serial = l.key AND t.state = 'waiting' AND NOT (t.id = ANY (l.holders)) ORDER BY t.run_at, t.id LIMIT 1) AS w
+          WHERE l.kind = 'concurrency' AND cardinality(l.holders) < l.lim AND ($1::text[] IS NULL OR w.name = ANY($1::text[]))
+          UNION ALL SELECT t.run_at, t.queue FROM ${L} AS l JOIN ${T} AS t ON t.id = ANY (l.holders)
+          WHERE l.kind = 'concurrency' AND cardinality(l.holders) > 0 AND t.state = 'waiting' AND ${named}
+          UNION ALL SELECT GREATEST(w.run_at, ${refill('l')}), w.queue FROM ${L} AS l CROSS JOIN LATERAL (SELECT t.run_at, t.queue FROM ${T} AS t
+            WHERE t.rate_key = l.key AND t.serial IS NULL AND t.state = 'waiting' AND ${named}
+            ORDER BY t.run_at, t.id LIMIT 1) AS w
+          WHERE l.kind = 'rate' AND l.key <> '') AS h
+        -- A keyed task of a paused or full queue waits with it: a resume, or a slot given back, wakes the processes.
+        WHERE ${queueRoom(Q, 'h.queue')} > 0),
+      soonest AS (SELECT LEAST((SELECT MIN(run_at) FROM firsts), (SELECT MIN(run_at) FROM heads)) AS at),
+      refilled AS (SELECT ${refill('l')} AS at FROM ${L} AS l WHERE $2::boolean AND l.kind = 'rate' AND l.key = '')
+      SELECT (extract(epoch from LEAST(
+        GREATEST((SELECT at FROM soonest), (SELECT at FROM refilled)),
+        (SELECT MIN(locked_until) FROM ${T} WHERE state = 'running' AND ($1::text[] IS NULL OR name = ANY($1::text[]))),
+        (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`;
+}

@@ -115,6 +115,54 @@ export const MIGRATIONS: readonly Migration[] = [
         updated_at timestamptz NOT NULL DEFAULT now()
       );`,
   },
+  {
+    // Issue 22: limits that hold across every process. One row per limit:
+    // a concurrency key (`serial` is the key with lim 1; `holders` are the
+    // tasks holding its slots, from their first start to their final state)
+    // or a rate bucket (`interval_ms`; `starts`/`counts`: how many tasks
+    // started at each claim's time within the window; key '' is the
+    // scheduler-wide bucket). Rows are made when a task names the limit, so
+    // a claim only locks and updates them. The claim walks these rows, not
+    // the tasks behind them: keyed tasks leave the plain waiting index, and
+    // each kind has its own (see claimSql in claim-sql.ts). `started_at`: the
+    // database's time of the task's last start.
+    version: 6,
+    sql: `
+      CREATE TABLE :SCHEMA.taskheap_limits (
+        kind text NOT NULL CHECK (kind IN ('concurrency', 'rate')),
+        key text NOT NULL,
+        lim integer NOT NULL CHECK (lim >= 1),
+        interval_ms float8,
+        holders bigint[] NOT NULL DEFAULT '{}',
+        starts timestamptz[] NOT NULL DEFAULT '{}',
+        counts integer[] NOT NULL DEFAULT '{}',
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (kind, key)
+      );
+      ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN rate_key text, ADD COLUMN started_at timestamptz;
+      UPDATE :SCHEMA.taskheap_tasks SET rate_key = options::jsonb #>> '{rate,key}'
+        WHERE state IN ('waiting', 'running') AND options::jsonb ? 'rate';
+      INSERT INTO :SCHEMA.taskheap_limits (kind, key, lim, holders)
+        SELECT 'concurrency', key, 1, ARRAY[held_by] FROM :SCHEMA.taskheap_serial_keys;
+      INSERT INTO :SCHEMA.taskheap_limits (kind, key, lim)
+        SELECT DISTINCT 'concurrency', serial, 1 FROM :SCHEMA.taskheap_tasks WHERE serial IS NOT NULL AND state IN ('waiting', 'running')
+        ON CONFLICT DO NOTHING;
+      INSERT INTO :SCHEMA.taskheap_limits (kind, key, lim, interval_ms)
+        SELECT DISTINCT ON (rate_key) 'rate', rate_key, (options::jsonb #>> '{rate,limit}')::int, (options::jsonb #>> '{rate,interval}')::float8
+        FROM :SCHEMA.taskheap_tasks WHERE rate_key IS NOT NULL ORDER BY rate_key, id DESC;
+      DROP TABLE :SCHEMA.taskheap_serial_keys;
+      -- What version 4's table showed: which task holds a slot of which key (read only).
+      CREATE VIEW :SCHEMA.taskheap_serial_keys AS
+        SELECT key, unnest(holders) AS held_by FROM :SCHEMA.taskheap_limits WHERE kind = 'concurrency';
+      DROP INDEX :SCHEMA.taskheap_tasks_waiting;
+      CREATE INDEX taskheap_tasks_waiting ON :SCHEMA.taskheap_tasks (priority, run_at, id)
+        WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL;
+      DROP INDEX :SCHEMA.taskheap_tasks_queue_waiting;
+      CREATE INDEX taskheap_tasks_queue_waiting ON :SCHEMA.taskheap_tasks (queue, priority, run_at, id)
+        WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL;
+      CREATE INDEX taskheap_tasks_rate ON :SCHEMA.taskheap_tasks (rate_key, priority DESC, run_at, id)
+        WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;`,
+  },
 ];
 
 /**

@@ -4,8 +4,8 @@
 // table names (see `statements()`). Times are `timestamptz`; the store
 // speaks epoch milliseconds, converted here.
 
-import { claimable, claimSql, freeSlots, levels, millis, ms, openQueues, QUEUE_LEVELS } from './claim-sql.js';
 import { inSchema, META, MIGRATIONS, quote } from './migrations.js';
+import { claimSql, freeSlots, letGo, millis, ms, nextDueSql, QUEUE_OF, RATE_KEY_OF, SERIAL_OF, ts, upsertLimits } from './claim-sql.js';
 
 /** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
 export const WAKE = 'taskheap_wake';
@@ -27,9 +27,6 @@ const MAX_ERRORS = 10;
  * hand back the tasks of that queue they claimed but have not started.
  */
 export const QUEUES = 'taskheap_queue';
-
-/** SQL: epoch ms (a parameter or expression) to timestamptz (and back: `ms` in claim-sql.ts). */
-const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
 
 /**
  * SQL twin of `sameSchedule`: the stored job `j` (scheduled or paused) and
@@ -67,7 +64,7 @@ const batch = (arrays: string) =>
 function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
     ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
-    ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue`;
+    ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue, ${a}.rate_key, ${ms(`${a}.started_at`)} AS started_at`;
 }
 
 /** The columns \`taskColumns\` names, read from \`a\` (a CTE that returned them). */
@@ -101,10 +98,8 @@ function jobColumns(a: string): string {
     ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at`;
 }
 
-/** SQL: the serial key and the priority a stored job's options (JSON text) give its occurrences. */
-const SERIAL_OF = (options: string) => `(${options}::jsonb ->> 'serial')`;
+/** SQL: the priority a stored job's options (JSON text) give its occurrences. */
 const PRIORITY_OF = (options: string) => `COALESCE((${options}::jsonb ->> 'priority')::int, 0)`;
-const QUEUE_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'queue', 'default')`;
 
 /** The statements of a store whose tables live in `schema` (undefined: the search_path). */
 export function statements(schema: string | undefined) {
@@ -112,10 +107,14 @@ export function statements(schema: string | undefined) {
   const T = t('taskheap_tasks');
   const J = t('taskheap_jobs');
   const M = t('taskheap_meta');
-  const K = t('taskheap_serial_keys');
+  const L = t('taskheap_limits');
   const Q = t('taskheap_queues');
-  // A replaced keyed task starts over: it lets go of any serial key it held (waiting for a retry).
-  const REPLACED_LET_GO = `released AS (DELETE FROM ${K} AS k USING saved WHERE k.held_by = saved.id)`;
+  // A replaced keyed task starts over: it lets go of any slot it held (waiting for a retry), under
+  // whichever key (its new one may differ). Only replaced rows look (xmax: the row was updated).
+  const REPLACED_LET_GO = `released AS (UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (r.ids))
+        FROM (SELECT array_agg(id) AS ids FROM saved WHERE replaced) AS r
+        WHERE l.kind = 'concurrency' AND r.ids IS NOT NULL AND l.holders && r.ids),
+      ${upsertLimits(L, 'limits', 'saved')}`;
   return {
     /** Entry \`v\` upgrades version \`v\` to \`v + 1\` (see migrations.ts). */
     migrations: MIGRATIONS.map((migration) => inSchema(migration.sql, schema)),
@@ -133,27 +132,29 @@ export function statements(schema: string | undefined) {
      * keeps the statement safe should a key come this way).
      */
     addTask: `WITH saved AS (
-        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue)
-        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9, $10)
+        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key)
+        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9, $10, $11)
         ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, updated_at = now()
+          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
+          updated_at = now()
         WHERE t.state <> 'running'
-        RETURNING ${taskColumns('t')}),
+        RETURNING ${taskColumns('t')}, (t.xmax <> 0) AS replaced),
       ${REPLACED_LET_GO}
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
     /** Many tasks without keys in one statement (keyed batches go through addKeyed); one wake for the earliest. */
     addTasks: `WITH saved AS (
-        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue)
-        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority, u.queue
-        FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[]) WITH ORDINALITY
-          AS u(name, key, payload, at, max_attempts, options, serial, priority, queue, ord)
+        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key)
+        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority, u.queue, u.rate_key
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::text[])
+          WITH ORDINALITY AS u(name, key, payload, at, max_attempts, options, serial, priority, queue, rate_key, ord)
         ORDER BY u.ord
         ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, updated_at = now()
+          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
+          updated_at = now()
         WHERE t.state <> 'running'
-        RETURNING ${taskColumns('t')}),
+        RETURNING ${taskColumns('t')}, (t.xmax <> 0) AS replaced),
       ${REPLACED_LET_GO},
       wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(run_at)::bigint::text) FROM saved HAVING count(*) > 0)
       SELECT saved.* FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
@@ -175,8 +176,8 @@ export function statements(schema: string | undefined) {
      * one wake for the earliest written.
      */
     addKeyed: `WITH
-      u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::text[])
-        WITH ORDINALITY AS u(name, key, payload, at, max_attempts, options, serial, priority, mode, period, queue, ord)),
+      u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::text[],
+          $13::text[]) WITH ORDINALITY AS u(name, key, payload, at, max_attempts, options, serial, priority, mode, period, queue, rate_key, ord)),
       old AS (SELECT ${taskColumns('t')}, t.created_at AS created_ts FROM ${T} AS t WHERE t.key = ANY($2::text[]) ORDER BY t.key FOR UPDATE),
       plan AS (SELECT u.*, o.id AS old_id,
           CASE WHEN o.id IS NULL THEN 'insert'
@@ -187,17 +188,22 @@ export function statements(schema: string | undefined) {
           ${ts('u.at')} AS due
         FROM u LEFT JOIN old AS o ON o.key = u.key),
       upd AS (UPDATE ${T} AS t SET name = p.name, payload = p.payload, state = 'waiting', run_at = p.due, attempts = 0, max_attempts = p.max_attempts,
-          options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL, serial = p.serial, priority = p.priority, queue = p.queue, updated_at = now(),
+          options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL, serial = p.serial, priority = p.priority, queue = p.queue, rate_key = p.rate_key,
+          updated_at = now(),
           created_at = CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE t.created_at END
         FROM plan AS p WHERE t.id = p.old_id AND p.action IN ('replace', 'renew')
         RETURNING ${taskColumns('t')}, p.ord, p.action),
-      ins AS (INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, created_at)
-        SELECT p.name, p.key, p.payload, p.due, p.max_attempts, p.options, p.serial, p.priority, p.queue,
+      ins AS (INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key, created_at)
+        SELECT p.name, p.key, p.payload, p.due, p.max_attempts, p.options, p.serial, p.priority, p.queue, p.rate_key,
           CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE now() END
         FROM plan AS p WHERE p.action = 'insert' ORDER BY p.ord
         ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
         RETURNING ${taskColumns('t')}),
-      released AS (DELETE FROM ${K} AS k USING upd WHERE k.held_by = upd.id),
+      released AS (UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (r.ids))
+        FROM (SELECT array_agg(id) AS ids FROM upd) AS r
+        WHERE l.kind = 'concurrency' AND r.ids IS NOT NULL AND l.holders && r.ids),
+      written AS (SELECT id, serial, rate_key, options FROM upd UNION ALL SELECT id, serial, rate_key, options FROM ins),
+      ${upsertLimits(L, 'limits', 'written')},
       wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(w.run_at)::bigint::text) FROM (SELECT run_at FROM upd UNION ALL SELECT run_at FROM ins) AS w
         HAVING count(*) > 0)
       SELECT r.* FROM (SELECT ${TASK_COLUMNS('upd')}, upd.ord, upd.action FROM upd
@@ -233,17 +239,18 @@ export function statements(schema: string | undefined) {
      * the place of a scheduled occurrence (the unique key ignores NULLs).
      */
     triggerJob: `WITH added AS (
-        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key, serial, priority, queue)
+        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key, serial, priority, queue, rate_key)
         SELECT name, payload, now(), COALESCE((options::jsonb #>> '{retry,attempts}')::int, 1), options, key, ${SERIAL_OF('options')}, ${PRIORITY_OF('options')},
-          ${QUEUE_OF('options')}
+          ${QUEUE_OF('options')}, ${RATE_KEY_OF('options')}
         FROM ${J} WHERE key = $1 AND state <> 'cancelled'
-        RETURNING ${taskColumns('t')})
+        RETURNING ${taskColumns('t')}),
+      ${upsertLimits(L, 'limits', 'added')}
       SELECT added.*, pg_notify('${WAKE}', $2 || added.run_at::bigint::text) FROM added`,
 
     /**
      * Re-registering the same schedule (every start does) keeps the job's
      * place in it: its rule's start point, next occurrence and count left
-     * (see sameSchedule in durable/store.ts; start and anchor are the start point).
+     * (see sameSchedule in durable/rule-json.ts; start and anchor are the start point).
      */
     addJob: `WITH saved AS (
         INSERT INTO ${J} AS j (key, name, payload, rule, state, next_run_at, remaining, until, options)
@@ -260,8 +267,11 @@ export function statements(schema: string | undefined) {
       FROM saved`,
 
     /** The common case, no recurring job due: claims in one statement and says whether a job is due. */
-    claimUnlessJobsDue: claimSql(T, J, K, Q, true),
-    claim: claimSql(T, J, K, Q, false),
+    claimUnlessJobsDue: claimSql(T, J, L, Q, true),
+    claim: claimSql(T, J, L, Q, false),
+    /** This process's scheduler-wide bucket ($1 per $2 ms): the most recent process to start or set it decides the limit. */
+    setSchedulerRate: `INSERT INTO ${L} AS l (kind, key, lim, interval_ms) VALUES ('rate', '', $1, $2)
+      ON CONFLICT (kind, key) DO UPDATE SET lim = EXCLUDED.lim, interval_ms = EXCLUDED.interval_ms, updated_at = now()`,
     /** Another process materializing the same job holds its row: skip it, that process does the work. */
     dueJobs: `SELECT key, name, payload, rule, ${ms('next_run_at')} AS next_run_at, remaining, ${ms('until')} AS until, options,
         ${ms('now()')} AS now
@@ -270,32 +280,19 @@ export function statements(schema: string | undefined) {
     runningJobs: `SELECT DISTINCT job_key FROM ${T}
       WHERE job_key = ANY($1::text[]) AND state = 'running' AND locked_until > now()`,
     /** (job_key, scheduled_at) is unique: an occurrence is inserted once, whichever process gets there first. */
-    insertOccurrences: `INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key, serial, priority, queue)
-      SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key, ${SERIAL_OF('u.options')}, ${PRIORITY_OF('u.options')},
-        ${QUEUE_OF('u.options')}
-      FROM unnest($1::text[], $2::text[], $3::float8[], $4::int[], $5::text[], $6::text[]) AS u(name, payload, at, max_attempts, options, job_key)
-      ON CONFLICT (job_key, scheduled_at) WHERE job_key IS NOT NULL DO NOTHING`,
+    insertOccurrences: `WITH added AS (INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key, serial, priority, queue, rate_key)
+        SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key, ${SERIAL_OF('u.options')}, ${PRIORITY_OF('u.options')},
+          ${QUEUE_OF('u.options')}, ${RATE_KEY_OF('u.options')}
+        FROM unnest($1::text[], $2::text[], $3::float8[], $4::int[], $5::text[], $6::text[]) AS u(name, payload, at, max_attempts, options, job_key)
+        ON CONFLICT (job_key, scheduled_at) WHERE job_key IS NOT NULL DO NOTHING
+        RETURNING id, serial, rate_key, options),
+      ${upsertLimits(L, 'limits', 'added')}
+      SELECT count(*) FROM added`,
     advanceJobs: `UPDATE ${J} AS j SET next_run_at = ${ts('u.next')}, remaining = u.remaining, state = u.state,
         runs = j.runs + u.added, updated_at = now()
       FROM unnest($1::text[], $2::float8[], $3::int[], $4::text[], $5::int[]) AS u(key, next, remaining, state, added)
       WHERE j.key = u.key`,
-    /**
-     * ms until something is due, by the server's clock (negative: overdue);
-     * tasks only of the names $1 (null: any). A waiting task that cannot
-     * take its serial key does not count: the key's release wakes the
-     * processes (see settle), so nobody polls a held key. Nor does a task
-     * of a paused or full queue (open queues only, rooms $2/$3 as in the
-     * claim): a resume, or a slot given back, wakes the processes.
-     */
-    nextDue: `WITH RECURSIVE ${levels(T)}, ${openQueues(T, Q, '$2', '$3')},
-      firsts AS (SELECT w.run_at FROM open CROSS JOIN levels CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
-          WHERE t.state = 'waiting' AND t.queue = open.name AND t.priority = levels.p AND ($1::text[] IS NULL OR t.name = ANY($1::text[])) AND ${claimable('t', T, K)}
-          ORDER BY t.run_at, t.id LIMIT 1) AS w
-        WHERE levels.p IS NOT NULL LIMIT ${QUEUE_LEVELS})
-      SELECT (extract(epoch from LEAST(
-        (SELECT MIN(run_at) FROM firsts),
-        (SELECT MIN(locked_until) FROM ${T} WHERE state = 'running' AND ($1::text[] IS NULL OR name = ANY($1::text[]))),
-        (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`,
+    nextDue: nextDueSql(T, J, L, Q),
 
     /**
      * Extends the leases ($1 ms from now) of the ids $2 owner $3 holds, and
@@ -342,9 +339,8 @@ export function statements(schema: string | undefined) {
             locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM u WHERE t.id = u.id AND t.locked_by = $6 AND (u.kind <> 'release' OR t.state = 'running')
           RETURNING t.id, u.kind, t.run_at, t.serial, t.queue),
-        freed AS (DELETE FROM ${K} AS k USING done WHERE done.kind = 'complete' AND k.key = done.serial AND k.held_by = done.id
-          RETURNING k.key),
         ${freeSlots(Q, 'done')},
+        ${letGo(L, 'freed', 'done', "kind = 'complete'", 'unslotted_locks')},
         next AS (SELECT (SELECT h.run_at FROM ${T} AS h WHERE h.serial = freed.key AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1) AS run_at
           FROM freed)
       SELECT pg_notify('${WAKE}', $7 || (extract(epoch from MIN(run_at)) * 1000)::bigint::text)
@@ -360,8 +356,8 @@ export function statements(schema: string | undefined) {
           errors = CASE WHEN $1::text IN ('failed', 'timed-out') THEN ${appendError('$2')} ELSE errors END,
           locked_by = NULL, locked_until = NULL, updated_at = now()
         WHERE id = $3 AND locked_by = $4 RETURNING id, serial, queue),
-        freed AS (DELETE FROM ${K} AS k USING done WHERE k.key = done.serial AND k.held_by = done.id RETURNING k.key),
-        ${freeSlots(Q, 'done')}
+        ${freeSlots(Q, 'done')},
+        ${letGo(L, 'freed', 'done', 'true', 'unslotted_locks')}
       SELECT pg_notify('${DONE}', $6 || id::text),
         CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $6 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM done`,
@@ -375,16 +371,16 @@ export function statements(schema: string | undefined) {
         old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM old WHERE t.id = old.id RETURNING old.state AS was, t.id, t.serial, t.queue),
-        freed AS (DELETE FROM ${K} AS k USING cancelled WHERE k.key = cancelled.serial AND k.held_by = cancelled.id RETURNING k.key),
         stopped AS (SELECT queue FROM cancelled WHERE was = 'running'),
-        ${freeSlots(Q, 'stopped')}
+        ${freeSlots(Q, 'stopped')},
+        ${letGo(L, 'freed', 'cancelled', 'true', 'unslotted_locks')}
       SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END, pg_notify('${DONE}', $2),
         CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $3 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM cancelled`,
     cancelJob: `WITH
         job AS (UPDATE ${J} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
         occurrences AS (UPDATE ${T} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id, serial),
-        freed AS (DELETE FROM ${K} AS k USING occurrences AS o WHERE k.key = o.serial AND k.held_by = o.id)
+        ${letGo(L, 'freed', 'occurrences')}
       SELECT (SELECT count(*) FROM job) AS n`,
     /**
      * Retention: deletes up to $3 finished tasks older than their age ($1 ms
@@ -403,7 +399,10 @@ export function statements(schema: string | undefined) {
      * same statement, so this should find nothing). A holder mid-claim is
      * waiting in the snapshot, so it is never taken for gone.
      */
-    pruneKeys: `DELETE FROM ${K} AS k WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = k.held_by AND t.state IN ('waiting', 'running'))`,
+    pruneKeys: `UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h
+        WHERE EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = h AND t.state IN ('waiting', 'running')))
+      WHERE l.kind = 'concurrency' AND cardinality(l.holders) > 0
+        AND EXISTS (SELECT 1 FROM unnest(l.holders) AS h WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = h AND t.state IN ('waiting', 'running')))`,
     /** Retention: recurring jobs that are over (done or cancelled) older than $1 ms. */
     pruneJobs: `WITH doomed AS (SELECT key FROM ${J} WHERE state IN ('done', 'cancelled') AND updated_at < now() - ${millis('$1')}
         LIMIT $2 FOR UPDATE SKIP LOCKED)

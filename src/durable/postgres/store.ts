@@ -10,6 +10,7 @@ import {
   leaseExpiredText,
   type ClaimedTask,
   type EnqueuedTask,
+  type ClaimLimits,
   type JobFilter,
   type Outcome,
   type QueryClient,
@@ -160,6 +161,7 @@ class PostgresStore implements Store {
       task.serial ?? null,
       task.priority ?? 0,
       task.queue ?? 'default',
+      task.rateKey ?? null,
     ]);
     return enqueued(toTask(rows[0]!), 'inserted');
   }
@@ -202,6 +204,7 @@ class PostgresStore implements Store {
         batch.map((t) => t.dedupe?.mode ?? 'replace'),
         batch.map((t) => t.dedupe?.period ?? 0),
         batch.map((t) => t.queue ?? 'default'),
+        batch.map((t) => t.rateKey ?? null),
       ]);
       const byKey = new Map<string, number>();
       const keyless: number[] = [];
@@ -272,6 +275,7 @@ class PostgresStore implements Store {
       serial: [] as (string | null)[],
       priority: [] as number[],
       queue: [] as string[],
+      rateKey: [] as (string | null)[],
     };
     for (const task of tasks) {
       columns.name.push(task.name);
@@ -283,6 +287,7 @@ class PostgresStore implements Store {
       columns.serial.push(task.serial ?? null);
       columns.priority.push(task.priority ?? 0);
       columns.queue.push(task.queue ?? 'default');
+      columns.rateKey.push(task.rateKey ?? null);
     }
     // One statement: atomic on its own, in the caller's transaction or not.
     const { rows } = await this.#via(via)(this.#sql.addTasks, [
@@ -296,6 +301,7 @@ class PostgresStore implements Store {
       columns.serial,
       columns.priority,
       columns.queue,
+      columns.rateKey,
     ]);
     return rows.map((row) => enqueued(toTask(row), 'inserted'));
   }
@@ -324,13 +330,24 @@ class PostgresStore implements Store {
     advance: Advance,
     names?: readonly string[],
     rooms?: QueueRooms,
+    limits?: ClaimLimits,
   ): Promise<ClaimedTask[]> {
     // The common case, no recurring job due: one statement claims, and says
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims.
     // The flag row of an empty claim has a null id.
     // Due times and leases are the server's: `now` (this process's clock) is not used.
-    const params = [limit, owner, lease, this.#maxExpiries, this.#expiredText, names ?? null, ...roomArrays(rooms)];
+    const params = [
+      limit,
+      owner,
+      lease,
+      this.#maxExpiries,
+      this.#expiredText,
+      names ?? null,
+      limits?.rate !== undefined,
+      limits?.free ?? limit,
+      ...roomArrays(rooms),
+    ];
     const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(
       this.#sql.claimUnlessJobsDue,
       params,
@@ -398,10 +415,15 @@ class PostgresStore implements Store {
     await client.query(this.#sql.advanceJobs, [updates.key, updates.next, updates.remaining, updates.state, updates.added]);
   }
 
-  async nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms): Promise<number | undefined> {
-    const { rows } = await this.#db.query<{ t: number | string | null }>(this.#sql.nextDue, [names ?? null, ...roomArrays(rooms)]);
+  async nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
+    const { rows } = await this.#db.query<{ t: number | string | null }>(this.#sql.nextDue, [names ?? null, rated, ...roomArrays(rooms)]);
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
+  }
+
+  async setRate(rate: { limit: number; interval: number } | undefined): Promise<void> {
+    // Removing it is this process's business only: others that set it keep the bucket (and its starts).
+    if (rate !== undefined) await this.#db.query(this.#sql.setSchedulerRate, [rate.limit, rate.interval]);
   }
 
   async renew(owner: string, ids: readonly number[], _now: number, lease: number, handBack = true): Promise<number[]> {

@@ -1,12 +1,14 @@
 // The SQLite store's adds, each in the caller's transaction: a task (its
 // key's row, if any, deciding between insert, replace and keeping the
-// existing one, see dedupe.ts) and a recurring job (re-registering the same
-// schedule keeps its place in it).
-import { enqueued, sameSchedule, type EnqueuedTask, type NewJob, type NewTask, type StoredJob } from '../store.js';
+// existing one, see dedupe.ts; the limit rows it names made, limits.ts)
+// and a recurring job (re-registering the same schedule keeps its place).
+import { enqueued, type EnqueuedTask, type NewJob, type NewTask, type StoredJob } from '../store.js';
+import { sameSchedule } from '../rule-json.js';
 import { toJob, toTask, type TaskRow } from '../rows.js';
 import { decide, dueAt } from '../dedupe.js';
 import type { Prepare, StoredJobRow } from './claim.js';
 import { SQL } from './sql.js';
+import { LIMITS_SQL, upsertLimits } from './limits.js';
 
 /** The default `dedupe`: a keyed task replaces a waiting one. */
 const REPLACE = { mode: 'replace', period: 0 } as const;
@@ -33,7 +35,7 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
     if (action !== 'insert') {
       const id = existing!.id;
       // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
-      statement(SQL.letGo).run(id);
+      statement(LIMITS_SQL.letGo).run({ id });
       statement(SQL.replaceTask).run(
         task.name,
         task.payload,
@@ -42,10 +44,12 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
         task.options,
         task.serial ?? null,
         task.priority ?? 0,
+        task.rateKey ?? null,
         task.queue ?? 'default',
         at,
         id,
       );
+      upsertLimits(statement, task.options, task.serial, task.rateKey);
       // A throttle's period starts at the add that wrote the task.
       if (mode === 'throttle') statement(SQL.setCreated).run(now, id);
       return enqueued(toTask(statement(SQL.taskById).get(id) as TaskRow), action === 'replace' ? 'replaced' : 'inserted');
@@ -60,10 +64,12 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
     task.options,
     task.serial ?? null,
     task.priority ?? 0,
+    task.rateKey ?? null,
     task.queue ?? 'default',
     now,
     at,
   );
+  upsertLimits(statement, task.options, task.serial, task.rateKey);
   return enqueued(toTask(statement(SQL.taskById).get(lastInsertRowid) as TaskRow), 'inserted');
 }
 

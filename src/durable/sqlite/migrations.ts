@@ -94,6 +94,38 @@ export const MIGRATIONS: readonly Migration[] = [
      updated_at INTEGER NOT NULL
    );`,
   },
+  {
+    // Issue 22: the limits of PostgreSQL's version 6, in the same model (one
+    // process owns the file, so they hold by construction): one row per
+    // concurrency key (its holders, a JSON array) or rate bucket (its recent
+    // starts, a JSON array of [ms, count]); keyed tasks leave the plain due
+    // index. \`started_at\`: when the task last started.
+    version: 6,
+    sql: `CREATE TABLE taskheap_limits (
+     kind TEXT NOT NULL,
+     key TEXT NOT NULL,
+     lim INTEGER NOT NULL,
+     interval_ms REAL,
+     holders TEXT NOT NULL DEFAULT '[]',
+     starts TEXT NOT NULL DEFAULT '[]',
+     PRIMARY KEY (kind, key)
+   );
+   ALTER TABLE taskheap_tasks ADD COLUMN rate_key TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN started_at INTEGER;
+   UPDATE taskheap_tasks SET rate_key = json_extract(options, '$.rate.key') WHERE state IN ('waiting', 'running');
+   INSERT INTO taskheap_limits (kind, key, lim, holders) SELECT 'concurrency', key, 1, json_array(held_by) FROM taskheap_serial_keys;
+   INSERT OR IGNORE INTO taskheap_limits (kind, key, lim) SELECT DISTINCT 'concurrency', serial, 1 FROM taskheap_tasks
+     WHERE serial IS NOT NULL AND state IN ('waiting', 'running');
+   INSERT OR REPLACE INTO taskheap_limits (kind, key, lim, interval_ms)
+     SELECT 'rate', rate_key, json_extract(options, '$.rate.limit'), json_extract(options, '$.rate.interval') FROM taskheap_tasks
+     WHERE rate_key IS NOT NULL ORDER BY id;
+   DROP TABLE taskheap_serial_keys;
+   CREATE VIEW taskheap_serial_keys AS SELECT l.key AS key, h.value AS held_by FROM taskheap_limits AS l, json_each(l.holders) AS h
+     WHERE l.kind = 'concurrency';
+   CREATE INDEX taskheap_tasks_plain ON taskheap_tasks (queue, priority, run_at, id) WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL;
+   CREATE INDEX taskheap_tasks_rate ON taskheap_tasks (rate_key, priority DESC, run_at, id)
+     WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;`,
+  },
 ];
 
 /**

@@ -7,15 +7,11 @@ import { META, MIGRATIONS as VERSIONS } from './migrations.js';
 /** The schema's SQL, one entry per version: entry N-1 migrates version N-1 to N (see migrations.ts). */
 export const MIGRATIONS: readonly string[] = VERSIONS.map((migration) => migration.sql);
 
-/**
- * Waiting task \`t\` may run as far as its serial key goes: it has none, it
- * holds its key (it waits for a retry), or the key is free and \`t\` comes
- * first among the key's waiting tasks (due time, then id). One process owns
- * the file and claims in one transaction, so what this reads holds.
- */
-const CLAIMABLE = `(t.serial IS NULL OR COALESCE(
-    (SELECT k.held_by = t.id FROM taskheap_serial_keys AS k WHERE k.key = t.serial),
-    t.id = (SELECT h.id FROM taskheap_tasks AS h WHERE h.serial = t.serial AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1)))`;
+/** Plain waiting tasks: no concurrency key and no rate key (keyed ones are found from their limit rows, limits.ts). */
+const PLAIN = `t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL`;
+
+/** The concurrency key and the rate key a job's options (JSON, the parameter ?) give its occurrences. */
+const SERIAL_OF = `COALESCE(json_extract(?, '$.serial'), json_extract(?, '$.concurrency.key'))`;
 
 /** How many attempts' errors a task keeps (the latest). */
 const MAX_ERRORS = 10;
@@ -45,27 +41,18 @@ export const SQL = {
     WHERE state = 'running'`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
-    options = ?, serial = ?, priority = ?, queue = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
+    options = ?, serial = ?, priority = ?, rate_key = ?, queue = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
   /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
   setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
-  /** A task that finished, was cancelled or replaced lets go of its serial key. */
-  letGo: `DELETE FROM taskheap_serial_keys WHERE held_by = ?`,
-  /** Takes the key for task @id; the claim checked that it was free or already this task's. */
-  take: `INSERT INTO taskheap_serial_keys (key, held_by) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
-  /** Key rows whose holder is gone or finished: after recovery, and as a safety net with retention. */
-  pruneKeys: `DELETE FROM taskheap_serial_keys WHERE held_by NOT IN (SELECT id FROM taskheap_tasks WHERE state IN ('waiting', 'running'))`,
-  /** The highest priority among waiting tasks, then the next one below ?: the levels a claim walks. */
-  topLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting'`,
-  levelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting' AND priority < ?`,
   /**
-   * Named queues: the first queue with waiting tasks, then the next after ?
-   * (one probe each of the (state, queue, ...) index), and one queue's
-   * priority levels: the claim walks open queues only, level by level.
+   * Named queues: the first queue with plain waiting tasks, then the next
+   * after ? (one probe each of the queue-leading plain index), and one
+   * queue's priority levels: the claim walks open queues only, level by level.
    */
-  firstQueue: `SELECT MIN(queue) AS q FROM taskheap_tasks WHERE state = 'waiting'`,
-  queueAfter: `SELECT MIN(queue) AS q FROM taskheap_tasks WHERE state = 'waiting' AND queue > ?`,
-  queueTopLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting' AND queue = ?`,
-  queueLevelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks WHERE state = 'waiting' AND queue = ? AND priority < ?`,
+  firstQueue: `SELECT MIN(queue) AS q FROM taskheap_tasks AS t WHERE ${PLAIN}`,
+  queueAfter: `SELECT MIN(queue) AS q FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue > ?`,
+  queueTopLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ?`,
+  queueLevelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ? AND priority < ?`,
   /** Every queue row: its settings (few rows). */
   queueSettings: `SELECT name, paused, global_concurrency FROM taskheap_queues`,
   /** How many tasks of queue ? run. */
@@ -82,45 +69,45 @@ export const SQL = {
       ON c.queue = n.name
     ORDER BY n.name`,
   taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
-  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, queue, created_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,
   upsertJob: `INSERT INTO taskheap_jobs (key, name, payload, rule, state, next_run_at, remaining, until, options, created_at, updated_at)
     VALUES (@key, @name, @payload, @rule, @state, @nextRunAt, @remaining, @until, @options, @now, @now)
     ON CONFLICT (key) DO UPDATE SET name = @name, payload = @payload, rule = @rule, state = @state,
     next_run_at = @nextRunAt, remaining = @remaining, until = @until, options = @options, updated_at = @now`,
-  /** Due waiting tasks of priority @p that may take their serial key, in due order. */
-  dueWaiting: `SELECT t.id, t.run_at, t.serial FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
-    AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT @limit`,
+  /** Due plain waiting tasks of queue @queue and priority @p, in due order. */
+  dueWaiting: `SELECT t.id, t.run_at, t.queue FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
+    ORDER BY t.run_at, t.id LIMIT @limit`,
   /** Only tasks whose handler is among the names of a JSON array: the ones this process has defined. */
-  dueWaitingNamed: `SELECT t.id, t.run_at, t.serial FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
-    AND t.name IN (SELECT value FROM json_each(@names)) AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT @limit`,
-  /** The first waiting task of priority @p that may take its serial key (`nextDue`). */
-  firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.queue = @queue AND t.priority = @p AND ${CLAIMABLE}
+  dueWaitingNamed: `SELECT t.id, t.run_at, t.queue FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
+    AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT @limit`,
+  /** The first plain waiting task of queue @queue and priority @p (`nextDue`; keyed ones: limits.ts). */
+  firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
     ORDER BY t.run_at, t.id LIMIT 1`,
-  firstWaitingNamed: `SELECT t.run_at FROM taskheap_tasks AS t WHERE t.state = 'waiting' AND t.queue = @queue AND t.priority = @p
-    AND t.name IN (SELECT value FROM json_each(@names)) AND ${CLAIMABLE} ORDER BY t.run_at, t.id LIMIT 1`,
+  firstWaitingNamed: `SELECT t.run_at FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
+    AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT 1`,
   /**
    * Expired leases of another owner. One store owns the file (it holds the
    * lock), and recover() hands back a dead owner's work at start-up, so this
    * finds nothing in normal use; our own expired leases (a handler blocking
    * the event loop) are never taken from ourselves: this process is alive.
    */
-  dueExpired: `SELECT id, run_at, expiries, priority FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+  dueExpired: `SELECT id, run_at, expiries, priority, serial, rate_key, queue FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     ORDER BY run_at, id LIMIT ?`,
-  dueExpiredNamed: `SELECT id, run_at, expiries, priority FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+  dueExpiredNamed: `SELECT id, run_at, expiries, priority, serial, rate_key, queue FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
   /** A claim; an expired lease taken over counts one expiry. */
   claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running'), state = 'running', locked_by = ?, locked_until = ?,
-    attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *`,
+    attempts = attempts + 1, started_at = ?, updated_at = ? WHERE id = ? RETURNING *`,
   /** An expired task past the limit of expiries: failed instead of claimed. */
   failExpired: `UPDATE taskheap_tasks SET state = 'failed', expiries = expiries + 1, last_error = ?, locked_by = NULL, locked_until = NULL,
     updated_at = ? WHERE id = ?`,
   dueJobs: `SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`,
   jobRunning: `SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`,
   insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at,
-      serial, priority, queue)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, json_extract(?, '$.serial'), COALESCE(json_extract(?, '$.priority'), 0),
+      serial, priority, rate_key, queue)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ${SERIAL_OF}, COALESCE(json_extract(?, '$.priority'), 0), json_extract(?, '$.rate.key'),
       COALESCE(json_extract(?, '$.queue'), 'default'))`,
   advanceJob: `UPDATE taskheap_jobs SET next_run_at = ?, remaining = ?, state = ?, runs = runs + ?, updated_at = ? WHERE key = ?`,
   /** The earliest expiring lease or scheduled job; waiting tasks are looked up level by level (firstWaiting). */
@@ -148,8 +135,6 @@ export const SQL = {
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND state IN ('waiting', 'running')`,
   cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
-  /** The keys held by a job's waiting occurrences (waiting for a retry), let go of when it is cancelled. */
-  letGoOccurrences: `DELETE FROM taskheap_serial_keys WHERE held_by IN (SELECT id FROM taskheap_tasks WHERE job_key = ? AND state = 'waiting')`,
   cancelOccurrences: `UPDATE taskheap_tasks SET state = 'cancelled', updated_at = ? WHERE job_key = ? AND state = 'waiting'`,
   /**
    * Retention: up to @limit finished tasks last changed before their cutoff
@@ -182,8 +167,10 @@ export const SQL = {
    * An extra occurrence due @now: scheduled_at stays NULL, so it never takes
    * the place of a scheduled occurrence (the unique key ignores NULLs).
    */
-  triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at, serial, priority, queue)
+  triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at, serial, priority,
+      rate_key, queue)
     SELECT name, payload, @now, COALESCE(json_extract(options, '$.retry.attempts'), 1), options, key, @at, @at,
-      json_extract(options, '$.serial'), COALESCE(json_extract(options, '$.priority'), 0), COALESCE(json_extract(options, '$.queue'), 'default')
+      COALESCE(json_extract(options, '$.serial'), json_extract(options, '$.concurrency.key')), COALESCE(json_extract(options, '$.priority'), 0),
+      json_extract(options, '$.rate.key'), COALESCE(json_extract(options, '$.queue'), 'default')
     FROM taskheap_jobs WHERE key = @key AND state <> 'cancelled' RETURNING *`,
 } as const;

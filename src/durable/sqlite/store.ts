@@ -24,6 +24,7 @@ import {
   type QueueChange,
   type QueueRooms,
   type StoredQueue,
+  type ClaimLimits,
 } from '../store.js';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { TaskheapError } from '../../core/errors.js';
@@ -31,10 +32,11 @@ import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
 import { addOne, upsertJob } from './add.js';
-import { claimTasks, nextDueAt, type Expiries, type StoredJobRow } from './claim.js';
+import { claimDue, materialize, nextDueAt, type Expiries, type StoredJobRow } from './claim.js';
+import { LIMITS_SQL, upsertLimits } from './limits.js';
 import { dropOwner, isBusy, readOwner, StoreInUseError, writeOwner } from './owner.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { toJob, toQueues, toTask, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import { toClaims, toJob, toQueues, toTask, type ClaimRow, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -230,7 +232,7 @@ class SqliteStore implements Store {
     this.#named(() =>
       db.transaction(() => {
         this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#expiries.max, error: this.#expiries.text });
-        this.#statement(SQL.pruneKeys).run();
+        this.#statement(LIMITS_SQL.prune).run();
       })(),
     );
   }
@@ -268,13 +270,21 @@ class SqliteStore implements Store {
     advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
     names?: readonly string[],
     rooms?: QueueRooms,
+    limits?: ClaimLimits,
   ): Promise<ClaimedTask[]> {
-    const named = names === undefined ? undefined : JSON.stringify(names);
     const db = this.#open;
     const statement = (sql: string) => this.#statement(sql);
+    const ask = { owner, now, lease, limit, names, rooms, limits, expiries: this.#expiries };
     return this.#named(() =>
-      db.transaction(() => claimTasks(statement, this.#expiries, owner, now, lease, limit, advance, named, rooms))(),
+      db.transaction(() => {
+        materialize(statement, now, advance);
+        return toClaims(claimDue(statement, ask) as unknown as ClaimRow[]);
+      })(),
     );
+  }
+
+  async setRate(rate: { limit: number; interval: number } | undefined): Promise<void> {
+    if (rate !== undefined) this.#named(() => this.#statement(LIMITS_SQL.setRate).run(rate.limit, rate.interval));
   }
 
   async setQueue(name: string, change: QueueChange): Promise<void> {
@@ -294,10 +304,9 @@ class SqliteStore implements Store {
     return toQueues(this.#named(() => this.#statement(SQL.listQueues).all({ name: name ?? null })) as QueueRow[]);
   }
 
-  async nextDue(now: number, names?: readonly string[], rooms?: QueueRooms): Promise<number | undefined> {
-    const named = names === undefined ? undefined : JSON.stringify(names);
-    const t = this.#named(() => nextDueAt((sql) => this.#statement(sql), named, rooms));
-    return t === null ? undefined : Math.max(0, t - now);
+  async nextDue(now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
+    const t = this.#named(() => nextDueAt((sql) => this.#statement(sql), now, names, rooms, rated));
+    return t === undefined ? undefined : Math.max(0, t - now);
   }
 
   // One process, one clock: the scheduler's (which a test may drive); the
@@ -325,7 +334,7 @@ class SqliteStore implements Store {
               owner,
             });
             // Final: its serial key goes to the next task (a retried or released one keeps it: strict order).
-            if (Number(changes) > 0) this.#statement(SQL.letGo).run(outcome.id);
+            if (Number(changes) > 0) this.#statement(LIMITS_SQL.letGo).run({ id: outcome.id });
           } else if (outcome.kind === 'retry') {
             this.#statement(SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
           } else this.#statement(SQL.release).run(at, outcome.id, owner);
@@ -339,7 +348,7 @@ class SqliteStore implements Store {
     return this.#named(() =>
       db.transaction(() => {
         const { changes } = this.#statement(SQL.cancel).run(Date.now(), id);
-        if (Number(changes) > 0) this.#statement(SQL.letGo).run(id);
+        if (Number(changes) > 0) this.#statement(LIMITS_SQL.letGo).run({ id });
         return Number(changes) > 0;
       })(),
     );
@@ -350,7 +359,7 @@ class SqliteStore implements Store {
     return this.#named(() =>
       db.transaction(() => {
         const { changes } = this.#statement(SQL.cancelJob).run(Date.now(), key);
-        this.#statement(SQL.letGoOccurrences).run(key);
+        this.#statement(LIMITS_SQL.letGoOccurrences).run({ job: key });
         this.#statement(SQL.cancelOccurrences).run(Date.now(), key);
         return changes > 0;
       })(),
@@ -369,7 +378,7 @@ class SqliteStore implements Store {
     return this.#named(() => {
       const { changes } = this.#statement(SQL.pruneTasks).run(params);
       const jobs = failed === null ? 0 : this.#statement(SQL.pruneJobs).run({ failed: params.failed, limit }).changes;
-      this.#statement(SQL.pruneKeys).run();
+      this.#statement(LIMITS_SQL.prune).run();
       return Number(changes) + Number(jobs);
     });
   }
@@ -430,7 +439,11 @@ class SqliteStore implements Store {
   }
 
   async triggerJob(key: string, now: number): Promise<StoredTask | undefined> {
-    const row = this.#named(() => this.#statement(SQL.triggerJob).get({ key, now, at: Date.now() }) as TaskRow | undefined);
+    const row = this.#named(() => {
+      const added = this.#statement(SQL.triggerJob).get({ key, now, at: Date.now() }) as TaskRow | undefined;
+      if (added !== undefined) upsertLimits((sql) => this.#statement(sql), added.options, added.serial, added.rate_key);
+      return added;
+    });
     return row === undefined ? undefined : toTask(row);
   }
 

@@ -166,6 +166,14 @@ export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): voi
         [{ rate: { key: 'k', limit: 1, interval: '1s', burst: 2 } }, /Unknown `rate` option "burst"|Unknown `rate` option/, TypeError],
         [{ rate: { key: 'k\0', limit: 1, interval: '1s' } }, /`rate.key` to contain no NUL/, TypeError],
         [{ rate: 5 }, /`rate` to be an object/, TypeError],
+        // Issue 22: concurrency per key.
+        [{ concurrency: 3 }, /`concurrency` to be an object like \{ key: 'tenant:1', limit: 2 \}, got 3/, TypeError],
+        [{ concurrency: { key: 't', limit: 0 } }, /`concurrency.limit` to be an integer from 1 to 2147483647, got 0/, RangeError],
+        [{ concurrency: { key: 't', limit: 2.5 } }, /`concurrency.limit` to be an integer/, RangeError],
+        [{ concurrency: { key: '', limit: 2 } }, /`concurrency.key`/, RangeError],
+        [{ concurrency: { key: 't\0', limit: 2 } }, /`concurrency.key` to contain no NUL/, TypeError],
+        [{ concurrency: { key: 't', limit: 2, burst: 1 } }, /Unknown `concurrency` option "burst"/, TypeError],
+        [{ concurrency: { key: 't', limit: 2 }, serial: 't' }, /`serial` or `concurrency`, not both/, TypeError],
       ];
       for (const [options, message, kind] of bad) {
         expect(() => scheduler.schedule(time.now(), 'work', options as never), JSON.stringify(options)).toThrow(message);

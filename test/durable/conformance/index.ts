@@ -9,6 +9,7 @@ import { batchingScenarios } from './batching.js';
 import { claimScenarios } from './claims.js';
 import { dedupeScenarios } from './dedupe.js';
 import { flowScenarios } from './flow.js';
+import { limitScenarios } from './limits.js';
 import { queueScenarios } from './queues.js';
 import { taskScenarios } from './tasks.js';
 
@@ -27,6 +28,7 @@ export function storeConformance(backend: Backend): void {
     batchingScenarios(backend, setup);
     claimScenarios(backend, setup);
     flowScenarios(backend, setup);
+    limitScenarios(backend, setup);
     queueScenarios(backend, setup);
     dedupeScenarios(backend, setup);
   });

@@ -1,0 +1,316 @@
+// Limits and queues on SQLite (issue 22): concurrency keys and rate buckets
+// in `taskheap_limits`, and named queues (`taskheap_queues`), the same model
+// as PostgreSQL's (see postgres/claim-sql.ts). One process owns the file and
+// claims in one transaction, so the claim decides in JavaScript, task by
+// task, and what it reads holds. This file owns that decision, the
+// candidates it decides on (plain tasks of open queues; keyed tasks found
+// from the limit rows with room, never the tasks behind a full key, an empty
+// bucket or a paused or full queue), the rows' upkeep, and when keyed work
+// is due.
+import type { Statement } from './driver.js';
+import type { ClaimLimits, QueueRooms } from '../store.js';
+import { SQL } from './sql.js';
+
+/** Statements of this file, run through the store's prepared-statement cache. */
+export const LIMITS_SQL = {
+  /** Makes the limit row a task names, or sets its limit (the most recently added task's applies); its holders and starts stay. */
+  upsert: `INSERT INTO taskheap_limits (kind, key, lim, interval_ms) VALUES (?, ?, ?, ?)
+    ON CONFLICT (kind, key) DO UPDATE SET lim = excluded.lim, interval_ms = excluded.interval_ms`,
+  /** Task @id lets go of the slot it holds under its key (read before the key changes). */
+  letGo: `UPDATE taskheap_limits SET holders = (SELECT json_group_array(value) FROM json_each(holders) WHERE value <> @id)
+    WHERE kind = 'concurrency' AND key = (SELECT serial FROM taskheap_tasks WHERE id = @id)
+      AND EXISTS (SELECT 1 FROM json_each(holders) WHERE value = @id)`,
+  /** The waiting occurrences of job ? let go of their slots (the job is cancelled). */
+  letGoOccurrences: `UPDATE taskheap_limits SET holders = (SELECT json_group_array(value) FROM json_each(holders)
+      WHERE value NOT IN (SELECT id FROM taskheap_tasks WHERE job_key = @job AND state = 'waiting'))
+    WHERE kind = 'concurrency' AND key IN (SELECT serial FROM taskheap_tasks WHERE job_key = @job AND state = 'waiting')`,
+  /** Holders gone or finished: after recovery, and as a safety net with retention. */
+  prune: `UPDATE taskheap_limits SET holders = (SELECT json_group_array(value) FROM json_each(holders)
+      WHERE value IN (SELECT id FROM taskheap_tasks WHERE state IN ('waiting', 'running')))
+    WHERE kind = 'concurrency' AND json_array_length(holders) > 0`,
+  /** Concurrency keys with room, and every rate bucket but the scheduler-wide one. */
+  withRoom: `SELECT kind, key, lim, interval_ms, holders, starts FROM taskheap_limits
+    WHERE (kind = 'concurrency' AND json_array_length(holders) < lim) OR (kind = 'rate' AND key <> '')`,
+  /** Tasks holding a slot that wait (for a retry). */
+  waitingHolders: `SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue FROM taskheap_limits AS l, json_each(l.holders) AS h
+    JOIN taskheap_tasks AS t ON t.id = h.value WHERE l.kind = 'concurrency' AND t.state = 'waiting'`,
+  limitRow: `SELECT kind, key, lim, interval_ms, holders, starts FROM taskheap_limits WHERE kind = ? AND key = ?`,
+  /** A key's first waiting tasks not holding a slot, in due order (due or not). */
+  keyHeads: `SELECT id, run_at, priority, serial, rate_key, name, queue FROM taskheap_tasks
+    WHERE serial = @key AND state = 'waiting' AND id NOT IN (SELECT value FROM json_each(@holders)) ORDER BY run_at, id LIMIT @n`,
+  /** A bucket's first waiting tasks without a concurrency key. */
+  bucketHeads: `SELECT id, run_at, priority, serial, rate_key, name, queue FROM taskheap_tasks
+    WHERE rate_key = @key AND serial IS NULL AND state = 'waiting' AND run_at <= @now ORDER BY priority DESC, run_at, id LIMIT @n`,
+  bucketFirst: `SELECT run_at, queue FROM taskheap_tasks WHERE rate_key = ? AND serial IS NULL AND state = 'waiting' ORDER BY run_at, id LIMIT 1`,
+  hold: `UPDATE taskheap_limits SET holders = json_insert(holders, '$[#]', ?) WHERE kind = 'concurrency' AND key = ?`,
+  spend: `UPDATE taskheap_limits SET starts = ? WHERE kind = 'rate' AND key = ?`,
+  setRate: `INSERT INTO taskheap_limits (kind, key, lim, interval_ms) VALUES ('rate', '', ?, ?)
+    ON CONFLICT (kind, key) DO UPDATE SET lim = excluded.lim, interval_ms = excluded.interval_ms`,
+} as const;
+
+/** A limit row as SQLite returns it: holders and starts as JSON. */
+interface LimitRow {
+  kind: 'concurrency' | 'rate';
+  key: string;
+  lim: number;
+  interval_ms: number | null;
+  holders: string;
+  starts: string;
+}
+
+/** A task a claim may start. */
+export interface Candidate {
+  id: number;
+  run_at: number;
+  priority: number;
+  serial: string | null;
+  rate_key: string | null;
+  name?: string;
+  /** Its named queue. */
+  queue: string;
+  /** An expired lease taken over: it keeps the queue slot its first claim took. */
+  expired?: boolean;
+  /** It holds its slot already (an expired lease, or waiting for a retry). */
+  holds: boolean;
+  /** Due and of a handler this process runs (a key's others count for its order all the same). */
+  usable: boolean;
+  /** The priority it is ordered by: its key's first task's (priority does not reorder a key). */
+  effective: number;
+}
+
+/** A bucket's starts within its window at `now`: [ms, count] pairs, oldest first. */
+function recent(row: LimitRow, now: number): [number, number][] {
+  const starts = JSON.parse(row.starts) as [number, number][];
+  return starts.filter(([at]) => at > now - row.interval_ms!);
+}
+
+/** Tokens a bucket has left at `now`. */
+function tokens(row: LimitRow, now: number): number {
+  let spent = 0;
+  for (const [, n] of recent(row, now)) spent += n;
+  return row.lim - spent;
+}
+
+/** When a bucket has a token again (`now` if it has one). */
+function refill(row: LimitRow, now: number): number {
+  if (tokens(row, now) > 0) return now;
+  // Starts leave the window oldest first; the bucket is full, so the oldest frees a token.
+  return recent(row, now)[0]![0] + row.interval_ms!;
+}
+
+/** The store's hooks: its prepared statements. */
+type Prepare = (sql: string) => Statement;
+
+/** Writes the limit rows a new task names (from its stored options). */
+export function upsertLimits(
+  prepare: Prepare,
+  options: string,
+  serial: string | null | undefined,
+  rateKey: string | null | undefined,
+): void {
+  if ((serial === null || serial === undefined) && (rateKey === null || rateKey === undefined)) return;
+  const parsed = JSON.parse(options) as { concurrency?: { limit: number }; rate?: { limit: number; interval: number } };
+  if (serial !== null && serial !== undefined) prepare(LIMITS_SQL.upsert).run('concurrency', serial, parsed.concurrency?.limit ?? 1, null);
+  if (rateKey !== null && rateKey !== undefined && parsed.rate !== undefined) {
+    prepare(LIMITS_SQL.upsert).run('rate', rateKey, parsed.rate.limit, parsed.rate.interval);
+  }
+}
+
+/**
+ * Keyed candidates at `now`: each concurrency key's first waiting tasks (as
+ * many as its room), tasks holding a slot that wait for a retry, and each
+ * rate bucket's first due tasks (as many as its tokens).
+ */
+export function keyedCandidates(prepare: Prepare, now: number, limit: number, names: ReadonlySet<string> | undefined): Candidate[] {
+  const found: Candidate[] = [];
+  const usable = (row: { run_at: number; name?: string }) => row.run_at <= now && (names === undefined || names.has(row.name!));
+  for (const row of prepare(LIMITS_SQL.withRoom).all() as LimitRow[]) {
+    if (row.kind === 'concurrency') {
+      const n = Math.min(limit, row.lim - (JSON.parse(row.holders) as number[]).length);
+      const heads = prepare(LIMITS_SQL.keyHeads).all({ key: row.key, holders: row.holders, n }) as Candidate[];
+      heads.forEach((head) => found.push({ ...head, holds: false, usable: usable(head), effective: heads[0]!.priority }));
+    } else {
+      const n = Math.min(limit, tokens(row, now));
+      if (n <= 0) continue;
+      for (const head of prepare(LIMITS_SQL.bucketHeads).all({ key: row.key, now, n }) as Candidate[]) {
+        found.push({ ...head, holds: false, usable: usable(head), effective: head.priority });
+      }
+    }
+  }
+  for (const held of prepare(LIMITS_SQL.waitingHolders).all() as Candidate[]) {
+    if (usable(held)) found.push({ ...held, holds: true, usable: true, effective: held.priority });
+  }
+  return found;
+}
+
+/**
+ * Which candidates start, in order (effective priority, due time, id): a
+ * slot for a key's task that holds none (a key's tasks in due order: one
+ * refused stops the key's later ones), a token of its bucket, of the
+ * scheduler-wide bucket if this process applies it, a free worker for any
+ * limited task, and room in its queue (\`room\`; a taken-over expired task
+ * keeps the slot its first claim took). Takes the slots and tokens of those it returns.
+ */
+export function decide(
+  prepare: Prepare,
+  candidates: Candidate[],
+  now: number,
+  limit: number,
+  limits: ClaimLimits | undefined,
+  room: (queue: string) => number = () => Infinity,
+): Candidate[] {
+  candidates.sort((a, b) => b.effective - a.effective || a.run_at - b.run_at || a.id - b.id);
+  const rows = new Map<string, LimitRow | undefined>();
+  const row = (kind: string, key: string) => {
+    const id = `${kind}:${key}`;
+    if (!rows.has(id)) rows.set(id, prepare(LIMITS_SQL.limitRow).get(kind, key) as LimitRow | undefined);
+    return rows.get(id);
+  };
+  const slots = new Map<string, number>();
+  const left = new Map<string, number>();
+  const stopped = new Set<string>();
+  const global = limits?.rate === undefined ? undefined : row('rate', '');
+  let globalLeft = global === undefined ? Infinity : tokens(global, now);
+  let free = limits?.free ?? Infinity;
+  const used = new Map<string, number>();
+  const chosen: Candidate[] = [];
+  for (const task of candidates) {
+    if (chosen.length >= limit) break;
+    const keyed = task.serial !== null && !task.holds;
+    if (keyed && stopped.has(task.serial!)) continue;
+    const bucket = task.rate_key === null ? undefined : row('rate', task.rate_key);
+    if (bucket !== undefined && !left.has(task.rate_key!)) left.set(task.rate_key!, tokens(bucket, now));
+    if (keyed && !slots.has(task.serial!)) {
+      const key = row('concurrency', task.serial!);
+      slots.set(task.serial!, key === undefined ? 0 : key.lim - (JSON.parse(key.holders) as number[]).length);
+    }
+    const limited = task.serial !== null || task.rate_key !== null || global !== undefined;
+    const ok =
+      task.usable &&
+      (!keyed || slots.get(task.serial!)! > 0) &&
+      (bucket === undefined || left.get(task.rate_key!)! > 0) &&
+      globalLeft > 0 &&
+      (!limited || free > 0) &&
+      (task.expired === true || (used.get(task.queue) ?? 0) < room(task.queue));
+    if (!ok) {
+      if (keyed) stopped.add(task.serial!);
+      continue;
+    }
+    chosen.push(task);
+    if (keyed) slots.set(task.serial!, slots.get(task.serial!)! - 1);
+    if (bucket !== undefined) left.set(task.rate_key!, left.get(task.rate_key!)! - 1);
+    if (global !== undefined) globalLeft--;
+    if (limited) free--;
+    if (task.expired !== true) used.set(task.queue, (used.get(task.queue) ?? 0) + 1);
+  }
+  // Take what the chosen ones use: slots, then each bucket's tokens at `now`.
+  const spent = new Map<string, number>();
+  for (const task of chosen) {
+    if (task.serial !== null && !task.holds) prepare(LIMITS_SQL.hold).run(task.id, task.serial);
+    if (task.rate_key !== null && row('rate', task.rate_key) !== undefined) spent.set(task.rate_key, (spent.get(task.rate_key) ?? 0) + 1);
+    if (global !== undefined) spent.set('', (spent.get('') ?? 0) + 1);
+  }
+  for (const [key, n] of spent) prepare(LIMITS_SQL.spend).run(JSON.stringify([...recent(row('rate', key)!, now), [now, n]]), key);
+  return chosen;
+}
+
+/** The earliest time keyed work may start (undefined: none waits), by the rows with room. */
+export function keyedDue(
+  prepare: Prepare,
+  now: number,
+  names: ReadonlySet<string> | undefined,
+  room: (queue: string) => number,
+): number | undefined {
+  let t: number | undefined;
+  // A keyed task of a paused or full queue waits with it: a resume, or a slot freed, claims again.
+  const at = (time: number, queue: string) => {
+    if (room(queue) > 0 && (t === undefined || time < t)) t = time;
+  };
+  for (const row of prepare(LIMITS_SQL.withRoom).all() as LimitRow[]) {
+    if (row.kind === 'concurrency') {
+      const [head] = prepare(LIMITS_SQL.keyHeads).all({ key: row.key, holders: row.holders, n: 1 }) as Candidate[];
+      if (head !== undefined && (names === undefined || names.has(head.name!))) at(head.run_at, head.queue);
+    } else {
+      const first = prepare(LIMITS_SQL.bucketFirst).get(row.key) as { run_at: number; queue: string } | undefined;
+      if (first !== undefined) at(Math.max(first.run_at, refill(row, now)), first.queue);
+    }
+  }
+  for (const held of prepare(LIMITS_SQL.waitingHolders).all() as Candidate[]) {
+    if (names === undefined || names.has(held.name!)) at(held.run_at, held.queue);
+  }
+  return t;
+}
+
+/** When the scheduler-wide bucket has a token again (undefined: no bucket stored). */
+export function globalRefill(prepare: Prepare, now: number): number | undefined {
+  const row = prepare(LIMITS_SQL.limitRow).get('rate', '') as LimitRow | undefined;
+  return row === undefined ? undefined : refill(row, now);
+}
+
+/**
+ * The room each queue has for this claim (memoized): 0 if paused, else the
+ * least of this process's \`rooms\` and its global concurrency less its
+ * running tasks (one process owns the file, so they are counted exactly, in
+ * the claim's transaction).
+ */
+export function queueRooms(prepare: Prepare, rooms: QueueRooms | undefined): (queue: string) => number {
+  const settings = new Map<string, { paused: number; global_concurrency: number | null }>();
+  for (const row of prepare(SQL.queueSettings).all() as { name: string; paused: number; global_concurrency: number | null }[]) {
+    settings.set(row.name, row);
+  }
+  const known = new Map<string, number>();
+  return (queue) => {
+    let room = known.get(queue);
+    if (room !== undefined) return room;
+    const setting = settings.get(queue);
+    room = rooms?.get(queue) ?? Infinity;
+    if (setting?.paused) room = 0;
+    else if (setting?.global_concurrency !== null && setting?.global_concurrency !== undefined && room > 0) {
+      room = Math.min(room, setting.global_concurrency - (prepare(SQL.queueRunning).get(queue) as { n: number }).n);
+    }
+    known.set(queue, room);
+    return room;
+  };
+}
+
+/** The queues with plain waiting tasks (one probe each of the queue-leading index), in name order. */
+export function* plainQueues(prepare: Prepare): Generator<string> {
+  const after = prepare(SQL.queueAfter);
+  for (let q = (prepare(SQL.firstQueue).get() as { q: string | null }).q; q !== null; q = (after.get(q) as { q: string | null }).q) yield q;
+}
+
+/**
+ * Up to \`limit\` due plain waiting tasks (no key: keyed ones come from their
+ * limit rows) of open queues, each up to its room, by priority (highest
+ * first), then due time, then id. Each queue's levels are walked in its own
+ * part of the index, each an exact range of due tasks, so future tasks of a
+ * higher level, and the tasks of paused or full queues, are never read.
+ */
+export function plainDue(
+  prepare: Prepare,
+  now: number,
+  limit: number,
+  named: string | undefined,
+  room: (queue: string) => number,
+): { id: number; run_at: number; queue: string; priority: number }[] {
+  const rows: { id: number; run_at: number; queue: string; priority: number }[] = [];
+  const statement = prepare(named === undefined ? SQL.dueWaiting : SQL.dueWaitingNamed);
+  for (const queue of plainQueues(prepare)) {
+    const open = Math.min(limit, room(queue));
+    let taken = 0;
+    let level = (prepare(SQL.queueTopLevel).get(queue) as { p: number | null }).p;
+    while (level !== null && taken < open) {
+      const args = { queue, p: level, now, limit: open - taken };
+      for (const row of statement.all(named === undefined ? args : { ...args, names: named }) as {
+        id: number;
+        run_at: number;
+        queue: string;
+      }[]) {
+        rows.push({ ...row, priority: level });
+        taken++;
+      }
+      level = (prepare(SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
+    }
+  }
+  return rows.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
+}

@@ -1,0 +1,131 @@
+// Limits at the store level, on any store (issue 22): concurrency N per key
+// (a full key never blocks other keys; a slot held from the start to the
+// final state, retries included), rate buckets (a retry is a start; a new
+// limit keeps the starts already made), the scheduler-wide bucket of the
+// processes that apply it, and limited tasks claimed only into free
+// workers. Windows are an hour long, so no assertion depends on speed.
+import { describe, expect } from 'vitest';
+import { advanceJob } from '../../../src/durable/advance-job.js';
+import type { ClaimLimits, NewTask, Store } from '../../../src/durable/store.js';
+import { itWhen, type Backend, type Env } from './backend.js';
+
+const HOUR = 3_600_000;
+
+function task(
+  name: string,
+  runAt: number,
+  extra: Partial<NewTask> & { concurrency?: { key: string; limit: number }; rate?: { key: string; limit: number } } = {},
+): NewTask {
+  const { concurrency, rate, ...rest } = extra;
+  const options = JSON.stringify({
+    concurrency,
+    rate: rate === undefined ? undefined : { ...rate, interval: HOUR },
+    serial: rest.serial ?? undefined,
+  });
+  return {
+    name,
+    key: null,
+    payload: '{}',
+    runAt,
+    maxAttempts: 3,
+    options,
+    serial: rest.serial ?? concurrency?.key ?? null,
+    rateKey: rate?.key ?? null,
+    ...rest,
+  };
+}
+
+const claim = (store: Store, owner: string, limit = 10, limits?: ClaimLimits) =>
+  store.claim(owner, Date.now(), 30_000, limit, advanceJob, undefined, undefined, limits);
+const names = (claimed: { name: string }[]) => claimed.map((c) => c.name).sort();
+const done = (id: number) => ({ id, kind: 'complete' as const, state: 'succeeded' as const, error: null });
+
+export function limitScenarios(_backend: Backend, setup: () => Promise<Env>): void {
+  const it = itWhen(true, '');
+
+  describe('limits across processes (store level, issue 22)', () => {
+    it('concurrency N: at most N of a key at once, in due order; a full key blocks no other; a retry keeps its slot', async () => {
+      const { openStore, db } = await setup();
+      const store = await openStore();
+      const now = Date.now();
+      const t: number[] = [];
+      for (let i = 0; i < 5; i++)
+        t.push((await store.addTask(task(`t${i}`, now - 1_000 + i, { concurrency: { key: 'tenant', limit: 2 } }))).id);
+      await store.addTask(task('u0', now - 900, { concurrency: { key: 'other', limit: 1 } }));
+      await store.addTask(task('plain', now - 800));
+      const first = await claim(store, 'a');
+      expect(names(first)).toEqual(['plain', 't0', 't1', 'u0']);
+      // Another process: the key is full; nothing of it, however many are due.
+      expect(await claim(store, 'b')).toEqual([]);
+      if (db.peek) expect(await db.peek(`SELECT count(*)::int AS n FROM {s}taskheap_serial_keys WHERE key = 'tenant'`)).toEqual([{ n: 2 }]);
+      // t0 ends: its slot goes to the next in due order.
+      await store.settle('a', [done(t[0]!)], Date.now());
+      expect(names(await claim(store, 'b'))).toEqual(['t2']);
+      // t1 fails and waits for its retry: it keeps its slot, so t3 waits; the retry runs.
+      await store.settle('a', [{ id: t[1]!, kind: 'retry', delay: 0, error: 'once' }], Date.now());
+      expect(names(await claim(store, 'b'))).toEqual(['t1']);
+      await store.settle('b', [done(t[1]!), done(t[2]!)], Date.now());
+      expect(names(await claim(store, 'c'))).toEqual(['t3', 't4']);
+      const stored = await store.getTask(t[3]!);
+      expect(stored).toMatchObject({ serial: null, concurrency: { key: 'tenant', limit: 2 } });
+      expect(stored!.startedAt).toBeInstanceOf(Date);
+    });
+
+    it('a rate bucket: at most `limit` starts in the window, a retry is one; a new limit keeps the starts made', async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      const now = Date.now();
+      const ids: number[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await store.addTask(task(`r${i}`, now - 1_000 + i, { rate: { key: 'chat', limit: 2 } }))).id);
+      await store.addTask(task('plain', now - 500));
+      expect(names(await claim(store, 'a'))).toEqual(['plain', 'r0', 'r1']);
+      expect(await claim(store, 'b')).toEqual([]);
+      // Nothing of the bucket is due before a start leaves the window (an hour): the next thing due is a lease (30 s).
+      expect(await store.nextDue(Date.now())).toBeGreaterThan(20_000);
+      // A retried task waits for a token like any other.
+      await store.settle('a', [{ id: ids[0]!, kind: 'retry', delay: 0, error: 'once' }], Date.now());
+      expect(await claim(store, 'b')).toEqual([]);
+      // The limit raised to 3 (the most recent task's): one more start, not three.
+      await store.addTask(task('r5', now, { rate: { key: 'chat', limit: 3 } }));
+      expect(await claim(store, 'b')).toHaveLength(1);
+      expect(await claim(store, 'b')).toEqual([]);
+    });
+
+    it('the scheduler-wide bucket holds for the processes that apply it; limited tasks are claimed only into free workers', async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      const now = Date.now();
+      for (let i = 0; i < 5; i++) await store.addTask(task(`p${i}`, now - 1_000 + i));
+      await store.setRate!({ limit: 3, interval: HOUR });
+      const rate = { limit: 3, interval: HOUR };
+      expect(await claim(store, 'a', 10, { free: 10, rate })).toHaveLength(3);
+      expect(await claim(store, 'b', 10, { free: 10, rate })).toEqual([]);
+      // A process that does not apply it claims the rest.
+      expect(await claim(store, 'c', 10)).toHaveLength(2);
+
+      for (let i = 0; i < 4; i++) await store.addTask(task(`k${i}`, now - 900 + i, { concurrency: { key: `k${i}`, limit: 1 } }));
+      await store.addTask(task('plain', now - 800));
+      // One free worker: one keyed task (nothing hoarded); plain ones may be prefetched.
+      expect(names(await claim(store, 'd', 10, { free: 1, rate: undefined }))).toEqual(['k0', 'plain']);
+      expect(names(await claim(store, 'e', 10, { free: 0, rate: undefined }))).toEqual([]);
+      expect(names(await claim(store, 'e', 10, { free: 5, rate: undefined }))).toEqual(['k1', 'k2', 'k3']);
+    });
+
+    it('cancelling, replacing or failing a task that holds a slot lets go of it', async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      const now = Date.now();
+      const a = await store.addTask(task('a', now - 300, { concurrency: { key: 'k', limit: 1 }, key: 'job:a' }));
+      await store.addTask(task('b', now - 200, { concurrency: { key: 'k', limit: 1 } }));
+      expect(names(await claim(store, 'x'))).toEqual(['a']);
+      await store.settle('x', [{ id: a.id, kind: 'retry', delay: HOUR, error: 'later' }], Date.now());
+      expect(await claim(store, 'x')).toEqual([]);
+      // Replaced by its idempotency key: it starts over and lets go; b (earlier now) goes first.
+      await store.addTask(task('a', now - 100, { concurrency: { key: 'k', limit: 1 }, key: 'job:a' }));
+      const b = await claim(store, 'x');
+      expect(names(b)).toEqual(['b']);
+      expect(await store.cancel(b[0]!.id)).toBe(true);
+      expect(names(await claim(store, 'x'))).toEqual(['a']);
+    });
+  });
+}

@@ -1,0 +1,250 @@
+// Limits across real processes on PostgreSQL (issue 22): three worker
+// processes (test/fixtures/pg-limits-worker.ts) and a producer share one
+// schedule. A bot with Telegram's limits (30/s overall, 1/s per chat over 50
+// chats, 20/min per group): no window over any limit, by the database's
+// clock; the overall limit achieved (within 5% on an idle machine: bench/limits.ts); a SIGKILLed worker loses
+// nothing. Concurrency N per key: never more than N of a key at once across
+// the processes, a killed worker's slots freed when its lease runs out.
+// Every start time is the claim's, read from the database.
+import { spawn } from 'node:child_process';
+import type pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Scheduler, type DurableTaskItem } from '../../src/index.js';
+import { postgresStore } from '../../src/postgres.js';
+import type { PgServer } from './pg-server.js';
+import { schemaNamer, usePostgres } from './use-postgres.js';
+
+let server: PgServer;
+let admin: pg.Pool;
+usePostgres((started, pool) => {
+  server = started;
+  admin = pool;
+});
+const freshSchema = schemaNamer('lim');
+
+interface Worker {
+  ready: Promise<void>;
+  /** Sends the next line: the first starts claiming, the second closes. */
+  next: () => void;
+  done: Promise<string>;
+  kill: () => void;
+}
+const children: { kill: (signal: NodeJS.Signals) => void; exited: Promise<unknown> }[] = [];
+afterEach(async () => {
+  for (const child of children.splice(0)) {
+    child.kill('SIGKILL');
+    await child.exited;
+  }
+});
+
+function worker(schema: string, rate: number): Worker {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-limits-worker.ts', server.url, schema, String(rate)], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  children.push({ kill: (signal) => child.kill(signal), exited });
+  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('ready\n')) resolve();
+    });
+    void exited.then(() => reject(new Error(`worker exited early: ${out}`)));
+  });
+  const done = exited.then((code) => {
+    if (code !== 0) throw new Error(`worker exited with ${code}: ${out}`);
+    return out;
+  });
+  done.catch(() => {});
+  return { ready, next: () => child.stdin.write('next\n'), done, kill: () => child.kill('SIGKILL') };
+}
+
+async function prepare(schema: string): Promise<void> {
+  const store = postgresStore({ connectionString: server.url, schema });
+  await store.migrate();
+  await store.close();
+  await admin.query(`CREATE TABLE "${schema}".runs (id serial PRIMARY KEY, task bigint NOT NULL, attempt integer NOT NULL, pid integer NOT NULL,
+    started_at timestamptz NOT NULL, finished_at timestamptz)`);
+}
+
+/** Polls `query` (one row, column n) until it reaches `n`, or the deadline. */
+async function until(query: string, n: number, ms: number): Promise<number> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const found = Number((await admin.query<{ n: string }>(query)).rows[0]!.n);
+    if (found >= n || Date.now() > deadline) return found;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The most starts in any window of `interval` ms (each window opening at a start), starts in ms sorted. */
+function busiestWindow(starts: number[], interval: number): number {
+  let most = 0;
+  for (let i = 0, j = 0; i < starts.length; i++) {
+    while (starts[j]! <= starts[i]! - interval) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+describe('limits across processes on PostgreSQL (issue 22)', () => {
+  it("a bot with Telegram's limits on three processes: no window over any limit, 30/s achieved, a SIGKILLed worker loses nothing", async () => {
+    const schema = freshSchema();
+    await prepare(schema);
+    const workers = [worker(schema, 30), worker(schema, 30), worker(schema, 30)];
+    await Promise.all(workers.map((w) => w.ready));
+    // 60 messages to 50 chats (ten chats get two) and 21 to each of two groups: 100 may start within
+    // the minute (each group's 21st waits for the next), more than three seconds' worth at 30/s.
+    const items: DurableTaskItem[] = [];
+    const now = Date.now();
+    for (let i = 0; i < 60; i++)
+      items.push({ when: now, name: 'send', payload: { i }, rate: { key: `chat:${i % 50}`, limit: 1, interval: '1s' } });
+    for (let i = 0; i < 42; i++)
+      items.push({ when: now, name: 'send', payload: { i }, rate: { key: `group:${i % 2}`, limit: 20, interval: '1m' } });
+    const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }) });
+    await producer.scheduleMany(items);
+    await producer.close();
+    for (const w of workers) w.next();
+    // One worker dies once three windows are measured: what it held runs again elsewhere once its lease (1.5 s) ran out.
+    await until(`SELECT count(*) AS n FROM "${schema}".runs`, 95, 10_000);
+    workers[2]!.kill();
+    const chats = await until(
+      `SELECT count(*) AS n FROM "${schema}".taskheap_tasks WHERE state = 'succeeded' AND rate_key LIKE 'chat:%'`,
+      60,
+      20_000,
+    );
+    await until(`SELECT 1 - count(*) AS n FROM "${schema}".taskheap_tasks WHERE state = 'running' AND locked_until > now()`, 1, 10_000);
+    for (const w of workers.slice(0, 2)) w.next();
+    await Promise.all(workers.slice(0, 2).map((w) => w.done));
+    expect(chats).toBe(60);
+
+    // Nothing lost: every task succeeded, or is a group's message waiting for the group's window (a
+    // minute): never started, or started by the killed worker, its lease run out, and its restart
+    // waiting for a token (a killed worker's runs took the group's tokens too: a restart is a start).
+    const { rows: tasks } = await admin.query<{ state: string; key: string; expired: boolean }>(`SELECT state, rate_key AS key,
+        locked_until < now() AS expired FROM "${schema}".taskheap_tasks WHERE state <> 'succeeded'`);
+    for (const task of tasks) {
+      expect(
+        (task.state === 'waiting' || (task.state === 'running' && task.expired)) && task.key.startsWith('group:'),
+        JSON.stringify(task),
+      ).toBe(true);
+    }
+    expect(tasks.length).toBeGreaterThanOrEqual(2);
+    // Every start, a killed worker's included (each run logs the claim's time of its attempt).
+    const { rows } = await admin.query<{
+      key: string;
+      at: number;
+    }>(`SELECT t.rate_key AS key, (extract(epoch from r.started_at) * 1000)::float8 AS at
+      FROM "${schema}".runs AS r JOIN "${schema}".taskheap_tasks AS t ON t.id = r.task ORDER BY r.started_at`);
+    const all = rows.map((row) => row.at);
+    expect(busiestWindow(all, 1_000)).toBeLessThanOrEqual(30);
+    const byKey = new Map<string, number[]>();
+    for (const row of rows) byKey.set(row.key, [...(byKey.get(row.key) ?? []), row.at]);
+    for (const [key, starts] of byKey)
+      expect(busiestWindow(starts, key.startsWith('chat:') ? 1_000 : 60_000), key).toBeLessThanOrEqual(key.startsWith('chat:') ? 1 : 20);
+    // The overall limit binds for three seconds from the first start: 90 starts allowed. Each window's
+    // tokens come back one round trip late (a sleeping process wakes when the database says, then
+    // claims), so what is achieved depends on the machine: 90 of 90 on an idle one (bench/limits.ts),
+    // 84 seen with the whole suite running beside it. The floor here only says nothing is hoarded
+    // or stalls; the 5% figure is the bench's.
+    const first = all[0]!;
+    const inThree = all.filter((at) => at < first + 3_000).length;
+    expect(inThree).toBeLessThanOrEqual(90);
+    expect(inThree).toBeGreaterThanOrEqual(Math.ceil(0.8 * 90));
+  }, 60_000);
+
+  it("concurrency N per key across three processes: never more than N of a key at once; a SIGKILLed worker's slots come back", async () => {
+    const schema = freshSchema();
+    await prepare(schema);
+    const workers = [worker(schema, 0), worker(schema, 0), worker(schema, 0)];
+    await Promise.all(workers.map((w) => w.ready));
+    const items: DurableTaskItem[] = [];
+    const now = Date.now();
+    for (let i = 0; i < 36; i++)
+      items.push({ when: now + i, name: 'hold', payload: { i }, concurrency: { key: `tenant:${i % 3}`, limit: 2 } } as DurableTaskItem);
+    const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }) });
+    await producer.scheduleMany(items);
+    await producer.close();
+    for (const w of workers) w.next();
+    await until(`SELECT count(*) AS n FROM "${schema}".runs`, 6, 10_000);
+    workers[2]!.kill();
+    const finished = await until(`SELECT count(*) AS n FROM "${schema}".taskheap_tasks WHERE state = 'succeeded'`, 36, 20_000);
+    for (const w of workers.slice(0, 2)) w.next();
+    await Promise.all(workers.slice(0, 2).map((w) => w.done));
+    expect(finished).toBe(36);
+    // Runs by the database's clock; a killed run holds its task's slot until the task's next run starts.
+    const { rows } = await admin.query<{ task: string; key: string; start: number; end: number }>(`SELECT r.task, t.serial AS key,
+        (extract(epoch from r.started_at) * 1000)::float8 AS start,
+        (extract(epoch from COALESCE(r.finished_at,
+          (SELECT min(n.started_at) FROM "${schema}".runs AS n WHERE n.task = r.task AND n.started_at > r.started_at))) * 1000)::float8 AS end
+      FROM "${schema}".runs AS r JOIN "${schema}".taskheap_tasks AS t ON t.id = r.task`);
+    const most = new Map<string, number>();
+    for (const run of rows) {
+      const during = new Set(
+        rows.filter((other) => other.key === run.key && other.start <= run.start && other.end > run.start).map((other) => other.task),
+      );
+      most.set(run.key, Math.max(most.get(run.key) ?? 0, during.size));
+    }
+    for (const [key, n] of most) expect(n, key).toBeLessThanOrEqual(2);
+    expect(
+      [...most.values()].some((n) => n === 2),
+      'the limit is reached, not merely respected',
+    ).toBe(true);
+    expect((await admin.query(`SELECT key, held_by FROM "${schema}".taskheap_serial_keys`)).rows).toEqual([]);
+  }, 60_000);
+});
+
+describe('a claim with blocked work (issue 22)', () => {
+  /** Every node's rows read (actual rows times loops) in a JSON plan. */
+  function rowsRead(plan: { 'Actual Rows'?: number; 'Actual Loops'?: number; Plans?: unknown[] }): number[] {
+    const own = (plan['Actual Rows'] ?? 0) * (plan['Actual Loops'] ?? 0);
+    return [own, ...(plan.Plans ?? []).flatMap((child) => rowsRead(child as typeof plan))];
+  }
+
+  it('reads none of the tasks behind a held concurrency key or an empty rate bucket (EXPLAIN ANALYZE: no plan node reads them)', async () => {
+    const schema = freshSchema();
+    const store = postgresStore({ connectionString: server.url, schema });
+    try {
+      await store.migrate();
+      const past = Date.now() - 60_000;
+      const { advanceJob } = await import('../../src/durable/advance-job.js');
+      const { statements } = await import('../../src/durable/postgres/sql.js');
+      await store.addTask({
+        name: 'x',
+        key: null,
+        payload: '{}',
+        runAt: past,
+        maxAttempts: 1,
+        options: '{"serial":"busy"}',
+        serial: 'busy',
+      });
+      const bucket = '{"rate":{"key":"empty","limit":1,"interval":3600000}}';
+      await store.addTask({ name: 'x', key: null, payload: '{}', runAt: past, maxAttempts: 1, options: bucket, rateKey: 'empty' });
+      expect(await store.claim('holder', Date.now(), 600_000, 10, advanceJob)).toHaveLength(2);
+      await admin.query(
+        `INSERT INTO "${schema}".taskheap_tasks (name, payload, run_at, serial, rate_key, options)
+        SELECT 'x', '{}', now() - interval '1 minute', CASE WHEN i % 2 = 0 THEN 'busy' END, CASE WHEN i % 2 = 1 THEN 'empty' END,
+          CASE WHEN i % 2 = 0 THEN '{"serial":"busy"}' ELSE $2 END
+        FROM generate_series(1, $1) AS i`,
+        [5_000, bucket],
+      );
+      await admin.query(`ANALYZE "${schema}".taskheap_tasks`);
+      const client = await admin.connect();
+      try {
+        await client.query('BEGIN');
+        const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: Parameters<typeof rowsRead>[0] }] }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${statements(schema).claim}`,
+          [16, 'explain', 30_000, 1, 'expired', null, false, 16, null, null],
+        );
+        await client.query('ROLLBACK');
+        const plan = rows[0]!['QUERY PLAN'][0];
+        expect(Math.max(...rowsRead(plan.Plan)), 'the most rows a plan node read').toBeLessThan(100);
+      } finally {
+        client.release();
+      }
+    } finally {
+      await store.close();
+    }
+  });
+});
