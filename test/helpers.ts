@@ -41,3 +41,20 @@ export function heapUsed(): number {
   gc();
   return process.memoryUsage().heapUsed;
 }
+
+/** Async tasks that log `label+start` and `label-end` and take `ms` of (manual) time; `fail` first attempts fail. */
+export function worker(clock: { now(): number; setTimer(cb: () => void, ms: number): unknown }, log: string[]) {
+  return (label: string, ms: number, fail = 0) => {
+    let failures = fail;
+    return () => {
+      log.push(`${label}+${clock.now() - START}`);
+      return new Promise<void>((resolve, reject) =>
+        clock.setTimer(() => {
+          log.push(`${label}-${clock.now() - START}`);
+          if (failures-- > 0) reject(new Error(`${label} failed`));
+          else resolve();
+        }, ms),
+      );
+    };
+  };
+}

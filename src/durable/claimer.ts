@@ -5,7 +5,7 @@
 // end of a turn). A second claim may be on its way beside the first (and
 // beside the outcome batch), so workers rarely wait for a round trip.
 import { advanceJob } from './advance-job.js';
-import type { ClaimedTask, ClaimLimits, DueJob, JobAdvance } from './store.js';
+import type { ClaimedTask, ClaimLimits, DueJob, JobAdvance, QueueRooms } from './store.js';
 import type { Dispatcher } from './dispatch.js';
 import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
@@ -154,13 +154,20 @@ export class Claimer {
       const free = this.#room();
       // Full: the end of the turn that frees room claims again.
       if (free <= 0) return poll;
-      const claimed = await this.#claimUpTo(free);
-      // close() came while the claim was on its way: hand the work straight back.
-      if (this.#ctx.closed) {
-        this.#handBack(claimed);
-        return 0;
+      // The rooms of queues limited here are spoken for until the claimed tasks are held.
+      const rooms = this.#holdings.queues.reserve();
+      let claimed: ClaimedTask[];
+      try {
+        claimed = await this.#claimUpTo(free, rooms);
+        // close() came while the claim was on its way: hand the work straight back.
+        if (this.#ctx.closed) {
+          this.#handBack(claimed);
+          return 0;
+        }
+        for (const claim of claimed) this.#dispatcher.dispatch(claim);
+      } finally {
+        this.#holdings.queues.unreserve(rooms);
       }
-      for (const claim of claimed) this.#dispatcher.dispatch(claim);
       this.#failures = 0;
       // A full batch suggests more is due: claim again at once if there is
       // room enough; otherwise finishing tasks make room and claim.
@@ -185,7 +192,7 @@ export class Claimer {
    * Skips are collected per claim and reported only once it committed (a
    * claim that fails is rolled back and decided again).
    */
-  async #claimUpTo(free: number): Promise<ClaimedTask[]> {
+  async #claimUpTo(free: number, rooms: QueueRooms | undefined): Promise<ClaimedTask[]> {
     const { store, loop, owner, lease } = this.#ctx;
     let skips: DueJob[] | undefined;
     let skipped: NonNullable<JobAdvance['skipped']>[] | undefined;
@@ -212,7 +219,7 @@ export class Claimer {
         free,
         advance,
         this.#handlers.names,
-        this.#holdings.queues.rooms(),
+        rooms,
         limits,
       );
     } finally {

@@ -131,6 +131,11 @@ export class QueueBook {
   readonly #local = new Map<string, Local>();
   /** Claims held in this process per queue (only queues with a concurrency here are counted). */
   readonly #held = new Map<string, number>();
+  /**
+   * Room handed to claims still on their way, per queue: spoken for until
+   * their tasks are held, or two claims at once could each take the room.
+   */
+  readonly #reserved = new Map<string, number>();
   /** A queue at its concurrency here had a task end: its room reopened, worth a claim. */
   reopened = false;
   /** The global concurrencies to write at start (the `queues` option). */
@@ -206,9 +211,27 @@ export class QueueBook {
     let rooms: Map<string, number> | undefined;
     for (const [name, local] of this.#local) {
       if (local.concurrency === Infinity) continue;
-      (rooms ??= new Map()).set(name, Math.max(0, local.concurrency - (this.#held.get(name) ?? 0)));
+      const taken = (this.#held.get(name) ?? 0) + (this.#reserved.get(name) ?? 0);
+      (rooms ??= new Map()).set(name, Math.max(0, local.concurrency - taken));
     }
     return rooms;
+  }
+
+  /** The rooms for a claim, spoken for until `unreserve()` (once its tasks are held). */
+  reserve(): QueueRooms | undefined {
+    const rooms = this.rooms();
+    if (rooms !== undefined) for (const [name, room] of rooms) this.#reserved.set(name, (this.#reserved.get(name) ?? 0) + room);
+    return rooms;
+  }
+
+  /** A claim given `rooms` came back and its tasks are held (or it failed). */
+  unreserve(rooms: QueueRooms | undefined): void {
+    if (rooms === undefined) return;
+    for (const [name, room] of rooms) {
+      const left = (this.#reserved.get(name) ?? 0) - room;
+      if (left > 0) this.#reserved.set(name, left);
+      else this.#reserved.delete(name);
+    }
   }
 }
 

@@ -1,22 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { START, gate, setup } from '../helpers.js';
-
-/** Async tasks that log `label+start` and `label-end` and take `ms` of (manual) time; `fail` first attempts fail. */
-function worker(clock: { now(): number; setTimer(cb: () => void, ms: number): unknown }, log: string[]) {
-  return (label: string, ms: number, fail = 0) => {
-    let failures = fail;
-    return () => {
-      log.push(`${label}+${clock.now() - START}`);
-      return new Promise<void>((resolve, reject) =>
-        clock.setTimer(() => {
-          log.push(`${label}-${clock.now() - START}`);
-          if (failures-- > 0) reject(new Error(`${label} failed`));
-          else resolve();
-        }, ms),
-      );
-    };
-  };
-}
+import { gate, setup, worker } from '../helpers.js';
 
 /** The most entries of `log` (`x+t` / `x-t`) whose label starts with `prefix` running at once. */
 function peak(log: string[], prefix: string): number {

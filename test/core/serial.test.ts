@@ -1,22 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { START, gate, setup } from '../helpers.js';
-
-/** An async task that logs its start and end and takes `ms` of (manual) time. */
-function worker(clock: { now(): number; setTimer(cb: () => void, ms: number): unknown }, log: string[]) {
-  return (label: string, ms: number, fail = 0) => {
-    let failures = fail;
-    return () => {
-      log.push(`${label}+${clock.now() - START}`);
-      return new Promise<void>((resolve, reject) =>
-        clock.setTimer(() => {
-          log.push(`${label}-${clock.now() - START}`);
-          if (failures-- > 0) reject(new Error(`${label} failed`));
-          else resolve();
-        }, ms),
-      );
-    };
-  };
-}
+import { gate, setup, worker } from '../helpers.js';
 
 describe('serial keys', () => {
   it('async tasks sharing a key run one at a time, in due-time order; other keys run alongside', async () => {
