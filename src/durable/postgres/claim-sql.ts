@@ -151,15 +151,12 @@ const lockQueues = (Q: string, names: string) => `SELECT q.name, q.paused, q.glo
  * \`was_full\`: the queue had no room left before, so its waiting tasks need
  * a wake-up. Only queues with a global concurrency count (the others have
  * no row to update, or never take the row's lock). Limit rows are locked
- * after these (pass \`unslotted_locks\` as letGo's \`after\`). \`locks\`: a
- * CTE that already locked the rows (the claim's one queue lock).
+ * after these (pass \`unslotted_locks\` as letGo's \`after\`).
  */
-export const freeSlots = (Q: string, cte: string, locks?: string) => `${
-  locks === undefined ? `unslotted_locks AS (${lockQueues(Q, `SELECT queue FROM ${cte}`)}),` : ''
-}
+export const freeSlots = (Q: string, cte: string) => `unslotted_locks AS (${lockQueues(Q, `SELECT queue FROM ${cte}`)}),
     unslotted AS (UPDATE ${Q} AS q SET running = GREATEST(q.running - f.n, 0)
       FROM (SELECT queue, count(*)::int AS n FROM ${cte} GROUP BY queue) AS f
-      WHERE q.name = f.queue AND q.global_concurrency IS NOT NULL AND q.name IN (SELECT name FROM ${locks ?? 'unslotted_locks'})
+      WHERE q.name = f.queue AND q.global_concurrency IS NOT NULL AND q.name IN (SELECT name FROM unslotted_locks)
       RETURNING q.running + f.n >= q.global_concurrency AS was_full)`;
 
 /** SQL: the queue a stored job's options (JSON text) put its occurrences in. */
@@ -249,12 +246,10 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
       UNION ALL SELECT id, run_at, priority, NULL, NULL, queue, false, true, false FROM plain
       UNION ALL SELECT id, run_at, priority, serial, rate_key, queue, holds, id IN (SELECT id FROM keyed_locked), false FROM keyed),
     qlocked AS (${lockQueues(Q, 'SELECT queue FROM failed UNION ALL SELECT queue FROM cand WHERE NOT expired')}),
-    ${freeSlots(Q, 'failed', 'qlocked')},
-    ${letGo(L, 'unheld', 'failed', 'true', 'qlocked')},
     locked AS (SELECT l.kind, l.key, l.lim, l.holders,
         CASE l.kind WHEN 'concurrency' THEN l.lim - cardinality(l.holders) ELSE l.lim - ${spent('l')} END AS room
       FROM ${L} AS l
-      WHERE ((l.kind = 'concurrency' AND l.key IN (SELECT serial FROM cand))
+      WHERE ((l.kind = 'concurrency' AND l.key IN (SELECT serial FROM cand UNION ALL SELECT serial FROM failed))
         OR (l.kind = 'rate' AND (l.key IN (SELECT rate_key FROM cand) OR (l.key = '' AND $7::boolean AND EXISTS (SELECT 1 FROM cand)))))
         AND (SELECT count(*) FROM qlocked) >= 0
       ORDER BY l.kind, l.key FOR UPDATE),
@@ -289,11 +284,18 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
       FROM due WHERE t.id = due.id AND (t.state = 'waiting' OR (t.state = 'running' AND t.locked_until <= now()))
       RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
         due.serial, due.rate_key, due.held, due.queue, due.expired),
-    slots_granted AS (UPDATE ${Q} AS q SET running = q.running + g.n, granted = g.n, updated_at = now()
-      FROM (SELECT queue, count(*)::int AS n FROM claimed WHERE NOT expired GROUP BY queue) AS g
+    -- A statement updates a row once (a second UPDATE of it in the same statement is lost): each
+    -- queue row and concurrency row gets one UPDATE, with the slots the claim took and those
+    -- that the tasks it failed for good gave back.
+    slots_granted AS (UPDATE ${Q} AS q SET running = GREATEST(q.running + g.n - g.gone, 0), granted = g.n, updated_at = now()
+      FROM (SELECT queue, count(*) FILTER (WHERE took)::int AS n, count(*) FILTER (WHERE NOT took)::int AS gone FROM (
+          SELECT queue, true AS took FROM claimed WHERE NOT expired UNION ALL SELECT queue, false FROM failed) AS x GROUP BY queue) AS g
       WHERE q.name = g.queue AND q.name IN (SELECT name FROM qlocked)),
-    slots_taken AS (UPDATE ${L} AS l SET holders = l.holders || g.ids, updated_at = now()
-      FROM (SELECT serial, array_agg(id) AS ids FROM claimed WHERE serial IS NOT NULL AND NOT held GROUP BY serial) AS g
+    slots_taken AS (UPDATE ${L} AS l
+      SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (g.gone)) || g.ids, updated_at = now()
+      FROM (SELECT serial, COALESCE(array_agg(id) FILTER (WHERE took), '{}') AS ids, COALESCE(array_agg(id) FILTER (WHERE NOT took), '{}') AS gone
+          FROM (SELECT serial, id, true AS took FROM claimed WHERE serial IS NOT NULL AND NOT held
+            UNION ALL SELECT serial, id, false FROM failed WHERE serial IS NOT NULL) AS x GROUP BY serial) AS g
       WHERE l.kind = 'concurrency' AND l.key = g.serial),
     tokens_taken AS (UPDATE ${L} AS l
       SET starts = ARRAY(SELECT s FROM unnest(l.starts) AS s WHERE s > g.at - ${millis('l.interval_ms')}) || g.at,
