@@ -1,5 +1,6 @@
 // Maintenance: the retention sweep, which deletes finished rows past their
-// age (the store's prune() also sweeps serial keys no live task holds).
+// age (the store's prune() also sweeps serial keys no live task holds, and
+// deletes limit rows that limit nothing now).
 // Apart from the claim path: it only reads the retention ages and whether
 // the runner has stopped.
 import type { RunnerContext } from './runner-context.js';
@@ -32,9 +33,8 @@ export class Maintenance {
     this.#retention = retention;
   }
 
-  /** Sweeps now and every SWEEP_EVERY, unless every kind is kept forever. */
+  /** Sweeps now and every SWEEP_EVERY (idle limit rows go even when every finished row is kept). */
   start(): void {
-    if (this.#retention.succeeded === null && this.#retention.failed === null) return;
     this.#timer = this.#ctx.loop.clock.setTimer(this.#sweep, 0, this.#ctx.loop.unref);
   }
 

@@ -469,7 +469,9 @@ export interface Store {
    * Retention: deletes at most `limit` finished tasks last changed more than
    * `succeeded` ms ago (succeeded ones) or `failed` ms ago (failed, timed-out,
    * cancelled), and as many finished jobs older than `failed`; null keeps
-   * that kind. Resolves with how many rows went: `limit` or more suggests more.
+   * that kind. Also deletes at most `limit` limit rows that limit nothing
+   * now (whatever the retention). Resolves with how many rows went: `limit`
+   * or more suggests more.
    */
   prune(succeeded: number | null, failed: number | null, limit: number): Promise<number>;
   /** One recurring job by key, with its occurrences' counts. */

@@ -161,7 +161,10 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX taskheap_tasks_queue_waiting ON :SCHEMA.taskheap_tasks (queue, priority, run_at, id)
         WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL;
       CREATE INDEX taskheap_tasks_rate ON :SCHEMA.taskheap_tasks (rate_key, priority DESC, run_at, id)
-        WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;`,
+        WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;
+      -- Whether a bucket is in use (retention of limit rows: sql.ts pruneLimits).
+      CREATE INDEX taskheap_tasks_rated ON :SCHEMA.taskheap_tasks (rate_key)
+        WHERE state IN ('waiting', 'running') AND rate_key IS NOT NULL;`,
   },
 ];
 

@@ -403,6 +403,32 @@ export function statements(schema: string | undefined) {
         WHERE EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = h AND t.state IN ('waiting', 'running')))
       WHERE l.kind = 'concurrency' AND cardinality(l.holders) > 0
         AND EXISTS (SELECT 1 FROM unnest(l.holders) AS h WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = h AND t.state IN ('waiting', 'running')))`,
+    /**
+     * Retention for limit rows: up to $1 rows that limit nothing now (a
+     * concurrency key no task holds or waits for, a bucket with no start in
+     * its window and no task waiting or running under it) are deleted,
+     * oldest first; returns their keys. A task added meanwhile makes its row
+     * again (its add upserts it; a row its add has locked is skipped): the
+     * rows a claim walks are those of keys in use, not every key ever seen.
+     */
+    pruneLimits: `WITH idle AS (SELECT l.kind, l.key FROM ${L} AS l
+        WHERE l.key <> '' AND cardinality(l.holders) = 0
+          AND NOT EXISTS (SELECT 1 FROM unnest(l.starts) AS s WHERE s > now() - ${millis('l.interval_ms')})
+          AND NOT (l.kind = 'concurrency' AND EXISTS (SELECT 1 FROM ${T} AS t WHERE t.serial = l.key AND t.state = 'waiting'))
+          AND NOT (l.kind = 'rate' AND EXISTS (SELECT 1 FROM ${T} AS t WHERE t.rate_key = l.key AND t.state IN ('waiting', 'running')))
+        ORDER BY l.updated_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${L} AS l USING idle WHERE l.kind = idle.kind AND l.key = idle.key RETURNING l.kind, l.key`,
+    /**
+     * After pruneLimits committed, with a fresh snapshot: the rows of
+     * concurrency keys $1 and buckets $2 that a task names after all (one
+     * added while the prune decided, from its older snapshot) are made again.
+     */
+    repairLimits: `WITH named AS (SELECT id, CASE WHEN serial = ANY ($1::text[]) THEN serial END AS serial,
+          CASE WHEN rate_key = ANY ($2::text[]) THEN rate_key END AS rate_key, options FROM ${T}
+        WHERE (state = 'waiting' AND serial = ANY ($1::text[]))
+          OR (state IN ('waiting', 'running') AND rate_key = ANY ($2::text[]))),
+      ${upsertLimits(L, 'limits', 'named')}
+      SELECT count(*)::int AS n FROM named`,
     /** Retention: recurring jobs that are over (done or cancelled) older than $1 ms. */
     pruneJobs: `WITH doomed AS (SELECT key FROM ${J} WHERE state IN ('done', 'cancelled') AND updated_at < now() - ${millis('$1')}
         LIMIT $2 FOR UPDATE SKIP LOCKED)

@@ -473,11 +473,16 @@ class PostgresStore implements Store {
   }
 
   async prune(succeeded: number | null, failed: number | null, limit: number): Promise<number> {
-    if (succeeded === null && failed === null) return 0;
-    const tasks = await this.#db.query(this.#sql.pruneTasks, [succeeded, failed, limit]);
+    const kept = succeeded === null && failed === null;
+    const tasks = kept ? undefined : await this.#db.query(this.#sql.pruneTasks, [succeeded, failed, limit]);
     const jobs = failed === null ? undefined : await this.#db.query(this.#sql.pruneJobs, [failed, limit]);
     await this.#db.query(this.#sql.pruneKeys);
-    return (tasks.rowCount ?? 0) + (jobs?.rowCount ?? 0);
+    const { rows: idle } = await this.#db.query<{ kind: string; key: string }>(this.#sql.pruneLimits, [limit]);
+    if (idle.length > 0) {
+      const keys = (kind: string) => idle.filter((row) => row.kind === kind).map((row) => row.key);
+      await this.#db.query(this.#sql.repairLimits, [keys('concurrency'), keys('rate')]);
+    }
+    return (tasks?.rowCount ?? 0) + (jobs?.rowCount ?? 0) + idle.length;
   }
 
   async setQueue(name: string, change: QueueChange): Promise<void> {

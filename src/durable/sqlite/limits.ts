@@ -28,6 +28,18 @@ export const LIMITS_SQL = {
   prune: `UPDATE taskheap_limits SET holders = (SELECT json_group_array(value) FROM json_each(holders)
       WHERE value IN (SELECT id FROM taskheap_tasks WHERE state IN ('waiting', 'running')))
     WHERE kind = 'concurrency' AND json_array_length(holders) > 0`,
+  /**
+   * Retention for limit rows: those that limit nothing now (a concurrency
+   * key no task holds or waits for; a bucket with no start in its window,
+   * @now, and no task waiting or running under it). The rows a claim walks
+   * are those of keys in use, not every key ever seen; a new task makes its
+   * row again. (Each start is [ms, count]: the newest is the last.)
+   */
+  pruneIdle: `DELETE FROM taskheap_limits WHERE key <> '' AND json_array_length(holders) = 0
+    AND NOT (kind = 'rate' AND COALESCE(starts ->> '$[#-1][0]', -1e308) > @now - interval_ms)
+    AND NOT (kind = 'concurrency' AND EXISTS (SELECT 1 FROM taskheap_tasks AS t WHERE t.serial = taskheap_limits.key AND t.state = 'waiting'))
+    AND NOT (kind = 'rate' AND EXISTS (SELECT 1 FROM taskheap_tasks AS t
+      WHERE t.rate_key = taskheap_limits.key AND t.state IN ('waiting', 'running')))`,
   /** Concurrency keys with room, and every rate bucket but the scheduler-wide one. */
   withRoom: `SELECT kind, key, lim, interval_ms, holders, starts FROM taskheap_limits
     WHERE (kind = 'concurrency' AND json_array_length(holders) < lim) OR (kind = 'rate' AND key <> '')`,

@@ -124,7 +124,8 @@ export const MIGRATIONS: readonly Migration[] = [
      WHERE l.kind = 'concurrency';
    CREATE INDEX taskheap_tasks_plain ON taskheap_tasks (queue, priority, run_at, id) WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL;
    CREATE INDEX taskheap_tasks_rate ON taskheap_tasks (rate_key, priority DESC, run_at, id)
-     WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;`,
+     WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;
+   CREATE INDEX taskheap_tasks_rated ON taskheap_tasks (rate_key) WHERE state IN ('waiting', 'running') AND rate_key IS NOT NULL;`,
   },
 ];
 

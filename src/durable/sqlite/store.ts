@@ -379,7 +379,8 @@ class SqliteStore implements Store {
       const { changes } = this.#statement(SQL.pruneTasks).run(params);
       const jobs = failed === null ? 0 : this.#statement(SQL.pruneJobs).run({ failed: params.failed, limit }).changes;
       this.#statement(LIMITS_SQL.prune).run();
-      return Number(changes) + Number(jobs);
+      const idle = this.#statement(LIMITS_SQL.pruneIdle).run({ now }).changes;
+      return Number(changes) + Number(jobs) + Number(idle);
     });
   }
 

@@ -154,5 +154,46 @@ export function limitScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(await store.cancel(b[0]!.id)).toBe(true);
       expect(names(await claim(store, 'x'))).toEqual(['a']);
     });
+
+    it('retention deletes the limit rows that limit nothing now; a new task of the key makes its row again, its limit whole', async () => {
+      const { openStore, db } = await setup();
+      const store = await openStore();
+      const now = Date.now();
+      const done1 = await store.addTask(task('done', now - 500, { concurrency: { key: 'k-done', limit: 1 } }));
+      const never = await store.addTask(task('never', now + HOUR, { rate: { key: 'r-never', limit: 1 } }));
+      await store.addTask(task('waits', now + HOUR, { concurrency: { key: 'k-waits', limit: 1 } }));
+      await store.addTask(task('rated', now + HOUR, { rate: { key: 'r-waits', limit: 1 } }));
+      const spent = await store.addTask(task('spent', now - 400, { rate: { key: 'r-spent', limit: 1 } }));
+      expect(names(await claim(store, 'a'))).toEqual(['done', 'spent']);
+      await store.settle('a', [done(done1.id), done(spent.id)], Date.now());
+      expect(await store.cancel(never.id)).toBe(true);
+      const rows = async () =>
+        (await db.peek!(`SELECT kind, key FROM {s}taskheap_limits WHERE key <> '' ORDER BY kind, key`)).map((r) => `${r.kind}:${r.key}`);
+      if (db.peek) expect(await rows()).toEqual(['concurrency:k-done', 'concurrency:k-waits', 'rate:r-never', 'rate:r-spent', 'rate:r-waits']);
+      // Retention kept nothing else (null: every finished task kept), yet the idle rows go: a key no task
+      // holds or waits for, a bucket with no start in its window and no task of it left.
+      expect(await store.prune(null, null, 500)).toBe(2);
+      if (db.peek) expect(await rows()).toEqual(['concurrency:k-waits', 'rate:r-spent', 'rate:r-waits']);
+      // The key is used again: its row comes back with the new task's limit, and holds.
+      await store.addTask(task('again1', now - 300, { concurrency: { key: 'k-done', limit: 1 } }));
+      await store.addTask(task('again2', now - 200, { concurrency: { key: 'k-done', limit: 1 } }));
+      expect(names(await claim(store, 'b'))).toEqual(['again1']);
+      expect(await store.prune(null, null, 500)).toBe(0);
+      expect(await claim(store, 'b')).toEqual([]);
+    });
+
+    it("replacing a task that holds a slot with one that changes its key's limit lets go and sets the limit in one add", async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      const now = Date.now();
+      const a = await store.addTask(task('a', now - 300, { concurrency: { key: 'k', limit: 1 }, key: 'job:a' }));
+      expect(names(await claim(store, 'x'))).toEqual(['a']);
+      await store.settle('x', [{ id: a.id, kind: 'retry', delay: HOUR, error: 'later' }], Date.now());
+      await store.addTask(task('b', now - 200, { concurrency: { key: 'k', limit: 1 } }));
+      // The replacement raises the key's limit to 2 and starts over: a and b both run.
+      await store.addTask(task('a', now - 100, { concurrency: { key: 'k', limit: 2 }, key: 'job:a' }));
+      expect(names(await claim(store, 'x'))).toEqual(['a', 'b']);
+      expect(await claim(store, 'x')).toEqual([]);
+    });
   });
 }
