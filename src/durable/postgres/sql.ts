@@ -136,7 +136,8 @@ export function statements(schema: string | undefined) {
         VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9, $10, $11)
         ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
+          last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
+          serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
           updated_at = now()
         WHERE t.state <> 'running'
         RETURNING ${taskColumns('t')}, (t.xmax <> 0) AS replaced),
@@ -151,7 +152,8 @@ export function statements(schema: string | undefined) {
         ORDER BY u.ord
         ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
+          last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
+          serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
           updated_at = now()
         WHERE t.state <> 'running'
         RETURNING ${taskColumns('t')}, (t.xmax <> 0) AS replaced),
@@ -188,7 +190,8 @@ export function statements(schema: string | undefined) {
           ${ts('u.at')} AS due
         FROM u LEFT JOIN old AS o ON o.key = u.key),
       upd AS (UPDATE ${T} AS t SET name = p.name, payload = p.payload, state = 'waiting', run_at = p.due, attempts = 0, max_attempts = p.max_attempts,
-          options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL, serial = p.serial, priority = p.priority, queue = p.queue, rate_key = p.rate_key,
+          options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL,
+          expiries = 0, result = NULL, errors = NULL, started_at = NULL, serial = p.serial, priority = p.priority, queue = p.queue, rate_key = p.rate_key,
           updated_at = now(),
           created_at = CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE t.created_at END
         FROM plan AS p WHERE t.id = p.old_id AND p.action IN ('replace', 'renew')

@@ -41,7 +41,8 @@ export const SQL = {
     WHERE state = 'running'`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
-    options = ?, serial = ?, priority = ?, rate_key = ?, queue = ?, locked_by = NULL, locked_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?`,
+    options = ?, serial = ?, priority = ?, rate_key = ?, queue = ?, locked_by = NULL, locked_until = NULL, last_error = NULL,
+    expiries = 0, result = NULL, errors = NULL, started_at = NULL, updated_at = ? WHERE id = ?`,
   /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
   setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
   /**

@@ -8,6 +8,7 @@
 // machine changes nothing.
 import { describe, expect } from 'vitest';
 import type { EnqueuedTask, Scheduler } from '../../../src/index.js';
+import { advanceJob } from '../../../src/durable/advance-job.js';
 import { itWhen, type Backend, type Env } from './backend.js';
 
 const MINUTE = 60_000;
@@ -57,6 +58,25 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       await env.time.until(async () => (await scheduler.getTask(task.id))?.state === 'succeeded', 'the held task succeeds', 0);
       const rerun = await scheduler.schedule(env.time.now() + MINUTE, 'held', { key: 'busy', payload: 'third' });
       expect([rerun.enqueued, rerun.id, rerun.state, rerun.payload]).toEqual(['inserted', task.id, 'waiting', 'third']);
+    });
+
+    it('a task added over a finished one of its key starts afresh: no result, errors or lease expiries of the old one', async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      const add = (payload: string) =>
+        store.addTask({ name: 'x', key: 'k', payload, runAt: Date.now() - 1_000, maxAttempts: 2, options: '{}', dedupe: { mode: 'replace', period: 0 } });
+      const first = await add('"one"');
+      const claim = () => store.claim('p', Date.now(), 30_000, 10, advanceJob);
+      await claim();
+      await store.settle('p', [{ id: first.id, kind: 'retry', delay: 0, error: 'Error: first attempt' }], Date.now());
+      await claim();
+      await store.settle('p', [{ id: first.id, kind: 'complete', state: 'succeeded', error: null, result: '{"v":1}' }], Date.now());
+      expect(await store.getTask(first.id)).toMatchObject({ state: 'succeeded', result: { v: 1 }, errors: [{ attempt: 1 }] });
+      const again = await add('"two"');
+      expect([again.enqueued, again.id]).toEqual(['inserted', first.id]);
+      const fresh = (await store.getTask(again.id))!;
+      expect(fresh).toMatchObject({ state: 'waiting', payload: 'two', attempts: 0, result: undefined, errors: [], lastError: null });
+      expect(fresh.startedAt ?? null).toBeNull();
     });
 
     it("'keep': a waiting or running task is returned unchanged; a finished one is overwritten by the new task", async () => {
