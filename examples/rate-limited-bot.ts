@@ -26,7 +26,8 @@
  * together, by the database's clock: the overall 30 a second is one bucket
  * shared by every replica that sets it, a chat's bucket and serial key are
  * the chat's wherever its messages run, and no replica takes a message it
- * cannot send now (an idle replica sends what another could not). The logic is `createDelivery()`, which
+ * cannot send now (an idle replica sends what another could not);
+ * test/examples/rate-limited-bot-replicas.test.ts runs two of them. The logic is `createDelivery()`, which
  * test/examples/rate-limited-bot.test.ts drives on a ManualClock; `main()`
  * sends a small burst on the real clock and prints when each message went.
  */

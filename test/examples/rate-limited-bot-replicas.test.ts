@@ -1,0 +1,87 @@
+// examples/rate-limited-bot.ts as replicas (issue 22): two real processes of
+// the example itself on one PostgreSQL, one of them adding the demo's burst
+// (40 chats with 2 reminders each, a group with 5). Every message is sent
+// once, and Telegram's limits hold across both processes by the database's
+// clock: at most 1 a second per chat, 20 a minute in the group, 30 a second
+// overall. Start times are the claims' (the tasks' started_at).
+import { spawn } from 'node:child_process';
+import type pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LIMITS } from '../../examples/rate-limited-bot.js';
+import type { PgServer } from '../durable/pg-server.js';
+import { usePostgres } from '../durable/use-postgres.js';
+import { ROOT } from './child.js';
+
+let server: PgServer;
+let admin: pg.Pool;
+usePostgres((started, pool) => {
+  server = started;
+  admin = pool;
+});
+
+const replicas: { child: ReturnType<typeof spawn>; exited: Promise<unknown> }[] = [];
+afterEach(async () => {
+  for (const { child, exited } of replicas.splice(0)) {
+    child.kill('SIGKILL');
+    await exited;
+  }
+});
+
+/** Starts `npx tsx examples/rate-limited-bot.ts <url> [--burst]` as a child process; resolves its stdout once it exits. */
+function replica(burst: boolean): { stop: () => Promise<string> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'examples/rate-limited-bot.ts', server.url, ...(burst ? ['--burst'] : [])], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  replicas.push({ child, exited });
+  return {
+    stop: async () => {
+      child.kill('SIGINT');
+      await exited;
+      return out;
+    },
+  };
+}
+
+/** At most `limit` of the sorted times in any window of `interval` ms. */
+function windowsHold(times: number[], { limit, interval }: { limit: number; interval: number }): boolean {
+  return times.every((at, k) => k < limit || times[k - limit]! + interval <= at);
+}
+
+describe('examples/rate-limited-bot.ts as replicas', () => {
+  it("two processes of the example send every message once, within Telegram's limits across both", async () => {
+    const first = replica(false);
+    const second = replica(true);
+    const deadline = Date.now() + 60_000;
+    let sent = 0;
+    for (;;) {
+      const { rows } = await admin
+        .query<{ n: number }>(`SELECT count(*)::int AS n FROM taskheap_tasks WHERE state = 'succeeded'`)
+        .catch(() => ({ rows: [{ n: 0 }] }));
+      sent = rows[0]!.n;
+      if (sent >= 85 || Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const out = (await first.stop()) + (await second.stop());
+    expect(sent, out).toBe(85);
+    const { rows } = await admin.query<{ chat: number; at: number; attempts: number }>(
+      `SELECT (payload::jsonb ->> 'chat')::int AS chat, extract(epoch from started_at) * 1000 AS at, attempts
+       FROM taskheap_tasks ORDER BY started_at`,
+    );
+    expect(rows.every((row) => row.attempts === 1)).toBe(true);
+    const starts = rows.map((row) => Number(row.at));
+    expect(windowsHold(starts, LIMITS.overall)).toBe(true);
+    const byChat = new Map<number, number[]>();
+    for (const row of rows) byChat.set(row.chat, [...(byChat.get(row.chat) ?? []), Number(row.at)]);
+    expect(byChat.size).toBe(41);
+    for (const [chat, times] of byChat) {
+      expect(windowsHold(times, chat < 0 ? LIMITS.group : LIMITS.chat), `chat ${chat}: ${times.join(', ')}`).toBe(true);
+    }
+    // Each message was printed once, by whichever replica sent it.
+    expect(out.match(/chat +\d+ +reminder [12] of 2/g)).toHaveLength(80);
+  }, 90_000);
+});
