@@ -3,7 +3,7 @@
 // and validation live here so the in-memory loop and the durable stores read
 // them the same way.
 import { toDuration, type Duration } from './duration.js';
-import { describe } from './validate.js';
+import { assertWellFormed, describe } from './validate.js';
 
 /**
  * A rate limit: at most `limit` runs start in any window of `interval`
@@ -98,6 +98,7 @@ function assertKey(value: unknown, option: string): asserts value is string {
   if (value.length === 0 || value.length > MAX_KEY_LENGTH) {
     throw new RangeError(`Expected \`${option}\` to be 1 to ${MAX_KEY_LENGTH} characters long, got ${describe(value)}`);
   }
+  assertWellFormed(value, option);
 }
 
 /**

@@ -1,5 +1,5 @@
 // Checks shared by every public call: how a bad value is described in an
-// error, and what a time (`When`) may be.
+// error, what a time (`When`) may be, and text a database keeps as given.
 import { DateTime } from 'luxon';
 
 /** Describes a bad value for an error message: `0 (number)`, `"x" (string)`. */
@@ -112,5 +112,20 @@ export function assertKnownKeys(options: object, known: ReadonlySet<string>, wha
 export function assertOptionsObject(options: unknown, what: string): asserts options is object | undefined {
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new TypeError(`Expected ${what} options to be an object, got ${describe(options)}`);
+  }
+}
+
+/**
+ * Throws unless `value` is well-formed UTF-16: a lone surrogate (half of a
+ * pair) cannot be encoded as UTF-8, so a database stores it as U+FFFD and
+ * two different keys (`'x\ud800'`, `'x\udc00'`) would become one.
+ */
+export function assertWellFormed(value: string, what: string): void {
+  const at = value.search(/\p{Cs}/u);
+  if (at >= 0) {
+    const unit = value.charCodeAt(at).toString(16);
+    throw new TypeError(
+      `Expected \`${what}\` to be well-formed text, got a lone surrogate (\\u${unit}) at index ${at} of ${describe(value)}`,
+    );
   }
 }

@@ -39,6 +39,11 @@ describe('store options', () => {
     expect(() => postgresStore({ lease: 1_000, timeout: 1_000 })).toThrow(/at least 3 × `timeout`/);
     expect(() => postgresStore({ maxLeaseExpiries: Number.POSITIVE_INFINITY })).toThrow(/maxLeaseExpiries/);
     expect(() => postgresStore({ schema: 'a\0b' })).toThrow(/NUL/);
+    // PostgreSQL keeps 63 bytes of a name: longer ones would be cut, and two schemas become one. Bytes, not characters.
+    expect(() => postgresStore({ schema: 's'.repeat(64) })).toThrow(/`schema`.*at most 63 bytes.*got 64 bytes/);
+    expect(() => postgresStore({ schema: 'é'.repeat(32) })).toThrow(/got 64 bytes/);
+    expect(() => postgresStore({ schema: 's'.repeat(63) })).not.toThrow();
+    expect(() => postgresStore({ schema: 'é'.repeat(31) })).not.toThrow();
     expect(() => postgresStore({ lease: 3_000, timeout: 1_000, maxLeaseExpiries: 3 })).not.toThrow();
   });
 });
@@ -101,7 +106,21 @@ describe('durable input', () => {
     expect(() => scheduler.schedule(-1e15, 'known')).toThrow(RangeError);
     expect(() => scheduler.every(1).second().until(1e300)).toThrow(/the Date range/);
     expect(() => scheduler.every(1).second().run('known', { key: 'j\0' })).toThrow(/NUL/);
+    // A lone surrogate cannot be stored as UTF-8: 'x\ud800' and 'x\udc00' would become one key. Pairs are text like any other.
+    expect(() => scheduler.schedule(later, 'known', { key: 'x\ud800' })).toThrow(/`key`.*lone surrogate \(\\ud800\) at index 1/);
+    expect(() => scheduler.schedule(later, 'known', { key: 'x\udc00y' })).toThrow(TypeError);
+    expect(() => scheduler.define('h\udc00', () => {})).toThrow(/lone surrogate/);
+    expect(() => scheduler.schedule(later, 'known', { serial: 'chat\ud800' })).toThrow(/`serial`.*lone surrogate/);
+    expect(() => scheduler.schedule(later, 'known', { rate: { key: '\ud800', limit: 1, interval: 1_000 } })).toThrow(
+      /`rate.key`.*lone surrogate/,
+    );
+    expect(() => scheduler.schedule(later, 'known', { queue: 'q\udfff' })).toThrow(/`queue`.*lone surrogate/);
+    expect(() => scheduler.every(1).second().run('known', { key: 'j\ud800' })).toThrow(/lone surrogate/);
+    expect(() => scheduler.scheduleMany([{ when: later, name: 'known', key: 'a\ud800' }])).toThrow(/lone surrogate/);
     expect(await scheduler.listTasks()).toEqual([]);
+    const emoji = await scheduler.schedule(later, 'known', { key: 'x\ud83d\ude00', serial: '\ud83d\ude00' });
+    expect((await scheduler.getTask(emoji.id))!.key).toBe('x😀');
+    await scheduler.cancel(emoji.id);
     await scheduler.close();
   });
 

@@ -121,7 +121,7 @@ export function readOptions(poolOrOptions: PgPoolLike | PostgresStoreOptions | s
   if (prefetch !== undefined && (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 0 || prefetch > MAX_PREFETCH)) {
     throw new RangeError(`Expected \`prefetch\` to be an integer from 0 to ${MAX_PREFETCH}, got ${describe(prefetch)}`);
   }
-  if (schema !== undefined) assertName(schema, 'schema');
+  if (schema !== undefined) assertSchema(schema);
   return { connectionString, pool, lease, poll, schema, timeout: Math.min(timeout, Math.floor(lease / 3)), maxLeaseExpiries, prefetch };
 }
 
@@ -130,4 +130,18 @@ function isPool(value: unknown): value is PgPoolLike {
   return (
     typeof candidate === 'object' && candidate !== null && typeof candidate.connect === 'function' && typeof candidate.query === 'function'
   );
+}
+
+/** PostgreSQL's identifiers hold 63 bytes (NAMEDATALEN - 1): a longer one is cut, and two schemas would become one. */
+const MAX_SCHEMA_BYTES = 63;
+
+/** Throws unless `schema` is a name PostgreSQL keeps whole: at most 63 bytes of UTF-8. */
+function assertSchema(schema: unknown): asserts schema is string {
+  assertName(schema, 'schema');
+  const bytes = new TextEncoder().encode(schema).length;
+  if (bytes > MAX_SCHEMA_BYTES) {
+    throw new RangeError(
+      `Expected \`schema\` to be at most ${MAX_SCHEMA_BYTES} bytes of UTF-8 (PostgreSQL cuts longer names, so two schemas could be one), got ${bytes} bytes: ${JSON.stringify(schema)}`,
+    );
+  }
 }

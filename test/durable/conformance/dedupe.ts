@@ -64,7 +64,15 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const { openStore } = await setup();
       const store = await openStore();
       const add = (payload: string) =>
-        store.addTask({ name: 'x', key: 'k', payload, runAt: Date.now() - 1_000, maxAttempts: 2, options: '{}', dedupe: { mode: 'replace', period: 0 } });
+        store.addTask({
+          name: 'x',
+          key: 'k',
+          payload,
+          runAt: Date.now() - 1_000,
+          maxAttempts: 2,
+          options: '{}',
+          dedupe: { mode: 'replace', period: 0 },
+        });
       const first = await add('"one"');
       const claim = () => store.claim('p', Date.now(), 30_000, 10, advanceJob);
       await claim();

@@ -169,7 +169,8 @@ export function limitScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(await store.cancel(never.id)).toBe(true);
       const rows = async () =>
         (await db.peek!(`SELECT kind, key FROM {s}taskheap_limits WHERE key <> '' ORDER BY kind, key`)).map((r) => `${r.kind}:${r.key}`);
-      if (db.peek) expect(await rows()).toEqual(['concurrency:k-done', 'concurrency:k-waits', 'rate:r-never', 'rate:r-spent', 'rate:r-waits']);
+      if (db.peek)
+        expect(await rows()).toEqual(['concurrency:k-done', 'concurrency:k-waits', 'rate:r-never', 'rate:r-spent', 'rate:r-waits']);
       // Retention kept nothing else (null: every finished task kept), yet the idle rows go: a key no task
       // holds or waits for, a bucket with no start in its window and no task of it left.
       expect(await store.prune(null, null, 500)).toBe(2);
