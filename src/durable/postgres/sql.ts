@@ -29,11 +29,12 @@ const MAX_ERRORS = 10;
 export const QUEUES = 'taskheap_queue';
 
 /**
- * SQL twin of `sameSchedule`: the stored job `j` (scheduled or paused) and
- * the new one have the same rule but for its start point. A paused job then
- * keeps its state: a pause survives the re-registration of every deploy.
+ * SQL twin of `sameSchedule`: the stored job `j` and the new one have the
+ * same rule but for its start point. The job then keeps its state: a pause
+ * survives the re-registration of every deploy, and so do the end of a
+ * finished job (`done`: its times or its until are used up) and a cancel.
  */
-const SAME = `(j.state IN ('scheduled', 'paused') AND (j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
+const SAME = `((j.rule::jsonb - 'start' - 'anchor') = (EXCLUDED.rule::jsonb - 'start' - 'anchor'))`;
 
 /**
  * The row's \`errors\` with one more entry \`{ attempt, at, error }\` (the

@@ -78,10 +78,10 @@ export function upsertJob(statement: Prepare, job: NewJob, now: number): StoredJ
   const existing = statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
   // Re-registering the same schedule (every start does) keeps the job's
   // place in it: its rule's start point, next occurrence and count left.
-  // A paused job stays paused: a pause survives the re-registration of every deploy.
-  const keep =
-    existing !== undefined && (existing.state === 'scheduled' || existing.state === 'paused') && sameSchedule(existing.rule, job.rule);
+  // It keeps its state too: a pause survives the re-registration of every
+  // deploy, and so do the end of a finished job (done) and a cancel.
+  const keep = existing !== undefined && sameSchedule(existing.rule, job.rule);
   const row = keep ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining } : job;
-  statement(SQL.upsertJob).run({ ...row, state: row.nextRunAt === null ? 'done' : keep ? existing.state : 'scheduled', now });
+  statement(SQL.upsertJob).run({ ...row, state: keep ? existing.state : row.nextRunAt === null ? 'done' : 'scheduled', now });
   return toJob(statement(SQL.jobByKey).get(job.key) as StoredJobRow);
 }

@@ -126,6 +126,37 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect((await claim(store, 'me', 10, at)).map((c) => c.name)).toEqual(['a1-again']);
     });
 
+    it('a finished or cancelled job registered again with the same rule (every deploy does) stays so; a new rule registers it anew', async () => {
+      const { openStore } = await setup();
+      const store = await openStore();
+      const job = (key: string, interval: number) => ({
+        key,
+        name: 'tick',
+        payload: '{}',
+        rule: JSON.stringify({ type: 'interval', start: Date.now() - 10_000, interval }),
+        nextRunAt: Date.now() - 1_000,
+        remaining: 1,
+        until: null,
+        options: '{}',
+      });
+      await store.addJob(job('once', 3_600_000));
+      await store.addJob(job('stopped', 3_600_000));
+      expect(await store.cancelJob('stopped')).toBe(true);
+      // The claim materializes the one occurrence of 'once': its times are used up.
+      const [first] = await claim(store, 'me');
+      expect(first).toMatchObject({ name: 'tick' });
+      await store.settle('me', [{ id: first!.id, kind: 'complete', state: 'succeeded', error: null }], Date.now());
+      expect(await store.getJob('once')).toMatchObject({ state: 'done', nextRunAt: null });
+      // The next deploy registers both again, with a new start point: nothing comes back.
+      expect(await store.addJob(job('once', 3_600_000))).toMatchObject({ state: 'done', nextRunAt: null });
+      expect(await store.addJob(job('stopped', 3_600_000))).toMatchObject({ state: 'cancelled' });
+      expect(await claim(store, 'me')).toEqual([]);
+      // A changed rule is a new schedule: it runs again.
+      expect(await store.addJob(job('once', 1_800_000))).toMatchObject({ state: 'scheduled' });
+      expect(await store.addJob(job('stopped', 1_800_000))).toMatchObject({ state: 'scheduled' });
+      expect((await claim(store, 'me')).map((c) => c.name)).toEqual(['tick', 'tick']);
+    });
+
     it('a recurring job gives its occurrences its serial key, priority and rate; cancelling the job lets go of a key an occurrence held', async () => {
       const { openStore, db } = await setup();
       const store = await openStore();
