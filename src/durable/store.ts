@@ -444,6 +444,8 @@ export interface Store {
   cancelJob(key: string): Promise<boolean>;
   /** One task by id. */
   getTask(id: number): Promise<StoredTask | undefined>;
+  /** Of `ids`, those whose task is over (a final state) or gone: one read for every waitFor() of a process. */
+  endedAmong(ids: readonly number[]): Promise<number[]>;
   /** Tasks matching `filter`, earliest first. */
   listTasks(filter: TaskFilter): Promise<StoredTask[]>;
   /**

@@ -1,11 +1,16 @@
 // Waiters: waitFor(id) and what wakes it. A waiter reads the task again when
 // this process settles or cancels it (done()), when another process
-// announces it (the store's watch(): PostgreSQL NOTIFY), and every poll
-// interval as a safety net for an announcement lost while the listener
-// reconnected. Apart from the claim path: it only reads tasks.
+// announces it (the store's watch(): PostgreSQL NOTIFY), and, as a safety net
+// for an announcement lost while the listener reconnected, when the sweep
+// finds it over: every poll interval one read asks which of all the waited
+// tasks are over (endedAmong), so 10,000 waiters cost what one does.
+// Apart from the claim path: it only reads tasks.
 import { ClosedError } from '../core/errors.js';
 import { FINAL_STATES, TaskNotFoundError, WaitTimeoutError, type StoredTask } from './store.js';
 import type { RunnerContext } from './runner-context.js';
+
+/** Task ids one sweep read asks about. */
+const SWEEP_IDS = 1_000;
 
 /** One waitFor() call: `look` reads the task again, `fail` rejects it. */
 interface Waiter {
@@ -20,6 +25,8 @@ export class Waiters {
   readonly #byId = new Map<number, Set<Waiter>>();
   /** The store's watch(), once somebody waits. */
   #watching: Promise<void> | undefined = undefined;
+  /** The sweep's timer while anybody waits. */
+  #sweep: unknown = undefined;
 
   constructor(ctx: RunnerContext) {
     this.#ctx = ctx;
@@ -54,8 +61,26 @@ export class Waiters {
 
   /** close(): every waiter rejects with ClosedError. */
   closeAll(): void {
+    if (this.#sweep !== undefined) this.#ctx.loop.clock.clearTimer(this.#sweep);
+    this.#sweep = undefined;
     for (const set of this.#byId.values()) for (const waiter of set) waiter.fail(new ClosedError());
   }
+
+  /** Every poll interval while anybody waits: which waited tasks are over, in one read per 1,000; those look. */
+  #swept = (): void => {
+    const { loop, poll, store } = this.#ctx;
+    this.#sweep = this.#byId.size === 0 ? undefined : loop.clock.setTimer(this.#swept, poll, loop.unref);
+    const ids = [...this.#byId.keys()];
+    for (let i = 0; i < ids.length; i += SWEEP_IDS) {
+      // A failed sweep is retried by the next; a waiter's own read reports a lasting failure.
+      store.endedAmong(ids.slice(i, i + SWEEP_IDS)).then(
+        (ended) => {
+          for (const id of ended) this.done(id);
+        },
+        (error: unknown) => this.#ctx.report(error),
+      );
+    }
+  };
 
   #doneAll(): void {
     for (const set of this.#byId.values()) for (const waiter of set) waiter.look();
@@ -73,7 +98,6 @@ export class Waiters {
     let settled = false;
     let looking = false;
     let again = false;
-    let poll: unknown;
     let deadline: unknown;
     const finish = (outcome: () => void) => {
       if (settled) return;
@@ -81,7 +105,6 @@ export class Waiters {
       const set = this.#byId.get(id);
       set?.delete(waiter);
       if (set?.size === 0) this.#byId.delete(id);
-      if (poll !== undefined) clock.clearTimer(poll);
       if (deadline !== undefined) clock.clearTimer(deadline);
       signal?.removeEventListener('abort', aborted);
       outcome();
@@ -112,10 +135,6 @@ export class Waiters {
     };
     const waiter: Waiter = { look, fail: (error) => finish(() => reject(error)) };
     const aborted = () => finish(() => reject(signal!.reason));
-    const tick = () => {
-      poll = clock.setTimer(tick, every, loop.unref);
-      look();
-    };
     let set = this.#byId.get(id);
     if (set === undefined) this.#byId.set(id, (set = new Set()));
     set.add(waiter);
@@ -123,7 +142,7 @@ export class Waiters {
     if (timeout !== Infinity) {
       deadline = clock.setTimer(() => finish(() => reject(new WaitTimeoutError(id, timeout))), timeout, loop.unref);
     }
-    poll = clock.setTimer(tick, every, loop.unref);
+    this.#sweep ??= clock.setTimer(this.#swept, every, loop.unref);
     look();
   }
 }

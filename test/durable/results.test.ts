@@ -55,6 +55,41 @@ describe('results and waiting on SQLite', () => {
     await scheduler.close();
   });
 
+  it('2,500 waiters cost one read per 1,000 each poll, not one each; a task ended where no announcement reaches is found by it', async () => {
+    const store = sqliteStore(tempDb()); // polls every 5 s
+    const reads = { getTask: 0, endedAmong: 0 };
+    // The real store, its reads counted.
+    const counted = new Proxy(store, {
+      get(target, name, receiver) {
+        const value = Reflect.get(target, name, receiver) as unknown;
+        if ((name === 'getTask' || name === 'endedAmong') && typeof value === 'function') {
+          return (...args: unknown[]) => {
+            reads[name]++;
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+      },
+    });
+    const clock = new ManualClock(START);
+    const scheduler = new Scheduler({ clock, store: counted });
+    scheduler.define('later', () => {});
+    const tasks = await scheduler.scheduleMany(Array.from({ length: 2_500 }, () => ({ when: START + 3_600_000, name: 'later' })));
+    const waits = tasks.map((task) => scheduler.waitFor(task.id));
+    // Each waiter's first look (the store opens first); none of them is over.
+    while (reads.getTask < 2_500) await new Promise((resolve) => setTimeout(resolve, 10));
+    const first = { ...reads };
+    await clock.advance(4 * 5_000);
+    expect(reads.getTask - first.getTask).toBe(0);
+    expect(reads.endedAmong - first.endedAmong).toBe(4 * 3);
+    // Cancelled behind the scheduler's back (nothing tells its waiters): the next sweep finds it.
+    expect(await store.cancel(tasks[1_234]!.id)).toBe(true);
+    await clock.advance(5_000);
+    await expect(waits[1_234]).resolves.toMatchObject({ id: tasks[1_234]!.id, state: 'cancelled' });
+    await scheduler.close();
+    await Promise.allSettled(waits);
+  });
+
   it('a return value JSON would change fails the attempt, naming the path', async () => {
     const { scheduler, clock, errors } = sqlite();
     scheduler.define('date', () => ({ when: new Date(0) }));

@@ -215,6 +215,9 @@ export function statements(schema: string | undefined) {
         UNION ALL SELECT ${TASK_COLUMNS('o')}, p.ord, 'existing' FROM plan AS p JOIN old AS o ON o.id = p.old_id WHERE p.action = 'existing') AS r
       LEFT JOIN wake ON true`,
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
+    /** Of the ids $1, those of tasks over or gone (one probe of the primary key each). */
+    endedAmong: `SELECT i::float8 AS id FROM unnest($1::bigint[]) AS i
+      WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = i AND t.state IN ('waiting', 'running'))`,
     /**
      * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
      * the previous page as the caller saw it, in ms: rows are ordered by

@@ -500,6 +500,11 @@ class PostgresStore implements Store {
     return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
+  async endedAmong(ids: readonly number[]): Promise<number[]> {
+    const { rows } = await this.#db.query<{ id: number }>(this.#sql.endedAmong, [ids]);
+    return rows.map((row) => row.id);
+  }
+
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     const { rows } = await this.#db.query<TaskRow>(this.#sql.listTasks, [
       filter.state ?? null,

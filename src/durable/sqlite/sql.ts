@@ -70,6 +70,9 @@ export const SQL = {
       ON c.queue = n.name
     ORDER BY n.name`,
   taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
+  /** Of the ids ? (a JSON array), those of tasks over or gone. */
+  endedAmong: `SELECT value AS id FROM json_each(?)
+    WHERE NOT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id = value AND state IN ('waiting', 'running'))`,
   insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,

@@ -389,6 +389,11 @@ class SqliteStore implements Store {
     return row === undefined ? undefined : toTask(row);
   }
 
+  async endedAmong(ids: readonly number[]): Promise<number[]> {
+    const rows = this.#named(() => this.#statement(SQL.endedAmong).all(JSON.stringify(ids)) as { id: number }[]);
+    return rows.map((row) => row.id);
+  }
+
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     const rows = this.#named(
       () =>

@@ -259,7 +259,7 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       await time.until(
         async () => {
           const counts = await scheduler.queue('work').counts();
-          return counts.succeeded + counts.failed === 3;
+          return (counts.succeeded ?? 0) + (counts.failed ?? 0) === 3;
         },
         'the due tasks finish',
         50,
