@@ -41,7 +41,7 @@ export class Waiters {
     const store = this.#ctx.store;
     if (store.watch !== undefined) {
       this.#watching ??= store
-        .watch((done) => (done === null ? this.#doneAll() : this.done(done)))
+        .watch((done) => (done === null ? this.#sweepOnce() : this.done(done)))
         .catch((error: unknown) => {
           this.#watching = undefined;
           throw error;
@@ -66,24 +66,25 @@ export class Waiters {
     for (const set of this.#byId.values()) for (const waiter of set) waiter.fail(new ClosedError());
   }
 
-  /** Every poll interval while anybody waits: which waited tasks are over, in one read per 1,000; those look. */
+  /** Every poll interval while anybody waits: a sweep. */
   #swept = (): void => {
-    const { loop, poll, store } = this.#ctx;
+    const { loop, poll } = this.#ctx;
     this.#sweep = this.#byId.size === 0 ? undefined : loop.clock.setTimer(this.#swept, poll, loop.unref);
+    this.#sweepOnce();
+  };
+
+  /** Which waited tasks are over (also right after the listener reconnected), in one read per SWEEP_IDS; their waiters look. */
+  #sweepOnce(): void {
     const ids = [...this.#byId.keys()];
     for (let i = 0; i < ids.length; i += SWEEP_IDS) {
       // A failed sweep is retried by the next; a waiter's own read reports a lasting failure.
-      store.endedAmong(ids.slice(i, i + SWEEP_IDS)).then(
+      this.#ctx.store.endedAmong(ids.slice(i, i + SWEEP_IDS)).then(
         (ended) => {
           for (const id of ended) this.done(id);
         },
         (error: unknown) => this.#ctx.report(error),
       );
     }
-  };
-
-  #doneAll(): void {
-    for (const set of this.#byId.values()) for (const waiter of set) waiter.look();
   }
 
   #wait(
