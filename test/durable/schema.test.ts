@@ -63,6 +63,27 @@ describe('the PostgreSQL schema', () => {
     await expect(dump, CHANGED).toMatchFileSnapshot('./__snapshots__/postgres-schema.txt');
   });
 
+  it('a migration is not bound by `timeout`: it waits for another process migrating the same schema, however long', async () => {
+    const schema = freshSchema();
+    // Another process is migrating: it holds the schema's migration lock for ten times the timeout.
+    const other = await admin.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(`SELECT pg_advisory_xact_lock(hashtext('taskheap:' || $1::text))`, [schema]);
+      const store = postgresStore({ connectionString: server.url, schema, timeout: 100, lease: 300 });
+      opened.push(store);
+      let migrated = false;
+      const migrating = store.migrate().then(() => (migrated = true));
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(migrated).toBe(false);
+      await other.query('COMMIT');
+      await migrating;
+      expect(await store.listQueues()).toEqual([]);
+    } finally {
+      other.release();
+    }
+  });
+
   it('the tables on the search_path (no schema option) are the same as in a named schema', async () => {
     // A database of their own: the search_path's first schema is `public`.
     const database = `schema_path_${process.pid}`;

@@ -7,6 +7,9 @@ import type { PgClient, PgConfig, PgModule, PgPool, PgPoolClient, PgPoolLike, Pg
 
 function noop(): void {}
 
+/** The longest a client waits for an answer (the timer limit): pg reads a query_timeout of 0 as "the default". */
+const MAX_QUERY_WAIT = 2 ** 31 - 1;
+
 /** Waits for `ending` at most `timeout` ms, then destroys the sockets of `clients`. */
 export async function bounded(ending: Promise<unknown>, clients: Iterable<PgClient>, timeout: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
@@ -98,19 +101,25 @@ export class Connection {
     return pool;
   }
 
-  /** Runs `fn` in one transaction on one pooled connection; a broken (or timed-out) connection is discarded. */
-  async transaction<T>(fn: (client: PgPoolClient) => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` in one transaction on one pooled connection; a broken (or
+   * timed-out) connection is discarded. `unbounded`: no statement timeout
+   * (migrations: creating an index on a large table, or waiting for another
+   * process's migration, takes what it takes).
+   */
+  async transaction<T>(fn: (client: PgPoolClient) => Promise<T>, unbounded = false): Promise<T> {
     const client = await this.#db.connect();
     const query = client.query.bind(client);
     // A pool we were given has no query_timeout of ours: every query gets one.
-    (client as { query: unknown }).query = (text: string, values?: unknown[]) =>
-      query({ text, values, query_timeout: this.#timeout + 500 } as never);
+    const limit = unbounded ? MAX_QUERY_WAIT : this.#timeout + 500;
+    (client as { query: unknown }).query = (text: string, values?: unknown[]) => query({ text, values, query_timeout: limit } as never);
     let broken: Error | undefined;
     // A checked-out client has no pool listener: an error between queries must not crash the process.
     const onError = (error: Error) => (broken = error);
     client.on('error', onError);
     try {
       await client.query('BEGIN');
+      if (unbounded) await client.query('SET LOCAL statement_timeout = 0');
       const result = await fn(client);
       await client.query('COMMIT');
       return result;

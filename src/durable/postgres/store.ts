@@ -123,7 +123,11 @@ class PostgresStore implements Store {
     return `${this.#prefix}${Math.round(runAt)}`;
   }
 
-  /** Creates the schema, or upgrades it from the version it is at; processes starting together take turns. */
+  /**
+   * Creates the schema, or upgrades it from the version it is at; processes
+   * starting together take turns. Not bound by `timeout`: an upgrade may
+   * build an index on a large table, and a process waits for another's.
+   */
   async migrate(): Promise<void> {
     await this.#db.open();
     this.#listener.reopen();
@@ -143,7 +147,7 @@ class PostgresStore implements Store {
       }
       if (rows[0] === undefined) await client.query(sql.insertVersion, [SCHEMA_VERSION]);
       else if (found !== SCHEMA_VERSION) await client.query(sql.updateVersion, [SCHEMA_VERSION]);
-    });
+    }, true);
   }
 
   async addTask(task: NewTask, via?: QueryClient): Promise<EnqueuedTask> {

@@ -91,7 +91,15 @@ export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): voi
       });
       await scheduler.schedule(t + 1, 'step', { payload: { id: 'a2' }, serial: 'a' });
       gate.open('a1');
-      await time.until(async () => (await scheduler.getTask(first.id))?.state === 'waiting', 'a1 waits for its retry', 1);
+      // Waiting *again* (its first attempt failed): before its claim it was waiting too.
+      await time.until(
+        async () => {
+          const task = await scheduler.getTask(first.id);
+          return task?.state === 'waiting' && task.attempts === 1;
+        },
+        'a1 waits for its retry',
+        1,
+      );
       await time.pass(50);
       expect(log).toEqual(['start a1', 'end a1']);
       expect(await scheduler.cancel(first.id)).toBe(true);
