@@ -125,7 +125,9 @@ export const MIGRATIONS: readonly Migration[] = [
     // a claim only locks and updates them. The claim walks these rows, not
     // the tasks behind them: keyed tasks leave the plain waiting index, and
     // each kind has its own (see claimSql in claim-sql.ts). `started_at`: the
-    // database's time of the task's last start.
+    // database's time of the task's last start. A queue's rate is a bucket on
+    // its row (`rate_limit` per `rate_interval_ms`; `rate_starts`/`rate_counts`
+    // as a limit row's starts), taken by the claim that locks the row.
     version: 6,
     sql: `
       CREATE TABLE :SCHEMA.taskheap_limits (
@@ -161,7 +163,9 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX taskheap_tasks_queue_waiting ON :SCHEMA.taskheap_tasks (queue, priority, run_at, id)
         WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL;
       CREATE INDEX taskheap_tasks_rate ON :SCHEMA.taskheap_tasks (rate_key, priority DESC, run_at, id)
-        WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;`,
+        WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;
+      ALTER TABLE :SCHEMA.taskheap_queues ADD COLUMN rate_limit integer CHECK (rate_limit >= 1), ADD COLUMN rate_interval_ms float8,
+        ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];`,
   },
 ];
 
