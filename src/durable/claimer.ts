@@ -212,16 +212,7 @@ export class Claimer {
     const sent = performance.now();
     let claimed: ClaimedTask[];
     try {
-      claimed = await store.claim(
-        owner,
-        loop.clock.now(),
-        lease,
-        free,
-        advance,
-        this.#handlers.names,
-        rooms,
-        limits,
-      );
+      claimed = await store.claim(owner, loop.clock.now(), lease, free, advance, this.#handlers.names, rooms, limits);
     } finally {
       this.#requested -= free;
     }

@@ -84,7 +84,6 @@ function assertConcurrency(value: unknown, what: string): asserts value is numbe
 
 const QUEUE_KEYS: ReadonlySet<string> = new Set(['concurrency', 'globalConcurrency', 'rate']);
 
-
 /** Validates the scheduler's `queues` option with a store (every queue, before anything is set up). @internal */
 export function toDurableQueues(value: unknown): Map<string, DurableQueueOptions> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -299,7 +298,6 @@ export class DurableQueue {
     this.#book.setConcurrency(this.name, value);
     this.#changed();
   }
-
 
   /**
    * Sets the queue's concurrency across every process (stored: the claim

@@ -107,7 +107,9 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): TaskRow[] {
     if (room(keyed.queue) > 0) candidates.push(keyed);
   }
   const take = prepare(SQL.claimOne);
-  return decide(prepare, candidates, now, limit, ask.limits, queues).map((row) => take.get(owner, now + lease, now, now, row.id) as TaskRow);
+  return decide(prepare, candidates, now, limit, ask.limits, queues).map(
+    (row) => take.get(owner, now + lease, now, now, row.id) as TaskRow,
+  );
 }
 
 /**

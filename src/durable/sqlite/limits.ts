@@ -298,7 +298,8 @@ export function queueRooms(prepare: Prepare, rooms: QueueRooms | undefined, now:
   for (const row of prepare(SQL.queueSettings).all() as QueueRow[]) {
     settings.set(row.name, row);
     if (row.paused) paused.add(row.name);
-    if (row.rate_limit !== null) buckets.set(row.name, { lim: row.rate_limit, interval_ms: row.rate_interval_ms, starts: row.rate_starts ?? '[]' });
+    if (row.rate_limit !== null)
+      buckets.set(row.name, { lim: row.rate_limit, interval_ms: row.rate_interval_ms, starts: row.rate_starts ?? '[]' });
   }
   const known = new Map<string, number>();
   const room = (queue: string) => {

@@ -143,7 +143,11 @@ export function queueRateScenarios(backend: Backend, setup: () => Promise<Env>):
       const claimed = [];
       for (let i = 0; i < 4; i++) claimed.push(...(await claim(store, 'p3')));
       expect(names(claimed)).toEqual(['a2', 'a3']);
-      await store.settle('p3', claimed.map((c) => done(c.id)), Date.now());
+      await store.settle(
+        'p3',
+        claimed.map((c) => done(c.id)),
+        Date.now(),
+      );
       // Slots are free again, tokens are not: a4 waits for the window.
       expect(await claim(store, 'p4')).toEqual([]);
       const [g] = await store.listQueues('g');
@@ -156,7 +160,7 @@ export function queueRateScenarios(backend: Backend, setup: () => Promise<Env>):
   });
 
   describe("a queue's rate on schedulers (issue 22)", () => {
-    it("the `queues` option stores it at start(): at most `limit` start per window, other queues not held back; info() reads it", async () => {
+    it('the `queues` option stores it at start(): at most `limit` start per window, other queues not held back; info() reads it', async () => {
       const env = await setup();
       const { time } = env;
       const { scheduler } = env.open({ workers: 8, queues: { sms: { rate: { limit: 2, interval: 1_000 } } } });
