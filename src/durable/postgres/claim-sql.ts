@@ -10,8 +10,9 @@
 // key) order) they name, so two claims cannot deadlock on them, and reads
 // them at their latest version (a row lock re-reads a row a concurrent claim
 // changed), grants each row at most the room it has left, and updates each
-// row once, with what the tasks it really claimed took. A claim only ever claims a limited task it may
-// start now, and only into a free worker ($8): nothing is hoarded.
+// row once, with what the tasks it really claimed took. A claim only ever
+// claims a limited task it may start now, and only into a free worker ($8):
+// nothing is hoarded.
 //
 // How a claim stays cheap with blocked work: keyed tasks (a concurrency or
 // rate key) are not in the plain waiting index; they are found from the
