@@ -1,7 +1,8 @@
 /**
  * `npx tsx bench/queues-claim.ts`: what a PostgreSQL claim costs with 0 and
- * 100,000 due tasks blocked in a paused queue, and in a queue at its global
- * concurrency (issue 22: a claim must cost about the same either way). Each
+ * 100,000 due tasks blocked in a paused queue, in a queue at its global
+ * concurrency, and in a queue whose rate bucket is empty (issue 22: a claim
+ * must cost about the same either way). Each
  * figure is the median of 20 claims of 10 tasks (claimed, then handed back),
  * on a throwaway server; the plan of one claim is printed with EXPLAIN ANALYZE.
  */
@@ -16,8 +17,8 @@ const server = await startPgServer();
 const admin = new pg.Pool({ connectionString: server.url, max: 2 });
 try {
   const rows: string[] = [];
-  for (const blocked of ['none', 'paused', 'full'] as const) {
-    const schema = `bench_${blocked}`;
+  for (const blocked of ['none', 'paused', 'full', 'rate-spent'] as const) {
+    const schema = `bench_${blocked.replace('-', '_')}`;
     const store = postgresStore({ connectionString: server.url, schema });
     await store.migrate();
     await admin.query(
@@ -31,8 +32,9 @@ try {
       );
       if (blocked === 'paused') await store.setQueue('blocked', { paused: true });
       else {
-        await store.setQueue('blocked', { globalConcurrency: 1 });
-        await store.claim('holder', Date.now(), 60_000, 1, advanceJob); // takes its one slot
+        if (blocked === 'full') await store.setQueue('blocked', { globalConcurrency: 1 });
+        else await store.setQueue('blocked', { rate: { limit: 1, interval: 3_600_000 } });
+        await store.claim('holder', Date.now(), 60_000, 1, advanceJob); // takes its one slot, or its one token
       }
     }
     await admin.query(`ANALYZE ${schema}.taskheap_tasks`);

@@ -53,6 +53,6 @@ export type {
   QueryClient,
 } from './durable/store.js';
 export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';
-export type { StoredQueue, QueueChange, QueueRooms, ClaimLimits } from './durable/store.js';
+export type { StoredQueue, QueueChange, QueueRate, QueueRooms, ClaimLimits } from './durable/store.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';

@@ -95,8 +95,8 @@ export interface SchedulerOptions {
   rate?: RateLimit;
   /**
    * Named queues and their settings: per queue a `concurrency` (in this
-   * process), a `globalConcurrency` (across every process sharing a store;
-   * stored), a `rate` limit (per process), and in memory `paused`; see
+   * process), a `globalConcurrency` and a `rate` limit (across every
+   * process sharing a store; stored), and in memory `paused`; see
    * `scheduler.queue(name)`. Tasks, jobs and handlers join one with the
    * option `queue`; queues not listed here exist on first use, with no
    * limits. With a `store`, `paused` throws: a durable pause is stored for

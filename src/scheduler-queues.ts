@@ -1,9 +1,10 @@
 // The one queue API of `Scheduler` (issue 22): `scheduler.queue(name)` and
 // `scheduler.queues()` reach the in-memory queues (core/queues.ts) without a
 // store and the durable ones (durable/queues.ts) with one. Both handles have
-// the same members; what needs the store returns a Promise, in memory too
-// (resolved at once, the change already made), so code that uses queues is
-// the same in both modes.
+// the same members; what needs the store (every setting shared by the
+// processes: pause, global concurrency, rate) returns a Promise, in memory
+// too (resolved at once, the change already made), so code that uses queues
+// is the same in both modes.
 import type { RateLimit } from './core/flow-options.js';
 import { listQueues, Queue, type QueueCounts } from './core/queues.js';
 import type { TaskLoop } from './core/loop.js';
@@ -27,7 +28,7 @@ export interface SchedulerQueueInfo {
   concurrency: number;
   /** Its concurrency across processes (in memory the lower of it and `concurrency` applies); `Infinity` for none. */
   globalConcurrency: number;
-  /** Its rate limit in this process (interval in ms), or undefined for none. */
+  /** Its rate limit (interval in ms; with a store the stored one, across every process), or undefined for none. */
   rate: RateLimit | undefined;
   /** Whether it is paused (with a store: stored, for every process). */
   paused: boolean;
@@ -38,13 +39,16 @@ export interface SchedulerQueueInfo {
 /**
  * What `scheduler.queue(name)` returns: the in-memory `Queue` without a
  * store, a `DurableQueue` with one; both have these members.
- * `concurrency` and `rate` are live settings of this process; the methods
- * return Promises in both modes (in memory they resolve at once, the
- * change already made; with a store once it is stored, for every process).
+ * `concurrency` is a live setting of this process; the methods return
+ * Promises in both modes (in memory they resolve at once, the change
+ * already made; with a store once it is stored, for every process). The
+ * rate is shared with a store, so it is set with `await setRate()` and read
+ * with `await info()` (an in-memory `Queue` also has a synchronous `rate`).
  * @example
  * const emails = scheduler.queue('emails');
  * emails.concurrency = 2;               // this process runs at most 2 at once
  * await emails.setGlobalConcurrency(5); // every process together at most 5
+ * await emails.setRate({ limit: 10, interval: '1s' }); // every process together at most 10 starts a second
  * await emails.pause();                 // due emails wait...
  * await emails.resume();                // ...and start now
  * const { waiting, running } = await emails.counts();
@@ -54,10 +58,10 @@ export interface SchedulerQueue {
   readonly name: string;
   /** At most this many of the queue's tasks run at once in this process (live): an integer >= 1, or `Infinity`. */
   concurrency: number;
-  /** The queue's rate limit in this process (live; interval in ms), or undefined for none. */
-  rate: RateLimit | undefined;
   /** Sets the queue's concurrency across every process sharing it (`Infinity`: none). */
   setGlobalConcurrency(value: number): Promise<void>;
+  /** Sets the queue's rate across every process sharing it (undefined: none); the starts already made in the window count. */
+  setRate(value: RateLimit | undefined): Promise<void>;
   /** Pauses the queue: none of its due tasks starts until `resume()`; running ones go on. */
   pause(): Promise<void>;
   /** Resumes a paused queue. */

@@ -430,7 +430,7 @@ export class Scheduler {
   /**
    * A named queue (see `SchedulerQueue`): the in-memory `Queue` without a
    * store, a `DurableQueue` with one, with the same members: `concurrency`
-   * and `rate` (live, in this process), and `pause()`, `resume()`,
+   * (live, in this process), and `pause()`, `resume()`, `setRate()`,
    * `setGlobalConcurrency()`, `counts()`, `info()`, which return Promises in
    * both modes (with a store they hold for every process sharing it).
    * Queues exist on first use with no limits; tasks, jobs and handlers join

@@ -161,7 +161,7 @@ function settle(fn: () => void): Promise<void> {
 /**
  * A named queue of a scheduler without a store, from `scheduler.queue(name)`
  * (with a store it is a `DurableQueue`, with the same members but the
- * synchronous `globalConcurrency` and `paused`): its settings
+ * synchronous `globalConcurrency`, `rate` and `paused`): its settings
  * are live (like `scheduler.workers`) and handles of the same name share
  * them. Tasks and jobs join it with the option `queue: name`; those that
  * name none are in `'default'`.
@@ -257,6 +257,21 @@ export class Queue {
   set rate(value: RateLimit | undefined) {
     const rate: Rate | undefined = value === undefined ? undefined : toRate(value, 'rate', false);
     this.#configure({ rate: rate ?? null });
+  }
+
+  /**
+   * Sets (or with undefined removes) the queue's rate limit, as the durable
+   * queue's method does (there it is stored for every process): in memory
+   * the change is made before this returns, and the Promise resolves at
+   * once. Starts already made in the window count against the new limit. A
+   * bad value rejects with a TypeError or RangeError and changes nothing.
+   * @example
+   * await scheduler.queue('sms').setRate({ limit: 1, interval: '1s' });
+   */
+  setRate(value: RateLimit | undefined): Promise<void> {
+    return settle(() => {
+      this.rate = value;
+    });
   }
 
   /**

@@ -13,10 +13,6 @@ import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
 import type { Prefetch } from './prefetch.js';
 import type { RunnerContext } from './runner-context.js';
-import { DEFAULT_QUEUE } from './queues.js';
-
-/** The rate key of a queue's rate in the loop (a task's own `rate` key names something else). */
-const QUEUE_RATE_KEY = 'taskheap:queue:';
 
 /** @internal */
 export class Dispatcher {
@@ -64,9 +60,9 @@ export class Dispatcher {
    * are the store's, so its one run here is the stored attempt (what
    * `onError` and the `failure` event tell). Only its priority goes to the
    * loop (it orders the claimed tasks that wait for a worker): its rate,
-   * serial key and concurrency key are the store's, which claimed it only
-   * because it may start now (a slot taken, a token spent), so holding it
-   * again here would make it wait twice.
+   * serial key, concurrency key and queue (rooms, slots, pause, rate) are
+   * the store's, which claimed it only because it may start now (a slot
+   * taken, a token spent), so holding it again here would make it wait twice.
    */
   #settings(claim: ClaimedTask, options: StoredOptions): TaskSettings {
     const settings: TaskSettings = {
@@ -78,17 +74,9 @@ export class Dispatcher {
       observer: this.#observer,
       firstAttempt: claim.attempts,
     };
-    // A queue's rate (per process for now): the loop's window of a key of the queue's own, for tasks without a rate of theirs.
-    const queueRate = options.rate === undefined ? this.#holdings.queues.rate(options.queue ?? DEFAULT_QUEUE) : undefined;
-    // Tasks without a priority or a queue rate (most) pay nothing more.
-    if (queueRate === undefined && options.priority === undefined) return settings;
-    // The claim already applied the task's own limits (its concurrency key, its rate bucket, the
-    // scheduler-wide bucket) and its queue (rooms, slots, pause) across processes: the flow
-    // leaves them out, or they would be applied twice.
-    const flow = toFlow({
-      rate: queueRate === undefined ? undefined : { key: `${QUEUE_RATE_KEY}${options.queue ?? DEFAULT_QUEUE}`, ...queueRate },
-      priority: options.priority,
-    });
+    // Tasks without a priority (most) pay nothing more.
+    if (options.priority === undefined) return settings;
+    const flow = toFlow({ priority: options.priority });
     return flow === undefined ? settings : { ...settings, flow };
   }
 

@@ -1,12 +1,13 @@
 // Durable named queues (issue 22): the settings of each queue in this
 // process, the room a claim may take for each, and the handle
 // `scheduler.queue(name)` returns on a scheduler with a store. What is per
-// process (`concurrency`, `rate`) lives here; what is shared by every
-// process (`paused`, `globalConcurrency`) lives in the store's queue rows,
-// written through `store.setQueue` and read through `store.listQueues`.
+// process (`concurrency`) lives here; what is shared by every process
+// (`paused`, `globalConcurrency`, `rate`) lives in the store's queue rows,
+// written through `store.setQueue` and read through `store.listQueues`, and
+// the claim applies it in the database.
 import { toRate, type RateLimit } from '../core/flow-options.js';
 import { describe } from '../core/validate.js';
-import type { QueueRooms, Store, StoredQueue, StoredState } from './store.js';
+import type { QueueChange, QueueRooms, Store, StoredQueue, StoredState } from './store.js';
 import { assertKey } from './validate.js';
 
 /** The queue of a task or job that names none (and whose handler names none). */
@@ -37,10 +38,12 @@ export interface DurableQueueOptions {
    */
   globalConcurrency?: number;
   /**
-   * At most `limit` of the queue's tasks start in any sliding window of
-   * `interval`, **per process** for now (each process counts its own
-   * starts): with three processes the queue may start up to three times the
-   * limit.
+   * At most `limit` of the queue's tasks start in any window of `interval`,
+   * **across every process** sharing the store, by the store's clock (the
+   * database's with PostgreSQL); a retry, and the takeover of an expired
+   * lease, is a start. It is stored: the most recent process to start with
+   * it (or to set it with `setRate()`) decides. Not given: the stored value
+   * stays (remove it with `await scheduler.queue(name).setRate(undefined)`).
    * @default undefined (no limit)
    * @example { limit: 10, interval: '1s' }
    */
@@ -58,7 +61,7 @@ export interface DurableQueueInfo {
   concurrency: number;
   /** Its concurrency across every process (stored); `Infinity` for none. */
   globalConcurrency: number;
-  /** Its rate limit in this process (interval in ms), or undefined for none. */
+  /** Its rate limit across every process (stored; interval in ms), or undefined for none. */
   rate: RateLimit | undefined;
   /** Whether it is paused (stored: for every process). */
   paused: boolean;
@@ -80,12 +83,6 @@ function assertConcurrency(value: unknown, what: string): asserts value is numbe
 }
 
 const QUEUE_KEYS: ReadonlySet<string> = new Set(['concurrency', 'globalConcurrency', 'rate']);
-
-/** A queue's settings in this process, validated. */
-interface Local {
-  concurrency: number;
-  rate: { limit: number; interval: number } | undefined;
-}
 
 /** Validates the scheduler's `queues` option with a store (every queue, before anything is set up). @internal */
 export function toDurableQueues(value: unknown): Map<string, DurableQueueOptions> {
@@ -128,7 +125,8 @@ export function toDurableQueues(value: unknown): Map<string, DurableQueueOptions
  * @internal
  */
 export class QueueBook {
-  readonly #local = new Map<string, Local>();
+  /** Each queue's concurrency in this process (queues given one). */
+  readonly #local = new Map<string, number>();
   /** Claims held in this process per queue (only queues with a concurrency here are counted). */
   readonly #held = new Map<string, number>();
   /**
@@ -138,8 +136,8 @@ export class QueueBook {
   readonly #reserved = new Map<string, number>();
   /** A queue at its concurrency here had a task end: its room reopened, worth a claim. */
   reopened = false;
-  /** The global concurrencies to write at start (the `queues` option). */
-  readonly startup = new Map<string, number>();
+  /** The shared settings to write at start (the `queues` option's global concurrencies and rates). */
+  readonly startup = new Map<string, QueueChange>();
   /**
    * Queues this process knows to have a global concurrency: a task of one
    * that ends may free a slot another of its tasks waits for, worth a claim
@@ -149,13 +147,14 @@ export class QueueBook {
 
   constructor(queues: Map<string, DurableQueueOptions> | undefined) {
     for (const [name, options] of queues ?? []) {
-      if (options.concurrency !== undefined || options.rate !== undefined) {
-        this.#local.set(name, { concurrency: options.concurrency ?? Infinity, rate: options.rate as Local['rate'] });
-      }
+      if (options.concurrency !== undefined) this.#local.set(name, options.concurrency);
+      const change: QueueChange = {};
       if (options.globalConcurrency !== undefined) {
-        this.startup.set(name, options.globalConcurrency);
+        change.globalConcurrency = options.globalConcurrency === Infinity ? null : options.globalConcurrency;
         this.setGlobal(name, options.globalConcurrency);
       }
+      if (options.rate !== undefined) change.rate = options.rate as { limit: number; interval: number };
+      if (Object.keys(change).length > 0) this.startup.set(name, change);
     }
   }
 
@@ -166,34 +165,22 @@ export class QueueBook {
   }
 
   concurrency(name: string): number {
-    return this.#local.get(name)?.concurrency ?? Infinity;
+    return this.#local.get(name) ?? Infinity;
   }
 
   setConcurrency(name: string, value: number): void {
-    const local = this.#local.get(name);
-    if (local !== undefined) local.concurrency = value;
-    else this.#local.set(name, { concurrency: value, rate: undefined });
+    this.#local.set(name, value);
     this.reopened = true;
   }
 
-  rate(name: string): { limit: number; interval: number } | undefined {
-    return this.#local.get(name)?.rate;
-  }
-
-  setRate(name: string, rate: { limit: number; interval: number } | undefined): void {
-    const local = this.#local.get(name);
-    if (local !== undefined) local.rate = rate;
-    else if (rate !== undefined) this.#local.set(name, { concurrency: Infinity, rate });
-  }
-
-  /** The names of queues with settings in this process. */
-  names(): IterableIterator<string> {
-    return this.#local.keys();
+  /** The names of queues with settings in this process (a concurrency here, or shared ones to store at start). */
+  names(): Set<string> {
+    return new Set([...this.#local.keys(), ...this.startup.keys()]);
   }
 
   /** A claim of `queue` is held here. */
   hold(queue: string): void {
-    if (this.#local.get(queue)?.concurrency === undefined && !this.#global.has(queue)) return;
+    if (!this.#local.has(queue) && !this.#global.has(queue)) return;
     this.#held.set(queue, (this.#held.get(queue) ?? 0) + 1);
   }
 
@@ -209,10 +196,10 @@ export class QueueBook {
   /** The room a claim may take for each queue limited in this process; undefined when none is. */
   rooms(): QueueRooms | undefined {
     let rooms: Map<string, number> | undefined;
-    for (const [name, local] of this.#local) {
-      if (local.concurrency === Infinity) continue;
+    for (const [name, concurrency] of this.#local) {
+      if (concurrency === Infinity) continue;
       const taken = (this.#held.get(name) ?? 0) + (this.#reserved.get(name) ?? 0);
-      (rooms ??= new Map()).set(name, Math.max(0, local.concurrency - taken));
+      (rooms ??= new Map()).set(name, Math.max(0, concurrency - taken));
     }
     return rooms;
   }
@@ -237,29 +224,40 @@ export class QueueBook {
 
 /** The stored queue with this process's settings. @internal */
 export function queueInfo(book: QueueBook, stored: StoredQueue): DurableQueueInfo {
-  const rate = book.rate(stored.name);
+  const rate = stored.rate;
   return {
     name: stored.name,
     concurrency: book.concurrency(stored.name),
     globalConcurrency: stored.globalConcurrency ?? Infinity,
-    rate: rate === undefined ? undefined : { ...rate },
+    rate: rate === null ? undefined : { limit: rate.limit, interval: rate.interval },
     paused: stored.paused,
     counts: stored.counts,
   };
 }
 
-const EMPTY_COUNTS: DurableQueueCounts = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+/** A queue the store has no row or task of. @internal */
+export function emptyQueue(name: string): StoredQueue {
+  return {
+    name,
+    paused: false,
+    globalConcurrency: null,
+    rate: null,
+    counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
+  };
+}
 
 /**
  * A named queue of a scheduler with a store, from `scheduler.queue(name)`.
- * `concurrency` and `rate` are this process's (live, like
- * `scheduler.workers`); `pause()`, `resume()` and `setGlobalConcurrency()`
- * are stored and hold for every process sharing the store; `counts()` and
- * `info()` read the store.
+ * `concurrency` is this process's (live, like `scheduler.workers`);
+ * `pause()`, `resume()`, `setGlobalConcurrency()` and `setRate()` are
+ * stored and hold for every process sharing the store; `counts()` and
+ * `info()` read the store. It has no synchronous `rate`: the rate is shared,
+ * so it is set with `await setRate()` and read with `await info()`.
  * @example
  * const emails = scheduler.queue('emails');
  * emails.concurrency = 2;              // this process runs at most 2 emails at once
  * await emails.setGlobalConcurrency(5); // all processes together at most 5
+ * await emails.setRate({ limit: 10, interval: '1s' }); // all processes together at most 10 starts a second
  * await emails.pause();                // no process claims an email now...
  * await emails.resume();               // ...and now they do again
  * const { waiting, running } = await emails.counts();
@@ -302,24 +300,6 @@ export class DurableQueue {
   }
 
   /**
-   * The queue's rate limit in this process (`{ limit, interval }`, interval
-   * in ms), or undefined for none.
-   * @default undefined
-   * @example
-   * scheduler.queue('sms').rate = { limit: 1, interval: '1s' };
-   */
-  get rate(): RateLimit | undefined {
-    const rate = this.#book.rate(this.name);
-    return rate === undefined ? undefined : { ...rate };
-  }
-
-  /** Sets (or with undefined removes) the queue's rate limit in this process; a bad value throws and changes nothing. */
-  set rate(value: RateLimit | undefined) {
-    const rate = value === undefined ? undefined : toRate(value, 'rate', false);
-    this.#book.setRate(this.name, rate === undefined ? undefined : { limit: rate.limit, interval: rate.interval });
-  }
-
-  /**
    * Sets the queue's concurrency across every process (stored: the claim
    * enforces it in the database), or with `Infinity` removes it.
    * @example
@@ -330,6 +310,23 @@ export class DurableQueue {
     const store = await this.#store();
     await store.setQueue(this.name, { globalConcurrency: value === Infinity ? null : value });
     this.#book.setGlobal(this.name, value);
+    this.#changed();
+  }
+
+  /**
+   * Sets the queue's rate across every process (stored: the claim takes its
+   * tokens in the database, by its clock), or with undefined removes it: at
+   * most `limit` of its tasks start in any window of `interval`. The starts
+   * already made in the window count against a new limit. Claims that begin
+   * once this resolves apply it. A bad value rejects with a TypeError or
+   * RangeError naming it, and nothing is stored.
+   * @example
+   * await scheduler.queue('sms').setRate({ limit: 1, interval: '1s' });
+   */
+  async setRate(value: RateLimit | undefined): Promise<void> {
+    const rate = value === undefined ? undefined : toRate(value, 'rate', false);
+    const store = await this.#store();
+    await store.setQueue(this.name, { rate: rate === undefined ? null : { limit: rate.limit, interval: rate.interval } });
     this.#changed();
   }
 
@@ -356,11 +353,11 @@ export class DurableQueue {
     this.#changed();
   }
 
-  /** The queue's state as stored (paused, global concurrency, counts) with this process's settings. */
+  /** The queue's state as stored (paused, global concurrency, rate, counts) with this process's concurrency. */
   async info(): Promise<DurableQueueInfo> {
     const store = await this.#store();
     const stored = (await store.listQueues(this.name))[0];
-    return queueInfo(this.#book, stored ?? { name: this.name, paused: false, globalConcurrency: null, counts: { ...EMPTY_COUNTS } });
+    return queueInfo(this.#book, stored ?? emptyQueue(this.name));
   }
 
   /**

@@ -81,6 +81,8 @@ export interface QueueRow {
   name: string;
   paused: boolean | number;
   global_concurrency: number | string | null;
+  rate_limit: number | string | null;
+  rate_interval_ms: number | string | null;
   state: StoredState | null;
   n: number | string;
 }
@@ -95,6 +97,7 @@ export function toQueues(rows: QueueRow[]): StoredQueue[] {
         name: row.name,
         paused: Boolean(row.paused),
         globalConcurrency: optional(row.global_concurrency),
+        rate: row.rate_limit === null ? null : { limit: Number(row.rate_limit), interval: Number(row.rate_interval_ms) },
         counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
       };
       queues.set(row.name, queue);

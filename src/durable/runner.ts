@@ -29,7 +29,7 @@ import { Management } from './manage.js';
 import { Prefetch } from './prefetch.js';
 import { RunnerContext } from './runner-context.js';
 import { Waiters } from './waiters.js';
-import { DurableQueue, QueueBook, queueInfo, type DurableQueueInfo, type DurableQueueOptions } from './queues.js';
+import { DurableQueue, emptyQueue, QueueBook, queueInfo, type DurableQueueInfo, type DurableQueueOptions } from './queues.js';
 import type { DefineOptions } from './handlers.js';
 
 export { DEFAULT_RETENTION, type Retention } from './maintenance.js';
@@ -137,15 +137,7 @@ export class DurableRunner {
     const stored = await this.#ctx.store.listQueues();
     const known = new Set(stored.map((queue) => queue.name));
     // Queues configured in this process but not yet stored are listed too (empty).
-    for (const name of book.names()) {
-      if (!known.has(name))
-        stored.push({
-          name,
-          paused: false,
-          globalConcurrency: null,
-          counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
-        });
-    }
+    for (const name of book.names()) if (!known.has(name)) stored.push(emptyQueue(name));
     return stored.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((queue) => queueInfo(book, queue));
   }
 
@@ -155,9 +147,8 @@ export class DurableRunner {
       await this.ready();
       const store = this.#ctx.store;
       await store.recover?.();
-      // The `queues` option's global concurrencies: the most recent process to start decides.
-      for (const [name, limit] of this.#holdings.queues.startup)
-        await store.setQueue(name, { globalConcurrency: limit === Infinity ? null : limit });
+      // The `queues` option's global concurrencies and rates: the most recent process to start decides.
+      for (const [name, change] of this.#holdings.queues.startup) await store.setQueue(name, change);
       await store.subscribe(
         (runAt) => this.#claimer.wakeAt(runAt),
         (id) => this.#holdings.cancel(id),

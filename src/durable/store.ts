@@ -70,8 +70,18 @@ export interface StoredQueue {
   paused: boolean;
   /** Its tasks running at once across all processes at most, or null for no limit. */
   globalConcurrency: number | null;
+  /** Its rate across all processes (interval in ms), or null for none. */
+  rate: QueueRate | null;
   /** Its stored tasks by state. */
   counts: Record<StoredState, number>;
+}
+
+/** A queue's rate as stored: at most \`limit\` of its tasks start in any window of \`interval\` ms. */
+export interface QueueRate {
+  /** Starts at most in any window. */
+  readonly limit: number;
+  /** The window, ms. */
+  readonly interval: number;
 }
 
 /** The room this process has for some queues' tasks (its per-process concurrency, less what it holds); queues not named: no limit. */
@@ -83,6 +93,8 @@ export interface QueueChange {
   paused?: boolean;
   /** A number, or null for no limit. */
   globalConcurrency?: number | null;
+  /** A rate (its starts already made stay and count), or null for none. */
+  rate?: QueueRate | null;
 }
 
 /**

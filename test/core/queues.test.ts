@@ -125,13 +125,16 @@ describe('named queues', () => {
     const q = scheduler.queue('api');
     for (let i = 0; i < 3; i++) scheduler.after(0, () => void starts.push(`a${i}@${clock.now() - START}`), { queue: 'api' });
     await clock.advance(0);
-    q.rate = { limit: 3, interval: '1s' };
-    expect(q.rate).toEqual({ limit: 3, interval: 1_000 });
+    // The one API's method (a Promise, the change made before it returns), and the in-memory Queue's setter.
+    const set = q.setRate({ limit: 3, interval: '1s' });
+    expect((q as Queue).rate).toEqual({ limit: 3, interval: 1_000 });
+    await set;
+    expect((await q.info()).rate).toEqual({ limit: 3, interval: 1_000 });
     for (let i = 0; i < 3; i++) scheduler.after(0, () => void starts.push(`b${i}@${clock.now() - START}`), { queue: 'api' });
     await clock.advance(500);
     expect(starts).toHaveLength(3);
-    q.rate = undefined;
-    expect(q.rate).toBeUndefined();
+    (q as Queue).rate = undefined;
+    expect((await q.info()).rate).toBeUndefined();
     expect(starts).toEqual(['a0@0', 'a1@0', 'a2@0', 'b0@500', 'b1@500', 'b2@500']);
   });
 
@@ -263,10 +266,13 @@ describe('named queues', () => {
     expect(() => (q.concurrency = -1)).toThrow(RangeError);
     await expect(q.setGlobalConcurrency(0)).rejects.toThrow(/`globalConcurrency`/);
     expect(() => ((q as Queue).globalConcurrency = 0)).toThrow(/`globalConcurrency`/);
-    expect(() => (q.rate = { limit: 1, interval: '1 s' as never })).toThrow(/rate.interval/);
-    expect(() => (q.rate = { key: 'k', limit: 1, interval: 1 } as never)).toThrow(/Unknown `rate` option "key"/);
+    expect(() => ((q as Queue).rate = { limit: 1, interval: '1 s' as never })).toThrow(/rate.interval/);
+    await expect(q.setRate({ limit: 1, interval: '1 s' as never })).rejects.toThrow(/`rate.interval`.*1 s/);
+    await expect(q.setRate({ key: 'k', limit: 1, interval: 1 } as never)).rejects.toThrow(/Unknown `rate` option "key"/);
+    await expect(q.setRate({ limit: 0, interval: 1 })).rejects.toThrow(RangeError);
+    await expect(q.setRate('fast' as never)).rejects.toThrow(TypeError);
     expect(q.concurrency).toBe(2);
-    expect(q.rate).toBeUndefined();
+    expect((q as Queue).rate).toBeUndefined();
     expect(scheduler.size).toBe(0);
     expect((await scheduler.queues()).map((queue) => queue.name)).toEqual(['default', 'q']);
   });

@@ -3,9 +3,11 @@
 // fourth. A queue's global concurrency holds across the three, from the start
 // and end times the runs record by the database's clock, with one worker
 // SIGKILLed holding the queue's slots (they come back once its lease runs
-// out); a queue paused from the fourth process is claimed by nobody once the
-// pause committed, while the other queues go on, and its tasks all run after
-// the resume. Bounds only: nothing depends on how fast the machine is.
+// out); a queue's rate holds across the three in every window, by the
+// database's clock (the starts the claims recorded); a queue paused from the
+// fourth process is claimed by nobody once the pause committed, while the
+// other queues go on, and its tasks all run after the resume. Bounds only:
+// nothing depends on how fast the machine is.
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
@@ -83,8 +85,8 @@ describe('postgresStore: named queues across processes', () => {
   async function setUp(tasks: { queue: string; count: number; ms: number }[]): Promise<string> {
     const schema = freshSchema();
     await admin.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.runs (id serial PRIMARY KEY, task bigint NOT NULL, n integer NOT NULL,
-      queue text NOT NULL, pid integer NOT NULL, claimed_at timestamptz NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-      finished_at timestamptz)`);
+      queue text NOT NULL, pid integer NOT NULL, claimed_at timestamptz NOT NULL, stamp timestamptz NOT NULL,
+      started_at timestamptz NOT NULL DEFAULT clock_timestamp(), finished_at timestamptz)`);
     const seeder = postgresStore({ connectionString: server.url, schema });
     await seeder.migrate();
     let n = 0;
@@ -169,6 +171,49 @@ describe('postgresStore: named queues across processes', () => {
     } = await admin.query(`SELECT running, global_concurrency FROM ${schema}.taskheap_queues WHERE name = 'g'`);
     expect(queue).toEqual({ running: 0, global_concurrency: 3 });
   }, 180_000);
+
+  it("a queue's rate holds across three processes in every window, by the database's clock; other queues are not held back", async () => {
+    // 30 sms of 600 ms at 6 a second (the workers' `queues` option): a process has 4 workers, so no one
+    // process can take a window's tokens alone while its workers are busy; 20 default tasks beside them.
+    const schema = await setUp([
+      { queue: 'sms', count: 30, ms: 600 },
+      { queue: 'default', count: 20, ms: 20 },
+    ]);
+    const ws = [worker(schema, 5_000), worker(schema, 5_000), worker(schema, 5_000)];
+    await started(ws);
+    await waitFor(
+      'every task to succeed',
+      async () => {
+        const {
+          rows: [row],
+        } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.taskheap_tasks WHERE state = 'succeeded'`);
+        return row.n === 50;
+      },
+      60_000,
+    );
+    const { rows } = await admin.query<{ queue: string; pid: number; at: number }>(
+      `SELECT queue, pid, (extract(epoch from stamp) * 1000)::float8 AS at FROM ${schema}.runs ORDER BY stamp`,
+    );
+    const sms = rows.filter((row) => row.queue === 'sms');
+    expect(sms).toHaveLength(30);
+    // The most starts in any window of a second (each window closing at a start; one opening a second
+    // before a start does not hold it), from the times the claims recorded under the queue row's lock.
+    let most = 0;
+    for (let i = 0, j = 0; i < sms.length; i++) {
+      while (sms[j]!.at <= sms[i]!.at - 1_000) j++;
+      most = Math.max(most, i - j + 1);
+    }
+    expect(most).toBeLessThanOrEqual(6);
+    expect(most, 'the limit is reached, not merely respected').toBe(6);
+    expect(new Set(sms.map((row) => row.pid)).size, 'the processes shared the tokens').toBeGreaterThanOrEqual(2);
+    const {
+      rows: [queue],
+    } = await admin.query(`SELECT rate_limit, rate_interval_ms FROM ${schema}.taskheap_queues WHERE name = 'sms'`);
+    expect(queue).toEqual({ rate_limit: 6, rate_interval_ms: 1_000 });
+    // The default queue ran beside it: its tasks did not wait for the sms windows.
+    const firstSms = sms[0]!.at;
+    expect(rows.filter((row) => row.queue === 'default' && row.at < firstSms + 1_000).length).toBeGreaterThan(0);
+  }, 120_000);
 
   it('a queue paused from a fourth process: nothing of it is claimed after the pause commits, others go on; resume runs the rest', async () => {
     const schema = await setUp([

@@ -334,10 +334,12 @@ export const ROWS: { tasks: Row[]; jobs: Row[]; serialKeys: Row[]; queues: Row[]
     ] as Row[]
   ).map((row, i) => ({ created_at: T0 - 100 * MINUTE + i, updated_at: T0 - 50 * MINUTE + i, ...row })),
   serialKeys: [{ key: 'chat:1', held_by: 2 }],
-  // Version 5: queue rows (PostgreSQL's also count the running tasks of a queue with a global concurrency).
+  // Version 5: queue rows (PostgreSQL's also count the running tasks of a queue with a global concurrency);
+  // version 6: a queue's rate.
   queues: [
     { name: 'emails', paused: 1, global_concurrency: null, updated_at: T0 - 5 * MINUTE },
     { name: 'reports', paused: 0, global_concurrency: 2, running: 1, granted: 1, updated_at: T0 - 4 * MINUTE },
+    { name: 'sms', paused: 0, global_concurrency: null, rate_limit: 1, rate_interval_ms: 1_000, updated_at: T0 - 3 * MINUTE },
   ],
 };
 

@@ -38,6 +38,11 @@ const ADDED: Record<string, unknown> = {
   queue: 'default',
   rate_key: null,
   started_at: null,
+  // Version 6: a queue's rate (none on the queues of earlier versions).
+  rate_limit: null,
+  rate_interval_ms: null,
+  rate_starts: null,
+  rate_counts: null,
 };
 
 /** From version 6 the serial keys are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */
@@ -92,6 +97,19 @@ function expectTasksRead(tasks: StoredTask[], inserted: Row[], ids: number[]): v
       row.errors === undefined || row.errors === null ? 0 : (JSON.parse(String(row.errors)) as unknown[]).length,
     );
   });
+}
+
+/** The queues the store lists: each fixture queue's settings, as far as its version held them. */
+async function expectQueuesRead(store: Store, version: number): Promise<void> {
+  if (version < 5) return;
+  const listed = await store.listQueues();
+  for (const row of ROWS.queues) {
+    const rate = version >= LIMITS_FROM && row.rate_limit !== undefined ? { limit: row.rate_limit, interval: row.rate_interval_ms } : null;
+    expect(
+      listed.find((queue) => queue.name === row.name),
+      `queue ${String(row.name)}`,
+    ).toMatchObject({ paused: Boolean(row.paused), globalConcurrency: row.global_concurrency, rate });
+  }
 }
 
 /** The jobs the store reads back. */
@@ -194,6 +212,7 @@ describe('upgrades of a SQLite file', () => {
       await store.migrate();
       expectTasksRead(await store.listTasks({ limit: 100 }), inserted.tasks, ids);
       await expectJobsRead(store, inserted.jobs);
+      await expectQueuesRead(store, version);
       await store.close();
 
       const after = await openDatabase(path);
@@ -304,6 +323,7 @@ describe('upgrades of a PostgreSQL schema', () => {
       await store.migrate();
       expectTasksRead(await store.listTasks({ limit: 100 }), inserted.tasks, ids);
       await expectJobsRead(store, inserted.jobs);
+      await expectQueuesRead(store, version);
       await store.close();
 
       expectKept(before, await read(schema), version);

@@ -2,16 +2,17 @@
 // queues: concurrency keys (`serial` is the key of limit 1) and rate buckets
 // that hold across every process, kept in `taskheap_limits` (migrations.ts,
 // version 6), and named queues (`taskheap_queues`, version 5: pause, global
-// slots, per-process rooms). The other statements are in sql.ts, which uses
-// the pieces exported here.
+// slots, per-process rooms; version 6: a queue's rate bucket on its row). The
+// other statements are in sql.ts, which uses the pieces exported here.
 //
 // How a claim stays exact across processes: it picks candidates from its
-// snapshot, then locks the limit rows they name in (kind, key) order (so two
-// claims cannot deadlock on them) and reads them at their latest version
-// (a row lock re-reads a row a concurrent claim changed), grants each row at
-// most the room it has left, and updates each row once, with what the tasks
-// it really claimed took. A claim only ever claims a limited task it may
-// start now, and only into a free worker ($8): nothing is hoarded.
+// snapshot, then locks the queue rows (by name) and limit rows (in (kind,
+// key) order) they name, so two claims cannot deadlock on them, and reads
+// them at their latest version (a row lock re-reads a row a concurrent claim
+// changed), grants each row at most the room it has left, and updates each
+// row once, with what the tasks it really claimed took. A claim only ever
+// claims a limited task it may start now, and only into a free worker ($8):
+// nothing is hoarded.
 //
 // How a claim stays cheap with blocked work: keyed tasks (a concurrency or
 // rate key) are not in the plain waiting index; they are found from the
@@ -73,15 +74,34 @@ export const letGo = (L: string, name: string, source: string, where = 'true', a
       WHERE l.kind = 'concurrency' AND l.key = g.serial AND l.holders && g.ids RETURNING l.key)`;
 
 /**
- * SQL: the starts bucket \`l\` counts in its window at now(). A claim
- * records its starts at the time it holds the bucket's lock (\`stamp\` in
- * claimSql), later than its now(): counting from now() counts a little more
- * than the window at that time holds, never less, so the limit holds on the
- * recorded times, which are in order per bucket (each is after the previous
- * writer's commit).
+ * SQL: the starts a bucket (its arrays of start times and counts, and its
+ * window) counts in its window at now(). A claim records its starts at the
+ * time it holds the bucket's lock (\`stamp\` in claimSql), later than its
+ * now(): counting from now() counts a little more than the window at that
+ * time holds, never less, so the limit holds on the recorded times, which
+ * are in order per bucket (each is after the previous writer's commit).
  */
-const spent = (l: string) =>
-  `(SELECT COALESCE(sum(c), 0) FROM unnest(${l}.starts, ${l}.counts) AS x(s, c) WHERE s > now() - ${millis(`${l}.interval_ms`)})`;
+const spentIn = (starts: string, counts: string, interval: string) =>
+  `(SELECT COALESCE(sum(c), 0) FROM unnest(${starts}, ${counts}) AS x(s, c) WHERE s > now() - ${millis(interval)})`;
+/** SQL: the starts limit row \`l\`'s bucket counts in its window at now() (see spentIn). */
+const spent = (l: string) => spentIn(`${l}.starts`, `${l}.counts`, `${l}.interval_ms`);
+/** SQL: the tokens queue row \`q\`'s rate bucket has left at now(), or NULL if the queue has no rate (see spentIn). */
+const queueTokens = (q: string) =>
+  `CASE WHEN ${q}.rate_limit IS NOT NULL THEN ${q}.rate_limit - ${spentIn(`${q}.rate_starts`, `${q}.rate_counts`, `${q}.rate_interval_ms`)} END`;
+
+/**
+ * SQL: the starts arrays of a bucket after a claim at \`at\` started \`n\`
+ * of its tasks: the starts still in the window at \`at\`, and this one.
+ */
+const withStart = (starts: string, counts: string, interval: string, at: string, n: string) =>
+  [
+    `ARRAY(SELECT s FROM unnest(${starts}) AS s WHERE s > ${at} - ${millis(interval)}) || ${at}`,
+    `ARRAY(SELECT c FROM unnest(${starts}, ${counts}) AS x(s, c) WHERE s > ${at} - ${millis(interval)}) || ${n}::int`,
+  ] as const;
+
+/** SQL: when a bucket that is empty at now() has a token again: its oldest start in the window leaves it. */
+const refillOf = (starts: string, interval: string) =>
+  `(SELECT min(s) FROM unnest(${starts}) AS s WHERE s > now() - ${millis(interval)}) + ${millis(interval)}`;
 
 /**
  * SQL: the priority levels of plain waiting tasks (no key), highest first,
@@ -101,11 +121,12 @@ const NO_LIMIT = 2147483647;
 /**
  * SQL: the room queue \`name\` has for this process, from the snapshot: 0
  * if paused, else the least of its global room (global concurrency less
- * its running count) and this process's own room (\`rooms\`; a queue not
- * named there has no limit here).
+ * its running count), the tokens its rate bucket has left, and this
+ * process's own room (\`rooms\`; a queue not named there has no limit here).
  */
 const queueRoom = (Q: string, name: string) => `LEAST(COALESCE((SELECT n FROM rooms WHERE rooms.name = ${name}), ${NO_LIMIT}),
-        COALESCE((SELECT CASE WHEN qr.paused THEN 0 ELSE COALESCE(qr.global_concurrency - qr.running, ${NO_LIMIT}) END
+        COALESCE((SELECT CASE WHEN qr.paused THEN 0
+            ELSE LEAST(COALESCE(qr.global_concurrency - qr.running, ${NO_LIMIT}), COALESCE(${queueTokens('qr')}, ${NO_LIMIT})) END
           FROM ${Q} AS qr WHERE qr.name = ${name}), ${NO_LIMIT}))`;
 
 /**
@@ -114,7 +135,7 @@ const queueRoom = (Q: string, name: string) => `LEAST(COALESCE((SELECT n FROM ro
  * \`open\` keeps those a claim may take from, with the room each has (see
  * queueRoom; rooms \`rooms\` names, \`counts\` counts). The claim then reads
  * the plain waiting tasks of open queues only, so tasks of paused or full
- * queues cost nothing.
+ * queues, or of queues whose rate bucket is empty, cost nothing.
  */
 const openQueues = (T: string, Q: string, rooms: string, counts: string) => `queues(q) AS (
     SELECT min(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL
@@ -138,12 +159,17 @@ const openQueues = (T: string, Q: string, rooms: string, counts: string) => `que
 const QUEUE_LEVELS = 64;
 
 /**
- * SQL: the rows of queues \`names\` (a subquery) with a global concurrency,
+ * SQL: the rows of queues \`names\` (a subquery) with a global concurrency
+ * (and with \`metered\`, those with a rate: a claim takes their tokens),
  * locked in name order, so that statements updating several queue rows
- * (claims taking slots, outcomes giving them back) cannot deadlock.
+ * (claims taking slots and tokens, outcomes giving slots back) cannot
+ * deadlock; with the room (global slots left) and the tokens left of each,
+ * NULL for none, at the row's latest version.
  */
-const lockQueues = (Q: string, names: string) => `SELECT q.name, q.paused, q.global_concurrency - q.running AS room FROM ${Q} AS q
-    WHERE q.name IN (${names}) AND q.global_concurrency IS NOT NULL ORDER BY q.name FOR UPDATE`;
+const lockQueues = (Q: string, names: string, metered = false) => `SELECT q.name, q.paused, q.global_concurrency - q.running AS room,
+      ${metered ? queueTokens('q') : 'NULL::int'} AS tokens
+    FROM ${Q} AS q
+    WHERE q.name IN (${names}) AND (q.global_concurrency IS NOT NULL${metered ? ' OR q.rate_limit IS NOT NULL' : ''}) ORDER BY q.name FOR UPDATE`;
 
 /**
  * SQL: two CTEs, \`unslotted_locks\` and \`unslotted\`: the queue rows of tasks
@@ -199,15 +225,17 @@ const keyed = (T: string, L: string) => `
  * flag (on a row of its own if nothing was claimed). $6 (text[], or null for
  * any): only tasks of these handler names. $7: this process applies the
  * scheduler-wide bucket (key ''). $8: free workers, the most limited tasks
- * (a key, or the scheduler-wide bucket) claimed: never more than can start.
+ * (a key, a queue with a rate, or the scheduler-wide bucket) claimed: never
+ * more than can start.
  * $9/$10: this process's rooms for queues (names, counts).
  *
  * Candidates: plain tasks of open queues (openQueues), keyed ones from the
  * limit rows with room (keyed) whose queue has room in the snapshot, and
  * expired ones. Then, in the one lock order (see the file's comment), the
- * queue rows with a global concurrency (name order) and the limit rows
- * ((kind, key) order) they name, read at their latest version; the claim
- * decides from those, and writes each row once with what it really took.
+ * queue rows with a global concurrency or a rate (name order) and the
+ * limit rows ((kind, key) order) they name, read at their latest version;
+ * the claim decides from those, and writes each row once with what it
+ * really took.
  *
  * Limits: a task with a concurrency key needs a slot (it holds one already,
  * or it is among the key's first `room` waiting tasks); then a token of its
@@ -215,12 +243,17 @@ const keyed = (T: string, L: string) => `
  * key's tasks start in due order, so a key's task refused stops the key's
  * later ones; then each queue's room (this process's own, and for waiting
  * tasks the global one: a taken-over expired task keeps the slot its first
- * claim took), the scheduler-wide bucket and $8 cut the list in order.
+ * claim took), each queue's rate bucket (every start takes a token, a
+ * takeover's too, as with a key's bucket), the scheduler-wide bucket and
+ * $8 cut the list in order (a task of a queue with a rate is limited: $8
+ * applies to it).
  * Tasks of one key are ordered by the priority of the key's first (priority
  * does not reorder a key), so every cut keeps each key's tasks a prefix.
  */
 export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsDue: boolean): string {
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
+  const keyStarts = withStart('l.starts', 'l.counts', 'l.interval_ms', 'g.at', 'g.n');
+  const queueStarts = withStart('q.rate_starts', 'q.rate_counts', 'q.rate_interval_ms', 'g.at', 'g.started');
   return `WITH RECURSIVE
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
     ${levels(T)},
@@ -236,7 +269,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
         SELECT t.id, t.run_at, t.priority, t.queue FROM ${T} AS t
         WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p
           AND t.run_at <= now() ${gate} ${NAMED}
-        ORDER BY t.run_at, t.id LIMIT $1 FOR UPDATE OF t SKIP LOCKED) AS w
+        ORDER BY t.run_at, t.id LIMIT LEAST($1, open.room) FOR UPDATE OF t SKIP LOCKED) AS w
       WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
     keyed AS (SELECT k.* FROM (${keyed(T, L)}) AS k WHERE ${queueRoom(Q, 'k.queue')} > 0),
     keyed_locked AS (SELECT t.id FROM ${T} AS t
@@ -245,7 +278,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
     cand AS (SELECT id, run_at, priority, serial, rate_key, queue, true AS holds, true AS usable, true AS expired FROM expired WHERE expiries < $4
       UNION ALL SELECT id, run_at, priority, NULL, NULL, queue, false, true, false FROM plain
       UNION ALL SELECT id, run_at, priority, serial, rate_key, queue, holds, id IN (SELECT id FROM keyed_locked), false FROM keyed),
-    qlocked AS (${lockQueues(Q, 'SELECT queue FROM failed UNION ALL SELECT queue FROM cand WHERE NOT expired')}),
+    qlocked AS (${lockQueues(Q, 'SELECT queue FROM failed UNION ALL SELECT queue FROM cand', true)}),
     locked AS (SELECT l.kind, l.key, l.lim, l.holders,
         CASE l.kind WHEN 'concurrency' THEN l.lim - cardinality(l.holders) ELSE l.lim - ${spent('l')} END AS room
       FROM ${L} AS l
@@ -266,17 +299,20 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
         SELECT *, bool_and(ready) OVER (PARTITION BY serial, held ORDER BY run_at, id ROWS UNBOUNDED PRECEDING) AS in_order FROM (
           SELECT *, usable AND (rate_key IS NULL OR tokens IS NULL OR rr <= tokens) AS ready FROM tokened) AS r) AS x
       WHERE ready AND (serial IS NULL OR held OR in_order)),
-    roomed AS (SELECT a.* FROM (SELECT a.*,
+    roomed AS (SELECT a.*, g.tokens AS queue_tokens FROM (SELECT a.*,
           row_number() OVER (PARTITION BY a.queue ORDER BY a.effective DESC, a.run_at, a.id) AS qn,
           row_number() OVER (PARTITION BY a.queue, a.expired ORDER BY a.effective DESC, a.run_at, a.id) AS gn
         FROM allowed AS a) AS a LEFT JOIN qlocked AS g ON g.name = a.queue
       WHERE a.qn <= COALESCE((SELECT n FROM rooms WHERE rooms.name = a.queue), ${NO_LIMIT})
-        AND (a.expired OR g.name IS NULL OR (NOT g.paused AND a.gn <= g.room))),
+        AND (a.expired OR g.name IS NULL OR (NOT g.paused AND (g.room IS NULL OR a.gn <= g.room)))),
+    metered AS (SELECT *, queue_tokens IS NOT NULL AS rated FROM (SELECT r.*,
+          row_number() OVER (PARTITION BY r.queue ORDER BY r.effective DESC, r.run_at, r.id) AS tn FROM roomed AS r) AS r
+      WHERE queue_tokens IS NULL OR tn <= queue_tokens),
     due AS (SELECT id, serial, rate_key, held, queue, expired FROM (
-        SELECT *, row_number() OVER (PARTITION BY serial IS NOT NULL OR rate_key IS NOT NULL OR $7::boolean
+        SELECT *, row_number() OVER (PARTITION BY serial IS NOT NULL OR rate_key IS NOT NULL OR rated OR $7::boolean
           ORDER BY effective DESC, run_at, id) AS lr
-        FROM roomed) AS x
-      WHERE NOT (serial IS NOT NULL OR rate_key IS NOT NULL OR $7::boolean) OR lr <= $8
+        FROM metered) AS x
+      WHERE NOT (serial IS NOT NULL OR rate_key IS NOT NULL OR rated OR $7::boolean) OR lr <= $8
       ORDER BY effective DESC, run_at, id
       LIMIT CASE WHEN $7::boolean THEN LEAST($1, COALESCE((SELECT room FROM locked WHERE kind = 'rate' AND key = ''), $1)) ELSE $1 END),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
@@ -286,10 +322,15 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
         due.serial, due.rate_key, due.held, due.queue, due.expired),
     -- A statement updates a row once (a second UPDATE of it in the same statement is lost): each
     -- queue row and concurrency row gets one UPDATE, with the slots the claim took and those
-    -- that the tasks it failed for good gave back.
-    slots_granted AS (UPDATE ${Q} AS q SET running = GREATEST(q.running + g.n - g.gone, 0), granted = g.n, updated_at = now()
-      FROM (SELECT queue, count(*) FILTER (WHERE took)::int AS n, count(*) FILTER (WHERE NOT took)::int AS gone FROM (
-          SELECT queue, true AS took FROM claimed WHERE NOT expired UNION ALL SELECT queue, false FROM failed) AS x GROUP BY queue) AS g
+    -- that the tasks it failed for good gave back, and a queue row the tokens its starts took.
+    slots_granted AS (UPDATE ${Q} AS q
+      SET running = CASE WHEN q.global_concurrency IS NULL THEN q.running ELSE GREATEST(q.running + g.n - g.gone, 0) END, granted = g.n,
+        rate_starts = CASE WHEN q.rate_limit IS NULL OR g.started = 0 THEN q.rate_starts ELSE ${queueStarts[0]} END,
+        rate_counts = CASE WHEN q.rate_limit IS NULL OR g.started = 0 THEN q.rate_counts ELSE ${queueStarts[1]} END,
+        updated_at = now()
+      FROM (SELECT queue, count(*) FILTER (WHERE slot)::int AS n, count(*) FILTER (WHERE start)::int AS started,
+            count(*) FILTER (WHERE NOT start)::int AS gone, (SELECT at FROM stamp) AS at FROM (
+          SELECT queue, NOT expired AS slot, true AS start FROM claimed UNION ALL SELECT queue, false, false FROM failed) AS x GROUP BY queue) AS g
       WHERE q.name = g.queue AND q.name IN (SELECT name FROM qlocked)),
     slots_taken AS (UPDATE ${L} AS l
       SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (g.gone)) || g.ids, updated_at = now()
@@ -298,9 +339,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
             UNION ALL SELECT serial, id, false FROM failed WHERE serial IS NOT NULL) AS x GROUP BY serial) AS g
       WHERE l.kind = 'concurrency' AND l.key = g.serial),
     tokens_taken AS (UPDATE ${L} AS l
-      SET starts = ARRAY(SELECT s FROM unnest(l.starts) AS s WHERE s > g.at - ${millis('l.interval_ms')}) || g.at,
-        counts = ARRAY(SELECT c FROM unnest(l.starts, l.counts) AS x(s, c) WHERE s > g.at - ${millis('l.interval_ms')}) || g.n::int,
-        updated_at = now()
+      SET starts = ${keyStarts[0]}, counts = ${keyStarts[1]}, updated_at = now()
       FROM (SELECT key, n, (SELECT at FROM stamp) AS at FROM (
           SELECT rate_key AS key, count(*) AS n FROM claimed WHERE rate_key IS NOT NULL GROUP BY rate_key
           UNION ALL SELECT '', count(*) FROM claimed WHERE $7::boolean HAVING count(*) > 0) AS y) AS g
@@ -319,13 +358,15 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
  * claim. A task that cannot start does not count: a full key's tasks (the
  * release of a slot wakes the processes, see settle), a rate bucket's
  * tasks until the bucket has room again, a paused or full queue's plain
- * tasks (a resume, or a slot given back, wakes the processes).
+ * tasks (a resume, or a slot given back, wakes the processes). A queue
+ * whose rate bucket is empty counts when the bucket has a token again
+ * (\`refills\`), whatever its tasks: no index finds a queue's keyed tasks,
+ * and waking once when a bucket that emptied refills costs one statement.
  */
 export function nextDueSql(T: string, J: string, L: string, Q: string): string {
   const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
   // When bucket \`l\` has room again: its oldest start in the window leaves it.
-  const refill = (l: string) => `CASE WHEN ${spent(l)} < ${l}.lim THEN now()
-      ELSE (SELECT min(s) FROM unnest(${l}.starts) AS s WHERE s > now() - ${millis(`${l}.interval_ms`)}) + ${millis(`${l}.interval_ms`)} END`;
+  const refill = (l: string) => `CASE WHEN ${spent(l)} < ${l}.lim THEN now() ELSE ${refillOf(`${l}.starts`, `${l}.interval_ms`)} END`;
   return `WITH RECURSIVE ${levels(T)}, ${openQueues(T, Q, '$3', '$4')},
       firsts AS (SELECT w.run_at FROM open CROSS JOIN levels CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
           WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p AND ${named}
@@ -343,7 +384,9 @@ export function nextDueSql(T: string, J: string, L: string, Q: string): string {
           WHERE l.kind = 'rate' AND l.key <> '') AS h
         -- A keyed task of a paused or full queue waits with it: a resume, or a slot given back, wakes the processes.
         WHERE ${queueRoom(Q, 'h.queue')} > 0),
-      soonest AS (SELECT LEAST((SELECT MIN(run_at) FROM firsts), (SELECT MIN(run_at) FROM heads)) AS at),
+      refills AS (SELECT ${refillOf('q.rate_starts', 'q.rate_interval_ms')} AS at FROM ${Q} AS q
+        WHERE q.rate_limit IS NOT NULL AND NOT q.paused AND ${queueTokens('q')} <= 0),
+      soonest AS (SELECT LEAST((SELECT MIN(run_at) FROM firsts), (SELECT MIN(run_at) FROM heads), (SELECT MIN(at) FROM refills)) AS at),
       refilled AS (SELECT ${refill('l')} AS at FROM ${L} AS l WHERE $2::boolean AND l.kind = 'rate' AND l.key = '')
       SELECT (extract(epoch from LEAST(
         GREATEST((SELECT at FROM soonest), (SELECT at FROM refilled)),

@@ -125,7 +125,9 @@ export const MIGRATIONS: readonly Migration[] = [
     // a claim only locks and updates them. The claim walks these rows, not
     // the tasks behind them: keyed tasks leave the plain waiting index, and
     // each kind has its own (see claimSql in claim-sql.ts). `started_at`: the
-    // database's time of the task's last start.
+    // database's time of the task's last start. A queue's rate is a bucket on
+    // its row (`rate_limit` per `rate_interval_ms`; `rate_starts`/`rate_counts`
+    // as a limit row's starts), taken by the claim that locks the row.
     version: 6,
     sql: `
       CREATE TABLE :SCHEMA.taskheap_limits (
@@ -164,7 +166,9 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;
       -- Whether a bucket is in use (retention of limit rows: sql.ts pruneLimits).
       CREATE INDEX taskheap_tasks_rated ON :SCHEMA.taskheap_tasks (rate_key)
-        WHERE state IN ('waiting', 'running') AND rate_key IS NOT NULL;`,
+        WHERE state IN ('waiting', 'running') AND rate_key IS NOT NULL;
+      ALTER TABLE :SCHEMA.taskheap_queues ADD COLUMN rate_limit integer CHECK (rate_limit >= 1), ADD COLUMN rate_interval_ms float8,
+        ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];`,
   },
 ];
 

@@ -441,24 +441,30 @@ export function statements(schema: string | undefined) {
         LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${J} AS j USING doomed WHERE j.key = doomed.key`,
     /**
-     * Named queues: pauses or resumes queue $1 ($2; null: unchanged) and sets
-     * its global concurrency ($3 true: set it to $4, null for none). Setting
-     * one where there was none counts the queue's running tasks: from then
-     * on claims and outcomes keep the count. A resume wakes every process.
+     * Named queues: pauses or resumes queue $1 ($2; null: unchanged), sets
+     * its global concurrency ($3 true: set it to $4, null for none) and its
+     * rate ($6 true: $7 per $8 ms, null for none; the starts made stay, so a
+     * new limit counts them). Setting a global concurrency where there was
+     * none counts the queue's running tasks: from then on claims and
+     * outcomes keep the count. A resume wakes every process.
      */
-    setQueue: `WITH saved AS (INSERT INTO ${Q} AS q (name, paused, global_concurrency, running)
+    setQueue: `WITH saved AS (INSERT INTO ${Q} AS q (name, paused, global_concurrency, running, rate_limit, rate_interval_ms)
         VALUES ($1, COALESCE($2::boolean, false), CASE WHEN $3::boolean THEN $4::int END,
-          (SELECT count(*) FROM ${T} WHERE queue = $1 AND state = 'running'))
+          (SELECT count(*) FROM ${T} WHERE queue = $1 AND state = 'running'), CASE WHEN $6::boolean THEN $7::int END,
+          CASE WHEN $6::boolean THEN $8::float8 END)
         ON CONFLICT (name) DO UPDATE SET paused = COALESCE($2::boolean, q.paused),
           global_concurrency = CASE WHEN $3::boolean THEN $4::int ELSE q.global_concurrency END,
           running = CASE WHEN NOT $3::boolean THEN q.running WHEN $4::int IS NULL THEN 0 WHEN q.global_concurrency IS NULL THEN EXCLUDED.running
             ELSE q.running END,
+          rate_limit = CASE WHEN $6::boolean THEN $7::int ELSE q.rate_limit END,
+          rate_interval_ms = CASE WHEN $6::boolean THEN $8::float8 ELSE q.rate_interval_ms END,
           updated_at = now()
         RETURNING q.paused)
       SELECT CASE WHEN NOT paused THEN pg_notify('${WAKE}', $5 || (extract(epoch from now()) * 1000)::bigint::text)
         WHEN $2::boolean THEN pg_notify('${QUEUES}', $5 || $1) END FROM saved`,
     /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
-    listQueues: `SELECT n.name, COALESCE(q.paused, false) AS paused, q.global_concurrency, c.state, COALESCE(c.n, 0) AS n
+    listQueues: `SELECT n.name, COALESCE(q.paused, false) AS paused, q.global_concurrency, q.rate_limit, q.rate_interval_ms, c.state,
+        COALESCE(c.n, 0) AS n
       FROM (SELECT name FROM ${Q} WHERE $1::text IS NULL OR name = $1
         UNION SELECT DISTINCT queue FROM ${T} WHERE $1::text IS NULL OR queue = $1) AS n
       LEFT JOIN ${Q} AS q ON q.name = n.name

@@ -490,8 +490,17 @@ class PostgresStore implements Store {
   }
 
   async setQueue(name: string, change: QueueChange): Promise<void> {
-    const global = change.globalConcurrency;
-    await this.#db.query(this.#sql.setQueue, [name, change.paused ?? null, global !== undefined, global ?? null, this.#prefix]);
+    const { globalConcurrency: global, rate } = change;
+    await this.#db.query(this.#sql.setQueue, [
+      name,
+      change.paused ?? null,
+      global !== undefined,
+      global ?? null,
+      this.#prefix,
+      rate !== undefined,
+      rate?.limit ?? null,
+      rate?.interval ?? null,
+    ]);
   }
 
   async listQueues(name?: string): Promise<StoredQueue[]> {

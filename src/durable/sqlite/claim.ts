@@ -14,6 +14,7 @@ import {
   LIMITS_SQL,
   plainDue,
   plainQueues,
+  queueRefill,
   queueRooms,
   upsertLimits,
   type Candidate,
@@ -81,7 +82,8 @@ interface ClaimAsk {
 export function claimDue(prepare: Prepare, ask: ClaimAsk): TaskRow[] {
   const { owner, now, lease, limit, names } = ask;
   const named = names === undefined ? undefined : JSON.stringify(names);
-  const room = queueRooms(prepare, ask.rooms);
+  const queues = queueRooms(prepare, ask.rooms, now);
+  const room = queues.room;
   // Separate selects, each walking the due index, beat one OR that
   // makes SQLite sort every due row on each claim.
   const due = plainDue(prepare, now, limit, named, room);
@@ -105,14 +107,17 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): TaskRow[] {
     if (room(keyed.queue) > 0) candidates.push(keyed);
   }
   const take = prepare(SQL.claimOne);
-  return decide(prepare, candidates, now, limit, ask.limits, room).map((row) => take.get(owner, now + lease, now, now, row.id) as TaskRow);
+  return decide(prepare, candidates, now, limit, ask.limits, queues).map(
+    (row) => take.get(owner, now + lease, now, now, row.id) as TaskRow,
+  );
 }
 
 /**
  * When the next claim may find work (epoch ms, or undefined): an expiring
  * lease, a scheduled job, the first plain task of an open queue, keyed work
- * that may start (limits.ts); `rated`: this process applies the
- * scheduler-wide bucket, which gates every waiting task.
+ * that may start (limits.ts), the refill of a queue's empty rate bucket;
+ * `rated`: this process applies the scheduler-wide bucket, which gates
+ * every waiting task.
  * @internal
  */
 export function nextDueAt(
@@ -125,8 +130,12 @@ export function nextDueAt(
   const named = names === undefined ? undefined : JSON.stringify(names);
   let t = ((named === undefined ? prepare(SQL.nextDue).get() : prepare(SQL.nextDueNamed).get(named)) as { t: number | null }).t;
   // A keyed task that cannot start does not count: settling its key's holder claims again, a bucket refills.
-  const room = queueRooms(prepare, rooms);
+  const queues = queueRooms(prepare, rooms, now);
+  const room = queues.room;
   let waiting = keyedDue(prepare, now, names === undefined ? undefined : new Set(names), room);
+  // A queue whose rate bucket is empty is closed until it refills: look again then, whatever waits in it.
+  const queueRefilled = queueRefill(queues, now);
+  if (queueRefilled !== undefined && (waiting === undefined || queueRefilled < waiting)) waiting = queueRefilled;
   const first = prepare(named === undefined ? SQL.firstWaiting : SQL.firstWaitingNamed);
   // Nor does a task of a paused or full queue: a resume, or a slot freed, claims again.
   for (const queue of plainQueues(prepare)) {

@@ -1,12 +1,12 @@
 // Limits and queues on SQLite (issue 22): concurrency keys and rate buckets
-// in `taskheap_limits`, and named queues (`taskheap_queues`), the same model
-// as PostgreSQL's (see postgres/claim-sql.ts). One process owns the file and
-// claims in one transaction, so the claim decides in JavaScript, task by
-// task, and what it reads holds. This file owns that decision, the
-// candidates it decides on (plain tasks of open queues; keyed tasks found
-// from the limit rows with room, never the tasks behind a full key, an empty
-// bucket or a paused or full queue), the rows' upkeep, and when keyed work
-// is due.
+// in `taskheap_limits`, and named queues (`taskheap_queues`: pause, global
+// concurrency, a rate bucket on the row), the same model as PostgreSQL's
+// (see postgres/claim-sql.ts). One process owns the file and claims in one
+// transaction, so the claim decides in JavaScript, task by task, and what
+// it reads holds. This file owns that decision, the candidates it decides
+// on (plain tasks of open queues; keyed tasks found from the limit rows with
+// room, never the tasks behind a full key, an empty bucket or a paused,
+// full or rate-spent queue), the rows' upkeep, and when keyed work is due.
 import type { Statement } from './driver.js';
 import type { ClaimLimits, QueueRooms } from '../store.js';
 import { SQL } from './sql.js';
@@ -90,21 +90,24 @@ export interface Candidate {
   effective: number;
 }
 
+/** A rate bucket: a limit row's, or a queue's (its row's rate columns). */
+type Bucket = Pick<LimitRow, 'lim' | 'interval_ms' | 'starts'>;
+
 /** A bucket's starts within its window at `now`: [ms, count] pairs, oldest first. */
-function recent(row: LimitRow, now: number): [number, number][] {
+function recent(row: Bucket, now: number): [number, number][] {
   const starts = JSON.parse(row.starts) as [number, number][];
   return starts.filter(([at]) => at > now - row.interval_ms!);
 }
 
 /** Tokens a bucket has left at `now`. */
-function tokens(row: LimitRow, now: number): number {
+function tokens(row: Bucket, now: number): number {
   let spent = 0;
   for (const [, n] of recent(row, now)) spent += n;
   return row.lim - spent;
 }
 
 /** When a bucket has a token again (`now` if it has one). */
-function refill(row: LimitRow, now: number): number {
+function refill(row: Bucket, now: number): number {
   if (tokens(row, now) > 0) return now;
   // Starts leave the window oldest first; the bucket is full, so the oldest frees a token.
   return recent(row, now)[0]![0] + row.interval_ms!;
@@ -160,8 +163,10 @@ export function keyedCandidates(prepare: Prepare, now: number, limit: number, na
  * slot for a key's task that holds none (a key's tasks in due order: one
  * refused stops the key's later ones), a token of its bucket, of the
  * scheduler-wide bucket if this process applies it, a free worker for any
- * limited task, and room in its queue (\`room\`; a taken-over expired task
- * keeps the slot its first claim took). Takes the slots and tokens of those it returns.
+ * limited task (a key, a queue with a rate, the scheduler-wide bucket), room
+ * in its queue (\`queues.room\`; a taken-over expired task keeps the slot its
+ * first claim took) and a token of its queue's rate bucket (every start
+ * takes one, a takeover's too). Takes the slots and tokens of those it returns.
  */
 export function decide(
   prepare: Prepare,
@@ -169,8 +174,9 @@ export function decide(
   now: number,
   limit: number,
   limits: ClaimLimits | undefined,
-  room: (queue: string) => number = () => Infinity,
+  queues: QueueView = { room: () => Infinity, buckets: new Map(), paused: new Set() },
 ): Candidate[] {
+  const room = queues.room;
   candidates.sort((a, b) => b.effective - a.effective || a.run_at - b.run_at || a.id - b.id);
   const rows = new Map<string, LimitRow | undefined>();
   const row = (kind: string, key: string) => {
@@ -185,6 +191,8 @@ export function decide(
   let globalLeft = global === undefined ? Infinity : tokens(global, now);
   let free = limits?.free ?? Infinity;
   const used = new Map<string, number>();
+  /** Tokens left in each queue's rate bucket (queues with a rate). */
+  const queueLeft = new Map<string, number>();
   const chosen: Candidate[] = [];
   for (const task of candidates) {
     if (chosen.length >= limit) break;
@@ -196,14 +204,17 @@ export function decide(
       const key = row('concurrency', task.serial!);
       slots.set(task.serial!, key === undefined ? 0 : key.lim - (JSON.parse(key.holders) as number[]).length);
     }
-    const limited = task.serial !== null || task.rate_key !== null || global !== undefined;
+    const metered = queues.buckets.get(task.queue);
+    if (metered !== undefined && !queueLeft.has(task.queue)) queueLeft.set(task.queue, tokens(metered, now));
+    const limited = task.serial !== null || task.rate_key !== null || global !== undefined || metered !== undefined;
     const ok =
       task.usable &&
       (!keyed || slots.get(task.serial!)! > 0) &&
       (bucket === undefined || left.get(task.rate_key!)! > 0) &&
       globalLeft > 0 &&
       (!limited || free > 0) &&
-      (task.expired === true || (used.get(task.queue) ?? 0) < room(task.queue));
+      (task.expired === true || (used.get(task.queue) ?? 0) < room(task.queue)) &&
+      (metered === undefined || queueLeft.get(task.queue)! > 0);
     if (!ok) {
       if (keyed) stopped.add(task.serial!);
       continue;
@@ -214,6 +225,7 @@ export function decide(
     if (global !== undefined) globalLeft--;
     if (limited) free--;
     if (task.expired !== true) used.set(task.queue, (used.get(task.queue) ?? 0) + 1);
+    if (metered !== undefined) queueLeft.set(task.queue, queueLeft.get(task.queue)! - 1);
   }
   // Take what the chosen ones use: slots, then each bucket's tokens at `now`.
   const spent = new Map<string, number>();
@@ -223,6 +235,12 @@ export function decide(
     if (global !== undefined) spent.set('', (spent.get('') ?? 0) + 1);
   }
   for (const [key, n] of spent) prepare(LIMITS_SQL.spend).run(JSON.stringify([...recent(row('rate', key)!, now), [now, n]]), key);
+  // And each queue's: one entry per claim, as a limit row's.
+  const started = new Map<string, number>();
+  for (const task of chosen) if (queues.buckets.has(task.queue)) started.set(task.queue, (started.get(task.queue) ?? 0) + 1);
+  for (const [name, n] of started) {
+    prepare(SQL.queueSpend).run({ name, starts: JSON.stringify([...recent(queues.buckets.get(name)!, now), [now, n]]) });
+  }
   return chosen;
 }
 
@@ -259,30 +277,69 @@ export function globalRefill(prepare: Prepare, now: number): number | undefined 
   return row === undefined ? undefined : refill(row, now);
 }
 
+/** A queue row as SQLite returns it. */
+interface QueueRow {
+  name: string;
+  paused: number;
+  global_concurrency: number | null;
+  rate_limit: number | null;
+  rate_interval_ms: number | null;
+  rate_starts: string | null;
+}
+
+/** What a claim knows of the queues at its \`now\`. */
+export interface QueueView {
+  /** The room a queue has for this claim (memoized): see queueRooms. */
+  room(queue: string): number;
+  /** The rate bucket of each queue with a rate. */
+  buckets: ReadonlyMap<string, Bucket>;
+  /** Paused queues (their buckets do not say when work is due). */
+  paused: ReadonlySet<string>;
+}
+
 /**
- * The room each queue has for this claim (memoized): 0 if paused, else the
- * least of this process's \`rooms\` and its global concurrency less its
+ * The room each queue has for a claim at \`now\`: 0 if paused, else the
+ * least of this process's \`rooms\`, its global concurrency less its
  * running tasks (one process owns the file, so they are counted exactly, in
- * the claim's transaction).
+ * the claim's transaction) and the tokens its rate bucket has left.
  */
-export function queueRooms(prepare: Prepare, rooms: QueueRooms | undefined): (queue: string) => number {
-  const settings = new Map<string, { paused: number; global_concurrency: number | null }>();
-  for (const row of prepare(SQL.queueSettings).all() as { name: string; paused: number; global_concurrency: number | null }[]) {
+export function queueRooms(prepare: Prepare, rooms: QueueRooms | undefined, now: number): QueueView {
+  const settings = new Map<string, QueueRow>();
+  const buckets = new Map<string, Bucket>();
+  const paused = new Set<string>();
+  for (const row of prepare(SQL.queueSettings).all() as QueueRow[]) {
     settings.set(row.name, row);
+    if (row.paused) paused.add(row.name);
+    if (row.rate_limit !== null)
+      buckets.set(row.name, { lim: row.rate_limit, interval_ms: row.rate_interval_ms, starts: row.rate_starts ?? '[]' });
   }
   const known = new Map<string, number>();
-  return (queue) => {
+  const room = (queue: string) => {
     let room = known.get(queue);
     if (room !== undefined) return room;
     const setting = settings.get(queue);
+    const bucket = buckets.get(queue);
     room = rooms?.get(queue) ?? Infinity;
     if (setting?.paused) room = 0;
-    else if (setting?.global_concurrency !== null && setting?.global_concurrency !== undefined && room > 0) {
+    if (bucket !== undefined && room > 0) room = Math.min(room, tokens(bucket, now));
+    if (setting?.global_concurrency !== null && setting?.global_concurrency !== undefined && room > 0) {
       room = Math.min(room, setting.global_concurrency - (prepare(SQL.queueRunning).get(queue) as { n: number }).n);
     }
     known.set(queue, room);
     return room;
   };
+  return { room, buckets, paused };
+}
+
+/** When the earliest empty rate bucket of a queue that is not paused has a token again (undefined: none is empty). */
+export function queueRefill(queues: QueueView, now: number): number | undefined {
+  let t: number | undefined;
+  for (const [name, bucket] of queues.buckets) {
+    if (queues.paused.has(name) || tokens(bucket, now) > 0) continue;
+    const at = refill(bucket, now);
+    if (t === undefined || at < t) t = at;
+  }
+  return t;
 }
 
 /** The queues with plain waiting tasks (one probe each of the queue-leading index), in name order. */

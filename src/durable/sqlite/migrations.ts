@@ -99,7 +99,9 @@ export const MIGRATIONS: readonly Migration[] = [
     // process owns the file, so they hold by construction): one row per
     // concurrency key (its holders, a JSON array) or rate bucket (its recent
     // starts, a JSON array of [ms, count]); keyed tasks leave the plain due
-    // index. \`started_at\`: when the task last started.
+    // index. \`started_at\`: when the task last started. A queue's rate is a
+    // bucket on its row (\`rate_limit\` per \`rate_interval_ms\`; \`rate_starts\`
+    // as a limit row's starts).
     version: 6,
     sql: `CREATE TABLE taskheap_limits (
      kind TEXT NOT NULL,
@@ -125,7 +127,10 @@ export const MIGRATIONS: readonly Migration[] = [
    CREATE INDEX taskheap_tasks_plain ON taskheap_tasks (queue, priority, run_at, id) WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL;
    CREATE INDEX taskheap_tasks_rate ON taskheap_tasks (rate_key, priority DESC, run_at, id)
      WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;
-   CREATE INDEX taskheap_tasks_rated ON taskheap_tasks (rate_key) WHERE state IN ('waiting', 'running') AND rate_key IS NOT NULL;`,
+   CREATE INDEX taskheap_tasks_rated ON taskheap_tasks (rate_key) WHERE state IN ('waiting', 'running') AND rate_key IS NOT NULL;
+   ALTER TABLE taskheap_queues ADD COLUMN rate_limit INTEGER;
+   ALTER TABLE taskheap_queues ADD COLUMN rate_interval_ms REAL;
+   ALTER TABLE taskheap_queues ADD COLUMN rate_starts TEXT;`,
   },
 ];
 

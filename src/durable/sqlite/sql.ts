@@ -54,15 +54,22 @@ export const SQL = {
   queueAfter: `SELECT MIN(queue) AS q FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue > ?`,
   queueTopLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ?`,
   queueLevelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ? AND priority < ?`,
-  /** Every queue row: its settings (few rows). */
-  queueSettings: `SELECT name, paused, global_concurrency FROM taskheap_queues`,
+  /** Every queue row: its settings and its rate bucket's starts (few rows). */
+  queueSettings: `SELECT name, paused, global_concurrency, rate_limit, rate_interval_ms, rate_starts FROM taskheap_queues`,
+  /** Queue @name's rate bucket after a claim's starts (a JSON array of [ms, count]). */
+  queueSpend: `UPDATE taskheap_queues SET rate_starts = @starts WHERE name = @name`,
   /** How many tasks of queue ? run. */
   queueRunning: `SELECT count(*) AS n FROM taskheap_tasks WHERE state = 'running' AND queue = ?`,
-  setQueue: `INSERT INTO taskheap_queues (name, paused, global_concurrency, updated_at) VALUES (@name, COALESCE(@paused, 0), @global, @now)
+  /** A queue's settings: what is not set (@setGlobal, @setRate false; @paused null) stays; a new rate keeps the starts made. */
+  setQueue: `INSERT INTO taskheap_queues (name, paused, global_concurrency, rate_limit, rate_interval_ms, updated_at)
+    VALUES (@name, COALESCE(@paused, 0), @global, @rateLimit, @rateInterval, @now)
     ON CONFLICT (name) DO UPDATE SET paused = COALESCE(@paused, paused),
-      global_concurrency = CASE WHEN @setGlobal THEN @global ELSE global_concurrency END, updated_at = @now`,
+      global_concurrency = CASE WHEN @setGlobal THEN @global ELSE global_concurrency END,
+      rate_limit = CASE WHEN @setRate THEN @rateLimit ELSE rate_limit END,
+      rate_interval_ms = CASE WHEN @setRate THEN @rateInterval ELSE rate_interval_ms END, updated_at = @now`,
   /** Every queue (@name null) or one: its settings and its tasks by state. */
-  listQueues: `SELECT n.name, COALESCE(q.paused, 0) AS paused, q.global_concurrency, c.state, COALESCE(c.n, 0) AS n
+  listQueues: `SELECT n.name, COALESCE(q.paused, 0) AS paused, q.global_concurrency, q.rate_limit, q.rate_interval_ms, c.state,
+      COALESCE(c.n, 0) AS n
     FROM (SELECT name FROM taskheap_queues WHERE @name IS NULL OR name = @name
       UNION SELECT DISTINCT queue FROM taskheap_tasks WHERE @name IS NULL OR queue = @name) AS n
     LEFT JOIN taskheap_queues AS q ON q.name = n.name

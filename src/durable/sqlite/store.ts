@@ -295,6 +295,9 @@ class SqliteStore implements Store {
         paused,
         setGlobal: change.globalConcurrency === undefined ? 0 : 1,
         global: change.globalConcurrency ?? null,
+        setRate: change.rate === undefined ? 0 : 1,
+        rateLimit: change.rate?.limit ?? null,
+        rateInterval: change.rate?.interval ?? null,
         now: Date.now(),
       }),
     );

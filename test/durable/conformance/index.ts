@@ -10,6 +10,7 @@ import { claimScenarios } from './claims.js';
 import { dedupeScenarios } from './dedupe.js';
 import { flowScenarios } from './flow.js';
 import { limitScenarios } from './limits.js';
+import { queueRateScenarios } from './queue-rates.js';
 import { queueScenarios } from './queues.js';
 import { taskScenarios } from './tasks.js';
 
@@ -30,6 +31,7 @@ export function storeConformance(backend: Backend): void {
     flowScenarios(backend, setup);
     limitScenarios(backend, setup);
     queueScenarios(backend, setup);
+    queueRateScenarios(backend, setup);
     dedupeScenarios(backend, setup);
   });
 }
