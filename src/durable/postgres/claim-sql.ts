@@ -387,9 +387,18 @@ export function nextDueSql(T: string, J: string, L: string, Q: string): string {
       refills AS (SELECT ${refillOf('q.rate_starts', 'q.rate_interval_ms')} AS at FROM ${Q} AS q
         WHERE q.rate_limit IS NOT NULL AND NOT q.paused AND ${queueTokens('q')} <= 0),
       soonest AS (SELECT LEAST((SELECT MIN(run_at) FROM firsts), (SELECT MIN(run_at) FROM heads), (SELECT MIN(at) FROM refills)) AS at),
-      refilled AS (SELECT ${refill('l')} AS at FROM ${L} AS l WHERE $2::boolean AND l.kind = 'rate' AND l.key = '')
+      refilled AS (SELECT ${refill('l')} AS at FROM ${L} AS l WHERE $2::boolean AND l.kind = 'rate' AND l.key = ''),
+      -- A lease that ran out is due when its task may start again: once its buckets (its key's,
+      -- its queue's, the scheduler-wide one) have a token, or a process would claim in a loop.
+      leases AS (SELECT MIN(locked_until) AS at FROM ${T} AS t WHERE t.state = 'running' AND t.locked_until > now() AND ${named}
+        UNION ALL SELECT MIN(GREATEST(t.locked_until,
+            COALESCE((SELECT ${refill('l')} FROM ${L} AS l WHERE l.kind = 'rate' AND l.key = t.rate_key), '-infinity'),
+            COALESCE((SELECT ${refillOf('q.rate_starts', 'q.rate_interval_ms')} FROM ${Q} AS q
+              WHERE q.name = t.queue AND q.rate_limit IS NOT NULL AND ${queueTokens('q')} <= 0), '-infinity'),
+            COALESCE((SELECT at FROM refilled), '-infinity')))
+          FROM ${T} AS t WHERE t.state = 'running' AND t.locked_until <= now() AND ${named})
       SELECT (extract(epoch from LEAST(
         GREATEST((SELECT at FROM soonest), (SELECT at FROM refilled)),
-        (SELECT MIN(locked_until) FROM ${T} WHERE state = 'running' AND ($1::text[] IS NULL OR name = ANY($1::text[]))),
+        (SELECT MIN(at) FROM leases),
         (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`;
 }

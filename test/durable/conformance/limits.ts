@@ -91,6 +91,19 @@ export function limitScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(await claim(store, 'b')).toEqual([]);
     });
 
+    it("a lease that ran out on a task whose bucket is empty is due at the bucket's refill, not at once (no claim loop)", async () => {
+      const { openStore, db } = await setup();
+      let store = await openStore();
+      const now = Date.now();
+      await store.addTask(task('r0', now - 1_000, { rate: { key: 'chat', limit: 1 } }));
+      expect(names(await claim(store, 'a'))).toEqual(['r0']);
+      // Its process dies: the lease runs out, but the task's start spent the bucket's one token for the hour.
+      await db.ownerDies(store);
+      store = await openStore();
+      expect(await claim(store, 'b')).toEqual([]);
+      expect(await store.nextDue(Date.now())).toBeGreaterThan(20 * 60_000);
+    });
+
     it('the scheduler-wide bucket holds for the processes that apply it; limited tasks are claimed only into free workers', async () => {
       const { openStore } = await setup();
       const store = await openStore();
