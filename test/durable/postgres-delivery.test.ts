@@ -111,6 +111,38 @@ describe('postgresStore: no task runs twice unless a process dies', () => {
     expect(a.errors.length + b.errors.length).toBeGreaterThan(0);
   }, 60_000);
 
+  it('the server down for longer than the lease: a living owner keeps its tasks (no takeover until the server has been up for a lease)', async () => {
+    const schema = freshSchema();
+    const options = { connectionString: server.url, schema, lease: 2_000, timeout: 600 };
+    const a = postgresStore(options);
+    const b = postgresStore(options);
+    await a.migrate();
+    await b.migrate();
+    try {
+      await a.addTask({ name: 'work', key: null, payload: '{}', runAt: Date.now() - 1_000, maxAttempts: 1, options: '{}' });
+      const none = (): never => {
+        throw new Error('no jobs here');
+      };
+      const [held] = await a.claim('a', 0, 2_000, 10, none);
+      await server.stop();
+      await sleep(3_000); // the lease runs out while nobody can renew it
+      await server.start();
+      // b asks at once: the lease ran out during the outage, not because a died.
+      await waitFor('b to reach the server again', async () => {
+        await b.claim('b', 0, 2_000, 10, none);
+        return true;
+      });
+      expect(await b.getTask(held!.id)).toMatchObject({ state: 'running', attempts: 1 });
+      // a is back within the grace: it renews its lease and reports the outcome.
+      await waitFor('a to renew', async () => (await a.renew('a', [held!.id], 0, 2_000)).length === 0);
+      await a.settle('a', [{ id: held!.id, kind: 'complete', state: 'succeeded', error: null }], 0);
+      expect(await b.getTask(held!.id)).toMatchObject({ state: 'succeeded', attempts: 1 });
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  }, 60_000);
+
   it('every connection terminated, ten times mid-run: nothing lost, nothing run twice', async () => {
     const schema = freshSchema();
     const runs = new Map<number, number>();

@@ -220,7 +220,10 @@ const keyed = (T: string, L: string) => `
  * server's: process clocks may disagree, the database's is the one clock.
  * An expired task whose lease already expired $4 times is failed with error
  * $5 instead (and lets go of its slots). Our own expired leases are left
- * alone: this process is alive (it is claiming) and renews them.
+ * alone: this process is alive (it is claiming) and renews them. None is
+ * taken over before the server has been up for $3 ms: leases ran out while
+ * it was down (a restart) because no owner could renew, and a living owner
+ * gets that long to renew its leases and report what finished meanwhile.
  * `unlessJobsDue`: claims only if no recurring job is due, and returns that
  * flag (on a row of its own if nothing was claimed). $6 (text[], or null for
  * any): only tasks of these handler names. $7: this process applies the
@@ -260,6 +263,9 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
     ${openQueues(T, Q, '$9', '$10')},
     expired AS (SELECT id, run_at, priority, serial, rate_key, queue, expiries FROM ${T}
       WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
+        -- Lease time the server spent down is not held against a living owner: nothing is taken
+        -- over until the server has been up for a lease, time for owners to renew and report.
+        AND now() >= pg_postmaster_start_time() + ${millis('$3')}
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
@@ -362,6 +368,8 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
  * whose rate bucket is empty counts when the bucket has a token again
  * (\`refills\`), whatever its tasks: no index finds a queue's keyed tasks,
  * and waking once when a bucket that emptied refills costs one statement.
+ * A lease that ran out counts when the claim may take it over: its buckets
+ * have a token, and the server has been up for a lease ($5 ms).
  */
 export function nextDueSql(T: string, J: string, L: string, Q: string): string {
   const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
@@ -391,7 +399,7 @@ export function nextDueSql(T: string, J: string, L: string, Q: string): string {
       -- A lease that ran out is due when its task may start again: once its buckets (its key's,
       -- its queue's, the scheduler-wide one) have a token, or a process would claim in a loop.
       leases AS (SELECT MIN(locked_until) AS at FROM ${T} AS t WHERE t.state = 'running' AND t.locked_until > now() AND ${named}
-        UNION ALL SELECT MIN(GREATEST(t.locked_until,
+        UNION ALL SELECT MIN(GREATEST(t.locked_until, pg_postmaster_start_time() + ${millis('$5')},
             COALESCE((SELECT ${refill('l')} FROM ${L} AS l WHERE l.kind = 'rate' AND l.key = t.rate_key), '-infinity'),
             COALESCE((SELECT ${refillOf('q.rate_starts', 'q.rate_interval_ms')} FROM ${Q} AS q
               WHERE q.name = t.queue AND q.rate_limit IS NOT NULL AND ${queueTokens('q')} <= 0), '-infinity'),

@@ -420,7 +420,12 @@ class PostgresStore implements Store {
   }
 
   async nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
-    const { rows } = await this.#db.query<{ t: number | string | null }>(this.#sql.nextDue, [names ?? null, rated, ...roomArrays(rooms)]);
+    const { rows } = await this.#db.query<{ t: number | string | null }>(this.#sql.nextDue, [
+      names ?? null,
+      rated,
+      ...roomArrays(rooms),
+      this.lease,
+    ]);
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }
