@@ -42,6 +42,8 @@ export class Dispatcher {
             throw new UnknownHandlerError(claim.name);
           }
         : async (ctx) => {
+            // Prefetched: the store learns that it started with the next renewal.
+            if (!claim.started) this.#holdings.starts.add(claim.id);
             const started = performance.now();
             try {
               return toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));

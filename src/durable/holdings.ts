@@ -31,6 +31,8 @@ export class Holdings {
    * attempt not counted), not as cancelled.
    */
   readonly handedBack = new Set<number>();
+  /** Ids of prefetched claims that started here and that the store has not marked started yet (leases.ts marks them). */
+  readonly starts = new Set<number>();
   /** The named queues: what this process holds of each counts against its room there. */
   readonly queues: QueueBook;
 

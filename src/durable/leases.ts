@@ -47,9 +47,11 @@ export class Leases {
     // here and again elsewhere. A claim whose answer was lost has failed here
     // already, so the next renewal hands it back.
     const ids = [...this.#holdings.ids(), ...this.#completer.ids()];
+    const started = [...this.#holdings.starts];
     this.#renewal = store
-      .renew(owner, ids, loop.clock.now(), lease, !this.#claiming())
+      .renew(owner, ids, loop.clock.now(), lease, !this.#claiming(), started)
       .then((lost) => {
+        for (const id of started) this.#holdings.starts.delete(id);
         // Another process owns these now (our lease expired) or they were
         // cancelled: stop them here, and stop writing their outcomes.
         for (const id of lost) {

@@ -74,6 +74,8 @@ export interface ClaimRow {
   run_at: number | string;
   options: string;
   priority: number | string;
+  /** Whether the claim marked it started (false: prefetched); absent: started. */
+  started?: boolean | number | null;
 }
 
 /** One queue and one state of its tasks (state null: it has none): what `listQueues` statements return. */
@@ -187,6 +189,7 @@ export function toClaims(rows: ClaimRow[]): ClaimedTask[] {
       runAt: Number(row.run_at),
       options: row.options,
       priority: Number(row.priority),
+      started: row.started === undefined || row.started === null ? true : Boolean(row.started),
     }))
     .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.id - b.id);
 }

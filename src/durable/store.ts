@@ -268,6 +268,12 @@ export interface ClaimedTask {
   options: string;
   /** The priority: claims come ordered by priority (highest first), then due time, then id. */
   priority: number;
+  /**
+   * Whether the claim counted it started (it goes into a free worker at
+   * once); false: prefetched, and `renew` marks it once it starts. A lease
+   * that runs out counts against a task only once it started.
+   */
+  started: boolean;
 }
 
 /** A recurring job due for its next occurrence. */
@@ -440,9 +446,17 @@ export interface Store {
    * the owner holds but did not list, claimed long ago, are claims whose
    * answer never reached it: they go back to waiting, unrun. The caller
    * passes false while a claim of its own is on its way, whose answer may
-   * just not have been read yet.
+   * just not have been read yet. `started`: prefetched claims (among `ids`)
+   * that have started since, marked so.
    */
-  renew(owner: string, ids: readonly number[], now: number, lease: number, handBack?: boolean): Promise<number[]>;
+  renew(
+    owner: string,
+    ids: readonly number[],
+    now: number,
+    lease: number,
+    handBack?: boolean,
+    started?: readonly number[],
+  ): Promise<number[]>;
   /**
    * Records outcomes of claimed tasks, all or none, in one statement
    * (PostgreSQL) or one transaction (SQLite). An outcome for a task

@@ -38,6 +38,8 @@ const ADDED: Record<string, unknown> = {
   queue: 'default',
   rate_key: null,
   started_at: null,
+  // Version 6: no task of an earlier version was claimed beyond the free workers.
+  prefetched: false,
   // Version 6: a queue's rate (none on the queues of earlier versions).
   rate_limit: null,
   rate_interval_ms: null,
@@ -67,7 +69,10 @@ function expectKept(before: Tables, after: Tables, version: number): void {
       const added = Object.keys(row).filter((column) => !(column in old));
       for (const column of added)
         expect(column in ADDED, `${table}.${column} was added after version ${version}: list its default in ADDED`).toBe(true);
-      expect(row, `${table} row ${i}`).toEqual({ ...old, ...Object.fromEntries(added.map((column) => [column, ADDED[column]])) });
+      // SQLite keeps a boolean as 0 or 1.
+      const stored = (column: string) =>
+        typeof ADDED[column] === 'boolean' && typeof row[column] === 'number' ? Number(ADDED[column]) : ADDED[column];
+      expect(row, `${table} row ${i}`).toEqual({ ...old, ...Object.fromEntries(added.map((column) => [column, stored(column)])) });
     });
   }
 }

@@ -261,7 +261,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
     ${levels(T)},
     ${openQueues(T, Q, '$9', '$10')},
-    expired AS (SELECT id, run_at, priority, serial, rate_key, queue, expiries FROM ${T}
+    expired AS (SELECT id, run_at, priority, serial, rate_key, queue, expiries, NOT prefetched AS started FROM ${T}
       WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
         -- Lease time the server spent down is not held against a living owner: nothing is taken
         -- over until the server has been up for a lease, time for owners to renew and report.
@@ -269,7 +269,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
-      FROM expired WHERE t.id = expired.id AND expired.expiries >= $4 RETURNING t.id, t.serial, t.queue),
+      FROM expired WHERE t.id = expired.id AND expired.started AND expired.expiries >= $4 RETURNING t.id, t.serial, t.queue),
 
     plain AS (SELECT w.id, w.run_at, w.priority, w.queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority, t.queue FROM ${T} AS t
@@ -281,7 +281,8 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
     keyed_locked AS (SELECT t.id FROM ${T} AS t
       WHERE t.id IN (SELECT id FROM keyed WHERE run_at <= now() ${NAMED}) AND t.state = 'waiting' ${gate}
       FOR UPDATE SKIP LOCKED),
-    cand AS (SELECT id, run_at, priority, serial, rate_key, queue, true AS holds, true AS usable, true AS expired FROM expired WHERE expiries < $4
+    cand AS (SELECT id, run_at, priority, serial, rate_key, queue, true AS holds, true AS usable, true AS expired FROM expired
+        WHERE expiries < $4 OR NOT started
       UNION ALL SELECT id, run_at, priority, NULL, NULL, queue, false, true, false FROM plain
       UNION ALL SELECT id, run_at, priority, serial, rate_key, queue, holds, id IN (SELECT id FROM keyed_locked), false FROM keyed),
     qlocked AS (${lockQueues(Q, 'SELECT queue FROM failed UNION ALL SELECT queue FROM cand', true)}),
@@ -314,18 +315,26 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
     metered AS (SELECT *, queue_tokens IS NOT NULL AS rated FROM (SELECT r.*,
           row_number() OVER (PARTITION BY r.queue ORDER BY r.effective DESC, r.run_at, r.id) AS tn FROM roomed AS r) AS r
       WHERE queue_tokens IS NULL OR tn <= queue_tokens),
-    due AS (SELECT id, serial, rate_key, held, queue, expired FROM (
-        SELECT *, row_number() OVER (PARTITION BY serial IS NOT NULL OR rate_key IS NOT NULL OR rated OR $7::boolean
-          ORDER BY effective DESC, run_at, id) AS lr
-        FROM metered) AS x
-      WHERE NOT (serial IS NOT NULL OR rate_key IS NOT NULL OR rated OR $7::boolean) OR lr <= $8
+    due AS (SELECT id, serial, rate_key, held, queue, expired, limited FROM (
+        SELECT *, row_number() OVER (PARTITION BY limited ORDER BY effective DESC, run_at, id) AS lr
+        FROM (SELECT *, serial IS NOT NULL OR rate_key IS NOT NULL OR rated OR expired OR $7::boolean AS limited FROM metered) AS m) AS x
+      WHERE NOT limited OR lr <= $8
       ORDER BY effective DESC, run_at, id
       LIMIT CASE WHEN $7::boolean THEN LEAST($1, COALESCE((SELECT room FROM locked WHERE kind = 'rate' AND key = ''), $1)) ELSE $1 END),
+    -- What starts at once: limited tasks and takeovers (claimed only into free workers), then plain
+    -- ones into the free workers left, in claim order; the rest is prefetched and marked started
+    -- later, when it does (renew). A lease that runs out counts against a task only if it started.
+    starting AS (SELECT id, limited OR row_number() OVER (ORDER BY limited DESC, effective DESC, run_at, id) <= $8 AS now
+      FROM (SELECT d.id, d.limited, m.effective, m.run_at FROM due AS d JOIN metered AS m ON m.id = d.id) AS x),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
-        attempts = t.attempts + 1, expiries = t.expiries + (t.state = 'running')::int, started_at = (SELECT at FROM stamp), updated_at = now()
-      FROM due WHERE t.id = due.id AND (t.state = 'waiting' OR (t.state = 'running' AND t.locked_until <= now()))
+        -- A takeover of a task that never started is neither an attempt nor an expiry.
+        attempts = t.attempts + (t.state = 'waiting' OR NOT t.prefetched)::int,
+        expiries = t.expiries + (t.state = 'running' AND NOT t.prefetched)::int,
+        started_at = (SELECT at FROM stamp), prefetched = NOT s.now, updated_at = now()
+      FROM due JOIN starting AS s ON s.id = due.id
+      WHERE t.id = due.id AND (t.state = 'waiting' OR (t.state = 'running' AND t.locked_until <= now()))
       RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
-        due.serial, due.rate_key, due.held, due.queue, due.expired),
+        due.serial, due.rate_key, due.held, due.queue, due.expired, s.now AS started),
     -- A statement updates a row once (a second UPDATE of it in the same statement is lost): each
     -- queue row and concurrency row gets one UPDATE, with the slots the claim took and those
     -- that the tasks it failed for good gave back, and a queue row the tokens its starts took.
@@ -352,8 +361,8 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
       WHERE l.kind = 'rate' AND l.key = g.key)
     ${
       unlessJobsDue
-        ? 'SELECT flag.jobs_due, claimed.id, claimed.name, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.run_at, claimed.options, claimed.priority FROM flag LEFT JOIN claimed ON true'
-        : 'SELECT id, name, payload, attempts, max_attempts, run_at, options, priority FROM claimed'
+        ? 'SELECT flag.jobs_due, claimed.id, claimed.name, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.run_at, claimed.options, claimed.priority, claimed.started FROM flag LEFT JOIN claimed ON true'
+        : 'SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started FROM claimed'
     }`;
 }
 

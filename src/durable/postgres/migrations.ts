@@ -167,6 +167,8 @@ export const MIGRATIONS: readonly Migration[] = [
       -- Whether a bucket is in use (retention of limit rows: sql.ts pruneLimits).
       CREATE INDEX taskheap_tasks_rated ON :SCHEMA.taskheap_tasks (rate_key)
         WHERE state IN ('waiting', 'running') AND rate_key IS NOT NULL;
+      -- Claimed beyond the free workers and not started yet: a lease that runs out does not count against it.
+      ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN prefetched boolean NOT NULL DEFAULT false;
       ALTER TABLE :SCHEMA.taskheap_queues ADD COLUMN rate_limit integer CHECK (rate_limit >= 1), ADD COLUMN rate_interval_ms float8,
         ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];`,
   },

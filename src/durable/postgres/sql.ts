@@ -306,10 +306,12 @@ export function statements(schema: string | undefined) {
      * returns the running tasks it holds but does not know of: claims whose
      * answer never arrived (a query timeout after the server committed),
      * claimed more than $4 ms ago so that no claim still on its way counts.
-     * They go back to waiting, unrun.
+     * They go back to waiting, unrun. $6: prefetched claims that started
+     * since, marked started (from then on an expiry counts against them).
      */
     renew: `WITH
-        renewed AS (UPDATE ${T} SET locked_until = clock_timestamp() + ${millis('$1')}
+        renewed AS (UPDATE ${T} SET locked_until = clock_timestamp() + ${millis('$1')},
+            prefetched = prefetched AND NOT (id = ANY($6::bigint[]))
           WHERE id = ANY($2::bigint[]) AND locked_by = $3 AND state = 'running' RETURNING id),
         orphans AS (UPDATE ${T} SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = now()
           WHERE $5::boolean AND locked_by = $3 AND state = 'running' AND NOT (id = ANY($2::bigint[])) AND updated_at < now() - ${millis('$4')}

@@ -435,9 +435,23 @@ class PostgresStore implements Store {
     if (rate !== undefined) await this.#db.query(this.#sql.setSchedulerRate, [rate.limit, rate.interval]);
   }
 
-  async renew(owner: string, ids: readonly number[], _now: number, lease: number, handBack = true): Promise<number[]> {
+  async renew(
+    owner: string,
+    ids: readonly number[],
+    _now: number,
+    lease: number,
+    handBack = true,
+    started: readonly number[] = [],
+  ): Promise<number[]> {
     // Runs with no ids too: it also hands back claims whose answer was lost.
-    const { rows } = await this.#db.query<{ id: string | number }>(this.#sql.renew, [lease, ids, owner, 3 * this.#timeout, handBack]);
+    const { rows } = await this.#db.query<{ id: string | number }>(this.#sql.renew, [
+      lease,
+      ids,
+      owner,
+      3 * this.#timeout,
+      handBack,
+      started,
+    ]);
     const kept = new Set(rows.map((row) => Number(row.id)));
     return ids.filter((id) => !kept.has(id));
   }

@@ -40,6 +40,8 @@ interface ExpiredRow {
   id: number;
   run_at: number;
   expiries: number;
+  /** Its claim had started it (a prefetched task that never started has not). */
+  started: number;
   priority: number;
   serial: string | null;
   rate_key: string | null;
@@ -79,7 +81,7 @@ interface ClaimAsk {
 }
 
 /** Claims the tasks that may start now (see limits.ts for the decision); the rows claimed. @internal */
-export function claimDue(prepare: Prepare, ask: ClaimAsk): TaskRow[] {
+export function claimDue(prepare: Prepare, ask: ClaimAsk): (TaskRow & { started: boolean })[] {
   const { owner, now, lease, limit, names } = ask;
   const named = names === undefined ? undefined : JSON.stringify(names);
   const queues = queueRooms(prepare, ask.rooms, now);
@@ -94,7 +96,7 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): TaskRow[] {
   const candidates: Candidate[] = [];
   for (const row of expired) {
     // Expired too often: a task that kills or stalls its process must not be retried forever.
-    if (row.expiries >= ask.expiries.max) {
+    if (row.started && row.expiries >= ask.expiries.max) {
       fail.run(ask.expiries.text, now, row.id);
       prepare(LIMITS_SQL.letGo).run({ id: row.id });
       continue;
@@ -107,9 +109,13 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): TaskRow[] {
     if (room(keyed.queue) > 0) candidates.push(keyed);
   }
   const take = prepare(SQL.claimOne);
-  return decide(prepare, candidates, now, limit, ask.limits, queues).map(
-    (row) => take.get(owner, now + lease, now, now, row.id) as TaskRow,
-  );
+  // What starts at once (into a free worker): the first `free` in claim order, and every limited
+  // task or takeover (claimed only into free workers); the rest is prefetched, marked when it starts.
+  const free = ask.limits?.free ?? Infinity;
+  return decide(prepare, candidates, now, limit, ask.limits, queues).map((row, i) => {
+    const starts = i < free || row.expired === true || row.serial !== null || row.rate_key !== null;
+    return { ...(take.get(owner, now + lease, now, starts ? 0 : 1, now, row.id) as TaskRow), started: starts };
+  });
 }
 
 /**

@@ -128,6 +128,7 @@ export const MIGRATIONS: readonly Migration[] = [
    CREATE INDEX taskheap_tasks_rate ON taskheap_tasks (rate_key, priority DESC, run_at, id)
      WHERE state = 'waiting' AND rate_key IS NOT NULL AND serial IS NULL;
    CREATE INDEX taskheap_tasks_rated ON taskheap_tasks (rate_key) WHERE state IN ('waiting', 'running') AND rate_key IS NOT NULL;
+   ALTER TABLE taskheap_tasks ADD COLUMN prefetched INTEGER NOT NULL DEFAULT 0;
    ALTER TABLE taskheap_queues ADD COLUMN rate_limit INTEGER;
    ALTER TABLE taskheap_queues ADD COLUMN rate_interval_ms REAL;
    ALTER TABLE taskheap_queues ADD COLUMN rate_starts TEXT;`,

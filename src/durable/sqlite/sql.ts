@@ -32,12 +32,15 @@ export const SQL = {
   insertVersion: `INSERT INTO taskheap_meta (version) VALUES (?)`,
   updateVersion: `UPDATE taskheap_meta SET version = ?`,
   /**
-   * At start-up, whatever is still running ran in a previous owner that died:
-   * back to waiting, one lease expiry counted; past the limit failed with `error`.
+   * At start-up, whatever is still running was held by a previous owner that
+   * died: back to waiting, and if it had started, one lease expiry counted,
+   * past the limit failed with `error`. A task it had claimed but not started
+   * (prefetched) goes back unrun: neither an attempt nor an expiry.
    */
-  recover: `UPDATE taskheap_tasks SET locked_by = NULL, locked_until = NULL, expiries = expiries + 1, updated_at = @now,
-    state = CASE WHEN expiries >= @limit THEN 'failed' ELSE 'waiting' END,
-    last_error = CASE WHEN expiries >= @limit THEN @error ELSE last_error END
+  recover: `UPDATE taskheap_tasks SET locked_by = NULL, locked_until = NULL, updated_at = @now,
+    expiries = expiries + (NOT prefetched), attempts = attempts - prefetched,
+    state = CASE WHEN NOT prefetched AND expiries >= @limit THEN 'failed' ELSE 'waiting' END,
+    last_error = CASE WHEN NOT prefetched AND expiries >= @limit THEN @error ELSE last_error END
     WHERE state = 'running'`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
@@ -104,13 +107,21 @@ export const SQL = {
    * finds nothing in normal use; our own expired leases (a handler blocking
    * the event loop) are never taken from ourselves: this process is alive.
    */
-  dueExpired: `SELECT id, run_at, expiries, priority, serial, rate_key, queue FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+  dueExpired: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue FROM taskheap_tasks
+    WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     ORDER BY run_at, id LIMIT ?`,
-  dueExpiredNamed: `SELECT id, run_at, expiries, priority, serial, rate_key, queue FROM taskheap_tasks WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+  dueExpiredNamed: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue FROM taskheap_tasks
+    WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
-  /** A claim; an expired lease taken over counts one expiry. */
-  claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running'), state = 'running', locked_by = ?, locked_until = ?,
-    attempts = attempts + 1, started_at = ?, updated_at = ? WHERE id = ? RETURNING *`,
+  /**
+   * A claim; `prefetched` for a task claimed beyond the free workers (until
+   * it starts: renewMark). An expired lease taken over counts one expiry if
+   * its task had started; one that never started is neither an attempt nor
+   * an expiry.
+   */
+  claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running' AND NOT prefetched),
+    attempts = attempts + (state = 'waiting' OR NOT prefetched), state = 'running', locked_by = ?, locked_until = ?,
+    started_at = ?, prefetched = ?, updated_at = ? WHERE id = ? RETURNING *`,
   /** An expired task past the limit of expiries: failed instead of claimed. */
   failExpired: `UPDATE taskheap_tasks SET state = 'failed', expiries = expiries + 1, last_error = ?, locked_by = NULL, locked_until = NULL,
     updated_at = ? WHERE id = ?`,
@@ -129,6 +140,8 @@ export const SQL = {
     SELECT MIN(locked_until) AS t FROM taskheap_tasks WHERE state = 'running' AND name IN (SELECT value FROM json_each(?))
     UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
   renew: `UPDATE taskheap_tasks SET locked_until = ? WHERE id = ? AND locked_by = ? AND state = 'running'`,
+  /** A prefetched task started: from now on a lease that runs out counts against it. */
+  renewMark: `UPDATE taskheap_tasks SET prefetched = 0 WHERE id = ? AND locked_by = ? AND state = 'running' AND prefetched = 1`,
   /** A final state; a failure's error joins \`errors\`, a success's return value is \`result\`. */
   complete: `UPDATE taskheap_tasks SET state = @state, last_error = @error, result = @result,
     errors = CASE WHEN @state IN ('failed', 'timed-out') THEN ${APPEND_ERROR} ELSE errors END,

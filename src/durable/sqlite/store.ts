@@ -314,11 +314,24 @@ class SqliteStore implements Store {
 
   // One process, one clock: the scheduler's (which a test may drive); the
   // calls are synchronous, so `now` is the time the row is written.
-  async renew(owner: string, ids: readonly number[], now: number, lease: number): Promise<number[]> {
+  async renew(
+    owner: string,
+    ids: readonly number[],
+    now: number,
+    lease: number,
+    _handBack?: boolean,
+    started: readonly number[] = [],
+  ): Promise<number[]> {
     const db = this.#open;
     const stmt = this.#statement(SQL.renew);
+    const mark = this.#statement(SQL.renewMark);
     const until = now + lease;
-    return this.#named(() => db.transaction(() => ids.filter((id) => stmt.run(until, id, owner).changes === 0))());
+    return this.#named(() =>
+      db.transaction(() => {
+        for (const id of started) mark.run(id, owner);
+        return ids.filter((id) => stmt.run(until, id, owner).changes === 0);
+      })(),
+    );
   }
 
   async settle(owner: string, outcomes: readonly Outcome[], now: number): Promise<void> {

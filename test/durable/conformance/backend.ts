@@ -203,6 +203,13 @@ export function envFor(backend: Backend): () => Promise<Env> {
  * `it` where `ok`; otherwise `it.skip`, with `why` (the capability the
  * backend lacks) in the skipped test's name, so a skip is never silent.
  */
+/**
+ * The time limit of a scenario that lets an owner die (ownerDies) and takes its work over:
+ * PostgreSQL takes no lease over before the server has been up for a lease (30 s in these
+ * scenarios), so the first such scenario of a file may wait for that.
+ */
+export const TAKEOVER_TIMEOUT = 60_000;
+
 export function itWhen(ok: boolean, why: string): (name: string, fn: () => Promise<void> | void, timeout?: number) => void {
   return ok ? (name, fn, timeout) => it(name, fn, timeout) : (name, fn) => it.skip(`${name} (skipped: ${why})`, fn);
 }

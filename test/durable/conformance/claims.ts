@@ -9,7 +9,7 @@
 import { describe, expect } from 'vitest';
 import { advanceJob } from '../../../src/durable/advance-job.js';
 import type { NewTask, Store } from '../../../src/durable/store.js';
-import { itWhen, type Backend, type Env } from './backend.js';
+import { itWhen, TAKEOVER_TIMEOUT, type Backend, type Env } from './backend.js';
 
 function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTask {
   return { name, key: null, payload: '{}', runAt, maxAttempts: 1, options: '{}', ...extra };
@@ -268,29 +268,97 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
   });
 
   describe('leases that run out', () => {
-    it("a dead owner's task is taken over, attempt and expiry counted, at most maxLeaseExpiries times; then it fails saying so and lets go of its key", async () => {
-      const { openStore, db } = await setup();
-      let store = await openStore({ maxLeaseExpiries: 2 });
-      const now = Date.now();
-      const a1 = await store.addTask(task('a1', now - 300, { serial: 'a' }));
-      const a2 = await store.addTask(task('a2', now - 200, { serial: 'a' }));
-      // Three "processes" claim in turn and die holding it.
-      for (const [owner, expected] of [
-        ['p1', 1],
-        ['p2', 2],
-        ['p3', 3],
-      ] as const) {
-        expect((await claim(store, owner)).map((c) => [c.id, c.attempts])).toEqual([[a1.id, expected]]);
+    it(
+      "a dead owner's task is taken over, attempt and expiry counted, at most maxLeaseExpiries times; then it fails saying so and lets go of its key",
+      async () => {
+        const { openStore, db } = await setup();
+        let store = await openStore({ maxLeaseExpiries: 2 });
+        const now = Date.now();
+        const a1 = await store.addTask(task('a1', now - 300, { serial: 'a' }));
+        const a2 = await store.addTask(task('a2', now - 200, { serial: 'a' }));
+        // Three "processes" claim in turn and die holding it.
+        for (const [owner, expected] of [
+          ['p1', 1],
+          ['p2', 2],
+          ['p3', 3],
+        ] as const) {
+          expect((await claim(store, owner)).map((c) => [c.id, c.attempts])).toEqual([[a1.id, expected]]);
+          await db.ownerDies(store);
+          store = await openStore({ maxLeaseExpiries: 2 });
+        }
+        // The third expiry is one too many: failed (at recovery, or by this claim), and the key let go of.
+        const first = await claim(store, 'p4');
+        const next = first.length > 0 ? first : await claim(store, 'p4');
+        expect(next.map((c) => [c.id, c.attempts])).toEqual([[a2.id, 1]]);
+        const failed = (await store.getTask(a1.id))!;
+        expect(failed).toMatchObject({ state: 'failed', attempts: 3 });
+        expect(failed.lastError).toMatch(/the lease of this task expired 3 times.*maxLeaseExpiries is 2/);
+      },
+      TAKEOVER_TIMEOUT,
+    );
+
+    it(
+      'a lease that runs out counts only against a task that started: prefetched tasks of dead processes never fail for it',
+      async () => {
+        const { openStore, db } = await setup();
+        // No expiry allowed at all: a task that started in a process that died fails.
+        let store = await openStore({ maxLeaseExpiries: 0 });
+        const now = Date.now();
+        const ids: number[] = [];
+        for (let i = 0; i < 5; i++) ids.push((await store.addTask(task(`t${i}`, now - 1_000 + i))).id);
+        // Three processes in turn claim with one free worker and die: each time the first task claimed
+        // started (in the free worker), the others were prefetched and never ran.
+        const started: number[] = [];
+        for (const owner of ['p1', 'p2', 'p3']) {
+          const claimed = await store.claim(owner, Date.now(), 30_000, 10, advanceJob, undefined, undefined, { free: 1, rate: undefined });
+          expect(claimed[0]?.started).toBe(true);
+          expect(claimed.slice(1).every((c) => !c.started)).toBe(true);
+          started.push(claimed[0]!.id);
+          await db.ownerDies(store);
+          store = await openStore({ maxLeaseExpiries: 0 });
+        }
+        // The three that started are failed by their expiry; the two never started come back as first attempts.
+        const rest: { id: number; attempts: number }[] = [];
+        for (let round = 0; round < 3; round++) rest.push(...(await store.claim('p4', Date.now(), 30_000, 10, advanceJob)));
+        expect(rest.map((c) => [c.id, c.attempts])).toEqual(ids.filter((id) => !started.includes(id)).map((id) => [id, 1]));
+        for (const id of started) {
+          expect(await store.getTask(id)).toMatchObject({
+            state: 'failed',
+            attempts: 1,
+            lastError: expect.stringMatching(/lease of this task expired/),
+          });
+        }
+      },
+      TAKEOVER_TIMEOUT,
+    );
+
+    it(
+      'a prefetched task marked started by a renewal counts a lease that runs out, as one claimed into a free worker does',
+      async () => {
+        const { openStore, db } = await setup();
+        let store = await openStore({ maxLeaseExpiries: 0 });
+        const now = Date.now();
+        const a = await store.addTask(task('a', now - 1_000));
+        const b = await store.addTask(task('b', now - 900));
+        const c = await store.addTask(task('c', now - 800));
+        const claimed = await store.claim('p1', Date.now(), 30_000, 10, advanceJob, undefined, undefined, { free: 1, rate: undefined });
+        expect(claimed.map((t) => [t.name, t.started])).toEqual([
+          ['a', true],
+          ['b', false],
+          ['c', false],
+        ]);
+        // b starts (the process tells the store with its next renewal); c never does.
+        expect(await store.renew('p1', [a.id, b.id, c.id], Date.now(), 30_000, true, [b.id])).toEqual([]);
         await db.ownerDies(store);
-        store = await openStore({ maxLeaseExpiries: 2 });
-      }
-      // The third expiry is one too many: failed (at recovery, or by this claim), and the key let go of.
-      const first = await claim(store, 'p4');
-      const next = first.length > 0 ? first : await claim(store, 'p4');
-      expect(next.map((c) => [c.id, c.attempts])).toEqual([[a2.id, 1]]);
-      const failed = (await store.getTask(a1.id))!;
-      expect(failed).toMatchObject({ state: 'failed', attempts: 3 });
-      expect(failed.lastError).toMatch(/the lease of this task expired 3 times.*maxLeaseExpiries is 2/);
-    });
+        store = await openStore({ maxLeaseExpiries: 0 });
+        // No expiry allowed: the two that started fail at once; c is claimed again as its first attempt.
+        const first = await store.claim('p2', Date.now(), 30_000, 10, advanceJob);
+        const again = first.length > 0 ? first : await store.claim('p2', Date.now(), 30_000, 10, advanceJob);
+        expect(again.map((t) => [t.name, t.attempts])).toEqual([['c', 1]]);
+        expect((await store.getTask(a.id))!.state).toBe('failed');
+        expect((await store.getTask(b.id))!.state).toBe('failed');
+      },
+      TAKEOVER_TIMEOUT,
+    );
   });
 }

@@ -7,7 +7,7 @@
 import { describe, expect } from 'vitest';
 import { advanceJob } from '../../../src/durable/advance-job.js';
 import type { ClaimLimits, NewTask, Store } from '../../../src/durable/store.js';
-import { itWhen, type Backend, type Env } from './backend.js';
+import { itWhen, TAKEOVER_TIMEOUT, type Backend, type Env } from './backend.js';
 
 const HOUR = 3_600_000;
 
@@ -91,18 +91,22 @@ export function limitScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(await claim(store, 'b')).toEqual([]);
     });
 
-    it("a lease that ran out on a task whose bucket is empty is due at the bucket's refill, not at once (no claim loop)", async () => {
-      const { openStore, db } = await setup();
-      let store = await openStore();
-      const now = Date.now();
-      await store.addTask(task('r0', now - 1_000, { rate: { key: 'chat', limit: 1 } }));
-      expect(names(await claim(store, 'a'))).toEqual(['r0']);
-      // Its process dies: the lease runs out, but the task's start spent the bucket's one token for the hour.
-      await db.ownerDies(store);
-      store = await openStore();
-      expect(await claim(store, 'b')).toEqual([]);
-      expect(await store.nextDue(Date.now())).toBeGreaterThan(20 * 60_000);
-    });
+    it(
+      "a lease that ran out on a task whose bucket is empty is due at the bucket's refill, not at once (no claim loop)",
+      async () => {
+        const { openStore, db } = await setup();
+        let store = await openStore();
+        const now = Date.now();
+        await store.addTask(task('r0', now - 1_000, { rate: { key: 'chat', limit: 1 } }));
+        expect(names(await claim(store, 'a'))).toEqual(['r0']);
+        // Its process dies: the lease runs out, but the task's start spent the bucket's one token for the hour.
+        await db.ownerDies(store);
+        store = await openStore();
+        expect(await claim(store, 'b')).toEqual([]);
+        expect(await store.nextDue(Date.now())).toBeGreaterThan(20 * 60_000);
+      },
+      TAKEOVER_TIMEOUT,
+    );
 
     it('the scheduler-wide bucket holds for the processes that apply it; limited tasks are claimed only into free workers', async () => {
       const { openStore } = await setup();
@@ -124,32 +128,36 @@ export function limitScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(names(await claim(store, 'e', 10, { free: 5, rate: undefined }))).toEqual(['k1', 'k2', 'k3']);
     });
 
-    it('a claim that fails a task for good (its lease ran out too often) and claims the next of its key and queue counts both', async () => {
-      const { openStore, db } = await setup();
-      let store = await openStore({ maxLeaseExpiries: 1 });
-      await store.setQueue('g', { globalConcurrency: 2 });
-      const now = Date.now();
-      const a1 = await store.addTask(task('a1', now - 300, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
-      // Two processes claim a1 in turn and die holding it: one expiry is allowed, the second fails it.
-      for (const owner of ['p1', 'p2']) {
-        expect(names(await claim(store, owner))).toEqual(['a1']);
-        await db.ownerDies(store);
-        store = await openStore({ maxLeaseExpiries: 1 });
-      }
-      await store.addTask(task('a2', now - 200, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
-      // One claim fails a1 (giving back its key slot and queue slot) and takes a2 (taking one of each).
-      const first = await claim(store, 'p3');
-      const next = first.length > 0 ? first : await claim(store, 'p3');
-      expect(names(next)).toEqual(['a2']);
-      expect((await store.getTask(a1.id))!.state).toBe('failed');
-      // So the key and the queue each have exactly one slot left: a3 (keyed) runs, then a4 (plain) waits for the queue.
-      await store.addTask(task('a3', now - 100, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
-      await store.addTask(task('a4', now - 50, { queue: 'g' }));
-      expect(names(await claim(store, 'p4'))).toEqual(['a3']);
-      expect(await claim(store, 'p4')).toEqual([]);
-      const [g] = await store.listQueues('g');
-      expect(g).toMatchObject({ name: 'g', counts: { running: 2, waiting: 1, failed: 1 } });
-    });
+    it(
+      'a claim that fails a task for good (its lease ran out too often) and claims the next of its key and queue counts both',
+      async () => {
+        const { openStore, db } = await setup();
+        let store = await openStore({ maxLeaseExpiries: 1 });
+        await store.setQueue('g', { globalConcurrency: 2 });
+        const now = Date.now();
+        const a1 = await store.addTask(task('a1', now - 300, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
+        // Two processes claim a1 in turn and die holding it: one expiry is allowed, the second fails it.
+        for (const owner of ['p1', 'p2']) {
+          expect(names(await claim(store, owner))).toEqual(['a1']);
+          await db.ownerDies(store);
+          store = await openStore({ maxLeaseExpiries: 1 });
+        }
+        await store.addTask(task('a2', now - 200, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
+        // One claim fails a1 (giving back its key slot and queue slot) and takes a2 (taking one of each).
+        const first = await claim(store, 'p3');
+        const next = first.length > 0 ? first : await claim(store, 'p3');
+        expect(names(next)).toEqual(['a2']);
+        expect((await store.getTask(a1.id))!.state).toBe('failed');
+        // So the key and the queue each have exactly one slot left: a3 (keyed) runs, then a4 (plain) waits for the queue.
+        await store.addTask(task('a3', now - 100, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
+        await store.addTask(task('a4', now - 50, { queue: 'g' }));
+        expect(names(await claim(store, 'p4'))).toEqual(['a3']);
+        expect(await claim(store, 'p4')).toEqual([]);
+        const [g] = await store.listQueues('g');
+        expect(g).toMatchObject({ name: 'g', counts: { running: 2, waiting: 1, failed: 1 } });
+      },
+      TAKEOVER_TIMEOUT,
+    );
 
     it('cancelling, replacing or failing a task that holds a slot lets go of it', async () => {
       const { openStore } = await setup();

@@ -12,7 +12,7 @@ import { describe, expect } from 'vitest';
 import { advanceJob } from '../../../src/durable/advance-job.js';
 import type { ClaimLimits, NewTask, Store } from '../../../src/durable/store.js';
 import { Gate } from '../flow-helpers.js';
-import { itWhen, type Backend, type Env } from './backend.js';
+import { itWhen, TAKEOVER_TIMEOUT, type Backend, type Env } from './backend.js';
 
 const HOUR = 3_600_000;
 
@@ -104,59 +104,67 @@ export function queueRateScenarios(backend: Backend, setup: () => Promise<Env>):
       expect(await store.nextDue(Date.now())).toBe(0);
     });
 
-    it("a queue's tasks are claimed only into free workers (nothing hoarded); a takeover of an expired lease is a start", async () => {
-      const { openStore, db } = await setup();
-      let store = await openStore();
-      await store.setQueue('q', { rate: { limit: 2, interval: HOUR } });
-      const now = Date.now();
-      for (let i = 0; i < 3; i++) await store.addTask(task(`q${i}`, now - 1_000 + i, { queue: 'q' }));
-      // q0 is claimed by a process that dies holding it: its run again is a start, and takes the last token.
-      expect(names(await claim(store, 'a', 1))).toEqual(['q0']);
-      await db.ownerDies(store);
-      store = await openStore();
-      expect(names(await claim(store, 'b'))).toEqual(['q0']);
-      expect(await claim(store, 'b')).toEqual([]);
-
-      await store.setQueue('f', { rate: { limit: 10, interval: HOUR } });
-      for (let i = 0; i < 4; i++) await store.addTask(task(`f${i}`, now - 900 + i, { queue: 'f' }));
-      await store.addTask(task('plain', now - 500));
-      // One free worker: one task of the queue; plain ones may be prefetched.
-      expect(names(await claim(store, 'c', 10, { free: 1, rate: undefined }))).toEqual(['f0', 'plain']);
-      expect(await claim(store, 'd', 10, { free: 0, rate: undefined })).toEqual([]);
-      expect(names(await claim(store, 'd', 10, { free: 5, rate: undefined }))).toEqual(['f1', 'f2', 'f3']);
-    });
-
-    it('a claim that takes slots and tokens of one queue, and fails a task of it for good, counts all of them', async () => {
-      const { openStore, db } = await setup();
-      let store = await openStore({ maxLeaseExpiries: 1 });
-      await store.setQueue('g', { globalConcurrency: 2, rate: { limit: 4, interval: HOUR } });
-      const now = Date.now();
-      await store.addTask(task('a1', now - 300, { queue: 'g' }));
-      // Two processes claim a1 in turn and die holding it (two starts): the second expiry fails it.
-      for (const owner of ['p1', 'p2']) {
-        expect(names(await claim(store, owner))).toEqual(['a1']);
+    it(
+      "a queue's tasks are claimed only into free workers (nothing hoarded); a takeover of an expired lease is a start",
+      async () => {
+        const { openStore, db } = await setup();
+        let store = await openStore();
+        await store.setQueue('q', { rate: { limit: 2, interval: HOUR } });
+        const now = Date.now();
+        for (let i = 0; i < 3; i++) await store.addTask(task(`q${i}`, now - 1_000 + i, { queue: 'q' }));
+        // q0 is claimed by a process that dies holding it: its run again is a start, and takes the last token.
+        expect(names(await claim(store, 'a', 1))).toEqual(['q0']);
         await db.ownerDies(store);
-        store = await openStore({ maxLeaseExpiries: 1 });
-      }
-      for (let i = 2; i <= 4; i++) await store.addTask(task(`a${i}`, now - 300 + i, { queue: 'g' }));
-      // Claims fail a1 (its slot back; on SQLite the reopened store did) and take the two tokens left (two slots).
-      const claimed = [];
-      for (let i = 0; i < 4; i++) claimed.push(...(await claim(store, 'p3')));
-      expect(names(claimed)).toEqual(['a2', 'a3']);
-      await store.settle(
-        'p3',
-        claimed.map((c) => done(c.id)),
-        Date.now(),
-      );
-      // Slots are free again, tokens are not: a4 waits for the window.
-      expect(await claim(store, 'p4')).toEqual([]);
-      const [g] = await store.listQueues('g');
-      expect(g).toMatchObject({ counts: { running: 0, waiting: 1, failed: 1, succeeded: 2 } });
-      if (db.peek) {
-        const sql = `SELECT running, (SELECT sum(c)::int FROM unnest(rate_counts) AS c) AS n FROM {s}taskheap_queues WHERE name = 'g'`;
-        expect(await db.peek(sql)).toEqual([{ running: 0, n: 4 }]);
-      }
-    });
+        store = await openStore();
+        expect(names(await claim(store, 'b'))).toEqual(['q0']);
+        expect(await claim(store, 'b')).toEqual([]);
+
+        await store.setQueue('f', { rate: { limit: 10, interval: HOUR } });
+        for (let i = 0; i < 4; i++) await store.addTask(task(`f${i}`, now - 900 + i, { queue: 'f' }));
+        await store.addTask(task('plain', now - 500));
+        // One free worker: one task of the queue; plain ones may be prefetched.
+        expect(names(await claim(store, 'c', 10, { free: 1, rate: undefined }))).toEqual(['f0', 'plain']);
+        expect(await claim(store, 'd', 10, { free: 0, rate: undefined })).toEqual([]);
+        expect(names(await claim(store, 'd', 10, { free: 5, rate: undefined }))).toEqual(['f1', 'f2', 'f3']);
+      },
+      TAKEOVER_TIMEOUT,
+    );
+
+    it(
+      'a claim that takes slots and tokens of one queue, and fails a task of it for good, counts all of them',
+      async () => {
+        const { openStore, db } = await setup();
+        let store = await openStore({ maxLeaseExpiries: 1 });
+        await store.setQueue('g', { globalConcurrency: 2, rate: { limit: 4, interval: HOUR } });
+        const now = Date.now();
+        await store.addTask(task('a1', now - 300, { queue: 'g' }));
+        // Two processes claim a1 in turn and die holding it (two starts): the second expiry fails it.
+        for (const owner of ['p1', 'p2']) {
+          expect(names(await claim(store, owner))).toEqual(['a1']);
+          await db.ownerDies(store);
+          store = await openStore({ maxLeaseExpiries: 1 });
+        }
+        for (let i = 2; i <= 4; i++) await store.addTask(task(`a${i}`, now - 300 + i, { queue: 'g' }));
+        // Claims fail a1 (its slot back; on SQLite the reopened store did) and take the two tokens left (two slots).
+        const claimed = [];
+        for (let i = 0; i < 4; i++) claimed.push(...(await claim(store, 'p3')));
+        expect(names(claimed)).toEqual(['a2', 'a3']);
+        await store.settle(
+          'p3',
+          claimed.map((c) => done(c.id)),
+          Date.now(),
+        );
+        // Slots are free again, tokens are not: a4 waits for the window.
+        expect(await claim(store, 'p4')).toEqual([]);
+        const [g] = await store.listQueues('g');
+        expect(g).toMatchObject({ counts: { running: 0, waiting: 1, failed: 1, succeeded: 2 } });
+        if (db.peek) {
+          const sql = `SELECT running, (SELECT sum(c)::int FROM unnest(rate_counts) AS c) AS n FROM {s}taskheap_queues WHERE name = 'g'`;
+          expect(await db.peek(sql)).toEqual([{ running: 0, n: 4 }]);
+        }
+      },
+      TAKEOVER_TIMEOUT,
+    );
   });
 
   describe("a queue's rate on schedulers (issue 22)", () => {
