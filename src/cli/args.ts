@@ -112,7 +112,10 @@ export function parse(argv: readonly string[]): Invocation | 'help' {
   const general = new Set(['database-url', 'sqlite', 'schema', 'json', 'help']);
   for (const key of Object.keys(values)) {
     if (!general.has(key) && !spec.options.includes(key))
-      throw new CliError(`\`${command}\` has no option --${key}${spec.options.length === 0 ? '' : ` (it takes: ${spec.options.map((o) => `--${o}`).join(', ')})`}`, EXIT.usage);
+      throw new CliError(
+        `\`${command}\` has no option --${key}${spec.options.length === 0 ? '' : ` (it takes: ${spec.options.map((o) => `--${o}`).join(', ')})`}`,
+        EXIT.usage,
+      );
   }
   return { command, argument: rest[0], options: values as Invocation['options'] };
 }

@@ -8,7 +8,7 @@ import type { Connection } from './connect.js';
 import { record, table } from './format.js';
 
 /** What a command prints (`json` with --json, else `text`) and its exit code. */
-export interface Outcome {
+interface Outcome {
   json: unknown;
   text: string;
   code: number;
@@ -33,14 +33,16 @@ function usage(message: string): CliError {
 
 function id(text: string): number {
   const value = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1) throw usage(`Expected a task id (an integer >= 1), got ${JSON.stringify(text)}`);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1)
+    throw usage(`Expected a task id (an integer >= 1), got ${JSON.stringify(text)}`);
   return value;
 }
 
 function limit(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   const value = Number(text);
-  if (!/^\d+$/.test(text) || value < 1 || value > 10_000) throw usage(`Expected --limit to be an integer from 1 to 10000, got ${JSON.stringify(text)}`);
+  if (!/^\d+$/.test(text) || value < 1 || value > 10_000)
+    throw usage(`Expected --limit to be an integer from 1 to 10000, got ${JSON.stringify(text)}`);
   return value;
 }
 
@@ -67,7 +69,8 @@ function cursorOf(task: StoredTask): string {
 function parseCursor(text: string | undefined): TaskFilter['after'] {
   if (text === undefined) return undefined;
   const match = /^(-?\d+):(\d+)$/.exec(text);
-  if (match === null) throw usage(`Expected --after to be a cursor <runAt ms>:<id> as printed after a full page, got ${JSON.stringify(text)}`);
+  if (match === null)
+    throw usage(`Expected --after to be a cursor <runAt ms>:<id> as printed after a full page, got ${JSON.stringify(text)}`);
   return { runAt: Number(match[1]), id: Number(match[2]) };
 }
 
@@ -228,8 +231,14 @@ export const commands: Record<string, Command> = {
 
 async function jobState({ scheduler }: Connection, key: string, action: 'pause' | 'resume'): Promise<Outcome> {
   const changed = action === 'pause' ? await scheduler.pauseJob(key) : await scheduler.resumeJob(key);
-  if (changed) return ok({ [action === 'pause' ? 'paused' : 'resumed']: true, key }, `Job ${JSON.stringify(key)} is ${action === 'pause' ? 'paused' : 'scheduled'}.`);
+  if (changed)
+    return ok(
+      { [action === 'pause' ? 'paused' : 'resumed']: true, key },
+      `Job ${JSON.stringify(key)} is ${action === 'pause' ? 'paused' : 'scheduled'}.`,
+    );
   const job = await scheduler.getJob(key);
   if (job === undefined) throw new CliError(`No stored job with key ${JSON.stringify(key)}`, EXIT.notFound);
-  throw new CliError(`Job ${JSON.stringify(key)} is ${job.state}: only a ${action === 'pause' ? 'scheduled' : 'paused'} job can be ${action}d`);
+  throw new CliError(
+    `Job ${JSON.stringify(key)} is ${job.state}: only a ${action === 'pause' ? 'scheduled' : 'paused'} job can be ${action}d`,
+  );
 }

@@ -74,7 +74,10 @@ async function openPostgres(text: string, schema: string | undefined, migrate: b
   try {
     url = new URL(text);
   } catch {
-    throw new CliError(`Expected the database URL to be a URL like postgres://user:password@host:5432/db, got ${JSON.stringify(text)}`, EXIT.usage);
+    throw new CliError(
+      `Expected the database URL to be a URL like postgres://user:password@host:5432/db, got ${JSON.stringify(text)}`,
+      EXIT.usage,
+    );
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:')
     throw new CliError(`Expected a postgres:// or postgresql:// database URL, got ${JSON.stringify(redact(url))}`, EXIT.usage);

@@ -2,10 +2,11 @@
 // times as ISO strings and values printed on one line.
 
 /** One value as a table cell: dates as ISO, objects as JSON, nothing as '-'; on one line. */
-export function cell(value: unknown): string {
+function cell(value: unknown): string {
   if (value === null || value === undefined) return '-';
   if (value instanceof Date) return value.toISOString();
-  const text = typeof value === 'string' ? value : typeof value === 'number' && !Number.isFinite(value) ? String(value) : JSON.stringify(value);
+  const text =
+    typeof value === 'string' ? value : typeof value === 'number' && !Number.isFinite(value) ? String(value) : JSON.stringify(value);
   return text.replace(/[\r\n\t]+/g, ' ');
 }
 

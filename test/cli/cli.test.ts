@@ -78,14 +78,24 @@ async function operate(connection: readonly string[], env: Record<string, string
 
   // tasks: filters and a cursor page by page.
   const failed = await read<{ tasks: StoredTask[]; next: string | null }>('tasks', '--state', 'failed');
-  expect(failed.tasks.map((task) => [task.id, task.name, task.lastError])).toEqual([[ids.failed, 'boom', expect.stringMatching(/billing is down/)]]);
+  expect(failed.tasks.map((task) => [task.id, task.name, task.lastError])).toEqual([
+    [ids.failed, 'boom', expect.stringMatching(/billing is down/)],
+  ]);
   expect(failed.next).toBeNull();
   const mail = await read<{ tasks: StoredTask[] }>('tasks', '--name', 'mail', '--key-prefix', 'mail:');
   expect(mail.tasks.map((task) => task.key)).toEqual(['mail:ann', 'mail:bob']);
   const first = await read<{ tasks: StoredTask[]; next: string }>('tasks', '--state', 'waiting', '--limit', '2');
   expect(first.tasks).toHaveLength(2);
   expect(first.next).toMatch(/^\d+:\d+$/);
-  const second = await read<{ tasks: StoredTask[]; next: string | null }>('tasks', '--state', 'waiting', '--limit', '2', '--after', first.next);
+  const second = await read<{ tasks: StoredTask[]; next: string | null }>(
+    'tasks',
+    '--state',
+    'waiting',
+    '--limit',
+    '2',
+    '--after',
+    first.next,
+  );
   const waiting = [...first.tasks, ...second.tasks].map((task) => task.id);
   expect(new Set(waiting).size).toBe(waiting.length);
   for (const id of ids.later) expect(waiting).toContain(id);
@@ -99,7 +109,7 @@ async function operate(connection: readonly string[], env: Record<string, string
 
   // task, stats, queues.
   expect(await read<StoredTask>('task', String(ids.failed))).toMatchObject({ id: ids.failed, state: 'failed', attempts: 1 });
-  expect(await read<Record<string, number>>('stats')).toMatchObject({ failed: 1, waiting: 3, succeeded: 0, total: 4 }) // the job's next occurrence is made when due;
+  expect(await read<Record<string, number>>('stats')).toMatchObject({ failed: 1, waiting: 3, succeeded: 0, total: 4 }); // the job's next occurrence is made when due;
   const queues = await read<{ name: string; counts: { waiting: number } }[]>('queues');
   expect(queues.find((queue) => queue.name === 'default')?.counts.waiting).toBeGreaterThanOrEqual(3);
 
@@ -121,7 +131,10 @@ async function operate(connection: readonly string[], env: Record<string, string
   expect(await read<StoredJob>('job', 'report:daily')).toMatchObject({ key: 'report:daily', name: 'report', state: 'scheduled' });
   expect((await run('pause', 'report:daily')).stdout).toBe('Job "report:daily" is paused.\n');
   expect((await read<{ jobs: StoredJob[] }>('jobs', '--state', 'paused')).jobs.map((job) => job.key)).toEqual(['report:daily']);
-  expect(await run('pause', 'report:daily')).toMatchObject({ code: 1, stderr: expect.stringMatching(/is paused: only a scheduled job can be paused/) });
+  expect(await run('pause', 'report:daily')).toMatchObject({
+    code: 1,
+    stderr: expect.stringMatching(/is paused: only a scheduled job can be paused/),
+  });
   expect((await run('resume', 'report:daily')).code).toBe(0);
   const triggered = await read<StoredTask>('trigger', 'report:daily');
   expect(triggered).toMatchObject({ name: 'report', jobKey: 'report:daily', state: 'waiting' });
@@ -191,7 +204,10 @@ describe('taskheap on PostgreSQL', () => {
       code: 2,
       stderr: expect.stringMatching(/Expected a postgres:\/\/ or postgresql:\/\/ database URL, got "mysql:\/\/localhost\/db"/),
     });
-    expect(await cli(['stats', '--database-url', 'not a url'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/got "not a url"/) });
+    expect(await cli(['stats', '--database-url', 'not a url'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/got "not a url"/),
+    });
     const url = new URL(server.url);
     url.pathname = '/no_such_database';
     const wrong = await cli(['stats', '--database-url', url.href]);

@@ -59,12 +59,21 @@ async function hostile(origin: string, parsedBefore = false): Promise<void> {
   const csrf = await token(origin);
   const post = (body: string, type = 'application/json') =>
     fetch(`${origin}/admin/jobs/api/action`, { method: 'POST', headers: { 'content-type': type, 'x-taskheap-csrf': csrf }, body });
-  for (const body of ['{', 'null', '[]', '7', '"job"', '{"kind":"job","id":"1","action":"pause"}', '{"kind":"stored-job","key":"k","action":"pause"}']) {
+  for (const body of [
+    '{',
+    'null',
+    '[]',
+    '7',
+    '"job"',
+    '{"kind":"job","id":"1","action":"pause"}',
+    '{"kind":"stored-job","key":"k","action":"pause"}',
+  ]) {
     const response = await post(body);
     expect(response.status, body).toBeGreaterThanOrEqual(400);
     expect(response.status, body).toBeLessThan(500);
     // Behind express.json(), Express itself refuses what is not a JSON object or array, with its own page.
-    if (!parsedBefore || response.headers.get('content-type')?.startsWith('application/json')) expect(((await response.json()) as { error: string }).error, body).toBeTypeOf('string');
+    if (!parsedBefore || response.headers.get('content-type')?.startsWith('application/json'))
+      expect(((await response.json()) as { error: string }).error, body).toBeTypeOf('string');
   }
   const big = await post(JSON.stringify({ kind: 'job', id: 1, action: 'pause', padding: 'x'.repeat(20_000) }));
   expect(big.status).toBe(413);

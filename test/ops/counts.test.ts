@@ -148,7 +148,7 @@ describe('skipped job occurrences', () => {
       .every(1)
       .seconds()
       .times(5)
-      .run(() => new Promise((resolve) => clock.setTimer(resolve, 1_500)), { name: 'tick' });
+      .run(() => new Promise<void>((resolve) => clock.setTimer(() => resolve(), 1_500)), { name: 'tick' });
     await clock.advance(20_000);
     expect(m.get('tick')).toMatchObject({ runs: 5, succeeded: 5, skipped: 4, running: 0 });
     expect(m.prometheus()).toContain('taskheap_runs_total{name="tick"} 5');
@@ -203,7 +203,7 @@ describe('skipped job occurrences', () => {
       .run(
         () => {
           runs++;
-          return new Promise((resolve) => clock.setTimer(resolve, 1_500));
+          return new Promise<void>((resolve) => clock.setTimer(() => resolve(), 1_500));
         },
         { name: 'tick', overlap: 'queue' },
       );
