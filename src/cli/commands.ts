@@ -152,7 +152,7 @@ export const commands: Record<string, Command> = {
   async retry({ scheduler }, argument) {
     try {
       const task = await scheduler.retry(id(argument));
-      return ok(task, `Task ${task.id} is ${task.state} again (attempt ${task.attempts + 1} of ${task.maxAttempts} next).`);
+      return ok(task, `Task ${task.id} is ${task.state} again, due now.`);
     } catch (error) {
       if (codeOf(error) === 'ERR_TASK_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
       throw error;

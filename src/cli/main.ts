@@ -47,7 +47,9 @@ export async function run(argv: readonly string[], env: Record<string, string | 
           ? EXIT.usage
           : EXIT.error;
     const message = error instanceof Error ? error.message : String(error);
-    if (json) io.err(toJson({ error: message, code: (error as { code?: unknown }).code ?? code }));
+    // `code`: the error's own (ERR_TASK_NOT_FINISHED...), when it has one.
+    const own = (error as { code?: unknown } | null)?.code;
+    if (json) io.err(toJson({ error: message, exitCode: code, ...(typeof own === 'string' ? { code: own } : {}) }));
     else io.err(`taskheap: ${message}${code === EXIT.usage ? '\nRun `taskheap --help` for usage.' : ''}`);
     return code;
   }

@@ -72,7 +72,8 @@ let nextJobId = 1;
 /** The most occurrences `job.nextRuns(n)` lists at once. */
 export const MAX_NEXT_RUNS = 10_000;
 
-// The loop tells a job of its runs' outcomes through `settled()` (it is the
+// The loop asks a job whether an occurrence runs (`admit()`) and tells it of
+// its runs' outcomes through `settled()` (it is the
 // TaskObserver of its occurrences, structurally): an `implements` clause would
 // name a member that the published types strip (it is internal).
 

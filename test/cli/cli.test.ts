@@ -157,7 +157,10 @@ async function operate(connection: readonly string[], env: Record<string, string
   expect(await run('jobs', '--from', '1')).toMatchObject({ code: 2, stderr: expect.stringMatching(/`jobs` has no option --from/) });
   const jsonError = await run('task', '999999', '--json');
   expect(jsonError.code).toBe(3);
-  expect(JSON.parse(jsonError.stderr)).toEqual({ error: 'No stored task with id 999999', code: 3 });
+  expect(JSON.parse(jsonError.stderr)).toEqual({ error: 'No stored task with id 999999', exitCode: 3 });
+  const refused = await run('retry', String(ids.later[1]), '--json');
+  expect(refused.code).toBe(1);
+  expect(JSON.parse(refused.stderr)).toMatchObject({ exitCode: 1, code: 'ERR_TASK_NOT_FINISHED' });
 }
 
 describe('taskheap on SQLite', () => {
@@ -168,6 +171,14 @@ describe('taskheap on SQLite', () => {
     expect(await cli(['migrate', '--sqlite', file])).toMatchObject({ code: 0, stdout: 'The schema is up to date.\n' });
     const ids = await fill(sqliteStore(file));
     await operate(['--sqlite', file], {}, ids);
+    // While a worker owns the file, the command line says who does.
+    const worker = new Scheduler({ store: sqliteStore(file), onError: () => {} });
+    await worker.start();
+    try {
+      expect(await cli(['stats', '--sqlite', file])).toMatchObject({ code: 1, stderr: expect.stringMatching(/is in use by process \d+/) });
+    } finally {
+      await worker.close();
+    }
   }, 600_000); // some forty child processes, each compiling the CLI with tsx
 
   it('usage errors exit 2 with the value named; --help exits 0', async () => {
