@@ -4,6 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import express from 'express';
+import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
 import { Scheduler } from '../../src/index.js';
@@ -111,6 +112,23 @@ describe('the dashboard under malformed requests', () => {
     web.use(express.json());
     web.use('/admin/jobs', dashboard(scheduler, { authorize: () => true, actions: true }).handle);
     await hostile(await listen(createServer(web)), true);
+  });
+
+  it('Hono (fetch): bad bodies get 400, an oversized one 413', async () => {
+    const scheduler = setup();
+    const dash = dashboard(scheduler, { authorize: () => true, actions: true, basePath: '/admin/jobs' });
+    const hono = new Hono();
+    hono.all('/admin/jobs/*', (c) => dash.fetch(c.req.raw));
+    const html = await (await hono.request('/admin/jobs/')).text();
+    const csrf = /name="taskheap-csrf" content="([0-9a-f]+)"/.exec(html)![1]!;
+    const post = (body: string) =>
+      hono.request('/admin/jobs/api/action', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-taskheap-csrf': csrf },
+        body,
+      });
+    for (const body of ['{', '[]', '"job"', '{"kind":"stored-job","key":"k","action":"pause"}']) expect((await post(body)).status, body).toBe(400);
+    expect((await post(JSON.stringify({ padding: 'x'.repeat(20_000) }))).status).toBe(413);
   });
 
   it('Express, without a body parser', async () => {
