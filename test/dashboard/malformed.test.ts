@@ -127,7 +127,8 @@ describe('the dashboard under malformed requests', () => {
         headers: { 'content-type': 'application/json', 'x-taskheap-csrf': csrf },
         body,
       });
-    for (const body of ['{', '[]', '"job"', '{"kind":"stored-job","key":"k","action":"pause"}']) expect((await post(body)).status, body).toBe(400);
+    for (const body of ['{', '[]', '"job"', '{"kind":"stored-job","key":"k","action":"pause"}'])
+      expect((await post(body)).status, body).toBe(400);
     expect((await post(JSON.stringify({ padding: 'x'.repeat(20_000) }))).status).toBe(413);
   });
 
