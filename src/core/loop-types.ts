@@ -30,8 +30,13 @@ export interface SchedulerStats {
   workers: number;
   /** Tasks that succeeded, since the scheduler was created. */
   succeeded: number;
-  /** Tasks that failed for good (after their retries). */
+  /**
+   * Tasks that failed for good: their last attempt failed (a run that is
+   * retried, in memory or by the store, counts in `retried` instead).
+   */
   failed: number;
+  /** Runs that failed or timed out and are run again (a retry in memory, or by the store for a stored task). */
+  retried: number;
   /** Tasks whose last attempt timed out. */
   timedOut: number;
   /** Tasks cancelled before or while running (including by `close()`). */
@@ -48,7 +53,7 @@ export interface TaskEvents {
   success: [task: Task, value: unknown];
   /** A task failed for good, with its last error. */
   failure: [task: Task, error: unknown];
-  /** A run failed and will be retried after `delay` ms. */
+  /** A run failed and will be retried after `delay` ms (for a stored task: by its store, from any process). */
   retry: [task: Task, error: unknown, delay: number];
   /** A task was cancelled (pending, or running and then gave up). */
   cancel: [task: Task, reason: unknown];

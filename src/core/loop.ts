@@ -60,6 +60,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   #succeeded = 0;
   #failed = 0;
+  #retried = 0;
   #timedOut = 0;
   #cancelled = 0;
 
@@ -223,6 +224,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       workers: this.#workers,
       succeeded: this.#succeeded,
       failed: this.#failed,
+      retried: this.#retried,
       timedOut: this.#timedOut,
       cancelled: this.#cancelled,
       lateness: this.#lateness.summary(),
@@ -396,6 +398,9 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   #dispatch(task: Task, now: number): void {
+    // A job's occurrence that its overlap or misfire policy skips is no run: no start, no outcome, no counts.
+    const admit = task._settings.observer?.admit;
+    if (admit !== undefined && !admit.call(task._settings.observer, task)) return this.#skipRun(task);
     this.#running++;
     task._state = State.Running;
     const run = new Run(task, now);
@@ -436,6 +441,14 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     }
   }
 
+  /** An occurrence its job skipped: it ends without running, reported by the job's `skip` event only. */
+  #skipRun(task: Task): void {
+    this.#flow?.ended(task);
+    this.#detach(task);
+    this.#finish(task, State.Succeeded, undefined);
+    this.#afterRun();
+  }
+
   #succeed(run: Run, value: unknown): void {
     if (run.done) return;
     this.#release(run);
@@ -463,16 +476,23 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       task._state = State.Pending;
       task._time = this.clock.now() + delay;
       this.#enqueue(task);
+      this.#retried++;
       if (this.#events.has('retry')) this.#events.emit('retry', task, error, delay);
     } else {
       this.#detach(task);
-      // A durable task retried by its store reports only its last attempt, as in memory.
-      const later = task._settings.observer?.retriesLater?.(task) === true;
+      // A durable task retried by its store reports a `retry` (the store runs it
+      // again after `later` ms), and only its last attempt as failed, as in memory.
+      const later = task._settings.observer?.retriesLater?.(task);
       this.#finish(task, timedOut ? State.TimedOut : State.Failed, error);
-      if (timedOut) this.#timedOut++;
-      else this.#failed++;
-      if (!later && this.#events.has('failure')) this.#events.emit('failure', task, error);
-      if (!later) this.report(error, { task, name: task.name, attempt: task.attempts });
+      if (later !== undefined) {
+        this.#retried++;
+        if (this.#events.has('retry')) this.#events.emit('retry', task, error, later);
+      } else {
+        if (timedOut) this.#timedOut++;
+        else this.#failed++;
+        if (this.#events.has('failure')) this.#events.emit('failure', task, error);
+        this.report(error, { task, name: task.name, attempt: task.attempts });
+      }
     }
     this.#afterRun();
   }

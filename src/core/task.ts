@@ -56,11 +56,18 @@ export interface TaskSettings {
 export interface TaskObserver {
   settled(task: Task, state: State, outcome: unknown): void;
   /**
-   * Asked when a run fails for good in memory: true if it will run again
-   * elsewhere (a durable task with attempts left in its store), so the
-   * `failure` event and `onError` wait for its last attempt.
+   * Asked when a run fails for good in memory: the delay (ms) after which it
+   * runs again elsewhere (a durable task with attempts left in its store), so
+   * the loop reports a `retry` and the `failure` event and `onError` wait for
+   * its last attempt; undefined when this was its last attempt.
    */
-  retriesLater?(task: Task): boolean;
+  retriesLater?(task: Task): number | undefined;
+  /**
+   * Asked before a due task runs: false when it is not to run at all (a job's
+   * occurrence skipped by its overlap or misfire policy). It then ends without
+   * a run: no `start` event, no outcome, nothing counted.
+   */
+  admit?(task: Task): boolean;
 }
 
 /** The scheduler side of a task: what `task.cancel()` calls. */

@@ -125,8 +125,14 @@ export class Dashboard {
    * a request outside the dashboard's paths goes to `next` when there is one.
    */
   handle = (request: IncomingMessage, response: ServerResponse, next?: (error?: unknown) => void): void => {
-    const url = new URL(request.url ?? '/', 'http://localhost');
     const original = (request as IncomingMessage & { originalUrl?: string }).originalUrl;
+    // A malformed target (`GET //[`) is the client's error: 400, never a throw out of the server's callback.
+    const url = parseTarget(request.url ?? '/');
+    const fullUrl = original === undefined ? url : parseTarget(original);
+    if (url === undefined || fullUrl === undefined) {
+      response.writeHead(400, { ...COMMON_HEADERS, 'content-type': 'text/plain; charset=utf-8' }).end('Bad request: malformed URL');
+      return;
+    }
     const path = this.#below(url.pathname);
     if (path === undefined) {
       if (next !== undefined) return next();
@@ -136,7 +142,7 @@ export class Dashboard {
     const incoming: Incoming = {
       method: request.method ?? 'GET',
       path,
-      fullPath: original === undefined ? url.pathname : new URL(original, 'http://localhost').pathname,
+      fullPath: fullUrl.pathname,
       header: (name) => {
         const value = request.headers[name];
         return Array.isArray(value) ? value[0] : value;
@@ -147,6 +153,8 @@ export class Dashboard {
     this.#respond(incoming).then(
       (out) => {
         response.writeHead(out.status, out.headers).end(out.body);
+        // A body refused unread: the rest of it is not read, so the connection cannot carry another request.
+        if (out.status === 413) request.resume();
       },
       (error: unknown) => {
         if (next !== undefined) return next(error);
@@ -166,8 +174,9 @@ export class Dashboard {
       fullPath: url.pathname,
       header: (name) => request.headers.get(name) ?? undefined,
       body: async () => {
+        if (Number(request.headers.get('content-length') ?? 0) > MAX_BODY) throw new BodyTooLargeError();
         const text = await request.text();
-        if (text.length > MAX_BODY) throw new RangeError('body too large');
+        if (Buffer.byteLength(text) > MAX_BODY) throw new BodyTooLargeError();
         return text;
       },
       original: request,
@@ -239,22 +248,33 @@ export class Dashboard {
     if (!this.#sameOrigin(request) || !this.#tokenMatches(request.header('x-taskheap-csrf')))
       return json(403, { error: 'Forbidden: cross-site request' });
     if (!(request.header('content-type') ?? '').startsWith('application/json')) return json(415, { error: 'Expected application/json' });
-    let body: { kind?: unknown; id?: unknown; action?: unknown };
+    let text: string;
     try {
-      body = JSON.parse(await request.body()) as typeof body;
+      text = await request.body();
+    } catch (error) {
+      if (error instanceof BodyTooLargeError) return tooLarge();
+      return json(400, { error: 'Could not read the request body' });
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
     } catch {
       return json(400, { error: 'Expected a JSON body { kind, id, action }' });
     }
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      return json(400, { error: `Expected a JSON object { kind, id, action }, got ${describeValue(body)}` });
     try {
-      return await this.#run(body ?? {});
+      return await this.#run(body);
     } catch (error) {
       // A job or task that is gone, or a task not in a state the action fits: say so.
       if (error instanceof TaskheapError) return json(409, { error: error.message });
+      // A value the scheduler refuses (a key too long, a store call without a store): the request's fault.
+      if (error instanceof TypeError || error instanceof RangeError) return json(400, { error: error.message });
       throw error;
     }
   }
 
-  async #run(body: { kind?: unknown; id?: unknown; action?: unknown }): Promise<Outgoing> {
+  async #run(body: { kind?: unknown; id?: unknown; action?: unknown; key?: unknown }): Promise<Outgoing> {
     const { kind, id, action } = body;
     if (kind === 'job') {
       if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
@@ -313,20 +333,42 @@ export class Dashboard {
 function parsedBody(request: IncomingMessage): Promise<string> | undefined {
   const body = (request as IncomingMessage & { body?: unknown }).body;
   if (body === undefined) return undefined;
-  return Promise.resolve(typeof body === 'string' ? body : Buffer.isBuffer(body) ? body.toString('utf8') : JSON.stringify(body));
+  const text = typeof body === 'string' ? body : Buffer.isBuffer(body) ? body.toString('utf8') : JSON.stringify(body);
+  return Buffer.byteLength(text) > MAX_BODY ? Promise.reject(new BodyTooLargeError()) : Promise.resolve(text);
 }
 
+/** An action body over MAX_BODY bytes: answered 413. */
+class BodyTooLargeError extends Error {}
+
+function tooLarge(): Outgoing {
+  const out = json(413, { error: `The request body is larger than ${MAX_BODY} bytes` });
+  out.headers.connection = 'close';
+  return out;
+}
+
+/** `request.url` as a URL, or undefined when it is not one (`//[`). */
+function parseTarget(target: string): URL | undefined {
+  try {
+    return new URL(target, 'http://localhost');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Reads at most MAX_BODY bytes; a larger body (said by its length, or found while reading) is refused unread. */
 function readBody(request: IncomingMessage): Promise<string> {
+  if (Number(request.headers['content-length'] ?? 0) > MAX_BODY) return Promise.reject(new BodyTooLargeError());
   return new Promise((resolve, reject) => {
     let size = 0;
     const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => {
+    const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY) {
-        reject(new RangeError('body too large'));
-        request.destroy();
-      } else chunks.push(chunk);
-    });
+      if (size <= MAX_BODY) return void chunks.push(chunk);
+      // Stop keeping it; the response (413) closes the connection.
+      request.off('data', onData);
+      reject(new BodyTooLargeError());
+    };
+    request.on('data', onData);
     request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     request.on('error', reject);
   });

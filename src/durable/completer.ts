@@ -50,11 +50,11 @@ export class Completer implements TaskObserver {
     this.#events = events;
   }
 
-  /** TaskObserver: whether this failed run is retried by the store (attempts left), so not reported yet. */
-  retriesLater(task: Task): boolean {
+  /** TaskObserver: the delay after which the store retries this failed run (attempts left), or undefined: its last attempt. */
+  retriesLater(task: Task): number | undefined {
     const held = this.#holdings.get(task);
-    if (held === undefined || held.claim.attempts >= held.claim.maxAttempts) return false;
-    return held.options.retry !== undefined;
+    if (held === undefined || held.claim.attempts >= held.claim.maxAttempts || held.options.retry === undefined) return undefined;
+    return Math.min(retryDelay(toRetryPolicy(held.options.retry), held.claim.attempts), MAX_RETRY_DELAY);
   }
 
   /** TaskObserver: a claimed task reached its final state in memory; hand its outcome to the flush loop. */

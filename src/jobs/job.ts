@@ -72,7 +72,8 @@ let nextJobId = 1;
 /** The most occurrences `job.nextRuns(n)` lists at once. */
 export const MAX_NEXT_RUNS = 10_000;
 
-// The loop tells a job of its runs' outcomes through `settled()` (it is the
+// The loop asks a job whether an occurrence runs (`admit()`) and tells it of
+// its runs' outcomes through `settled()` (it is the
 // TaskObserver of its occurrences, structurally): an `implements` clause would
 // name a member that the published types strip (it is internal).
 
@@ -114,6 +115,8 @@ export class Job {
   #caughtUp = 0;
   /** The planned occurrence was queued late (at now, not at its time): a catch-up run. */
   #late = false;
+  /** The occurrence `admit()` just let run, with the time it stands for (read by its run, in the same dispatch). */
+  #admitted: { task: Task; at: number; late: boolean } | undefined = undefined;
   /**
    * Interval rules run on elapsed time: the job's own time line is the wall
    * time it was created at plus elapsed time since, and this is that wall
@@ -333,10 +336,14 @@ export class Job {
     return run.attempt > 1 ? job.#fn(run) : job.#start(run);
   }
 
-  /** Decides whether the occurrence runs, plans the next one, runs. */
-  #onDue(ctx: Run): unknown {
-    // A retry of an occurrence that already ran: just run it again.
-    if (ctx.attempt > 1) return this.#fn(ctx);
+  /**
+   * @internal TaskObserver: before an occurrence runs, decides whether it
+   * runs (misfire and overlap policies) and plans the next one. A skipped or
+   * queued occurrence is no run: the loop ends it without a `start` event.
+   */
+  admit(task: Task): boolean {
+    // Triggered and queued runs, and retries of an occurrence that already ran: they run.
+    if (task._fn !== Job.#due || task.attempts > 0) return true;
     const at = this.#nextAt!;
     const late = this.#late;
     const now = this.#now();
@@ -374,9 +381,19 @@ export class Job {
       this.#host.skipped(this, following!, 'misfire');
       this.#planAt(rule.next(now));
     }
-    if (!run) return undefined;
+    if (run) this.#admitted = { task, at, late };
+    return run;
+  }
+
+  /** Runs the occurrence `admit()` let through. */
+  #onDue(ctx: Run): unknown {
+    // A retry of an occurrence that already ran: just run it again.
+    if (ctx.attempt > 1) return this.#fn(ctx);
+    const admitted = this.#admitted;
+    this.#admitted = undefined;
+    if (admitted === undefined || admitted.task !== ctx.task) return this.#start(ctx);
     // A catch-up run was queued at now, but it stands for the occurrence at `at`.
-    return this.#start(ctx, late ? lateContext(ctx, this.#toWall(at)) : ctx);
+    return this.#start(ctx, admitted.late ? lateContext(ctx, this.#toWall(admitted.at)) : ctx);
   }
 
   #busy(): boolean {

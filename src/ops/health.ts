@@ -1,6 +1,5 @@
 // `health()`: a probe that reads a scheduler as a load balancer or an
 // orchestrator would (a blocked event loop, a stuck pool, a store gone away).
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { Scheduler } from '../scheduler.js';
 
 /** Options of `health()`. */
@@ -60,11 +59,13 @@ export interface HealthReport {
 }
 
 const HEALTH_KEYS = new Set(['maxStall', 'maxLoopDelay', 'storeTimeout']);
+/** How often the event loop's delay is sampled, ms. */
+const RESOLUTION = 20;
 
 /**
  * Liveness and readiness for probes: is the event loop responsive, are due
  * tasks being started, does the store answer. Costs nothing until created;
- * then one event listener and Node's event-loop delay histogram.
+ * then one event listener and a 20 ms unref'd timer that measures the event loop's delay.
  *
  * @example
  * import { health } from 'taskheap/metrics';
@@ -76,7 +77,15 @@ export class SchedulerHealth {
   readonly #maxStall: number;
   readonly #maxLoopDelay: number;
   readonly #storeTimeout: number;
-  readonly #delay: IntervalHistogram;
+  /**
+   * The event loop's delay, measured by a timer every RESOLUTION ms (unref'd):
+   * the worst lateness of its ticks since the previous check. Node's
+   * `monitorEventLoopDelay()` is not used: its `reset()` drops the next
+   * sample, so a block that began right after a check went unseen.
+   */
+  readonly #timer: NodeJS.Timeout;
+  #lastTick = performance.now();
+  #worstDelay = 0;
   /** When a run last started, or when the probe was made (a fresh probe knows no history). */
   #lastStart: number;
   readonly #onStart = (): void => {
@@ -103,16 +112,21 @@ export class SchedulerHealth {
     this.#maxLoopDelay = maxLoopDelay;
     this.#storeTimeout = storeTimeout;
     this.#lastStart = scheduler.clock.now();
-    this.#delay = monitorEventLoopDelay({ resolution: 20 });
-    this.#delay.enable();
+    this.#timer = setInterval(() => {
+      const now = performance.now();
+      this.#worstDelay = Math.max(this.#worstDelay, now - this.#lastTick - RESOLUTION);
+      this.#lastTick = now;
+    }, RESOLUTION);
+    this.#timer.unref();
     scheduler.on('start', this.#onStart);
   }
 
   /** Runs every check; resolves within `storeTimeout` whatever the store does. */
   async check(): Promise<HealthReport> {
     const scheduler = this.#scheduler;
-    const maxDelayMs = this.#delay.max / 1e6;
-    this.#delay.reset();
+    // A block that just ended (its tick not run yet) counts too; the tick clock keeps running.
+    const maxDelayMs = Math.max(0, this.#worstDelay, performance.now() - this.#lastTick - RESOLUTION);
+    this.#worstDelay = 0;
     const loop =
       maxDelayMs > this.#maxLoopDelay
         ? { healthy: false, reason: `the event loop was blocked for ${Math.round(maxDelayMs)} ms`, maxDelayMs }
@@ -181,7 +195,7 @@ export class SchedulerHealth {
 
   /** Stops watching. Idempotent. */
   close(): void {
-    this.#delay.disable();
+    clearInterval(this.#timer);
     this.#scheduler.off('start', this.#onStart);
   }
 }

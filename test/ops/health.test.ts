@@ -61,6 +61,40 @@ describe('health()', () => {
     await scheduler.close();
   });
 
+  it('notices a block that starts in the same tick as the previous check', async () => {
+    const { scheduler } = setup();
+    const probe = health(scheduler, { maxLoopDelay: 100 });
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the delay timer has ticked
+    const first = probe.check(); // reads and restarts its window now, synchronously
+    const until = performance.now() + 300;
+    while (performance.now() < until) {
+      /* a handler hogging the loop, begun right after the check */
+    }
+    await first;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const next = await probe.check();
+    expect(next.healthy).toBe(false);
+    expect(next.checks.loop.maxDelayMs).toBeGreaterThanOrEqual(250);
+    expect(next.checks.loop.reason).toMatch(/the event loop was blocked for \d+ ms/);
+    probe.close();
+    await scheduler.close();
+  });
+
+  it('notices a block that has just ended, before the delay timer ticks again', async () => {
+    const { scheduler } = setup();
+    const probe = health(scheduler, { maxLoopDelay: 100 });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const until = performance.now() + 300;
+    while (performance.now() < until) {
+      /* blocked; the check runs in the same tick, right after */
+    }
+    const report = await probe.check();
+    expect(report.checks.loop.healthy).toBe(false);
+    expect(report.checks.loop.maxDelayMs).toBeGreaterThanOrEqual(250);
+    probe.close();
+    await scheduler.close();
+  });
+
   it('checks that the store answers, and serves 200 or 503 over HTTP', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'taskheap-health-'));
     const scheduler = new Scheduler({ store: sqliteStore(join(dir, 'h.db')), onError: () => {} });

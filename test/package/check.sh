@@ -79,6 +79,19 @@ each_node() { # script, args...: runs it with every node in $nodes
 
 consumer esm module
 (cd "$work/esm" && each_node smoke.mjs)
+# The `bin` entry, as `npx taskheap` runs it from the installed tarball: usage
+# (exit 0), a usage error (exit 2), and an error naming what to run (exit 1).
+(
+  cd "$work/esm"
+  ./node_modules/.bin/taskheap --help | head -n 1 | grep -q '^Usage: taskheap <command>'
+  set +e
+  ./node_modules/.bin/taskheap frobnicate 2>/dev/null; usage=$?
+  ./node_modules/.bin/taskheap tasks --sqlite missing.db 2>"$work/bin.err"; missing=$?
+  set -e
+  [ "$usage" = 2 ] || { echo "bin: a usage error exited $usage, not 2"; exit 1; }
+  [ "$missing" = 1 ] && grep -q 'taskheap migrate --sqlite missing.db' "$work/bin.err" || { echo "bin: a missing database exited $missing"; cat "$work/bin.err"; exit 1; }
+  echo "bin: taskheap runs from the tarball"
+)
 
 consumer cjs commonjs
 (cd "$work/cjs" && each_node smoke.cjs)

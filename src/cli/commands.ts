@@ -1,0 +1,244 @@
+// The command line's commands: each reads its options, calls the
+// scheduler's (or the store's) public API, and returns what to print as
+// JSON and as text, with the exit code.
+import { parseDuration } from '../core/duration.js';
+import type { StoredJob, StoredState, StoredTask, TaskFilter } from '../index.js';
+import { CliError, EXIT, type Invocation } from './args.js';
+import type { Connection } from './connect.js';
+import { record, table } from './format.js';
+
+/** What a command prints (`json` with --json, else `text`) and its exit code. */
+interface Outcome {
+  json: unknown;
+  text: string;
+  code: number;
+}
+
+const TASK_STATES: readonly StoredState[] = ['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
+const JOB_STATES: readonly StoredJob['state'][] = ['scheduled', 'paused', 'done', 'cancelled'];
+const TASK_COLUMNS = ['id', 'name', 'state', 'runAt', 'attempts', 'queue', 'key', 'jobKey', 'lastError'];
+const JOB_COLUMNS = ['key', 'name', 'state', 'nextRunAt', 'lastRunAt', 'runs'];
+/** Rows one retention statement deletes at most, as the worker's sweep does. */
+const PRUNE_BATCH = 500;
+/** Rows read per page when counting. */
+const COUNT_PAGE = 10_000;
+
+function ok(json: unknown, text: string): Outcome {
+  return { json, text, code: EXIT.ok };
+}
+
+function usage(message: string): CliError {
+  return new CliError(message, EXIT.usage);
+}
+
+function id(text: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1)
+    throw usage(`Expected a task id (an integer >= 1), got ${JSON.stringify(text)}`);
+  return value;
+}
+
+function limit(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || value < 1 || value > 10_000)
+    throw usage(`Expected --limit to be an integer from 1 to 10000, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+function time(option: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = /^-?\d+$/.test(text) ? Number(text) : Date.parse(text);
+  if (!Number.isFinite(value))
+    throw usage(`Expected --${option} to be an ISO time (2026-01-31T09:00:00Z) or epoch milliseconds, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+function oneOf<T extends string>(option: string, text: string | undefined, allowed: readonly T[]): T | undefined {
+  if (text === undefined) return undefined;
+  if (!(allowed as readonly string[]).includes(text))
+    throw usage(`Expected --${option} to be one of ${allowed.join(', ')}, got ${JSON.stringify(text)}`);
+  return text as T;
+}
+
+/** A page cursor of `tasks`: the last task's due time (epoch ms) and id. */
+function cursorOf(task: StoredTask): string {
+  return `${task.runAt.getTime()}:${task.id}`;
+}
+
+function parseCursor(text: string | undefined): TaskFilter['after'] {
+  if (text === undefined) return undefined;
+  const match = /^(-?\d+):(\d+)$/.exec(text);
+  if (match === null)
+    throw usage(`Expected --after to be a cursor <runAt ms>:<id> as printed after a full page, got ${JSON.stringify(text)}`);
+  return { runAt: Number(match[1]), id: Number(match[2]) };
+}
+
+function age(option: string, text: string | undefined, fallback: string): number | null {
+  const value = text ?? fallback;
+  if (value === 'off') return null;
+  try {
+    return parseDuration(value);
+  } catch {
+    throw usage(`Expected --${option} to be an age such as "1d" or "12h", or "off", got ${JSON.stringify(value)}`);
+  }
+}
+
+function taskRow(task: StoredTask): Record<string, unknown> {
+  return { ...task, runAt: task.runAt };
+}
+
+type Command = (connection: Connection, argument: string, options: Invocation['options']) => Promise<Outcome>;
+
+/** What `code` reads from a TaskheapError, if it is one. */
+function codeOf(error: unknown): unknown {
+  return (error as { code?: unknown } | null)?.code;
+}
+
+export const commands: Record<string, Command> = {
+  async migrate() {
+    // connect() already migrated.
+    return ok({ migrated: true }, 'The schema is up to date.');
+  },
+
+  async tasks({ scheduler }, _argument, options) {
+    const filter: TaskFilter = {};
+    const state = oneOf('state', options.state, TASK_STATES);
+    if (state !== undefined) filter.state = state;
+    if (options.name !== undefined) filter.name = options.name;
+    if (options['key-prefix'] !== undefined) filter.keyPrefix = options['key-prefix'];
+    if (options['job-key'] !== undefined) filter.jobKey = options['job-key'];
+    const from = time('from', options.from);
+    if (from !== undefined) filter.from = from;
+    const to = time('to', options.to);
+    if (to !== undefined) filter.to = to;
+    const after = parseCursor(options.after);
+    if (after !== undefined) filter.after = after;
+    const size = limit(options.limit) ?? 100;
+    filter.limit = size;
+    const tasks = await scheduler.listTasks(filter);
+    const next = tasks.length === size ? cursorOf(tasks.at(-1)!) : null;
+    const text = table(tasks.map(taskRow), TASK_COLUMNS) + (next === null ? '' : `\nnext page: --after ${next}`);
+    return ok({ tasks, next }, text);
+  },
+
+  async task({ scheduler }, argument) {
+    const task = await scheduler.getTask(id(argument));
+    if (task === undefined) throw new CliError(`No stored task with id ${argument}`, EXIT.notFound);
+    return ok(task, record(task as unknown as Record<string, unknown>));
+  },
+
+  async jobs({ scheduler }, _argument, options) {
+    const size = limit(options.limit) ?? 100;
+    const state = oneOf('state', options.state, JOB_STATES);
+    const jobs = await scheduler.listJobs({
+      ...(state === undefined ? {} : { state }),
+      ...(options.name === undefined ? {} : { name: options.name }),
+      ...(options['key-prefix'] === undefined ? {} : { keyPrefix: options['key-prefix'] }),
+      ...(options.after === undefined ? {} : { after: options.after }),
+      limit: size,
+    });
+    const next = jobs.length === size ? jobs.at(-1)!.key : null;
+    const text = table(jobs as unknown as Record<string, unknown>[], JOB_COLUMNS) + (next === null ? '' : `\nnext page: --after ${next}`);
+    return ok({ jobs, next }, text);
+  },
+
+  async job({ scheduler }, key) {
+    const job = await scheduler.getJob(key);
+    if (job === undefined) throw new CliError(`No stored job with key ${JSON.stringify(key)}`, EXIT.notFound);
+    return ok(job, record(job as unknown as Record<string, unknown>));
+  },
+
+  async retry({ scheduler }, argument) {
+    try {
+      const task = await scheduler.retry(id(argument));
+      return ok(task, `Task ${task.id} is ${task.state} again, due now.`);
+    } catch (error) {
+      if (codeOf(error) === 'ERR_TASK_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
+      throw error;
+    }
+  },
+
+  async cancel({ scheduler }, argument) {
+    const taskId = id(argument);
+    if (await scheduler.cancel(taskId)) return ok({ cancelled: true, id: taskId }, `Task ${taskId} is cancelled.`);
+    const task = await scheduler.getTask(taskId);
+    if (task === undefined) throw new CliError(`No stored task with id ${taskId}`, EXIT.notFound);
+    throw new CliError(`Task ${taskId} is ${task.state}: only a waiting or running task can be cancelled`);
+  },
+
+  async pause(connection, key) {
+    return jobState(connection, key, 'pause');
+  },
+
+  async resume(connection, key) {
+    return jobState(connection, key, 'resume');
+  },
+
+  async trigger({ scheduler }, key) {
+    try {
+      const task = await scheduler.triggerJob(key);
+      return ok(task, `Job ${JSON.stringify(key)} triggered: task ${task.id}, due now.`);
+    } catch (error) {
+      if (codeOf(error) === 'ERR_JOB_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
+      throw error;
+    }
+  },
+
+  async prune({ store }, _argument, options) {
+    const succeeded = age('succeeded', options.succeeded, '1d');
+    const failed = age('failed', options.failed, '7d');
+    let deleted = 0;
+    for (;;) {
+      const batch = await store.prune(succeeded, failed, PRUNE_BATCH);
+      deleted += batch;
+      if (batch < PRUNE_BATCH) break;
+    }
+    return ok({ deleted }, `Deleted ${deleted} row(s).`);
+  },
+
+  async stats({ scheduler }) {
+    const counts: Record<string, number> = {};
+    let total = 0;
+    for (const state of TASK_STATES) {
+      let count = 0;
+      let after: TaskFilter['after'];
+      for (;;) {
+        const page = await scheduler.listTasks({ state, limit: COUNT_PAGE, ...(after === undefined ? {} : { after }) });
+        count += page.length;
+        if (page.length < COUNT_PAGE) break;
+        const last = page.at(-1)!;
+        after = { runAt: last.runAt, id: last.id };
+      }
+      counts[state] = count;
+      total += count;
+    }
+    return ok({ ...counts, total }, table([{ ...counts, total }], [...TASK_STATES, 'total']));
+  },
+
+  async queues({ scheduler }) {
+    const queues = await scheduler.queues();
+    const rows = queues.map((queue) => ({
+      name: queue.name,
+      paused: queue.paused,
+      globalConcurrency: queue.globalConcurrency,
+      ...queue.counts,
+    }));
+    const columns = ['name', 'paused', 'globalConcurrency', ...new Set(queues.flatMap((queue) => Object.keys(queue.counts)))];
+    return ok(queues, table(rows, columns));
+  },
+};
+
+async function jobState({ scheduler }: Connection, key: string, action: 'pause' | 'resume'): Promise<Outcome> {
+  const changed = action === 'pause' ? await scheduler.pauseJob(key) : await scheduler.resumeJob(key);
+  if (changed)
+    return ok(
+      { [action === 'pause' ? 'paused' : 'resumed']: true, key },
+      `Job ${JSON.stringify(key)} is ${action === 'pause' ? 'paused' : 'scheduled'}.`,
+    );
+  const job = await scheduler.getJob(key);
+  if (job === undefined) throw new CliError(`No stored job with key ${JSON.stringify(key)}`, EXIT.notFound);
+  throw new CliError(
+    `Job ${JSON.stringify(key)} is ${job.state}: only a ${action === 'pause' ? 'scheduled' : 'paused'} job can be ${action}d`,
+  );
+}

@@ -1,0 +1,234 @@
+// The command line as operators run it: a real child process
+// (`node --import tsx src/cli/main.ts ...`) against a real SQLite file and a
+// real PostgreSQL server, with the data put there by a real Scheduler. Checks
+// what it prints (text and --json) and its exit codes: 0 done, 1 error,
+// 2 usage, 3 not found.
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { Scheduler, type Store, type StoredJob, type StoredTask } from '../../src/index.js';
+import { postgresStore } from '../../src/postgres.js';
+import { sqliteStore } from '../../src/sqlite.js';
+import type { PgServer } from '../durable/pg-server.js';
+import { schemaNamer, usePostgres } from '../durable/use-postgres.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `taskheap ...args` as a child process; DATABASE_URL only as `env` says. */
+function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Result> {
+  const { DATABASE_URL: _ignored, ...base } = process.env;
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', ...args],
+      { cwd: ROOT, env: { ...base, ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+async function json<T>(args: readonly string[], env?: Record<string, string>): Promise<T> {
+  const result = await cli([...args, '--json'], env);
+  expect(result.stderr).toBe('');
+  expect(result.code).toBe(0);
+  return JSON.parse(result.stdout) as T;
+}
+
+/**
+ * Fills a store the way an application would: a failed task (its worker ran
+ * and closed), three tasks due in an hour (two keyed 'mail:'), a cron job.
+ */
+async function fill(store: Store): Promise<{ failed: number; later: number[] }> {
+  const scheduler = new Scheduler({ store, onError: () => {} });
+  scheduler.define('boom', () => {
+    throw new Error('billing is down');
+  });
+  scheduler.define('mail', () => {});
+  scheduler.define('report', () => {});
+  await scheduler.start();
+  const failed = await scheduler.schedule(Date.now(), 'boom');
+  await scheduler.waitFor(failed.id, { timeout: '20s' });
+  const hour = Date.now() + 3_600_000;
+  const later = await scheduler.scheduleMany([
+    { when: hour, name: 'mail', key: 'mail:ann', payload: { to: 'ann' } },
+    { when: hour + 1, name: 'mail', key: 'mail:bob', payload: { to: 'bob' } },
+    { when: hour + 2, name: 'report', payload: {} },
+  ]);
+  await scheduler.cron('0 6 * * *', { timezone: 'UTC' }).run('report', { key: 'report:daily' });
+  await scheduler.close();
+  return { failed: failed.id, later: later.map((task) => task.id) };
+}
+
+/** Every command on one store, through `connection` (the flags naming it) and `env`. */
+async function operate(connection: readonly string[], env: Record<string, string>, ids: { failed: number; later: number[] }) {
+  const run = (...args: string[]) => cli([...args, ...connection], env);
+  const read = <T>(...args: string[]) => json<T>([...args, ...connection], env);
+
+  // tasks: filters and a cursor page by page.
+  const failed = await read<{ tasks: StoredTask[]; next: string | null }>('tasks', '--state', 'failed');
+  expect(failed.tasks.map((task) => [task.id, task.name, task.lastError])).toEqual([
+    [ids.failed, 'boom', expect.stringMatching(/billing is down/)],
+  ]);
+  expect(failed.next).toBeNull();
+  const mail = await read<{ tasks: StoredTask[] }>('tasks', '--name', 'mail', '--key-prefix', 'mail:');
+  expect(mail.tasks.map((task) => task.key)).toEqual(['mail:ann', 'mail:bob']);
+  const first = await read<{ tasks: StoredTask[]; next: string }>('tasks', '--state', 'waiting', '--limit', '2');
+  expect(first.tasks).toHaveLength(2);
+  expect(first.next).toMatch(/^\d+:\d+$/);
+  const second = await read<{ tasks: StoredTask[]; next: string | null }>(
+    'tasks',
+    '--state',
+    'waiting',
+    '--limit',
+    '2',
+    '--after',
+    first.next,
+  );
+  const waiting = [...first.tasks, ...second.tasks].map((task) => task.id);
+  expect(new Set(waiting).size).toBe(waiting.length);
+  for (const id of ids.later) expect(waiting).toContain(id);
+
+  // Aligned text: a header, then one line per task.
+  const text = await run('tasks', '--name', 'mail');
+  expect(text.code).toBe(0);
+  const lines = text.stdout.trimEnd().split('\n');
+  expect(lines[0]).toMatch(/^id\s+name\s+state\s+runAt\s+attempts\s+queue\s+key\s+jobKey\s+lastError$/);
+  expect(lines.slice(1).map((line) => line.split(/\s+/)[6])).toEqual(['mail:ann', 'mail:bob']);
+
+  // task, stats, queues.
+  expect(await read<StoredTask>('task', String(ids.failed))).toMatchObject({ id: ids.failed, state: 'failed', attempts: 1 });
+  expect(await read<Record<string, number>>('stats')).toMatchObject({ failed: 1, waiting: 3, succeeded: 0, total: 4 }); // the job's next occurrence is made when due;
+  const queues = await read<{ name: string; counts: { waiting: number } }[]>('queues');
+  expect(queues.find((queue) => queue.name === 'default')?.counts.waiting).toBeGreaterThanOrEqual(3);
+
+  // retry and cancel, and what they refuse.
+  expect(await read<StoredTask>('retry', String(ids.failed))).toMatchObject({ id: ids.failed, state: 'waiting' });
+  const again = await run('retry', String(ids.later[0]));
+  expect(again.code).toBe(1);
+  expect(again.stderr).toMatch(/taskheap: .*waiting/);
+  expect(await read<{ cancelled: boolean }>('cancel', String(ids.later[0]))).toEqual({ cancelled: true, id: ids.later[0] });
+  const twice = await run('cancel', String(ids.later[0]));
+  expect(twice).toMatchObject({ code: 1, stderr: expect.stringMatching(/is cancelled: only a waiting or running task can be cancelled/) });
+  expect((await run('cancel', '999999')).code).toBe(3);
+  expect((await run('retry', '999999')).code).toBe(3);
+  expect(await run('task', '999999')).toMatchObject({ code: 3, stderr: 'taskheap: No stored task with id 999999\n' });
+
+  // jobs: list, show, pause, resume, trigger.
+  const jobs = await read<{ jobs: StoredJob[] }>('jobs');
+  expect(jobs.jobs.map((job) => [job.key, job.state])).toEqual([['report:daily', 'scheduled']]);
+  expect(await read<StoredJob>('job', 'report:daily')).toMatchObject({ key: 'report:daily', name: 'report', state: 'scheduled' });
+  expect((await run('pause', 'report:daily')).stdout).toBe('Job "report:daily" is paused.\n');
+  expect((await read<{ jobs: StoredJob[] }>('jobs', '--state', 'paused')).jobs.map((job) => job.key)).toEqual(['report:daily']);
+  expect(await run('pause', 'report:daily')).toMatchObject({
+    code: 1,
+    stderr: expect.stringMatching(/is paused: only a scheduled job can be paused/),
+  });
+  expect((await run('resume', 'report:daily')).code).toBe(0);
+  const triggered = await read<StoredTask>('trigger', 'report:daily');
+  expect(triggered).toMatchObject({ name: 'report', jobKey: 'report:daily', state: 'waiting' });
+  expect((await run('job', 'nope')).code).toBe(3);
+  expect((await run('pause', 'nope')).code).toBe(3);
+  expect((await run('trigger', 'nope')).code).toBe(3);
+
+  // prune: nothing old enough by default; everything finished with an age of 0.
+  expect(await read<{ deleted: number }>('prune')).toEqual({ deleted: 0 });
+  expect((await read<{ deleted: number }>('prune', '--succeeded', '0s', '--failed', '0s')).deleted).toBeGreaterThanOrEqual(1);
+  expect(await read<Record<string, number>>('stats')).toMatchObject({ cancelled: 0 });
+
+  // Usage errors name the value.
+  expect(await run('tasks', '--state', 'done')).toMatchObject({
+    code: 2,
+    stderr: expect.stringMatching(/Expected --state to be one of waiting, running, succeeded, failed, timed-out, cancelled, got "done"/),
+  });
+  expect(await run('tasks', '--after', 'x')).toMatchObject({ code: 2, stderr: expect.stringMatching(/--after .* got "x"/) });
+  expect(await run('task')).toMatchObject({ code: 2, stderr: expect.stringMatching(/`task` needs a <id>/) });
+  expect(await run('jobs', '--from', '1')).toMatchObject({ code: 2, stderr: expect.stringMatching(/`jobs` has no option --from/) });
+  const jsonError = await run('task', '999999', '--json');
+  expect(jsonError.code).toBe(3);
+  expect(JSON.parse(jsonError.stderr)).toEqual({ error: 'No stored task with id 999999', exitCode: 3 });
+  const refused = await run('retry', String(ids.later[1]), '--json');
+  expect(refused.code).toBe(1);
+  expect(JSON.parse(refused.stderr)).toMatchObject({ exitCode: 1, code: 'ERR_TASK_NOT_FINISHED' });
+}
+
+describe('taskheap on SQLite', () => {
+  it('migrates a new file, then lists, shows, retries, cancels, pauses, resumes, triggers, prunes and counts', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'taskheap-cli-')), 'app.db');
+    const missing = await cli(['tasks', '--sqlite', file]);
+    expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining('create it with `taskheap migrate --sqlite') });
+    expect(await cli(['migrate', '--sqlite', file])).toMatchObject({ code: 0, stdout: 'The schema is up to date.\n' });
+    const ids = await fill(sqliteStore(file));
+    await operate(['--sqlite', file], {}, ids);
+    // While a worker owns the file, the command line says who does.
+    const worker = new Scheduler({ store: sqliteStore(file), onError: () => {} });
+    await worker.start();
+    try {
+      expect(await cli(['stats', '--sqlite', file])).toMatchObject({ code: 1, stderr: expect.stringMatching(/is in use by process \d+/) });
+    } finally {
+      await worker.close();
+    }
+  }, 600_000); // some forty child processes, each compiling the CLI with tsx
+
+  it('usage errors exit 2 with the value named; --help exits 0', async () => {
+    expect(await cli(['frobnicate'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/Unknown command "frobnicate"/) });
+    expect(await cli(['tasks'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/No database: pass --database-url/) });
+    expect(await cli(['tasks', '--sqlite', 'a.db', '--database-url', 'postgres://x/y'])).toMatchObject({ code: 2 });
+    expect(await cli(['tasks', '--bogus'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/--bogus/) });
+    const help = await cli(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: taskheap <command>/);
+    expect(help.stdout).toMatch(/Exit codes: 0 done, 1 error, 2 usage error, 3 not found/);
+  }, 60_000);
+});
+
+describe('taskheap on PostgreSQL', () => {
+  let server!: PgServer;
+  usePostgres((started) => {
+    server = started;
+  });
+  const schema = schemaNamer('cli');
+
+  it('says to migrate a schema that has no tables, migrates it, and runs every command (DATABASE_URL)', async () => {
+    const name = schema();
+    const missing = await cli(['stats', '--schema', name], { DATABASE_URL: server.url });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/the schema is not migrated; run `taskheap migrate --database-url <url> --schema cli\d+_\d+`/);
+    expect(await cli(['migrate', '--schema', name], { DATABASE_URL: server.url })).toMatchObject({ code: 0 });
+    const ids = await fill(postgresStore({ connectionString: server.url, schema: name }));
+    await operate(['--schema', name], { DATABASE_URL: server.url }, ids);
+  }, 600_000);
+
+  it('a bad URL is a usage error; an unreachable server or a wrong database an error that names where', async () => {
+    expect(await cli(['stats', '--database-url', 'mysql://localhost/db'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/Expected a postgres:\/\/ or postgresql:\/\/ database URL, got "mysql:\/\/localhost\/db"/),
+    });
+    expect(await cli(['stats', '--database-url', 'not a url'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/got "not a url"/),
+    });
+    const url = new URL(server.url);
+    url.pathname = '/no_such_database';
+    const wrong = await cli(['stats', '--database-url', url.href]);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(/Cannot reach PostgreSQL at .*\/no_such_database \(3D000\)/);
+    url.password = 'secret-password';
+    url.port = '1';
+    const down = await cli(['stats', '--database-url', url.href]);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/Cannot reach PostgreSQL at 127\.0\.0\.1:1\/no_such_database/);
+    expect(down.stderr).not.toContain('secret-password');
+  }, 120_000);
+});
