@@ -56,3 +56,5 @@ export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, Stor
 export type { StoredQueue, QueueChange, QueueRate, QueueRooms, ClaimLimits } from './durable/store.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';
+export { ThreadError } from './threads/errors.js';
+export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';
