@@ -54,6 +54,7 @@ async function run(job) {
     outcome = { type: 'done', id: job.id, ok: true, value: await handler(ctx, job.payload) };
   } catch (error) {
     outcome = { type: 'done', id: job.id, ok: false, error: errorToMessage(error) };
+    if (controller.signal.aborted && error === controller.signal.reason) outcome.aborted = true;
   }
   running = undefined;
   try {

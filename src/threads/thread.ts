@@ -40,6 +40,8 @@ interface DoneMessage {
   error?: ErrorMessage;
   /** The outcome could not be cloned; `error` is the DataCloneError. */
   clone?: true;
+  /** The handler threw its signal's reason (the abort it was told of). */
+  aborted?: true;
 }
 
 let nextJobId = 1;
@@ -114,8 +116,9 @@ export class PoolThread {
 
   /** Ends the thread now; a job in it fails with `reason`. */
   terminate(reason?: unknown): Promise<void> {
-    if (this.#job !== undefined) this.#end(reason ?? new ThreadError('The thread pool was closed', 'ERR_THREAD_EXIT'));
+    // Dead first: the pool, told the thread is free, must not hand it another job.
     this.#dead = true;
+    if (this.#job !== undefined) this.#end(reason ?? new ThreadError('The thread pool was closed', 'ERR_THREAD_EXIT'));
     return this.#worker.terminate().then(() => undefined);
   }
 
@@ -140,6 +143,8 @@ export class PoolThread {
     if (message.type !== 'done' || message.id !== this.#jobId || this.#job === undefined) return;
     if (message.ok) return this.#end(undefined, message.value, true);
     const error = message.error ?? {};
+    // The handler gave up with the reason its signal was aborted with: the task ends with the original reason.
+    if (message.aborted === true && this.#job.signal.aborted) return this.#end(this.#job.signal.reason);
     if (message.clone === true) {
       const job = this.#job;
       return this.#end(
