@@ -23,8 +23,12 @@ function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'taskheap-threads-'));
 }
 
-/** Runs the shared checks against stores made by `makeStore(lease)`. */
-function durableSuite(makeStore: (lease: number) => Store, lease: number): void {
+/**
+ * Runs the shared checks against stores made by `makeStore(lease)`;
+ * `replicaOf` makes a second store on the same data (PostgreSQL), for a
+ * second process's claimer that would take over a lapsed lease.
+ */
+function durableSuite(makeStore: (lease: number) => Store, lease: number, replicaOf?: (lease: number) => Store): void {
   it('a defined module runs each stored task in a thread, with the stored id, attempt and name', async () => {
     const scheduler = new Scheduler({ store: makeStore(lease), threads: 1 });
     open.push(scheduler);
@@ -38,11 +42,21 @@ function durableSuite(makeStore: (lease: number) => Store, lease: number): void 
 
   it('a CPU-bound handler running three times its lease runs once: the main thread renews the lease meanwhile', async () => {
     const log = join(tempDir(), 'runs.log');
-    const scheduler = new Scheduler({ store: makeStore(lease), threads: 1, onError: () => {} });
+    // Two threads: were the lease let lapse, this process's own claimer (its
+    // main thread is free) would claim the task again and run it beside the first.
+    const scheduler = new Scheduler({ store: makeStore(lease), threads: 2, onError: () => {} });
     open.push(scheduler);
     scheduler.define('burn', fixture('burn'));
     await scheduler.start();
+    const replica = replicaOf === undefined ? undefined : new Scheduler({ store: replicaOf(lease), threads: 2, onError: () => {} });
+    if (replica !== undefined) {
+      open.push(replica);
+      replica.define('burn', fixture('burn'));
+      await replica.start();
+    }
     const task = await scheduler.schedule(Date.now(), 'burn', { payload: { ms: 3 * lease, log } });
+    // The main thread stays free while the thread burns: the store answers, the task is running.
+    await expect.poll(async () => (await scheduler.getTask(task.id))?.state, { timeout: 60_000 }).toBe('running');
     const done = await scheduler.waitFor(task.id);
     expect(done).toMatchObject({ state: 'succeeded', attempts: 1, result: { id: task.id, attempt: 1, spun: true } });
     expect(readFileSync(log, 'utf8')).toBe(`run ${task.id} attempt 1\n`);
@@ -59,5 +73,10 @@ describe('durable module tasks on PostgreSQL', () => {
     server = s;
   });
   const schema = schemaNamer('threads');
-  durableSuite((lease) => postgresStore({ connectionString: server.url, schema: schema(), lease }), 1_500);
+  let current = '';
+  durableSuite(
+    (lease) => postgresStore({ connectionString: server.url, schema: (current = schema()), lease }),
+    1_500,
+    (lease) => postgresStore({ connectionString: server.url, schema: current, lease }),
+  );
 });
