@@ -10,7 +10,7 @@
  * kept small, with no imports besides Node's own.
  * @internal
  */
-export const BOOTSTRAP = String.raw`
+export const BOOTSTRAP = `
 'use strict';
 const { parentPort } = require('node:worker_threads');
 let running;

@@ -90,7 +90,10 @@ describe('isolation', () => {
     ['oom', 'ERR_THREAD_OUT_OF_MEMORY'],
   ] as const) {
     it(`${how}: fails that task alone with ThreadError ${code}; the thread is replaced`, async () => {
-      const scheduler = make({ threads: 2, threadOptions: { resourceLimits: { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 8 } } });
+      const scheduler = make({
+        threads: 2,
+        threadOptions: { resourceLimits: { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 8 } },
+      });
       const steer = board();
       const bystander = scheduler.after(0, fixture('gate'), { payload: { shared: steer.shared, mode: 'release' } });
       await steer.until(1);
@@ -168,7 +171,9 @@ describe('close()', () => {
   });
 
   it('no thread keeps the process alive: a script that never closes its scheduler exits', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/threads/no-close.ts'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/threads/no-close.ts'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();

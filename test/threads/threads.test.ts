@@ -57,7 +57,8 @@ describe('module tasks in threads', () => {
     const scheduler = new Scheduler({ threads: 1 });
     open.push(scheduler);
     const ids: number[] = [];
-    for (let i = 0; i < 3; i++) ids.push(((await scheduler.after(0, fixture('cpu'), { payload: { rounds: 10 } }).result) as { threadId: number }).threadId);
+    for (let i = 0; i < 3; i++)
+      ids.push(((await scheduler.after(0, fixture('cpu'), { payload: { rounds: 10 } }).result) as { threadId: number }).threadId);
     expect(new Set(ids).size).toBe(1);
   });
 
