@@ -19,7 +19,7 @@ import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } f
 import { DurableRunner } from './durable/runner.js';
 import type { DefineOptions } from './durable/handlers.js';
 import type { JobFilter, StoredJob, StoredTask, EnqueuedTask, TaskFilter } from './durable/store.js';
-import { CronBuilder, Every, OnceBuilder, type JobOptions } from './jobs/builders.js';
+import { CronBuilder, Every, OnceBuilder, type ModuleJobOptions } from './jobs/builders.js';
 import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
 import type { JobBounds, RulePlan } from './rules/plan.js';
@@ -207,8 +207,8 @@ export class Scheduler {
   }
 
   /** @internal `run()` of a builder lands here */
-  createJob(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
-    return this.#jobs.create(fn, options, plan, bounds);
+  createJob(fn: TaskFunction | URL, options: ModuleJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
+    return this.#jobs.create(...(fn instanceof URL ? threadTask(this.#threads, fn, options) : ([fn, options] as const)), plan, bounds);
   }
 
   /** @internal `run(name)` of a builder lands here */

@@ -125,14 +125,14 @@ function runIn(pool: ThreadPool, module: URL, ctx: TaskContext & { id?: number }
  * cloned here, so a bad one throws at the call.
  * @internal
  */
-export function threadTask(
+export function threadTask<O extends TaskOptions>(
   pool: ThreadPool,
   module: URL,
-  options: ThreadTaskOptions | undefined,
-): [fn: TaskFunction<Promise<unknown>>, options: TaskOptions | undefined] {
+  options: (O & { payload?: unknown }) | undefined,
+): [fn: TaskFunction<Promise<unknown>>, options: O | undefined] {
   if (options === undefined) return [(ctx) => runIn(pool, module, ctx, undefined), undefined];
   assertOptionsObject(options, 'schedule');
-  const { payload, ...rest } = options;
+  const { payload, ...rest } = options as O & { payload?: unknown };
   let copy: unknown;
   try {
     copy = structuredClone(payload);
@@ -141,7 +141,7 @@ export function threadTask(
       `Expected \`payload\` to be structured-cloneable to send it to a thread, got ${describe(payload)}: ${String(error)}`,
     );
   }
-  return [(ctx) => runIn(pool, module, ctx, copy), rest];
+  return [(ctx) => runIn(pool, module, ctx, copy), rest as unknown as O];
 }
 
 /** A durable handler that runs `module` in the pool. @internal */

@@ -87,6 +87,38 @@ describe('module tasks in threads', () => {
     expect(task.attempts).toBe(2);
   });
 
+  it('a recurring job given a module runs each occurrence in a thread (ManualClock)', async () => {
+    const { scheduler, clock } = track(setup({ threads: 1 }));
+    const values: unknown[] = [];
+    scheduler.on('success', (_task, value) => values.push(value));
+    const job = scheduler
+      .every(1)
+      .seconds()
+      .times(2)
+      .run(fixture('echo'), { name: 'tick', payload: { n: 7 } });
+    await clock.advance(1_000);
+    await expect.poll(() => values.length).toBe(1);
+    await clock.advance(1_000);
+    await expect.poll(() => values.length).toBe(2);
+    expect(values).toMatchObject([
+      { payload: { n: 7 }, name: 'tick', scheduledAt: START + 1_000, isMainThread: false },
+      { payload: { n: 7 }, name: 'tick', scheduledAt: START + 2_000, isMainThread: false },
+    ]);
+    expect(job.state).toBe('done');
+    expect(() =>
+      scheduler
+        .every(1)
+        .seconds()
+        .run(fixture('echo'), { payload: () => 1 }),
+    ).toThrow(/`payload`/);
+    expect(() =>
+      scheduler
+        .every(1)
+        .seconds()
+        .run(() => 1, { payload: 1 } as never),
+    ).toThrow(TypeError);
+  });
+
   it('refuses a payload that cannot be cloned at the call, naming it', () => {
     const scheduler = new Scheduler({ threads: 1 });
     open.push(scheduler);
