@@ -98,7 +98,13 @@ export class ThreadPool {
           }
         if (thread === undefined) {
           if (this.#threads.size >= this.#size) break;
-          thread = new PoolThread(this.#settings, this.#freed);
+          try {
+            thread = new PoolThread(this.#settings, this.#freed);
+          } catch (error) {
+            // Node refused to start a thread (a flag in execArgv it does not allow in threads): the job fails with why.
+            this.#waiting.shift()!.reject(error);
+            continue;
+          }
           this.#threads.add(thread);
         }
         thread.run(this.#waiting.shift()!);

@@ -178,12 +178,12 @@ export class PoolThread {
   }
 
   #exit(code: number): void {
-    const wasDead = this.#dead;
     this.#dead = true;
     const job = this.#job;
     if (job !== undefined)
       this.#end(new ThreadError(`The thread of ${what(job)} exited with code ${code} while running it`, 'ERR_THREAD_EXIT'));
-    else if (!wasDead) this.#onFree(this);
+    // An idle thread that died (a timer its last handler left behind threw): the pool lets go of it.
+    else this.#onFree(this);
   }
 
   /** Settles the current job (an error, or `value` when `ok`) and frees the thread. */

@@ -113,6 +113,24 @@ describe('isolation', () => {
   }
 });
 
+describe('threads that die idle or never start', () => {
+  it('a thread that dies between tasks leaves the pool; the next task gets a new one', async () => {
+    const scheduler = make({ threads: 1 });
+    await expect(scheduler.after(0, fixture('crash'), { payload: { how: 'late' } }).result).resolves.toBe('returned');
+    // Sent before the death is known, a task may meet the dying thread and fail with ERR_THREAD_CRASHED: its retry then runs on a new one.
+    const next = scheduler.after(0, fixture('crash'), { payload: { how: 'none' }, retry: { attempts: 3, delay: 0 } });
+    await expect(next.result).resolves.toBe('fine');
+    await expect(scheduler.after(0, fixture('crash'), { payload: { how: 'none' } }).result).resolves.toBe('fine');
+  });
+
+  it('a thread Node refuses to start (a flag threads may not take) fails the task with why', async () => {
+    const scheduler = make({ threads: 1, threadOptions: { execArgv: ['--no-such-flag-for-threads'] } });
+    const error = (await scheduler.after(0, fixture('echo')).result.catch((e: unknown) => e)) as Error & { code?: string };
+    expect(error).toBeInstanceOf(Error);
+    expect(error.code).toBe('ERR_WORKER_INVALID_EXEC_ARGV');
+  });
+});
+
 describe('resizing', () => {
   it('grows at run time: more tasks run at once', async () => {
     const scheduler = make({ threads: 1 });
