@@ -3,7 +3,7 @@
 // and while the thread burns CPU the main thread keeps renewing the lease,
 // so a handler that runs three times longer than its lease runs once. On
 // SQLite and on a real PostgreSQL server.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -38,6 +38,19 @@ function durableSuite(makeStore: (lease: number) => Store, lease: number, replic
     const done = await scheduler.waitFor(task.id);
     expect(done.state).toBe('succeeded');
     expect(done.result).toMatchObject({ payload: { file: 'cat.png' }, id: task.id, attempt: 1, name: 'echo', isMainThread: false });
+  });
+
+  it('cancel(id) aborts ctx.signal inside the thread: the stored task ends cancelled', async () => {
+    const log = join(tempDir(), 'runs.log');
+    const scheduler = new Scheduler({ store: makeStore(lease), threads: 1, onError: () => {} });
+    open.push(scheduler);
+    scheduler.define('wait', fixture('wait-abort'));
+    await scheduler.start();
+    const task = await scheduler.schedule(Date.now(), 'wait', { payload: { log } });
+    await expect.poll(() => existsSync(log) && readFileSync(log, 'utf8'), { timeout: 60_000 }).toBe(`started ${task.id}\n`);
+    expect(await scheduler.cancel(task.id)).toBe(true);
+    const done = await scheduler.waitFor(task.id);
+    expect(done.state).toBe('cancelled');
   });
 
   it('a CPU-bound handler running three times its lease runs once: the main thread renews the lease meanwhile', async () => {
