@@ -116,7 +116,9 @@ describe('isolation', () => {
 describe('threads that die idle or never start', () => {
   it('a thread that dies between tasks leaves the pool; the next task gets a new one', async () => {
     const scheduler = make({ threads: 1 });
-    await expect(scheduler.after(0, fixture('crash'), { payload: { how: 'late' } }).result).resolves.toBe('returned');
+    const steer = board();
+    await expect(scheduler.after(0, fixture('crash'), { payload: { how: 'late', shared: steer.shared } }).result).resolves.toBe('returned');
+    steer.release();
     // Sent before the death is known, a task may meet the dying thread and fail with ERR_THREAD_CRASHED: its retry then runs on a new one.
     const next = scheduler.after(0, fixture('crash'), { payload: { how: 'none' }, retry: { attempts: 3, delay: 0 } });
     await expect(next.result).resolves.toBe('fine');
