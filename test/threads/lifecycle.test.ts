@@ -119,7 +119,8 @@ describe('threads that die idle or never start', () => {
     const steer = board();
     await expect(scheduler.after(0, fixture('crash'), { payload: { how: 'late', shared: steer.shared } }).result).resolves.toBe('returned');
     steer.release();
-    // Sent before the death is known, a task may meet the dying thread and fail with ERR_THREAD_CRASHED: its retry then runs on a new one.
+    await steer.until(1);
+    // The thread is dying. Sent before the pool hears of it, a task may meet it and fail with ERR_THREAD_CRASHED: its retry then runs on a new one.
     const next = scheduler.after(0, fixture('crash'), { payload: { how: 'none' }, retry: { attempts: 3, delay: 0 } });
     await expect(next.result).resolves.toBe('fine');
     await expect(scheduler.after(0, fixture('crash'), { payload: { how: 'none' } }).result).resolves.toBe('fine');
