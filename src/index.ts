@@ -27,7 +27,7 @@ export { Job, MAX_NEXT_RUNS } from './jobs/job.js';
 export { DEFAULT_CATCH_UP } from './rules/plan.js';
 export type { JobState, OverlapPolicy, MisfirePolicy, SkipInfo } from './jobs/job.js';
 export { Every, CronBuilder, OnceBuilder, JobBuilder } from './jobs/builders.js';
-export type { JobOptions } from './jobs/builders.js';
+export type { JobOptions, ModuleJobOptions } from './jobs/builders.js';
 export { CronRule } from './rules/cron.js';
 export { CalendarRule } from './rules/calendar.js';
 export type { CalendarRuleOptions } from './rules/calendar.js';
@@ -56,3 +56,5 @@ export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, Stor
 export type { StoredQueue, QueueChange, QueueRate, QueueRooms, ClaimLimits } from './durable/store.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';
+export { ThreadError } from './threads/errors.js';
+export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';

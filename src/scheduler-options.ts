@@ -9,12 +9,15 @@ import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from
 import type { QueueSettings } from './core/flow.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
 import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
-import { assertKnownKeys, assertOptionsObject, describe } from './core/validate.js';
+import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME } from './core/validate.js';
+import { TaskheapError } from './core/errors.js';
 import type { DurableTaskItem } from './durable/options.js';
 import { DEFAULT_RETENTION, type Retention } from './durable/runner.js';
-import type { Store } from './durable/store.js';
+import { TaskNotFoundError, type StoredTask, type Store } from './durable/store.js';
 import type { SkipInfo } from './jobs/job.js';
 import { systemZone, validateZone } from './rules/wall-time.js';
+import { assertThreads, defaultThreads, toThreadSettings, type ThreadOptions } from './threads/options.js';
+import type { ThreadSettings } from './threads/thread.js';
 
 /** Options of `new Scheduler()`. */
 export interface SchedulerOptions {
@@ -107,6 +110,27 @@ export interface SchedulerOptions {
    * new Scheduler({ store, queues: { emails: { concurrency: 2, globalConcurrency: 5 } } });
    */
   queues?: Record<string, QueueOptions>;
+  /**
+   * The most worker threads that run tasks given as a module
+   * (`schedule(when, new URL('./task.js', import.meta.url))`, or
+   * `define(name, url)` with a store). Threads start when such a task first
+   * needs one and stay warm; none start for a scheduler that runs only
+   * functions. `workers` still bounds how many tasks run at once. Also a
+   * live setting (`scheduler.threads`).
+   * @default os.availableParallelism()
+   * @example
+   * new Scheduler({ threads: 4 });
+   */
+  threads?: number;
+  /**
+   * How threads are started: `execArgv`, `resourceLimits`, and the `grace`
+   * a handler has to stop once its signal aborted before its thread is
+   * terminated. See `ThreadOptions`.
+   * @default {}
+   * @example
+   * new Scheduler({ threadOptions: { resourceLimits: { maxOldGenerationSizeMb: 256 }, grace: '2s' } });
+   */
+  threadOptions?: ThreadOptions;
 }
 
 /** Events of a scheduler and the arguments their listeners receive. */
@@ -116,15 +140,52 @@ export interface SchedulerEvents extends TaskEvents {
 }
 
 /** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. @internal */
-export const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>([
-  'start',
-  'success',
-  'failure',
-  'retry',
-  'cancel',
-  'skip',
-  'idle',
-]);
+const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>(['start', 'success', 'failure', 'retry', 'cancel', 'skip', 'idle']);
+
+/**
+ * Which reading of `once(x, listener?)` is meant: true for an event (an
+ * event name, a fixed short list, or anything with a listener: then it must
+ * be an event name), false for a time. A string that is neither an event
+ * name nor an ISO-8601 instant with an offset throws naming both uses.
+ * @internal
+ */
+export function onceIsEvent(whenOrEvent: unknown, listener: unknown): boolean {
+  if (listener !== undefined || (typeof whenOrEvent === 'string' && EVENTS.has(whenOrEvent))) {
+    assertEvent(whenOrEvent);
+    return true;
+  }
+  if (typeof whenOrEvent === 'string' && !isIsoInstant(whenOrEvent)) {
+    throw new TypeError(
+      `Expected once() to get a time (a Date, epoch ms, a DateTime or an ISO-8601 string with an offset or Z) or an event name (${[...EVENTS].join(', ')}) with a listener, got ${describe(whenOrEvent)}`,
+    );
+  }
+  return false;
+}
+
+/** Why `retry(id)` found nothing to retry: no such task, or one that is not finished. @internal */
+export function notRetryable(id: number, task: StoredTask | undefined): Error {
+  if (task === undefined) return new TaskNotFoundError(id);
+  return new TaskheapError(
+    `Task ${id} is ${task.state}; only a failed, timed-out or cancelled task can be retried`,
+    'ERR_TASK_NOT_FINISHED',
+  );
+}
+
+/** `triggerJob(key)` found no job that can run. @internal */
+export function jobNotFound(key: string): never {
+  throw new TaskheapError(
+    `No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`,
+    'ERR_JOB_NOT_FOUND',
+  );
+}
+
+/** The time `delay` from `now`, checked (`after()`). @internal */
+export function delayEnd(now: number, delay: Duration): number {
+  const time = now + toDuration(delay, 'delay');
+  if (time > MAX_TIME)
+    throw new RangeError(`Expected \`delay\` to end within the Date range (${MAX_TIME} epoch ms), got ${describe(delay)}`);
+  return time;
+}
 
 /** @internal */
 export function assertEvent(event: unknown): void {
@@ -151,6 +212,8 @@ const SCHEDULER_KEYS = new Set([
   'retention',
   'rate',
   'queues',
+  'threads',
+  'threadOptions',
 ]);
 const RETENTION_KEYS = new Set(['succeeded', 'failed']);
 const CRON_KEYS = new Set(['timezone']);
@@ -167,6 +230,8 @@ export interface SchedulerSettings {
   queues: Map<string, QueueSettings> | undefined;
   /** The `queues` option, checked, with a store (durable queues). */
   durableQueues: Map<string, DurableQueueOptions> | undefined;
+  /** The pool size and how its threads start. */
+  threads: { size: number; settings: ThreadSettings };
 }
 
 /** Checks the options of `new Scheduler()`; throws on the first bad one. @internal */
@@ -183,12 +248,14 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
     store,
     handlers,
     retention,
+    threads = defaultThreads(),
   } = options;
   const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
   // Without a store the queues are the loop's; with one, the store's.
   const queues = options.queues === undefined || store !== undefined ? undefined : toQueues(options.queues);
   const durableQueues = options.queues === undefined || store === undefined ? undefined : toDurableQueues(options.queues);
   assertWorkers(workers);
+  assertThreads(threads);
   if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
     throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
   }
@@ -210,6 +277,7 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
     retention: toRetention(retention),
     queues,
     durableQueues,
+    threads: { size: threads, settings: toThreadSettings(options.threadOptions) },
   };
 }
 

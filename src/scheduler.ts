@@ -5,7 +5,7 @@
 // scheduler-options.ts.
 import type { Clock } from './core/clock.js';
 import { Emitter } from './core/emitter.js';
-import { ClosedError, TaskheapError } from './core/errors.js';
+import { ClosedError } from './core/errors.js';
 import { TaskLoop } from './core/loop.js';
 import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
@@ -13,13 +13,13 @@ import type { RateLimit } from './core/flow-options.js';
 import { configureQueues } from './core/queues.js';
 import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
 import type { Task, TaskFunction } from './core/task.js';
-import { toDuration, type Duration } from './core/duration.js';
-import { describe, isIsoInstant, MAX_TIME, toEpoch, type When } from './core/validate.js';
+import type { Duration } from './core/duration.js';
+import { toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableRunner } from './durable/runner.js';
 import type { DefineOptions } from './durable/handlers.js';
-import { TaskNotFoundError, type JobFilter, type StoredJob, type StoredTask, type EnqueuedTask, type TaskFilter } from './durable/store.js';
-import { CronBuilder, Every, OnceBuilder, type JobOptions } from './jobs/builders.js';
+import type { JobFilter, StoredJob, StoredTask, EnqueuedTask, TaskFilter } from './durable/store.js';
+import { CronBuilder, Every, OnceBuilder, type ModuleJobOptions } from './jobs/builders.js';
 import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
 import type { JobBounds, RulePlan } from './rules/plan.js';
@@ -28,7 +28,10 @@ import {
   assertId,
   assertLimit,
   cronZone,
-  EVENTS,
+  delayEnd,
+  jobNotFound,
+  notRetryable,
+  onceIsEvent,
   toSchedulerSettings,
   toAbort,
   toStoredItems,
@@ -36,6 +39,8 @@ import {
   type SchedulerEvents,
   type SchedulerOptions,
 } from './scheduler-options.js';
+import { ThreadPool } from './threads/pool.js';
+import { assertThreads, threadHandler, threadTask, type ThreadTaskOptions } from './threads/options.js';
 
 // Builders take the scheduler as their JobFactory structurally: an
 // `implements` clause would name members that the published types strip
@@ -63,26 +68,28 @@ export class Scheduler {
   /** Claims durable work from the store, when there is one. */
   readonly #runner: DurableRunner | undefined;
   readonly #timezone: string;
+  readonly #threads: ThreadPool;
   #closing: Promise<void> | undefined = undefined;
 
   /** @param options see `SchedulerOptions` */
   constructor(options: SchedulerOptions = {}) {
-    const { loop, timezone, store, handlers, retention: ages, queues, durableQueues } = toSchedulerSettings(options);
+    const { loop, timezone, store, handlers, retention: ages, queues, durableQueues, threads } = toSchedulerSettings(options);
     this.#timezone = timezone;
+    this.#threads = new ThreadPool(threads.size, threads.settings);
     this.#loop = new TaskLoop(loop, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
     if (queues !== undefined) configureQueues(this.#loop, queues);
     this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages, durableQueues);
-    if (this.#runner !== undefined) {
-      // A stored job has no Job object: the event names it by key.
+    // A stored job has no Job object: the event names it by key.
+    if (this.#runner !== undefined)
       this.#runner.onSkip = (key, name, at, reason) => {
         if (this.#events.has('skip')) this.#events.emit('skip', { job: undefined, name, key, scheduledAt: new Date(at), reason });
       };
-    }
   }
 
-  #requireStore(what: string): DurableRunner {
+  #requireStore(what: string, open = false): DurableRunner {
     if (this.#runner === undefined) throw new TypeError(`${what} needs a scheduler created with a \`store\``);
+    if (open && this.#loop.closed) throw new ClosedError();
     return this.#runner;
   }
 
@@ -103,20 +110,24 @@ export class Scheduler {
    * const task = await scheduler.schedule(when, 'remind', { payload: { user, text }, key: `remind:${id}` });
    */
   schedule(when: When, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
+  /**
+   * Runs the module's default export `(ctx, payload) => result` in a worker thread (see `threads`).
+   * @example
+   * const task = scheduler.schedule(when, new URL('./thumbnail.js', import.meta.url), { payload: { file } });
+   */
+  schedule<R = unknown>(when: When, module: URL, options?: ThreadTaskOptions): Task<R>;
   schedule<R>(
     when: When,
-    fn: TaskFunction<R> | string,
+    fn: TaskFunction<R> | string | URL,
     options?: TaskOptions | DurableTaskOptions,
   ): Task<Awaited<R>> | Promise<EnqueuedTask> {
-    const time = toEpoch(when);
-    if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
-    return this.#loop.add(time, fn, options as TaskOptions | undefined);
+    return this.#add(toEpoch(when), fn, options);
   }
 
-  #scheduleStored(time: number, name: string, options: DurableTaskOptions | undefined): Promise<EnqueuedTask> {
-    const runner = this.#requireStore('Scheduling a handler by name');
-    if (this.#loop.closed) throw new ClosedError();
-    return runner.schedule(time, name, options);
+  #add<R>(time: number, fn: TaskFunction<R> | string | URL, options: TaskOptions | DurableTaskOptions | undefined) {
+    if (fn instanceof URL) return this.#loop.add(time, ...threadTask(this.#threads, fn, options)) as Task<Awaited<R>>;
+    if (typeof fn !== 'string') return this.#loop.add(time, fn, options as TaskOptions | undefined);
+    return this.#requireStore('Scheduling a handler by name', true).schedule(time, fn, options as DurableTaskOptions | undefined);
   }
 
   /**
@@ -133,10 +144,7 @@ export class Scheduler {
    * })));
    */
   scheduleMany(items: readonly DurableTaskItem[]): Promise<EnqueuedTask[]> {
-    const runner = this.#requireStore('scheduleMany()');
-    if (this.#loop.closed) throw new ClosedError();
-    const tasks = toStoredItems(items);
-    return runner.scheduleMany(tasks);
+    return this.#requireStore('scheduleMany()', true).scheduleMany(toStoredItems(items));
   }
 
   /**
@@ -149,16 +157,14 @@ export class Scheduler {
   after<R>(delay: Duration, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
   /** With a store: the handler `name` after `delay` (see the durable `schedule`). */
   after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
+  /** The module `module`'s default export in a worker thread, after `delay` (see `schedule`). */
+  after<R = unknown>(delay: Duration, module: URL, options?: ThreadTaskOptions): Task<R>;
   after<R>(
     delay: Duration,
-    fn: TaskFunction<R> | string,
+    fn: TaskFunction<R> | string | URL,
     options?: TaskOptions | DurableTaskOptions,
   ): Task<Awaited<R>> | Promise<EnqueuedTask> {
-    const time = this.#loop.clock.now() + toDuration(delay, 'delay');
-    if (time > MAX_TIME)
-      throw new RangeError(`Expected \`delay\` to end within the Date range (${MAX_TIME} epoch ms), got ${describe(delay)}`);
-    if (typeof fn === 'string') return this.#scheduleStored(time, fn, options as DurableTaskOptions | undefined);
-    return this.#loop.add(time, fn, options as TaskOptions | undefined);
+    return this.#add(delayEnd(this.#loop.clock.now(), delay), fn, options);
   }
 
   /**
@@ -201,27 +207,26 @@ export class Scheduler {
   }
 
   /** @internal `run()` of a builder lands here */
-  createJob(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
-    return this.#jobs.create(fn, options, plan, bounds);
+  createJob(fn: TaskFunction | URL, options: ModuleJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
+    return this.#jobs.create(...(fn instanceof URL ? threadTask(this.#threads, fn, options) : ([fn, options] as const)), plan, bounds);
   }
 
   /** @internal `run(name)` of a builder lands here */
   createStoredJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob> {
-    const runner = this.#requireStore('A job with a handler name');
-    if (this.#loop.closed) throw new ClosedError();
-    return runner.addJob(name, options, plan, bounds);
+    return this.#requireStore('A job with a handler name', true).addJob(name, options, plan, bounds);
   }
 
   /**
    * Registers the handler that runs durable tasks and jobs named `name`.
-   * Define every handler before `start()`.
+   * Define every handler before `start()`. A module URL runs its default export in a worker thread (see `threads`).
    * @example
    * scheduler.define('remind', async (ctx, payload: { user: string; text: string }) => send(payload));
    * scheduler.define('email', sendEmail, { queue: 'emails' }); // its tasks join 'emails' unless they name a queue
+   * scheduler.define('thumbnail', new URL('./thumbnail.js', import.meta.url)); // runs in a thread
    */
   // biome-ignore lint/suspicious/noExplicitAny: a handler defined without a payload type accepts any JSON payload
-  define<P = any>(name: string, handler: Handler<P>, options?: DefineOptions): this {
-    this.#requireStore('define()').define(name, handler, options);
+  define<P = any>(name: string, handler: Handler<P> | URL, options?: DefineOptions): this {
+    this.#requireStore('define()').define(name, handler instanceof URL ? threadHandler(this.#threads, handler) : handler, options);
     return this;
   }
 
@@ -315,12 +320,7 @@ export class Scheduler {
     assertId(id);
     const task = await runner.requeue(id);
     if (task !== undefined) return task;
-    const now = await runner.getTask(id);
-    if (now === undefined) throw new TaskNotFoundError(id);
-    throw new TaskheapError(
-      `Task ${id} is ${now.state}; only a failed, timed-out or cancelled task can be retried`,
-      'ERR_TASK_NOT_FINISHED',
-    );
+    throw notRetryable(id, await runner.getTask(id));
   }
 
   /**
@@ -383,13 +383,7 @@ export class Scheduler {
   triggerJob(key: string): Promise<StoredTask> {
     return this.#requireStore('triggerJob()')
       .triggerJob(key)
-      .then((task) => {
-        if (task !== undefined) return task;
-        throw new TaskheapError(
-          `No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`,
-          'ERR_JOB_NOT_FOUND',
-        );
-      });
+      .then((task) => task ?? jobNotFound(key));
   }
 
   /**
@@ -407,6 +401,23 @@ export class Scheduler {
   /** Resizes the pool; throws a RangeError for anything but an integer >= 1 or Infinity. */
   set workers(value: number) {
     this.#loop.workers = value;
+  }
+
+  /**
+   * The most worker threads for module tasks. Growing starts threads as tasks
+   * need them; shrinking ends idle threads now, busy ones after their task.
+   * @default os.availableParallelism()
+   * @example
+   * scheduler.threads = 2;
+   */
+  get threads(): number {
+    return this.#threads.size;
+  }
+
+  /** Resizes the thread pool; throws a RangeError for anything but an integer >= 1. */
+  set threads(value: number) {
+    assertThreads(value);
+    this.#threads.size = value;
   }
 
   /**
@@ -554,19 +565,9 @@ export class Scheduler {
    */
   once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this;
   once<K extends keyof SchedulerEvents>(whenOrEvent: When | K, listener?: (...args: SchedulerEvents[K]) => void): OnceBuilder | this {
-    // One reading per call: an event name (a fixed, short list) subscribes and
-    // needs a listener; a second argument means a subscription was meant, so
-    // the name must be an event; anything else is a time, and a string then
-    // has to be an ISO-8601 instant with an offset (toEpoch says so if not).
-    if (listener !== undefined || (typeof whenOrEvent === 'string' && EVENTS.has(whenOrEvent))) {
-      assertEvent(whenOrEvent);
+    if (onceIsEvent(whenOrEvent, listener)) {
       this.#events.once(whenOrEvent as K, listener!);
       return this;
-    }
-    if (typeof whenOrEvent === 'string' && !isIsoInstant(whenOrEvent)) {
-      throw new TypeError(
-        `Expected once() to get a time (a Date, epoch ms, a DateTime or an ISO-8601 string with an offset or Z) or an event name (${[...EVENTS].join(', ')}) with a listener, got ${describe(whenOrEvent)}`,
-      );
     }
     return new OnceBuilder(this, whenOrEvent as When);
   }
@@ -585,7 +586,7 @@ export class Scheduler {
       this.#runner?.stop();
       this.#jobs.stop();
       const idle = this.#loop.close();
-      this.#closing = this.#runner === undefined ? idle : this.#runner.close(idle);
+      this.#closing = (this.#runner === undefined ? idle : this.#runner.close(idle)).finally(() => this.#threads.close());
     }
     if (abort) this.#loop.abortRunning(new ClosedError('The scheduler was closed with abort: true'));
     return this.#closing;

@@ -19,16 +19,17 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   'durable/postgres': ['core', 'durable'],
   jobs: ['core', 'rules', 'durable'],
   testing: ['core'],
+  threads: ['core'],
   ops: ['core', 'jobs', '.'],
   dashboard: ['core', 'rules', 'durable', 'jobs', '.'],
   cli: ['core', '.'],
 };
 /** Files at the top of src/: the scheduler and the entry points. */
 const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
-  'scheduler.ts': ['core', 'rules', 'durable', 'jobs'],
-  'scheduler-options.ts': ['core', 'rules', 'durable', 'jobs'],
+  'scheduler.ts': ['core', 'rules', 'durable', 'jobs', 'threads'],
+  'scheduler-options.ts': ['core', 'rules', 'durable', 'jobs', 'threads'],
   'scheduler-queues.ts': ['core', 'durable'],
-  'index.ts': ['.', 'core', 'rules', 'durable', 'jobs'],
+  'index.ts': ['.', 'core', 'rules', 'durable', 'jobs', 'threads'],
   'sqlite.ts': ['durable/sqlite'],
   'postgres.ts': ['durable/postgres'],
   'testing.ts': ['testing'],

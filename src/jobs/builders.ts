@@ -16,6 +16,18 @@ import { describe, MAX_TIME, toEpoch, type When } from '../core/validate.js';
 import { validateZone } from '../rules/wall-time.js';
 
 /** Options of `run()`: everything a task takes, plus the job policies. */
+/** Options of `run(module)`: a job's, plus the `payload` its module's handler is given in its thread. */
+export interface ModuleJobOptions extends JobOptions {
+  /**
+   * The handler's second argument, copied by structured clone (checked at
+   * the call); the same for every occurrence.
+   * @default undefined
+   * @example
+   * scheduler.every().day().at('03:00').run(new URL('./vacuum.js', import.meta.url), { payload: { table: 'events' } });
+   */
+  payload?: unknown;
+}
+
 export interface JobOptions extends TaskOptions {
   /**
    * A run that comes due while the previous one is still going is skipped
@@ -51,7 +63,7 @@ export interface JobOptions extends TaskOptions {
 export interface JobFactory {
   readonly timezone: string;
   now(): number;
-  createJob(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job;
+  createJob(fn: TaskFunction | URL, options: ModuleJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job;
   createStoredJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob>;
 }
 
@@ -139,9 +151,17 @@ export abstract class JobBuilder {
    * await scheduler.cron('0 9 * * MON-FRI').run('standup', { key: 'standup', payload: { channel: '#team' } });
    */
   run(name: string, options?: StoredJobOptions): Promise<StoredJob>;
-  run(fn: TaskFunction | string, options?: JobOptions | StoredJobOptions): Job | Promise<StoredJob> {
-    if (typeof fn !== 'function' && typeof fn !== 'string') {
-      throw new TypeError(`Expected the job to be a function or a handler name, got ${describe(fn)}`);
+  /**
+   * Schedules the default export of the module `module` by this rule: each
+   * occurrence runs in a worker thread (see `scheduler.threads`), given
+   * `options.payload`.
+   * @example
+   * scheduler.every().hour().run(new URL('./rollup.js', import.meta.url), { payload: { table: 'events' } });
+   */
+  run(module: URL, options?: ModuleJobOptions): Job;
+  run(fn: TaskFunction | string | URL, options?: ModuleJobOptions | StoredJobOptions): Job | Promise<StoredJob> {
+    if (typeof fn !== 'function' && typeof fn !== 'string' && !(fn instanceof URL)) {
+      throw new TypeError(`Expected the job to be a function, a module URL or a handler name, got ${describe(fn)}`);
     }
     const explicit = this.#from !== undefined;
     const start = this.#from ?? this.factory.now();
