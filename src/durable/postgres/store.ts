@@ -46,17 +46,7 @@ import { readOptions, type PostgresSettings, type PostgresStoreOptions } from '.
 import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
-
-/** The claim's parameters $7 and $8: the queues this process limits, and the room it has for each. */
-function roomArrays(rooms: QueueRooms | undefined): [string[] | null, number[] | null] {
-  if (rooms === undefined || rooms.size === 0) return [null, null];
-  return [[...rooms.keys()], [...rooms.values()]];
-}
-
-/** A filter's time as epoch ms, or null. */
-function epoch(time: Date | number | undefined): number | null {
-  return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
-}
+import { epoch, outcomeArrays, roomArrays } from './params.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 
@@ -459,20 +449,7 @@ class PostgresStore implements Store {
   /** One statement for the whole batch: an outcome costs a row of arrays, not a round trip. */
   async settle(owner: string, outcomes: readonly Outcome[]): Promise<void> {
     if (outcomes.length === 0) return;
-    const id: number[] = [],
-      kind: string[] = [],
-      state: (string | null)[] = [],
-      delay: (number | null)[] = [],
-      error: (string | null)[] = [];
-    const result: (string | null)[] = [];
-    for (const outcome of outcomes) {
-      id.push(outcome.id);
-      kind.push(outcome.kind);
-      state.push(outcome.kind === 'complete' ? outcome.state : null);
-      delay.push(outcome.kind === 'retry' ? outcome.delay : null);
-      error.push(outcome.kind === 'release' ? null : outcome.error);
-      result.push(outcome.kind === 'complete' ? (outcome.result ?? null) : null);
-    }
+    const [id, kind, state, delay, error, result] = outcomeArrays(outcomes);
     await this.#db.query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix, result]);
   }
 
