@@ -115,7 +115,8 @@ describe('postgresStore: named queues across processes', () => {
   it("a global concurrency holds across three processes, and a SIGKILLed worker's slots come back after its lease", async () => {
     const lease = 2_000;
     const schema = await setUp([
-      { queue: 'g', count: 40, ms: 150 },
+      // Runs of g last long enough that the victim is still in one when the kill lands, however loaded the machine.
+      { queue: 'g', count: 15, ms: 1_000 },
       { queue: 'default', count: 40, ms: 20 },
     ]);
     const ws = [worker(schema, lease), worker(schema, lease), worker(schema, lease)];
@@ -141,7 +142,7 @@ describe('postgresStore: named queues across processes', () => {
         const {
           rows: [row],
         } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.taskheap_tasks WHERE state = 'succeeded'`);
-        return row.n === 80;
+        return row.n === 55;
       },
       120_000,
     );
