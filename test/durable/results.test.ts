@@ -240,12 +240,12 @@ describe('results and waiting on PostgreSQL', () => {
     return `r${++schemas}_${process.pid}`;
   }
 
-  function scheduler(name: string): { scheduler: Scheduler; errors: unknown[] } {
+  function scheduler(
+    name: string,
+    store = postgresStore({ connectionString: server.url, schema: name }),
+  ): { scheduler: Scheduler; errors: unknown[] } {
     const errors: unknown[] = [];
-    const s = new Scheduler({
-      store: postgresStore({ connectionString: server.url, schema: name }),
-      onError: (error) => errors.push(error),
-    });
+    const s = new Scheduler({ store, onError: (error) => errors.push(error) });
     opened.push(s);
     return { scheduler: s, errors };
   }
@@ -267,16 +267,28 @@ describe('results and waiting on PostgreSQL', () => {
     });
   }
 
-  it('a producer waits for results computed by a worker process, woken by NOTIFY (well within the 5 s poll)', async () => {
+  it('a producer waits for results computed by a worker process, woken by NOTIFY (its poll is an hour)', async () => {
     const name = schema();
-    const { scheduler: web } = scheduler(name);
+    // The producer's waitFor() looks again when told (NOTIFY) or every poll: an hour here, so only NOTIFY wakes it.
+    const store = postgresStore({ connectionString: server.url, schema: name, poll: 3_600_000 });
+    let looked = (): void => {};
+    const getTask = store.getTask.bind(store);
+    store.getTask = async (id) => {
+      const task = await getTask(id);
+      looked();
+      return task;
+    };
+    const { scheduler: web } = scheduler(name, store);
     await web.migrate();
     await worker(name);
     for (let n = 1; n <= 3; n++) {
-      const task = await web.schedule(Date.now(), 'double', { payload: { n } });
-      const started = Date.now();
-      const done = await web.waitFor(task.id, { timeout: '20s' });
-      expect(Date.now() - started).toBeLessThan(3_000);
+      // Due in an hour, so the waiter's first look finds it waiting; then made due now (the same key: replaced).
+      const task = await web.schedule(Date.now() + 3_600_000, 'double', { payload: { n }, key: `double:${n}` });
+      const firstLook = new Promise<void>((resolve) => (looked = resolve));
+      const waiting = web.waitFor(task.id, { timeout: '20s' });
+      await firstLook; // it listens, and has found the task waiting
+      expect((await web.schedule(Date.now(), 'double', { payload: { n }, key: `double:${n}` })).id).toBe(task.id);
+      const done = await waiting;
       expect(done.state).toBe('succeeded');
       const result = done.result as { n: number; pid: number };
       expect(result.n).toBe(2 * n);
