@@ -115,17 +115,18 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       const later: number[] = [];
       scheduler.define('later', () => void later.push(time.now()));
       await scheduler.start();
-      const waiting = await scheduler.schedule(time.now() + 1_000, 'later');
+      // Cancelled at once, well before its time (in real time, only a round trip has to beat it).
+      const waiting = await scheduler.schedule(time.now() + (time.exact ? 1_000 : 2_000), 'later');
+      expect(await scheduler.cancel(waiting.id)).toBe(true);
       const running = await scheduler.schedule(time.now(), 'long');
       await time.until(() => started, 'the long task starts', 10);
-      expect(await scheduler.cancel(waiting.id)).toBe(true);
       expect(await scheduler.cancel(running.id)).toBe(true);
       await time.until(() => aborted, 'the running task sees its signal abort');
       expect(await scheduler.cancel(running.id)).toBe(false);
       expect(await scheduler.cancel(999_999)).toBe(false);
       expect((await scheduler.getTask(waiting.id))!.state).toBe('cancelled');
       expect((await scheduler.getTask(running.id))!.state).toBe('cancelled');
-      await time.pass(1_200); // past the cancelled task's time: it must not run
+      await time.pass(Math.max(0, waiting.runAt.getTime() - time.now()) + 200); // past the cancelled task's time: it must not run
       expect(later).toEqual([]);
       expect((await scheduler.getTask(waiting.id))!.state).toBe('cancelled');
     });
@@ -196,13 +197,15 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         const ranLater: number[] = [];
         a.scheduler.define('later', () => void ranLater.push(Date.now()));
         await a.scheduler.start();
-        const running = await a.scheduler.schedule(time.now(), 'long');
-        const waiting = await a.scheduler.schedule(time.now() + 800, 'later');
-        await time.until(() => long.started, 'the long task starts');
+        // The other instance is up before the work is added: only the long task's start stands between
+        // adding `waiting` and cancelling it, far less than the 3 s until it is due.
         const b = open({ store: db.store({ lease: HOUR, poll: HOUR }) });
         b.scheduler.define('long', () => {});
         b.scheduler.define('later', () => {});
         await b.scheduler.start();
+        const running = await a.scheduler.schedule(time.now(), 'long');
+        const waiting = await a.scheduler.schedule(time.now() + 3_000, 'later');
+        await time.until(() => long.started, 'the long task starts');
         expect(await b.scheduler.cancel(running.id)).toBe(true);
         expect(await b.scheduler.cancel(waiting.id)).toBe(true);
         await time.until(
@@ -210,7 +213,7 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
           'the running task in the other instance aborts (told by the cancel: no renewal comes in time)',
         );
         expect((await a.scheduler.getTask(running.id))!.state).toBe('cancelled');
-        await time.pass(1_000);
+        await time.pass(Math.max(0, waiting.runAt.getTime() - time.now()) + 200); // past its time: it must not run
         expect(ranLater).toEqual([]);
         expect((await b.scheduler.getTask(waiting.id))!.state).toBe('cancelled');
       },
