@@ -26,9 +26,9 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
   describe('batched outcomes and claims', () => {
     it('tasks finishing together share settle() calls, far fewer than tasks; each runs exactly once', async () => {
       const { open, time, db } = await setup();
-      // The default prefetch adapts to how long claims and handlers take in real time, and how many tasks a
-      // claim brings decides where batches split (a claim of 24 behind 16 workers: 16, then 8). Where the count
-      // is exact (a ManualClock), the prefetch is fixed: one claim's worth of tasks waits behind the workers.
+      // The default prefetch adapts to how long claims and handlers take in real time, and how many tasks
+      // claims bring decides where batches split (24 prefetched behind 16 workers: 16, 16, 8, ..., 28 batches).
+      // Where the count is exact (a ManualClock), the prefetch is fixed: the workers' worth waits behind them.
       const store = db.store(time.exact ? { prefetch: 16 } : {});
       const batches = counted(store);
       const { scheduler, errors } = open({ store, workers: 16 });
