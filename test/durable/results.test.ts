@@ -371,8 +371,10 @@ describe('results and waiting on PostgreSQL', () => {
     const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, sig) => resolve(sig)));
     expect(signal).toBe('SIGKILL');
     expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 0 }]);
-    // A second worker takes the task over once the dead one's lease expires.
-    const { scheduler: rescue } = scheduler(name);
+    // A second worker takes the task over once the dead one's lease expires. Its own lease is short
+    // too: no lease is taken over until the server has been up for the claim's lease, and this
+    // file's server may be younger than the default 30 s (then the wait depended on the test order).
+    const { scheduler: rescue } = scheduler(name, postgresStore({ connectionString: server.url, schema: name, lease: 1_000 }));
     rescue.define('pay', (ctx) =>
       ctx.transaction(async (client) => {
         await client.query(`INSERT INTO "${name}".effects (task) VALUES ($1)`, [ctx.id]);
