@@ -197,12 +197,11 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         const ranLater: number[] = [];
         a.scheduler.define('later', () => void ranLater.push(Date.now()));
         await a.scheduler.start();
-        // The other instance is up before the work is added: only the long task's start stands between
-        // adding `waiting` and cancelling it, far less than the 3 s until it is due.
+        // The other instance only cancels (it runs nothing, so it cannot claim the work itself), and its
+        // store is open before the work is added: only the long task's start stands between adding
+        // `waiting` and cancelling it, far less than the 3 s until it is due.
         const b = open({ store: db.store({ lease: HOUR, poll: HOUR }) });
-        b.scheduler.define('long', () => {});
-        b.scheduler.define('later', () => {});
-        await b.scheduler.start();
+        await b.scheduler.migrate();
         const running = await a.scheduler.schedule(time.now(), 'long');
         const waiting = await a.scheduler.schedule(time.now() + 3_000, 'later');
         await time.until(() => long.started, 'the long task starts');
