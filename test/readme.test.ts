@@ -97,8 +97,9 @@ function run(file: string, env: Record<string, string>): Promise<{ code: number 
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
-    // Bounded: a block that keeps the process alive fails instead of hanging.
-    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    // Bounded: a block that keeps the process alive fails instead of hanging. Generous: starting
+    // node with tsx alone can take seconds on a loaded 2-core machine.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
     child.on('error', fail);
     child.on('close', (code) => {
       clearTimeout(timer);
@@ -123,6 +124,7 @@ describe('README.md code blocks', () => {
       it.skip(`${title}: not run: ${block.skip}`, () => {});
       continue;
     }
+    // Time for the run's own bound (30 s) and, in the first PostgreSQL block, the server's start (initdb).
     it(`${title} runs and exits 0`, async () => {
       // A js block that uses require() is CommonJS; the rest are ES modules.
       const commonjs = block.lang === 'js' && /\brequire\(/.test(block.code) && !/^import /m.test(block.code);
@@ -136,6 +138,6 @@ describe('README.md code blocks', () => {
       // Lines the block prints are shown in it as `// prints: ...` comments.
       const promised = [...block.code.matchAll(/\/\/ prints: (.*)$/gm)].map((match) => match[1]!.trim());
       for (const line of promised) expect(result.stdout, title).toContain(line);
-    }, 30_000);
+    }, 120_000);
   }
 });

@@ -126,9 +126,12 @@ describe('PostgreSQL serial keys across two worker processes', () => {
     const workers = [worker(schema), worker(schema)];
     await Promise.all(workers.map((w) => w.ready));
     for (const w of workers) w.go();
+    // Their poll is an hour: they finish only if every let-go key and every retry woke a claim.
     const outputs = await Promise.race([
       Promise.all(workers.map((w) => w.done)),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the workers did not finish within 50 s')), 50_000)),
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error('the workers did not finish within 50 s (their poll is an hour: a wake-up was missed)')), 50_000),
+      ),
     ]);
     for (const out of outputs) expect(out).toMatch(/done 0 errors/);
     const { rows } = await admin.query<{ chat: string; n: number; attempt: number; pid: number; start: number; end: number }>(
@@ -157,8 +160,6 @@ describe('PostgreSQL serial keys across two worker processes', () => {
       for (let i = 1; i < runs.length; i++) {
         // No overlap: each run starts after the previous one of its key ended.
         expect(Number(runs[i]!.start), `chat:${c} run ${i}`).toBeGreaterThanOrEqual(Number(runs[i - 1]!.end));
-        // Far below the 5 s poll: the key's release woke a claim (the retry waits 10 ms).
-        expect(Number(runs[i]!.start) - Number(runs[i - 1]!.end), `chat:${c} gap ${i}`).toBeLessThan(2_500);
       }
     }
   }, 90_000);

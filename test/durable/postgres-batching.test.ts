@@ -131,8 +131,9 @@ describe('postgresStore: completion announcements', () => {
     const worker = open(schema, 16, 500);
     worker.scheduler.define('noop', () => {});
     await worker.store.migrate();
-    // Another process that only adds work and waits: it looks by itself only once a minute.
-    const waiter = new Scheduler({ store: postgresStore({ connectionString: server.url, schema, poll: 60_000 }) });
+    // Another process that only adds work and waits: it looks by itself only once an hour, so
+    // each of its waits ends because a notification named the task.
+    const waiter = new Scheduler({ store: postgresStore({ connectionString: server.url, schema, poll: 3_600_000 }) });
     opened.push(waiter);
     const listener = new pg.Client({ connectionString: server.url });
     await listener.connect();
@@ -143,11 +144,9 @@ describe('postgresStore: completion announcements', () => {
     await listener.query('LISTEN taskheap_done');
     try {
       const tasks = await waiter.scheduleMany(Array.from({ length: 700 }, (_, i) => ({ when: Date.now(), name: 'noop', payload: { i } })));
-      const started = Date.now();
       const waits = Promise.all(tasks.map((task) => waiter.waitFor(task.id, { timeout: '30s' })));
       await worker.scheduler.start();
       const done = await waits;
-      expect(Date.now() - started).toBeLessThan(20_000);
       expect(done.every((task) => task.state === 'succeeded')).toBe(true);
       await waitFor('every id announced', () => payloads.flatMap((payload) => payload.split(',')).length >= 700);
       const lists = payloads.map((payload) => payload.slice(`${schema}:`.length).split(',').map(Number));
@@ -367,11 +366,13 @@ describe('postgresStore: prefetch', () => {
     const long = freshSchema();
     const slow = open(long, 2);
     const slowFlight = held(slow.store);
-    slow.scheduler.define('slow', () => sleep(300));
-    await slow.scheduler.scheduleMany(Array.from({ length: 10 }, (_, i) => ({ when: Date.now(), name: 'slow', payload: { i } })));
+    // A second per task: the prefetch would pass the workers' worth only if a claim took half
+    // as long on average (a loaded machine's claims take tens of ms, not hundreds).
+    slow.scheduler.define('slow', () => sleep(1_000));
+    await slow.scheduler.scheduleMany(Array.from({ length: 6 }, (_, i) => ({ when: Date.now(), name: 'slow', payload: { i } })));
     await slow.scheduler.start();
-    await waitFor('10 succeeded', async () => (await rows(long)).every((row) => row.state === 'succeeded'));
-    // A round trip is short next to 300 ms: never more than the workers ahead.
+    await waitFor('6 succeeded', async () => (await rows(long)).every((row) => row.state === 'succeeded'));
+    // A round trip is short next to a second: never more than the workers ahead.
     expect(Math.max(...slowFlight.limits)).toBeLessThanOrEqual(4);
     expect([...fast.errors, ...slow.errors]).toEqual([]);
   }, 30_000);

@@ -240,12 +240,12 @@ describe('results and waiting on PostgreSQL', () => {
     return `r${++schemas}_${process.pid}`;
   }
 
-  function scheduler(name: string): { scheduler: Scheduler; errors: unknown[] } {
+  function scheduler(
+    name: string,
+    store = postgresStore({ connectionString: server.url, schema: name }),
+  ): { scheduler: Scheduler; errors: unknown[] } {
     const errors: unknown[] = [];
-    const s = new Scheduler({
-      store: postgresStore({ connectionString: server.url, schema: name }),
-      onError: (error) => errors.push(error),
-    });
+    const s = new Scheduler({ store, onError: (error) => errors.push(error) });
     opened.push(s);
     return { scheduler: s, errors };
   }
@@ -267,16 +267,28 @@ describe('results and waiting on PostgreSQL', () => {
     });
   }
 
-  it('a producer waits for results computed by a worker process, woken by NOTIFY (well within the 5 s poll)', async () => {
+  it('a producer waits for results computed by a worker process, woken by NOTIFY (its poll is an hour)', async () => {
     const name = schema();
-    const { scheduler: web } = scheduler(name);
+    // The producer's waitFor() looks again when told (NOTIFY) or every poll: an hour here, so only NOTIFY wakes it.
+    const store = postgresStore({ connectionString: server.url, schema: name, poll: 3_600_000 });
+    let looked = (): void => {};
+    const getTask = store.getTask.bind(store);
+    store.getTask = async (id) => {
+      const task = await getTask(id);
+      looked();
+      return task;
+    };
+    const { scheduler: web } = scheduler(name, store);
     await web.migrate();
     await worker(name);
     for (let n = 1; n <= 3; n++) {
-      const task = await web.schedule(Date.now(), 'double', { payload: { n } });
-      const started = Date.now();
-      const done = await web.waitFor(task.id, { timeout: '20s' });
-      expect(Date.now() - started).toBeLessThan(3_000);
+      // Due in an hour, so the waiter's first look finds it waiting; then made due now (the same key: replaced).
+      const task = await web.schedule(Date.now() + 3_600_000, 'double', { payload: { n }, key: `double:${n}` });
+      const firstLook = new Promise<void>((resolve) => (looked = resolve));
+      const waiting = web.waitFor(task.id, { timeout: '20s' });
+      await firstLook; // it listens, and has found the task waiting
+      expect((await web.schedule(Date.now(), 'double', { payload: { n }, key: `double:${n}` })).id).toBe(task.id);
+      const done = await waiting;
       expect(done.state).toBe('succeeded');
       const result = done.result as { n: number; pid: number };
       expect(result.n).toBe(2 * n);
@@ -359,8 +371,10 @@ describe('results and waiting on PostgreSQL', () => {
     const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, sig) => resolve(sig)));
     expect(signal).toBe('SIGKILL');
     expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 0 }]);
-    // A second worker takes the task over once the dead one's lease expires.
-    const { scheduler: rescue } = scheduler(name);
+    // A second worker takes the task over once the dead one's lease expires. Its own lease is short
+    // too: no lease is taken over until the server has been up for the claim's lease, and this
+    // file's server may be younger than the default 30 s (then the wait depended on the test order).
+    const { scheduler: rescue } = scheduler(name, postgresStore({ connectionString: server.url, schema: name, lease: 1_000 }));
     rescue.define('pay', (ctx) =>
       ctx.transaction(async (client) => {
         await client.query(`INSERT INTO "${name}".effects (task) VALUES ($1)`, [ctx.id]);

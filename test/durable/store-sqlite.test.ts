@@ -26,7 +26,13 @@ function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backen
     async fresh() {
       const path = join(mkdtempSync(join(tmpdir(), 'taskheap-store-')), 'store.db');
       return {
-        store: (options = {}) => sqliteStore(path, { driver, ...options }),
+        // sqliteStore() takes no `poll` or `prefetch`: they are set on the store, as the Store interface has them.
+        store: ({ poll, prefetch, ...options } = {}) =>
+          Object.assign(
+            sqliteStore(path, { driver, ...options }),
+            poll === undefined ? {} : { poll },
+            prefetch === undefined ? {} : { prefetch },
+          ),
         // One process per file: it dies, its lock goes with it, and the next store's
         // start-up (recover()) takes back what it had running.
         ownerDies: (store) => store.close(),

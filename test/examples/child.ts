@@ -15,7 +15,9 @@ export interface ChildResult {
 
 /**
  * Runs `node --import tsx <file> ...args` from the repository root, feeding
- * `input` to stdin (then closing it). Rejects if it outlives `timeout`.
+ * `input` to stdin (then closing it). Rejects if it outlives `timeout`: by
+ * default 30 s, as starting tsx alone can take seconds on a loaded 2-core
+ * machine running several of these at once (a test using it allows 60 s).
  */
 export function runExample(
   file: string,
@@ -23,7 +25,7 @@ export function runExample(
     args = [],
     input,
     env = {},
-    timeout = 10_000,
+    timeout = 30_000,
   }: { args?: string[]; input?: string; env?: Record<string, string>; timeout?: number } = {},
 ): Promise<ChildResult> {
   return new Promise((resolve, reject) => {

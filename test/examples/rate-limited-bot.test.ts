@@ -110,5 +110,5 @@ describe('rate-limited-bot example', () => {
     expect(code).toBe(0);
     expect(stdout).toMatch(/86 messages in \d+ ms/);
     expect(stdout).toMatch(/chat\s+77\s+reply: got it!/);
-  });
+  }, 60_000);
 });

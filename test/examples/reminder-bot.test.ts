@@ -294,7 +294,7 @@ describe('reminder bot, through a real pipe', () => {
     expect(out[3]).toBe('error: unknown command "bogus" (type help)');
     expect(out[4]).toBe('⏰ #1 hi');
     expect(out[5]).toBe('bye');
-  });
+  }, 60_000);
 
   it('quit exits at once, dropping pending reminders', async () => {
     const result = await runExample('examples/reminder-bot.ts', {
@@ -308,7 +308,7 @@ describe('reminder bot, through a real pipe', () => {
     expect(out[0]).toMatch(/^#1 scheduled for /);
     expect(out[1]).toBe('bye');
     expect(result.stderr).toBe('');
-  });
+  }, 60_000);
 });
 
 /** The bot as a child process with its stdin left open, so a test can talk to it and kill it. */
@@ -347,12 +347,15 @@ function startBot(db: string) {
     send(text: string) {
       child.stdin.write(`${text}\n`);
     },
-    /** Resolves once stdout has `count` lines matching `pattern`; fails after 10 s (bounded), showing the output. */
+    /**
+     * Resolves once stdout has `count` lines matching `pattern`; fails after 20 s (bounded), showing
+     * the output. The first wait includes the bot's start (tsx), seconds on a loaded machine.
+     */
     until(pattern: RegExp, count = 1): Promise<string[]> {
       return new Promise((resolve, reject) => {
         const timer = setTimeout(
-          () => reject(new Error(`no ${count} line(s) matching ${pattern} within 10 s\nstdout:\n${stdout}\nstderr:\n${stderr}`)),
-          10_000,
+          () => reject(new Error(`no ${count} line(s) matching ${pattern} within 20 s\nstdout:\n${stdout}\nstderr:\n${stderr}`)),
+          20_000,
         );
         changed = () => {
           const found = lines(stdout).filter((line) => pattern.test(line));
@@ -421,5 +424,5 @@ describe('reminder bot, kept in a SQLite file', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 40_000);
+  }, 120_000);
 });

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ROOT, lines, runExample } from './child.js';
 
 // Each example runs as a child process, the way the README tells people to run it.
-describe.concurrent('examples run on their own and exit 0', () => {
+describe.concurrent('examples run on their own and exit 0', { timeout: 60_000 }, () => {
   it('many-timers (N = 20,000)', async () => {
     const { code, stdout, stderr } = await runExample('examples/many-timers.ts', { args: ['20000'] });
     expect(stderr).toBe('');
