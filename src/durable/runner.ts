@@ -141,7 +141,7 @@ export class DurableRunner {
     return stored.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((queue) => queueInfo(book, queue));
   }
 
-  /** Migrates, recovers and starts claiming; idempotent. */
+  /** Migrates, recovers and starts claiming; idempotent once it succeeded (a failed start may be called again). */
   start(): Promise<void> {
     this.#started ??= (async () => {
       await this.ready();
@@ -157,7 +157,12 @@ export class DurableRunner {
       this.#leases.start();
       this.#claimer.start();
       this.#maintenance.start();
-    })();
+    })().catch((error: unknown) => {
+      // Nothing was started (every step that can fail comes before): a later start() tries again,
+      // as ready() does (a directory created, a server back).
+      this.#started = undefined;
+      throw error;
+    });
     return this.#started;
   }
 

@@ -4,7 +4,7 @@
 // keys, batching) is the conformance suite: store-sqlite.test.ts runs it on
 // each driver. One owner per file and its lease bound: sqlite-delivery.test.ts.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -36,6 +36,20 @@ for (const { driver, reason } of DRIVERS) {
 let driver: SqliteDriver = AVAILABLE[0]?.driver ?? 'better-sqlite3';
 
 describe('durable tasks need a store', () => {
+  it('a start() that failed (the directory did not exist yet) can be called again, and then runs work', async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'taskheap-start-')), 'later');
+    const scheduler = new Scheduler({ store: sqliteStore(join(dir, 'store.db')) });
+    const ran: string[] = [];
+    scheduler.define('note', (_ctx, text: string) => void ran.push(text));
+    await expect(scheduler.start()).rejects.toThrow();
+    mkdirSync(dir);
+    await scheduler.start();
+    const task = await scheduler.schedule(Date.now(), 'note', { payload: 'after all' });
+    await scheduler.waitFor(task.id);
+    expect(ran).toEqual(['after all']);
+    await scheduler.close();
+  });
+
   it('named handlers need a store', () => {
     const scheduler = new Scheduler();
     expect(() => scheduler.define('x', () => {})).toThrow(/store/);
