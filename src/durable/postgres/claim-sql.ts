@@ -194,24 +194,29 @@ export const QUEUE_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'qu
  * concurrency key's first waiting tasks in due order (as many as its room,
  * due or not: the ranks of the claim count them), the tasks holding a slot
  * that wait for a retry, and each rate bucket's first due tasks without a
- * concurrency key (as many as its room).
+ * concurrency key (as many as its room). Each key reads at most $1 and keeps
+ * its room's worth by rank: a LIMIT of the room itself (a column) is
+ * estimated at a tenth of the table, and that estimate made the plan cost
+ * enough for PostgreSQL to compile the claim with JIT (0.5 s per claim).
  */
 const keyed = (T: string, L: string) => `
       SELECT w.id, w.run_at, w.priority, w.serial, w.rate_key, w.name, w.queue, false AS holds
-      FROM ${L} AS l CROSS JOIN LATERAL (SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue FROM ${T} AS t
+      FROM ${L} AS l CROSS JOIN LATERAL (SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue,
+            row_number() OVER (ORDER BY t.run_at, t.id) AS n FROM ${T} AS t
           WHERE t.serial = l.key AND t.state = 'waiting' AND NOT (t.id = ANY (l.holders))
-          ORDER BY t.run_at, t.id LIMIT LEAST($1, l.lim - cardinality(l.holders))) AS w
-      WHERE l.kind = 'concurrency' AND cardinality(l.holders) < l.lim
+          ORDER BY t.run_at, t.id LIMIT $1) AS w
+      WHERE l.kind = 'concurrency' AND cardinality(l.holders) < l.lim AND w.n <= l.lim - cardinality(l.holders)
       UNION ALL
       SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue, true
       FROM ${L} AS l JOIN ${T} AS t ON t.id = ANY (l.holders)
       WHERE l.kind = 'concurrency' AND cardinality(l.holders) > 0 AND t.state = 'waiting' AND t.run_at <= now()
       UNION ALL
       SELECT w.id, w.run_at, w.priority, w.serial, w.rate_key, w.name, w.queue, false
-      FROM ${L} AS l CROSS JOIN LATERAL (SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue FROM ${T} AS t
+      FROM ${L} AS l CROSS JOIN LATERAL (SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue,
+            row_number() OVER (ORDER BY t.priority DESC, t.run_at, t.id) AS n FROM ${T} AS t
           WHERE t.rate_key = l.key AND t.serial IS NULL AND t.state = 'waiting' AND t.run_at <= now()
-          ORDER BY t.priority DESC, t.run_at, t.id LIMIT LEAST($1, l.lim - ${spent('l')})) AS w
-      WHERE l.kind = 'rate' AND l.key <> '' AND ${spent('l')} < l.lim`;
+          ORDER BY t.priority DESC, t.run_at, t.id LIMIT $1) AS w
+      WHERE l.kind = 'rate' AND l.key <> '' AND ${spent('l')} < l.lim AND w.n <= l.lim - ${spent('l')}`;
 
 /**
  * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
