@@ -125,8 +125,8 @@ export class Scheduler {
   }
 
   #add<R>(time: number, fn: TaskFunction<R> | string | URL, options: TaskOptions | DurableTaskOptions | undefined) {
+    if (typeof fn === 'function') return this.#loop.add(time, fn, options as TaskOptions | undefined);
     if (fn instanceof URL) return this.#loop.add(time, ...threadTask(this.#threads, fn, options)) as Task<Awaited<R>>;
-    if (typeof fn !== 'string') return this.#loop.add(time, fn, options as TaskOptions | undefined);
     return this.#requireStore('Scheduling a handler by name', true).schedule(time, fn, options as DurableTaskOptions | undefined);
   }
 
