@@ -23,6 +23,19 @@ const REPLACE = { mode: 'replace', period: 0 } as const;
 export function addOne(statement: Prepare, task: NewTask, at: number, now: number): EnqueuedTask {
   const { mode, period } = task.dedupe ?? REPLACE;
   const runAt = dueAt(mode, period, task.runAt);
+  // What an insert and a replacement both write (named parameters of insertTask and replaceTask).
+  const row = {
+    name: task.name,
+    payload: task.payload,
+    runAt,
+    maxAttempts: task.maxAttempts,
+    options: task.options,
+    serial: task.serial ?? null,
+    priority: task.priority ?? 0,
+    rateKey: task.rateKey ?? null,
+    queue: task.queue ?? 'default',
+    at,
+  };
   if (task.key !== null) {
     const existing = statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
     const action = decide(
@@ -36,39 +49,14 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
       const id = existing!.id;
       // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
       statement(LIMITS_SQL.letGo).run({ id });
-      statement(SQL.replaceTask).run(
-        task.name,
-        task.payload,
-        runAt,
-        task.maxAttempts,
-        task.options,
-        task.serial ?? null,
-        task.priority ?? 0,
-        task.rateKey ?? null,
-        task.queue ?? 'default',
-        at,
-        id,
-      );
+      statement(SQL.replaceTask).run({ ...row, id });
       upsertLimits(statement, task.options, task.serial, task.rateKey);
       // A throttle's period starts at the add that wrote the task.
       if (mode === 'throttle') statement(SQL.setCreated).run(now, id);
       return enqueued(toTask(statement(SQL.taskById).get(id) as TaskRow), action === 'replace' ? 'replaced' : 'inserted');
     }
   }
-  const { lastInsertRowid } = statement(SQL.insertTask).run(
-    task.name,
-    task.key,
-    task.payload,
-    runAt,
-    task.maxAttempts,
-    task.options,
-    task.serial ?? null,
-    task.priority ?? 0,
-    task.rateKey ?? null,
-    task.queue ?? 'default',
-    now,
-    at,
-  );
+  const { lastInsertRowid } = statement(SQL.insertTask).run({ ...row, key: task.key, now });
   upsertLimits(statement, task.options, task.serial, task.rateKey);
   return enqueued(toTask(statement(SQL.taskById).get(lastInsertRowid) as TaskRow), 'inserted');
 }

@@ -43,9 +43,10 @@ export const SQL = {
     last_error = CASE WHEN NOT prefetched AND expiries >= @limit THEN @error ELSE last_error END
     WHERE state = 'running'`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
-  replaceTask: `UPDATE taskheap_tasks SET name = ?, payload = ?, state = 'waiting', run_at = ?, attempts = 0, max_attempts = ?,
-    options = ?, serial = ?, priority = ?, rate_key = ?, queue = ?, locked_by = NULL, locked_until = NULL, last_error = NULL,
-    expiries = 0, result = NULL, errors = NULL, started_at = NULL, updated_at = ? WHERE id = ?`,
+  replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = 'waiting', run_at = @runAt, attempts = 0,
+    max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateKey, queue = @queue,
+    locked_by = NULL, locked_until = NULL, last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
+    updated_at = @at WHERE id = @id`,
   /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
   setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
   /**
@@ -84,7 +85,7 @@ export const SQL = {
   endedAmong: `SELECT value AS id FROM json_each(?)
     WHERE NOT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id = value AND state IN ('waiting', 'running'))`,
   insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateKey, @queue, @now, @at)`,
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,
   upsertJob: `INSERT INTO taskheap_jobs (key, name, payload, rule, state, next_run_at, remaining, until, options, created_at, updated_at)
     VALUES (@key, @name, @payload, @rule, @state, @nextRunAt, @remaining, @until, @options, @now, @now)
