@@ -5,11 +5,14 @@
  * (test/durable/pg-server.ts). Prints three markdown tables:
  *
  * 1. The bot's workload (30/s overall, 1/s per chat over 50 chats, 20/min
- *    per group: 60 chat messages and 40 group messages due at once) on 1 and
- *    3 worker processes (test/fixtures/pg-limits-worker.ts, 8 workers
- *    each): starts in the first 3 s against the 90 allowed, and the lateness
- *    of the chat messages (their start, by the database's clock, minus their
- *    due time).
+ *    per group: 300 chat messages and 40 group messages due at once, so the
+ *    overall limit binds for 11 s) on 1 and 3 worker processes
+ *    (test/fixtures/pg-limits-worker.ts, 8 workers each): the achieved rate
+ *    over the first 10 s (starts against the 300 allowed), how late a
+ *    window's tokens are used again (a start's time minus the start 30
+ *    before it plus 1 s: the limiter's loss), and the
+ *    lateness of the chat messages (their start, by the database's clock,
+ *    minus their due time). `BENCH_LIMITS=bot` runs this table only.
  * 2. What a claim costs with 0 and 100,000 due tasks blocked: behind a held
  *    concurrency key, and behind an empty rate bucket (EXPLAIN ANALYZE
  *    execution time of the claim statement, and the round trip, medians).
@@ -43,6 +46,11 @@ const quantile = (values: number[], q: number) =>
 
 // ------------------------------------------------------------- 1. the bot
 
+/** Chat messages (over 50 chats at 1/s each: 50/s, so the overall 30/s binds). */
+const CHAT_MESSAGES = 300;
+/** ms over which the achieved rate is counted, from the first start. */
+const RATE_SPAN = 10_000;
+
 async function bot(processes: number): Promise<string> {
   const { schema, store } = await open();
   await store.close();
@@ -67,16 +75,17 @@ async function bot(processes: number): Promise<string> {
   );
   const items: DurableTaskItem[] = [];
   const now = Date.now();
-  for (let i = 0; i < 60; i++) items.push({ when: now, name: 'send', rate: { key: `chat:${i % 50}`, limit: 1, interval: '1s' } });
+  for (let i = 0; i < CHAT_MESSAGES; i++)
+    items.push({ when: now, name: 'send', rate: { key: `chat:${i % 50}`, limit: 1, interval: '1s' } });
   for (let i = 0; i < 40; i++) items.push({ when: now, name: 'send', rate: { key: `group:${i % 2}`, limit: 20, interval: '1m' } });
   const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }) });
   await producer.scheduleMany(items);
   await producer.close();
   for (const child of children) child.stdin!.write('go\n');
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
     const { rows } = await admin.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".taskheap_tasks WHERE state = 'succeeded'`);
-    if (Number(rows[0]!.n) >= 100) break;
+    if (Number(rows[0]!.n) >= CHAT_MESSAGES + 40) break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   for (const child of children) child.stdin!.write('stop\n');
@@ -85,9 +94,15 @@ async function bot(processes: number): Promise<string> {
       (extract(epoch from r.started_at) * 1000)::float8 AS at, (extract(epoch from r.started_at - t.run_at) * 1000)::float8 AS late
     FROM "${schema}".runs AS r JOIN "${schema}".taskheap_tasks AS t ON t.id = r.task ORDER BY r.started_at`);
   const first = rows[0]!.at;
-  const inThree = rows.filter((row) => row.at < first + 3_000).length;
+  const allowed = (RATE_SPAN / 1_000) * 30;
+  const inSpan = rows.filter((row) => row.at < first + RATE_SPAN).length;
+  // How late each token was used again: a start's time minus the earliest the window allowed it
+  // (the start 30 before it, plus the interval). Zero is a perfect limiter; it is the rate's loss.
+  const lag: number[] = [];
+  for (let i = 30; i < rows.length && rows[i]!.at < first + RATE_SPAN; i++) lag.push(rows[i]!.at - (rows[i - 30]!.at + 1_000));
   const late = rows.filter((row) => row.key.startsWith('chat:')).map((row) => row.late);
-  return `| ${processes} | ${inThree} / 90 (${((inThree / 90) * 100).toFixed(1)}%) | ${median(late).toFixed(0)} | ${quantile(late, 0.95).toFixed(0)} | ${Math.max(...late).toFixed(0)} |`;
+  const rate = `${inSpan} / ${allowed} (${((inSpan / allowed) * 100).toFixed(1)}%)`;
+  return `| ${processes} | ${rate} | ${median(lag).toFixed(0)} | ${quantile(lag, 0.95).toFixed(0)} | ${median(late).toFixed(0)} | ${quantile(late, 0.95).toFixed(0)} | ${Math.max(...late).toFixed(0)} |`;
 }
 
 // ------------------------------------------------------- 2. and 3. claims
@@ -196,10 +211,18 @@ async function unused(idleKeys: number): Promise<string> {
 
 try {
   console.log('\n### The bot on PostgreSQL (30/s overall, 1/s per chat, 20/min per group)\n');
-  console.log('| processes | starts in the first 3 s | chat lateness p50 ms | p95 ms | max ms |');
-  console.log('|---|---|---|---|---|');
+  console.log(
+    '| processes | starts in the first 10 s (allowed) | token reuse lag p50 ms | p95 ms | chat lateness p50 ms | p95 ms | max ms |',
+  );
+  console.log('|---|---|---|---|---|---|---|');
   for (const n of [1, 3]) console.log(await bot(n));
+  if (process.env.BENCH_LIMITS !== 'bot') await claims();
+} finally {
+  await admin.end();
+  await server.destroy();
+}
 
+async function claims(): Promise<void> {
   console.log('\n### A claim with blocked work (16 asked for, nothing claimable)\n');
   console.log('| due tasks | blocked | EXPLAIN ANALYZE execution ms | round trip ms |');
   console.log('|---|---|---|---|');
@@ -212,7 +235,4 @@ try {
   console.log('|---|---|---|');
   console.log(await unused(0));
   console.log(await unused(1_000));
-} finally {
-  await admin.end();
-  await server.destroy();
 }

@@ -33,6 +33,7 @@ export { CalendarRule } from './rules/calendar.js';
 export type { CalendarRuleOptions } from './rules/calendar.js';
 export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
+export { LeaseExpiredError } from './durable/expiries.js';
 export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
 export type {
   Store,

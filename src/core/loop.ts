@@ -21,6 +21,9 @@ import { describe } from './validate.js';
 
 let nextId = 1;
 
+/** The function of a task that never runs (failUnrun). */
+const NOTHING: TaskFunction = () => undefined;
+
 /**
  * The in-memory engine behind `Scheduler`: pending tasks sit in one min-heap,
  * a single timer is armed for the earliest, and due tasks run on a bounded,
@@ -196,6 +199,20 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   unwatch(signal: AbortSignal, member: Cancellable): void {
     this.#signals.delete(signal, member);
+  }
+
+  /**
+   * A task that failed for good without running here (a stored task whose
+   * leases ran out too often, failed by this process's claim): counted as
+   * failed, `failure` emitted and `onError` told, as after a last run.
+   */
+  failUnrun(time: number, settings: TaskSettings, error: unknown, attempt: number): Task {
+    const task = new Task(nextId++, time, NOTHING, settings);
+    task._finish(State.Failed, error);
+    this.#failed++;
+    if (this.#events.has('failure')) this.#events.emit('failure', task, error);
+    this.report(error, { task, name: task.name, attempt });
+    return task;
   }
 
   /** Reports a failure to `onError`; a throwing `onError` surfaces as an uncaught exception. */

@@ -158,7 +158,7 @@ export class Claimer {
       const rooms = this.#holdings.queues.reserve();
       let claimed: ClaimedTask[];
       try {
-        claimed = await this.#claimUpTo(free, rooms);
+        claimed = this.#reportExpired(await this.#claimUpTo(free, rooms));
         // close() came while the claim was on its way: hand the work straight back.
         if (this.#ctx.closed) {
           this.#handBack(claimed);
@@ -221,6 +221,17 @@ export class Claimer {
       for (let i = 0; i < skips.length; i++) this.onSkip?.(skips[i]!.key, skips[i]!.name, skipped![i]!.at, skipped![i]!.reason);
     }
     return claimed;
+  }
+
+  /** Reports the tasks the claim failed for their lease expiries; the ones it claimed. */
+  #reportExpired(claimed: ClaimedTask[]): ClaimedTask[] {
+    if (!claimed.some((claim) => claim.failedAfterExpiries !== undefined)) return claimed;
+    const taken: ClaimedTask[] = [];
+    for (const claim of claimed) {
+      if (claim.failedAfterExpiries === undefined) taken.push(claim);
+      else this.#dispatcher.reportExpired(claim);
+    }
+    return taken;
   }
 
   /**

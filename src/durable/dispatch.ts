@@ -9,6 +9,7 @@ import { toFlow } from '../core/flow-options.js';
 import type { DurableContext, StoredOptions } from './options.js';
 import { UnknownHandlerError, type ClaimedTask, type QueryClient } from './store.js';
 import { toResult } from './validate.js';
+import { LeaseExpiredError } from './expiries.js';
 import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
 import type { Prefetch } from './prefetch.js';
@@ -55,6 +56,16 @@ export class Dispatcher {
     // Due now: the store decided so by its clock, which may differ from ours.
     const task = loop.push(Math.min(claim.runAt, loop.clock.now()), fn, this.#settings(claim, options));
     this.#holdings.add(task, { claim, options });
+  }
+
+  /**
+   * A task the claim (or a recovery) failed for good, its lease having run
+   * out too often: reported here, once (`failure`, `onError`), never run.
+   */
+  reportExpired(claim: ClaimedTask): void {
+    const settings = { ...this.#settings(claim, JSON.parse(claim.options) as StoredOptions), observer: undefined };
+    const error = new LeaseExpiredError(claim.id, claim.failedAfterExpiries ?? 0);
+    this.#ctx.loop.failUnrun(claim.runAt, settings, error, claim.attempts);
   }
 
   /**

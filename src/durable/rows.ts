@@ -76,6 +76,8 @@ export interface ClaimRow {
   priority: number | string;
   /** Whether the claim marked it started (false: prefetched); absent: started. */
   started?: boolean | number | null;
+  /** Set on a task the claim failed for its lease expiries (see ClaimedTask): the expiries, counted. */
+  failed_after?: number | string | null;
 }
 
 /** One queue and one state of its tasks (state null: it has none): what `listQueues` statements return. */
@@ -179,19 +181,23 @@ export function toDueJob(row: DueJobRow): DueJob {
 
 /** Claimed rows in claim order (priority, highest first; then due time, then id), as the runner expects. */
 export function toClaims(rows: ClaimRow[]): ClaimedTask[] {
-  return rows
-    .map((row) => ({
-      id: Number(row.id),
-      name: row.name,
-      payload: row.payload,
-      attempts: Number(row.attempts),
-      maxAttempts: Number(row.max_attempts),
-      runAt: Number(row.run_at),
-      options: row.options,
-      priority: Number(row.priority),
-      started: row.started === undefined || row.started === null ? true : Boolean(row.started),
-    }))
-    .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.id - b.id);
+  return rows.map(toClaim).sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.id - b.id);
+}
+
+function toClaim(row: ClaimRow): ClaimedTask {
+  const claim: ClaimedTask = {
+    id: Number(row.id),
+    name: row.name,
+    payload: row.payload,
+    attempts: Number(row.attempts),
+    maxAttempts: Number(row.max_attempts),
+    runAt: Number(row.run_at),
+    options: row.options,
+    priority: Number(row.priority),
+    started: row.started === undefined || row.started === null ? true : Boolean(row.started),
+  };
+  if (row.failed_after !== undefined && row.failed_after !== null) claim.failedAfterExpiries = Number(row.failed_after);
+  return claim;
 }
 
 function toErrors(json: string): AttemptError[] {

@@ -53,6 +53,7 @@ export class DurableRunner {
   readonly #completer: Completer;
   readonly #leases: Leases;
   readonly #maintenance: Maintenance;
+  readonly #dispatcher: Dispatcher;
   readonly #waiters: Waiters;
   readonly #management: Management;
   readonly #closeTimeout: number;
@@ -79,7 +80,7 @@ export class DurableRunner {
     const ready = (): Promise<void> => this.ready();
     this.#waiters = new Waiters(ctx);
     this.#completer = new Completer(ctx, holdings, { turn: () => this.#claimer.refill(), wake, done: (id) => this.#waiters.done(id) });
-    const dispatcher = new Dispatcher(ctx, handlers, holdings, prefetch, this.#completer);
+    const dispatcher = (this.#dispatcher = new Dispatcher(ctx, handlers, holdings, prefetch, this.#completer));
     this.#claimer = new Claimer(ctx, handlers, holdings, prefetch, dispatcher, (claims) => this.#completer.handBack(claims));
     this.#leases = new Leases(ctx, holdings, this.#completer, () => this.#claimer.claiming);
     this.#maintenance = new Maintenance(ctx, retention);
@@ -146,7 +147,8 @@ export class DurableRunner {
     this.#started ??= (async () => {
       await this.ready();
       const store = this.#ctx.store;
-      await store.recover?.();
+      // What a dead owner left running and recovery failed (lease expiries): reported here, once.
+      for (const failed of (await store.recover?.()) ?? []) this.#dispatcher.reportExpired(failed);
       // The `queues` option's global concurrencies and rates: the most recent process to start decides.
       for (const [name, change] of this.#holdings.queues.startup) await store.setQueue(name, change);
       await store.subscribe(

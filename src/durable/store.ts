@@ -274,6 +274,12 @@ export interface ClaimedTask {
    * that runs out counts against a task only once it started.
    */
   started: boolean;
+  /**
+   * Set only on a task the claim failed instead of taking, its lease having
+   * run out this many times while it ran (more than `maxLeaseExpiries`):
+   * the claiming process reports it once (`failure`, `onError`), never runs it.
+   */
+  failedAfterExpiries?: number;
 }
 
 /** A recurring job due for its next occurrence. */
@@ -517,18 +523,10 @@ export interface Store {
    * that cannot (SQLite) leave it out.
    */
   completeWithin?<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T>;
-  /** Returns running tasks of a previous life of this store to waiting (single-process stores). */
-  recover?(): Promise<void>;
+  /** Returns running tasks of a previous life of this store to waiting (single-process stores); the ones it failed instead (ClaimedTask.failedAfterExpiries). */
+  recover?(): Promise<ClaimedTask[]>;
   /** Releases connections and files. */
   close(): Promise<void>;
-}
-
-/** How many times a task's lease may expire (its process died or stalled) before it is failed. */
-export const DEFAULT_MAX_LEASE_EXPIRIES = 1;
-
-/** The `last_error` of a task failed because its lease expired too often. */
-export function leaseExpiredText(times: number): string {
-  return `LeaseExpiredError: the lease of this task expired ${times} times (its process died, or blocked its event loop for longer than the lease); maxLeaseExpiries is ${times - 1}`;
 }
 
 /** The schema version this library writes. */

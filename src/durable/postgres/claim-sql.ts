@@ -224,7 +224,8 @@ const keyed = (T: string, L: string) => `
  * whose lease ran out (their process died or stalled). Every time is the
  * server's: process clocks may disagree, the database's is the one clock.
  * An expired task whose lease already expired $4 times is failed with error
- * $5 instead (and lets go of its slots). Our own expired leases are left
+ * $5 instead (and lets go of its slots), and returned with \`failed_after\`
+ * set, for this process to report. Our own expired leases are left
  * alone: this process is alive (it is claiming) and renews them. None is
  * taken over before the server has been up for $3 ms: leases ran out while
  * it was down (a restart) because no owner could renew, and a living owner
@@ -274,7 +275,9 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
-      FROM expired WHERE t.id = expired.id AND expired.started AND expired.expiries >= $4 RETURNING t.id, t.serial, t.queue),
+      FROM expired WHERE t.id = expired.id AND expired.started AND expired.expiries >= $4
+      RETURNING t.id, t.serial, t.queue, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
+        t.expiries),
 
     plain AS (SELECT w.id, w.run_at, w.priority, w.queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority, t.queue FROM ${T} AS t
@@ -364,11 +367,11 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
           SELECT rate_key AS key, count(*) AS n FROM claimed WHERE rate_key IS NOT NULL GROUP BY rate_key
           UNION ALL SELECT '', count(*) FROM claimed WHERE $7::boolean HAVING count(*) > 0) AS y) AS g
       WHERE l.kind = 'rate' AND l.key = g.key)
-    ${
-      unlessJobsDue
-        ? 'SELECT flag.jobs_due, claimed.id, claimed.name, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.run_at, claimed.options, claimed.priority, claimed.started FROM flag LEFT JOIN claimed ON true'
-        : 'SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started FROM claimed'
-    }`;
+    -- The tasks claimed, and those failed for their expiries (failed_after set): the process reports those.
+    ${unlessJobsDue ? 'SELECT flag.jobs_due, c.* FROM flag LEFT JOIN (' : ''}
+      SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after FROM claimed
+      UNION ALL SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, false, expiries FROM failed
+    ${unlessJobsDue ? ') AS c ON true' : ''}`;
 }
 
 /**

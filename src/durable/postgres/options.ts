@@ -1,7 +1,7 @@
 // The options of `postgresStore()`: what each means (the documentation users
 // read), and their validation, which turns what was given into the settings
 // the store runs with or throws a TypeError / RangeError saying what is wrong.
-import { DEFAULT_MAX_LEASE_EXPIRIES } from '../store.js';
+import { DEFAULT_MAX_LEASE_EXPIRIES } from '../expiries.js';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { describe } from '../../core/validate.js';
 import { assertCount, assertName, MAX_TIMER } from '../validate.js';

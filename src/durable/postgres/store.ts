@@ -7,7 +7,6 @@ import {
   SCHEMA_VERSION,
   SchemaVersionError,
   enqueued,
-  leaseExpiredText,
   type ClaimedTask,
   type EnqueuedTask,
   type ClaimLimits,
@@ -40,6 +39,7 @@ import {
   type JobStatsRow,
   type TaskRow,
 } from '../rows.js';
+import { leaseExpiredText } from '../expiries.js';
 import { Connection } from './connection.js';
 import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';

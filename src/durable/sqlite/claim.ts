@@ -21,7 +21,7 @@ import {
 } from './limits.js';
 import type { StoredOptions } from '../options.js';
 import type { ClaimLimits, DueJob, JobAdvance, QueueRooms } from '../store.js';
-import { toDueJob, type DueJobRow, type JobRow, type TaskRow } from '../rows.js';
+import { toDueJob, type ClaimRow, type DueJobRow, type JobRow } from '../rows.js';
 
 /** The store's prepared statement for an SQL text (compiled once per open database). @internal */
 export type Prepare = (sql: string) => Statement;
@@ -81,7 +81,7 @@ interface ClaimAsk {
 }
 
 /** Claims the tasks that may start now (see limits.ts for the decision); the rows claimed. @internal */
-export function claimDue(prepare: Prepare, ask: ClaimAsk): (TaskRow & { started: boolean })[] {
+export function claimDue(prepare: Prepare, ask: ClaimAsk): ClaimRow[] {
   const { owner, now, lease, limit, names } = ask;
   const named = names === undefined ? undefined : JSON.stringify(names);
   const queues = queueRooms(prepare, ask.rooms, now);
@@ -94,10 +94,12 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): (TaskRow & { started:
   ) as ExpiredRow[];
   const fail = prepare(SQL.failExpired);
   const candidates: Candidate[] = [];
+  // Returned with the claims (failed_after set): this process reports them.
+  const failed: ClaimRow[] = [];
   for (const row of expired) {
     // Expired too often: a task that kills or stalls its process must not be retried forever.
     if (row.started && row.expiries >= ask.expiries.max) {
-      fail.run(ask.expiries.text, now, row.id);
+      failed.push(fail.get(ask.expiries.text, now, row.id) as ClaimRow);
       prepare(LIMITS_SQL.letGo).run({ id: row.id });
       continue;
     }
@@ -112,10 +114,11 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): (TaskRow & { started:
   // What starts at once (into a free worker): the first `free` in claim order, and every limited
   // task or takeover (claimed only into free workers); the rest is prefetched, marked when it starts.
   const free = ask.limits?.free ?? Infinity;
-  return decide(prepare, candidates, now, limit, ask.limits, queues).map((row, i) => {
+  const claimed: ClaimRow[] = decide(prepare, candidates, now, limit, ask.limits, queues).map((row, i) => {
     const starts = i < free || row.expired === true || row.serial !== null || row.rate_key !== null;
-    return { ...(take.get(owner, now + lease, now, starts ? 0 : 1, now, row.id) as TaskRow), started: starts };
+    return { ...(take.get(owner, now + lease, now, starts ? 0 : 1, now, row.id) as ClaimRow), started: starts };
   });
+  return failed.length === 0 ? claimed : claimed.concat(failed);
 }
 
 /**

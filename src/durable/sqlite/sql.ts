@@ -41,7 +41,7 @@ export const SQL = {
     expiries = expiries + (NOT prefetched), attempts = attempts - prefetched,
     state = CASE WHEN NOT prefetched AND expiries >= @limit THEN 'failed' ELSE 'waiting' END,
     last_error = CASE WHEN NOT prefetched AND expiries >= @limit THEN @error ELSE last_error END
-    WHERE state = 'running'`,
+    WHERE state = 'running' RETURNING *, 0 AS started, expiries AS failed_after`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = 'waiting', run_at = @runAt, attempts = 0,
     max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateKey, queue = @queue,
@@ -125,7 +125,7 @@ export const SQL = {
     started_at = ?, prefetched = ?, updated_at = ? WHERE id = ? RETURNING *`,
   /** An expired task past the limit of expiries: failed instead of claimed. */
   failExpired: `UPDATE taskheap_tasks SET state = 'failed', expiries = expiries + 1, last_error = ?, locked_by = NULL, locked_until = NULL,
-    updated_at = ? WHERE id = ?`,
+    updated_at = ? WHERE id = ? RETURNING *, 0 AS started, expiries AS failed_after`,
   dueJobs: `SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`,
   jobRunning: `SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`,
   insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at,

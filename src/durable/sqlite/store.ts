@@ -2,12 +2,11 @@
 // time; claims, outcomes, jobs and management through the statements of
 // sql.ts, in transactions of the chosen driver (driver.ts); adds in add.ts,
 // the claim in claim.ts, the file's ownership in owner.ts.
+import { DEFAULT_MAX_LEASE_EXPIRIES, leaseExpiredText } from '../expiries.js';
 import {
-  DEFAULT_MAX_LEASE_EXPIRIES,
   SCHEMA_VERSION,
   SchemaVersionError,
   enqueued,
-  leaseExpiredText,
   type ClaimedTask,
   type EnqueuedTask,
   type JobFilter,
@@ -223,18 +222,20 @@ class SqliteStore implements Store {
     }
   }
 
-  async recover(): Promise<void> {
+  async recover(): Promise<ClaimedTask[]> {
     // This store owns the file (it holds the lock), so anything still marked
     // running was running in an owner that died: back to waiting at once,
-    // one lease expiry counted, failed past the limit.
+    // one lease expiry counted, failed past the limit (returned: this process reports them).
     // Those failed let go of their serial keys; the others still hold theirs (they are first in line).
     const db = this.#open;
-    this.#named(() =>
+    const rows = this.#named(() =>
       db.transaction(() => {
-        this.#statement(SQL.recover).run({ now: Date.now(), limit: this.#expiries.max, error: this.#expiries.text });
+        const back = this.#statement(SQL.recover).all({ now: Date.now(), limit: this.#expiries.max, error: this.#expiries.text });
         this.#statement(LIMITS_SQL.prune).run();
+        return back as (ClaimRow & { state: string })[];
       })(),
     );
+    return toClaims(rows.filter((row) => row.state === 'failed'));
   }
 
   async addTask(task: NewTask, via?: QueryClient, now = Date.now()): Promise<EnqueuedTask> {
@@ -278,7 +279,7 @@ class SqliteStore implements Store {
     return this.#named(() =>
       db.transaction(() => {
         materialize(statement, now, advance);
-        return toClaims(claimDue(statement, ask) as unknown as ClaimRow[]);
+        return toClaims(claimDue(statement, ask));
       })(),
     );
   }

@@ -8,7 +8,8 @@
 // bound of postgres-delivery.)
 import { describe, expect } from 'vitest';
 import { advanceJob } from '../../../src/durable/advance-job.js';
-import type { NewTask, Store } from '../../../src/durable/store.js';
+import { LeaseExpiredError } from '../../../src/index.js';
+import type { ClaimedTask, NewTask, Store } from '../../../src/durable/store.js';
 import { itWhen, TAKEOVER_TIMEOUT, type Backend, type Env } from './backend.js';
 
 function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTask {
@@ -16,6 +17,11 @@ function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTas
 }
 
 const claim = (store: Store, owner: string, limit = 10, now = Date.now()) => store.claim(owner, now, 30_000, limit, advanceJob);
+/** The tasks a claim took, without those it failed for their lease expiries. */
+const taken = (claims: ClaimedTask[]) => claims.filter((c) => c.failedAfterExpiries === undefined);
+/** The tasks a claim failed for their lease expiries (returned for its process to report): [id, expiries]. */
+const failedBy = (claims: ClaimedTask[]) =>
+  claims.filter((c) => c.failedAfterExpiries !== undefined).map((c) => [c.id, c.failedAfterExpiries]);
 
 export function claimScenarios(backend: Backend, setup: () => Promise<Env>): void {
   const { caps } = backend;
@@ -293,9 +299,11 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
           store = await openStore({ maxLeaseExpiries: 2 });
         }
         // The third expiry is one too many: failed (at recovery, or by this claim), and the key let go of.
+        // A claim returns what it failed (for its process to report); a recovery (SQLite) fails it before.
         const first = await claim(store, 'p4');
-        const next = first.length > 0 ? first : await claim(store, 'p4');
-        expect(next.map((c) => [c.id, c.attempts])).toEqual([[a2.id, 1]]);
+        expect(failedBy(first)).toEqual(caps.multiProcess ? [[a1.id, 3]] : []);
+        const next = first.length > failedBy(first).length ? first : await claim(store, 'p4');
+        expect(taken(next).map((c) => [c.id, c.attempts])).toEqual([[a2.id, 1]]);
         const failed = (await store.getTask(a1.id))!;
         expect(failed).toMatchObject({ state: 'failed', attempts: 3 });
         expect(failed.lastError).toMatch(/the lease of this task expired 3 times.*maxLeaseExpiries is 2/);
@@ -316,7 +324,9 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         // started (in the free worker), the others were prefetched and never ran.
         const started: number[] = [];
         for (const owner of ['p1', 'p2', 'p3']) {
-          const claimed = await store.claim(owner, Date.now(), 30_000, 10, advanceJob, undefined, undefined, { free: 1, rate: undefined });
+          const claimed = taken(
+            await store.claim(owner, Date.now(), 30_000, 10, advanceJob, undefined, undefined, { free: 1, rate: undefined }),
+          );
           expect(claimed[0]?.started).toBe(true);
           expect(claimed.slice(1).every((c) => !c.started)).toBe(true);
           started.push(claimed[0]!.id);
@@ -325,7 +335,7 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         }
         // The three that started are failed by their expiry; the two never started come back as first attempts.
         const rest: { id: number; attempts: number }[] = [];
-        for (let round = 0; round < 3; round++) rest.push(...(await store.claim('p4', Date.now(), 30_000, 10, advanceJob)));
+        for (let round = 0; round < 3; round++) rest.push(...taken(await store.claim('p4', Date.now(), 30_000, 10, advanceJob)));
         expect(rest.map((c) => [c.id, c.attempts])).toEqual(ids.filter((id) => !started.includes(id)).map((id) => [id, 1]));
         for (const id of started) {
           expect(await store.getTask(id)).toMatchObject({
@@ -359,10 +369,40 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         store = await openStore({ maxLeaseExpiries: 0 });
         // No expiry allowed: the two that started fail at once; c is claimed again as its first attempt.
         const first = await store.claim('p2', Date.now(), 30_000, 10, advanceJob);
-        const again = first.length > 0 ? first : await store.claim('p2', Date.now(), 30_000, 10, advanceJob);
+        expect(failedBy(first)).toEqual(caps.multiProcess ? [a.id, b.id].map((id) => [id, 1]) : []);
+        const again = taken(first).length > 0 ? taken(first) : await store.claim('p2', Date.now(), 30_000, 10, advanceJob);
         expect(again.map((t) => [t.name, t.attempts])).toEqual([['c', 1]]);
         expect((await store.getTask(a.id))!.state).toBe('failed');
         expect((await store.getTask(b.id))!.state).toBe('failed');
+      },
+      TAKEOVER_TIMEOUT,
+    );
+
+    it(
+      'a task failed by its lease expiries is reported once, by the process that decided it (`failure`, onError: LeaseExpiredError), and never runs',
+      async () => {
+        const { openStore, db, open, time } = await setup();
+        const store = await openStore({ maxLeaseExpiries: 0 });
+        const a = await store.addTask(task('work', Date.now() - 1_000));
+        expect((await store.claim('p1', Date.now(), 30_000, 10, advanceJob)).map((c) => c.id)).toEqual([a.id]);
+        await db.ownerDies(store);
+        // The next process fails it: at its recovery (SQLite) or by its claim (PostgreSQL).
+        const { scheduler, errors } = open({ store: db.store({ maxLeaseExpiries: 0 }) });
+        let runs = 0;
+        const failures: unknown[] = [];
+        scheduler.define('work', () => {
+          runs++;
+        });
+        scheduler.on('failure', (_task, error) => failures.push(error));
+        await scheduler.start();
+        await time.until(async () => (await scheduler.getTask(a.id))?.state === 'failed', 'the task is failed', 30_000);
+        await time.until(() => failures.length > 0, 'the failure is reported', 1_000);
+        expect(failures).toHaveLength(1);
+        expect(failures[0]).toBeInstanceOf(LeaseExpiredError);
+        expect(failures[0]).toMatchObject({ id: a.id, expiries: 1, code: 'ERR_LEASE_EXPIRED' });
+        expect(errors).toEqual(failures);
+        expect(scheduler.stats().failed).toBe(1);
+        expect(runs).toBe(0);
       },
       TAKEOVER_TIMEOUT,
     );
