@@ -25,10 +25,14 @@ import { startPgServer, type PgServer } from './durable/pg-server.js';
 
 const root = resolve(import.meta.dirname, '..');
 /** The pages whose blocks run: README.md, CONTRIBUTING.md and docs/*.md (docs/api/ is TypeDoc's output). */
-const pages = ['README.md', 'CONTRIBUTING.md', ...readdirSync(join(root, 'docs'))
-  .filter((name) => name.endsWith('.md'))
-  .sort()
-  .map((name) => `docs/${name}`)];
+const pages = [
+  'README.md',
+  'CONTRIBUTING.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`),
+];
 const texts = new Map(pages.map((page) => [page, readFileSync(join(root, page), 'utf8')]));
 
 interface Block {
