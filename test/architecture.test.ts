@@ -1,5 +1,5 @@
 // The layout of src/ is part of the design: each folder may import only the
-// folders below it (README, "Layout"), and no file may reach itself through
+// folders below it (CONTRIBUTING.md, "The layout of `src/`"), and no file may reach itself through
 // its imports. This test reads every import (type-only and dynamic ones too)
 // with TypeScript's own pre-processor and fails on a cycle or a forbidden edge.
 import { readdirSync, readFileSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 
 const SRC = fileURLToPath(new URL('../src/', import.meta.url));
 
-/** What each folder may import, besides itself. Keep in step with the README's layout map. */
+/** What each folder may import, besides itself. Keep in step with the layout table of CONTRIBUTING.md. */
 const MAY_IMPORT: Record<string, readonly string[]> = {
   core: [],
   rules: ['core'],
@@ -107,7 +107,7 @@ describe('src/ layout', () => {
       const folder = folderOf(file);
       const allowed = folder === '.' ? TOP_MAY_IMPORT[file] : MAY_IMPORT[folder];
       if (allowed === undefined) {
-        forbidden.push(`${file}: its folder has no entry in MAY_IMPORT (add one, and a line in the README)`);
+        forbidden.push(`${file}: its folder has no entry in MAY_IMPORT (add one, and a line in CONTRIBUTING.md)`);
         continue;
       }
       for (const target of targets) {
@@ -130,10 +130,12 @@ describe('src/ layout', () => {
     expect(drivers).toEqual([]);
   });
 
-  it("the README's layout table names every file of src/, and each file opens with a comment saying what it owns", () => {
-    const readme = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8');
-    const start = readme.indexOf('## Contributing: the layout of `src/`');
-    const layout = readme.slice(start, readme.indexOf('\n## ', start + 1));
+  it("CONTRIBUTING.md's layout table names every file of src/, and each file opens with a comment saying what it owns", () => {
+    const contributing = readFileSync(fileURLToPath(new URL('../CONTRIBUTING.md', import.meta.url)), 'utf8');
+    const start = contributing.indexOf('\n## The layout of `src/`');
+    // To the next section, or the end of the file.
+    const end = contributing.indexOf('\n## ', start + 1);
+    const layout = contributing.slice(start, end === -1 ? undefined : end);
     expect(start).toBeGreaterThan(0);
     const unnamed = sourceFiles().filter((file) => !layout.includes(`\`${file}\``) && !layout.includes(`\`${posix.basename(file)}\``));
     expect(unnamed).toEqual([]);

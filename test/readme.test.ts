@@ -1,5 +1,6 @@
 /**
- * Every `ts`/`js` code block of README.md runs as written: each is saved to a
+ * Every `ts`/`js` code block of the documentation (README.md, CONTRIBUTING.md
+ * and every page of docs/, the generated docs/api/ aside) runs as written: each is saved to a
  * temp directory (imports of `taskheap` pointed at src/), run in its own
  * `node --import tsx` process there (a `js` block using `require()` as
  * CommonJS), and must exit 0 on its own, with the
@@ -11,18 +12,32 @@
  * A block preceded by `<!-- not run: reason -->` is a fragment and is skipped;
  * the reason is required, and this test lists the skipped blocks so they stay
  * few.
+ *
+ * The links between these pages resolve: a relative link names a file that
+ * exists, and a `#anchor` a heading of its page (GitHub's slugs).
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startPgServer, type PgServer } from './durable/pg-server.js';
 
 const root = resolve(import.meta.dirname, '..');
-const readme = readFileSync(join(root, 'README.md'), 'utf8');
+/** The pages whose blocks run: README.md, CONTRIBUTING.md and docs/*.md (docs/api/ is TypeDoc's output). */
+const pages = [
+  'README.md',
+  'CONTRIBUTING.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`),
+];
+const texts = new Map(pages.map((page) => [page, readFileSync(join(root, page), 'utf8')]));
 
 interface Block {
+  /** The page it is on, relative to the root. */
+  page: string;
   /** 1-based line of the opening fence. */
   line: number;
   lang: string;
@@ -34,7 +49,7 @@ interface Block {
 }
 
 /** The fenced code blocks of a markdown text, with the marker before each. */
-function codeBlocks(markdown: string): Block[] {
+function codeBlocks(page: string, markdown: string): Block[] {
   const lines = markdown.split('\n');
   const blocks: Block[] = [];
   let heading = '';
@@ -49,7 +64,7 @@ function codeBlocks(markdown: string): Block[] {
     let before = start - 1;
     while (before >= 0 && lines[before]!.trim() === '') before--;
     const marker = before >= 0 ? /^<!--\s*not run:\s*(.*?)\s*-->$/.exec(lines[before]!.trim()) : null;
-    blocks.push({ line: start + 1, lang: open[1]!, code: body.join('\n'), skip: marker?.[1], heading });
+    blocks.push({ page, line: start + 1, lang: open[1]!, code: body.join('\n'), skip: marker?.[1], heading });
   }
   return blocks;
 }
@@ -68,7 +83,7 @@ const ENTRY: Record<string, string> = {
 function localImports(code: string): string {
   const local = (name: string) => {
     const file = ENTRY[name];
-    if (file === undefined) throw new Error(`README imports unknown entry point ${name}`);
+    if (file === undefined) throw new Error(`a code block imports unknown entry point ${name}`);
     return join(root, file);
   };
   return code
@@ -108,18 +123,19 @@ function run(file: string, env: Record<string, string>): Promise<{ code: number 
   });
 }
 
-const blocks = codeBlocks(readme).filter((block) => block.lang === 'ts' || block.lang === 'js');
+const blocks = pages.flatMap((page) => codeBlocks(page, texts.get(page)!)).filter((block) => block.lang === 'ts' || block.lang === 'js');
 
-describe('README.md code blocks', () => {
+describe('code blocks of README.md, CONTRIBUTING.md and docs/', () => {
   it('finds the blocks, and skips only marked fragments with a reason', () => {
-    expect(blocks.length).toBeGreaterThanOrEqual(5);
-    for (const block of blocks) if (block.skip !== undefined) expect(block.skip, `README.md:${block.line}`).not.toBe('');
+    expect(blocks.length).toBeGreaterThanOrEqual(30);
+    expect(blocks.filter((block) => block.page === 'README.md').length, 'README.md: install and three examples').toBeGreaterThanOrEqual(5);
+    for (const block of blocks) if (block.skip !== undefined) expect(block.skip, `${block.page}:${block.line}`).not.toBe('');
     const skipped = blocks.filter((block) => block.skip !== undefined);
     expect(skipped.length, 'most blocks must run').toBeLessThan(blocks.length - skipped.length);
   });
 
   for (const block of blocks) {
-    const title = `README.md:${block.line} (${block.heading})`;
+    const title = `${block.page}:${block.line} (${block.heading})`;
     if (block.skip !== undefined) {
       it.skip(`${title}: not run: ${block.skip}`, () => {});
       continue;
@@ -128,7 +144,7 @@ describe('README.md code blocks', () => {
     it(`${title} runs and exits 0`, async () => {
       // A js block that uses require() is CommonJS; the rest are ES modules.
       const commonjs = block.lang === 'js' && /\brequire\(/.test(block.code) && !/^import /m.test(block.code);
-      const file = join(work, `block-${block.line}.${commonjs ? 'cjs' : block.lang === 'js' ? 'mjs' : 'mts'}`);
+      const file = join(work, `${block.page.replace(/\W/g, '-')}-${block.line}.${commonjs ? 'cjs' : block.lang === 'js' ? 'mjs' : 'mts'}`);
       writeFileSync(file, localImports(block.code));
       const env: Record<string, string> = {};
       if (block.code.includes("'taskheap/postgres'")) env.DATABASE_URL = (await (pg ??= startPgServer({ database: 'readme' }))).url;
@@ -140,4 +156,73 @@ describe('README.md code blocks', () => {
       for (const line of promised) expect(result.stdout, title).toContain(line);
     }, 120_000);
   }
+});
+
+/** GitHub's anchor of a heading: lowercase, punctuation dropped, spaces to hyphens. */
+function slug(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '')
+    .replace(/ /g, '-');
+}
+
+/** The anchors of a page's headings (outside code blocks), repeats numbered as GitHub does. */
+function anchors(markdown: string): Set<string> {
+  const seen = new Map<string, number>();
+  const result = new Set<string>();
+  let fenced = false;
+  for (const line of markdown.split('\n')) {
+    if (line.startsWith('```')) fenced = !fenced;
+    const heading = fenced ? null : /^#{1,6}\s+(.*)$/.exec(line);
+    if (heading === null) continue;
+    const base = slug(heading[1]!);
+    const count = seen.get(base) ?? 0;
+    seen.set(base, count + 1);
+    result.add(count === 0 ? base : `${base}-${count}`);
+  }
+  return result;
+}
+
+/** The relative link targets of a page, outside code blocks and inline code. */
+function links(markdown: string): { target: string; line: number }[] {
+  const found: { target: string; line: number }[] = [];
+  let fenced = false;
+  markdown.split('\n').forEach((text, i) => {
+    if (text.startsWith('```')) fenced = !fenced;
+    if (fenced) return;
+    for (const match of text.replace(/`[^`]*`/g, '').matchAll(/\]\(([^)\s]+)\)/g)) {
+      const target = match[1]!;
+      if (!/^[a-z]+:/i.test(target)) found.push({ target, line: i + 1 });
+    }
+  });
+  return found;
+}
+
+describe('links between README.md, CONTRIBUTING.md and docs/', () => {
+  it('lists every guide in docs/README.md, and docs/README.md in README.md', () => {
+    const index = texts.get('docs/README.md')!;
+    const unlisted = pages.filter((page) => page.startsWith('docs/') && page !== 'docs/README.md' && !index.includes(`](${page.slice(5)}`));
+    expect(unlisted).toEqual([]);
+    expect(texts.get('README.md')).toContain('](docs/README.md)');
+  });
+
+  it('points every relative link at a file that exists, and every #anchor at a heading of its page', () => {
+    const broken: string[] = [];
+    for (const page of pages) {
+      // Multi-line link texts are joined first, so a link broken over two lines is still read.
+      for (const { target, line } of links(texts.get(page)!.replace(/\[([^\]]*)\n([^\]]*)\]\(/g, '[$1 $2]('))) {
+        const [path, anchor] = target.split('#') as [string, string | undefined];
+        const file = path === '' ? page : relative(root, resolve(root, dirname(page), path));
+        if (!existsSync(join(root, file))) {
+          broken.push(`${page}:${line}: ${target} (no file ${file})`);
+          continue;
+        }
+        if (anchor === undefined || !file.endsWith('.md')) continue;
+        const text = texts.get(file) ?? readFileSync(join(root, file), 'utf8');
+        if (!anchors(text).has(anchor)) broken.push(`${page}:${line}: ${target} (no heading #${anchor} in ${file})`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
 });

@@ -65,7 +65,7 @@ export interface DurableTaskOptions {
    *   running task is left alone and returned.
    *
    * The modes mean what they mean in memory (`TaskOptions.dedupe`), with one
-   * stored task per key: see the README's "Deduplication". A throttle's
+   * stored task per key: see docs/dedupe.md. A throttle's
    * period is measured on the database server's clock with PostgreSQL, on
    * the scheduler's clock with SQLite; a period is a duration (ms or a
    * string such as `'1m'`) from 1 ms to ten years.

@@ -79,7 +79,7 @@ export const MIGRATIONS: readonly Migration[] = [
     // Issue 16: serial keys and priorities. The waiting index leads with
     // priority, walked one priority level at a time (see `levels` in sql.ts);
     // a partial index finds the head of a serial key; a key row exists only
-    // while a task holds the key (see taskheap_serial_keys in the README).
+    // while a task holds the key (see taskheap_serial_keys in docs/stores.md, "Schema").
     version: 4,
     sql: `
       ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN serial text, ADD COLUMN priority integer NOT NULL DEFAULT 0;
