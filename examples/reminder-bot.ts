@@ -44,7 +44,7 @@
 import * as readline from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { DateTime } from 'luxon';
-import { Scheduler } from '../src/index.js';
+import { Scheduler, TaskheapError } from '../src/index.js';
 import { sqliteStore } from '../src/sqlite.js';
 import type { Job, JobBuilder, Task } from '../src/index.js';
 import { parseDuration as parseTaskheapDuration } from '../src/index.js';
@@ -271,6 +271,25 @@ function formatTime(zone: string, ms: number): string {
   return DateTime.fromMillis(ms, { zone, locale: 'en-US' }).toFormat('ccc yyyy-MM-dd HH:mm:ss');
 }
 
+/** One reminder as `list` shows it: `at` is its next run (undefined: paused or done). */
+interface ListRow {
+  reminder: { id: number; kind: Kind; text: string; rule: string };
+  state: string;
+  at: number | undefined;
+  next: string;
+}
+
+/** The `list` lines: soonest next run first (paused and done ones last, by id), in aligned columns. */
+function listLines(rows: ListRow[]): string[] {
+  rows.sort((a, b) => (a.at ?? Infinity) - (b.at ?? Infinity) || a.reminder.id - b.reminder.id);
+  const idWidth = Math.max(...rows.map((row) => String(row.reminder.id).length)) + 1;
+  const nextWidth = Math.max(...rows.map((row) => row.next.length));
+  return rows.map(({ reminder, state, next }) => {
+    const rule = reminder.kind === 'once' ? '' : `  (${reminder.rule})`;
+    return `${`#${reminder.id}`.padEnd(idWidth)}  ${reminder.kind.padEnd(5)}  ${state.padEnd(9)}  ${next.padEnd(nextWidth)}  ${reminder.text}${rule}`;
+  });
+}
+
 /**
  * What both bots share: reading a command line, running it, reporting usage
  * mistakes, `quit`, and telling `oneShotsDone()` waiters when no one-shot is
@@ -494,19 +513,20 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
 
   function list(): void {
     if (reminders.size === 0) return output('no reminders');
+    const rows: ListRow[] = [];
     for (const reminder of reminders.values()) {
-      const state = stateOf(reminder);
+      let at: number | undefined;
       let next: string;
       if (reminder.paused) {
         const left = [...reminder.timers].map((timer) => timer.remaining);
         next = left.length === 0 ? 'next -' : `${formatDuration(Math.min(...left))} left`;
       } else {
-        const at = nextRun(reminder);
+        at = nextRun(reminder);
         next = at === undefined ? 'next -' : `next ${time(at)}`;
       }
-      const rule = reminder.kind === 'once' ? '' : `  (${reminder.rule})`;
-      output(`#${reminder.id}  ${reminder.kind.padEnd(5)}  ${state.padEnd(9)}  ${next}  ${reminder.text}${rule}`);
+      rows.push({ reminder, state: stateOf(reminder), at, next });
     }
+    for (const line of listLines(rows)) output(line);
   }
 
   return bot;
@@ -560,7 +580,14 @@ const PARKED = new Date('9999-12-31T00:00:00Z');
  * (key `reminder:<id>:snooze`): snoozing again moves it. One-shots that have
  * fired are not listed after a restart.
  */
-export async function createStoredBot({ scheduler, output }: BotOptions): Promise<Bot & { readonly restored: number }> {
+export async function createStoredBot({
+  scheduler,
+  output,
+  onRestore,
+}: BotOptions & {
+  /** Told how many reminders the store held, before any of them fires (overdue ones fire at start). */
+  onRestore?: (count: number) => void;
+}): Promise<Bot & { readonly restored: number }> {
   const reminders = new Map<number, StoredReminder>();
   let nextId = 1;
 
@@ -694,20 +721,17 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
 
   async function list(): Promise<void> {
     if (reminders.size === 0) return output('no reminders');
+    const rows: ListRow[] = [];
     for (const reminder of reminders.values()) {
-      let state: string;
-      let next: string;
       if (reminder.paused) {
-        state = 'paused';
-        next = reminder.timer?.left === undefined ? 'next -' : `${formatDuration(reminder.timer.left)} left`;
+        const next = reminder.timer?.left === undefined ? 'next -' : `${formatDuration(reminder.timer.left)} left`;
+        rows.push({ reminder, state: 'paused', at: undefined, next });
       } else {
         const at = await nextRun(reminder);
-        state = at === undefined ? 'done' : 'scheduled';
-        next = at === undefined ? 'next -' : `next ${time(at)}`;
+        rows.push({ reminder, state: at === undefined ? 'done' : 'scheduled', at, next: at === undefined ? 'next -' : `next ${time(at)}` });
       }
-      const rule = reminder.kind === 'once' ? '' : `  (${reminder.rule})`;
-      output(`#${reminder.id}  ${reminder.kind.padEnd(5)}  ${state.padEnd(9)}  ${next}  ${reminder.text}${rule}`);
     }
+    for (const line of listLines(rows)) output(line);
   }
 
   /** Rebuilds the list from the store: waiting one-shots and snoozes, scheduled and paused jobs. */
@@ -750,6 +774,7 @@ export async function createStoredBot({ scheduler, output }: BotOptions): Promis
 
   // The list first, so reminders that are overdue and fire at start() find theirs.
   await restore();
+  onRestore?.(reminders.size);
   await scheduler.start();
   // Pending reminders stay in the store for the next start, `quit` included.
   return Object.assign(bot, { restored: reminders.size });
@@ -785,10 +810,11 @@ async function main(): Promise<void> {
         if (prompting) rl.prompt(true);
       }
     : (line: string) => console.log(line);
-  const bot = memory ? createBot({ scheduler, output: print }) : await createStoredBot({ scheduler, output: print });
-  const restored = 'restored' in bot ? (bot.restored as number) : 0;
-  // On stderr, so piped stdout carries only the bot's own lines.
-  if (restored > 0) console.error(`(${restored} reminder${restored === 1 ? '' : 's'} restored from ${db})`);
+  // The notice goes on stderr (piped stdout carries only the bot's own lines), before overdue reminders fire.
+  const onRestore = (restored: number) => {
+    if (restored > 0) console.error(`(${restored} reminder${restored === 1 ? '' : 's'} restored from ${db})`);
+  };
+  const bot = memory ? createBot({ scheduler, output: print }) : await createStoredBot({ scheduler, output: print, onRestore });
 
   let interrupt!: () => void;
   const interrupted = new Promise<void>((resolve) => (interrupt = resolve));
@@ -830,7 +856,8 @@ async function main(): Promise<void> {
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   main().catch((error: unknown) => {
-    console.error(error);
+    // The library's own errors say what to do in their message (another bot has the file: StoreInUseError).
+    console.error(error instanceof TaskheapError ? `error: ${error.message}` : error);
     process.exit(1);
   });
 }

@@ -3,8 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createBot, formatDuration, parseDuration } from '../../examples/reminder-bot.js';
+import { createBot, createStoredBot, formatDuration, parseDuration } from '../../examples/reminder-bot.js';
 import { Scheduler } from '../../src/index.js';
+import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
 import { ROOT, lines, runExample } from './child.js';
 
@@ -399,12 +400,16 @@ describe('reminder bot, kept in a SQLite file', () => {
       // The one-shot fires (now, or when due if the restart was quick), the job keeps running, the paused one stays paused.
       await second.until(/^⏰ #1 soon$/);
       await second.until(/^⏰ #2 tick$/);
+      // By next run: #1 and #2 in either order (it depends on how quick the restart was), the paused #3 last.
       const listed = second.out.filter((line) => /^#\d+  /.test(line));
-      expect(listed).toEqual([
-        expect.stringMatching(/^#1  once   (scheduled  next \w{3} [\d-]+ [\d:]+|done       next -)  soon$/),
-        expect.stringMatching(/^#2  every  scheduled  next \w{3} [\d-]+ [\d:]+  tick  \(every 1s\)$/),
-        expect.stringMatching(/^#3  once   paused     (59m\S*|1h) left  later$/),
-      ]);
+      expect(listed).toHaveLength(3);
+      expect(listed).toEqual(
+        expect.arrayContaining([
+          expect.stringMatching(/^#1  once   (scheduled  next \w{3} [\d-]+ [\d:]+|done       next - +)  soon$/),
+          expect.stringMatching(/^#2  every  scheduled  next \w{3} [\d-]+ [\d:]+  tick  \(every 1s\)$/),
+        ]),
+      );
+      expect(listed[2]).toMatch(/^#3  once   paused     (59m\S*|1h) left +later$/);
       expect(second.err).toContain('(3 reminders restored from');
       // Ids go on after the stored ones (the cancelled #4 included), and quit keeps what is pending.
       second.send('remind 1h next');
@@ -418,11 +423,72 @@ describe('reminder bot, kept in a SQLite file', () => {
       expect(await third.exited).toBe(0);
       expect(third.out.filter((line) => /^#\d+  /.test(line))).toEqual([
         expect.stringMatching(/^#2  every  scheduled  next .*  tick  \(every 1s\)$/),
-        expect.stringMatching(/^#3  once   paused     \S+ left  later$/),
         expect.stringMatching(/^#5  once   scheduled  next .*  next$/),
+        expect.stringMatching(/^#3  once   paused     \S+ left +later$/),
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it('a second bot on the same file exits 1 with the one-line StoreInUseError message', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'taskheap-bot-'));
+    const db = join(dir, 'reminders.db');
+    try {
+      const first = startBot(db);
+      first.send('remind 1h hold the file');
+      await first.until(/^#1 scheduled for /);
+      const second = startBot(db);
+      expect(await second.exited).toBe(1);
+      expect(second.err.trim().split('\n')).toEqual([expect.stringMatching(/^error: .*reminders\.db/)]);
+      first.send('quit');
+      expect(await first.exited).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('says how many reminders it restored before an overdue one fires', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'taskheap-bot-'));
+    const file = join(dir, 'reminders.db');
+    try {
+      const lines: string[] = [];
+      const output = (line: string) => lines.push(line);
+      const before = new Scheduler({ clock: new ManualClock(START), timezone: 'UTC', store: sqliteStore(file) });
+      const first = await createStoredBot({ scheduler: before, output });
+      await first.handle('remind 10s overdue');
+      await first.handle('quit');
+      // A minute later the reminder is overdue: it fires at start(), after the notice.
+      const clock = new ManualClock(START + MINUTE);
+      const after = new Scheduler({ clock, timezone: 'UTC', store: sqliteStore(file) });
+      const second = await createStoredBot({ scheduler: after, output, onRestore: (count) => output(`restored ${count}`) });
+      await clock.advance(0);
+      await after.onIdle();
+      expect(lines.slice(2)).toEqual(['restored 1', '⏰ #1 overdue']);
+      await second.handle('quit');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('reminder bot, list', () => {
+  it('lists by next run, paused and done last, in aligned columns', async () => {
+    const { send, advance } = setup();
+    await send('remind 2h later', 'remind 10s soon', 'every 1h water', 'remind 5s gone', 'remind 1h paused', 'pause 5');
+    await advance(5_000);
+    for (let i = 6; i <= 10; i++) await send(`remind ${i}h filler ${i}`);
+    expect(await send('list')).toEqual([
+      '#2   once   scheduled  next Thu 2026-01-01 12:00:10  soon',
+      '#3   every  scheduled  next Thu 2026-01-01 13:00:00  water  (every 1h)',
+      '#1   once   scheduled  next Thu 2026-01-01 14:00:00  later',
+      '#6   once   scheduled  next Thu 2026-01-01 18:00:05  filler 6',
+      '#7   once   scheduled  next Thu 2026-01-01 19:00:05  filler 7',
+      '#8   once   scheduled  next Thu 2026-01-01 20:00:05  filler 8',
+      '#9   once   scheduled  next Thu 2026-01-01 21:00:05  filler 9',
+      '#10  once   scheduled  next Thu 2026-01-01 22:00:05  filler 10',
+      '#4   once   done       next -                        gone',
+      '#5   once   paused     1h left                       paused',
+    ]);
+  });
 });
