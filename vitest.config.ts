@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 20_000,
     pool: 'forks',
+    // One PostgreSQL server for the run; each file gets a database of its own on it.
+    globalSetup: ['test/global-postgres.ts'],
     // expect.poll() waits for what a real browser or server does next (the dashboard test):
     // its default second is too short on a loaded 2-core machine; a test's own timeout still bounds it.
     expect: { poll: { timeout: 15_000 } },

@@ -4,22 +4,19 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Scheduler, type StoredTask } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
-import { startPgServer, type PgServer } from './pg-server.js';
+import type { PgServer } from './pg-server.js';
+import { usePostgres } from './use-postgres.js';
 
 let server: PgServer;
 let schemas = 0;
 
-beforeAll(async () => {
-  server = await startPgServer();
-}, 120_000);
-
-afterAll(async () => {
-  await server?.destroy();
-}, 60_000);
+usePostgres((started) => {
+  server = started;
+});
 
 const STORES = {
   sqlite: () => sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-manage-')), 'store.db')),

@@ -17,10 +17,14 @@ import { SCHEMA_VERSION } from '../../src/durable/store.js';
 let server: PgServer;
 let admin: pg.Pool;
 
-usePostgres((started, pool) => {
-  server = started;
-  admin = pool;
-});
+// A server of its own: these tests stop, restart and freeze it.
+usePostgres(
+  (started, pool) => {
+    server = started;
+    admin = pool;
+  },
+  { own: true },
+);
 
 const freshSchema = schemaNamer('d');
 

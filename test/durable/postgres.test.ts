@@ -23,7 +23,8 @@ usePostgres(
     server = started;
     admin = pool;
   },
-  { adminConnections: 4 },
+  // A server of its own: a test stops and restarts it.
+  { adminConnections: 4, own: true },
 );
 
 const freshSchema = schemaNamer('t');

@@ -145,7 +145,7 @@ describe('producers on PostgreSQL', () => {
   /** Sessions of this server's taskheap listeners. */
   async function listeners(): Promise<number> {
     const { rows } = await admin.query<{ n: string }>(
-      `SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'taskheap-listener'`,
+      `SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'taskheap-listener' AND datname = current_database()`,
     );
     return Number(rows[0]!.n);
   }
