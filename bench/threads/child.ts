@@ -6,8 +6,8 @@
  *
  * - `cpu`: `tasks` CPU-bound tasks (`spin` of `rounds`) on a warm pool of
  *   `size` threads, all submitted at once: wall ms; beside them a stream of
- *   10 ms timers on the main thread for as long as they run: each timer's
- *   lateness; and the peak RSS over the RSS before the run.
+ *   10 ms timers on the main thread for as long as they run (and the one
+ *   pending when they end): each timer's lateness; and the peak RSS over the RSS before the run.
  * - `trivial`: `trivial` tasks that return their payload, all submitted at
  *   once on a warm pool: tasks a second.
  * - `memory`: RSS of the process with `size` warm idle threads, over the
@@ -55,13 +55,18 @@ async function cpu(): Promise<object> {
   const before = process.memoryUsage.rss();
   let peak = before;
   const lateness: number[] = [];
+  // The stream stops starting timers when the work ends; the one pending then
+  // still counts (on the main thread it is the one the work held up).
   let running = true;
+  let stopped!: () => void;
+  const stream = new Promise<void>((resolve) => (stopped = resolve));
   const tick = (due: number): void => {
     setTimeout(() => {
       const now = performance.now();
       lateness.push(now - due);
       peak = Math.max(peak, process.memoryUsage.rss());
       if (running) tick(performance.now() + 10);
+      else stopped();
     }, 10);
   };
   tick(performance.now() + 10);
@@ -70,6 +75,7 @@ async function cpu(): Promise<object> {
   const wall = performance.now() - start;
   running = false;
   peak = Math.max(peak, process.memoryUsage.rss());
+  await stream;
   await pool.close();
   const sorted = lateness.sort((a, b) => a - b);
   return {
@@ -121,7 +127,12 @@ async function grow(): Promise<object> {
     await busy;
     await pool.close();
   }
-  return { grow: percentile(samples.sort((a, b) => a - b), 0.5) };
+  return {
+    grow: percentile(
+      samples.sort((a, b) => a - b),
+      0.5,
+    ),
+  };
 }
 
 /** Threads of this process, from /proc (Linux). */
