@@ -220,7 +220,7 @@ const markdown = [
   `- Machine: ${cpus[0]?.model.trim() ?? 'unknown'}, ${cpus.length} cores; load average (1 min) ${load[0]!.toFixed(2)} at start, ${load[1]!.toFixed(2)} at end; Node ${process.version}`,
   `- Versions: piscina ${version('piscina')}, tinypool ${version('tinypool')}, bree ${version('bree')}`,
   `- Pools of ${size} threads (\`os.availableParallelism()\`), no Node flags in threads; ${tasks} CPU-bound tasks of ~${ms} ms (${spinRounds} rounds), ${trivial} trivial tasks (Bree: ${Math.max(10, Math.round(trivial / 10))}); median of ${rounds} interleaved round${rounds > 1 ? 's' : ''}, each workload in a fresh process; ${((performance.now() - started) / 1_000).toFixed(0)} s`,
-  "- Ratios in parentheses: the figure divided by taskheap's. Bree runs each task as a job in a new thread, at most " + `${size} at once.`,
+  `- Ratios in parentheses: the figure divided by taskheap's. Bree runs each task as a job in a new thread, at most ${size} at once.`,
   '',
   ...rows,
   '',
