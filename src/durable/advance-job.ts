@@ -6,6 +6,18 @@ import { ruleFromJson } from './rule-json.js';
 import type { DueJob, JobAdvance } from './store.js';
 
 /**
+ * When a paused job is due again on resume: the occurrence that was next
+ * when it was paused, if it has not passed; otherwise the rule's next after
+ * `now`. Occurrences that fell in the pause are not run, as with an
+ * in-memory job's resume(). Null: none is left (past \`until\`, no \`times\`).
+ */
+export function resumedAt(job: DueJob, now: number): number | null {
+  if (job.remaining === 0) return null;
+  const next = job.nextRunAt > now ? job.nextRunAt : ruleFromJson(job.rule).next(now);
+  return next === undefined || (job.until !== null && next > job.until) ? null : next;
+}
+
+/**
  * Which occurrences of a due job to insert, and its next due time, by its
  * misfire policy: the same rules as in-memory jobs, including the catch-up
  * cap of misfire 'all' (`DEFAULT_CATCH_UP`, or the job's `catchUp` option). `running` says an

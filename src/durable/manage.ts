@@ -3,6 +3,7 @@
 // pause, resume, trigger and cancel jobs. Each call opens the store first;
 // one that makes work due wakes the claimer. (Cancelling a task also stops
 // it here and wakes its waiters: the runner does that, it needs those parts.)
+import { resumedAt } from './advance-job.js';
 import type { JobFilter, StoredJob, StoredTask, TaskFilter } from './store.js';
 import { assertJobFilter, assertKey, assertTaskFilter } from './validate.js';
 import type { RunnerContext } from './runner-context.js';
@@ -62,7 +63,9 @@ export class Management {
 
   async #setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
     await this.#ready();
-    const changed = await this.#ctx.store.setJobState(key, from, to);
+    // A resume skips the occurrences that fell in the pause, as an in-memory job's does.
+    const { store, loop } = this.#ctx;
+    const changed = to === 'scheduled' ? await store.resumeJob(key, loop.clock.now(), resumedAt) : await store.setJobState(key, from, to);
     if (changed && to === 'scheduled') this.#wake(this.#ctx.loop.clock.now());
     return changed;
   }

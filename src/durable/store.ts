@@ -514,6 +514,12 @@ export interface Store {
   listJobs(filter: JobFilter): Promise<StoredJob[]>;
   /** Sets a job's state: pause ('scheduled' to 'paused') or resume ('paused' to 'scheduled'); false if it was not in `from`. */
   setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean>;
+  /**
+   * Resumes a paused job; false if it was not paused. `resumedAt` says when
+   * it is due next (null: never, it is done), from the job and the store's
+   * now (`now`, or the database server's).
+   */
+  resumeJob(key: string, now: number, resumedAt: (job: DueJob, now: number) => number | null): Promise<boolean>;
   /** Adds an occurrence of a job due now (not counted against `times`); undefined if there is no such job or it was cancelled. */
   triggerJob(key: string, now: number): Promise<StoredTask | undefined>;
   /**

@@ -23,6 +23,15 @@ const STORES = {
   postgres: () => postgresStore({ connectionString: server.url, schema: `m${++schemas}_${process.pid}` }),
 };
 
+/** Polls `condition` until it holds (bounded: 30 s, for a loaded machine). */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`Timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 describe.each(Object.keys(STORES) as (keyof typeof STORES)[])('management on %s', (kind) => {
   function open(): Scheduler {
     return new Scheduler({ store: STORES[kind](), onError: () => {} });
@@ -89,6 +98,31 @@ describe.each(Object.keys(STORES) as (keyof typeof STORES)[])('management on %s'
     expect(() => scheduler.listJobs({ state: 'sleeping' } as never)).toThrow(/state/);
     expect(() => scheduler.listJobs({ limit: 0 })).toThrow(RangeError);
     expect(() => scheduler.getJob('')).toThrow(TypeError);
+    await scheduler.close();
+  }, 60_000);
+
+  it('resume skips the occurrences that fell in the pause, as an in-memory job does: nextRunAt is never in the past', async () => {
+    const scheduler = open();
+    const ran: number[] = [];
+    scheduler.define('tick', (ctx) => void ran.push(ctx.scheduledAt.getTime()));
+    await scheduler.start();
+    await scheduler.every('1s').run('tick', { key: 'tick' });
+    await until(() => ran.length >= 1, 'the first occurrence runs');
+    expect(await scheduler.pauseJob('tick')).toBe(true);
+    const pausedAt = Date.now();
+    const paused = (await scheduler.getJob('tick'))!;
+    // Two occurrences fall in the pause (the one that was next, and one more).
+    await until(() => Date.now() > paused.nextRunAt!.getTime() + 1_100, 'two occurrences pass while paused');
+    const resumedAt = Date.now();
+    expect(await scheduler.resumeJob('tick')).toBe(true);
+    const resumed = (await scheduler.getJob('tick'))!;
+    expect(resumed.state).toBe('scheduled');
+    expect(resumed.nextRunAt!.getTime()).toBeGreaterThan(resumedAt - 50);
+    await until(() => ran.some((at) => at >= resumedAt - 50), 'an occurrence after the resume runs');
+    // None of the occurrences due while paused was inserted or run.
+    const occurrences = await scheduler.listTasks({ jobKey: 'tick' });
+    const inPause = occurrences.filter((task) => task.runAt.getTime() > pausedAt + 50 && task.runAt.getTime() < resumedAt - 50);
+    expect(inPause).toEqual([]);
     await scheduler.close();
   }, 60_000);
 

@@ -241,6 +241,16 @@ export function statements(schema: string | undefined) {
     setJobState: `WITH changed AS (UPDATE ${J} SET state = $3, updated_at = now() WHERE key = $1 AND state = $2 RETURNING next_run_at)
       SELECT CASE WHEN $3 = 'scheduled' AND next_run_at IS NOT NULL
         THEN pg_notify('${WAKE}', $4 || (extract(epoch from next_run_at) * 1000)::bigint::text) END FROM changed`,
+    /** A paused job, locked, as the claim reads a due one (resumedAt decides its next time), with the server's now. */
+    pausedJob: `SELECT key, name, payload, rule, ${ms('next_run_at')} AS next_run_at, remaining, ${ms('until')} AS until, options,
+        ${ms('now()')} AS now
+      FROM ${J} WHERE key = $1 AND state = 'paused' FOR UPDATE`,
+    /** Resumes a paused job due next at $2 (null: none is left, it is done); wakes the workers. */
+    resumeJob: `WITH changed AS (UPDATE ${J} SET state = CASE WHEN $2::float8 IS NULL THEN 'done' ELSE 'scheduled' END,
+          next_run_at = ${ts('$2')}, updated_at = now()
+        WHERE key = $1 AND state = 'paused' RETURNING next_run_at)
+      SELECT CASE WHEN next_run_at IS NOT NULL THEN pg_notify('${WAKE}', $3 || (extract(epoch from next_run_at) * 1000)::bigint::text) END
+      FROM changed`,
     /**
      * An extra occurrence due now: scheduled_at stays NULL, so it never takes
      * the place of a scheduled occurrence (the unique key ignores NULLs).

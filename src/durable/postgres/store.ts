@@ -566,6 +566,16 @@ class PostgresStore implements Store {
     return rows.length > 0;
   }
 
+  async resumeJob(key: string, _now: number, resumedAt: (job: DueJob, now: number) => number | null): Promise<boolean> {
+    // The server's now decides which occurrences fell in the pause: the one clock.
+    return this.#db.transaction(async (client) => {
+      const { rows } = await client.query<DueJobRow & { now: number }>(this.#sql.pausedJob, [key]);
+      if (rows[0] === undefined) return false;
+      await client.query(this.#sql.resumeJob, [key, resumedAt(toDueJob(rows[0]), Number(rows[0].now)), this.#prefix]);
+      return true;
+    });
+  }
+
   async triggerJob(key: string): Promise<StoredTask | undefined> {
     const { rows } = await this.#db.query<TaskRow>(this.#sql.triggerJob, [key, this.#prefix]);
     return rows[0] === undefined ? undefined : toTask(rows[0]);

@@ -188,6 +188,10 @@ export const SQL = {
   jobStats: `SELECT job_key, state, count(*) AS n, MAX(CASE WHEN state <> 'waiting' THEN COALESCE(scheduled_at, run_at) END) AS last
     FROM taskheap_tasks WHERE job_key IN (SELECT value FROM json_each(@keys)) GROUP BY job_key, state`,
   setJobState: `UPDATE taskheap_jobs SET state = @to, updated_at = @now WHERE key = @key AND state = @from`,
+  pausedJob: `SELECT * FROM taskheap_jobs WHERE key = ? AND state = 'paused'`,
+  /** Resumes a paused job due next at @next (null: none is left, it is done). */
+  resumeJob: `UPDATE taskheap_jobs SET state = CASE WHEN @next IS NULL THEN 'done' ELSE 'scheduled' END, next_run_at = @next, updated_at = @now
+    WHERE key = @key AND state = 'paused'`,
   /**
    * An extra occurrence due @now: scheduled_at stays NULL, so it never takes
    * the place of a scheduled occurrence (the unique key ignores NULLs).

@@ -35,7 +35,7 @@ import { claimDue, materialize, nextDueAt, type Expiries, type StoredJobRow } fr
 import { LIMITS_SQL, upsertLimits } from './limits.js';
 import { dropOwner, isBusy, readOwner, StoreInUseError, writeOwner } from './owner.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { toClaims, toJob, toQueues, toTask, type ClaimRow, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import { toClaims, toDueJob, toJob, toQueues, toTask, type ClaimRow, type DueJobRow, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -459,6 +459,18 @@ class SqliteStore implements Store {
   async setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
     const { changes } = this.#named(() => this.#statement(SQL.setJobState).run({ key, from, to, now: Date.now() }));
     return Number(changes) > 0;
+  }
+
+  async resumeJob(key: string, now: number, resumedAt: (job: DueJob, now: number) => number | null): Promise<boolean> {
+    const db = this.#open;
+    return this.#named(() =>
+      db.transaction(() => {
+        const row = this.#statement(SQL.pausedJob).get(key) as DueJobRow | undefined;
+        if (row === undefined) return false;
+        this.#statement(SQL.resumeJob).run({ key, next: resumedAt(toDueJob(row), now), now: Date.now() });
+        return true;
+      })(),
+    );
   }
 
   async triggerJob(key: string, now: number): Promise<StoredTask | undefined> {
