@@ -12,11 +12,13 @@
 // and also masks the system's copies, to prove that the suite needs none.
 //
 // Adding a tool (pgbouncer is next): add its name to `Tool`, an entry to
-// `TOOLS` (override variable, npm location, system locations) and a
-// `<tool>Binary()` function like the two below; add its system paths to
-// SYSTEM_BINARIES in .ci/run so that the proof run masks them. A tool with no
-// npm package yet may leave `npm` returning undefined: it then works where the
-// system has it and fails, with its `missing` message, in the proof run.
+// `TOOLS` (override variable, system locations, what makes a location usable,
+// what to say when it is missing) and a `<tool>Binary()` like
+// `postgresBinaries()`: it prepares the npm copy and calls `locate(tool,
+// npmPath)`. Keep its system paths in SYSTEM_BINARIES of
+// scripts/without-system-binaries.sh so that the proof run covers them. A tool
+// with no npm package yet passes `undefined`: it then works where the system
+// has it and fails, saying so, in the proof run.
 import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
@@ -55,8 +57,6 @@ type Tool = 'postgres' | 'chromium';
 interface ToolSpec {
   /** The environment variable that points at the tool (a directory or a file). */
   override: string;
-  /** The npm-provided location, prepared for use, or undefined when the package is not installed. */
-  npm(): string | undefined;
   /** The system's candidate locations, best first. */
   system(): string[];
   /** Whether a candidate location holds the tool. */
@@ -68,7 +68,6 @@ interface ToolSpec {
 const TOOLS: Record<Tool, ToolSpec> = {
   postgres: {
     override: 'PG_BIN',
-    npm: npmPostgres,
     system() {
       const found: string[] = [];
       const debian = '/usr/lib/postgresql';
@@ -88,7 +87,6 @@ const TOOLS: Record<Tool, ToolSpec> = {
   },
   chromium: {
     override: 'CHROMIUM_PATH',
-    npm: () => undefined, // prepared asynchronously by chromiumBinary()
     system: () => ['/usr/bin/chromium', '/usr/bin/chromium-browser'],
     usable: (file) => existsSync(file),
     missing: 'No Chromium found: `npm install` installs @sparticuz/chromium, or set CHROMIUM_PATH to a Chromium executable.',
