@@ -262,6 +262,10 @@ export async function chromiumBinary(): Promise<ChromiumBinary> {
  */
 export function promtoolBinary(): string | undefined {
   if (noSystemBinaries()) return undefined;
-  const candidates = [process.env.PROMTOOL, '/usr/bin/promtool', ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'promtool'))];
+  const candidates = [
+    process.env.PROMTOOL,
+    '/usr/bin/promtool',
+    ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'promtool')),
+  ];
   return candidates.find((file): file is string => file !== undefined && file !== '' && file.includes(sep) && existsSync(file));
 }

@@ -17,7 +17,12 @@ interface Case {
   promtoolRefuses: boolean;
 }
 
-const c = (name: string, text: string, problem: string, promtoolRefuses = problem !== ''): Case => ({ name, text, problem, promtoolRefuses });
+const c = (name: string, text: string, problem: string, promtoolRefuses = problem !== ''): Case => ({
+  name,
+  text,
+  problem,
+  promtoolRefuses,
+});
 
 const CASES: Case[] = [
   c('a counter with labels', '# HELP a_total A.\n# TYPE a_total counter\na_total{x="1"} 1\n', ''),
@@ -28,7 +33,11 @@ const CASES: Case[] = [
     '# HELP h_seconds H.\n# TYPE h_seconds histogram\nh_seconds_bucket{le="1"} 1\nh_seconds_bucket{le="+Inf"} 1\nh_seconds_sum 1\nh_seconds_count 1\n',
     '',
   ),
-  c('NaN, infinities and a timestamp', '# HELP g G.\n# TYPE g gauge\ng{a="1"} NaN\ng{a="2"} +Inf\ng{a="3"} -Inf\ng{a="4"} 1.5e-3 1700000000000\n', ''),
+  c(
+    'NaN, infinities and a timestamp',
+    '# HELP g G.\n# TYPE g gauge\ng{a="1"} NaN\ng{a="2"} +Inf\ng{a="3"} -Inf\ng{a="4"} 1.5e-3 1700000000000\n',
+    '',
+  ),
   c('a summary', '# HELP s_seconds S.\n# TYPE s_seconds summary\ns_seconds{quantile="0.5"} 1\ns_seconds_sum 1\ns_seconds_count 1\n', ''),
   c('a trailing comma in labels', '# HELP g G.\n# TYPE g gauge\ng{a="1",} 1\n', ''),
   c('an untyped metric', '# HELP u U.\nu 1\n', ''),

@@ -90,7 +90,8 @@ export function checkExposition(text: string): string[] {
         if (/\\[^\\n]|\\$/.test(rest.replace(/\\\\/g, ''))) problems.push(`line ${at}: invalid escape sequence in the HELP of "${name}"`);
         f.help = rest;
       } else {
-        if (f.type !== undefined || f.samples > 0) problems.push(`line ${at}: second TYPE line for metric name "${name}", or TYPE reported after samples`);
+        if (f.type !== undefined || f.samples > 0)
+          problems.push(`line ${at}: second TYPE line for metric name "${name}", or TYPE reported after samples`);
         if (!TYPES.has(rest.trim())) problems.push(`line ${at}: unknown metric type "${rest.trim()}"`);
         f.type = rest.trim();
       }
