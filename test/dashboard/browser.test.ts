@@ -1,8 +1,8 @@
-// The dashboard in a real browser: Debian's Chromium (.ci/run installs it)
-// driven by playwright-core, against a real node:http server. What a person
+// The dashboard in a real browser: a headless Chromium (the npm package
+// @sparticuz/chromium, found by test/binaries.ts) driven by playwright-core, against a real node:http server. What a person
 // sees is asserted on the rendered page, and a screenshot is saved to
 // test/artifacts/ for a human to look at.
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,8 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
 import { Scheduler } from '../../src/index.js';
 import { sqliteStore } from '../../src/sqlite.js';
+import { chromiumBinary } from '../binaries.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = new URL('../artifacts/', import.meta.url);
 const XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>';
 
@@ -21,9 +21,10 @@ let browser: Browser;
 let dir: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does), or set CHROMIUM_PATH`);
+  const binary = await chromiumBinary();
   browser = await chromium.launch({
-    executablePath: CHROMIUM,
+    executablePath: binary.path,
+    env: { ...process.env, ...binary.env },
     args: [
       '--no-sandbox',
       '--disable-gpu',

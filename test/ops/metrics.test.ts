@@ -1,24 +1,14 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { TimeoutError } from '../../src/index.js';
 import { metrics } from '../../src/ops/metrics.js';
 import { gate, setup } from '../helpers.js';
+import { checkExposition } from './exposition.js';
 
-// Prometheus' own parser and linter (Debian's `prometheus` package; .ci/run installs it).
-const PROMTOOL = '/usr/bin/promtool';
-
-/** Runs `promtool check metrics` on the text; returns what it complained about ('' when clean). */
-function promtool(text: string): string {
-  if (!existsSync(PROMTOOL)) throw new Error(`${PROMTOOL} is missing: apt-get install prometheus (.ci/run does)`);
-  try {
-    return execFileSync(PROMTOOL, ['check', 'metrics'], { input: text, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
-  } catch (error) {
-    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
-    return `${stdout ?? ''}${stderr ?? ''}` || String(error);
-  }
+/** What is wrong with an exposition, as `promtool check metrics` would say it ('' when clean): see ./exposition.ts. */
+function lint(text: string): string {
+  return checkExposition(text).join('\n');
 }
 
 /** Samples by `name{label="value",...}` (labels sorted, values unescaped), for reading figures back. */
@@ -147,7 +137,7 @@ describe('metrics()', () => {
     scheduler.after(60_000, () => {});
     await clock.advance(100);
     const text = m.prometheus();
-    expect(promtool(text)).toBe('');
+    expect(lint(text)).toBe('');
     const values = samples(text);
     expect(values.get(key('taskheap_runs_total', { name: 'a "quoted"\nname\\' }))).toBe(1);
     expect(values.get(key('taskheap_failed_total', { name: 'b' }))).toBe(1);
@@ -157,8 +147,8 @@ describe('metrics()', () => {
     expect(values.get(key('taskheap_lateness_seconds_count', { name: 'b' }))).toBe(1);
     expect(values.has(key('taskheap_lateness_seconds', { name: 'b', quantile: '0.99' }))).toBe(true);
     expect(text).toContain('# TYPE taskheap_lateness_seconds summary');
-    // The linter is not a rubber stamp: a broken exposition is reported.
-    expect(promtool('# TYPE x counter\nx{name="a} 1\n')).not.toBe('');
+    // The checker is not a rubber stamp: a broken exposition is reported.
+    expect(lint('# TYPE x counter\nx{name="a} 1\n')).not.toBe('');
     await scheduler.close();
   });
 
@@ -172,7 +162,7 @@ describe('metrics()', () => {
       expect(response.status).toBe(200);
       expect(response.headers.get('content-type')).toContain('text/plain; version=0.0.4');
       const text = await response.text();
-      expect(promtool(text)).toBe('');
+      expect(lint(text)).toBe('');
       expect(samples(text).get(key('bot_workers'))).toBe(10);
     } finally {
       server.close();

