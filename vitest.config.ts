@@ -5,6 +5,9 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 20_000,
     pool: 'forks',
+    // Most of the suite waits (on PostgreSQL, child processes, browsers, timers) rather than
+    // computes: three files at once on two cores, where vitest's default would run one.
+    maxWorkers: 3,
     // One PostgreSQL server for the run; each file gets a database of its own on it.
     globalSetup: ['test/global-postgres.ts'],
     // expect.poll() waits for what a real browser or server does next (the dashboard test):

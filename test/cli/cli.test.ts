@@ -46,15 +46,10 @@ interface Result {
 function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Result> {
   const { DATABASE_URL: _ignored, ...base } = process.env;
   return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      { cwd: ROOT, env: { ...base, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-        resolve({ code, stdout, stderr });
-      },
-    );
+    execFile(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...base, ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 

@@ -238,15 +238,24 @@ describe('postgresStore: no task runs twice unless a process dies', () => {
     await a.scheduler.start();
     await b.scheduler.start();
     const [id] = await seed(a.scheduler, 1, 4_000);
+    // Read through the admin pool: the stores' 500 ms query timeout is for what they do, and a loaded
+    // machine may exceed it on a read (they retry what they do; a test's read would just fail).
+    const read = async () =>
+      (
+        await admin.query<{ state: string; attempts: number; lastError: string | null }>(
+          `SELECT state, attempts, last_error AS "lastError" FROM ${schema}.taskheap_tasks WHERE id = $1`,
+          [id],
+        )
+      ).rows[0]!;
     await waitFor(
       'the task to end',
       async () => {
-        const task = await a.scheduler.getTask(id!);
-        return task!.state === 'succeeded' || task!.state === 'failed';
+        const { state } = await read();
+        return state === 'succeeded' || state === 'failed';
       },
       40_000,
     );
-    const task = (await a.scheduler.getTask(id!))!;
+    const task = await read();
     // maxAttempts 1 + maxLeaseExpiries 1: at most two runs.
     expect(runs.get(id!)).toBeLessThanOrEqual(2);
     expect(task.attempts).toBeLessThanOrEqual(2);

@@ -54,7 +54,9 @@ async function sharedDatabase(): Promise<PgServer> {
   };
   await admin(`CREATE DATABASE ${database}`);
   const refuse = (): never => {
-    throw new Error('This is a database on the run’s shared PostgreSQL server: usePostgres(..., { own: true }) to stop, start or freeze one');
+    throw new Error(
+      'This is a database on the run’s shared PostgreSQL server: usePostgres(..., { own: true }) to stop, start or freeze one',
+    );
   };
   return {
     host,

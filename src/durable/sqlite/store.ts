@@ -35,7 +35,18 @@ import { claimDue, materialize, nextDueAt, type Expiries, type StoredJobRow } fr
 import { LIMITS_SQL, upsertLimits } from './limits.js';
 import { dropOwner, isBusy, readOwner, StoreInUseError, writeOwner } from './owner.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { toClaims, toDueJob, toJob, toQueues, toTask, type ClaimRow, type DueJobRow, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import {
+  toClaims,
+  toDueJob,
+  toJob,
+  toQueues,
+  toTask,
+  type ClaimRow,
+  type DueJobRow,
+  type QueueRow,
+  type JobStatsRow,
+  type TaskRow,
+} from '../rows.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
