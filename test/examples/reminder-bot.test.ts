@@ -281,7 +281,8 @@ describe('reminder bot, through a real pipe', () => {
   it('runs piped commands, fires the reminder, then exits 0 on its own', async () => {
     const result = await runExample('examples/reminder-bot.ts', {
       args: ['--memory'],
-      input: 'remind 200ms hi\nlist\nevery 1h water\nbogus\n',
+      // 3 s: the four lines are read long before it fires, however loaded the machine.
+      input: 'remind 3s hi\nlist\nevery 1h water\nbogus\n',
       env: { TZ: 'UTC' },
     });
     expect(result.stderr).toContain('(end of input: waiting for 1 reminder to fire)');
