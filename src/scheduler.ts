@@ -18,7 +18,7 @@ import { toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableRunner } from './durable/runner.js';
 import type { DefineOptions } from './durable/handlers.js';
-import type { JobFilter, StoredJob, StoredTask, EnqueuedTask, TaskFilter } from './durable/store.js';
+import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type ModuleJobOptions } from './jobs/builders.js';
 import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
@@ -42,10 +42,7 @@ import {
 import { ThreadPool } from './threads/pool.js';
 import { assertThreads, threadHandler, threadTask, type ThreadTaskOptions } from './threads/options.js';
 
-// Builders take the scheduler as their JobFactory structurally: an
-// `implements` clause would name members that the published types strip
-// (they are internal).
-
+// Builders take the scheduler as their JobFactory structurally (an `implements` would name internal members).
 /**
  * Runs functions at points in time. Pending tasks sit in one min-heap and a
  * single timer is armed for the earliest; due tasks run on a bounded,
@@ -264,8 +261,8 @@ export class Scheduler {
   }
 
   /**
-   * Stored tasks, earliest due first (then by id), filtered by `state`,
-   * `name` (handler), `keyPrefix`, `jobKey` and due time (`from` inclusive,
+   * Stored tasks, earliest due first (then by id), filtered by `state`, `name`
+   * (handler), `queue`, `keyPrefix`, `jobKey` and due time (`from` inclusive,
    * `to` exclusive); at most `limit` (default 100, at most 10,000). For the
    * next page pass the last task of this one as `after`.
    * @example
@@ -274,6 +271,15 @@ export class Scheduler {
    */
   listTasks(filter: TaskFilter = {}): Promise<StoredTask[]> {
     return this.#requireStore('listTasks()').listTasks(filter);
+  }
+
+  /**
+   * Stored tasks counted by state, by the store (every state, 0 for none), under the filters of `listTasks` but `state`, `after` and `limit`.
+   * @example
+   * const { waiting, failed } = await scheduler.countTasks({ name: 'invoice', queue: 'emails' });
+   */
+  countTasks(filter: TaskCountFilter = {}): Promise<Record<StoredState, number>> {
+    return this.#requireStore('countTasks()').countTasks(filter);
   }
 
   /**
@@ -439,13 +445,11 @@ export class Scheduler {
   }
 
   /**
-   * A named queue (see `SchedulerQueue`): the in-memory `Queue` without a
-   * store, a `DurableQueue` with one, with the same members: `concurrency`
-   * (live, in this process), and `pause()`, `resume()`, `setRate()`,
-   * `setGlobalConcurrency()`, `counts()`, `info()`, which return Promises in
-   * both modes (with a store they hold for every process sharing it).
-   * Queues exist on first use with no limits; tasks, jobs and handlers join
-   * one with the option `queue`, and those that name none are in `'default'`.
+   * A named queue (see `SchedulerQueue`): the in-memory `Queue` without a store, a `DurableQueue` with one, with the
+   * same members: `concurrency` (live, in this process), and `pause()`, `resume()`, `setRate()`, `setGlobalConcurrency()`,
+   * `counts()`, `info()`, which return Promises in both modes (with a store they hold for every process sharing it).
+   * Queues exist on first use with no limits; tasks, jobs and handlers join one with the option `queue`, and those that
+   * name none are in `'default'`.
    * @example
    * const emails = scheduler.queue('emails');
    * emails.concurrency = 2;
@@ -466,10 +470,7 @@ export class Scheduler {
     return queuesOf(this.#loop, this.#runner);
   }
 
-  /**
-   * The most tasks that may be pending at once.
-   * @default Infinity
-   */
+  /** The most tasks that may be pending at once. @default Infinity */
   get maxPending(): number {
     return this.#loop.maxPending;
   }

@@ -3,7 +3,7 @@
 // pause, resume, trigger and cancel jobs. Each call opens the store first;
 // one that makes work due wakes the claimer. (Cancelling a task also stops
 // it here and wakes its waiters: the runner does that, it needs those parts.)
-import type { JobFilter, StoredJob, StoredTask, TaskFilter } from './store.js';
+import type { JobFilter, StoredJob, StoredState, StoredTask, TaskCountFilter, TaskFilter } from './store.js';
 import { assertJobFilter, assertKey, assertTaskFilter } from './validate.js';
 import type { RunnerContext } from './runner-context.js';
 
@@ -42,6 +42,11 @@ export class Management {
   listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     assertTaskFilter(filter);
     return this.#ready().then(() => this.#ctx.store.listTasks(filter));
+  }
+
+  countTasks(filter: TaskCountFilter): Promise<Record<StoredState, number>> {
+    assertTaskFilter(filter, true);
+    return this.#ready().then(() => this.#ctx.store.countTasks(filter));
   }
 
   getJob(key: string): Promise<StoredJob | undefined> {

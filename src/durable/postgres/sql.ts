@@ -65,7 +65,8 @@ const batch = (arrays: string) =>
 function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
     ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
-    ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue, ${a}.rate_key, ${ms(`${a}.started_at`)} AS started_at`;
+    ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue, ${a}.rate_key, ${ms(`${a}.started_at`)} AS started_at,
+    ${a}.progress, ${a}.logs`;
 }
 
 /** The columns \`taskColumns\` names, read from \`a\` (a CTE that returned them). */
@@ -137,7 +138,7 @@ export function statements(schema: string | undefined) {
         VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9, $10, $11)
         ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
+          last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL, progress = NULL, logs = NULL,
           serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
           updated_at = now()
         WHERE t.state <> 'running'
@@ -153,7 +154,7 @@ export function statements(schema: string | undefined) {
         ORDER BY u.ord
         ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
           attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
+          last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL, progress = NULL, logs = NULL,
           serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
           updated_at = now()
         WHERE t.state <> 'running'
@@ -192,7 +193,7 @@ export function statements(schema: string | undefined) {
         FROM u LEFT JOIN old AS o ON o.key = u.key),
       upd AS (UPDATE ${T} AS t SET name = p.name, payload = p.payload, state = 'waiting', run_at = p.due, attempts = 0, max_attempts = p.max_attempts,
           options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL,
-          expiries = 0, result = NULL, errors = NULL, started_at = NULL, serial = p.serial, priority = p.priority, queue = p.queue, rate_key = p.rate_key,
+          expiries = 0, result = NULL, errors = NULL, started_at = NULL, progress = NULL, logs = NULL, serial = p.serial, priority = p.priority, queue = p.queue, rate_key = p.rate_key,
           updated_at = now(),
           created_at = CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE t.created_at END
         FROM plan AS p WHERE t.id = p.old_id AND p.action IN ('replace', 'renew')
@@ -225,7 +226,7 @@ export function statements(schema: string | undefined) {
      */
     listTasks: `SELECT ${taskColumns('t')} FROM ${T} AS t
       WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
-        AND ($5::text IS NULL OR left(t.key, length($5)) = $5)
+        AND ($5::text IS NULL OR left(t.key, length($5)) = $5) AND ($10::text IS NULL OR t.queue = $10)
         AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
         AND ($8::float8 IS NULL OR (date_trunc('milliseconds', t.run_at), t.id) > (${ts('$8')}, $9::bigint))
       ORDER BY date_trunc('milliseconds', t.run_at), t.id LIMIT $4`,

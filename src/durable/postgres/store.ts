@@ -47,6 +47,8 @@ import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
 import { epoch, outcomeArrays, roomArrays } from './params.js';
+import { countTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
+import type { TaskLogLine } from '../../core/journal.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 
@@ -88,6 +90,7 @@ class PostgresStore implements Store {
   readonly #expiredText: string;
   readonly #schema: string | undefined;
   readonly #sql: Statements;
+  readonly #inspect: InspectStatements;
   /** Prefix of NOTIFY payloads, so stores in other schemas of the same database ignore ours. */
   readonly #prefix: string;
   readonly #db: Connection;
@@ -104,6 +107,7 @@ class PostgresStore implements Store {
     this.#expiredText = leaseExpiredText(options.maxLeaseExpiries + 1);
     this.#schema = options.schema;
     this.#sql = statements(options.schema);
+    this.#inspect = inspectStatements(options.schema);
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
@@ -525,8 +529,17 @@ class PostgresStore implements Store {
       epoch(filter.to),
       epoch(filter.after?.runAt),
       filter.after?.id ?? null,
+      filter.queue ?? null,
     ]);
     return rows.map(toTask);
+  }
+
+  countTasks(filter: TaskFilter): Promise<Record<StoredState, number>> {
+    return countTasks(this.#db, this.#inspect, filter);
+  }
+
+  journal(owner: string, writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[]): Promise<void> {
+    return writeJournal(this.#db, this.#inspect, owner, writes);
   }
 
   completeWithin<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T> {
