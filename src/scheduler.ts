@@ -128,13 +128,10 @@ export class Scheduler {
   }
 
   /**
-   * With a store: schedules many durable tasks in one call and one
-   * transaction, all or nothing. Every item is checked first; a bad one
-   * throws at this call, naming its index, and nothing is written. Each item
-   * has its own time, handler, payload, `key` and `dedupe`, as in `schedule()`
-   * (a key given twice in one call: the items meet in order, each resolving
-   * to the key's final row with its own `enqueued`). Resolves with the
-   * stored rows, in the order given.
+   * With a store: schedules many durable tasks in one call and one transaction, all or nothing. Every item is checked
+   * first; a bad one throws at this call, naming its index, and nothing is written. Each item has its own time, handler,
+   * payload, `key` and `dedupe`, as in `schedule()` (a key given twice in one call: the items meet in order, each
+   * resolving to the key's final row with its own `enqueued`). Resolves with the stored rows, in the order given.
    * @example
    * const rows = await scheduler.scheduleMany(users.map((user) => ({
    *   when: Date.now(), name: 'welcome', payload: { user: user.id }, key: `welcome:${user.id}`,
@@ -228,11 +225,9 @@ export class Scheduler {
   }
 
   /**
-   * With a store: opens it and creates or upgrades its schema, once. Not
-   * needed: the first call that uses the store (`schedule`, `getTask`,
-   * `start`...) does it. Call it at boot to fail early on a database that is
-   * unreachable or newer than this library (`SchemaVersionError`). Claims
-   * and runs nothing.
+   * With a store: opens it and creates or upgrades its schema, once. Not needed: the first call that uses the store
+   * (`schedule`, `getTask`, `start`...) does it. Call it at boot to fail early on a database that is unreachable or
+   * newer than this library (`SchemaVersionError`). Claims and runs nothing.
    * @example
    * await scheduler.migrate();
    */
@@ -283,6 +278,16 @@ export class Scheduler {
   }
 
   /**
+   * Deletes finished stored tasks (succeeded, failed, timed-out, cancelled; or the one final `state` given) under the
+   * filters of `listTasks` but `after`, at most `limit` (default 10,000) per call; resolves with how many went.
+   * @example
+   * await scheduler.deleteTasks({ name: 'invoice', state: 'succeeded', to: Date.now() - 86_400_000 });
+   */
+  deleteTasks(filter: Omit<TaskFilter, 'after'> = {}): Promise<number> {
+    return this.#requireStore('deleteTasks()').deleteTasks(filter);
+  }
+
+  /**
    * Cancels a stored task by id, from any process sharing the store; if it
    * is running somewhere, its `ctx.signal` aborts there.
    * @example
@@ -293,13 +298,11 @@ export class Scheduler {
   }
 
   /**
-   * Resolves with a stored task once it is in a final state (`succeeded`,
-   * `failed`, `timed-out` or `cancelled`), from any process: its `result`
-   * is what the handler returned, `lastError` and `errors` why it failed.
-   * Rejects with `TaskNotFoundError` if there is no such task,
-   * `WaitTimeoutError` after `timeout` (the task goes on), the signal's
-   * reason when `signal` aborts, and `ClosedError` when the scheduler closes.
-   * Needs no `start()`. PostgreSQL wakes it through LISTEN/NOTIFY.
+   * Resolves with a stored task once it is in a final state (`succeeded`, `failed`, `timed-out` or `cancelled`), from
+   * any process: its `result` is what the handler returned, `lastError` and `errors` why it failed. Rejects with
+   * `TaskNotFoundError` if there is no such task, `WaitTimeoutError` after `timeout` (the task goes on), the signal's
+   * reason when `signal` aborts, and `ClosedError` when the scheduler closes. Needs no `start()`. PostgreSQL wakes it
+   * through LISTEN/NOTIFY.
    * @example
    * const task = await scheduler.schedule(Date.now(), 'resize', { payload: { image } });
    * const { state, result } = await scheduler.waitFor(task.id, { timeout: '30s' });
@@ -312,12 +315,10 @@ export class Scheduler {
   }
 
   /**
-   * Runs a failed, timed-out or cancelled stored task again: back to
-   * `waiting`, due now, with all its attempts (`attempts` starts again at 0;
-   * the errors of earlier attempts stay in `errors`). Resolves with the task,
-   * or rejects with `TaskNotFoundError` if there is none with this id, and
-   * with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it is waiting,
-   * running or succeeded.
+   * Runs a failed, timed-out or cancelled stored task again: back to `waiting`, due now, with all its attempts
+   * (`attempts` starts again at 0; the errors of earlier attempts stay in `errors`). Resolves with the task, or rejects
+   * with `TaskNotFoundError` if there is none with this id, and with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it
+   * is waiting, running or succeeded.
    * @example
    * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retry(task.id);
    */
@@ -377,11 +378,9 @@ export class Scheduler {
   }
 
   /**
-   * Runs a stored job now, once, besides its schedule (paused ones too):
-   * adds an occurrence due now, which does not count against `times` or
-   * `runs` and does not move `nextRunAt`. Resolves with that task, or
-   * rejects with `TaskheapError` `ERR_JOB_NOT_FOUND` if there is no such
-   * job or it was cancelled.
+   * Runs a stored job now, once, besides its schedule (paused ones too): adds an occurrence due now, which does not
+   * count against `times` or `runs` and does not move `nextRunAt`. Resolves with that task, or rejects with
+   * `TaskheapError` `ERR_JOB_NOT_FOUND` if there is no such job or it was cancelled.
    * @example
    * const task = await scheduler.triggerJob('nightly-report');
    * await scheduler.waitFor(task.id);
@@ -574,10 +573,9 @@ export class Scheduler {
   }
 
   /**
-   * Stops accepting work, cancels every pending task (their `result` rejects
-   * with `ClosedError`), and resolves once running tasks settle. With
-   * `abort: true` running tasks also see `ctx.signal` abort. Idempotent; safe
-   * to call from inside a task (but a task that awaits it waits for itself).
+   * Stops accepting work, cancels every pending task (their `result` rejects with `ClosedError`), and resolves once
+   * running tasks settle. With `abort: true` running tasks also see `ctx.signal` abort. Idempotent; safe to call from
+   * inside a task (but a task that awaits it waits for itself).
    * @example
    * process.on('SIGTERM', () => scheduler.close().then(() => process.exit(0)));
    */

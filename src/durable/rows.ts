@@ -33,6 +33,9 @@ export interface TaskRow {
   /** Version 6 too: the latest ctx.progress() (JSON) and ctx.log() lines (a JSON array of { at, attempt, line }). */
   progress?: string | null;
   logs?: string | null;
+  /** The claim's owner and lease end (epoch ms), while held. */
+  locked_by?: string | null;
+  locked_until?: number | string | null;
 }
 
 /** The `taskheap_jobs` columns a `StoredJob` shows. */
@@ -143,6 +146,9 @@ export function toTask(row: TaskRow): StoredTask {
     startedAt: row.started_at === null || row.started_at === undefined ? null : new Date(Number(row.started_at)),
     progress: row.progress === null || row.progress === undefined ? undefined : (JSON.parse(row.progress) as unknown),
     logs: row.logs === null || row.logs === undefined ? [] : toLogs(row.logs),
+    ...(typeof row.locked_by === 'string' && row.locked_until != null
+      ? { lease: { owner: row.locked_by, until: new Date(Number(row.locked_until)) } }
+      : {}),
   };
 }
 

@@ -240,6 +240,10 @@ export class DurableRunner {
     return this.#management.countTasks(filter);
   }
 
+  deleteTasks(filter: TaskFilter): Promise<number> {
+    return this.#management.deleteTasks(filter);
+  }
+
   getJob(key: string): Promise<StoredJob | undefined> {
     return this.#management.getJob(key);
   }

@@ -67,6 +67,8 @@ export interface StoredTask {
   progress?: unknown;
   /** Its latest 100 `ctx.log()` lines, oldest first (retries included). */
   logs?: TaskLogLine[];
+  /** While a process holds it (running, or claimed): that process's claim owner id and when its lease runs out. */
+  lease?: { owner: string; until: Date };
 }
 
 /** A named queue as the store keeps it: its shared settings and its tasks by state. */
@@ -488,6 +490,8 @@ export interface Store {
   listTasks(filter: TaskFilter): Promise<StoredTask[]>;
   /** Tasks matching `filter` (`state`, `after` and `limit` aside) counted by state. */
   countTasks(filter: TaskCountFilter): Promise<Record<StoredState, number>>;
+  /** Deletes finished tasks matching `filter` (`after` aside; a `state` must be final), at most `limit` (default 10,000); how many went. */
+  deleteTasks?(filter: TaskFilter): Promise<number>;
   /** Writes handlers' progress (JSON, or null: unchanged) and log lines of tasks `owner` holds, in one transaction. */
   journal?(owner: string, writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[]): Promise<void>;
   /**

@@ -20,6 +20,13 @@ export function inspectStatements(schema: string | undefined) {
         AND ($3::text IS NULL OR left(t.key, length($3)) = $3) AND ($4::text IS NULL OR t.queue = $4)
         AND ($5::float8 IS NULL OR t.run_at >= ${ts('$5')}) AND ($6::float8 IS NULL OR t.run_at < ${ts('$6')})
       GROUP BY t.state`,
+    /** Finished tasks under the filters of countTasks ($7: one final state, or any), $8 at most. */
+    deleteTasks: `DELETE FROM ${T} WHERE id IN (SELECT t.id FROM ${T} AS t
+      WHERE t.state IN ('succeeded', 'failed', 'timed-out', 'cancelled') AND ($7::text IS NULL OR t.state = $7)
+        AND ($1::text IS NULL OR t.name = $1) AND ($2::text IS NULL OR t.job_key = $2)
+        AND ($3::text IS NULL OR left(t.key, length($3)) = $3) AND ($4::text IS NULL OR t.queue = $4)
+        AND ($5::float8 IS NULL OR t.run_at >= ${ts('$5')}) AND ($6::float8 IS NULL OR t.run_at < ${ts('$6')})
+      ORDER BY t.id LIMIT $8 FOR UPDATE SKIP LOCKED)`,
     /**
      * Per task: the latest progress ($3, null: unchanged) and new log lines
      * ($4, a JSON array) appended to the kept ones, the latest MAX_LOG_LINES
@@ -39,15 +46,19 @@ export type InspectStatements = ReturnType<typeof inspectStatements>;
 
 /** Tasks under `filter` (its state, cursor and limit aside) counted by state. @internal */
 export async function countTasks(db: Connection, sql: InspectStatements, filter: TaskFilter): Promise<Record<StoredState, number>> {
-  const { rows } = await db.query<{ state: StoredState; n: string }>(sql.countTasks, [
-    filter.name ?? null,
-    filter.jobKey ?? null,
-    filter.keyPrefix ?? null,
-    filter.queue ?? null,
-    epoch(filter.from),
-    epoch(filter.to),
-  ]);
+  const { rows } = await db.query<{ state: StoredState; n: string }>(sql.countTasks, selection(filter));
   return toCounts(rows);
+}
+
+/** Deletes finished tasks under `filter`, at most its limit (default 10,000). @internal */
+export async function deleteTasks(db: Connection, sql: InspectStatements, filter: TaskFilter): Promise<number> {
+  const result = await db.query(sql.deleteTasks, [...selection(filter), filter.state ?? null, filter.limit ?? 10_000]);
+  return Number((result as { rowCount?: number | null }).rowCount ?? 0);
+}
+
+/** $1 to $6 of countTasks and deleteTasks. */
+function selection(filter: TaskFilter): unknown[] {
+  return [filter.name ?? null, filter.jobKey ?? null, filter.keyPrefix ?? null, filter.queue ?? null, epoch(filter.from), epoch(filter.to)];
 }
 
 /** One statement for a flush of progress and log lines. @internal */

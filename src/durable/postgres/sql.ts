@@ -66,7 +66,7 @@ function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
     ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
     ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue, ${a}.rate_key, ${ms(`${a}.started_at`)} AS started_at,
-    ${a}.progress, ${a}.logs`;
+    ${a}.progress, ${a}.logs, ${a}.locked_by, ${ms(`${a}.locked_until`)} AS locked_until`;
 }
 
 /** The columns \`taskColumns\` names, read from \`a\` (a CTE that returned them). */

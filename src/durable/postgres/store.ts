@@ -46,9 +46,8 @@ import { readOptions, type PostgresSettings, type PostgresStoreOptions } from '.
 import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
-import { epoch, outcomeArrays, roomArrays } from './params.js';
-import { countTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
-import type { TaskLogLine } from '../../core/journal.js';
+import { epoch, listParams, outcomeArrays, roomArrays } from './params.js';
+import { countTasks, deleteTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 
@@ -519,18 +518,7 @@ class PostgresStore implements Store {
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const { rows } = await this.#db.query<TaskRow>(this.#sql.listTasks, [
-      filter.state ?? null,
-      filter.name ?? null,
-      filter.jobKey ?? null,
-      filter.limit ?? 100,
-      filter.keyPrefix ?? null,
-      epoch(filter.from),
-      epoch(filter.to),
-      epoch(filter.after?.runAt),
-      filter.after?.id ?? null,
-      filter.queue ?? null,
-    ]);
+    const { rows } = await this.#db.query<TaskRow>(this.#sql.listTasks, listParams(filter));
     return rows.map(toTask);
   }
 
@@ -538,7 +526,11 @@ class PostgresStore implements Store {
     return countTasks(this.#db, this.#inspect, filter);
   }
 
-  journal(owner: string, writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[]): Promise<void> {
+  deleteTasks(filter: TaskFilter): Promise<number> {
+    return deleteTasks(this.#db, this.#inspect, filter);
+  }
+
+  journal(owner: string, writes: Parameters<typeof writeJournal>[3]): Promise<void> {
     return writeJournal(this.#db, this.#inspect, owner, writes);
   }
 

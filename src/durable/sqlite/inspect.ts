@@ -15,6 +15,13 @@ export const INSPECT_SQL = {
       AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix) AND (@queue IS NULL OR queue = @queue)
       AND (@from IS NULL OR run_at >= @from) AND (@to IS NULL OR run_at < @to)
     GROUP BY state`,
+  /** Finished tasks under the filters of countTasks (@state: one final state, or any), @limit at most. */
+  deleteTasks: `DELETE FROM taskheap_tasks WHERE id IN (SELECT id FROM taskheap_tasks
+    WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled') AND (@state IS NULL OR state = @state)
+      AND (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
+      AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix) AND (@queue IS NULL OR queue = @queue)
+      AND (@from IS NULL OR run_at >= @from) AND (@to IS NULL OR run_at < @to)
+    ORDER BY id LIMIT @limit)`,
   /** The kept lines of a task still running under an owner (no row: not ours any more). */
   journalRead: `SELECT logs FROM taskheap_tasks WHERE id = ? AND locked_by = ? AND state = 'running'`,
   journalWrite: `UPDATE taskheap_tasks SET progress = COALESCE(@progress, progress), logs = @logs WHERE id = @id`,
@@ -27,15 +34,25 @@ function epoch(time: Date | number | undefined): number | null {
 
 /** Tasks under `filter` (its state, cursor and limit aside) counted by state. @internal */
 export function countTasks(statement: Prepare, filter: TaskFilter): Record<StoredState, number> {
-  const rows = statement(INSPECT_SQL.countTasks).all({
+  return toCounts(statement(INSPECT_SQL.countTasks).all(selection(filter)) as { state: StoredState; n: number }[]);
+}
+
+/** Deletes finished tasks under `filter`, at most its limit (default 10,000). @internal */
+export function deleteTasks(statement: Prepare, filter: TaskFilter): number {
+  const { changes } = statement(INSPECT_SQL.deleteTasks).run({ ...selection(filter), state: filter.state ?? null, limit: filter.limit ?? 10_000 });
+  return Number(changes);
+}
+
+/** The named parameters of countTasks and deleteTasks. */
+function selection(filter: TaskFilter): Record<string, string | number | null> {
+  return {
     name: filter.name ?? null,
     jobKey: filter.jobKey ?? null,
     keyPrefix: filter.keyPrefix ?? null,
     queue: filter.queue ?? null,
     from: epoch(filter.from),
     to: epoch(filter.to),
-  }) as { state: StoredState; n: number }[];
-  return toCounts(rows);
+  };
 }
 
 /** Progress and new log lines of tasks `owner` still runs, in the caller's transaction. @internal */

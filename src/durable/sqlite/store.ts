@@ -37,7 +37,7 @@ import { claimDue, materialize, nextDueAt, type Expiries, type StoredJobRow } fr
 import { LIMITS_SQL, upsertLimits } from './limits.js';
 import { dropOwner, isBusy, readOwner, StoreInUseError, writeOwner } from './owner.js';
 import { MIGRATIONS, SQL } from './sql.js';
-import { countTasks, writeJournal } from './inspect.js';
+import { countTasks, deleteTasks, writeJournal } from './inspect.js';
 import type { TaskLogLine } from '../../core/journal.js';
 import { toClaims, toJob, toQueues, toTask, type ClaimRow, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
 
@@ -434,6 +434,10 @@ class SqliteStore implements Store {
 
   async countTasks(filter: TaskFilter): Promise<Record<StoredState, number>> {
     return this.#named(() => countTasks((sql) => this.#statement(sql), filter));
+  }
+
+  async deleteTasks(filter: TaskFilter): Promise<number> {
+    return this.#named(() => deleteTasks((sql) => this.#statement(sql), filter));
   }
 
   async journal(owner: string, writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[]): Promise<void> {
