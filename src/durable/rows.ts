@@ -2,6 +2,7 @@
 // epoch ms). Drivers may hand numbers back as strings (pg's bigint), so every
 // numeric column goes through Number().
 import type { TaskLogLine } from '../core/journal.js';
+import { ruleFromJson } from './rule-json.js';
 import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
 
 /** A `taskheap_tasks` row. */
@@ -48,6 +49,8 @@ export interface JobRow {
   runs: number | string;
   created_at: number | string;
   updated_at: number | string;
+  /** The rule as stored (rule-json.ts), where the statement reads it. */
+  rule?: string;
 }
 
 /** Occurrences of one job in one state: what `jobStats` statements return. */
@@ -198,6 +201,7 @@ export function toJob(row: JobRow, stats: readonly JobStatsRow[] = []): StoredJo
     counts,
     createdAt: new Date(Number(row.created_at)),
     updatedAt: new Date(Number(row.updated_at)),
+    ...(typeof row.rule === 'string' ? { rule: ruleFromJson(row.rule) } : {}),
   };
 }
 

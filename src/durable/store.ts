@@ -5,6 +5,7 @@
 import { TaskheapError } from '../core/errors.js';
 import type { ConcurrencyLimit, DedupeOutcome } from '../core/flow-options.js';
 import type { TaskLogLine } from '../core/journal.js';
+import type { Rule } from '../rules/rule.js';
 
 export { LeaseLostError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './errors.js';
 
@@ -164,6 +165,8 @@ export interface StoredJob {
   createdAt: Date;
   /** When it last changed (registered again, advanced, paused...). */
   updatedAt: Date;
+  /** Its rule (a `CronRule`, `CalendarRule` or `IntervalRule`, with its zone): `rule.next(t)` is its first occurrence after `t`. */
+  rule?: Rule;
 }
 
 /** Filters of `scheduler.listJobs()`. */

@@ -238,7 +238,8 @@ describe('dashboard in Chromium', () => {
     try {
       const page = await openAs(app.origin, '/', true);
       await expect.poll(() => page.locator('#jobs tr').count()).toBe(3);
-      expect(await page.locator('button').count()).toBe(0);
+      expect(await page.locator('button[data-action]').count()).toBe(0);
+      expect(await page.locator('#bulk').isVisible()).toBe(false);
       expect(await page.locator('#stats').textContent()).toContain('read-only');
       const html = await (await fetch(`${app.origin}/`, { headers: { cookie: 'session=admin' } })).text();
       const token = /name="taskheap-csrf" content="([0-9a-f]+)"/.exec(html)![1]!;

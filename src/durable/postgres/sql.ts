@@ -96,7 +96,7 @@ const TASK_COLUMNS = (a: string) =>
 
 /** The columns a job row is read with; `a` is the table alias. */
 function jobColumns(a: string): string {
-  return `${a}.key, ${a}.name, ${a}.payload, ${a}.state, ${ms(`${a}.next_run_at`)} AS next_run_at, ${a}.runs,
+  return `${a}.key, ${a}.name, ${a}.payload, ${a}.state, ${ms(`${a}.next_run_at`)} AS next_run_at, ${a}.runs, ${a}.rule,
     ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at`;
 }
 
