@@ -202,10 +202,11 @@ export async function snapshot(
   let queues: QueueView[] | null = null;
   let storedError: string | null = null;
   try {
+    // Each call may throw at once (no store): all of them inside promises, so none is left unobserved.
     const [page, storedJobList, queueList] = await Promise.all([
       storedPage(scheduler, filter, after, limit),
-      scheduler.listJobs({ limit }),
-      scheduler.queues(),
+      Promise.resolve().then(() => scheduler.listJobs({ limit })),
+      Promise.resolve().then(() => scheduler.queues()),
     ]);
     [stored, storedCounts, storedNext, storedJobs] = [page.tasks, page.counts, page.next, storedJobList.map(storedJobView)];
     const limitOf = (n: number) => (n === Infinity ? null : n);
