@@ -40,7 +40,7 @@ export interface TaskView {
   id: number;
   /** Its `name` option, or null. */
   name: string | null;
-  /** Its `state`. */
+  /** Its `state`, named as a stored task's (`waiting`, not `pending`). */
   state: string;
   /** When it is due, epoch ms. */
   runAt: number;
@@ -230,7 +230,8 @@ export async function snapshot(
     tasks: oneOff.map((task) => ({
       id: task.id,
       name: task.name ?? null,
-      state: task.state,
+      // The stored name for the same place in a task's life: one vocabulary on the page.
+      state: task.state === 'pending' ? 'waiting' : task.state,
       runAt: task.runAt.getTime(),
       attempts: task.attempts,
     })),
