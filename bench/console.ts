@@ -59,7 +59,10 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
   const counts: number[] = [];
   const filtered: number[] = [];
   const render: number[] = [];
-  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu'],
+  });
   try {
     for (let run = 0; run < RUNS; run++) {
       let t = performance.now();
@@ -78,8 +81,15 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
       await page.goto(`${origin}/`);
       await page.waitForFunction(
         () => {
-          const d = (globalThis as unknown as { document: { querySelectorAll(s: string): { length: number }; querySelector(s: string): { textContent: string } | null } }).document;
-          return d.querySelectorAll('#stored tr[data-id]').length === 50 && (d.querySelector('#counts button')?.textContent ?? '').startsWith('all ');
+          const d = (
+            globalThis as unknown as {
+              document: { querySelectorAll(s: string): { length: number }; querySelector(s: string): { textContent: string } | null };
+            }
+          ).document;
+          return (
+            d.querySelectorAll('#stored tr[data-id]').length === 50 &&
+            (d.querySelector('#counts button')?.textContent ?? '').startsWith('all ')
+          );
         },
         undefined,
         { polling: 10, timeout: 60_000 },

@@ -30,7 +30,8 @@ export const MAX_PROGRESS_JSON = 1_024;
  */
 export function toProgress(value: unknown): unknown {
   if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw new RangeError(`Expected ctx.progress() to get a finite number or a JSON value, got ${describe(value)}`);
+    if (!Number.isFinite(value))
+      throw new RangeError(`Expected ctx.progress() to get a finite number or a JSON value, got ${describe(value)}`);
     return value;
   }
   let json: string | undefined;

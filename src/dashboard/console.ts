@@ -21,7 +21,7 @@ export interface ConsoleFilter {
 const STATES: ReadonlySet<string> = new Set(['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
 const TEXT_KEYS = ['name', 'queue', 'keyPrefix'] as const;
 /** Tasks one bulk action touches at most (the page says when there were more). */
-export const BULK_LIMIT = 10_000;
+const BULK_LIMIT = 10_000;
 /** Rows read per page while a bulk action walks the tasks. */
 const BULK_PAGE = 500;
 
@@ -36,7 +36,8 @@ export function parseFilter(get: (key: string) => unknown): ConsoleFilter {
   for (const key of TEXT_KEYS) {
     const value = get(key);
     if (value === undefined || value === null || value === '') continue;
-    if (typeof value !== 'string' || value.length > 1_000) throw new TypeError(`Expected \`${key}\` to be a string of at most 1,000 characters`);
+    if (typeof value !== 'string' || value.length > 1_000)
+      throw new TypeError(`Expected \`${key}\` to be a string of at most 1,000 characters`);
     filter[key] = value;
   }
   for (const key of ['from', 'to'] as const) {
@@ -87,18 +88,35 @@ export async function bulk(scheduler: Scheduler, action: 'retry' | 'cancel' | 'd
     return { count, more: count === BULK_LIMIT };
   }
   const states: StoredState[] =
-    action === 'retry' ? (filter.state === undefined ? ['failed', 'timed-out'] : [filter.state]) : filter.state === undefined ? ['waiting', 'running'] : [filter.state];
+    action === 'retry'
+      ? filter.state === undefined
+        ? ['failed', 'timed-out']
+        : [filter.state]
+      : filter.state === undefined
+        ? ['waiting', 'running']
+        : [filter.state];
   let count = 0;
   for (const state of states) {
     let after: TaskFilter['after'];
     for (;;) {
-      const page: StoredTask[] = await scheduler.listTasks({ ...filter, state, limit: BULK_PAGE, ...(after === undefined ? {} : { after }) });
+      const page: StoredTask[] = await scheduler.listTasks({
+        ...filter,
+        state,
+        limit: BULK_PAGE,
+        ...(after === undefined ? {} : { after }),
+      });
       for (const task of page) {
         if (count >= BULK_LIMIT) return { count, more: true };
         if (action === 'retry') {
           // Only what is finished and not succeeded is retried; a task that moved meanwhile is left alone.
           if (task.state === 'succeeded') continue;
-          if (await scheduler.retry(task.id).then(() => true, () => false)) count++;
+          if (
+            await scheduler.retry(task.id).then(
+              () => true,
+              () => false,
+            )
+          )
+            count++;
         } else if (await scheduler.cancel(task.id)) count++;
       }
       if (page.length < BULK_PAGE) break;

@@ -302,8 +302,16 @@ export class Dashboard {
       if (action !== 'retry' && action !== 'cancel' && action !== 'delete')
         return json(400, { error: `Unknown bulk action ${JSON.stringify(action)}` });
       const filter = body.filter ?? {};
-      if (typeof filter !== 'object' || filter === null || Array.isArray(filter)) return json(400, { error: 'Expected `filter` to be an object' });
-      return json(200, { ok: true, ...(await bulk(this.#scheduler, action, parseFilter((key) => (filter as Record<string, unknown>)[key]))) });
+      if (typeof filter !== 'object' || filter === null || Array.isArray(filter))
+        return json(400, { error: 'Expected `filter` to be an object' });
+      return json(200, {
+        ok: true,
+        ...(await bulk(
+          this.#scheduler,
+          action,
+          parseFilter((key) => (filter as Record<string, unknown>)[key]),
+        )),
+      });
     }
     if (kind === 'job') {
       if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });

@@ -7,7 +7,7 @@ import { MAX_LOG_LINES, type TaskLogLine } from '../core/journal.js';
 import type { RunnerContext } from './runner-context.js';
 
 /** ms between batched writes of progress and log lines. */
-export const FLUSH_EVERY = 500;
+const FLUSH_EVERY = 500;
 
 interface Pending {
   /** The latest progress as JSON, or null if none came since the last write. */

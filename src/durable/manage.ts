@@ -3,7 +3,15 @@
 // pause, resume, trigger and cancel jobs. Each call opens the store first;
 // one that makes work due wakes the claimer. (Cancelling a task also stops
 // it here and wakes its waiters: the runner does that, it needs those parts.)
-import { FINAL_STATES, type JobFilter, type StoredJob, type StoredState, type StoredTask, type TaskCountFilter, type TaskFilter } from './store.js';
+import {
+  FINAL_STATES,
+  type JobFilter,
+  type StoredJob,
+  type StoredState,
+  type StoredTask,
+  type TaskCountFilter,
+  type TaskFilter,
+} from './store.js';
 import { assertJobFilter, assertKey, assertTaskFilter } from './validate.js';
 import type { RunnerContext } from './runner-context.js';
 
@@ -53,7 +61,9 @@ export class Management {
     assertTaskFilter(filter);
     if ('after' in filter) throw new TypeError('deleteTasks() takes no `after`: it deletes from the start');
     if (filter.state !== undefined && !FINAL_STATES.has(filter.state))
-      throw new RangeError(`Expected \`state\` of deleteTasks() to be a final state (succeeded, failed, timed-out, cancelled), got '${filter.state}'`);
+      throw new RangeError(
+        `Expected \`state\` of deleteTasks() to be a final state (succeeded, failed, timed-out, cancelled), got '${filter.state}'`,
+      );
     const store = this.#ctx.store;
     if (store.deleteTasks === undefined) return Promise.reject(new TypeError('This store cannot delete tasks'));
     return this.#ready().then(() => store.deleteTasks!(filter));

@@ -169,7 +169,7 @@ export function logsJson(lines: readonly TaskLogLine[]): string {
 }
 
 /** Zero tasks in every state, for counts. */
-export function noCounts(): Record<StoredState, number> {
+function noCounts(): Record<StoredState, number> {
   return { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
 }
 

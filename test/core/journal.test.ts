@@ -105,7 +105,10 @@ describe('progress and logs in memory', () => {
     const scheduler = new Scheduler({ clock });
     const seen: unknown[] = [];
     scheduler.on('progress', (_task, value) => seen.push(value));
-    scheduler.every(1).minutes().run((ctx) => ctx.progress(ctx.scheduledAt.getUTCMinutes()));
+    scheduler
+      .every(1)
+      .minutes()
+      .run((ctx) => ctx.progress(ctx.scheduledAt.getUTCMinutes()));
     await clock.advance(120_000);
     expect(seen).toEqual([1, 2]);
     await scheduler.close();

@@ -24,7 +24,14 @@ let dir: string;
 beforeAll(async () => {
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   dir = mkdtempSync(join(tmpdir(), 'taskheap-console-'));
   mkdirSync(IMAGES, { recursive: true });
@@ -54,11 +61,19 @@ async function serve() {
   await scheduler.start();
   const later = Date.now() + 3_600_000;
   await scheduler.scheduleMany(
-    Array.from({ length: 130 }, (_, i) => ({ when: later + i * 60_000, name: 'email', key: `email:${i}`, queue: 'emails', payload: { to: i } })),
+    Array.from({ length: 130 }, (_, i) => ({
+      when: later + i * 60_000,
+      name: 'email',
+      key: `email:${i}`,
+      queue: 'emails',
+      payload: { to: i },
+    })),
   );
   const imports = [];
   for (const file of ['a.csv', 'b.csv', 'c.csv'])
-    imports.push(await scheduler.schedule(Date.now(), 'import', { key: `import:${file}`, payload: { file }, retry: { attempts: 2, delay: 10 } }));
+    imports.push(
+      await scheduler.schedule(Date.now(), 'import', { key: `import:${file}`, payload: { file }, retry: { attempts: 2, delay: 10 } }),
+    );
   const reports = [];
   for (let i = 0; i < 2; i++) reports.push(await scheduler.schedule(Date.now(), 'report', { payload: { week: i } }));
   for (const task of [...imports, ...reports]) await scheduler.waitFor(task.id, { timeout: 60_000 });
@@ -147,7 +162,19 @@ describe('the dashboard as a console (Chromium)', () => {
       await page.fill('#f-queue', 'emails');
       await page.fill('#f-key', 'email:12');
       await page.click('#f-apply');
-      await eventually(() => page.locator('#stored tr[data-id] td:nth-child(3)').allTextContents()).toEqual(['email:12', 'email:120', 'email:121', 'email:122', 'email:123', 'email:124', 'email:125', 'email:126', 'email:127', 'email:128', 'email:129']);
+      await eventually(() => page.locator('#stored tr[data-id] td:nth-child(3)').allTextContents()).toEqual([
+        'email:12',
+        'email:120',
+        'email:121',
+        'email:122',
+        'email:123',
+        'email:124',
+        'email:125',
+        'email:126',
+        'email:127',
+        'email:128',
+        'email:129',
+      ]);
       await page.click('#f-clear');
       await eventually(() => storedRows(page).count()).toBe(50);
       await page.evaluate(() => (globalThis as unknown as { scrollTo(x: number, y: number): void }).scrollTo(0, 0));
@@ -237,7 +264,10 @@ describe('the dashboard as a console (Chromium)', () => {
       expect((await fetch(`${app.origin}/api/state?after=x`)).status).toBe(400);
       expect((await fetch(`${app.origin}/api/task?id=abc`)).status).toBe(400);
       expect((await fetch(`${app.origin}/api/task?id=999999`)).status).toBe(404);
-      const state = (await (await fetch(`${app.origin}/api/state?name=report`)).json()) as { stored: unknown[]; storedCounts: Record<string, number> };
+      const state = (await (await fetch(`${app.origin}/api/state?name=report`)).json()) as {
+        stored: unknown[];
+        storedCounts: Record<string, number>;
+      };
       expect(state.stored).toHaveLength(2);
       expect(state.storedCounts.succeeded).toBe(2);
     } finally {

@@ -46,7 +46,7 @@ import { readOptions, type PostgresSettings, type PostgresStoreOptions } from '.
 import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
-import { epoch, listParams, outcomeArrays, roomArrays } from './params.js';
+import { listParams, outcomeArrays, roomArrays } from './params.js';
 import { countTasks, deleteTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;

@@ -8,7 +8,7 @@ import type { StoredState, TaskFilter } from '../store.js';
 import type { Prepare } from './claim.js';
 
 /** @internal */
-export const INSPECT_SQL = {
+const INSPECT_SQL = {
   /** Every filter is optional (NULL), as listTasks's. */
   countTasks: `SELECT state, count(*) AS n FROM taskheap_tasks
     WHERE (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
@@ -39,7 +39,11 @@ export function countTasks(statement: Prepare, filter: TaskFilter): Record<Store
 
 /** Deletes finished tasks under `filter`, at most its limit (default 10,000). @internal */
 export function deleteTasks(statement: Prepare, filter: TaskFilter): number {
-  const { changes } = statement(INSPECT_SQL.deleteTasks).run({ ...selection(filter), state: filter.state ?? null, limit: filter.limit ?? 10_000 });
+  const { changes } = statement(INSPECT_SQL.deleteTasks).run({
+    ...selection(filter),
+    state: filter.state ?? null,
+    limit: filter.limit ?? 10_000,
+  });
   return Number(changes);
 }
 
