@@ -10,7 +10,8 @@
  *   state from the store, stored jobs, queues), measured at the server;
  * - `countTasks`: the counts alone, unfiltered and filtered by handler;
  * - `first render`: Chromium (/usr/bin/chromium) from `page.goto()` until
- *   the first page of stored tasks and the counts are drawn.
+ *   the first page of stored tasks and the counts are drawn; the first row
+ *   is the same page with no stored task, the machine's baseline.
  */
 import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -44,9 +45,9 @@ async function fill(scheduler: Scheduler): Promise<void> {
 }
 
 /** One store's row: medians of the state call, of counts, and of the first render. */
-async function measure(label: string, store: () => Store, finish: () => Promise<void>): Promise<string> {
+async function measure(label: string, store: () => Store, finish: () => Promise<void>, tasks = TASKS): Promise<string> {
   let scheduler = new Scheduler({ store: store(), handlers: HANDLERS });
-  await fill(scheduler);
+  if (tasks > 0) await fill(scheduler);
   await scheduler.close();
   await finish();
   scheduler = new Scheduler({ store: store(), handlers: HANDLERS });
@@ -69,7 +70,7 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
       const body = (await (await fetch(`${origin}/api/state`)).json()) as { storedCounts: Record<string, number> };
       state.push(performance.now() - t);
       const total = Object.values(body.storedCounts).reduce((a, b) => a + b, 0);
-      if (total !== TASKS) throw new Error(`counted ${total} tasks, expected ${TASKS}`);
+      if (total !== tasks) throw new Error(`counted ${total} tasks, expected ${tasks}`);
       t = performance.now();
       await scheduler.countTasks();
       counts.push(performance.now() - t);
@@ -80,7 +81,7 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
       t = performance.now();
       await page.goto(`${origin}/`);
       await page.waitForFunction(
-        () => {
+        (n) => {
           const d = (
             globalThis as unknown as {
               document: { querySelectorAll(s: string): { length: number }; querySelector(s: string): { textContent: string } | null };
@@ -91,7 +92,7 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
             (d.querySelector('#counts button')?.textContent ?? '').startsWith('all ')
           );
         },
-        undefined,
+        tasks,
         { polling: 10, timeout: 60_000 },
       );
       render.push(performance.now() - t);
@@ -107,6 +108,9 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
 }
 
 const rows: string[] = [];
+// The baseline: the same page and machine with no stored task at all.
+const empty = join(mkdtempSync(join(tmpdir(), 'taskheap-console-bench-')), 'empty.db');
+rows.push(await measure('SQLite, no task (baseline)', () => sqliteStore(empty), async () => {}, 0));
 console.log('| store | api/state (first page + counts) | countTasks() | countTasks({ name }) | first render in Chromium |');
 const file = join(mkdtempSync(join(tmpdir(), 'taskheap-console-bench-')), 'bench.db');
 rows.push(
@@ -122,6 +126,7 @@ rows.push(
   ),
 );
 console.log(rows[0]);
+console.log(rows[1]);
 const server = await startPgServer();
 try {
   rows.push(

@@ -91,9 +91,9 @@ export interface TaskObserver {
 /** The scheduler side of a task: what `task.cancel()` calls. */
 export interface TaskOwner {
   cancelTask(task: Task, reason: unknown): boolean;
-  /** `ctx.progress()` of a run (with its stored id, for a stored task): kept and announced; false if the run is over. */
+  /** @internal `ctx.progress()` of a run (with its stored id, for a stored task): kept and announced; false if the run is over. */
   noteProgress(run: Run, value: unknown, storedId: number | undefined): boolean;
-  /** `ctx.log()` of a run: kept and announced; the line as kept, or undefined if the run is over. */
+  /** @internal `ctx.log()` of a run: kept and announced; the line as kept, or undefined if the run is over. */
   noteLog(run: Run, line: string, storedId: number | undefined): TaskLogLine | undefined;
 }
 
