@@ -110,7 +110,14 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
 const rows: string[] = [];
 // The baseline: the same page and machine with no stored task at all.
 const empty = join(mkdtempSync(join(tmpdir(), 'taskheap-console-bench-')), 'empty.db');
-rows.push(await measure('SQLite, no task (baseline)', () => sqliteStore(empty), async () => {}, 0));
+rows.push(
+  await measure(
+    'SQLite, no task (baseline)',
+    () => sqliteStore(empty),
+    async () => {},
+    0,
+  ),
+);
 console.log('| store | api/state (first page + counts) | countTasks() | countTasks({ name }) | first render in Chromium |');
 const file = join(mkdtempSync(join(tmpdir(), 'taskheap-console-bench-')), 'bench.db');
 rows.push(

@@ -59,7 +59,12 @@ export interface QueueView {
   /** Its concurrency across processes (stored), or null for none. */
   globalConcurrency: number | null;
   /** Its rate across processes (interval in ms), or null for none. */
-  rate: { limit: number; interval: number } | null;
+  rate: {
+    /** Starts at most per window. */
+    limit: number;
+    /** The window, ms. */
+    interval: number;
+  } | null;
   /** Its stored tasks by state. */
   counts: Record<StoredState, number>;
 }

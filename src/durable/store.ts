@@ -69,7 +69,12 @@ export interface StoredTask {
   /** Its latest 100 `ctx.log()` lines, oldest first (retries included). */
   logs?: TaskLogLine[];
   /** While a process holds it (running, or claimed): that process's claim owner id and when its lease runs out. */
-  lease?: { owner: string; until: Date };
+  lease?: {
+    /** The holding process's claim owner id. */
+    owner: string;
+    /** When the lease runs out unless renewed. */
+    until: Date;
+  };
 }
 
 /** A named queue as the store keeps it: its shared settings and its tasks by state. */
