@@ -210,7 +210,8 @@ export class Dashboard {
       // The page loads its data with relative URLs: they need the trailing slash.
       if (!request.fullPath.endsWith('/'))
         return { status: 308, headers: { ...COMMON_HEADERS, location: `${request.fullPath}/` }, body: '' };
-      return this.#page();
+      // The first state comes with the page: its first render waits for no second request.
+      return this.#page(await snapshot(this.#scheduler, this.#limit, this.#actions));
     }
     if (request.path === '/api/state' && request.method === 'GET') {
       const query = request.query;
@@ -242,7 +243,7 @@ export class Dashboard {
     return json(404, { error: 'Not found' });
   }
 
-  #page(): Outgoing {
+  #page(state: unknown): Outgoing {
     const nonce = randomBytes(16).toString('base64');
     return {
       status: 200,
@@ -260,7 +261,7 @@ export class Dashboard {
           "frame-ancestors 'none'",
         ].join('; '),
       },
-      body: page(this.#title, nonce, this.#csrf),
+      body: page(this.#title, nonce, this.#csrf, state),
     };
   }
 

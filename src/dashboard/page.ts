@@ -395,12 +395,18 @@ async function act(kind, id, action) {
 
 wire();
 showDetail();
-refresh();
+// The state the page came with, drawn at once; then every two seconds from api/state.
+view.last = JSON.parse($('initial-state').textContent);
+draw(view.last);
 setInterval(refresh, 2000);
 `;
 
-/** The page, with its title escaped and the request's CSP nonce and CSRF token in place. */
-export function page(title: string, nonce: string, csrf: string): string {
+/**
+ * The page, with its title escaped, the request's CSP nonce and CSRF token in
+ * place, and its first state as JSON (`<` escaped, so no text in it can close
+ * the element; a JSON script is data, never run).
+ */
+export function page(title: string, nonce: string, csrf: string, state: unknown): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -453,6 +459,7 @@ export function page(title: string, nonce: string, csrf: string): string {
 <table><thead><tr><th>Name</th><th>Rule</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th>Last error</th><th></th></tr></thead><tbody id="jobs"></tbody></table>
 <h2>Pending tasks <small id="more-tasks"></small></h2>
 <table><thead><tr><th>Name</th><th>State</th><th>Due</th><th>Attempts</th><th></th></tr></thead><tbody id="tasks"></tbody></table>
+<script type="application/json" id="initial-state">${JSON.stringify(state).replace(/</g, '\\u003c')}</script>
 <script nonce="${nonce}">${SCRIPT}</script>
 </body>
 </html>`;
