@@ -473,12 +473,13 @@ export function statements(schema: string | undefined) {
       SELECT CASE WHEN NOT paused THEN pg_notify('${WAKE}', $5 || (extract(epoch from now()) * 1000)::bigint::text)
         WHEN $2::boolean THEN pg_notify('${QUEUES}', $5 || $1) END FROM saved`,
     /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
-    listQueues: `SELECT n.name, COALESCE(q.paused, false) AS paused, q.global_concurrency, q.rate_limit, q.rate_interval_ms, c.state,
+    // One scan of the tasks: the counts also name the queues that have tasks.
+    listQueues: `WITH c AS (SELECT queue, state, count(*) AS n FROM ${T} WHERE $1::text IS NULL OR queue = $1 GROUP BY queue, state)
+      SELECT n.name, COALESCE(q.paused, false) AS paused, q.global_concurrency, q.rate_limit, q.rate_interval_ms, c.state,
         COALESCE(c.n, 0) AS n
-      FROM (SELECT name FROM ${Q} WHERE $1::text IS NULL OR name = $1
-        UNION SELECT DISTINCT queue FROM ${T} WHERE $1::text IS NULL OR queue = $1) AS n
+      FROM (SELECT name FROM ${Q} WHERE $1::text IS NULL OR name = $1 UNION SELECT queue FROM c) AS n
       LEFT JOIN ${Q} AS q ON q.name = n.name
-      LEFT JOIN (SELECT queue, state, count(*) AS n FROM ${T} WHERE $1::text IS NULL OR queue = $1 GROUP BY queue, state) AS c ON c.queue = n.name
+      LEFT JOIN c ON c.queue = n.name
       ORDER BY n.name`,
     listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}; LISTEN ${QUEUES}`,
     listenDone: `LISTEN ${DONE}`,
