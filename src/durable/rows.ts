@@ -3,6 +3,7 @@
 // numeric column goes through Number().
 import type { TaskLogLine } from '../core/journal.js';
 import { ruleFromJson } from './rule-json.js';
+import type { Rule } from '../rules/rule.js';
 import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
 
 /** A `taskheap_tasks` row. */
@@ -201,8 +202,18 @@ export function toJob(row: JobRow, stats: readonly JobStatsRow[] = []): StoredJo
     counts,
     createdAt: new Date(Number(row.created_at)),
     updatedAt: new Date(Number(row.updated_at)),
-    ...(typeof row.rule === 'string' ? { rule: ruleFromJson(row.rule) } : {}),
+    ...storedRule(row.rule),
   };
+}
+
+/** The job's rule rebuilt, when the row has one this library reads (reading a job never fails on its rule). */
+function storedRule(json: string | undefined): { rule?: Rule } {
+  if (typeof json !== 'string') return {};
+  try {
+    return { rule: ruleFromJson(json) };
+  } catch {
+    return {};
+  }
 }
 
 export function toDueJob(row: DueJobRow): DueJob {
