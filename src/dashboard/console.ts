@@ -5,6 +5,7 @@
 // finished).
 import type { StoredState, StoredTask, TaskFilter } from '../durable/store.js';
 import type { Scheduler } from '../scheduler.js';
+import type { SchedulerQueueInfo } from '../scheduler-queues.js';
 
 /** The filter of the stored-task list, as the page sends it. */
 export interface ConsoleFilter {
@@ -59,14 +60,31 @@ export function parseCursor(value: string | null): TaskFilter['after'] {
 }
 
 /** A page of stored tasks under `filter`, the counts per state (all states, the state filter aside), and the next cursor. */
-export async function storedPage(scheduler: Scheduler, filter: ConsoleFilter, after: TaskFilter['after'], limit: number) {
+export async function storedPage(
+  scheduler: Scheduler,
+  filter: ConsoleFilter,
+  after: TaskFilter['after'],
+  limit: number,
+  queues: Promise<SchedulerQueueInfo[]>,
+) {
   const { state, ...selection } = filter;
   const [tasks, counts] = await Promise.all([
     scheduler.listTasks({ ...filter, limit, ...(after === undefined ? {} : { after }) }),
-    scheduler.countTasks(selection),
+    // Filtered by nothing but a queue, the counts are the queues' (read anyway for the page): no second scan.
+    Object.keys(selection).every((key) => key === 'queue') ? queues.then((list) => queueCounts(list, selection.queue)) : scheduler.countTasks(selection),
   ]);
   const last = tasks.at(-1);
   return { tasks, counts, next: tasks.length === limit && last !== undefined ? `${last.runAt.getTime()}:${last.id}` : null, state };
+}
+
+/** Tasks by state in one queue, or in all of them. */
+function queueCounts(queues: readonly SchedulerQueueInfo[], name: string | undefined): Record<StoredState, number> {
+  const counts: Record<StoredState, number> = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+  for (const queue of queues) {
+    if (name !== undefined && queue.name !== name) continue;
+    for (const state of Object.keys(counts) as StoredState[]) counts[state] += (queue.counts as Record<StoredState, number>)[state] ?? 0;
+  }
+  return counts;
 }
 
 /** What a bulk action did: how many tasks it changed, and whether it stopped at BULK_LIMIT. */

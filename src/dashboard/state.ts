@@ -208,10 +208,11 @@ export async function snapshot(
   let storedError: string | null = null;
   try {
     // Each call may throw at once (no store): all of them inside promises, so none is left unobserved.
+    const queueRead = Promise.resolve().then(() => scheduler.queues());
     const [page, storedJobList, queueList] = await Promise.all([
-      storedPage(scheduler, filter, after, limit),
+      storedPage(scheduler, filter, after, limit, queueRead),
       Promise.resolve().then(() => scheduler.listJobs({ limit })),
-      Promise.resolve().then(() => scheduler.queues()),
+      queueRead,
     ]);
     [stored, storedCounts, storedNext, storedJobs] = [page.tasks, page.counts, page.next, storedJobList.map(storedJobView)];
     const limitOf = (n: number) => (n === Infinity ? null : n);
