@@ -85,13 +85,17 @@ describe.each(Object.keys(STORES))('progress and logs on %s', (kind) => {
     const task = await scheduler.schedule(Date.now(), 'chatty', { key: 'chatty' });
     // The first lines reach the store while the run goes on (a batched write, at most 500 ms later).
     await expect.poll(async () => (await scheduler.getTask(task.id))!.logs!.length, { timeout: 60_000, interval: 100 }).toBe(60);
-    expect((await scheduler.getTask(task.id))!.progress).toEqual({ phase: 'a' });
+    const running = (await scheduler.getTask(task.id))!;
+    expect(running.progress).toEqual({ phase: 'a' });
+    // Held: the lease's owner and end are shown; gone once the task is over.
+    expect(running.lease).toEqual({ owner: expect.any(String), until: expect.any(Date) });
     release();
     const done = await scheduler.waitFor(task.id, { timeout: 60_000 });
     expect(done.logs).toHaveLength(100);
     expect(done.logs![0]!.line).toBe('a30');
     expect(done.logs!.at(-1)!.line).toBe('b69');
     expect(done.progress).toEqual({ phase: 'a' });
+    expect(done.lease).toBeUndefined();
     // A finished task overwritten through its key starts over: no progress, no lines.
     const again = await scheduler.schedule(Date.now() + 3_600_000, 'chatty', { key: 'chatty' });
     expect(again.id).toBe(task.id);
@@ -137,6 +141,11 @@ describe.each(Object.keys(STORES))('progress and logs on %s', (kind) => {
     expect(await scheduler.countTasks({ name: 'sms' })).toEqual({ ...none, waiting: 3 });
     expect(await scheduler.countTasks({ keyPrefix: 'mail:', from: base + 2_000, to: base + 5_000 })).toEqual({ ...none, waiting: 3 });
     expect(await scheduler.countTasks({ name: 'nothing' })).toEqual(none);
+    // deleteTasks: finished tasks only, under the filters.
+    await expect(async () => scheduler.deleteTasks({ state: 'waiting' })).rejects.toThrow(RangeError);
+    expect(await scheduler.deleteTasks({ queue: 'texts' })).toBe(0);
+    expect(await scheduler.deleteTasks({ queue: 'emails' })).toBe(1);
+    expect(await scheduler.countTasks()).toEqual({ ...none, waiting: 8 });
     // Bad filters throw at the call.
     await expect(async () => scheduler.countTasks({ state: 'waiting' } as never)).rejects.toThrow(/Unknown countTasks filter `state`/);
     await expect(async () => scheduler.listTasks({ queue: 5 } as never)).rejects.toThrow(TypeError);
