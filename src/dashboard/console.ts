@@ -71,7 +71,9 @@ export async function storedPage(
   const [tasks, counts] = await Promise.all([
     scheduler.listTasks({ ...filter, limit, ...(after === undefined ? {} : { after }) }),
     // Filtered by nothing but a queue, the counts are the queues' (read anyway for the page): no second scan.
-    Object.keys(selection).every((key) => key === 'queue') ? queues.then((list) => queueCounts(list, selection.queue)) : scheduler.countTasks(selection),
+    Object.keys(selection).every((key) => key === 'queue')
+      ? queues.then((list) => queueCounts(list, selection.queue))
+      : scheduler.countTasks(selection),
   ]);
   const last = tasks.at(-1);
   return { tasks, counts, next: tasks.length === limit && last !== undefined ? `${last.runAt.getTime()}:${last.id}` : null, state };
