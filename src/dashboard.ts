@@ -6,4 +6,4 @@
  */
 export { dashboard, Dashboard } from './dashboard/handler.js';
 export type { DashboardOptions } from './dashboard/handler.js';
-export type { DashboardState, JobView, QueueView, TaskView } from './dashboard/state.js';
+export type { DashboardState, JobView, QueueView, StoredJobView, TaskView } from './dashboard/state.js';

@@ -13,6 +13,8 @@ export type { QueueOptions, QueueCounts, QueueInfo } from './core/queues.js';
 export type { SchedulerQueue, SchedulerQueueCounts, SchedulerQueueInfo } from './scheduler-queues.js';
 export { Task } from './core/task.js';
 export type { TaskState, TaskContext, TaskFunction } from './core/task.js';
+export type { TaskLogLine } from './core/journal.js';
+export { MAX_LOG_LINES, MAX_LOG_LINE, MAX_PROGRESS_JSON } from './core/journal.js';
 export type { Clock } from './core/clock.js';
 export { systemClock } from './core/clock.js';
 export type { RetryOptions } from './core/retry.js';
@@ -42,6 +44,7 @@ export type {
   StoredJob,
   StoredState,
   TaskFilter,
+  TaskCountFilter,
   NewTask,
   NewJob,
   ClaimedTask,

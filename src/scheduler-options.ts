@@ -140,7 +140,17 @@ export interface SchedulerEvents extends TaskEvents {
 }
 
 /** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. @internal */
-const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>(['start', 'success', 'failure', 'retry', 'cancel', 'skip', 'idle']);
+const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>([
+  'start',
+  'success',
+  'failure',
+  'retry',
+  'cancel',
+  'skip',
+  'progress',
+  'log',
+  'idle',
+]);
 
 /**
  * Which reading of `once(x, listener?)` is meant: true for an event (an

@@ -18,7 +18,7 @@ import { toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableRunner } from './durable/runner.js';
 import type { DefineOptions } from './durable/handlers.js';
-import type { JobFilter, StoredJob, StoredTask, EnqueuedTask, TaskFilter } from './durable/store.js';
+import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
 import { CronBuilder, Every, OnceBuilder, type ModuleJobOptions } from './jobs/builders.js';
 import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
@@ -42,10 +42,7 @@ import {
 import { ThreadPool } from './threads/pool.js';
 import { assertThreads, threadHandler, threadTask, type ThreadTaskOptions } from './threads/options.js';
 
-// Builders take the scheduler as their JobFactory structurally: an
-// `implements` clause would name members that the published types strip
-// (they are internal).
-
+// Builders take the scheduler as their JobFactory structurally (an `implements` would name internal members).
 /**
  * Runs functions at points in time. Pending tasks sit in one min-heap and a
  * single timer is armed for the earliest; due tasks run on a bounded,
@@ -131,13 +128,10 @@ export class Scheduler {
   }
 
   /**
-   * With a store: schedules many durable tasks in one call and one
-   * transaction, all or nothing. Every item is checked first; a bad one
-   * throws at this call, naming its index, and nothing is written. Each item
-   * has its own time, handler, payload, `key` and `dedupe`, as in `schedule()`
-   * (a key given twice in one call: the items meet in order, each resolving
-   * to the key's final row with its own `enqueued`). Resolves with the
-   * stored rows, in the order given.
+   * With a store: schedules many durable tasks in one call and one transaction, all or nothing. Every item is checked
+   * first; a bad one throws at this call, naming its index, and nothing is written. Each item has its own time, handler,
+   * payload, `key` and `dedupe`, as in `schedule()` (a key given twice in one call: the items meet in order, each
+   * resolving to the key's final row with its own `enqueued`). Resolves with the stored rows, in the order given.
    * @example
    * const rows = await scheduler.scheduleMany(users.map((user) => ({
    *   when: Date.now(), name: 'welcome', payload: { user: user.id }, key: `welcome:${user.id}`,
@@ -231,11 +225,9 @@ export class Scheduler {
   }
 
   /**
-   * With a store: opens it and creates or upgrades its schema, once. Not
-   * needed: the first call that uses the store (`schedule`, `getTask`,
-   * `start`...) does it. Call it at boot to fail early on a database that is
-   * unreachable or newer than this library (`SchemaVersionError`). Claims
-   * and runs nothing.
+   * With a store: opens it and creates or upgrades its schema, once. Not needed: the first call that uses the store
+   * (`schedule`, `getTask`, `start`...) does it. Call it at boot to fail early on a database that is unreachable or
+   * newer than this library (`SchemaVersionError`). Claims and runs nothing.
    * @example
    * await scheduler.migrate();
    */
@@ -264,8 +256,8 @@ export class Scheduler {
   }
 
   /**
-   * Stored tasks, earliest due first (then by id), filtered by `state`,
-   * `name` (handler), `keyPrefix`, `jobKey` and due time (`from` inclusive,
+   * Stored tasks, earliest due first (then by id), filtered by `state`, `name`
+   * (handler), `queue`, `keyPrefix`, `jobKey` and due time (`from` inclusive,
    * `to` exclusive); at most `limit` (default 100, at most 10,000). For the
    * next page pass the last task of this one as `after`.
    * @example
@@ -274,6 +266,25 @@ export class Scheduler {
    */
   listTasks(filter: TaskFilter = {}): Promise<StoredTask[]> {
     return this.#requireStore('listTasks()').listTasks(filter);
+  }
+
+  /**
+   * Stored tasks counted by state, by the store (every state, 0 for none), under the filters of `listTasks` but `state`, `after` and `limit`.
+   * @example
+   * const { waiting, failed } = await scheduler.countTasks({ name: 'invoice', queue: 'emails' });
+   */
+  countTasks(filter: TaskCountFilter = {}): Promise<Record<StoredState, number>> {
+    return this.#requireStore('countTasks()').countTasks(filter);
+  }
+
+  /**
+   * Deletes finished stored tasks (succeeded, failed, timed-out, cancelled; or the one final `state` given) under the
+   * filters of `listTasks` but `after`, at most `limit` (default 10,000) per call; resolves with how many went.
+   * @example
+   * await scheduler.deleteTasks({ name: 'invoice', state: 'succeeded', to: Date.now() - 86_400_000 });
+   */
+  deleteTasks(filter: Omit<TaskFilter, 'after'> = {}): Promise<number> {
+    return this.#requireStore('deleteTasks()').deleteTasks(filter);
   }
 
   /**
@@ -287,13 +298,11 @@ export class Scheduler {
   }
 
   /**
-   * Resolves with a stored task once it is in a final state (`succeeded`,
-   * `failed`, `timed-out` or `cancelled`), from any process: its `result`
-   * is what the handler returned, `lastError` and `errors` why it failed.
-   * Rejects with `TaskNotFoundError` if there is no such task,
-   * `WaitTimeoutError` after `timeout` (the task goes on), the signal's
-   * reason when `signal` aborts, and `ClosedError` when the scheduler closes.
-   * Needs no `start()`. PostgreSQL wakes it through LISTEN/NOTIFY.
+   * Resolves with a stored task once it is in a final state (`succeeded`, `failed`, `timed-out` or `cancelled`), from
+   * any process: its `result` is what the handler returned, `lastError` and `errors` why it failed. Rejects with
+   * `TaskNotFoundError` if there is no such task, `WaitTimeoutError` after `timeout` (the task goes on), the signal's
+   * reason when `signal` aborts, and `ClosedError` when the scheduler closes. Needs no `start()`. PostgreSQL wakes it
+   * through LISTEN/NOTIFY.
    * @example
    * const task = await scheduler.schedule(Date.now(), 'resize', { payload: { image } });
    * const { state, result } = await scheduler.waitFor(task.id, { timeout: '30s' });
@@ -306,12 +315,10 @@ export class Scheduler {
   }
 
   /**
-   * Runs a failed, timed-out or cancelled stored task again: back to
-   * `waiting`, due now, with all its attempts (`attempts` starts again at 0;
-   * the errors of earlier attempts stay in `errors`). Resolves with the task,
-   * or rejects with `TaskNotFoundError` if there is none with this id, and
-   * with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it is waiting,
-   * running or succeeded.
+   * Runs a failed, timed-out or cancelled stored task again: back to `waiting`, due now, with all its attempts
+   * (`attempts` starts again at 0; the errors of earlier attempts stay in `errors`). Resolves with the task, or rejects
+   * with `TaskNotFoundError` if there is none with this id, and with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it
+   * is waiting, running or succeeded.
    * @example
    * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retry(task.id);
    */
@@ -371,11 +378,9 @@ export class Scheduler {
   }
 
   /**
-   * Runs a stored job now, once, besides its schedule (paused ones too):
-   * adds an occurrence due now, which does not count against `times` or
-   * `runs` and does not move `nextRunAt`. Resolves with that task, or
-   * rejects with `TaskheapError` `ERR_JOB_NOT_FOUND` if there is no such
-   * job or it was cancelled.
+   * Runs a stored job now, once, besides its schedule (paused ones too): adds an occurrence due now, which does not
+   * count against `times` or `runs` and does not move `nextRunAt`. Resolves with that task, or rejects with
+   * `TaskheapError` `ERR_JOB_NOT_FOUND` if there is no such job or it was cancelled.
    * @example
    * const task = await scheduler.triggerJob('nightly-report');
    * await scheduler.waitFor(task.id);
@@ -439,13 +444,11 @@ export class Scheduler {
   }
 
   /**
-   * A named queue (see `SchedulerQueue`): the in-memory `Queue` without a
-   * store, a `DurableQueue` with one, with the same members: `concurrency`
-   * (live, in this process), and `pause()`, `resume()`, `setRate()`,
-   * `setGlobalConcurrency()`, `counts()`, `info()`, which return Promises in
-   * both modes (with a store they hold for every process sharing it).
-   * Queues exist on first use with no limits; tasks, jobs and handlers join
-   * one with the option `queue`, and those that name none are in `'default'`.
+   * A named queue (see `SchedulerQueue`): the in-memory `Queue` without a store, a `DurableQueue` with one, with the
+   * same members: `concurrency` (live, in this process), and `pause()`, `resume()`, `setRate()`, `setGlobalConcurrency()`,
+   * `counts()`, `info()`, which return Promises in both modes (with a store they hold for every process sharing it).
+   * Queues exist on first use with no limits; tasks, jobs and handlers join one with the option `queue`, and those that
+   * name none are in `'default'`.
    * @example
    * const emails = scheduler.queue('emails');
    * emails.concurrency = 2;
@@ -466,10 +469,7 @@ export class Scheduler {
     return queuesOf(this.#loop, this.#runner);
   }
 
-  /**
-   * The most tasks that may be pending at once.
-   * @default Infinity
-   */
+  /** The most tasks that may be pending at once. @default Infinity */
   get maxPending(): number {
     return this.#loop.maxPending;
   }
@@ -573,10 +573,9 @@ export class Scheduler {
   }
 
   /**
-   * Stops accepting work, cancels every pending task (their `result` rejects
-   * with `ClosedError`), and resolves once running tasks settle. With
-   * `abort: true` running tasks also see `ctx.signal` abort. Idempotent; safe
-   * to call from inside a task (but a task that awaits it waits for itself).
+   * Stops accepting work, cancels every pending task (their `result` rejects with `ClosedError`), and resolves once
+   * running tasks settle. With `abort: true` running tasks also see `ctx.signal` abort. Idempotent; safe to call from
+   * inside a task (but a task that awaits it waits for itself).
    * @example
    * process.on('SIGTERM', () => scheduler.close().then(() => process.exit(0)));
    */

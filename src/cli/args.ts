@@ -21,7 +21,7 @@ export class CliError extends Error {
 const COMMANDS: Record<string, { argument?: string; options: readonly string[]; summary: string }> = {
   migrate: { options: [], summary: 'create or upgrade the schema' },
   tasks: {
-    options: ['state', 'name', 'key-prefix', 'job-key', 'from', 'to', 'limit', 'after'],
+    options: ['state', 'name', 'queue', 'key-prefix', 'job-key', 'from', 'to', 'limit', 'after'],
     summary: 'list stored tasks, earliest due first',
   },
   task: { argument: 'id', options: [], summary: 'show one task' },
@@ -33,7 +33,7 @@ const COMMANDS: Record<string, { argument?: string; options: readonly string[]; 
   resume: { argument: 'key', options: [], summary: 'resume a paused recurring job' },
   trigger: { argument: 'key', options: [], summary: 'add one occurrence of a job, due now' },
   prune: { options: ['succeeded', 'failed'], summary: 'delete finished tasks and jobs past their age' },
-  stats: { options: [], summary: 'count stored tasks per state' },
+  stats: { options: ['name', 'queue', 'key-prefix', 'job-key', 'from', 'to'], summary: 'count stored tasks per state' },
   queues: { options: [], summary: 'list queues with their settings and counts' },
 };
 
@@ -45,6 +45,7 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
   state: { type: 'string' },
   name: { type: 'string' },
+  queue: { type: 'string' },
   'key-prefix': { type: 'string' },
   'job-key': { type: 'string' },
   from: { type: 'string' },
@@ -77,8 +78,9 @@ Connection (one of):
 
 Options:
   --json                 print JSON instead of aligned text
-  tasks: --state <state> --name <handler> --key-prefix <p> --job-key <key> --from <time> --to <time>
+  tasks: --state <state> --name <handler> --queue <q> --key-prefix <p> --job-key <key> --from <time> --to <time>
          --limit <n> (default 100) --after <cursor> (printed after a full page)
+  stats: the filters of tasks but --state, --limit and --after
   jobs:  --state <state> --name <handler> --key-prefix <p> --limit <n> --after <key>
   prune: --succeeded <age> (default 1d) --failed <age> (default 7d); "off" keeps that kind
 

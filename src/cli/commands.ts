@@ -2,7 +2,7 @@
 // scheduler's (or the store's) public API, and returns what to print as
 // JSON and as text, with the exit code.
 import { parseDuration } from '../core/duration.js';
-import type { StoredJob, StoredState, StoredTask, TaskFilter } from '../index.js';
+import type { StoredJob, StoredState, StoredTask, TaskCountFilter, TaskFilter } from '../index.js';
 import { CliError, EXIT, type Invocation } from './args.js';
 import type { Connection } from './connect.js';
 import { record, table } from './format.js';
@@ -20,8 +20,6 @@ const TASK_COLUMNS = ['id', 'name', 'state', 'runAt', 'attempts', 'queue', 'key'
 const JOB_COLUMNS = ['key', 'name', 'state', 'nextRunAt', 'lastRunAt', 'runs'];
 /** Rows one retention statement deletes at most, as the worker's sweep does. */
 const PRUNE_BATCH = 500;
-/** Rows read per page when counting. */
-const COUNT_PAGE = 10_000;
 
 function ok(json: unknown, text: string): Outcome {
   return { json, text, code: EXIT.ok };
@@ -84,6 +82,20 @@ function age(option: string, text: string | undefined, fallback: string): number
   }
 }
 
+/** The filters that select tasks (all but state and paging), from the options of `tasks` and `stats`. */
+function selection(options: Invocation['options']): TaskCountFilter {
+  const filter: TaskCountFilter = {};
+  if (options.name !== undefined) filter.name = options.name;
+  if (options.queue !== undefined) filter.queue = options.queue;
+  if (options['key-prefix'] !== undefined) filter.keyPrefix = options['key-prefix'];
+  if (options['job-key'] !== undefined) filter.jobKey = options['job-key'];
+  const from = time('from', options.from);
+  if (from !== undefined) filter.from = from;
+  const to = time('to', options.to);
+  if (to !== undefined) filter.to = to;
+  return filter;
+}
+
 function taskRow(task: StoredTask): Record<string, unknown> {
   return { ...task, runAt: task.runAt };
 }
@@ -102,16 +114,9 @@ export const commands: Record<string, Command> = {
   },
 
   async tasks({ scheduler }, _argument, options) {
-    const filter: TaskFilter = {};
+    const filter: TaskFilter = selection(options);
     const state = oneOf('state', options.state, TASK_STATES);
     if (state !== undefined) filter.state = state;
-    if (options.name !== undefined) filter.name = options.name;
-    if (options['key-prefix'] !== undefined) filter.keyPrefix = options['key-prefix'];
-    if (options['job-key'] !== undefined) filter.jobKey = options['job-key'];
-    const from = time('from', options.from);
-    if (from !== undefined) filter.from = from;
-    const to = time('to', options.to);
-    if (to !== undefined) filter.to = to;
     const after = parseCursor(options.after);
     if (after !== undefined) filter.after = after;
     const size = limit(options.limit) ?? 100;
@@ -197,22 +202,10 @@ export const commands: Record<string, Command> = {
     return ok({ deleted }, `Deleted ${deleted} row(s).`);
   },
 
-  async stats({ scheduler }) {
-    const counts: Record<string, number> = {};
-    let total = 0;
-    for (const state of TASK_STATES) {
-      let count = 0;
-      let after: TaskFilter['after'];
-      for (;;) {
-        const page = await scheduler.listTasks({ state, limit: COUNT_PAGE, ...(after === undefined ? {} : { after }) });
-        count += page.length;
-        if (page.length < COUNT_PAGE) break;
-        const last = page.at(-1)!;
-        after = { runAt: last.runAt, id: last.id };
-      }
-      counts[state] = count;
-      total += count;
-    }
+  async stats({ scheduler }, _argument, options) {
+    // Counted by the store, under the same filters as `tasks`.
+    const counts = await scheduler.countTasks(selection(options));
+    const total = Object.values(counts).reduce((sum, n) => sum + n, 0);
     return ok({ ...counts, total }, table([{ ...counts, total }], [...TASK_STATES, 'total']));
   },
 

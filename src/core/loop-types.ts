@@ -6,6 +6,7 @@ import type { Clock } from './clock.js';
 import type { Rate } from './flow-options.js';
 import type { Lateness } from './lateness.js';
 import type { Task } from './task.js';
+import type { TaskLogLine } from './journal.js';
 import { describe } from './validate.js';
 
 /** What `onError` is told about a failure. */
@@ -57,6 +58,10 @@ export interface TaskEvents {
   retry: [task: Task, error: unknown, delay: number];
   /** A task was cancelled (pending, or running and then gave up). */
   cancel: [task: Task, reason: unknown];
+  /** A run reported progress (`ctx.progress()`); `storedId` is a stored task's id (undefined in memory). */
+  progress: [task: Task, value: unknown, storedId: number | undefined];
+  /** A run logged a line (`ctx.log()`); `storedId` as for `progress`. */
+  log: [task: Task, line: TaskLogLine, storedId: number | undefined];
   /** Nothing is pending or running any more. */
   idle: [];
 }

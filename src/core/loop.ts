@@ -9,6 +9,7 @@ import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
 import { Flow } from './flow.js';
 import { toRate, type Rate, type RateLimit } from './flow-options.js';
 import { LatenessRecorder } from './lateness.js';
+import { Journal, type TaskLogLine } from './journal.js';
 import { assertWorkers, type Cancellable, type ErrorInfo, type LoopOptions, type SchedulerStats, type TaskEvents } from './loop-types.js';
 import { LoopClock } from './loop-clock.js';
 import { countByName, listPending } from './pending.js';
@@ -289,6 +290,23 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     if (task._state !== State.Running || !(run instanceof Run) || run.aborted) return false;
     this.#abortRun(run, materialize(reason));
     return true;
+  }
+
+  /** @internal `ctx.progress()`: kept on the run's journal (a stored task's is also written by its store), announced. */
+  noteProgress(run: Run, value: unknown, storedId: number | undefined): boolean {
+    if (run.done) return false;
+    (run.journal ??= new Journal()).progress = value;
+    if (this.#events.has('progress')) this.#events.emit('progress', run.task, value, storedId);
+    return true;
+  }
+
+  /** @internal `ctx.log()`: as `noteProgress`. */
+  noteLog(run: Run, text: string, storedId: number | undefined): TaskLogLine | undefined {
+    if (run.done) return undefined;
+    const line: TaskLogLine = { at: new Date(this.clock.now()), attempt: run.attempt, line: text };
+    (run.journal ??= new Journal()).add(line);
+    if (this.#events.has('log')) this.#events.emit('log', run.task, line, storedId);
+    return line;
   }
 
   /** Cooperative: the run sees its signal abort, and if it then fails it ends `cancelled`. */

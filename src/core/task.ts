@@ -3,6 +3,7 @@
 import { CancelledError } from './errors.js';
 import type { DedupeOutcome, TaskFlow } from './flow-options.js';
 import type { RetryPolicy } from './retry.js';
+import { toLogLine, toProgress, type Journal, type TaskLogLine } from './journal.js';
 
 /** The life of a task: `pending` until it starts, then one of the final states. */
 export type TaskState = 'pending' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
@@ -19,6 +20,23 @@ export interface TaskContext {
   readonly attempt: number;
   /** The task's `name` option. */
   readonly name: string | undefined;
+  /**
+   * Reports how far the run is: a finite number (a percentage, say) or a
+   * JSON value of at most 1,024 characters (`{ done: 3, of: 10 }`). The task
+   * keeps the latest (`task.progress`, a stored task's `progress`) and the
+   * scheduler emits `progress`. Calls after the run ended are ignored.
+   * @example
+   * scheduler.after(0, async (ctx) => { for (let i = 1; i <= 10; i++) { await step(i); ctx.progress(i * 10); } });
+   */
+  progress(value: unknown): void;
+  /**
+   * Adds a line to the task's log (`task.logs`, a stored task's `logs`): the
+   * latest 100 lines are kept, each cut to 1,000 characters; the scheduler
+   * emits `log`. Calls after the run ended are ignored.
+   * @example
+   * scheduler.after(0, (ctx) => ctx.log('fetched 42 rows'));
+   */
+  log(line: string): void;
 }
 
 /** A task body: sync or async, given its context. */
@@ -73,6 +91,10 @@ export interface TaskObserver {
 /** The scheduler side of a task: what `task.cancel()` calls. */
 export interface TaskOwner {
   cancelTask(task: Task, reason: unknown): boolean;
+  /** @internal `ctx.progress()` of a run (with its stored id, for a stored task): kept and announced; false if the run is over. */
+  noteProgress(run: Run, value: unknown, storedId: number | undefined): boolean;
+  /** @internal `ctx.log()` of a run: kept and announced; the line as kept, or undefined if the run is over. */
+  noteLog(run: Run, line: string, storedId: number | undefined): TaskLogLine | undefined;
 }
 
 export enum State {
@@ -199,6 +221,18 @@ export class Task<T = unknown> {
     return run instanceof Run ? run.attempt : 0;
   }
 
+  /** The latest value its runs passed to `ctx.progress()`; undefined if none did. */
+  get progress(): unknown {
+    const run = this._run;
+    return run instanceof Run ? run.journal?.progress : undefined;
+  }
+
+  /** The latest lines its runs passed to `ctx.log()` (retries included), oldest first: at most 100. */
+  get logs(): TaskLogLine[] {
+    const run = this._run;
+    return run instanceof Run && run.journal !== undefined ? [...run.journal.lines] : [];
+  }
+
   /**
    * Settles with the task's return value, or rejects with its error, a
    * `TimeoutError`, the cancel reason, or `ClosedError`. Created on first
@@ -263,6 +297,8 @@ export class Run implements TaskContext {
   deferred: Deferred | undefined;
   /** @internal the task's outcome, once it finished with nobody reading `result` */
   outcome: unknown = undefined;
+  /** @internal progress and log lines (carried from run to run), made on the first */
+  journal: Journal | undefined;
   #controller: AbortController | undefined = undefined;
   #aborted = false;
   #reason: unknown = undefined;
@@ -273,6 +309,15 @@ export class Run implements TaskContext {
     const previous = task._run;
     this.attempt = previous instanceof Run ? previous.attempt + 1 : (task._settings.firstAttempt ?? 1);
     this.deferred = previous instanceof Run ? previous.deferred : previous instanceof Deferred ? previous : undefined;
+    this.journal = previous instanceof Run ? previous.journal : undefined;
+  }
+
+  progress(value: unknown): void {
+    this.task._settings.owner.noteProgress(this, toProgress(value), undefined);
+  }
+
+  log(line: string): void {
+    this.task._settings.owner.noteLog(this, toLogLine(line), undefined);
   }
 
   get signal(): AbortSignal {

@@ -7,6 +7,7 @@ import { describe as describeValue } from '../core/validate.js';
 import type { Scheduler } from '../scheduler.js';
 import { page } from './page.js';
 import { snapshot } from './state.js';
+import { bulk, parseCursor, parseFilter, type ConsoleFilter } from './console.js';
 
 /** Options of `dashboard()`. */
 export interface DashboardOptions {
@@ -47,6 +48,8 @@ interface Incoming {
   path: string;
   /** The full path as the browser asked for it, to redirect to its slash-terminated form. */
   fullPath: string;
+  /** The query string's parameters. */
+  query: URLSearchParams;
   header(name: string): string | undefined;
   body(): Promise<string>;
   original: IncomingMessage | Request;
@@ -143,6 +146,7 @@ export class Dashboard {
       method: request.method ?? 'GET',
       path,
       fullPath: fullUrl.pathname,
+      query: url.searchParams,
       header: (name) => {
         const value = request.headers[name];
         return Array.isArray(value) ? value[0] : value;
@@ -172,6 +176,7 @@ export class Dashboard {
       method: request.method,
       path,
       fullPath: url.pathname,
+      query: url.searchParams,
       header: (name) => request.headers.get(name) ?? undefined,
       body: async () => {
         if (Number(request.headers.get('content-length') ?? 0) > MAX_BODY) throw new BodyTooLargeError();
@@ -205,10 +210,28 @@ export class Dashboard {
       // The page loads its data with relative URLs: they need the trailing slash.
       if (!request.fullPath.endsWith('/'))
         return { status: 308, headers: { ...COMMON_HEADERS, location: `${request.fullPath}/` }, body: '' };
-      return this.#page();
+      // The first state comes with the page: its first render waits for no second request.
+      return this.#page(await snapshot(this.#scheduler, this.#limit, this.#actions));
     }
-    if (request.path === '/api/state' && request.method === 'GET')
-      return json(200, await snapshot(this.#scheduler, this.#limit, this.#actions));
+    if (request.path === '/api/state' && request.method === 'GET') {
+      const query = request.query;
+      let filter: ConsoleFilter;
+      let after: ReturnType<typeof parseCursor>;
+      try {
+        filter = parseFilter((key) => query.get(key) ?? undefined);
+        after = parseCursor(query.get('after'));
+      } catch (error) {
+        return json(400, { error: (error as Error).message });
+      }
+      return json(200, await snapshot(this.#scheduler, this.#limit, this.#actions, filter, after));
+    }
+    if (request.path === '/api/task' && request.method === 'GET') {
+      const id = Number(request.query.get('id'));
+      if (!Number.isSafeInteger(id) || id < 1) return json(400, { error: 'Expected `id` to be a task id' });
+      const task = await this.#scheduler.getTask(id).catch((error: unknown) => (error instanceof TypeError ? null : Promise.reject(error)));
+      if (task === null) return json(400, { error: 'The scheduler has no store' });
+      return task === undefined ? json(404, { error: `No stored task #${id}` }) : json(200, task);
+    }
     if (request.path === '/api/action') {
       if (request.method !== 'POST') {
         const out = json(405, { error: 'Use POST' });
@@ -220,7 +243,7 @@ export class Dashboard {
     return json(404, { error: 'Not found' });
   }
 
-  #page(): Outgoing {
+  #page(state: unknown): Outgoing {
     const nonce = randomBytes(16).toString('base64');
     return {
       status: 200,
@@ -238,7 +261,7 @@ export class Dashboard {
           "frame-ancestors 'none'",
         ].join('; '),
       },
-      body: page(this.#title, nonce, this.#csrf),
+      body: page(this.#title, nonce, this.#csrf, state),
     };
   }
 
@@ -274,8 +297,23 @@ export class Dashboard {
     }
   }
 
-  async #run(body: { kind?: unknown; id?: unknown; action?: unknown; key?: unknown }): Promise<Outgoing> {
+  async #run(body: { kind?: unknown; id?: unknown; action?: unknown; key?: unknown; filter?: unknown }): Promise<Outgoing> {
     const { kind, id, action } = body;
+    if (kind === 'bulk') {
+      if (action !== 'retry' && action !== 'cancel' && action !== 'delete')
+        return json(400, { error: `Unknown bulk action ${JSON.stringify(action)}` });
+      const filter = body.filter ?? {};
+      if (typeof filter !== 'object' || filter === null || Array.isArray(filter))
+        return json(400, { error: 'Expected `filter` to be an object' });
+      return json(200, {
+        ok: true,
+        ...(await bulk(
+          this.#scheduler,
+          action,
+          parseFilter((key) => (filter as Record<string, unknown>)[key]),
+        )),
+      });
+    }
     if (kind === 'job') {
       if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
       if (typeof action !== 'string' || !JOB_ACTIONS.has(action))

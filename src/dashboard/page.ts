@@ -20,12 +20,52 @@ const STYLE = `
   button { margin-right: 4px; font: inherit; padding: 2px 8px; cursor: pointer; }
   .empty { color: #777; font-style: italic; }
   #message { min-height: 20px; color: #a21d1d; }
+  .rel { color: #777; font-size: 12px; display: block; }
+  form#filters { display: flex; flex-wrap: wrap; gap: 6px; align-items: end; margin-bottom: 8px; }
+  form#filters label { display: flex; flex-direction: column; font-size: 12px; color: #555; }
+  input, select { font: inherit; padding: 2px 4px; }
+  #counts button[aria-pressed="true"] { font-weight: 700; border-width: 2px; }
+  #counts, #bulk, #paging, #zone-bar { margin: 6px 0; }
+  #confirm { background: #fff4e5; border: 1px solid #e0b060; padding: 6px 8px; margin: 6px 0; }
+  #detail { background: #fff; box-shadow: 0 1px 4px #0003; padding: 8px 12px; margin: 12px 0; }
+  #detail dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 0; }
+  #detail dt { color: #555; } #detail dd { margin: 0; overflow-wrap: anywhere; }
+  pre { background: #f0f2f5; padding: 6px; overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; margin: 4px 0; }
+  progress { width: 80px; }
+  @media (max-width: 700px) {
+    body { padding: 8px; }
+    table { display: block; overflow-x: auto; white-space: nowrap; }
+    td.error { white-space: normal; min-width: 200px; }
+    form#filters label { flex: 1 1 45%; }
+  }
 `;
 
 const SCRIPT = `
 const csrf = document.querySelector('meta[name="taskheap-csrf"]').content;
 const $ = (id) => document.getElementById(id);
-const time = (ms) => ms === null ? '—' : new Date(ms).toISOString().replace('T', ' ').replace(/\\.\\d+Z$/, 'Z');
+let zone = 'UTC';
+let view = { filter: {}, after: null, pages: [], detail: null, last: null, confirm: null };
+function absolute(ms) {
+  if (zone === 'UTC') return new Date(ms).toISOString().replace('T', ' ').replace(/\\.\\d+Z$/, 'Z');
+  return new Intl.DateTimeFormat('sv-SE', { timeZone: zone === 'browser' ? undefined : zone, dateStyle: 'short', timeStyle: 'medium' }).format(new Date(ms));
+}
+function relative(ms, now) {
+  const d = ms - now, a = Math.abs(d);
+  const [n, u] = a < 59500 ? [Math.round(a / 1000), 's'] : a < 3570000 ? [Math.round(a / 60000), 'min'] : a < 84600000 ? [Math.round(a / 3600000), 'h'] : [Math.round(a / 86400000), 'd'];
+  return d >= 0 ? 'in ' + n + ' ' + u : n + ' ' + u + ' ago';
+}
+const time = (ms) => ms === null || ms === undefined ? '—' : absolute(ms);
+function when(row, ms, now) {
+  const td = cell(row, time(ms));
+  if (ms !== null && ms !== undefined) {
+    const rel = document.createElement('span');
+    rel.className = 'rel';
+    rel.textContent = relative(ms, now);
+    td.appendChild(rel);
+  }
+  return td;
+}
+const iso = (value) => value === null || value === undefined ? null : Date.parse(value);
 
 function cell(row, text, className) {
   const td = document.createElement('td');
@@ -74,8 +114,8 @@ function draw(s) {
     cell(tr, job.name ?? '#' + job.id);
     cell(tr, job.rule);
     state(job.state + (job.running ? ' (running)' : ''), tr);
-    cell(tr, time(job.nextRunAt));
-    cell(tr, time(job.lastRunAt));
+    when(tr, job.nextRunAt, s.now);
+    when(tr, job.lastRunAt, s.now);
     cell(tr, job.runs + ' / ' + job.failures);
     cell(tr, job.lastError, 'error');
     const names = job.state === 'cancelled' || job.state === 'done' ? [] : [job.state === 'paused' ? 'resume' : 'pause', 'trigger', 'cancel'];
@@ -87,7 +127,7 @@ function draw(s) {
     tr.dataset.id = task.id;
     cell(tr, task.name ?? '#' + task.id);
     state(task.state, tr);
-    cell(tr, time(task.runAt));
+    when(tr, task.runAt, s.now);
     cell(tr, task.attempts);
     actions(tr, s, 'task', task.id, ['cancel']);
     return tr;
@@ -106,6 +146,12 @@ function draw(s) {
     cell(tr, queue.counts.running);
     cell(tr, queue.counts.succeeded);
     cell(tr, queue.counts.failed + queue.counts['timed-out']);
+    cell(tr, queue.rate === null ? '—' : queue.rate.limit + ' per ' + (queue.rate.interval >= 1000 ? queue.rate.interval / 1000 + ' s' : queue.rate.interval + ' ms'));
+    // What is waiting, and why it does not run.
+    const why = queue.counts.waiting === 0 ? '' : queue.paused ? 'paused'
+      : queue.globalConcurrency !== null && queue.counts.running >= queue.globalConcurrency ? 'at its concurrency (' + queue.globalConcurrency + ')'
+      : 'due later, or waiting for a worker or its rate';
+    cell(tr, why);
     return tr;
   }), 'No queues');
   fill('stored-jobs', (s.storedJobs ?? []).map((job) => {
@@ -114,39 +160,225 @@ function draw(s) {
     cell(tr, job.key);
     cell(tr, job.name);
     state(job.state, tr);
-    cell(tr, time(job.nextRunAt === null ? null : Date.parse(job.nextRunAt)));
-    cell(tr, time(job.lastRunAt === null ? null : Date.parse(job.lastRunAt)));
+    cell(tr, job.rule ?? '—');
+    cell(tr, job.timezone ?? '—');
+    const next = when(tr, job.nextRunAt, s.now);
+    if (job.nextRuns.length > 1) {
+      const more = document.createElement('span');
+      more.className = 'rel';
+      more.textContent = 'then ' + job.nextRuns.slice(1).map(time).join(', ');
+      next.appendChild(more);
+    }
+    when(tr, job.lastRunAt, s.now);
     cell(tr, job.runs + ' / ' + (job.counts.failed + job.counts['timed-out']));
     const names = job.state === 'scheduled' ? ['pause', 'trigger', 'cancel'] : job.state === 'paused' ? ['resume', 'trigger', 'cancel'] : [];
     actions(tr, s, 'stored-job', job.key, names);
     return tr;
   }), 'No stored jobs');
   $('stored-error').textContent = s.storedError ?? '';
+  drawCounts(s);
   fill('stored', (s.stored ?? []).map((task) => {
     const tr = document.createElement('tr');
     tr.dataset.id = task.id;
-    cell(tr, task.id);
+    const open = document.createElement('a');
+    open.href = '#task-' + task.id;
+    open.textContent = String(task.id);
+    cell(tr, '').appendChild(open);
     cell(tr, task.name);
     cell(tr, task.key);
     state(task.state, tr);
-    cell(tr, time(task.runAt));
-    cell(tr, task.attempts);
+    when(tr, iso(task.runAt), s.now);
+    cell(tr, task.attempts + ' / ' + task.maxAttempts);
     // The first line of a stored error (its message); the whole stack on hover.
     cell(tr, task.lastError === null ? null : task.lastError.split('\\n')[0], 'error').title = task.lastError ?? '';
+    cell(tr, task.queue);
+    progressCell(tr, task.progress);
     const finished = task.state === 'failed' || task.state === 'timed-out' || task.state === 'cancelled';
     actions(tr, s, 'stored', task.id, task.state === 'waiting' || task.state === 'running' ? ['cancel'] : finished ? ['retry'] : []);
     return tr;
-  }), 'No stored tasks');
+  }), 'No stored tasks match');
+  const shown = (s.stored ?? []).length;
+  $('page-info').textContent = shown === 0 ? '' : 'page ' + (view.pages.length + 1) + ' · ' + shown + ' shown';
+  $('page-next').disabled = s.storedNext === null;
+  $('page-first').disabled = view.pages.length === 0;
+  view.next = s.storedNext;
+  $('bulk').hidden = !s.actions || s.stored === null;
 }
 
+function progressCell(tr, value) {
+  const td = cell(tr, '');
+  if (value === undefined || value === null) return;
+  if (typeof value === 'number' && value >= 0 && value <= 100) {
+    const bar = document.createElement('progress');
+    bar.max = 100;
+    bar.value = value;
+    td.appendChild(bar);
+    td.appendChild(document.createTextNode(' ' + value + '%'));
+  } else td.textContent = JSON.stringify(value);
+}
+
+const STATES = ['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
+function drawCounts(s) {
+  const counts = s.storedCounts;
+  if (counts === null) return $('counts').replaceChildren();
+  const total = STATES.reduce((sum, st) => sum + counts[st], 0);
+  const buttons = [['', 'all ' + total], ...STATES.map((st) => [st, st + ' ' + counts[st]])].map(([st, text]) => {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.dataset.state = st;
+    b.textContent = text;
+    b.setAttribute('aria-pressed', String((view.filter.state ?? '') === st));
+    b.addEventListener('click', () => { $('f-state').value = st; apply(); });
+    return b;
+  });
+  $('counts').replaceChildren(...buttons);
+}
+
+function readFilter() {
+  const f = {};
+  for (const [key, id] of [['state', 'f-state'], ['name', 'f-name'], ['queue', 'f-queue'], ['keyPrefix', 'f-key']]) {
+    const v = $(id).value.trim();
+    if (v !== '') f[key] = v;
+  }
+  for (const [key, id] of [['from', 'f-from'], ['to', 'f-to']]) {
+    const v = $(id).value;
+    if (v !== '') f[key] = String(Date.parse(zone === 'UTC' ? v + 'Z' : v));
+  }
+  return f;
+}
+
+function apply() {
+  view.filter = readFilter();
+  view.after = null;
+  view.pages = [];
+  view.confirm = null;
+  $('confirm').hidden = true;
+  refresh();
+}
+
+function stateUrl() {
+  const q = new URLSearchParams(view.filter);
+  if (view.after !== null) q.set('after', view.after);
+  return 'api/state?' + q.toString();
+}
+
+function detailField(dl, name, value) {
+  const dt = document.createElement('dt');
+  dt.textContent = name;
+  const dd = document.createElement('dd');
+  if (value instanceof Node) dd.appendChild(value); else dd.textContent = value === null || value === undefined ? '—' : String(value);
+  dl.append(dt, dd);
+}
+
+function pre(value) {
+  const p = document.createElement('pre');
+  p.textContent = value === undefined ? '(none)' : JSON.stringify(value, null, 2);
+  return p;
+}
+
+function drawDetail(task, now) {
+  const box = $('detail');
+  box.hidden = false;
+  $('detail-title').textContent = 'Task ' + task.id + ' · ' + task.name;
+  const dl = document.createElement('dl');
+  const at = (ms) => ms === null || ms === undefined ? '—' : time(ms) + ' (' + relative(ms, now) + ')';
+  detailField(dl, 'State', task.state);
+  detailField(dl, 'Key', task.key);
+  detailField(dl, 'Queue', task.queue);
+  detailField(dl, 'Job', task.jobKey);
+  detailField(dl, 'Attempts', task.attempts + ' of ' + task.maxAttempts);
+  detailField(dl, 'Due', at(iso(task.runAt)));
+  detailField(dl, 'Created', at(iso(task.createdAt)));
+  detailField(dl, 'Updated', at(iso(task.updatedAt)));
+  detailField(dl, 'Started', at(iso(task.startedAt)));
+  detailField(dl, 'Lease', task.lease ? task.lease.owner + ' until ' + at(iso(task.lease.until)) : '—');
+  detailField(dl, 'Priority', task.priority);
+  detailField(dl, 'Progress', task.progress === undefined ? '—' : JSON.stringify(task.progress));
+  detailField(dl, 'Payload', pre(task.payload));
+  detailField(dl, 'Result', pre(task.result));
+  $('detail-fields').replaceChildren(dl);
+  fill('detail-errors', (task.errors ?? []).map((e) => {
+    const tr = document.createElement('tr');
+    cell(tr, e.attempt);
+    when(tr, iso(e.at), now);
+    const td = cell(tr, '', 'error');
+    td.appendChild(pre(e.error)).textContent = e.error;
+    return tr;
+  }), 'No errors');
+  fill('detail-logs', (task.logs ?? []).map((l) => {
+    const tr = document.createElement('tr');
+    when(tr, iso(l.at), now);
+    cell(tr, l.attempt);
+    cell(tr, l.line);
+    return tr;
+  }), 'No log lines');
+}
+
+async function showDetail() {
+  const m = /^#task-(\\d+)$/.exec(location.hash);
+  const opened = m !== null && view.detail !== m[1];
+  view.detail = m === null ? null : m[1];
+  if (view.detail === null) { $('detail').hidden = true; return; }
+  const response = await fetch('api/task?id=' + view.detail, { headers: { accept: 'application/json' }, cache: 'no-store' });
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) { $('message').textContent = answer.error ?? 'HTTP ' + response.status; $('detail').hidden = true; return; }
+  drawDetail(answer, view.last === null ? Date.now() : view.last.now);
+  if (opened) $('detail').scrollIntoView();
+}
+
+function ask(action) {
+  const counts = view.last && view.last.storedCounts;
+  const n = counts === null || counts === undefined ? '?' :
+    action === 'delete' ? ['succeeded', 'failed', 'timed-out', 'cancelled'].filter((st) => !view.filter.state || view.filter.state === st).reduce((sum, st) => sum + counts[st], 0)
+    : action === 'cancel' ? ['waiting', 'running'].filter((st) => !view.filter.state || view.filter.state === st).reduce((sum, st) => sum + counts[st], 0)
+    : ['failed', 'timed-out'].filter((st) => !view.filter.state || view.filter.state === st).reduce((sum, st) => sum + counts[st], 0);
+  const what = action === 'delete' ? 'Delete ' + n + ' finished' : action === 'cancel' ? 'Cancel ' + n + ' waiting or running' : 'Retry ' + n + ' failed';
+  const f = Object.entries(view.filter).map(([k, v]) => k + '=' + v).join(', ');
+  $('confirm-text').textContent = what + ' task(s) matching ' + (f === '' ? 'every stored task' : f) + '?';
+  view.confirm = action;
+  $('confirm').hidden = false;
+}
+
+async function bulk(action) {
+  $('confirm').hidden = true;
+  const response = await fetch('api/action', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-taskheap-csrf': csrf },
+    body: JSON.stringify({ kind: 'bulk', action, filter: view.filter }),
+  });
+  const answer = await response.json().catch(() => ({}));
+  await refresh();
+  $('message').textContent = response.ok ? action + ': ' + answer.count + ' task(s)' + (answer.more ? ' (more remain: run it again)' : '') : (answer.error ?? 'HTTP ' + response.status);
+}
+
+function wire() {
+  $('filters').addEventListener('submit', (event) => { event.preventDefault(); apply(); });
+  $('f-clear').addEventListener('click', () => { $('filters').reset(); apply(); });
+  $('page-next').addEventListener('click', () => { if (view.next) { view.pages.push(view.after); view.after = view.next; refresh(); } });
+  $('page-first').addEventListener('click', () => { view.after = null; view.pages = []; refresh(); });
+  for (const b of document.querySelectorAll('#bulk button')) b.addEventListener('click', () => ask(b.dataset.bulk));
+  $('confirm-yes').addEventListener('click', () => bulk(view.confirm));
+  $('confirm-no').addEventListener('click', () => { view.confirm = null; $('confirm').hidden = true; });
+  $('detail-close').addEventListener('click', () => { history.replaceState(null, '', location.pathname + location.search); showDetail(); });
+  $('zone').addEventListener('change', () => { zone = $('zone').value; if (view.last) draw(view.last); });
+  const local = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  $('zone-browser').textContent = 'Browser (' + local + ')';
+  window.addEventListener('hashchange', showDetail);
+}
+
+let unreachable = false;
 async function refresh() {
   try {
-    const response = await fetch('api/state', { headers: { accept: 'application/json' }, cache: 'no-store' });
+    const response = await fetch(stateUrl(), { headers: { accept: 'application/json' }, cache: 'no-store' });
     if (!response.ok) throw new Error('HTTP ' + response.status);
-    draw(await response.json());
-    $('message').textContent = '';
+    view.last = await response.json();
+    draw(view.last);
+    if (view.detail !== null) showDetail();
+    if (unreachable) $('message').textContent = '';
+    unreachable = false;
   } catch (error) {
     $('message').textContent = 'Cannot reach the scheduler: ' + error.message;
+    unreachable = true;
   }
 }
 
@@ -161,12 +393,20 @@ async function act(kind, id, action) {
   await refresh();
 }
 
-refresh();
-setInterval(refresh, 1000);
+wire();
+showDetail();
+// The state the page came with, drawn at once; then every two seconds from api/state.
+view.last = JSON.parse($('initial-state').textContent);
+draw(view.last);
+setInterval(refresh, 2000);
 `;
 
-/** The page, with its title escaped and the request's CSP nonce and CSRF token in place. */
-export function page(title: string, nonce: string, csrf: string): string {
+/**
+ * The page, with its title escaped, the request's CSP nonce and CSRF token in
+ * place, and its first state as JSON (`<` escaped, so no text in it can close
+ * the element; a JSON script is data, never run).
+ */
+export function page(title: string, nonce: string, csrf: string, state: unknown): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -179,24 +419,47 @@ export function page(title: string, nonce: string, csrf: string): string {
 <body>
 <h1>${escapeHtml(title)}</h1>
 <div id="stats">Loading…</div>
+<div id="zone-bar"><label>Times in <select id="zone"><option value="UTC">UTC</option><option id="zone-browser" value="browser">Browser</option></select></label></div>
 <div id="message" role="status"></div>
-<h2>Jobs</h2>
-<table><thead><tr><th>Name</th><th>Rule</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th>Last error</th><th></th></tr></thead><tbody id="jobs"></tbody></table>
-<h2>Pending tasks <small id="more-tasks"></small></h2>
-<table><thead><tr><th>Name</th><th>State</th><th>Due</th><th>Attempts</th><th></th></tr></thead><tbody id="tasks"></tbody></table>
-<section id="queues-section" hidden>
-<h2>Queues</h2>
-<table><thead><tr><th>Queue</th><th>State</th><th>Concurrency (here / all)</th><th>Waiting</th><th>Running</th><th>Succeeded</th><th>Failed</th></tr></thead><tbody id="queues"></tbody></table>
-</section>
-<section id="stored-jobs-section" hidden>
-<h2>Stored jobs</h2>
-<table><thead><tr><th>Key</th><th>Handler</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th></th></tr></thead><tbody id="stored-jobs"></tbody></table>
+<section id="detail" hidden>
+<h2 id="detail-title"></h2><button id="detail-close" type="button">Close</button>
+<div id="detail-fields"></div>
+<h3>Errors by attempt</h3>
+<table><thead><tr><th>Attempt</th><th>At</th><th>Error</th></tr></thead><tbody id="detail-errors"></tbody></table>
+<h3>Log</h3>
+<table><thead><tr><th>At</th><th>Attempt</th><th>Line</th></tr></thead><tbody id="detail-logs"></tbody></table>
 </section>
 <section id="stored-section" hidden>
 <h2>Stored tasks</h2>
 <div id="stored-error" class="error"></div>
-<table><thead><tr><th>Id</th><th>Handler</th><th>Key</th><th>State</th><th>Due</th><th>Attempts</th><th>Last error</th><th></th></tr></thead><tbody id="stored"></tbody></table>
+<form id="filters">
+<label>State<select id="f-state"><option value="">any</option><option>waiting</option><option>running</option><option>succeeded</option><option>failed</option><option>timed-out</option><option>cancelled</option></select></label>
+<label>Handler<input id="f-name" size="12"></label>
+<label>Queue<input id="f-queue" size="10"></label>
+<label>Key prefix<input id="f-key" size="12"></label>
+<label>Due from<input id="f-from" type="datetime-local" step="1"></label>
+<label>Due before<input id="f-to" type="datetime-local" step="1"></label>
+<button id="f-apply" type="submit">Apply</button><button id="f-clear" type="button">Clear</button>
+</form>
+<div id="counts" aria-label="Tasks by state (from the store)"></div>
+<div id="bulk" hidden>On every task matching the filter: <button type="button" data-bulk="retry">Retry failed</button><button type="button" data-bulk="cancel">Cancel waiting</button><button type="button" data-bulk="delete">Delete finished</button></div>
+<div id="confirm" role="alertdialog" hidden><span id="confirm-text"></span> <button id="confirm-yes" type="button">Confirm</button><button id="confirm-no" type="button">Keep them</button></div>
+<table><thead><tr><th>Id</th><th>Handler</th><th>Key</th><th>State</th><th>Due</th><th>Attempts</th><th>Last error</th><th>Queue</th><th>Progress</th><th></th></tr></thead><tbody id="stored"></tbody></table>
+<div id="paging"><button id="page-first" type="button">First page</button><button id="page-next" type="button">Next page</button> <span id="page-info"></span></div>
 </section>
+<section id="queues-section" hidden>
+<h2>Queues</h2>
+<table><thead><tr><th>Queue</th><th>State</th><th>Concurrency (here / all)</th><th>Waiting</th><th>Running</th><th>Succeeded</th><th>Failed</th><th>Rate</th><th>Waiting because</th></tr></thead><tbody id="queues"></tbody></table>
+</section>
+<section id="stored-jobs-section" hidden>
+<h2>Stored jobs</h2>
+<table><thead><tr><th>Key</th><th>Handler</th><th>State</th><th>Rule</th><th>Zone</th><th>Next runs</th><th>Last run</th><th>Runs / failures</th><th></th></tr></thead><tbody id="stored-jobs"></tbody></table>
+</section>
+<h2>Jobs</h2>
+<table><thead><tr><th>Name</th><th>Rule</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th>Last error</th><th></th></tr></thead><tbody id="jobs"></tbody></table>
+<h2>Pending tasks <small id="more-tasks"></small></h2>
+<table><thead><tr><th>Name</th><th>State</th><th>Due</th><th>Attempts</th><th></th></tr></thead><tbody id="tasks"></tbody></table>
+<script type="application/json" id="initial-state">${JSON.stringify(state).replace(/</g, '\\u003c')}</script>
 <script nonce="${nonce}">${SCRIPT}</script>
 </body>
 </html>`;

@@ -1,11 +1,13 @@
 // The JSON the dashboard draws: the scheduler's stats, its jobs, its pending
 // tasks and the stored ones, as plain views.
 import type { SchedulerStats } from '../core/loop-types.js';
-import type { StoredJob, StoredState, StoredTask } from '../durable/store.js';
+import { toDuration } from '../core/duration.js';
+import type { StoredJob, StoredState, StoredTask, TaskFilter } from '../durable/store.js';
+import { storedPage, type ConsoleFilter } from './console.js';
 import { Job } from '../jobs/job.js';
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
-import { IntervalRule } from '../rules/rule.js';
+import { IntervalRule, type Rule } from '../rules/rule.js';
 import type { Scheduler } from '../scheduler.js';
 
 /** A job as the page shows it. */
@@ -38,7 +40,7 @@ export interface TaskView {
   id: number;
   /** Its `name` option, or null. */
   name: string | null;
-  /** Its `state`. */
+  /** Its `state`, named as a stored task's (`waiting`, not `pending`). */
   state: string;
   /** When it is due, epoch ms. */
   runAt: number;
@@ -56,8 +58,46 @@ export interface QueueView {
   concurrency: number | null;
   /** Its concurrency across processes (stored), or null for none. */
   globalConcurrency: number | null;
+  /** Its rate across processes (interval in ms), or null for none. */
+  rate: {
+    /** Starts at most per window. */
+    limit: number;
+    /** The window, ms. */
+    interval: number;
+  } | null;
   /** Its stored tasks by state. */
   counts: Record<StoredState, number>;
+}
+
+/** A stored recurring job as the page shows it: the stored job, its rule in words, its zone and next runs. */
+export type StoredJobView = Omit<StoredJob, 'rule' | 'nextRunAt' | 'lastRunAt' | 'createdAt' | 'updatedAt'> & {
+  /** Its rule in words, or null if the store did not say. */
+  rule: string | null;
+  /** The rule's IANA zone (cron and calendar rules), or null. */
+  timezone: string | null;
+  /** Its next occurrence, epoch ms, or null. */
+  nextRunAt: number | null;
+  /** When its latest started occurrence was due, epoch ms, or null. */
+  lastRunAt: number | null;
+  /** The three occurrences from its next one on (none while paused or over), epoch ms. */
+  nextRuns: number[];
+};
+
+/** A stored job for the page. */
+function storedJobView(job: StoredJob): StoredJobView {
+  const { rule, nextRunAt, lastRunAt, createdAt: _created, updatedAt: _updated, ...rest } = job;
+  const nextRuns: number[] = [];
+  if (rule !== undefined && nextRunAt !== null && job.state === 'scheduled') {
+    for (let at: number | undefined = nextRunAt.getTime(); at !== undefined && nextRuns.length < 3; at = rule.next(at)) nextRuns.push(at);
+  }
+  return {
+    ...rest,
+    rule: rule === undefined ? null : describeRule(rule),
+    timezone: rule instanceof CronRule || rule instanceof CalendarRule ? rule.zone : null,
+    nextRunAt: nextRunAt?.getTime() ?? null,
+    lastRunAt: lastRunAt?.getTime() ?? null,
+    nextRuns,
+  };
 }
 
 /** Everything the page draws, as JSON. */
@@ -77,10 +117,14 @@ export interface DashboardState {
   tasks: TaskView[];
   /** More pending tasks than shown. */
   moreTasks: number;
-  /** Stored tasks, or null without a store. */
+  /** Stored tasks (the page asked for: its filter and cursor), or null without a store. */
   stored: StoredTask[] | null;
+  /** Stored tasks under the filter (its state aside) counted by state, by the store; null without a store. */
+  storedCounts: Record<StoredState, number> | null;
+  /** The cursor of the next page of stored tasks (`<runAt>:<id>`), or null on the last page. */
+  storedNext: string | null;
   /** Stored recurring jobs, or null without a store. */
-  storedJobs: StoredJob[] | null;
+  storedJobs: StoredJobView[] | null;
   /** Durable named queues with their stored state, or null without a store. */
   queues: QueueView[] | null;
   /** Why the store could not be read, or null. */
@@ -108,8 +152,7 @@ function describeInterval(ms: number): string {
 }
 
 /** A job's rule in words: `*\/15 * * * *`, `every 10 min`, `every 2 weeks on Mon, Thu at 08:30 (Europe/Paris)`. */
-function describeRule(job: Job): string {
-  const rule = job.rule;
+function describeRule(rule: Rule | undefined): string {
   if (rule instanceof CronRule) return rule.expression;
   if (rule instanceof IntervalRule) return `every ${describeInterval(rule.interval)}`;
   if (rule instanceof CalendarRule) {
@@ -125,7 +168,7 @@ function jobView(job: Job): JobView {
   return {
     id: job.id,
     name: job.name ?? null,
-    rule: describeRule(job),
+    rule: describeRule(job.rule),
     state: job.state,
     running: job.running,
     nextRunAt: job.nextRunAt?.getTime() ?? null,
@@ -140,7 +183,13 @@ function jobView(job: Job): JobView {
  * A snapshot of the scheduler: its jobs, its first `limit` pending one-off
  * tasks and, with a store, the first `limit` stored tasks and stored jobs.
  */
-export async function snapshot(scheduler: Scheduler, limit: number, actions: boolean): Promise<DashboardState> {
+export async function snapshot(
+  scheduler: Scheduler,
+  limit: number,
+  actions: boolean,
+  filter: ConsoleFilter = {},
+  after?: TaskFilter['after'],
+): Promise<DashboardState> {
   const stats = scheduler.stats();
   // A job's next occurrence shows in the job's row: the task list is one-off
   // tasks. Each planned job has one entry in the heap, so `limit + jobs`
@@ -152,22 +201,27 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
     .filter((task) => !(task._settings.observer instanceof Job))
     .slice(0, limit);
   let stored: StoredTask[] | null = null;
-  let storedJobs: StoredJob[] | null = null;
+  let storedCounts: Record<StoredState, number> | null = null;
+  let storedNext: string | null = null;
+  let storedJobs: StoredJobView[] | null = null;
   let queues: QueueView[] | null = null;
   let storedError: string | null = null;
   try {
-    const [tasks, storedJobList, queueList] = await Promise.all([
-      scheduler.listTasks({ limit }),
-      scheduler.listJobs({ limit }),
-      scheduler.queues(),
+    // Each call may throw at once (no store): all of them inside promises, so none is left unobserved.
+    const queueRead = Promise.resolve().then(() => scheduler.queues());
+    const [page, storedJobList, queueList] = await Promise.all([
+      storedPage(scheduler, filter, after, limit, queueRead),
+      Promise.resolve().then(() => scheduler.listJobs({ limit })),
+      queueRead,
     ]);
-    [stored, storedJobs] = [tasks, storedJobList];
+    [stored, storedCounts, storedNext, storedJobs] = [page.tasks, page.counts, page.next, storedJobList.map(storedJobView)];
     const limitOf = (n: number) => (n === Infinity ? null : n);
     queues = queueList.map((q) => ({
       name: q.name,
       paused: q.paused,
       concurrency: limitOf(q.concurrency),
       globalConcurrency: limitOf(q.globalConcurrency),
+      rate: q.rate === undefined ? null : { limit: q.rate.limit, interval: toDuration(q.rate.interval, 'rate.interval') },
       // With a store (the only way here) the counts are the stored tasks by state.
       counts: q.counts as Record<StoredState, number>,
     }));
@@ -182,12 +236,15 @@ export async function snapshot(scheduler: Scheduler, limit: number, actions: boo
     tasks: oneOff.map((task) => ({
       id: task.id,
       name: task.name ?? null,
-      state: task.state,
+      // The stored name for the same place in a task's life: one vocabulary on the page.
+      state: task.state === 'pending' ? 'waiting' : task.state,
       runAt: task.runAt.getTime(),
       attempts: task.attempts,
     })),
     moreTasks: Math.max(0, stats.pending - planned - oneOff.length),
     stored,
+    storedCounts,
+    storedNext,
     storedJobs,
     queues,
     storedError,

@@ -3,7 +3,9 @@
 // (Holdings): the settings come from them now, the retry policy when the
 // run ends (completer.ts). The handler runs with a durable context
 // (stored id, attempt, ctx.transaction()).
-import type { TaskFunction, TaskContext, TaskObserver, TaskSettings } from '../core/task.js';
+import type { Run, TaskFunction, TaskContext, TaskObserver, TaskSettings } from '../core/task.js';
+import { toLogLine, toProgress } from '../core/journal.js';
+import { JournalWriter } from './journal-writer.js';
 import { describe } from '../core/validate.js';
 import { toFlow } from '../core/flow-options.js';
 import type { DurableContext, StoredOptions } from './options.js';
@@ -23,6 +25,8 @@ export class Dispatcher {
   readonly #prefetch: Prefetch;
   /** Told how each dispatched task ends (the completer). */
   readonly #observer: TaskObserver;
+  /** ctx.progress() and ctx.log() on their way to the store. */
+  readonly #journal: JournalWriter;
 
   constructor(ctx: RunnerContext, handlers: Handlers, holdings: Holdings, prefetch: Prefetch, observer: TaskObserver) {
     this.#ctx = ctx;
@@ -30,6 +34,7 @@ export class Dispatcher {
     this.#holdings = holdings;
     this.#prefetch = prefetch;
     this.#observer = observer;
+    this.#journal = new JournalWriter(ctx);
   }
 
   /** Pushes a claimed task into the loop (it runs when a worker is free) and holds it. */
@@ -47,9 +52,11 @@ export class Dispatcher {
             if (!claim.started) this.#holdings.starts.add(claim.id);
             const started = performance.now();
             try {
-              return toResult(await handler(durableContext(ctx, claim, this.#transaction), payload));
+              return toResult(await handler(durableContext(ctx, claim, this.#transaction, this.#journal), payload));
             } finally {
               this.#prefetch.ran(performance.now() - started);
+              // What it told is written before its outcome is.
+              if (this.#journal.has(claim.id)) await this.#journal.flush();
             }
           };
     const loop = this.#ctx.loop;
@@ -110,8 +117,20 @@ function durableContext(
   ctx: TaskContext,
   claim: ClaimedTask,
   transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>,
+  journal: JournalWriter,
 ): DurableContext {
+  // The loop's run keeps and announces them; the journal writes them.
+  const run = ctx as Run;
+  const owner = run.task._settings.owner;
   return {
+    progress(value) {
+      const kept = toProgress(value);
+      if (owner.noteProgress(run, kept, claim.id)) journal.progress(claim.id, kept);
+    },
+    log(text) {
+      const line = owner.noteLog(run, toLogLine(text), claim.id);
+      if (line !== undefined) journal.log(claim.id, line);
+    },
     id: claim.id,
     transaction: (fn) => transaction(claim, fn as never),
     get signal() {

@@ -4,7 +4,15 @@
 // one that makes work due wakes the claimer. (Cancelling a task also stops
 // it here and wakes its waiters: the runner does that, it needs those parts.)
 import { resumedAt } from './advance-job.js';
-import type { JobFilter, StoredJob, StoredTask, TaskFilter } from './store.js';
+import {
+  FINAL_STATES,
+  type JobFilter,
+  type StoredJob,
+  type StoredState,
+  type StoredTask,
+  type TaskCountFilter,
+  type TaskFilter,
+} from './store.js';
 import { assertJobFilter, assertKey, assertTaskFilter } from './validate.js';
 import type { RunnerContext } from './runner-context.js';
 
@@ -43,6 +51,23 @@ export class Management {
   listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     assertTaskFilter(filter);
     return this.#ready().then(() => this.#ctx.store.listTasks(filter));
+  }
+
+  countTasks(filter: TaskCountFilter): Promise<Record<StoredState, number>> {
+    assertTaskFilter(filter, true);
+    return this.#ready().then(() => this.#ctx.store.countTasks(filter));
+  }
+
+  deleteTasks(filter: TaskFilter): Promise<number> {
+    assertTaskFilter(filter);
+    if ('after' in filter) throw new TypeError('deleteTasks() takes no `after`: it deletes from the start');
+    if (filter.state !== undefined && !FINAL_STATES.has(filter.state))
+      throw new RangeError(
+        `Expected \`state\` of deleteTasks() to be a final state (succeeded, failed, timed-out, cancelled), got '${filter.state}'`,
+      );
+    const store = this.#ctx.store;
+    if (store.deleteTasks === undefined) return Promise.reject(new TypeError('This store cannot delete tasks'));
+    return this.#ready().then(() => store.deleteTasks!(filter));
   }
 
   getJob(key: string): Promise<StoredJob | undefined> {

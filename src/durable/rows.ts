@@ -1,6 +1,9 @@
 // Both SQL stores return rows of these shapes (snake_case columns, times as
 // epoch ms). Drivers may hand numbers back as strings (pg's bigint), so every
 // numeric column goes through Number().
+import type { TaskLogLine } from '../core/journal.js';
+import { ruleFromJson } from './rule-json.js';
+import type { Rule } from '../rules/rule.js';
 import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
 
 /** A `taskheap_tasks` row. */
@@ -29,6 +32,12 @@ export interface TaskRow {
   /** Version 6: the rate key, and when the task last started. */
   rate_key?: string | null;
   started_at?: number | string | null;
+  /** Version 6 too: the latest ctx.progress() (JSON) and ctx.log() lines (a JSON array of { at, attempt, line }). */
+  progress?: string | null;
+  logs?: string | null;
+  /** The claim's owner and lease end (epoch ms), while held. */
+  locked_by?: string | null;
+  locked_until?: number | string | null;
 }
 
 /** The `taskheap_jobs` columns a `StoredJob` shows. */
@@ -41,6 +50,8 @@ export interface JobRow {
   runs: number | string;
   created_at: number | string;
   updated_at: number | string;
+  /** The rule as stored (rule-json.ts), where the statement reads it. */
+  rule?: string;
 }
 
 /** Occurrences of one job in one state: what `jobStats` statements return. */
@@ -139,7 +150,37 @@ export function toTask(row: TaskRow): StoredTask {
     queue: row.queue ?? 'default',
     rate: options.rate ?? null,
     startedAt: row.started_at === null || row.started_at === undefined ? null : new Date(Number(row.started_at)),
+    progress: row.progress === null || row.progress === undefined ? undefined : (JSON.parse(row.progress) as unknown),
+    logs: row.logs === null || row.logs === undefined ? [] : toLogs(row.logs),
+    ...(typeof row.locked_by === 'string' && row.locked_until != null
+      ? { lease: { owner: row.locked_by, until: new Date(Number(row.locked_until)) } }
+      : {}),
   };
+}
+
+function toLogs(json: string): TaskLogLine[] {
+  return (JSON.parse(json) as { at: number; attempt: number; line: string }[]).map((entry) => ({
+    at: new Date(Number(entry.at)),
+    attempt: Number(entry.attempt),
+    line: entry.line,
+  }));
+}
+
+/** Log lines as the stores keep them: JSON, times as epoch ms. */
+export function logsJson(lines: readonly TaskLogLine[]): string {
+  return JSON.stringify(lines.map((entry) => ({ at: entry.at.getTime(), attempt: entry.attempt, line: entry.line })));
+}
+
+/** Zero tasks in every state, for counts. */
+function noCounts(): Record<StoredState, number> {
+  return { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+}
+
+/** `{ state, n }` rows (GROUP BY state) as counts of every state. */
+export function toCounts(rows: readonly { state: StoredState; n: number | string }[]): Record<StoredState, number> {
+  const counts = noCounts();
+  for (const row of rows) counts[row.state] = Number(row.n);
+  return counts;
 }
 
 export function toJob(row: JobRow, stats: readonly JobStatsRow[] = []): StoredJob {
@@ -163,7 +204,18 @@ export function toJob(row: JobRow, stats: readonly JobStatsRow[] = []): StoredJo
     counts,
     createdAt: new Date(Number(row.created_at)),
     updatedAt: new Date(Number(row.updated_at)),
+    ...storedRule(row.rule),
   };
+}
+
+/** The job's rule rebuilt, when the row has one this library reads (reading a job never fails on its rule). */
+function storedRule(json: string | undefined): { rule?: Rule } {
+  if (typeof json !== 'string') return {};
+  try {
+    return { rule: ruleFromJson(json) };
+  } catch {
+    return {};
+  }
 }
 
 export function toDueJob(row: DueJobRow): DueJob {

@@ -16,7 +16,7 @@ import type { TaskLoop } from '../core/loop.js';
 import { describe } from '../core/validate.js';
 import { ClosedError } from '../core/errors.js';
 import type { DurableTaskOptions, Handler, StoredJobOptions } from './options.js';
-import type { EnqueuedTask, JobFilter, Store, StoredJob, StoredTask, TaskFilter } from './store.js';
+import type { EnqueuedTask, JobFilter, Store, StoredJob, StoredState, StoredTask, TaskCountFilter, TaskFilter } from './store.js';
 import { Claimer, type SkipListener } from './claimer.js';
 import { Completer } from './completer.js';
 import { Dispatcher } from './dispatch.js';
@@ -236,6 +236,14 @@ export class DurableRunner {
 
   listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     return this.#management.listTasks(filter);
+  }
+
+  countTasks(filter: TaskCountFilter): Promise<Record<StoredState, number>> {
+    return this.#management.countTasks(filter);
+  }
+
+  deleteTasks(filter: TaskFilter): Promise<number> {
+    return this.#management.deleteTasks(filter);
   }
 
   getJob(key: string): Promise<StoredJob | undefined> {

@@ -4,6 +4,10 @@
 // rule-json.ts).
 import { TaskheapError } from '../core/errors.js';
 import type { ConcurrencyLimit, DedupeOutcome } from '../core/flow-options.js';
+import type { TaskLogLine } from '../core/journal.js';
+import type { Rule } from '../rules/rule.js';
+
+export { LeaseLostError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './errors.js';
 
 /** The life of a stored task. */
 export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
@@ -60,6 +64,17 @@ export interface StoredTask {
   } | null;
   /** The named queue it belongs to (`queue` option, or its handler's). @default 'default' */
   queue: string;
+  /** The latest value its handler passed to `ctx.progress()`, or undefined (written at most every 500 ms). */
+  progress?: unknown;
+  /** Its latest 100 `ctx.log()` lines, oldest first (retries included). */
+  logs?: TaskLogLine[];
+  /** While a process holds it (running, or claimed): that process's claim owner id and when its lease runs out. */
+  lease?: {
+    /** The holding process's claim owner id. */
+    owner: string;
+    /** When the lease runs out unless renewed. */
+    until: Date;
+  };
 }
 
 /** A named queue as the store keeps it: its shared settings and its tasks by state. */
@@ -155,6 +170,8 @@ export interface StoredJob {
   createdAt: Date;
   /** When it last changed (registered again, advanced, paused...). */
   updatedAt: Date;
+  /** Its rule (a `CronRule`, `CalendarRule` or `IntervalRule`, with its zone): `rule.next(t)` is its first occurrence after `t`. */
+  rule?: Rule;
 }
 
 /** Filters of `scheduler.listJobs()`. */
@@ -327,6 +344,8 @@ export interface TaskFilter {
   keyPrefix?: string;
   /** Only occurrences of this recurring job. */
   jobKey?: string;
+  /** Only tasks of this named queue. */
+  queue?: string;
   /** Only tasks due at or after this time. */
   from?: Date | number;
   /** Only tasks due before this time. */
@@ -342,6 +361,9 @@ export interface TaskFilter {
   /** @default 100 */
   limit?: number;
 }
+
+/** Filters of `scheduler.countTasks()`: those of `listTasks()` that select tasks (counts cover every state). */
+export type TaskCountFilter = Omit<TaskFilter, 'state' | 'after' | 'limit'>;
 
 /** The final states a claimed task can be recorded in. */
 export type FinalState = 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
@@ -480,6 +502,12 @@ export interface Store {
   endedAmong(ids: readonly number[]): Promise<number[]>;
   /** Tasks matching `filter`, earliest first. */
   listTasks(filter: TaskFilter): Promise<StoredTask[]>;
+  /** Tasks matching `filter` (`state`, `after` and `limit` aside) counted by state. */
+  countTasks(filter: TaskCountFilter): Promise<Record<StoredState, number>>;
+  /** Deletes finished tasks matching `filter` (`after` aside; a `state` must be final), at most `limit` (default 10,000); how many went. */
+  deleteTasks?(filter: TaskFilter): Promise<number>;
+  /** Writes handlers' progress (JSON, or null: unchanged) and log lines of tasks `owner` holds, in one transaction. */
+  journal?(owner: string, writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[]): Promise<void>;
   /**
    * Calls `onWake` when another process adds work due at a time (so a sleeping
    * process can re-arm), `onCancel` when a task is cancelled anywhere, and
@@ -549,50 +577,5 @@ export class SchemaVersionError extends TaskheapError {
       'ERR_SCHEMA_TOO_NEW',
     );
     this.found = found;
-  }
-}
-
-/** `waitFor(id)` or `retry(id)` named a task the store does not have (never added, or deleted by retention). */
-export class TaskNotFoundError extends TaskheapError {
-  /** The id asked for. */
-  readonly id: number;
-
-  constructor(id: number) {
-    super(`No stored task with id ${id}`, 'ERR_TASK_NOT_FOUND');
-    this.id = id;
-  }
-}
-
-/** `waitFor(id, { timeout })`: the task was not finished in time (it goes on). */
-export class WaitTimeoutError extends TaskheapError {
-  /** The id waited for. */
-  readonly id: number;
-  /** The timeout, ms. */
-  readonly timeout: number;
-
-  constructor(id: number, timeout: number) {
-    super(`Task ${id} did not reach a final state within ${timeout} ms (it goes on; waitFor() only stopped waiting)`, 'ERR_WAIT_TIMEOUT');
-    this.id = id;
-    this.timeout = timeout;
-  }
-}
-
-/** `ctx.transaction()` could not record the task: its lease was lost (taken over or cancelled); nothing was committed. */
-export class LeaseLostError extends TaskheapError {
-  constructor(id: number) {
-    super(
-      `Task ${id} is no longer held by this process (its lease expired and was taken over, or it was cancelled); the transaction was rolled back`,
-      'ERR_LEASE_LOST',
-    );
-  }
-}
-
-/** A task or job names a handler that `define()` never registered. */
-export class UnknownHandlerError extends TaskheapError {
-  constructor(name: string) {
-    super(
-      `No handler named "${name}"; define it with scheduler.define("${name}", handler) or, in a process that only adds work, list it in the scheduler's \`handlers\` option`,
-      'ERR_UNKNOWN_HANDLER',
-    );
   }
 }

@@ -138,15 +138,17 @@ export function assertCount(value: unknown, what: string): asserts value is numb
 
 const TASK_STATES = new Set(['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
 const JOB_STATES = new Set(['scheduled', 'paused', 'done', 'cancelled']);
-const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'from', 'to', 'after', 'limit']);
+const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to', 'after', 'limit']);
+const COUNT_FILTER_KEYS = new Set(['name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to']);
 const JOB_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'after', 'limit']);
 /** The most rows one list call returns. */
 const MAX_LIST = 10_000;
 
-/** A `listTasks` filter: known keys, each of the right kind. */
-export function assertTaskFilter(filter: unknown): void {
-  const f = assertFilter(filter, TASK_FILTER_KEYS, TASK_STATES, 'listTasks');
+/** A `listTasks` filter (or with `count`, a `countTasks` one): known keys, each of the right kind. */
+export function assertTaskFilter(filter: unknown, count = false): void {
+  const f = assertFilter(filter, count ? COUNT_FILTER_KEYS : TASK_FILTER_KEYS, TASK_STATES, count ? 'countTasks' : 'listTasks');
   if (f.jobKey !== undefined) assertKey(f.jobKey, 'jobKey');
+  if (f.queue !== undefined) assertKey(f.queue, 'queue');
   for (const what of ['from', 'to'] as const) if (f[what] !== undefined) assertFilterTime(f[what], what);
   if (f.after !== undefined) {
     const after = f.after as { runAt?: unknown; id?: unknown } | null;

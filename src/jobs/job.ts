@@ -433,5 +433,7 @@ function lateContext(run: Run, scheduledAt: number): TaskContext {
     startedAt: run.startedAt,
     attempt: run.attempt,
     name: run.name,
+    progress: (value) => run.progress(value),
+    log: (line) => run.log(line),
   };
 }

@@ -2,7 +2,8 @@
 // `new Worker(BOOTSTRAP, { eval: true })`, so it needs no file of its own
 // that Node must find and load (the package ships .js, the tests run .ts).
 // It imports a task's module, calls its default export with the task's
-// context and payload, aborts the context's signal when told to, and posts
+// context and payload (its ctx.progress() and ctx.log() post to the pool
+// thread, which hands them to the run's), aborts the context's signal when told to, and posts
 // the outcome back. Messages are described in messages.ts.
 
 /**
@@ -43,6 +44,17 @@ async function run(job) {
     startedAt: new Date(job.startedAt),
     attempt: job.attempt,
     name: job.name,
+    progress(value) {
+      const json = JSON.stringify(value);
+      if (json === undefined || (typeof value === 'number' && !Number.isFinite(value)))
+        throw new TypeError('Expected ctx.progress() to get a finite number or a JSON value, got ' + String(value));
+      if (json.length > 1024) throw new RangeError('Expected ctx.progress() to get a value of at most 1024 characters of JSON, got ' + json.length);
+      parentPort.postMessage({ type: 'progress', id: job.id, json });
+    },
+    log(line) {
+      if (typeof line !== 'string') throw new TypeError('Expected ctx.log() to get a string, got ' + typeof line);
+      parentPort.postMessage({ type: 'log', id: job.id, line });
+    },
   };
   if (job.taskId !== undefined) ctx.id = job.taskId;
   let outcome;

@@ -116,6 +116,8 @@ function runIn(pool: ThreadPool, module: URL, ctx: TaskContext & { id?: number }
     name: ctx.name,
     taskId: ctx.id,
     signal: ctx.signal,
+    progress: (value) => ctx.progress(value),
+    log: (line) => ctx.log(line),
   });
 }
 

@@ -19,6 +19,9 @@ export interface ThreadJob {
   /** A stored task's id (durable work), handed to the handler as `ctx.id`. */
   readonly taskId: number | undefined;
   readonly signal: AbortSignal;
+  /** The run's `ctx.progress()` and `ctx.log()`, which the handler's calls in the thread are forwarded to. */
+  readonly progress?: ((value: unknown) => void) | undefined;
+  readonly log?: ((line: string) => void) | undefined;
   resolve(value: unknown): void;
   reject(error: unknown): void;
 }
@@ -31,9 +34,11 @@ export interface ThreadSettings {
   readonly grace: number;
 }
 
-/** What the thread posts back: the outcome of the job `id`. */
+/** What the thread posts back: the outcome of the job `id`, or its handler's progress (JSON) or log line. */
 interface DoneMessage {
-  type: 'done';
+  type: 'done' | 'progress' | 'log';
+  json?: string;
+  line?: string;
   id: number;
   ok: boolean;
   value?: unknown;
@@ -140,7 +145,8 @@ export class PoolThread {
   }
 
   #answer(message: DoneMessage): void {
-    if (message.type !== 'done' || message.id !== this.#jobId || this.#job === undefined) return;
+    if (message.type !== 'done') return this.#tell(message);
+    if (message.id !== this.#jobId || this.#job === undefined) return;
     if (message.ok) return this.#end(undefined, message.value, true);
     const error = message.error ?? {};
     // The handler gave up with the reason its signal was aborted with: the task ends with the original reason.
@@ -158,6 +164,19 @@ export class PoolThread {
       );
     }
     this.#end(toError(error));
+  }
+
+  /** Progress or a log line of the running job (checked in the thread, at the handler's call). */
+  #tell(message: DoneMessage): void {
+    const job = this.#job;
+    if (message.id !== this.#jobId || job === undefined) return;
+    try {
+      if (message.type === 'progress') job.progress?.(JSON.parse(message.json!));
+      else job.log?.(message.line!);
+    } catch (error) {
+      // Checked in the thread already: nothing reaches here but a run that ended meanwhile.
+      void error;
+    }
   }
 
   #crash(error: Error & { code?: string }): void {

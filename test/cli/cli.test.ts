@@ -124,6 +124,11 @@ async function operate(connection: readonly string[], env: Record<string, string
   // task, stats, queues.
   expect(await read<StoredTask>('task', String(ids.failed))).toMatchObject({ id: ids.failed, state: 'failed', attempts: 1 });
   expect(await read<Record<string, number>>('stats')).toMatchObject({ failed: 1, waiting: 3, succeeded: 0, total: 4 }); // the job's next occurrence is made when due;
+  // Counted by the store under the filters of `tasks`; --queue selects a queue's tasks.
+  expect(await read<Record<string, number>>('stats', '--name', 'mail', '--key-prefix', 'mail:')).toMatchObject({ waiting: 2, total: 2 });
+  expect(await read<Record<string, number>>('stats', '--queue', 'nothing')).toMatchObject({ total: 0 });
+  expect((await read<{ tasks: StoredTask[] }>('tasks', '--queue', 'default', '--name', 'report')).tasks).toHaveLength(1);
+  expect((await read<{ tasks: StoredTask[] }>('tasks', '--queue', 'nothing')).tasks).toEqual([]);
   const queues = await read<{ name: string; counts: { waiting: number } }[]>('queues');
   expect(queues.find((queue) => queue.name === 'default')?.counts.waiting).toBeGreaterThanOrEqual(3);
 

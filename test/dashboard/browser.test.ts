@@ -121,6 +121,8 @@ describe('dashboard in Chromium', () => {
       expect(await page.locator('h1').textContent()).toBe('Bot jobs');
       expect(await row(page, 'jobs', 'daily digest').locator('td').nth(2).textContent()).toBe('scheduled');
       expect(await row(page, 'tasks', 'one-off ping').count()).toBe(1);
+      // In-memory rows use the stored state names.
+      expect(await row(page, 'tasks', 'one-off ping').locator('td').nth(1).textContent()).toBe('waiting');
       expect(await page.locator('#tasks tr').count()).toBe(1); // job occurrences show in their job's row
       expect(await row(page, 'jobs', 'daily digest').locator('td').nth(1).textContent()).toMatch(/^every day at 09:00 \(.+\)$/);
       expect(await row(page, 'jobs', 'poll feeds').locator('td').nth(1).textContent()).toBe('every 10 min');
@@ -239,7 +241,8 @@ describe('dashboard in Chromium', () => {
     try {
       const page = await openAs(app.origin, '/', true);
       await expect.poll(() => page.locator('#jobs tr').count()).toBe(3);
-      expect(await page.locator('button').count()).toBe(0);
+      expect(await page.locator('button[data-action]').count()).toBe(0);
+      expect(await page.locator('#bulk').isVisible()).toBe(false);
       expect(await page.locator('#stats').textContent()).toContain('read-only');
       const html = await (await fetch(`${app.origin}/`, { headers: { cookie: 'session=admin' } })).text();
       const token = /name="taskheap-csrf" content="([0-9a-f]+)"/.exec(html)![1]!;

@@ -45,6 +45,9 @@ const ADDED: Record<string, unknown> = {
   rate_interval_ms: null,
   rate_starts: null,
   rate_counts: null,
+  // Version 6: ctx.progress() and ctx.log() (none on the tasks of earlier versions).
+  progress: null,
+  logs: null,
 };
 
 /** From version 6 the serial keys are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */

@@ -170,7 +170,11 @@ export const MIGRATIONS: readonly Migration[] = [
       -- Claimed beyond the free workers and not started yet: a lease that runs out does not count against it.
       ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN prefetched boolean NOT NULL DEFAULT false;
       ALTER TABLE :SCHEMA.taskheap_queues ADD COLUMN rate_limit integer CHECK (rate_limit >= 1), ADD COLUMN rate_interval_ms float8,
-        ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];`,
+        ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];
+      -- ctx.progress() (JSON) and the latest ctx.log() lines (a JSON array), written in batches.
+      ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN progress text, ADD COLUMN logs text;
+      -- Listings page by due time cut to ms, then id (sql.ts listTasks).
+      CREATE INDEX taskheap_tasks_listing ON :SCHEMA.taskheap_tasks (date_trunc('milliseconds', run_at AT TIME ZONE 'UTC'), id);`,
   },
 ];
 

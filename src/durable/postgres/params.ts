@@ -2,7 +2,7 @@
 // PostgreSQL as parallel arrays (a settle's outcomes, a claim's queue
 // rooms) or as plain values (a filter's times), so that one statement
 // carries a whole batch.
-import type { Outcome, QueueRooms } from '../store.js';
+import type { Outcome, QueueRooms, TaskFilter } from '../store.js';
 
 /** The claim's parameters $9 and $10: the queues this process limits, and the room it has for each. */
 export function roomArrays(rooms: QueueRooms | undefined): [string[] | null, number[] | null] {
@@ -34,4 +34,20 @@ export function outcomeArrays(
     result.push(outcome.kind === 'complete' ? (outcome.result ?? null) : null);
   }
   return [id, kind, state, delay, error, result];
+}
+
+/** listTasks's parameters $1 to $10. */
+export function listParams(filter: TaskFilter): unknown[] {
+  return [
+    filter.state ?? null,
+    filter.name ?? null,
+    filter.jobKey ?? null,
+    filter.limit ?? 100,
+    filter.keyPrefix ?? null,
+    epoch(filter.from),
+    epoch(filter.to),
+    epoch(filter.after?.runAt),
+    filter.after?.id ?? null,
+    filter.queue ?? null,
+  ];
 }

@@ -46,10 +46,10 @@ import { readOptions, type PostgresSettings, type PostgresStoreOptions } from '.
 import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
-import { epoch, outcomeArrays, roomArrays } from './params.js';
+import { listParams, outcomeArrays, roomArrays } from './params.js';
+import { countTasks, deleteTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
-
 /** A query through the store's pool or the caller's client. */
 type Query = (text: string, values: unknown[]) => Promise<{ rows: TaskRow[] }>;
 
@@ -88,6 +88,7 @@ class PostgresStore implements Store {
   readonly #expiredText: string;
   readonly #schema: string | undefined;
   readonly #sql: Statements;
+  readonly #inspect: InspectStatements;
   /** Prefix of NOTIFY payloads, so stores in other schemas of the same database ignore ours. */
   readonly #prefix: string;
   readonly #db: Connection;
@@ -104,6 +105,7 @@ class PostgresStore implements Store {
     this.#expiredText = leaseExpiredText(options.maxLeaseExpiries + 1);
     this.#schema = options.schema;
     this.#sql = statements(options.schema);
+    this.#inspect = inspectStatements(options.schema);
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
@@ -328,8 +330,7 @@ class PostgresStore implements Store {
   ): Promise<ClaimedTask[]> {
     // The common case, no recurring job due: one statement claims, and says
     // whether a job is due. If one is, it claims nothing, and the transaction
-    // below materializes the due jobs first and then claims.
-    // The flag row of an empty claim has a null id.
+    // below materializes the due jobs first and then claims. An empty claim's flag row has a null id.
     // Due times and leases are the server's: `now` (this process's clock) is not used.
     const params = [
       limit,
@@ -515,18 +516,20 @@ class PostgresStore implements Store {
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const { rows } = await this.#db.query<TaskRow>(this.#sql.listTasks, [
-      filter.state ?? null,
-      filter.name ?? null,
-      filter.jobKey ?? null,
-      filter.limit ?? 100,
-      filter.keyPrefix ?? null,
-      epoch(filter.from),
-      epoch(filter.to),
-      epoch(filter.after?.runAt),
-      filter.after?.id ?? null,
-    ]);
+    const { rows } = await this.#db.query<TaskRow>(this.#sql.listTasks, listParams(filter));
     return rows.map(toTask);
+  }
+
+  countTasks(filter: TaskFilter): Promise<Record<StoredState, number>> {
+    return countTasks(this.#db, this.#inspect, filter);
+  }
+
+  deleteTasks(filter: TaskFilter): Promise<number> {
+    return deleteTasks(this.#db, this.#inspect, filter);
+  }
+
+  journal(owner: string, writes: Parameters<typeof writeJournal>[3]): Promise<void> {
+    return writeJournal(this.#db, this.#inspect, owner, writes);
   }
 
   completeWithin<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T> {
@@ -567,11 +570,11 @@ class PostgresStore implements Store {
   }
 
   async resumeJob(key: string, _now: number, resumedAt: (job: DueJob, now: number) => number | null): Promise<boolean> {
-    // The server's now decides which occurrences fell in the pause: the one clock.
     return this.#db.transaction(async (client) => {
-      const { rows } = await client.query<DueJobRow & { now: number }>(this.#sql.pausedJob, [key]);
-      if (rows[0] === undefined) return false;
-      await client.query(this.#sql.resumeJob, [key, resumedAt(toDueJob(rows[0]), Number(rows[0].now)), this.#prefix]);
+      const [job] = (await client.query<DueJobRow & { now: number }>(this.#sql.pausedJob, [key])).rows;
+      if (job === undefined) return false;
+      // The server's now decides which occurrences fell in the pause: the one clock.
+      await client.query(this.#sql.resumeJob, [key, resumedAt(toDueJob(job), Number(job.now)), this.#prefix]);
       return true;
     });
   }

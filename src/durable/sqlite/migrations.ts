@@ -131,7 +131,10 @@ export const MIGRATIONS: readonly Migration[] = [
    ALTER TABLE taskheap_tasks ADD COLUMN prefetched INTEGER NOT NULL DEFAULT 0;
    ALTER TABLE taskheap_queues ADD COLUMN rate_limit INTEGER;
    ALTER TABLE taskheap_queues ADD COLUMN rate_interval_ms REAL;
-   ALTER TABLE taskheap_queues ADD COLUMN rate_starts TEXT;`,
+   ALTER TABLE taskheap_queues ADD COLUMN rate_starts TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN progress TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN logs TEXT;
+   CREATE INDEX taskheap_tasks_listing ON taskheap_tasks (run_at, id);`,
   },
 ];
 

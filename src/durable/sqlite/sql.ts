@@ -46,7 +46,7 @@ export const SQL = {
   replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = 'waiting', run_at = @runAt, attempts = 0,
     max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateKey, queue = @queue,
     locked_by = NULL, locked_until = NULL, last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
-    updated_at = @at WHERE id = @id`,
+    progress = NULL, logs = NULL, updated_at = @at WHERE id = @id`,
   /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
   setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
   /**
@@ -176,7 +176,7 @@ export const SQL = {
   /** Every filter is optional (NULL); the cursor is the last row of the previous page, (run_at, id). */
   listTasks: `SELECT * FROM taskheap_tasks
     WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
-      AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix)
+      AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix) AND (@queue IS NULL OR queue = @queue)
       AND (@from IS NULL OR run_at >= @from) AND (@to IS NULL OR run_at < @to)
       AND (@afterRunAt IS NULL OR run_at > @afterRunAt OR (run_at = @afterRunAt AND id > @afterId))
     ORDER BY run_at, id LIMIT @limit`,

@@ -18,6 +18,7 @@ import {
   type NewTask,
   type Store,
   type StoredJob,
+  type StoredState,
   type StoredTask,
   type TaskFilter,
   type QueueChange,
@@ -35,6 +36,8 @@ import { claimDue, materialize, nextDueAt, type Expiries, type StoredJobRow } fr
 import { LIMITS_SQL, upsertLimits } from './limits.js';
 import { dropOwner, isBusy, readOwner, StoreInUseError, writeOwner } from './owner.js';
 import { MIGRATIONS, SQL } from './sql.js';
+import { countTasks, deleteTasks, writeJournal } from './inspect.js';
+import type { TaskLogLine } from '../../core/journal.js';
 import {
   toClaims,
   toDueJob,
@@ -430,6 +433,7 @@ class SqliteStore implements Store {
           name: filter.name ?? null,
           jobKey: filter.jobKey ?? null,
           keyPrefix: filter.keyPrefix ?? null,
+          queue: filter.queue ?? null,
           from: epoch(filter.from),
           to: epoch(filter.to),
           afterRunAt: epoch(filter.after?.runAt),
@@ -438,6 +442,19 @@ class SqliteStore implements Store {
         }) as TaskRow[],
     );
     return rows.map(toTask);
+  }
+
+  async countTasks(filter: TaskFilter): Promise<Record<StoredState, number>> {
+    return this.#named(() => countTasks((sql) => this.#statement(sql), filter));
+  }
+
+  async deleteTasks(filter: TaskFilter): Promise<number> {
+    return this.#named(() => deleteTasks((sql) => this.#statement(sql), filter));
+  }
+
+  async journal(owner: string, writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[]): Promise<void> {
+    const db = this.#open;
+    this.#named(() => db.transaction(() => writeJournal((sql) => this.#statement(sql), owner, writes))());
   }
 
   async getJob(key: string): Promise<StoredJob | undefined> {
