@@ -1,7 +1,9 @@
 // The PostgreSQL store's connections: loading `pg` on first use, the pool
 // (its own, or the caller's), queries and transactions with every wait
 // bounded, the settings its listener connects with, and ending it all on
-// close, cutting sockets when the server never answers.
+// close, cutting sockets when the server never answers. Behind PgBouncer
+// (transaction pooling) it keeps no session state: no settings sent at
+// connect time, each transaction's timeouts set with SET LOCAL.
 import { loadPeer } from '../../core/peer.js';
 import type { PgClient, PgConfig, PgModule, PgPool, PgPoolClient, PgPoolLike, PgResult } from './pg.js';
 
@@ -30,10 +32,20 @@ export class Connection {
   #pg: PgModule | undefined = undefined;
   #pool: PgPoolLike | undefined;
   readonly #ownsPool: boolean;
+  readonly #pgbouncer: boolean;
+  readonly #listenConnectionString: string | undefined;
 
-  constructor(options: { connectionString: string | undefined; pool: PgPoolLike | undefined; timeout: number }) {
+  constructor(options: {
+    connectionString: string | undefined;
+    pool: PgPoolLike | undefined;
+    timeout: number;
+    pgbouncer: boolean;
+    listenConnectionString: string | undefined;
+  }) {
     this.#timeout = options.timeout;
     this.#connectionString = options.connectionString;
+    this.#pgbouncer = options.pgbouncer;
+    this.#listenConnectionString = options.listenConnectionString;
     this.#pool = options.pool;
     this.#ownsPool = options.pool === undefined;
     // A pool of our own, or the caller's, must never crash the process when
@@ -62,9 +74,20 @@ export class Connection {
     this.#pool ??= this.#newPool(pg);
   }
 
-  /** What the listener connects with: the pool's own settings. */
+  /**
+   * Whether a connection may LISTEN: not through PgBouncer in transaction
+   * pooling (a session's LISTEN ends with its transaction there), unless
+   * `listenConnectionString` goes around it.
+   */
+  get canListen(): boolean {
+    return !this.#pgbouncer || this.#listenConnectionString !== undefined;
+  }
+
+  /** What the listener connects with: `listenConnectionString`, or the pool's own settings. */
   clientConfig(applicationName: string): PgConfig {
-    const base: PgConfig = this.#ownsPool ? this.#poolConfig() : { ...(this.#db.options as PgConfig) };
+    let base: PgConfig;
+    if (this.#listenConnectionString !== undefined) base = { connectionString: this.#listenConnectionString };
+    else base = this.#ownsPool ? this.#poolConfig() : { ...(this.#db.options as PgConfig) };
     return {
       ...base,
       keepAlive: true,
@@ -78,15 +101,18 @@ export class Connection {
    * abandoned transaction) after `timeout`; the client gives up on an answer
    * a little later, which is what notices a server that is frozen or cut off
    * (no TCP reset ever comes). Keepalive finds dead idle connections.
+   * PgBouncer refuses these two settings at connect time ("unsupported
+   * startup parameter"): behind it, each transaction sets them (SET LOCAL)
+   * and a lone statement is bounded by the client's wait alone.
    */
   #poolConfig(): PgConfig {
+    const server = this.#pgbouncer ? {} : { statement_timeout: this.#timeout, idle_in_transaction_session_timeout: this.#timeout };
     return {
       connectionString: this.#connectionString,
       max: 10,
       connectionTimeoutMillis: this.#timeout,
       query_timeout: this.#timeout + 500,
-      statement_timeout: this.#timeout,
-      idle_in_transaction_session_timeout: this.#timeout,
+      ...server,
       keepAlive: true,
       keepAliveInitialDelayMillis: 1_000,
       fallback_application_name: 'taskheap',
@@ -120,6 +146,13 @@ export class Connection {
     try {
       await client.query('BEGIN');
       if (unbounded) await client.query('SET LOCAL statement_timeout = 0');
+      else if (this.#pgbouncer && this.#ownsPool) {
+        // Local to this transaction: PgBouncer hands the server connection to others after it.
+        await client.query(
+          `SELECT set_config('statement_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $1, true)`,
+          [`${this.#timeout}ms`],
+        );
+      }
       const result = await fn(client);
       await client.query('COMMIT');
       return result;
