@@ -170,7 +170,9 @@ export const MIGRATIONS: readonly Migration[] = [
       -- Claimed beyond the free workers and not started yet: a lease that runs out does not count against it.
       ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN prefetched boolean NOT NULL DEFAULT false;
       ALTER TABLE :SCHEMA.taskheap_queues ADD COLUMN rate_limit integer CHECK (rate_limit >= 1), ADD COLUMN rate_interval_ms float8,
-        ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];`,
+        ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];
+      -- The server the stores reach, and since when (claim-sql.ts serverUp): a promoted standby's start time predates its promotion.
+      ALTER TABLE :SCHEMA.taskheap_meta ADD COLUMN server_started timestamptz, ADD COLUMN server_seen timestamptz;`,
   },
 ];
 
