@@ -104,6 +104,14 @@ async function exactlyOnce(schema: string, starts: Map<number, number>, expected
 }
 
 describe('PostgreSQL behind PgBouncer (pool_mode = transaction, 2 server connections)', () => {
+  it('validates `pgbouncer` and `listenConnectionString` at the call', () => {
+    expect(() => postgresStore({ pgbouncer: 'yes' as never })).toThrow(new TypeError('Expected `pgbouncer` to be a boolean, got "yes" (string)'));
+    expect(() => postgresStore({ listenConnectionString: '' })).toThrow(/Expected `listenConnectionString` to be a non-empty string/);
+    expect(() => postgresStore({ listenConnectionString: 5 as never })).toThrow(TypeError);
+    expect(() => postgresStore({ pgbouncr: true } as never)).toThrow(/Unknown postgresStore option `pgbouncr`; expected one of: .*pgbouncer, listenConnectionString/);
+    expect(postgresStore({ pgbouncer: true, listenConnectionString: 'postgres://db/x', lease: 9_000 })).toMatchObject({ lease: 9_000 });
+  });
+
   it('without `pgbouncer: true` the store cannot connect through it, and says why (statement_timeout at connect time)', async () => {
     const scheduler = new Scheduler({ store: postgresStore({ connectionString: bouncer.url, schema: freshSchema(), timeout: 2_000 }) });
     opened.push(scheduler);
