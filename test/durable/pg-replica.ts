@@ -58,7 +58,22 @@ export async function startReplica(primary: PgServer): Promise<PgReplica> {
       throw new Error(`${tool} ${args.join(' ')} failed: ${String(stderr ?? '')}${String(stdout ?? '')}\n${log()}`);
     }
   };
-  await exec('pg_basebackup', ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '-c', 'fast', '--no-sync']);
+  await exec('pg_basebackup', [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(primary.port),
+    '-U',
+    'postgres',
+    '-D',
+    data,
+    '-R',
+    '-X',
+    'stream',
+    '-c',
+    'fast',
+    '--no-sync',
+  ]);
   const port = await freePort();
   const options = [
     `-p ${port}`,

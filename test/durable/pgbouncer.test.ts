@@ -51,7 +51,9 @@ async function until(what: string, condition: () => boolean | Promise<boolean>, 
 }
 
 async function states(schema: string): Promise<Record<string, number>> {
-  const { rows } = await admin.query<{ state: string; n: string }>(`SELECT state, count(*) AS n FROM "${schema}".taskheap_tasks GROUP BY state`);
+  const { rows } = await admin.query<{ state: string; n: string }>(
+    `SELECT state, count(*) AS n FROM "${schema}".taskheap_tasks GROUP BY state`,
+  );
   return Object.fromEntries(rows.map((row) => [row.state, Number(row.n)]));
 }
 
@@ -105,17 +107,23 @@ async function exactlyOnce(schema: string, starts: Map<number, number>, expected
 
 describe('PostgreSQL behind PgBouncer (pool_mode = transaction, 2 server connections)', () => {
   it('validates `pgbouncer` and `listenConnectionString` at the call', () => {
-    expect(() => postgresStore({ pgbouncer: 'yes' as never })).toThrow(new TypeError('Expected `pgbouncer` to be a boolean, got "yes" (string)'));
+    expect(() => postgresStore({ pgbouncer: 'yes' as never })).toThrow(
+      new TypeError('Expected `pgbouncer` to be a boolean, got "yes" (string)'),
+    );
     expect(() => postgresStore({ listenConnectionString: '' })).toThrow(/Expected `listenConnectionString` to be a non-empty string/);
     expect(() => postgresStore({ listenConnectionString: 5 as never })).toThrow(TypeError);
-    expect(() => postgresStore({ pgbouncr: true } as never)).toThrow(/Unknown postgresStore option `pgbouncr`; expected one of: .*pgbouncer, listenConnectionString/);
+    expect(() => postgresStore({ pgbouncr: true } as never)).toThrow(
+      /Unknown postgresStore option `pgbouncr`; expected one of: .*pgbouncer, listenConnectionString/,
+    );
     expect(postgresStore({ pgbouncer: true, listenConnectionString: 'postgres://db/x', lease: 9_000 })).toMatchObject({ lease: 9_000 });
   });
 
   it('without `pgbouncer: true` the store cannot connect through it, and says why (statement_timeout at connect time)', async () => {
     const scheduler = new Scheduler({ store: postgresStore({ connectionString: bouncer.url, schema: freshSchema(), timeout: 2_000 }) });
     opened.push(scheduler);
-    await expect(scheduler.start()).rejects.toThrow(/unsupported startup parameter: (statement_timeout|idle_in_transaction_session_timeout)/);
+    await expect(scheduler.start()).rejects.toThrow(
+      /unsupported startup parameter: (statement_timeout|idle_in_transaction_session_timeout)/,
+    );
   });
 
   it('two schedulers polling through it: tasks, tasks added in a transaction, ctx.transaction(), a recurring job and waitFor, each once', async () => {
@@ -132,7 +140,8 @@ describe('PostgreSQL behind PgBouncer (pool_mode = transaction, 2 server connect
     // A recurring job registered by both, under one key.
     const from = Date.now() + 500;
     const to = from + 2_000;
-    for (const { scheduler } of [a, b]) await scheduler.every(200).milliseconds().from(from).until(to).run('tick', { key: 'tick', misfire: 'all' });
+    for (const { scheduler } of [a, b])
+      await scheduler.every(200).milliseconds().from(from).until(to).run('tick', { key: 'tick', misfire: 'all' });
     // Tasks from both, and ten added in a caller's transaction through PgBouncer (five committed, five rolled back).
     const ids: number[] = [];
     for (let i = 0; i < 60; i++) ids.push((await (i % 2 ? a : b).scheduler.schedule(Date.now(), 'work', { payload: { ms: 5 } })).id);
@@ -207,7 +216,9 @@ describe('PostgreSQL behind PgBouncer (pool_mode = transaction, 2 server connect
     await bouncer.start();
     await until('every task succeeded', async () => (await states(schema)).succeeded === 300).catch(async (error: Error) => {
       const late = (errors: unknown[]) => errors.slice(-3).map(String).join('; ');
-      throw new Error(`${error.message}\nstates ${JSON.stringify(await states(schema))}; errors a: ${late(a.errors)}; b: ${late(b.errors)}`);
+      throw new Error(
+        `${error.message}\nstates ${JSON.stringify(await states(schema))}; errors a: ${late(a.errors)}; b: ${late(b.errors)}`,
+      );
     });
     await exactlyOnce(schema, starts, 300, true);
     // Both reconnected: each runs new work again (tasks of 300 ms, two rounds of four workers each).

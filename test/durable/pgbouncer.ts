@@ -17,7 +17,11 @@ export const NO_PGBOUNCER_MESSAGE =
 
 /** Where pgbouncer lives: $PGBOUNCER, /usr/sbin/pgbouncer, or PATH. */
 export function findPgBouncer(): string | undefined {
-  const candidates = [process.env.PGBOUNCER, '/usr/sbin/pgbouncer', ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'pgbouncer'))];
+  const candidates = [
+    process.env.PGBOUNCER,
+    '/usr/sbin/pgbouncer',
+    ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'pgbouncer')),
+  ];
   return candidates.find((file): file is string => file !== undefined && file !== '' && existsSync(file));
 }
 

@@ -93,7 +93,14 @@ const OPTION_KEYS = new Set([
   'connectionString',
   'pool',
   'pgbouncer',
-  'listenConnectionString', 'lease', 'poll', 'schema', 'timeout', 'maxLeaseExpiries', 'prefetch']);
+  'listenConnectionString',
+  'lease',
+  'poll',
+  'schema',
+  'timeout',
+  'maxLeaseExpiries',
+  'prefetch',
+]);
 
 /** What a store runs with: durations in ms, defaults applied. */
 export interface PostgresSettings {
@@ -122,7 +129,14 @@ export function readOptions(poolOrOptions: PgPoolLike | PostgresStoreOptions | s
     if (!OPTION_KEYS.has(key))
       throw new TypeError(`Unknown postgresStore option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
   }
-  const { connectionString, pool, schema, maxLeaseExpiries = DEFAULT_MAX_LEASE_EXPIRIES, pgbouncer = false, listenConnectionString } = options;
+  const {
+    connectionString,
+    pool,
+    schema,
+    maxLeaseExpiries = DEFAULT_MAX_LEASE_EXPIRIES,
+    pgbouncer = false,
+    listenConnectionString,
+  } = options;
   for (const [what, value] of [
     ['connectionString', connectionString],
     ['listenConnectionString', listenConnectionString],
@@ -162,7 +176,13 @@ export function readOptions(poolOrOptions: PgPoolLike | PostgresStoreOptions | s
     pool,
     pgbouncer,
     listenConnectionString,
-    lease, poll, schema, timeout: Math.min(timeout, Math.floor(lease / 3)), maxLeaseExpiries, prefetch };
+    lease,
+    poll,
+    schema,
+    timeout: Math.min(timeout, Math.floor(lease / 3)),
+    maxLeaseExpiries,
+    prefetch,
+  };
 }
 
 function isPool(value: unknown): value is PgPoolLike {
