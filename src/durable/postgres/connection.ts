@@ -24,6 +24,17 @@ export async function bounded(ending: Promise<unknown>, clients: Iterable<PgClie
   }
 }
 
+/**
+ * PgBouncer refuses the settings our pool sends at connect time: the error
+ * says so, and (unless `pgbouncer: true` is set already) what to do about it.
+ */
+function hinted(error: unknown): unknown {
+  if (error instanceof Error && /unsupported startup parameter/.test(error.message) && !error.message.includes('pgbouncer: true')) {
+    error.message += ' (behind PgBouncer in transaction pooling, set postgresStore({ pgbouncer: true }): see docs/pgbouncer.md)';
+  }
+  return error;
+}
+
 export class Connection {
   readonly #timeout: number;
   readonly #connectionString: string | undefined;
@@ -134,7 +145,7 @@ export class Connection {
    * process's migration, takes what it takes).
    */
   async transaction<T>(fn: (client: PgPoolClient) => Promise<T>, unbounded = false): Promise<T> {
-    const client = await this.#db.connect();
+    const client = await this.#db.connect().catch((error: unknown) => Promise.reject(hinted(error)));
     const query = client.query.bind(client);
     // A pool we were given has no query_timeout of ours: every query gets one.
     const limit = unbounded ? MAX_QUERY_WAIT : this.#timeout + 500;
@@ -176,7 +187,9 @@ export class Connection {
 
   /** One statement on any pooled connection; rows are typed by the caller, who knows the statement. */
   query<R = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<PgResult<R>> {
-    return this.#db.query({ text, values, query_timeout: this.#timeout + 500 }) as Promise<PgResult<R>>;
+    return (this.#db.query({ text, values, query_timeout: this.#timeout + 500 }) as Promise<PgResult<R>>).catch((error: unknown) =>
+      Promise.reject(hinted(error)),
+    );
   }
 
   /** Ends our own pool (waiting at most `timeout`); the caller's pool is left open, for them to end. */
