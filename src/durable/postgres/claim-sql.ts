@@ -289,6 +289,9 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
         -- Lease time the server spent down is not held against a living owner: nothing is taken
         -- over until the server has been up for a lease, time for owners to renew and report.
         AND now() >= ${serverUp(M)} + ${millis('$3')}
+        -- Nor while the claiming process waits out a lease since it reached the server again ($11 ms
+        -- left): an outage it saw (PgBouncer down, the server up) may have kept every owner away.
+        AND $11::float8 <= 0
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
@@ -403,7 +406,8 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
  * (\`refills\`), whatever its tasks: no index finds a queue's keyed tasks,
  * and waking once when a bucket that emptied refills costs one statement.
  * A lease that ran out counts when the claim may take it over: its buckets
- * have a token, and the server has been up for a lease ($5 ms).
+ * have a token, the server has been up for a lease ($5 ms), and this
+ * process has reached it for a lease since it last lost it ($6 ms left).
  */
 export function nextDueSql(T: string, J: string, L: string, Q: string, M: string): string {
   const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
@@ -433,7 +437,7 @@ export function nextDueSql(T: string, J: string, L: string, Q: string, M: string
       -- A lease that ran out is due when its task may start again: once its buckets (its key's,
       -- its queue's, the scheduler-wide one) have a token, or a process would claim in a loop.
       leases AS (SELECT MIN(locked_until) AS at FROM ${T} AS t WHERE t.state = 'running' AND t.locked_until > now() AND ${named}
-        UNION ALL SELECT MIN(GREATEST(t.locked_until, ${serverUp(M)} + ${millis('$5')},
+        UNION ALL SELECT MIN(GREATEST(t.locked_until, ${serverUp(M)} + ${millis('$5')}, now() + ${millis('$6')},
             COALESCE((SELECT ${refill('l')} FROM ${L} AS l WHERE l.kind = 'rate' AND l.key = t.rate_key), '-infinity'),
             COALESCE((SELECT ${refillOf('q.rate_starts', 'q.rate_interval_ms')} FROM ${Q} AS q
               WHERE q.name = t.queue AND q.rate_limit IS NOT NULL AND ${queueTokens('q')} <= 0), '-infinity'),

@@ -35,6 +35,18 @@ function hinted(error: unknown): unknown {
   return error;
 }
 
+/**
+ * Whether `error` says the database could not be reached (or answered
+ * nothing in time), not that a statement failed: no SQLSTATE (a socket or
+ * Node error, a timeout), a connection exception (class 08), or the server
+ * shutting down (57P).
+ */
+function unreachable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
+  return code.startsWith('08') || code.startsWith('57P');
+}
+
 export class Connection {
   readonly #timeout: number;
   readonly #connectionString: string | undefined;
@@ -45,6 +57,10 @@ export class Connection {
   readonly #ownsPool: boolean;
   readonly #pgbouncer: boolean;
   readonly #listenConnectionString: string | undefined;
+  /** Since when (this process's clock) the database has answered again after it could not be reached; -Infinity: never lost. */
+  #reachedAt = Number.NEGATIVE_INFINITY;
+  /** The last statement could not reach the database. */
+  #lost = false;
 
   constructor(options: {
     connectionString: string | undefined;
@@ -77,6 +93,30 @@ export class Connection {
       this.#pg = (module as unknown as { default?: PgModule }).default ?? module;
     }
     return this.#pg;
+  }
+
+  /** A statement went through: if the database had been lost, it is reached again from now. */
+  #answered(): void {
+    if (!this.#lost) return;
+    this.#lost = false;
+    this.#reachedAt = Date.now();
+  }
+
+  #failed(error: unknown): unknown {
+    if (unreachable(error)) this.#lost = true;
+    return hinted(error);
+  }
+
+  /**
+   * How long (ms) this process must still wait before taking over others'
+   * expired leases: a `lease` since it reached the database again after
+   * losing it. An outage it saw may have been everyone's (PgBouncer, a
+   * proxy or the network down while the server stayed up), and then the
+   * owners need that long to renew and report; 0 if it never lost it.
+   */
+  takeoverWait(lease: number): number {
+    if (this.#lost) return lease;
+    return Math.max(0, this.#reachedAt + lease - Date.now());
   }
 
   /** Loads `pg` and, unless the caller gave one, creates the pool (again after close()). */
@@ -145,7 +185,7 @@ export class Connection {
    * process's migration, takes what it takes).
    */
   async transaction<T>(fn: (client: PgPoolClient) => Promise<T>, unbounded = false): Promise<T> {
-    const client = await this.#db.connect().catch((error: unknown) => Promise.reject(hinted(error)));
+    const client = await this.#db.connect().catch((error: unknown) => Promise.reject(this.#failed(error)));
     const query = client.query.bind(client);
     // A pool we were given has no query_timeout of ours: every query gets one.
     const limit = unbounded ? MAX_QUERY_WAIT : this.#timeout + 500;
@@ -166,8 +206,10 @@ export class Connection {
       }
       const result = await fn(client);
       await client.query('COMMIT');
+      this.#answered();
       return result;
     } catch (error) {
+      this.#failed(error);
       // No SQLSTATE: the connection failed or timed out, not the statement; it cannot be trusted again.
       if (broken === undefined && typeof (error as { code?: unknown }).code !== 'string') broken = error as Error;
       if (broken === undefined) {
@@ -187,8 +229,12 @@ export class Connection {
 
   /** One statement on any pooled connection; rows are typed by the caller, who knows the statement. */
   query<R = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<PgResult<R>> {
-    return (this.#db.query({ text, values, query_timeout: this.#timeout + 500 }) as Promise<PgResult<R>>).catch((error: unknown) =>
-      Promise.reject(hinted(error)),
+    return (this.#db.query({ text, values, query_timeout: this.#timeout + 500 }) as Promise<PgResult<R>>).then(
+      (result) => {
+        this.#answered();
+        return result;
+      },
+      (error: unknown) => Promise.reject(this.#failed(error)),
     );
   }
 

@@ -341,6 +341,7 @@ class PostgresStore implements Store {
       limits?.rate !== undefined,
       limits?.free ?? limit,
       ...roomArrays(rooms),
+      this.#db.takeoverWait(lease),
     ];
     const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(
       this.#sql.claimUnlessJobsDue,
@@ -415,6 +416,7 @@ class PostgresStore implements Store {
       rated,
       ...roomArrays(rooms),
       this.lease,
+      this.#db.takeoverWait(this.lease),
     ]);
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
