@@ -149,6 +149,7 @@ async function claimCost(
         16,
         null,
         null,
+        0, // no takeover wait
       ]);
       await client.query('ROLLBACK');
       const plan = rows.map((row) => row['QUERY PLAN']).join('\n');

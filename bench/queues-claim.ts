@@ -69,6 +69,7 @@ try {
         10,
         null,
         null,
+        0, // no takeover wait
       ]);
       console.log(plan.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n'));
       await admin.query(

@@ -233,7 +233,7 @@ describe('a claim with blocked work (issue 22)', () => {
         await client.query('BEGIN');
         const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: Parameters<typeof rowsRead>[0] }] }>(
           `EXPLAIN (ANALYZE, FORMAT JSON) ${statements(schema).claim}`,
-          [16, 'explain', 30_000, 1, 'expired', null, false, 16, null, null],
+          [16, 'explain', 30_000, 1, 'expired', null, false, 16, null, null, 0],
         );
         await client.query('ROLLBACK');
         const plan = rows[0]!['QUERY PLAN'][0];

@@ -24,6 +24,8 @@ export interface PgServer {
   readonly database: string;
   /** `postgres://postgres@127.0.0.1:<port>/<database>` */
   readonly url: string;
+  /** The data directory (a standby is made from a copy of it: pg-replica.ts); '' for a database on the shared server. */
+  readonly dataDir: string;
   /** Stops the server (`pg_ctl stop -m fast`: connections are terminated). */
   stop(): Promise<void>;
   /** Starts it again on the same port and data. */
@@ -164,6 +166,7 @@ export async function startPgServer(options: { database?: string; settings?: rea
     host: '127.0.0.1',
     database,
     url: `postgres://postgres@127.0.0.1:${port}/${database}`,
+    dataDir: data,
     stop,
     start,
     destroy,

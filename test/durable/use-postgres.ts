@@ -63,6 +63,7 @@ async function sharedDatabase(): Promise<PgServer> {
     port,
     database,
     url: `postgres://postgres@${host}:${port}/${database}`,
+    dataDir: '',
     stop: async () => refuse(),
     start: async () => refuse(),
     freeze: refuse,

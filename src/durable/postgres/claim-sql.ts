@@ -33,6 +33,22 @@ export const ms = (expression: string) => `(extract(epoch from ${expression}) * 
 /** SQL: $n milliseconds as an interval. */
 export const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
 
+/**
+ * SQL: since when this server has been up as the one the stores reach, from
+ * the meta row a claim marks (markServer): the time of the first claim made
+ * on it since it started, or was promoted; now, until one is made. Not
+ * pg_postmaster_start_time() alone: a standby promoted to primary started
+ * before its promotion, and measured right after one, its start time,
+ * pg_conf_load_time(), pg_last_xact_replay_timestamp() and the control
+ * file's checkpoint time all predate the promotion (the row it replicated
+ * names the old primary's start, which the new one's never equals).
+ */
+const serverUp = (M: string) => `COALESCE((SELECT server_seen FROM ${M} WHERE server_started = pg_postmaster_start_time()), now())`;
+
+/** A claim's CTE marking the server it runs on (serverUp): the meta row is written once per server start or promotion. */
+const markServer = (M: string) => `server_mark AS (UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
+      WHERE server_started IS DISTINCT FROM pg_postmaster_start_time() RETURNING 1)`;
+
 /** SQL: only tasks whose handler is among $6 (null: any). */
 const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
 
@@ -259,19 +275,23 @@ const keyed = (T: string, L: string) => `
  * Tasks of one key are ordered by the priority of the key's first (priority
  * does not reorder a key), so every cut keeps each key's tasks a prefix.
  */
-export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsDue: boolean): string {
+export function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJobsDue: boolean): string {
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
   const keyStarts = withStart('l.starts', 'l.counts', 'l.interval_ms', 'g.at', 'g.n');
   const queueStarts = withStart('q.rate_starts', 'q.rate_counts', 'q.rate_interval_ms', 'g.at', 'g.started');
   return `WITH RECURSIVE
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
+    ${markServer(M)},
     ${levels(T)},
     ${openQueues(T, Q, '$9', '$10')},
     expired AS (SELECT id, run_at, priority, serial, rate_key, queue, expiries, NOT prefetched AS started FROM ${T}
       WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
         -- Lease time the server spent down is not held against a living owner: nothing is taken
         -- over until the server has been up for a lease, time for owners to renew and report.
-        AND now() >= pg_postmaster_start_time() + ${millis('$3')}
+        AND now() >= ${serverUp(M)} + ${millis('$3')}
+        -- Nor while the claiming process waits out a lease since it reached the server again ($11 ms
+        -- left): an outage it saw (PgBouncer down, the server up) may have kept every owner away.
+        AND $11::float8 <= 0
       ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
@@ -386,9 +406,10 @@ export function claimSql(T: string, J: string, L: string, Q: string, unlessJobsD
  * (\`refills\`), whatever its tasks: no index finds a queue's keyed tasks,
  * and waking once when a bucket that emptied refills costs one statement.
  * A lease that ran out counts when the claim may take it over: its buckets
- * have a token, and the server has been up for a lease ($5 ms).
+ * have a token, the server has been up for a lease ($5 ms), and this
+ * process has reached it for a lease since it last lost it ($6 ms left).
  */
-export function nextDueSql(T: string, J: string, L: string, Q: string): string {
+export function nextDueSql(T: string, J: string, L: string, Q: string, M: string): string {
   const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
   // When bucket \`l\` has room again: its oldest start in the window leaves it.
   const refill = (l: string) => `CASE WHEN ${spent(l)} < ${l}.lim THEN now() ELSE ${refillOf(`${l}.starts`, `${l}.interval_ms`)} END`;
@@ -416,7 +437,7 @@ export function nextDueSql(T: string, J: string, L: string, Q: string): string {
       -- A lease that ran out is due when its task may start again: once its buckets (its key's,
       -- its queue's, the scheduler-wide one) have a token, or a process would claim in a loop.
       leases AS (SELECT MIN(locked_until) AS at FROM ${T} AS t WHERE t.state = 'running' AND t.locked_until > now() AND ${named}
-        UNION ALL SELECT MIN(GREATEST(t.locked_until, pg_postmaster_start_time() + ${millis('$5')},
+        UNION ALL SELECT MIN(GREATEST(t.locked_until, ${serverUp(M)} + ${millis('$5')}, now() + ${millis('$6')},
             COALESCE((SELECT ${refill('l')} FROM ${L} AS l WHERE l.kind = 'rate' AND l.key = t.rate_key), '-infinity'),
             COALESCE((SELECT ${refillOf('q.rate_starts', 'q.rate_interval_ms')} FROM ${Q} AS q
               WHERE q.name = t.queue AND q.rate_limit IS NOT NULL AND ${queueTokens('q')} <= 0), '-infinity'),

@@ -1,7 +1,9 @@
 // The PostgreSQL store's connections: loading `pg` on first use, the pool
 // (its own, or the caller's), queries and transactions with every wait
 // bounded, the settings its listener connects with, and ending it all on
-// close, cutting sockets when the server never answers.
+// close, cutting sockets when the server never answers. Behind PgBouncer
+// (transaction pooling) it keeps no session state: no settings sent at
+// connect time, each transaction's timeouts set with SET LOCAL.
 import { loadPeer } from '../../core/peer.js';
 import type { PgClient, PgConfig, PgModule, PgPool, PgPoolClient, PgPoolLike, PgResult } from './pg.js';
 
@@ -22,6 +24,29 @@ export async function bounded(ending: Promise<unknown>, clients: Iterable<PgClie
   }
 }
 
+/**
+ * PgBouncer refuses the settings our pool sends at connect time: the error
+ * says so, and (unless `pgbouncer: true` is set already) what to do about it.
+ */
+function hinted(error: unknown): unknown {
+  if (error instanceof Error && /unsupported startup parameter/.test(error.message) && !error.message.includes('pgbouncer: true')) {
+    error.message += ' (behind PgBouncer in transaction pooling, set postgresStore({ pgbouncer: true }): see docs/pgbouncer.md)';
+  }
+  return error;
+}
+
+/**
+ * Whether `error` says the database could not be reached (or answered
+ * nothing in time), not that a statement failed: no SQLSTATE (a socket or
+ * Node error, a timeout), a connection exception (class 08), or the server
+ * shutting down (57P).
+ */
+function unreachable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
+  return code.startsWith('08') || code.startsWith('57P');
+}
+
 export class Connection {
   readonly #timeout: number;
   readonly #connectionString: string | undefined;
@@ -30,10 +55,24 @@ export class Connection {
   #pg: PgModule | undefined = undefined;
   #pool: PgPoolLike | undefined;
   readonly #ownsPool: boolean;
+  readonly #pgbouncer: boolean;
+  readonly #listenConnectionString: string | undefined;
+  /** Since when (this process's clock) the database has answered again after it could not be reached; -Infinity: never lost. */
+  #reachedAt = Number.NEGATIVE_INFINITY;
+  /** The last statement could not reach the database. */
+  #lost = false;
 
-  constructor(options: { connectionString: string | undefined; pool: PgPoolLike | undefined; timeout: number }) {
+  constructor(options: {
+    connectionString: string | undefined;
+    pool: PgPoolLike | undefined;
+    timeout: number;
+    pgbouncer: boolean;
+    listenConnectionString: string | undefined;
+  }) {
     this.#timeout = options.timeout;
     this.#connectionString = options.connectionString;
+    this.#pgbouncer = options.pgbouncer;
+    this.#listenConnectionString = options.listenConnectionString;
     this.#pool = options.pool;
     this.#ownsPool = options.pool === undefined;
     // A pool of our own, or the caller's, must never crash the process when
@@ -56,15 +95,50 @@ export class Connection {
     return this.#pg;
   }
 
+  /** A statement went through: if the database had been lost, it is reached again from now. */
+  #answered(): void {
+    if (!this.#lost) return;
+    this.#lost = false;
+    this.#reachedAt = Date.now();
+  }
+
+  #failed(error: unknown): unknown {
+    if (unreachable(error)) this.#lost = true;
+    return hinted(error);
+  }
+
+  /**
+   * How long (ms) this process must still wait before taking over others'
+   * expired leases: a `lease` since it reached the database again after
+   * losing it. An outage it saw may have been everyone's (PgBouncer, a
+   * proxy or the network down while the server stayed up), and then the
+   * owners need that long to renew and report; 0 if it never lost it.
+   */
+  takeoverWait(lease: number): number {
+    if (this.#lost) return lease;
+    return Math.max(0, this.#reachedAt + lease - Date.now());
+  }
+
   /** Loads `pg` and, unless the caller gave one, creates the pool (again after close()). */
   async open(): Promise<void> {
     const pg = await this.load();
     this.#pool ??= this.#newPool(pg);
   }
 
-  /** What the listener connects with: the pool's own settings. */
+  /**
+   * Whether a connection may LISTEN: not through PgBouncer in transaction
+   * pooling (a session's LISTEN ends with its transaction there), unless
+   * `listenConnectionString` goes around it.
+   */
+  get canListen(): boolean {
+    return !this.#pgbouncer || this.#listenConnectionString !== undefined;
+  }
+
+  /** What the listener connects with: `listenConnectionString`, or the pool's own settings. */
   clientConfig(applicationName: string): PgConfig {
-    const base: PgConfig = this.#ownsPool ? this.#poolConfig() : { ...(this.#db.options as PgConfig) };
+    let base: PgConfig;
+    if (this.#listenConnectionString !== undefined) base = { connectionString: this.#listenConnectionString };
+    else base = this.#ownsPool ? this.#poolConfig() : { ...(this.#db.options as PgConfig) };
     return {
       ...base,
       keepAlive: true,
@@ -78,15 +152,18 @@ export class Connection {
    * abandoned transaction) after `timeout`; the client gives up on an answer
    * a little later, which is what notices a server that is frozen or cut off
    * (no TCP reset ever comes). Keepalive finds dead idle connections.
+   * PgBouncer refuses these two settings at connect time ("unsupported
+   * startup parameter"): behind it, each transaction sets them (SET LOCAL)
+   * and a lone statement is bounded by the client's wait alone.
    */
   #poolConfig(): PgConfig {
+    const server = this.#pgbouncer ? {} : { statement_timeout: this.#timeout, idle_in_transaction_session_timeout: this.#timeout };
     return {
       connectionString: this.#connectionString,
       max: 10,
       connectionTimeoutMillis: this.#timeout,
       query_timeout: this.#timeout + 500,
-      statement_timeout: this.#timeout,
-      idle_in_transaction_session_timeout: this.#timeout,
+      ...server,
       keepAlive: true,
       keepAliveInitialDelayMillis: 1_000,
       fallback_application_name: 'taskheap',
@@ -108,7 +185,7 @@ export class Connection {
    * process's migration, takes what it takes).
    */
   async transaction<T>(fn: (client: PgPoolClient) => Promise<T>, unbounded = false): Promise<T> {
-    const client = await this.#db.connect();
+    const client = await this.#db.connect().catch((error: unknown) => Promise.reject(this.#failed(error)));
     const query = client.query.bind(client);
     // A pool we were given has no query_timeout of ours: every query gets one.
     const limit = unbounded ? MAX_QUERY_WAIT : this.#timeout + 500;
@@ -120,10 +197,19 @@ export class Connection {
     try {
       await client.query('BEGIN');
       if (unbounded) await client.query('SET LOCAL statement_timeout = 0');
+      else if (this.#pgbouncer && this.#ownsPool) {
+        // Local to this transaction: PgBouncer hands the server connection to others after it.
+        await client.query(
+          `SELECT set_config('statement_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $1, true)`,
+          [`${this.#timeout}ms`],
+        );
+      }
       const result = await fn(client);
       await client.query('COMMIT');
+      this.#answered();
       return result;
     } catch (error) {
+      this.#failed(error);
       // No SQLSTATE: the connection failed or timed out, not the statement; it cannot be trusted again.
       if (broken === undefined && typeof (error as { code?: unknown }).code !== 'string') broken = error as Error;
       if (broken === undefined) {
@@ -143,7 +229,13 @@ export class Connection {
 
   /** One statement on any pooled connection; rows are typed by the caller, who knows the statement. */
   query<R = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<PgResult<R>> {
-    return this.#db.query({ text, values, query_timeout: this.#timeout + 500 }) as Promise<PgResult<R>>;
+    return (this.#db.query({ text, values, query_timeout: this.#timeout + 500 }) as Promise<PgResult<R>>).then(
+      (result) => {
+        this.#answered();
+        return result;
+      },
+      (error: unknown) => Promise.reject(this.#failed(error)),
+    );
   }
 
   /** Ends our own pool (waiting at most `timeout`); the caller's pool is left open, for them to end. */

@@ -2,7 +2,9 @@
 // LISTENs for new work (WAKE), cancellations (CANCEL) and, once someone waits
 // for a task, final states (DONE); reads the payloads of its own schema
 // only; and reconnects with backoff when the connection drops, telling the
-// store to look again for whatever was announced meanwhile.
+// store to look again for whatever was announced meanwhile. Behind PgBouncer
+// without a direct connection to listen on it does not listen at all: the
+// store then learns of others' work by polling.
 import { bounded, type Connection } from './connection.js';
 import type { PgClient, PgNotification } from './pg.js';
 import { CANCEL, DONE, QUEUES, WAKE } from './sql.js';
@@ -46,12 +48,14 @@ export class Listener {
     this.#onWake = onWake;
     this.#onCancel = onCancel;
     this.#onPause = onPause;
+    if (!this.#connection.canListen) return;
     if (this.#listener === undefined && this.#reconnectTimer === undefined) await this.#listen();
   }
 
   async watch(onDone: (id: number | null) => void): Promise<void> {
     const first = this.#onDone === undefined;
     this.#onDone = onDone;
+    if (!this.#connection.canListen) return;
     if (this.#listener !== undefined) {
       if (first) await this.#listener.query(this.#statements.listenDone);
     } else if (this.#reconnectTimer === undefined) {

@@ -174,7 +174,9 @@ export const MIGRATIONS: readonly Migration[] = [
       -- ctx.progress() (JSON) and the latest ctx.log() lines (a JSON array), written in batches.
       ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN progress text, ADD COLUMN logs text;
       -- Listings page by due time cut to ms, then id (sql.ts listTasks).
-      CREATE INDEX taskheap_tasks_listing ON :SCHEMA.taskheap_tasks (date_trunc('milliseconds', run_at AT TIME ZONE 'UTC'), id);`,
+      CREATE INDEX taskheap_tasks_listing ON :SCHEMA.taskheap_tasks (date_trunc('milliseconds', run_at AT TIME ZONE 'UTC'), id);
+      -- The server the stores reach, and since when (claim-sql.ts serverUp): a promoted standby's start time predates its promotion.
+      ALTER TABLE :SCHEMA.taskheap_meta ADD COLUMN server_started timestamptz, ADD COLUMN server_seen timestamptz;`,
   },
 ];
 

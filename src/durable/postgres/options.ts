@@ -17,6 +17,28 @@ export interface PostgresStoreOptions {
   /** A pool of your own; the store uses it and leaves it open on `close()`. */
   pool?: PgPoolLike;
   /**
+   * The connection goes through PgBouncer in transaction (or statement)
+   * pooling: the store then assumes no session state across transactions.
+   * It sends no `statement_timeout` / `idle_in_transaction_session_timeout`
+   * at connect time (PgBouncer refuses unknown startup parameters) but sets
+   * them with `SET LOCAL` in each of its transactions, and LISTENs only on
+   * `listenConnectionString` (LISTEN needs a session of its own): without
+   * it, other processes' new work, cancellations and final states reach
+   * this one by polling (`poll`, and renewals every `lease / 3`). The store
+   * cannot tell PgBouncer from PostgreSQL by itself: say so here. See
+   * docs/pgbouncer.md.
+   * @default false
+   */
+  pgbouncer?: boolean;
+  /**
+   * Where the one connection that LISTENs for notifications connects, when
+   * it must not be `connectionString` (or `pool`): a direct connection to
+   * PostgreSQL, bypassing PgBouncer, e.g.
+   * `postgres://user:pass@db-host:5432/db`. Only LISTEN runs on it.
+   * @default the store's own connection settings (none with `pgbouncer: true`: polling)
+   */
+  listenConnectionString?: string;
+  /**
    * How long a claimed task stays claimed without renewal: ms, or a string such as `'30s'`. A live
    * process renews its claims every `lease / 3`; a dead one's work is taken
    * over by another process once its lease has run out.
@@ -67,12 +89,26 @@ export interface PostgresStoreOptions {
 /** The most tasks a process may claim ahead of its workers. */
 const MAX_PREFETCH = 10_000;
 
-const OPTION_KEYS = new Set(['connectionString', 'pool', 'lease', 'poll', 'schema', 'timeout', 'maxLeaseExpiries', 'prefetch']);
+const OPTION_KEYS = new Set([
+  'connectionString',
+  'pool',
+  'pgbouncer',
+  'listenConnectionString',
+  'lease',
+  'poll',
+  'schema',
+  'timeout',
+  'maxLeaseExpiries',
+  'prefetch',
+]);
 
 /** What a store runs with: durations in ms, defaults applied. */
 export interface PostgresSettings {
   connectionString: string | undefined;
   pool: PgPoolLike | undefined;
+  /** Behind PgBouncer (transaction pooling): no session state, LISTEN only on `listenConnectionString`. */
+  pgbouncer: boolean;
+  listenConnectionString: string | undefined;
   lease: number;
   poll: number;
   schema: string | undefined;
@@ -93,10 +129,23 @@ export function readOptions(poolOrOptions: PgPoolLike | PostgresStoreOptions | s
     if (!OPTION_KEYS.has(key))
       throw new TypeError(`Unknown postgresStore option \`${key}\`; expected one of: ${[...OPTION_KEYS].join(', ')}`);
   }
-  const { connectionString, pool, schema, maxLeaseExpiries = DEFAULT_MAX_LEASE_EXPIRIES } = options;
-  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
-    throw new TypeError(`Expected \`connectionString\` to be a non-empty string, got ${describe(connectionString)}`);
+  const {
+    connectionString,
+    pool,
+    schema,
+    maxLeaseExpiries = DEFAULT_MAX_LEASE_EXPIRIES,
+    pgbouncer = false,
+    listenConnectionString,
+  } = options;
+  for (const [what, value] of [
+    ['connectionString', connectionString],
+    ['listenConnectionString', listenConnectionString],
+  ] as const) {
+    if (value !== undefined && (typeof value !== 'string' || value === '')) {
+      throw new TypeError(`Expected \`${what}\` to be a non-empty string, got ${describe(value)}`);
+    }
   }
+  if (typeof pgbouncer !== 'boolean') throw new TypeError(`Expected \`pgbouncer\` to be a boolean, got ${describe(pgbouncer)}`);
   if (pool !== undefined && !isPool(pool)) throw new TypeError(`Expected \`pool\` to be a pg Pool, got ${describe(pool)}`);
   if (pool !== undefined && connectionString !== undefined) throw new TypeError('Give either `pool` or `connectionString`, not both');
   const lease = toDuration(options.lease ?? 30_000, 'lease', 1);
@@ -122,7 +171,18 @@ export function readOptions(poolOrOptions: PgPoolLike | PostgresStoreOptions | s
     throw new RangeError(`Expected \`prefetch\` to be an integer from 0 to ${MAX_PREFETCH}, got ${describe(prefetch)}`);
   }
   if (schema !== undefined) assertSchema(schema);
-  return { connectionString, pool, lease, poll, schema, timeout: Math.min(timeout, Math.floor(lease / 3)), maxLeaseExpiries, prefetch };
+  return {
+    connectionString,
+    pool,
+    pgbouncer,
+    listenConnectionString,
+    lease,
+    poll,
+    schema,
+    timeout: Math.min(timeout, Math.floor(lease / 3)),
+    maxLeaseExpiries,
+    prefetch,
+  };
 }
 
 function isPool(value: unknown): value is PgPoolLike {

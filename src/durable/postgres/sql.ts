@@ -292,8 +292,8 @@ export function statements(schema: string | undefined) {
       FROM saved`,
 
     /** The common case, no recurring job due: claims in one statement and says whether a job is due. */
-    claimUnlessJobsDue: claimSql(T, J, L, Q, true),
-    claim: claimSql(T, J, L, Q, false),
+    claimUnlessJobsDue: claimSql(T, J, L, Q, M, true),
+    claim: claimSql(T, J, L, Q, M, false),
     /** This process's scheduler-wide bucket ($1 per $2 ms): the most recent process to start or set it decides the limit. */
     setSchedulerRate: `INSERT INTO ${L} AS l (kind, key, lim, interval_ms) VALUES ('rate', '', $1, $2)
       ON CONFLICT (kind, key) DO UPDATE SET lim = EXCLUDED.lim, interval_ms = EXCLUDED.interval_ms, updated_at = now()`,
@@ -317,7 +317,7 @@ export function statements(schema: string | undefined) {
         runs = j.runs + u.added, updated_at = now()
       FROM unnest($1::text[], $2::float8[], $3::int[], $4::text[], $5::int[]) AS u(key, next, remaining, state, added)
       WHERE j.key = u.key`,
-    nextDue: nextDueSql(T, J, L, Q),
+    nextDue: nextDueSql(T, J, L, Q, M),
 
     /**
      * Extends the leases ($1 ms from now) of the ids $2 owner $3 holds, and

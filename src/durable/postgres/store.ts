@@ -229,8 +229,7 @@ class PostgresStore implements Store {
   async addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<EnqueuedTask[]> {
     if (tasks.length === 0) return [];
     if (tasks.every((task) => task.key === null)) return this.#addUnkeyed(tasks, via);
-    // A key given twice in one call: its adds meet in order, the n-th item of
-    // each key in the n-th statement (almost always one).
+    // A key given twice in one call: its adds meet in order, the n-th item of each key in the n-th statement.
     const rounds: number[][] = [];
     const seen = new Map<string, number>();
     tasks.forEach((task, i) => {
@@ -342,6 +341,7 @@ class PostgresStore implements Store {
       limits?.rate !== undefined,
       limits?.free ?? limit,
       ...roomArrays(rooms),
+      this.#db.takeoverWait(lease),
     ];
     const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(
       this.#sql.claimUnlessJobsDue,
@@ -416,6 +416,7 @@ class PostgresStore implements Store {
       rated,
       ...roomArrays(rooms),
       this.lease,
+      this.#db.takeoverWait(this.lease),
     ]);
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
@@ -589,8 +590,7 @@ class PostgresStore implements Store {
   }
 
   close(): Promise<void> {
-    // A server that never answers must not hold close() forever: after
-    // \`timeout\` the sockets are cut instead of waiting for a goodbye.
+    // A server that never answers must not hold close() forever: after \`timeout\` the sockets are cut.
     this.#closing ??= (async () => {
       await this.#listener.close();
       await this.#db.close();
