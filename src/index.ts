@@ -56,5 +56,10 @@ export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, Stor
 export type { StoredQueue, QueueChange, QueueRate, QueueRooms, ClaimLimits } from './durable/store.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';
+export { Flows } from './scheduler-flows.js';
+export { FlowError } from './durable/flow-graph.js';
+export type { Dependency, FlowSpec, FlowTask, FlowStore, NewFlow, NewEdge, StoredEdge } from './durable/flow-graph.js';
+export type { OnFailure, DependencyInfo } from './durable/options.js';
+export type { Flow, FlowStatus, FlowTaskStatus } from './durable/flows.js';
 export { ThreadError } from './threads/errors.js';
 export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';

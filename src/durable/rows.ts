@@ -100,7 +100,7 @@ export function toQueues(rows: QueueRow[]): StoredQueue[] {
         paused: Boolean(row.paused),
         globalConcurrency: optional(row.global_concurrency),
         rate: row.rate_limit === null ? null : { limit: Number(row.rate_limit), interval: Number(row.rate_interval_ms) },
-        counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
+        counts: { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
       };
       queues.set(row.name, queue);
     }
@@ -142,7 +142,7 @@ export function toTask(row: TaskRow): StoredTask {
 
 export function toJob(row: JobRow, stats: readonly JobStatsRow[] = []): StoredJob {
   const next = optional(row.next_run_at);
-  const counts: Record<StoredState, number> = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+  const counts: Record<StoredState, number> = { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
   let last: number | null = null;
   for (const stat of stats) {
     if (stat.job_key !== row.key) continue;

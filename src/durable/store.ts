@@ -6,7 +6,7 @@ import { TaskheapError } from '../core/errors.js';
 import type { ConcurrencyLimit, DedupeOutcome } from '../core/flow-options.js';
 
 /** The life of a stored task. */
-export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
+export type StoredState = 'blocked' | 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
 
 /** A task as the store keeps it; what `scheduler.getTask(id)` returns. */
 export interface StoredTask {

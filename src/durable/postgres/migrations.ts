@@ -17,6 +17,98 @@ export interface Migration {
   readonly sql: string;
 }
 
+/**
+ * Issue 28, flows (part of version 6): a task may depend on others. A task
+ * with unfinished dependencies is \`blocked\`, a state no claim reads, so
+ * claims cost what they did. \`taskheap_deps\` holds the edges (the
+ * dependent, the dependency, its failure rule, whether the dependent counted
+ * it done); the task row holds \`pending_deps\` (edges not counted),
+ * \`has_dependents\` (whether the trigger has anything to do), \`flow_id\`
+ * (the id of its flow's first task) and \`failed_dep\` (the task whose
+ * failure sank it, so that retrying that task revives it).
+ *
+ * The trigger below fires only for a task with dependents that enters or
+ * leaves a final state, whatever statement does it (settle, complete,
+ * cancel, the claim that fails an expired lease, requeue), in that
+ * statement: the last dependency's outcome makes the dependent \`waiting\`
+ * and wakes the workers (as a freed serial key does), with no polling.
+ * Sinking a dependent (\`'fail'\` rule) sinks its closure in one statement,
+ * so a long chain does not nest triggers. \`:PREFIX\` is the NOTIFY
+ * payload prefix of the store's schema (see inSchema).
+ */
+const FLOWS = `
+      CREATE TABLE :SCHEMA.taskheap_deps (
+        task_id bigint NOT NULL REFERENCES :SCHEMA.taskheap_tasks (id) ON DELETE CASCADE,
+        dep_id bigint NOT NULL REFERENCES :SCHEMA.taskheap_tasks (id) ON DELETE CASCADE,
+        ord integer NOT NULL,
+        on_failure text NOT NULL DEFAULT 'fail' CHECK (on_failure IN ('fail', 'continue', 'ignore')),
+        counted boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (task_id, dep_id)
+      );
+      CREATE INDEX taskheap_deps_dep ON :SCHEMA.taskheap_deps (dep_id);
+      ALTER TABLE :SCHEMA.taskheap_tasks DROP CONSTRAINT taskheap_tasks_state_check,
+        ADD CONSTRAINT taskheap_tasks_state_check
+          CHECK (state IN ('blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled')) NOT VALID,
+        ADD COLUMN flow_id bigint, ADD COLUMN pending_deps integer NOT NULL DEFAULT 0,
+        ADD COLUMN has_dependents boolean NOT NULL DEFAULT false, ADD COLUMN failed_dep bigint;
+      CREATE INDEX taskheap_tasks_flow ON :SCHEMA.taskheap_tasks (flow_id) WHERE flow_id IS NOT NULL;
+      CREATE INDEX taskheap_tasks_failed_dep ON :SCHEMA.taskheap_tasks (failed_dep) WHERE failed_dep IS NOT NULL;
+      CREATE FUNCTION :SCHEMA.taskheap_deps_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      DECLARE
+        woken timestamptz;
+        ended text;
+      BEGIN
+        IF NEW.state IN ('succeeded', 'failed', 'timed-out', 'cancelled') THEN
+          -- Dependents this outcome lets through count it; the one counting its last becomes waiting.
+          WITH edges AS (UPDATE :SCHEMA.taskheap_deps SET counted = true
+              WHERE dep_id = NEW.id AND NOT counted AND (NEW.state = 'succeeded' OR on_failure <> 'fail') RETURNING task_id),
+            released AS (UPDATE :SCHEMA.taskheap_tasks AS t SET pending_deps = t.pending_deps - 1,
+                state = CASE WHEN t.pending_deps = 1 AND t.state = 'blocked' THEN 'waiting' ELSE t.state END, updated_at = now()
+              FROM edges WHERE t.id = edges.task_id
+              RETURNING t.run_at, t.pending_deps = 0 AND t.state = 'waiting' AS now_waiting)
+          SELECT min(run_at) INTO woken FROM released WHERE now_waiting;
+          IF woken IS NOT NULL THEN
+            PERFORM pg_notify('taskheap_wake', ':PREFIX' || (extract(epoch from woken) * 1000)::bigint::text);
+          END IF;
+          IF NEW.state <> 'succeeded' THEN
+            -- Blocked dependents by the 'fail' rule, and theirs in turn, are sunk at once.
+            WITH RECURSIVE doomed(id) AS (
+                SELECT d.task_id FROM :SCHEMA.taskheap_deps AS d JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.dep_id = NEW.id AND d.on_failure = 'fail' AND t.state = 'blocked'
+                UNION
+                SELECT d.task_id FROM doomed JOIN :SCHEMA.taskheap_deps AS d ON d.dep_id = doomed.id
+                  JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.on_failure = 'fail' AND t.state = 'blocked'),
+              sunk AS (UPDATE :SCHEMA.taskheap_tasks AS t
+                SET state = CASE WHEN NEW.state = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
+                  failed_dep = COALESCE(NEW.failed_dep, NEW.id),
+                  last_error = 'DependencyError: dependency ' || COALESCE(NEW.failed_dep, NEW.id)
+                    || CASE WHEN NEW.state = 'cancelled' THEN ' was cancelled' ELSE ' failed' END,
+                  updated_at = now()
+                FROM doomed WHERE t.id = doomed.id AND t.state = 'blocked' RETURNING t.id)
+            SELECT string_agg(id::text, ',') INTO ended FROM sunk;
+            IF ended IS NOT NULL THEN
+              PERFORM pg_notify('taskheap_done', ':PREFIX' || ended);
+            END IF;
+          END IF;
+        ELSE
+          -- Back from a final state (retry): what it let through and has not started counts it again,
+          -- and what it sank is blocked again (its edge from the sinking task was never counted).
+          UPDATE :SCHEMA.taskheap_tasks AS t SET pending_deps = t.pending_deps + 1, state = 'blocked', updated_at = now()
+            FROM :SCHEMA.taskheap_deps AS d
+            WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state IN ('blocked', 'waiting');
+          UPDATE :SCHEMA.taskheap_deps AS d SET counted = false FROM :SCHEMA.taskheap_tasks AS t
+            WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state = 'blocked';
+          UPDATE :SCHEMA.taskheap_tasks SET state = 'blocked', failed_dep = NULL, last_error = NULL, updated_at = now()
+            WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0;
+        END IF;
+        RETURN NULL;
+      END $fn$;
+      CREATE TRIGGER taskheap_deps_changed AFTER UPDATE OF state ON :SCHEMA.taskheap_tasks FOR EACH ROW
+        WHEN (NEW.has_dependents AND (OLD.state IN ('succeeded', 'failed', 'timed-out', 'cancelled'))
+          IS DISTINCT FROM (NEW.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')))
+        EXECUTE FUNCTION :SCHEMA.taskheap_deps_changed();`;
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -170,7 +262,8 @@ export const MIGRATIONS: readonly Migration[] = [
       -- Claimed beyond the free workers and not started yet: a lease that runs out does not count against it.
       ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN prefetched boolean NOT NULL DEFAULT false;
       ALTER TABLE :SCHEMA.taskheap_queues ADD COLUMN rate_limit integer CHECK (rate_limit >= 1), ADD COLUMN rate_interval_ms float8,
-        ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];`,
+        ADD COLUMN rate_starts timestamptz[], ADD COLUMN rate_counts integer[];
+${FLOWS}`,
   },
 ];
 
@@ -187,5 +280,7 @@ export function quote(identifier: string): string {
 
 /** `sql` with its names in `schema` (undefined: unqualified, for the connection's search_path). */
 export function inSchema(sql: string, schema: string | undefined): string {
-  return sql.replaceAll(':SCHEMA.', schema === undefined ? '' : `${quote(schema)}.`);
+  return sql
+    .replaceAll(':SCHEMA.', schema === undefined ? '' : `${quote(schema)}.`)
+    .replaceAll(':PREFIX', schema === undefined ? '' : `${schema.replaceAll("'", "''")}:`);
 }

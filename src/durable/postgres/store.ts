@@ -47,6 +47,8 @@ import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
 import { epoch, outcomeArrays, roomArrays } from './params.js';
+import type { FlowStore } from '../flow-graph.js';
+import { postgresFlows } from './flows.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 
@@ -78,7 +80,7 @@ export function postgresStore(
   return new PostgresStore(readOptions(poolOrOptions));
 }
 
-class PostgresStore implements Store {
+class PostgresStore implements Store, FlowStore {
   readonly lease: number;
   readonly poll: number;
   readonly closeTimeout: number;
@@ -107,7 +109,13 @@ class PostgresStore implements Store {
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
+    ({ addFlow: this.addFlow, getFlow: this.getFlow, getDependencies: this.getDependencies } = postgresFlows(this.#db, options.schema, this.#prefix));
   }
+
+  // Flows (issue 28): see flows.ts.
+  readonly addFlow: FlowStore['addFlow'];
+  readonly getFlow: FlowStore['getFlow'];
+  readonly getDependencies: FlowStore['getDependencies'];
 
   #wakePayload(runAt: number): string {
     return `${this.#prefix}${Math.round(runAt)}`;

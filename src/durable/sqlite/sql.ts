@@ -83,7 +83,7 @@ export const SQL = {
   taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
   /** Of the ids ? (a JSON array), those of tasks over or gone. */
   endedAmong: `SELECT value AS id FROM json_each(?)
-    WHERE NOT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id = value AND state IN ('waiting', 'running'))`,
+    WHERE NOT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id = value AND state IN ('blocked', 'waiting', 'running'))`,
   insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
     VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateKey, @queue, @now, @at)`,
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,
@@ -151,14 +151,24 @@ export const SQL = {
   retry: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, last_error = @error, errors = ${APPEND_ERROR},
     locked_by = NULL, locked_until = NULL, updated_at = @at
     WHERE id = @id AND locked_by = @owner`,
-  /** A finished task back to waiting, due @runAt, with all its attempts again; its past errors stay. */
-  requeue: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, attempts = 0, expiries = 0, result = NULL,
-    locked_by = NULL, locked_until = NULL, updated_at = @at
-    WHERE id = @id AND state IN ('failed', 'timed-out', 'cancelled') RETURNING *`,
+  /**
+   * A finished task back to waiting, due @runAt, with all its attempts again; its past errors stay.
+   * Flows (issue 28): with the failed tasks it depends on by the 'fail' rule, and theirs (\`up\`), so
+   * the path to it runs again; one with unfinished dependencies is \`blocked\`. Returns every row
+   * requeued (the store picks @id's); the triggers of FLOWS (migrations.ts) revive what they sank.
+   */
+  requeue: `WITH RECURSIVE up(id) AS (
+      SELECT id FROM taskheap_tasks WHERE id = @id AND state IN ('failed', 'timed-out', 'cancelled')
+      UNION
+      SELECT d.dep_id FROM up JOIN taskheap_deps AS d ON d.task_id = up.id JOIN taskheap_tasks AS f ON f.id = d.dep_id
+      WHERE d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled'))
+    UPDATE taskheap_tasks SET state = CASE WHEN pending_deps > 0 THEN 'blocked' ELSE 'waiting' END, run_at = @runAt, attempts = 0,
+      expiries = 0, result = NULL, failed_dep = NULL, locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id IN (SELECT id FROM up) AND state IN ('failed', 'timed-out', 'cancelled') RETURNING *`,
   release: `UPDATE taskheap_tasks SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND locked_by = ? AND state = 'running'`,
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?
-    WHERE id = ? AND state IN ('waiting', 'running')`,
+    WHERE id = ? AND state IN ('blocked', 'waiting', 'running')`,
   cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
   cancelOccurrences: `UPDATE taskheap_tasks SET state = 'cancelled', updated_at = ? WHERE job_key = ? AND state = 'waiting'`,
   /**
