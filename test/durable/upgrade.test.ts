@@ -45,6 +45,11 @@ const ADDED: Record<string, unknown> = {
   rate_interval_ms: null,
   rate_starts: null,
   rate_counts: null,
+  // Version 6 (issue 28, flows): no task of an earlier version is in a flow or depends on anything.
+  flow_id: null,
+  pending_deps: 0,
+  has_dependents: false,
+  failed_dep: null,
 };
 
 /** From version 6 the serial keys are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */

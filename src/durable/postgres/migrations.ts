@@ -33,8 +33,11 @@ export interface Migration {
  * statement: the last dependency's outcome makes the dependent \`waiting\`
  * and wakes the workers (as a freed serial key does), with no polling.
  * Sinking a dependent (\`'fail'\` rule) sinks its closure in one statement,
- * so a long chain does not nest triggers. \`:PREFIX\` is the NOTIFY
- * payload prefix of the store's schema (see inSchema).
+ * so a long chain does not nest triggers. Its NOTIFY payloads name the
+ * tables' schema (\`<schema>:<ms>\`), which a store without a \`schema\`
+ * option also accepts (listener.ts); the function's text names no schema
+ * but its tables' (a store without the option migrates with its
+ * current_schema() spelled out), so every schema's function reads alike.
  */
 const FLOWS = `
       CREATE TABLE :SCHEMA.taskheap_deps (
@@ -68,7 +71,7 @@ const FLOWS = `
               RETURNING t.run_at, t.pending_deps = 0 AND t.state = 'waiting' AS now_waiting)
           SELECT min(run_at) INTO woken FROM released WHERE now_waiting;
           IF woken IS NOT NULL THEN
-            PERFORM pg_notify('taskheap_wake', ':PREFIX' || (extract(epoch from woken) * 1000)::bigint::text);
+            PERFORM pg_notify('taskheap_wake', TG_TABLE_SCHEMA || ':' || (extract(epoch from woken) * 1000)::bigint::text);
           END IF;
           IF NEW.state <> 'succeeded' THEN
             -- Blocked dependents by the 'fail' rule, and theirs in turn, are sunk at once.
@@ -88,7 +91,7 @@ const FLOWS = `
                 FROM doomed WHERE t.id = doomed.id AND t.state = 'blocked' RETURNING t.id)
             SELECT string_agg(id::text, ',') INTO ended FROM sunk;
             IF ended IS NOT NULL THEN
-              PERFORM pg_notify('taskheap_done', ':PREFIX' || ended);
+              PERFORM pg_notify('taskheap_done', TG_TABLE_SCHEMA || ':' || ended);
             END IF;
           END IF;
         ELSE
@@ -280,7 +283,5 @@ export function quote(identifier: string): string {
 
 /** `sql` with its names in `schema` (undefined: unqualified, for the connection's search_path). */
 export function inSchema(sql: string, schema: string | undefined): string {
-  return sql
-    .replaceAll(':SCHEMA.', schema === undefined ? '' : `${quote(schema)}.`)
-    .replaceAll(':PREFIX', schema === undefined ? '' : `${schema.replaceAll("'", "''")}:`);
+  return sql.replaceAll(':SCHEMA.', schema === undefined ? '' : `${quote(schema)}.`);
 }

@@ -49,6 +49,7 @@ import { dueAt } from '../dedupe.js';
 import { epoch, outcomeArrays, roomArrays } from './params.js';
 import type { FlowStore } from '../flow-graph.js';
 import { postgresFlows } from './flows.js';
+import { inSchema, MIGRATIONS } from './migrations.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 
@@ -138,8 +139,12 @@ class PostgresStore implements Store, FlowStore {
       const { rows } = await client.query<{ version: number }>(sql.readVersion);
       const found = rows[0] === undefined ? 0 : Number(rows[0].version);
       if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
+      // Without a schema option, the flows trigger's function names its tables in the current schema (migrations.ts FLOWS).
+      const current = (await client.query<{ s: string }>('SELECT current_schema() AS s')).rows[0]!.s;
+      this.#listener.ownSchema(current);
+      const migrations = this.#schema === undefined ? MIGRATIONS.map((m) => inSchema(m.sql, current)) : sql.migrations;
       for (let version = found; version < SCHEMA_VERSION; version++) {
-        const migration = sql.migrations[version];
+        const migration = migrations[version];
         if (migration === undefined) throw new Error(`taskheap's PostgreSQL store has no migration to schema version ${version + 1}`);
         await client.query(migration);
       }
