@@ -60,6 +60,7 @@ const FLOWS = `
       DECLARE
         woken timestamptz;
         ended text;
+        back bigint[];
       BEGIN
         IF NEW.state IN ('succeeded', 'failed', 'timed-out', 'cancelled') THEN
           -- Dependents this outcome lets through count it; the one counting its last becomes waiting.
@@ -102,8 +103,27 @@ const FLOWS = `
             WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state IN ('blocked', 'waiting');
           UPDATE :SCHEMA.taskheap_deps AS d SET counted = false FROM :SCHEMA.taskheap_tasks AS t
             WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state = 'blocked';
-          UPDATE :SCHEMA.taskheap_tasks SET state = 'blocked', failed_dep = NULL, last_error = NULL, updated_at = now()
-            WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0;
+          WITH revived AS (UPDATE :SCHEMA.taskheap_tasks SET state = 'blocked', failed_dep = NULL, last_error = NULL, updated_at = now()
+              WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0 RETURNING id)
+          SELECT array_agg(id) INTO back FROM revived;
+          IF back IS NOT NULL THEN
+            -- A revived task that another failed 'fail' dependency still sinks is sunk again (the first in its order), with
+            -- its blocked dependents by that rule: nothing is left blocked on a task that will not run.
+            WITH RECURSIVE doomed(id, root, cancelled) AS (
+                SELECT b.id, s.root, s.cancelled FROM unnest(back) AS b(id)
+                  CROSS JOIN LATERAL (SELECT COALESCE(f.failed_dep, f.id) AS root, f.state = 'cancelled' AS cancelled
+                    FROM :SCHEMA.taskheap_deps AS d JOIN :SCHEMA.taskheap_tasks AS f ON f.id = d.dep_id
+                    WHERE d.task_id = b.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1) AS s
+                UNION
+                SELECT d.task_id, doomed.root, doomed.cancelled FROM doomed JOIN :SCHEMA.taskheap_deps AS d ON d.dep_id = doomed.id
+                  JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.on_failure = 'fail' AND t.state = 'blocked'),
+              one AS (SELECT DISTINCT ON (id) id, root, cancelled FROM doomed ORDER BY id)
+            UPDATE :SCHEMA.taskheap_tasks AS t SET state = CASE WHEN one.cancelled THEN 'cancelled' ELSE 'failed' END, failed_dep = one.root,
+              last_error = 'DependencyError: dependency ' || one.root || CASE WHEN one.cancelled THEN ' was cancelled' ELSE ' failed' END,
+              updated_at = now()
+            FROM one WHERE t.id = one.id AND t.state = 'blocked';
+          END IF;
         END IF;
         RETURN NULL;
       END $fn$;

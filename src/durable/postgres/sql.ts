@@ -381,10 +381,17 @@ export function statements(schema: string | undefined) {
           UNION
           SELECT d.dep_id FROM up JOIN ${t('taskheap_deps')} AS d ON d.task_id = up.id JOIN ${T} AS f ON f.id = d.dep_id
           WHERE d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled')),
+        -- Its dependencies counted again: those not final, and those requeued with it, it waits for.
+        waits AS (SELECT up.id, (SELECT count(*) FROM ${t('taskheap_deps')} AS d JOIN ${T} AS f ON f.id = d.dep_id
+            WHERE d.task_id = up.id AND (f.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled') OR d.dep_id IN (SELECT id FROM up)))::int AS n
+          FROM up),
         again AS (
-        UPDATE ${T} AS t SET state = CASE WHEN t.pending_deps > 0 THEN 'blocked' ELSE 'waiting' END, run_at = now(), attempts = 0, expiries = 0,
-          result = NULL, failed_dep = NULL, locked_by = NULL, locked_until = NULL, updated_at = now()
-        FROM up WHERE t.id = up.id AND t.state IN ('failed', 'timed-out', 'cancelled') RETURNING ${taskColumns('t')}),
+        UPDATE ${T} AS t SET state = CASE WHEN w.n > 0 THEN 'blocked' ELSE 'waiting' END, pending_deps = w.n, run_at = now(), attempts = 0,
+          expiries = 0, result = NULL, failed_dep = NULL, locked_by = NULL, locked_until = NULL, updated_at = now()
+        FROM waits AS w WHERE t.id = w.id AND t.state IN ('failed', 'timed-out', 'cancelled') RETURNING ${taskColumns('t')}),
+        uncounted AS (UPDATE ${t('taskheap_deps')} AS d SET counted = false FROM ${T} AS f
+          WHERE d.task_id IN (SELECT id FROM again) AND f.id = d.dep_id AND d.counted
+            AND (f.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled') OR d.dep_id IN (SELECT id FROM up))),
         wake AS (SELECT pg_notify('${WAKE}', $2 || MIN(run_at)::bigint::text) FROM again WHERE state = 'waiting' HAVING count(*) > 0)
       SELECT again.* FROM again LEFT JOIN wake ON true WHERE again.id = $1`,
     cancel: `WITH

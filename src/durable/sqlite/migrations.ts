@@ -63,8 +63,21 @@ const FLOWS = `CREATE TABLE taskheap_deps (
        WHERE attempts = 0 AND state IN ('blocked', 'waiting') AND id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND counted);
      UPDATE taskheap_deps SET counted = 0 WHERE dep_id = NEW.id AND counted
        AND (SELECT attempts = 0 AND state = 'blocked' FROM taskheap_tasks WHERE id = task_id);
-     UPDATE taskheap_tasks SET state = 'blocked', failed_dep = NULL, last_error = NULL, updated_at = NEW.updated_at
+     UPDATE taskheap_tasks SET state = 'blocked', failed_dep = -NEW.id, last_error = NULL, updated_at = NEW.updated_at
        WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0;
+     UPDATE taskheap_tasks SET
+       state = CASE WHEN (SELECT f.state FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+           WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1)
+         = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
+       failed_dep = (SELECT COALESCE(f.failed_dep, f.id) FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1),
+       last_error = 'DependencyError: dependency ' || (SELECT COALESCE(f.failed_dep, f.id) || CASE f.state WHEN 'cancelled' THEN ' was cancelled' ELSE ' failed' END
+         FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1),
+       updated_at = NEW.updated_at
+       WHERE failed_dep = -NEW.id AND state = 'blocked' AND EXISTS (SELECT 1 FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled'));
+     UPDATE taskheap_tasks SET failed_dep = NULL WHERE failed_dep = -NEW.id;
    END;
    CREATE TRIGGER taskheap_deps_deleted AFTER DELETE ON taskheap_tasks WHEN OLD.flow_id IS NOT NULL OR OLD.has_dependents
    BEGIN

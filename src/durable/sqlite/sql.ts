@@ -151,20 +151,10 @@ export const SQL = {
   retry: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, last_error = @error, errors = ${APPEND_ERROR},
     locked_by = NULL, locked_until = NULL, updated_at = @at
     WHERE id = @id AND locked_by = @owner`,
-  /**
-   * A finished task back to waiting, due @runAt, with all its attempts again; its past errors stay.
-   * Flows (issue 28): with the failed tasks it depends on by the 'fail' rule, and theirs (\`up\`), so
-   * the path to it runs again; one with unfinished dependencies is \`blocked\`. Returns every row
-   * requeued (the store picks @id's); the triggers of FLOWS (migrations.ts) revive what they sank.
-   */
-  requeue: `WITH RECURSIVE up(id) AS (
-      SELECT id FROM taskheap_tasks WHERE id = @id AND state IN ('failed', 'timed-out', 'cancelled')
-      UNION
-      SELECT d.dep_id FROM up JOIN taskheap_deps AS d ON d.task_id = up.id JOIN taskheap_tasks AS f ON f.id = d.dep_id
-      WHERE d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled'))
-    UPDATE taskheap_tasks SET state = CASE WHEN pending_deps > 0 THEN 'blocked' ELSE 'waiting' END, run_at = @runAt, attempts = 0,
-      expiries = 0, result = NULL, failed_dep = NULL, locked_by = NULL, locked_until = NULL, updated_at = @at
-    WHERE id IN (SELECT id FROM up) AND state IN ('failed', 'timed-out', 'cancelled') RETURNING *`,
+  /** A finished task back to waiting, due @runAt, with all its attempts again; its past errors stay. */
+  requeue: `UPDATE taskheap_tasks SET state = CASE WHEN @waits > 0 THEN 'blocked' ELSE 'waiting' END, pending_deps = @waits, run_at = @runAt,
+    attempts = 0, expiries = 0, result = NULL, failed_dep = NULL, locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id = @id AND state IN ('failed', 'timed-out', 'cancelled') RETURNING *`,
   release: `UPDATE taskheap_tasks SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND locked_by = ? AND state = 'running'`,
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?

@@ -39,7 +39,7 @@ import { MIGRATIONS, SQL } from './sql.js';
 import { toClaims, toJob, toQueues, toTask, type ClaimRow, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
 import type { FlowStore, NewFlow, StoredEdge } from '../flow-graph.js';
 import type { DependencyInfo } from '../options.js';
-import { addFlow, anyDependency, getDependencies, getFlow, hadDependents } from './flows.js';
+import { addFlow, anyDependency, getDependencies, getFlow, hadDependents, requeue } from './flows.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -431,9 +431,9 @@ class SqliteStore implements Store, FlowStore {
   }
 
   async requeue(id: number, now: number): Promise<StoredTask | undefined> {
-    // Flows: the failed tasks it depends on come back too (see SQL.requeue); the row asked for is returned.
-    const rows = this.#named(() => this.#statement(SQL.requeue).all({ runAt: now, at: Date.now(), id }) as TaskRow[]);
-    const row = rows.find((r) => Number(r.id) === id);
+    // Flows: the failed tasks it depends on come back too (flows.ts requeue).
+    const db = this.#open;
+    const row = this.#named(() => db.transaction(() => requeue((sql) => this.#statement(sql), id, now, Date.now()))());
     return row === undefined ? undefined : toTask(row);
   }
 
