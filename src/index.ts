@@ -60,6 +60,6 @@ export { Flows } from './scheduler-flows.js';
 export { FlowError } from './durable/flow-graph.js';
 export type { Dependency, FlowSpec, FlowTask, FlowStore, NewFlow, NewEdge, StoredEdge } from './durable/flow-graph.js';
 export type { OnFailure, DependencyInfo } from './durable/options.js';
-export type { Flow, FlowStatus, FlowTaskStatus } from './durable/flows.js';
+export type { StoredFlow, FlowStatus, FlowTaskStatus } from './durable/flows.js';
 export { ThreadError } from './threads/errors.js';
 export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';

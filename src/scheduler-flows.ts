@@ -5,7 +5,7 @@ import { ClosedError } from './core/errors.js';
 import type { TaskLoop } from './core/loop.js';
 import { assertId } from './scheduler-options.js';
 import type { FlowSpec } from './durable/flow-graph.js';
-import type { Flow, FlowStatus } from './durable/flows.js';
+import type { StoredFlow, FlowStatus } from './durable/flows.js';
 import type { DurableRunner } from './durable/runner.js';
 
 /**
@@ -39,7 +39,7 @@ export class Flows {
    * });
    * const mailed = await scheduler.waitFor(flow.tasks.mail.id);
    */
-  add(spec: FlowSpec): Promise<Flow> {
+  add(spec: FlowSpec): Promise<StoredFlow> {
     const runner = this.#require('flows.add()');
     if (this.#loop.closed) throw new ClosedError();
     return runner.flow(spec);

@@ -116,11 +116,13 @@ const RULES: ReadonlySet<string> = new Set(['fail', 'continue', 'ignore']);
  * prefixed with the task's name).
  */
 export function toNewFlow(spec: FlowSpec, toTask: (name: string, task: FlowTask) => NewTask): NewFlow {
-  if (typeof spec !== 'object' || spec === null) throw new TypeError(`Expected a flow like { tasks: { name: { handler } } }, got ${describe(spec)}`);
+  if (typeof spec !== 'object' || spec === null)
+    throw new TypeError(`Expected a flow like { tasks: { name: { handler } } }, got ${describe(spec)}`);
   for (const key of Object.keys(spec))
     if (key !== 'tasks' && key !== 'client') throw new TypeError(`Unknown flow option \`${key}\`; expected tasks, client`);
   const given = spec.tasks;
-  if (typeof given !== 'object' || given === null) throw new TypeError(`Expected \`tasks\` to be an object of named tasks, got ${describe(given)}`);
+  if (typeof given !== 'object' || given === null)
+    throw new TypeError(`Expected \`tasks\` to be an object of named tasks, got ${describe(given)}`);
   const names = Object.keys(given);
   if (names.length === 0) throw new RangeError('Expected a flow with at least one task, got none');
   const index = new Map(names.map((name, i) => [name, i]));
@@ -198,7 +200,7 @@ function findCycle(n: number, edges: readonly NewEdge[]): number[] | undefined {
 const FINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 
 /** The error a task sunk by a `'fail'` dependency records (the stores' triggers write the same text). */
-export function sunkText(dep: number | string, cancelled: boolean): string {
+function sunkText(dep: number | string, cancelled: boolean): string {
   return `DependencyError: dependency ${dep} ${cancelled ? 'was cancelled' : 'failed'}`;
 }
 

@@ -11,7 +11,7 @@ import type { Store, StoredState, StoredTask } from './store.js';
 import { assertStoredTime } from './validate.js';
 
 /** A stored flow: its id (the id of its first task) and its tasks by the names the flow gave them. */
-export interface Flow {
+export interface StoredFlow {
   /** The flow's id: its first task's. */
   readonly id: number;
   /** The stored tasks, by name, as they were stored (a task is `blocked` until its dependencies are done). */
@@ -23,7 +23,12 @@ export interface FlowTaskStatus {
   /** The stored task. */
   readonly task: StoredTask;
   /** Its dependencies: each id with its rule, its state now, and whether it counted it done. */
-  readonly dependencies: readonly { readonly id: number; readonly onFailure: OnFailure; readonly state: StoredState | 'gone'; readonly done: boolean }[];
+  readonly dependencies: readonly {
+    readonly id: number;
+    readonly onFailure: OnFailure;
+    readonly state: StoredState | 'gone';
+    readonly done: boolean;
+  }[];
   /**
    * Why it has not started, if it has not: the ids of the dependencies it still
    * waits for (a `blocked` task always has some, each `waiting`, `running` or
@@ -44,14 +49,33 @@ export interface FlowStatus {
   readonly tasks: readonly FlowTaskStatus[];
 }
 
-const FLOW_TASK_KEYS = new Set(['handler', 'when', 'after', 'payload', 'timeout', 'retry', 'rate', 'serial', 'priority', 'concurrency', 'queue']);
+const FLOW_TASK_KEYS = new Set([
+  'handler',
+  'when',
+  'after',
+  'payload',
+  'timeout',
+  'retry',
+  'rate',
+  'serial',
+  'priority',
+  'concurrency',
+  'queue',
+]);
 const FINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 
 /** Checks a flow at the call (nothing is written on error) and stores it. @internal */
-export function addFlow(store: Store, handlers: Handlers, ready: () => Promise<void>, now: () => number, wake: (at: number) => void, spec: FlowSpec): Promise<Flow> {
+export function addFlow(
+  store: Store,
+  handlers: Handlers,
+  ready: () => Promise<void>,
+  now: () => number,
+  wake: (at: number) => void,
+  spec: FlowSpec,
+): Promise<StoredFlow> {
   const flowStore = requireFlows(store);
   const at = now();
-  const flow = toNewFlow(spec, (name, task: FlowTask) => {
+  const flow = toNewFlow(spec, (_name, task: FlowTask) => {
     for (const key of Object.keys(task)) {
       if (!FLOW_TASK_KEYS.has(key)) {
         const why = key === 'key' || key === 'dedupe' || key === 'client' ? ' (a flow task takes no key, dedupe or client of its own)' : '';
@@ -66,7 +90,10 @@ export function addFlow(store: Store, handlers: Handlers, ready: () => Promise<v
     return toNewTask(task.handler, runAt, options, handlers.queueOf(task.handler));
   });
   const client = spec.client;
-  if (client !== undefined && (typeof client !== 'object' || client === null || typeof (client as { query?: unknown }).query !== 'function'))
+  if (
+    client !== undefined &&
+    (typeof client !== 'object' || client === null || typeof (client as { query?: unknown }).query !== 'function')
+  )
     throw new TypeError(`Expected \`client\` to be a pg Client or PoolClient inside your transaction, got ${describe(client)}`);
   const names = Object.keys(spec.tasks);
   return ready()
@@ -88,7 +115,8 @@ export async function flowStatus(store: Store, id: number): Promise<FlowStatus |
     const dependencies = stored.edges
       .filter((edge) => edge.task === task.id)
       .map((edge) => ({ id: edge.dep, onFailure: edge.onFailure, state: edge.depState ?? ('gone' as const), done: edge.counted }));
-    const waitingFor = task.state === 'blocked' ? dependencies.filter((dep) => !dep.done && !FINAL.has(dep.state)).map((dep) => dep.id) : [];
+    const waitingFor =
+      task.state === 'blocked' ? dependencies.filter((dep) => !dep.done && !FINAL.has(dep.state)).map((dep) => dep.id) : [];
     return { task, dependencies, waitingFor };
   });
   return { id, counts, done: stored.tasks.every((task) => FINAL.has(task.state)), tasks };

@@ -32,7 +32,7 @@ import { RunnerContext } from './runner-context.js';
 import { Waiters } from './waiters.js';
 import { DurableQueue, emptyQueue, QueueBook, queueInfo, type DurableQueueInfo, type DurableQueueOptions } from './queues.js';
 import type { DefineOptions } from './handlers.js';
-import { addFlow, flowStatus, type Flow, type FlowStatus } from './flows.js';
+import { addFlow, flowStatus, type StoredFlow, type FlowStatus } from './flows.js';
 import type { FlowSpec } from './flow-graph.js';
 
 export { DEFAULT_RETENTION, type Retention } from './maintenance.js';
@@ -118,9 +118,16 @@ export class DurableRunner {
   }
 
   /** Stores a flow (checked at the call; see flows.ts). */
-  flow(spec: FlowSpec): Promise<Flow> {
+  flow(spec: FlowSpec): Promise<StoredFlow> {
     const loop = this.#ctx.loop;
-    return addFlow(this.#ctx.store, this.#handlers, () => this.ready(), () => loop.clock.now(), (at) => this.#claimer.wakeAt(at), spec);
+    return addFlow(
+      this.#ctx.store,
+      this.#handlers,
+      () => this.ready(),
+      () => loop.clock.now(),
+      (at) => this.#claimer.wakeAt(at),
+      spec,
+    );
   }
 
   /** A flow's status, or undefined. */

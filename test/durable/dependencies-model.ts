@@ -22,10 +22,10 @@ export interface Graph {
 export const graphArb = (maxNodes: number): fc.Arbitrary<Graph> =>
   fc.integer({ min: 1, max: maxNodes }).chain((n) =>
     fc
-      .array(
-        fc.array(fc.tuple(fc.nat(), fc.constantFrom<OnFailure>('fail', 'fail', 'continue', 'ignore')), { maxLength: 3 }),
-        { minLength: n, maxLength: n },
-      )
+      .array(fc.array(fc.tuple(fc.nat(), fc.constantFrom<OnFailure>('fail', 'fail', 'continue', 'ignore')), { maxLength: 3 }), {
+        minLength: n,
+        maxLength: n,
+      })
       .map((raw) => ({
         n,
         deps: raw.map((edges, i) => {
@@ -34,7 +34,9 @@ export const graphArb = (maxNodes: number): fc.Arbitrary<Graph> =>
           const out: [number, OnFailure][] = [];
           for (const [pick, rule] of edges) {
             const dep = pick % i;
-            if (!seen.has(dep)) out.push([dep, rule]), seen.add(dep);
+            if (seen.has(dep)) continue;
+            out.push([dep, rule]);
+            seen.add(dep);
           }
           return out;
         }),
@@ -118,7 +120,9 @@ export class Model {
     while (stack.length > 0) {
       const t = stack.pop()!;
       for (const [d, rule] of this.graph.deps[t]!) {
-        if (rule === 'fail' && FAILURE.has(this.state[d]!) && !up.has(d)) up.add(d), stack.push(d);
+        if (rule !== 'fail' || !FAILURE.has(this.state[d]!) || up.has(d)) continue;
+        up.add(d);
+        stack.push(d);
       }
     }
     for (const t of up) {

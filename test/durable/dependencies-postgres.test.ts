@@ -67,20 +67,21 @@ describe('flows across processes on PostgreSQL (issue 28)', () => {
       const status = (await producer.flows.get(flow.id))!;
       const state = (name: string) => {
         const { task } = status.tasks.find((t) => t.task.id === flow.tasks[name]!.id)!;
-        return task.state === 'failed' && !/told to fail|DependencyError/.test(task.lastError ?? '') ? `failed: ${task.lastError}` : task.state;
+        return task.state === 'failed' && !/told to fail|DependencyError/.test(task.lastError ?? '')
+          ? `failed: ${task.lastError}`
+          : task.state;
       };
       const failing = k % 7 === 0;
       const shape = k % 4;
-      const expected =
-        !failing
-          ? { a: 'succeeded', b: 'succeeded', c: 'succeeded', d: 'succeeded' }
-          : shape === 0
+      const expected = !failing
+        ? { a: 'succeeded', b: 'succeeded', c: 'succeeded', d: 'succeeded' }
+        : shape === 0
+          ? { a: 'failed', b: 'failed', c: 'failed', d: 'failed' }
+          : shape === 1
             ? { a: 'failed', b: 'failed', c: 'failed', d: 'failed' }
-            : shape === 1
-              ? { a: 'failed', b: 'failed', c: 'failed', d: 'failed' }
-              : shape === 2
-                ? { a: 'failed', b: 'succeeded', c: 'succeeded', d: 'failed' }
-                : { a: 'failed', b: 'failed', c: 'succeeded', d: 'failed' };
+            : shape === 2
+              ? { a: 'failed', b: 'succeeded', c: 'succeeded', d: 'failed' }
+              : { a: 'failed', b: 'failed', c: 'succeeded', d: 'failed' };
       expect({ a: state('a'), b: state('b'), c: state('c'), d: state('d') }, `flow ${k}`).toEqual(expected);
     }
     // A dependent starts after each of its dependencies' runs finished.
@@ -89,9 +90,14 @@ describe('flows across processes on PostgreSQL (issue 28)', () => {
       WHERE q.finished_at IS NOT NULL AND r.started_at < q.finished_at AND q.pid <> ${workers[0]!.pid}`);
     expect(early.rows, 'dependents started before a dependency finished').toEqual([]);
     // Two starts of a task only when the first was on the killed worker.
-    const twice = await admin.query(`SELECT task, array_agg(pid ORDER BY id) AS pids FROM "${schema}".runs GROUP BY task HAVING count(*) > 1`);
+    const twice = await admin.query(
+      `SELECT task, array_agg(pid ORDER BY id) AS pids FROM "${schema}".runs GROUP BY task HAVING count(*) > 1`,
+    );
     for (const row of twice.rows as { task: string; pids: number[] }[]) {
-      expect(row.pids.slice(0, -1).every((pid) => pid === workers[0]!.pid), `task ${row.task} ran on ${row.pids}`).toBe(true);
+      expect(
+        row.pids.slice(0, -1).every((pid) => pid === workers[0]!.pid),
+        `task ${row.task} ran on ${row.pids}`,
+      ).toBe(true);
     }
     const ran = Number((await admin.query(`SELECT count(DISTINCT task) AS n FROM "${schema}".runs`)).rows[0].n);
     expect(ran).toBeGreaterThan(FLOWS * 3);

@@ -52,7 +52,8 @@ async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () =>
     const status = (await store.getFlow(ids[0]!))!;
     const states = ids.map((id) => status.tasks.find((t: StoredTask) => t.id === id)!.state);
     // A task sunk while two of its 'fail' dependencies had failed may name either (cancelled or failed): both are "sunk".
-    const loose = (list: readonly string[]) => list.map((s, i) => (!model.started[i] && (s === 'failed' || s === 'cancelled') ? 'sunk' : s));
+    const loose = (list: readonly string[]) =>
+      list.map((s, i) => (!model.started[i] && (s === 'failed' || s === 'cancelled') ? 'sunk' : s));
     expect(loose(states), when).toEqual(loose(model.state));
   };
   const claimAll = async () => {
@@ -68,7 +69,11 @@ async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () =>
     if (op.op === 'finish') {
       if (running.length === 0) continue;
       const i = running[op.pick % running.length]!;
-      await store.settle(OWNER, [{ id: ids[i]!, kind: 'complete', state: op.ok ? 'succeeded' : 'failed', error: op.ok ? null : 'x', result: `${i}` }], now());
+      await store.settle(
+        OWNER,
+        [{ id: ids[i]!, kind: 'complete', state: op.ok ? 'succeeded' : 'failed', error: op.ok ? null : 'x', result: `${i}` }],
+        now(),
+      );
       model.finish(i, op.ok);
     } else if (op.op === 'cancel') {
       const i = op.pick % graph.n;
@@ -93,7 +98,10 @@ async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () =>
     for (const i of running) model.finish(i, true);
   }
   await check('at the end');
-  expect(model.state.filter((s) => s === 'blocked' || s === 'waiting' || s === 'running'), 'left waiting').toEqual([]);
+  expect(
+    model.state.filter((s) => s === 'blocked' || s === 'waiting' || s === 'running'),
+    'left waiting',
+  ).toEqual([]);
   // The results flow forward: a task's dependencies as it sees them.
   const last = graph.n - 1;
   const deps = await store.getDependencies(ids[last]!);

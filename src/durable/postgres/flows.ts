@@ -104,12 +104,22 @@ export function postgresFlows(db: Connection, schema: string | undefined, prefix
     async getFlow(id) {
       const tasks = (await db.query<TaskRow>(sql.flowTasks, [id])).rows.map(toTask);
       if (tasks.length === 0) return undefined;
-      const edges = (await db.query<{ task: number; dep: number; on_failure: OnFailure; counted: boolean; dep_state: StoredState | null }>(sql.flowEdges, [id]))
-        .rows;
+      const edges = (
+        await db.query<{ task: number; dep: number; on_failure: OnFailure; counted: boolean; dep_state: StoredState | null }>(
+          sql.flowEdges,
+          [id],
+        )
+      ).rows;
       return {
         tasks,
         edges: edges.map(
-          (e): StoredEdge => ({ task: Number(e.task), dep: Number(e.dep), onFailure: e.on_failure, counted: e.counted, depState: e.dep_state }),
+          (e): StoredEdge => ({
+            task: Number(e.task),
+            dep: Number(e.dep),
+            onFailure: e.on_failure,
+            counted: e.counted,
+            depState: e.dep_state,
+          }),
         ),
       };
     },

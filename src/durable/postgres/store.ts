@@ -110,7 +110,11 @@ class PostgresStore implements Store, FlowStore {
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
-    ({ addFlow: this.addFlow, getFlow: this.getFlow, getDependencies: this.getDependencies } = postgresFlows(this.#db, options.schema, this.#prefix));
+    ({
+      addFlow: this.addFlow,
+      getFlow: this.getFlow,
+      getDependencies: this.getDependencies,
+    } = postgresFlows(this.#db, options.schema, this.#prefix));
   }
 
   // Flows (issue 28): see flows.ts.

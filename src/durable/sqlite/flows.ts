@@ -94,8 +94,20 @@ export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number
 export function getFlow(prepare: Prepare, id: number): { tasks: StoredTask[]; edges: StoredEdge[] } | undefined {
   const tasks = (prepare(FLOW_SQL.flowTasks).all(id) as TaskRow[]).map(toTask);
   if (tasks.length === 0) return undefined;
-  const rows = prepare(FLOW_SQL.flowEdges).all(id) as { task: number; dep: number; on_failure: OnFailure; counted: number; dep_state: StoredState | null }[];
-  const edges = rows.map((e) => ({ task: Number(e.task), dep: Number(e.dep), onFailure: e.on_failure, counted: Number(e.counted) === 1, depState: e.dep_state }));
+  const rows = prepare(FLOW_SQL.flowEdges).all(id) as {
+    task: number;
+    dep: number;
+    on_failure: OnFailure;
+    counted: number;
+    dep_state: StoredState | null;
+  }[];
+  const edges = rows.map((e) => ({
+    task: Number(e.task),
+    dep: Number(e.dep),
+    onFailure: e.on_failure,
+    counted: Number(e.counted) === 1,
+    depState: e.dep_state,
+  }));
   return { tasks, edges };
 }
 

@@ -190,7 +190,7 @@ export function dependencyScenarios(backend: Backend, setup: () => Promise<Env>)
     });
 
     it('a flow with a cycle, an unknown name, an unknown handler or a bad option is refused at the call; nothing is stored', async () => {
-      const { scheduler, finished } = await openSteps();
+      const { scheduler } = await openSteps();
       const bad = [
         { tasks: { a: { handler: 'step', after: ['b'] }, b: { handler: 'step', after: ['a'] } } },
         { tasks: { a: { handler: 'step', after: ['nope'] } } },
