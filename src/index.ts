@@ -58,8 +58,19 @@ export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueC
 export type { DefineOptions } from './durable/handlers.js';
 export { Flows } from './scheduler-flows.js';
 export { FlowError } from './durable/flow-graph.js';
-export type { Dependency, FlowSpec, FlowTask, FlowStore, NewFlow, NewEdge, StoredEdge } from './durable/flow-graph.js';
+export type {
+  Dependency,
+  DependencyRule,
+  EdgeEnd,
+  FlowSpec,
+  FlowTask,
+  FlowStore,
+  NewFlow,
+  NewEdge,
+  StoredEdge,
+  StoredFlowGraph,
+} from './durable/flow-graph.js';
 export type { OnFailure, DependencyInfo } from './durable/options.js';
-export type { StoredFlow, FlowStatus, FlowTaskStatus } from './durable/flows.js';
+export type { StoredFlow, FlowStatus, FlowTaskStatus, FlowDependencyStatus } from './durable/flows.js';
 export { ThreadError } from './threads/errors.js';
 export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';

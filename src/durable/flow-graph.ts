@@ -9,8 +9,27 @@ import type { When } from '../core/validate.js';
 import type { DependencyInfo, DurableTaskOptions, OnFailure } from './options.js';
 import type { NewTask, StoredState, StoredTask } from './store.js';
 
-/** A dependency: a task of the same flow by its name, or a stored task by id, with its failure rule. */
-export type Dependency = string | number | { readonly task: string | number; readonly onFailure?: OnFailure };
+/** A dependency with its failure rule. */
+export interface DependencyRule {
+  /** A task of the same flow by its name, or a stored task by id. */
+  readonly task: string | number;
+  /** What its failure does to the dependent. @default 'fail' */
+  readonly onFailure?: OnFailure;
+}
+
+/** A dependency: a task of the same flow by its name, or a stored task by id (rule `'fail'`), or either with its rule. */
+export type Dependency = string | number | DependencyRule;
+
+/** One end of an edge as a store writes it: a task of the flow by its index, or a stored task by id. */
+export type EdgeEnd =
+  | {
+      /** An index into `NewFlow.tasks`. */
+      readonly index: number;
+    }
+  | {
+      /** A stored task's id. */
+      readonly id: number;
+    };
 
 /** One task of a flow: a handler, when it may run at the earliest, what it depends on, and a durable task's options. */
 export interface FlowTask extends Omit<DurableTaskOptions, 'key' | 'dedupe' | 'client'> {
@@ -40,7 +59,8 @@ export interface NewEdge {
   /** The dependent: an index into `NewFlow.tasks`. */
   readonly task: number;
   /** The dependency: an index into `NewFlow.tasks`, or a stored task's id. */
-  readonly dep: { readonly index: number } | { readonly id: number };
+  readonly dep: EdgeEnd;
+  /** Its failure rule. */
   readonly onFailure: OnFailure;
   /** Its place in the dependent's `after` (the order `ctx.dependencies()` lists them). */
   readonly ord: number;
@@ -50,6 +70,7 @@ export interface NewEdge {
 export interface NewFlow {
   /** The tasks, in the order given (their ids increase in this order). */
   readonly tasks: readonly NewTask[];
+  /** Its edges, each dependent's in the order of its \`after\`. */
   readonly edges: readonly NewEdge[];
   /** The stored tasks the flow depends on (ids, no duplicates). */
   readonly external: readonly number[];
@@ -81,6 +102,14 @@ export interface StoredEdge {
   readonly depState: StoredState | null;
 }
 
+/** A stored flow as a store reads it: its tasks and their edges. */
+export interface StoredFlowGraph {
+  /** Its tasks, by id. */
+  tasks: StoredTask[];
+  /** Its edges, each dependent's in the order of its \`after\`. */
+  edges: StoredEdge[];
+}
+
 /** What the stores add for flows. */
 export interface FlowStore {
   /**
@@ -90,7 +119,7 @@ export interface FlowStore {
    */
   addFlow(flow: NewFlow, via?: unknown, now?: number): Promise<StoredTask[]>;
   /** The tasks of flow `id` (the id of its first task) with their edges, or undefined. */
-  getFlow(id: number): Promise<{ tasks: StoredTask[]; edges: StoredEdge[] } | undefined>;
+  getFlow(id: number): Promise<StoredFlowGraph | undefined>;
   /** Task `id`'s dependencies in the order given, each with its rule. */
   getDependencies(id: number): Promise<DependencyInfo[]>;
 }

@@ -23,12 +23,7 @@ export interface FlowTaskStatus {
   /** The stored task. */
   readonly task: StoredTask;
   /** Its dependencies: each id with its rule, its state now, and whether it counted it done. */
-  readonly dependencies: readonly {
-    readonly id: number;
-    readonly onFailure: OnFailure;
-    readonly state: StoredState | 'gone';
-    readonly done: boolean;
-  }[];
+  readonly dependencies: readonly FlowDependencyStatus[];
   /**
    * Why it has not started, if it has not: the ids of the dependencies it still
    * waits for (a `blocked` task always has some, each `waiting`, `running` or
@@ -37,7 +32,19 @@ export interface FlowTaskStatus {
   readonly waitingFor: readonly number[];
 }
 
-/** What `scheduler.getFlow(id)` returns. */
+/** One dependency of a flow's task, as `flows.get()` shows it. */
+export interface FlowDependencyStatus {
+  /** The dependency's id. */
+  readonly id: number;
+  /** The dependent's rule for it. */
+  readonly onFailure: OnFailure;
+  /** Its state now; 'gone' if retention deleted it. */
+  readonly state: StoredState | 'gone';
+  /** Whether the dependent counted it done (it succeeded, or failed under a rule that lets the dependent run). */
+  readonly done: boolean;
+}
+
+/** What `scheduler.flows.get(id)` returns. */
 export interface FlowStatus {
   /** The flow's id. */
   readonly id: number;

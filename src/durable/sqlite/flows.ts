@@ -3,7 +3,7 @@
 // dependents an outcome made due (the store wakes its claimer with it).
 // What happens when a dependency ends or is retried is the triggers of
 // migrations.ts (FLOWS), fired by whatever statement ends it.
-import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredEdge } from '../flow-graph.js';
+import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo, OnFailure } from '../options.js';
 import { TaskNotFoundError, type StoredState, type StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
@@ -91,7 +91,7 @@ export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number
 }
 
 /** Flow `id`'s tasks and edges, or undefined. */
-export function getFlow(prepare: Prepare, id: number): { tasks: StoredTask[]; edges: StoredEdge[] } | undefined {
+export function getFlow(prepare: Prepare, id: number): StoredFlowGraph | undefined {
   const tasks = (prepare(FLOW_SQL.flowTasks).all(id) as TaskRow[]).map(toTask);
   if (tasks.length === 0) return undefined;
   const rows = prepare(FLOW_SQL.flowEdges).all(id) as {

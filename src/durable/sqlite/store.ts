@@ -37,7 +37,7 @@ import { LIMITS_SQL, upsertLimits } from './limits.js';
 import { dropOwner, isBusy, readOwner, StoreInUseError, writeOwner } from './owner.js';
 import { MIGRATIONS, SQL } from './sql.js';
 import { toClaims, toJob, toQueues, toTask, type ClaimRow, type QueueRow, type JobStatsRow, type TaskRow } from '../rows.js';
-import type { FlowStore, NewFlow, StoredEdge } from '../flow-graph.js';
+import type { FlowStore, NewFlow, StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo } from '../options.js';
 import { addFlow, anyDependency, getDependencies, getFlow, hadDependents, requeue } from './flows.js';
 
@@ -397,7 +397,7 @@ class SqliteStore implements Store, FlowStore {
     return rows;
   }
 
-  async getFlow(id: number): Promise<{ tasks: StoredTask[]; edges: StoredEdge[] } | undefined> {
+  async getFlow(id: number): Promise<StoredFlowGraph | undefined> {
     return this.#named(() => getFlow((sql) => this.#statement(sql), id));
   }
 
