@@ -134,7 +134,7 @@ function draw(s) {
     // The first line of a stored error (its message); the whole stack on hover.
     cell(tr, task.lastError === null ? null : task.lastError.split('\\n')[0], 'error').title = task.lastError ?? '';
     const finished = task.state === 'failed' || task.state === 'timed-out' || task.state === 'cancelled';
-    actions(tr, s, 'stored', task.id, task.state === 'waiting' || task.state === 'running' ? ['cancel'] : finished ? ['retry'] : []);
+    actions(tr, s, 'stored', task.id, task.state === 'blocked' || task.state === 'waiting' || task.state === 'running' ? ['cancel'] : finished ? ['retry'] : []);
     return tr;
   }), 'No stored tasks');
 }
