@@ -9,7 +9,9 @@ import { TaskNotFoundError } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
 import { ts, upsertLimits } from './claim-sql.js';
 import type { Connection } from './connection.js';
-import { quote } from './migrations.js';
+import { inSchema, MIGRATIONS, quote } from './migrations.js';
+import type { Listener } from './listener.js';
+import type { PgPoolClient } from './pg.js';
 import { taskColumns, WAKE } from './sql.js';
 
 type Query = (text: string, values: unknown[]) => Promise<{ rows: unknown[] }>;
@@ -128,4 +130,23 @@ export function postgresFlows(db: Connection, schema: string | undefined, prefix
       return rows.map(toDependency);
     },
   };
+}
+
+/**
+ * The migrations a store runs (migrate(), in its transaction): with a
+ * \`schema\` option its own; without one, with the connection's
+ * current_schema() spelled out, so that the flows trigger's function names
+ * its tables whatever the search_path of the statement that fires it (see
+ * FLOWS in migrations.ts). The listener learns that schema: the trigger's
+ * payloads name it.
+ */
+export async function migrationsIn(
+  client: PgPoolClient,
+  schema: string | undefined,
+  own: readonly string[],
+  listener: Listener,
+): Promise<readonly string[]> {
+  const current = (await client.query<{ s: string }>('SELECT current_schema() AS s')).rows[0]!.s;
+  listener.ownSchema(current);
+  return schema === undefined ? MIGRATIONS.map((m) => inSchema(m.sql, current)) : own;
 }

@@ -48,8 +48,7 @@ import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
 import { epoch, outcomeArrays, roomArrays } from './params.js';
 import type { FlowStore } from '../flow-graph.js';
-import { postgresFlows } from './flows.js';
-import { inSchema, MIGRATIONS } from './migrations.js';
+import { migrationsIn, postgresFlows } from './flows.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 
@@ -110,14 +109,10 @@ class PostgresStore implements Store, FlowStore {
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
-    ({
-      addFlow: this.addFlow,
-      getFlow: this.getFlow,
-      getDependencies: this.getDependencies,
-    } = postgresFlows(this.#db, options.schema, this.#prefix));
+    const flows = postgresFlows(this.#db, options.schema, this.#prefix);
+    [this.addFlow, this.getFlow, this.getDependencies] = [flows.addFlow, flows.getFlow, flows.getDependencies];
   }
 
-  // Flows (issue 28): see flows.ts.
   readonly addFlow: FlowStore['addFlow'];
   readonly getFlow: FlowStore['getFlow'];
   readonly getDependencies: FlowStore['getDependencies'];
@@ -143,10 +138,8 @@ class PostgresStore implements Store, FlowStore {
       const { rows } = await client.query<{ version: number }>(sql.readVersion);
       const found = rows[0] === undefined ? 0 : Number(rows[0].version);
       if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
-      // Without a schema option, the flows trigger's function names its tables in the current schema (migrations.ts FLOWS).
-      const current = (await client.query<{ s: string }>('SELECT current_schema() AS s')).rows[0]!.s;
-      this.#listener.ownSchema(current);
-      const migrations = this.#schema === undefined ? MIGRATIONS.map((m) => inSchema(m.sql, current)) : sql.migrations;
+      // Flows: without a schema option, the trigger's function names its tables in the current schema.
+      const migrations = await migrationsIn(client, this.#schema, sql.migrations, this.#listener);
       for (let version = found; version < SCHEMA_VERSION; version++) {
         const migration = migrations[version];
         if (migration === undefined) throw new Error(`taskheap's PostgreSQL store has no migration to schema version ${version + 1}`);
