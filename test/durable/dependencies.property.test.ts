@@ -122,7 +122,7 @@ describe('flows against the reference model', () => {
           await store.close();
         }
       }),
-      { numRuns: 60 },
+      { numRuns: 150 },
     );
   }, 240_000);
 

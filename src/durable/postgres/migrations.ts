@@ -98,11 +98,13 @@ const FLOWS = `
         ELSE
           -- Back from a final state (retry): what it let through and has not started counts it again,
           -- and what it sank is blocked again (its edge from the sinking task was never counted).
-          UPDATE :SCHEMA.taskheap_tasks AS t SET pending_deps = t.pending_deps + 1, state = 'blocked', updated_at = now()
+          -- (A task it sank, or that is being revived with it, counts it again too: it has not started either.)
+          UPDATE :SCHEMA.taskheap_tasks AS t SET pending_deps = t.pending_deps + 1,
+              state = CASE WHEN t.state = 'waiting' THEN 'blocked' ELSE t.state END, updated_at = now()
             FROM :SCHEMA.taskheap_deps AS d
-            WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state IN ('blocked', 'waiting');
+            WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state <> 'running';
           UPDATE :SCHEMA.taskheap_deps AS d SET counted = false FROM :SCHEMA.taskheap_tasks AS t
-            WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state = 'blocked';
+            WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state <> 'running';
           WITH revived AS (UPDATE :SCHEMA.taskheap_tasks SET state = 'blocked', failed_dep = NULL, last_error = NULL, updated_at = now()
               WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0 RETURNING id)
           SELECT array_agg(id) INTO back FROM revived;

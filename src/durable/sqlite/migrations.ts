@@ -59,10 +59,11 @@ const FLOWS = `CREATE TABLE taskheap_deps (
      WHEN NEW.has_dependents AND OLD.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
        AND NEW.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled')
    BEGIN
-     UPDATE taskheap_tasks SET pending_deps = pending_deps + 1, state = 'blocked', updated_at = NEW.updated_at
-       WHERE attempts = 0 AND state IN ('blocked', 'waiting') AND id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND counted);
+     UPDATE taskheap_tasks SET pending_deps = pending_deps + 1, state = CASE WHEN state = 'waiting' THEN 'blocked' ELSE state END,
+       updated_at = NEW.updated_at
+       WHERE attempts = 0 AND state <> 'running' AND id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND counted);
      UPDATE taskheap_deps SET counted = 0 WHERE dep_id = NEW.id AND counted
-       AND (SELECT attempts = 0 AND state = 'blocked' FROM taskheap_tasks WHERE id = task_id);
+       AND (SELECT attempts = 0 AND state <> 'running' FROM taskheap_tasks WHERE id = task_id);
      UPDATE taskheap_tasks SET state = 'blocked', failed_dep = -NEW.id, last_error = NULL, updated_at = NEW.updated_at
        WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0;
      UPDATE taskheap_tasks SET

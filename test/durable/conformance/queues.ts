@@ -253,6 +253,7 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       expect(byName.idle).toMatchObject({ concurrency: 3, globalConcurrency: Infinity, paused: false, counts: { waiting: 0 } });
       expect(byName.shared).toMatchObject({ concurrency: Infinity, globalConcurrency: 4 });
       expect(await scheduler.queue('nothing').counts()).toEqual({
+        blocked: 0,
         waiting: 0,
         running: 0,
         succeeded: 0,
