@@ -36,6 +36,32 @@ function flowSpec(k: number): Record<string, FlowTask> {
 }
 
 describe('flows across processes on PostgreSQL (issue 28)', () => {
+  it('without a schema option (the search_path): the NOTIFY of the last dependency wakes an idle worker (a poll of an hour)', async () => {
+    const database = `flows_path_${process.pid}`;
+    await admin.query(`CREATE DATABASE ${database}`);
+    const url = server.url.replace(/\/[^/]*$/, `/${database}`);
+    // 'first' and 'second' run in different schedulers: only the NOTIFY of a's outcome can wake the one that runs b.
+    const one = new Scheduler({ store: postgresStore({ connectionString: url, poll: 3_600_000 }), handlers: ['second'] });
+    const two = new Scheduler({ store: postgresStore({ connectionString: url, poll: 3_600_000 }) });
+    const ran: string[] = [];
+    // a ends a second after it starts: by then the other scheduler has claimed (nothing) for the add's wake and sleeps.
+    one.define('first', async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      ran.push('a');
+    });
+    two.define('second', () => void ran.push('b'));
+    try {
+      await one.start();
+      await two.start();
+      const flow = await one.flows.add({ tasks: { a: { handler: 'first' }, b: { handler: 'second', after: ['a'] } } });
+      expect((await one.waitFor(flow.tasks.b!.id, { timeout: 30_000 })).state).toBe('succeeded');
+      expect(ran).toEqual(['a', 'b']);
+    } finally {
+      await one.close();
+      await two.close();
+    }
+  }, 60_000);
+
   it('three workers, one SIGKILLed mid-way, over 200 flows: none left waiting, every dependent after its dependencies, no double start but the killed one', async () => {
     const schema = freshSchema();
     const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }), handlers: ['node'] });
