@@ -60,5 +60,21 @@ export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, Stor
 export type { StoredQueue, QueueChange, QueueRate, QueueRooms, ClaimLimits } from './durable/store.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';
+export { Flows } from './scheduler-flows.js';
+export { FlowError } from './durable/flow-graph.js';
+export type {
+  Dependency,
+  DependencyRule,
+  EdgeEnd,
+  FlowSpec,
+  FlowTask,
+  FlowStore,
+  NewFlow,
+  NewEdge,
+  StoredEdge,
+  StoredFlowGraph,
+} from './durable/flow-graph.js';
+export type { OnFailure, DependencyInfo } from './durable/options.js';
+export type { StoredFlow, FlowStatus, FlowTaskStatus, FlowDependencyStatus } from './durable/flows.js';
 export { ThreadError } from './threads/errors.js';
 export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';

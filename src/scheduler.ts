@@ -12,6 +12,7 @@ import type { TaskOptions } from './core/task-options.js';
 import type { RateLimit } from './core/flow-options.js';
 import { configureQueues } from './core/queues.js';
 import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
+import { Flows } from './scheduler-flows.js';
 import type { Task, TaskFunction } from './core/task.js';
 import type { Duration } from './core/duration.js';
 import { toEpoch, type When } from './core/validate.js';
@@ -41,6 +42,8 @@ import {
 } from './scheduler-options.js';
 import { ThreadPool } from './threads/pool.js';
 import { assertThreads, threadHandler, threadTask, type ThreadTaskOptions } from './threads/options.js';
+
+type Added<R> = Task<Awaited<R>> | Promise<EnqueuedTask>; // what schedule() and after() return
 
 // Builders take the scheduler as their JobFactory structurally (an `implements` would name internal members).
 /**
@@ -113,11 +116,7 @@ export class Scheduler {
    * const task = scheduler.schedule(when, new URL('./thumbnail.js', import.meta.url), { payload: { file } });
    */
   schedule<R = unknown>(when: When, module: URL, options?: ThreadTaskOptions): Task<R>;
-  schedule<R>(
-    when: When,
-    fn: TaskFunction<R> | string | URL,
-    options?: TaskOptions | DurableTaskOptions,
-  ): Task<Awaited<R>> | Promise<EnqueuedTask> {
+  schedule<R>(when: When, fn: TaskFunction<R> | string | URL, options?: TaskOptions | DurableTaskOptions): Added<R> {
     return this.#add(toEpoch(when), fn, options);
   }
 
@@ -153,11 +152,7 @@ export class Scheduler {
   after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
   /** The module `module`'s default export in a worker thread, after `delay` (see `schedule`). */
   after<R = unknown>(delay: Duration, module: URL, options?: ThreadTaskOptions): Task<R>;
-  after<R>(
-    delay: Duration,
-    fn: TaskFunction<R> | string | URL,
-    options?: TaskOptions | DurableTaskOptions,
-  ): Task<Awaited<R>> | Promise<EnqueuedTask> {
+  after<R>(delay: Duration, fn: TaskFunction<R> | string | URL, options?: TaskOptions | DurableTaskOptions): Added<R> {
     return this.#add(delayEnd(this.#loop.clock.now(), delay), fn, options);
   }
 
@@ -467,6 +462,11 @@ export class Scheduler {
    */
   queues(): Promise<SchedulerQueueInfo[]> {
     return queuesOf(this.#loop, this.#runner);
+  }
+
+  /** Flows (docs/flows.md): tasks that wait for others, stored all or none (`flows.add()`), and their status (`flows.get()`). */
+  get flows(): Flows {
+    return new Flows(this.#loop, this.#runner);
   }
 
   /** The most tasks that may be pending at once. @default Infinity */

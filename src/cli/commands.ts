@@ -14,7 +14,7 @@ interface Outcome {
   code: number;
 }
 
-const TASK_STATES: readonly StoredState[] = ['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
+const TASK_STATES: readonly StoredState[] = ['blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
 const JOB_STATES: readonly StoredJob['state'][] = ['scheduled', 'paused', 'done', 'cancelled'];
 const TASK_COLUMNS = ['id', 'name', 'state', 'runAt', 'attempts', 'queue', 'key', 'jobKey', 'lastError'];
 const JOB_COLUMNS = ['key', 'name', 'state', 'nextRunAt', 'lastRunAt', 'runs'];

@@ -19,7 +19,7 @@ export interface ConsoleFilter {
   to?: number;
 }
 
-const STATES: ReadonlySet<string> = new Set(['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
+const STATES: ReadonlySet<string> = new Set(['blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
 const TEXT_KEYS = ['name', 'queue', 'keyPrefix'] as const;
 /** Tasks one bulk action touches at most (the page says when there were more). */
 const BULK_LIMIT = 10_000;
@@ -81,7 +81,7 @@ export async function storedPage(
 
 /** Tasks by state in one queue, or in all of them. */
 function queueCounts(queues: readonly SchedulerQueueInfo[], name: string | undefined): Record<StoredState, number> {
-  const counts: Record<StoredState, number> = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+  const counts: Record<StoredState, number> = { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
   for (const queue of queues) {
     if (name !== undefined && queue.name !== name) continue;
     for (const state of Object.keys(counts) as StoredState[]) counts[state] += (queue.counts as Record<StoredState, number>)[state] ?? 0;
@@ -113,7 +113,7 @@ export async function bulk(scheduler: Scheduler, action: 'retry' | 'cancel' | 'd
         ? ['failed', 'timed-out']
         : [filter.state]
       : filter.state === undefined
-        ? ['waiting', 'running']
+        ? ['blocked', 'waiting', 'running']
         : [filter.state];
   let count = 0;
   for (const state of states) {

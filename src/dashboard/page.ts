@@ -194,7 +194,7 @@ function draw(s) {
     cell(tr, task.queue);
     progressCell(tr, task.progress);
     const finished = task.state === 'failed' || task.state === 'timed-out' || task.state === 'cancelled';
-    actions(tr, s, 'stored', task.id, task.state === 'waiting' || task.state === 'running' ? ['cancel'] : finished ? ['retry'] : []);
+    actions(tr, s, 'stored', task.id, task.state === 'blocked' || task.state === 'waiting' || task.state === 'running' ? ['cancel'] : finished ? ['retry'] : []);
     return tr;
   }), 'No stored tasks match');
   const shown = (s.stored ?? []).length;
@@ -217,7 +217,7 @@ function progressCell(tr, value) {
   } else td.textContent = JSON.stringify(value);
 }
 
-const STATES = ['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
+const STATES = ['blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
 function drawCounts(s) {
   const counts = s.storedCounts;
   if (counts === null) return $('counts').replaceChildren();
@@ -330,7 +330,7 @@ function ask(action) {
   const counts = view.last && view.last.storedCounts;
   const n = counts === null || counts === undefined ? '?' :
     action === 'delete' ? ['succeeded', 'failed', 'timed-out', 'cancelled'].filter((st) => !view.filter.state || view.filter.state === st).reduce((sum, st) => sum + counts[st], 0)
-    : action === 'cancel' ? ['waiting', 'running'].filter((st) => !view.filter.state || view.filter.state === st).reduce((sum, st) => sum + counts[st], 0)
+    : action === 'cancel' ? ['blocked', 'waiting', 'running'].filter((st) => !view.filter.state || view.filter.state === st).reduce((sum, st) => sum + counts[st], 0)
     : ['failed', 'timed-out'].filter((st) => !view.filter.state || view.filter.state === st).reduce((sum, st) => sum + counts[st], 0);
   const what = action === 'delete' ? 'Delete ' + n + ' finished' : action === 'cancel' ? 'Cancel ' + n + ' waiting or running' : 'Retry ' + n + ' failed';
   const f = Object.entries(view.filter).map(([k, v]) => k + '=' + v).join(', ');

@@ -16,6 +16,8 @@ import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
 import type { Prefetch } from './prefetch.js';
 import type { RunnerContext } from './runner-context.js';
+import { hasFlows } from './flow-graph.js';
+import type { DependencyInfo } from './options.js';
 
 /** @internal */
 export class Dispatcher {
@@ -52,7 +54,7 @@ export class Dispatcher {
             if (!claim.started) this.#holdings.starts.add(claim.id);
             const started = performance.now();
             try {
-              return toResult(await handler(durableContext(ctx, claim, this.#transaction, this.#journal), payload));
+              return toResult(await handler(durableContext(ctx, claim, this.#transaction, this.#journal, this.#dependencies), payload));
             } finally {
               this.#prefetch.ran(performance.now() - started);
               // What it told is written before its outcome is.
@@ -100,6 +102,13 @@ export class Dispatcher {
     return flow === undefined ? settings : { ...settings, flow };
   }
 
+  /** ctx.dependencies() (flows): what the task's dependencies ended as, those its rule ignores left out. */
+  #dependencies = async (id: number): Promise<DependencyInfo[]> => {
+    const store = this.#ctx.store;
+    if (!hasFlows(store)) return [];
+    return (await store.getDependencies(id)).filter((dep) => dep.onFailure !== 'ignore' || dep.state === 'succeeded');
+  };
+
   /** ctx.transaction(): the handler's writes and the task's completion in one transaction. */
   #transaction = <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>): Promise<T> => {
     if (typeof fn !== 'function')
@@ -118,6 +127,7 @@ function durableContext(
   claim: ClaimedTask,
   transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>,
   journal: JournalWriter,
+  dependencies: (id: number) => Promise<DependencyInfo[]>,
 ): DurableContext {
   // The loop's run keeps and announces them; the journal writes them.
   const run = ctx as Run;
@@ -133,6 +143,7 @@ function durableContext(
     },
     id: claim.id,
     transaction: (fn) => transaction(claim, fn as never),
+    dependencies: () => dependencies(claim.id),
     get signal() {
       return ctx.signal;
     },

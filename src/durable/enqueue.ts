@@ -138,8 +138,8 @@ export class Enqueuer {
   }
 }
 
-/** The row a durable task's options make (validated). */
-function toNewTask(name: string, runAt: number, options: object | undefined, handlerQueue: string | undefined): NewTask {
+/** The row a durable task's options make (validated). @internal */
+export function toNewTask(name: string, runAt: number, options: object | undefined, handlerQueue: string | undefined): NewTask {
   const { payload, key, stored } = parseOptions(options, TASK_KEYS, 'durable task', handlerQueue);
   const dedupe = toDedupe((options as DurableTaskOptions | undefined)?.dedupe, key);
   const task: NewTask = {

@@ -5,6 +5,7 @@ import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
 import type { ConcurrencyLimit, DedupeMode, KeyedRateLimit } from '../core/flow-options.js';
+import type { StoredState } from './store.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */
 export interface DurableContext extends TaskContext {
@@ -28,6 +29,17 @@ export interface DurableContext extends TaskContext {
    */
   // biome-ignore lint/suspicious/noExplicitAny: rows are whatever the caller's statement returns, as pg types them
   transaction<T>(fn: (client: { query(text: string, values?: unknown[]): Promise<{ rows: any[] }> }) => Promise<T>): Promise<T>;
+  /**
+   * Flows (see docs/flows.md): the tasks this one depends on, in the order
+   * of its \`after\`, each with its id, handler name, state, \`result\` and
+   * \`error\`. A failed one appears only if its rule is \`'continue'\` (an
+   * \`'ignore'\` failure is left out). Empty for a task without dependencies.
+   * @example
+   * scheduler.define('album', async (ctx) => {
+   *   const photos = (await ctx.dependencies()).map((dep) => dep.result);
+   * });
+   */
+  dependencies(): Promise<DependencyInfo[]>;
 }
 
 /** A named handler: what durable tasks run. The payload is the stored JSON, parsed. */
@@ -227,4 +239,33 @@ export interface StoredJobOptions {
    * @default the handler's queue (`define(name, handler, { queue })`), else 'default'
    */
   queue?: string;
+}
+
+/**
+ * What a dependent does when a task it depends on ends `failed`,
+ * `timed-out` or `cancelled`:
+ * - `'fail'` (the default): it does not run; it ends `failed` (`cancelled`
+ *   if the dependency was cancelled), and so do, in turn, the tasks that
+ *   depend on it by this rule.
+ * - `'continue'`: it runs once its other dependencies are done, and
+ *   `ctx.dependencies()` shows the failure (state and error).
+ * - `'ignore'`: it runs once its other dependencies are done, as if this one
+ *   were not a dependency: `ctx.dependencies()` leaves it out.
+ */
+export type OnFailure = 'fail' | 'continue' | 'ignore';
+
+/** A dependency as `ctx.dependencies()` and `getDependencies()` show it. */
+export interface DependencyInfo {
+  /** The dependency's id. */
+  readonly id: number;
+  /** Its handler. */
+  readonly name: string;
+  /** Its state now (final once the dependent runs). */
+  readonly state: StoredState;
+  /** What its handler returned, once it succeeded. */
+  readonly result: unknown;
+  /** Its last error, if it failed. */
+  readonly error: string | null;
+  /** The dependent's rule for it. */
+  readonly onFailure: OnFailure;
 }

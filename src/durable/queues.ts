@@ -242,7 +242,7 @@ export function emptyQueue(name: string): StoredQueue {
     paused: false,
     globalConcurrency: null,
     rate: null,
-    counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
+    counts: { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
   };
 }
 

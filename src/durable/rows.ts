@@ -113,7 +113,7 @@ export function toQueues(rows: QueueRow[]): StoredQueue[] {
         paused: Boolean(row.paused),
         globalConcurrency: optional(row.global_concurrency),
         rate: row.rate_limit === null ? null : { limit: Number(row.rate_limit), interval: Number(row.rate_interval_ms) },
-        counts: { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
+        counts: { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 },
       };
       queues.set(row.name, queue);
     }
@@ -173,7 +173,7 @@ export function logsJson(lines: readonly TaskLogLine[]): string {
 
 /** Zero tasks in every state, for counts. */
 function noCounts(): Record<StoredState, number> {
-  return { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+  return { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
 }
 
 /** `{ state, n }` rows (GROUP BY state) as counts of every state. */
@@ -185,7 +185,7 @@ export function toCounts(rows: readonly { state: StoredState; n: number | string
 
 export function toJob(row: JobRow, stats: readonly JobStatsRow[] = []): StoredJob {
   const next = optional(row.next_run_at);
-  const counts: Record<StoredState, number> = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+  const counts: Record<StoredState, number> = { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
   let last: number | null = null;
   for (const stat of stats) {
     if (stat.job_key !== row.key) continue;

@@ -8,6 +8,7 @@
 //   maintenance.ts  the retention sweep
 //   waiters.ts      waitFor() and what wakes it
 //   manage.ts       reads, lists and job management by id or key
+//   flows.ts        flows: tasks that wait for others (issue 28; the graph in flow-graph.ts)
 // sharing runner-context.ts (store, loop, owner, timings, shutdown flags),
 // holdings.ts (the claims held in memory) and handlers.ts (the named handlers).
 // This file wires them and keeps the one API the scheduler calls.
@@ -31,6 +32,8 @@ import { RunnerContext } from './runner-context.js';
 import { Waiters } from './waiters.js';
 import { DurableQueue, emptyQueue, QueueBook, queueInfo, type DurableQueueInfo, type DurableQueueOptions } from './queues.js';
 import type { DefineOptions } from './handlers.js';
+import { addFlow, flowStatus, type StoredFlow, type FlowStatus } from './flows.js';
+import type { FlowSpec } from './flow-graph.js';
 
 export { DEFAULT_RETENTION, type Retention } from './maintenance.js';
 
@@ -113,6 +116,25 @@ export class DurableRunner {
       throw error;
     });
     return this.#ready;
+  }
+
+  /** Stores a flow (checked at the call; see flows.ts). */
+  flow(spec: FlowSpec): Promise<StoredFlow> {
+    const loop = this.#ctx.loop;
+    return addFlow(
+      this.#ctx.store,
+      this.#handlers,
+      () => this.ready(),
+      () => loop.clock.now(),
+      (at) => this.#claimer.wakeAt(at),
+      spec,
+    );
+  }
+
+  /** A flow's status, or undefined. */
+  async getFlow(id: number): Promise<FlowStatus | undefined> {
+    await this.ready();
+    return flowStatus(this.#ctx.store, id);
   }
 
   /** Registers the handler that runs tasks named `name`. */

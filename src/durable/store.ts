@@ -10,7 +10,7 @@ import type { Rule } from '../rules/rule.js';
 export { LeaseLostError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './errors.js';
 
 /** The life of a stored task. */
-export type StoredState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
+export type StoredState = 'blocked' | 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
 
 /** A task as the store keeps it; what `scheduler.getTask(id)` returns. */
 export interface StoredTask {

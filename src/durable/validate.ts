@@ -136,7 +136,7 @@ export function assertCount(value: unknown, what: string): asserts value is numb
   }
 }
 
-const TASK_STATES = new Set(['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
+const TASK_STATES = new Set(['blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
 const JOB_STATES = new Set(['scheduled', 'paused', 'done', 'cancelled']);
 const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to', 'after', 'limit']);
 const COUNT_FILTER_KEYS = new Set(['name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to']);

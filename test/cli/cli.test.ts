@@ -169,7 +169,9 @@ async function operate(connection: readonly string[], env: Record<string, string
   // Usage errors name the value.
   expect(await run('tasks', '--state', 'done')).toMatchObject({
     code: 2,
-    stderr: expect.stringMatching(/Expected --state to be one of waiting, running, succeeded, failed, timed-out, cancelled, got "done"/),
+    stderr: expect.stringMatching(
+      /Expected --state to be one of blocked, waiting, running, succeeded, failed, timed-out, cancelled, got "done"/,
+    ),
   });
   expect(await run('tasks', '--after', 'x')).toMatchObject({ code: 2, stderr: expect.stringMatching(/--after .* got "x"/) });
   expect(await run('task')).toMatchObject({ code: 2, stderr: expect.stringMatching(/`task` needs a <id>/) });

@@ -6,13 +6,13 @@
 // nothing. Concurrency N per key: never more than N of a key at once across
 // the processes, a killed worker's slots freed when its lease runs out.
 // Every start time is the claim's, read from the database.
-import { spawn } from 'node:child_process';
 import type pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Scheduler, type DurableTaskItem } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import type { PgServer } from './pg-server.js';
 import { schemaNamer, usePostgres } from './use-postgres.js';
+import { workerProcesses, type WorkerProcess } from './worker-process.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -22,42 +22,11 @@ usePostgres((started, pool) => {
 });
 const freshSchema = schemaNamer('lim');
 
-interface Worker {
-  ready: Promise<void>;
-  /** Sends the next line: the first starts claiming, the second closes. */
-  next: () => void;
-  done: Promise<string>;
-  kill: () => void;
-}
-const children: { kill: (signal: NodeJS.Signals) => void; exited: Promise<unknown> }[] = [];
-afterEach(async () => {
-  for (const child of children.splice(0)) {
-    child.kill('SIGKILL');
-    await child.exited;
-  }
-});
+type Worker = WorkerProcess;
+const spawnWorker = workerProcesses();
 
 function worker(schema: string, rate: number): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-limits-worker.ts', server.url, schema, String(rate)], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let out = '';
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  children.push({ kill: (signal) => child.kill(signal), exited });
-  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const ready = new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('ready\n')) resolve();
-    });
-    void exited.then(() => reject(new Error(`worker exited early: ${out}`)));
-  });
-  const done = exited.then((code) => {
-    if (code !== 0) throw new Error(`worker exited with ${code}: ${out}`);
-    return out;
-  });
-  done.catch(() => {});
-  return { ready, next: () => child.stdin.write('next\n'), done, kill: () => child.kill('SIGKILL') };
+  return spawnWorker('test/fixtures/pg-limits-worker.ts', [server.url, schema, String(rate)]);
 }
 
 async function prepare(schema: string): Promise<void> {

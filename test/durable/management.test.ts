@@ -48,7 +48,7 @@ describe.each(Object.keys(STORES) as (keyof typeof STORES)[])('management on %s'
     await scheduler.start();
     const daily = await scheduler.every('1h').run('report', { key: 'report:daily', payload: { which: 'daily' } });
     expect(daily).toMatchObject({ key: 'report:daily', state: 'scheduled', runs: 0, lastRunAt: null });
-    expect(daily.counts).toEqual({ waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 });
+    expect(daily.counts).toEqual({ blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 });
     expect(daily.createdAt).toBeInstanceOf(Date);
     await scheduler.every('1h').run('report', { key: 'report:weekly', payload: { which: 'weekly' } });
     await scheduler.every('1h').run('other', { key: 'other:1' });

@@ -48,6 +48,11 @@ const ADDED: Record<string, unknown> = {
   // Version 6: ctx.progress() and ctx.log() (none on the tasks of earlier versions).
   progress: null,
   logs: null,
+  // Version 6 (issue 28, flows): no task of an earlier version is in a flow or depends on anything.
+  flow_id: null,
+  pending_deps: 0,
+  has_dependents: false,
+  failed_dep: null,
 };
 
 /** From version 6 the serial keys are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */

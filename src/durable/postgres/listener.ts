@@ -115,8 +115,20 @@ export class Listener {
     this.#reconnectTimer.unref();
   }
 
+  /**
+   * The schema the tables are in, for the flows trigger's payloads
+   * (\`<schema>:<ms>\`, see migrations.ts FLOWS): a store without a \`schema\`
+   * option (payload prefix '') accepts them too.
+   */
+  ownSchema(schema: string): void {
+    this.#own = `${schema}:`;
+  }
+
+  #own: string | undefined = undefined;
+
   #notified = (message: PgNotification): void => {
-    const payload = message.payload ?? '';
+    let payload = message.payload ?? '';
+    if (this.#prefix === '' && this.#own !== undefined && payload.startsWith(this.#own)) payload = payload.slice(this.#own.length);
     if (!payload.startsWith(this.#prefix)) return;
     const rest = payload.slice(this.#prefix.length);
     if (message.channel === QUEUES) {

@@ -17,6 +17,123 @@ export interface Migration {
   readonly sql: string;
 }
 
+/**
+ * Issue 28, flows (part of version 6): a task may depend on others. A task
+ * with unfinished dependencies is \`blocked\`, a state no claim reads, so
+ * claims cost what they did. \`taskheap_deps\` holds the edges (the
+ * dependent, the dependency, its failure rule, whether the dependent counted
+ * it done); the task row holds \`pending_deps\` (edges not counted),
+ * \`has_dependents\` (whether the trigger has anything to do), \`flow_id\`
+ * (the id of its flow's first task) and \`failed_dep\` (the task whose
+ * failure sank it, so that retrying that task revives it).
+ *
+ * The trigger below fires only for a task with dependents that enters or
+ * leaves a final state, whatever statement does it (settle, complete,
+ * cancel, the claim that fails an expired lease, requeue), in that
+ * statement: the last dependency's outcome makes the dependent \`waiting\`
+ * and wakes the workers (as a freed serial key does), with no polling.
+ * Sinking a dependent (\`'fail'\` rule) sinks its closure in one statement,
+ * so a long chain does not nest triggers. Its NOTIFY payloads name the
+ * tables' schema (\`<schema>:<ms>\`), which a store without a \`schema\`
+ * option also accepts (listener.ts); the function's text names no schema
+ * but its tables' (a store without the option migrates with its
+ * current_schema() spelled out), so every schema's function reads alike.
+ */
+const FLOWS = `
+      CREATE TABLE :SCHEMA.taskheap_deps (
+        task_id bigint NOT NULL REFERENCES :SCHEMA.taskheap_tasks (id) ON DELETE CASCADE,
+        dep_id bigint NOT NULL REFERENCES :SCHEMA.taskheap_tasks (id) ON DELETE CASCADE,
+        ord integer NOT NULL,
+        on_failure text NOT NULL DEFAULT 'fail' CHECK (on_failure IN ('fail', 'continue', 'ignore')),
+        counted boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (task_id, dep_id)
+      );
+      CREATE INDEX taskheap_deps_dep ON :SCHEMA.taskheap_deps (dep_id);
+      ALTER TABLE :SCHEMA.taskheap_tasks DROP CONSTRAINT taskheap_tasks_state_check,
+        ADD CONSTRAINT taskheap_tasks_state_check
+          CHECK (state IN ('blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled')) NOT VALID,
+        ADD COLUMN flow_id bigint, ADD COLUMN pending_deps integer NOT NULL DEFAULT 0,
+        ADD COLUMN has_dependents boolean NOT NULL DEFAULT false, ADD COLUMN failed_dep bigint;
+      CREATE INDEX taskheap_tasks_flow ON :SCHEMA.taskheap_tasks (flow_id) WHERE flow_id IS NOT NULL;
+      CREATE INDEX taskheap_tasks_failed_dep ON :SCHEMA.taskheap_tasks (failed_dep) WHERE failed_dep IS NOT NULL;
+      CREATE FUNCTION :SCHEMA.taskheap_deps_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      DECLARE
+        woken timestamptz;
+        ended text;
+        back bigint[];
+      BEGIN
+        IF NEW.state IN ('succeeded', 'failed', 'timed-out', 'cancelled') THEN
+          -- Dependents this outcome lets through count it; the one counting its last becomes waiting.
+          WITH edges AS (UPDATE :SCHEMA.taskheap_deps SET counted = true
+              WHERE dep_id = NEW.id AND NOT counted AND (NEW.state = 'succeeded' OR on_failure <> 'fail') RETURNING task_id),
+            released AS (UPDATE :SCHEMA.taskheap_tasks AS t SET pending_deps = t.pending_deps - 1,
+                state = CASE WHEN t.pending_deps = 1 AND t.state = 'blocked' THEN 'waiting' ELSE t.state END, updated_at = now()
+              FROM edges WHERE t.id = edges.task_id
+              RETURNING t.run_at, t.pending_deps = 0 AND t.state = 'waiting' AS now_waiting)
+          SELECT min(run_at) INTO woken FROM released WHERE now_waiting;
+          IF woken IS NOT NULL THEN
+            PERFORM pg_notify('taskheap_wake', TG_TABLE_SCHEMA || ':' || (extract(epoch from woken) * 1000)::bigint::text);
+          END IF;
+          IF NEW.state <> 'succeeded' THEN
+            -- Blocked dependents by the 'fail' rule, and theirs in turn, are sunk at once.
+            WITH RECURSIVE doomed(id) AS (
+                SELECT d.task_id FROM :SCHEMA.taskheap_deps AS d JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.dep_id = NEW.id AND d.on_failure = 'fail' AND t.state = 'blocked'
+                UNION
+                SELECT d.task_id FROM doomed JOIN :SCHEMA.taskheap_deps AS d ON d.dep_id = doomed.id
+                  JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.on_failure = 'fail' AND t.state = 'blocked'),
+              sunk AS (UPDATE :SCHEMA.taskheap_tasks AS t
+                SET state = CASE WHEN NEW.state = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
+                  failed_dep = COALESCE(NEW.failed_dep, NEW.id),
+                  last_error = 'DependencyError: dependency ' || COALESCE(NEW.failed_dep, NEW.id)
+                    || CASE WHEN NEW.state = 'cancelled' THEN ' was cancelled' ELSE ' failed' END,
+                  updated_at = now()
+                FROM doomed WHERE t.id = doomed.id AND t.state = 'blocked' RETURNING t.id)
+            SELECT string_agg(id::text, ',') INTO ended FROM sunk;
+            IF ended IS NOT NULL THEN
+              PERFORM pg_notify('taskheap_done', TG_TABLE_SCHEMA || ':' || ended);
+            END IF;
+          END IF;
+        ELSE
+          -- Back from a final state (retry): what it let through and has not started counts it again,
+          -- and what it sank is blocked again (its edge from the sinking task was never counted).
+          -- (A task it sank, or that is being revived with it, counts it again too: it has not started either.)
+          UPDATE :SCHEMA.taskheap_tasks AS t SET pending_deps = t.pending_deps + 1,
+              state = CASE WHEN t.state = 'waiting' THEN 'blocked' ELSE t.state END, updated_at = now()
+            FROM :SCHEMA.taskheap_deps AS d
+            WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state <> 'running';
+          UPDATE :SCHEMA.taskheap_deps AS d SET counted = false FROM :SCHEMA.taskheap_tasks AS t
+            WHERE d.dep_id = NEW.id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state <> 'running';
+          WITH revived AS (UPDATE :SCHEMA.taskheap_tasks SET state = 'blocked', failed_dep = NULL, last_error = NULL, updated_at = now()
+              WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0 RETURNING id)
+          SELECT array_agg(id) INTO back FROM revived;
+          IF back IS NOT NULL THEN
+            -- A revived task that another failed 'fail' dependency still sinks is sunk again (the first in its order), with
+            -- its blocked dependents by that rule: nothing is left blocked on a task that will not run.
+            WITH RECURSIVE doomed(id, root, cancelled) AS (
+                SELECT b.id, s.root, s.cancelled FROM unnest(back) AS b(id)
+                  CROSS JOIN LATERAL (SELECT COALESCE(f.failed_dep, f.id) AS root, f.state = 'cancelled' AS cancelled
+                    FROM :SCHEMA.taskheap_deps AS d JOIN :SCHEMA.taskheap_tasks AS f ON f.id = d.dep_id
+                    WHERE d.task_id = b.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1) AS s
+                UNION
+                SELECT d.task_id, doomed.root, doomed.cancelled FROM doomed JOIN :SCHEMA.taskheap_deps AS d ON d.dep_id = doomed.id
+                  JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.on_failure = 'fail' AND t.state = 'blocked'),
+              one AS (SELECT DISTINCT ON (id) id, root, cancelled FROM doomed ORDER BY id)
+            UPDATE :SCHEMA.taskheap_tasks AS t SET state = CASE WHEN one.cancelled THEN 'cancelled' ELSE 'failed' END, failed_dep = one.root,
+              last_error = 'DependencyError: dependency ' || one.root || CASE WHEN one.cancelled THEN ' was cancelled' ELSE ' failed' END,
+              updated_at = now()
+            FROM one WHERE t.id = one.id AND t.state = 'blocked';
+          END IF;
+        END IF;
+        RETURN NULL;
+      END $fn$;
+      CREATE TRIGGER taskheap_deps_changed AFTER UPDATE OF state ON :SCHEMA.taskheap_tasks FOR EACH ROW
+        WHEN (NEW.has_dependents AND (OLD.state IN ('succeeded', 'failed', 'timed-out', 'cancelled'))
+          IS DISTINCT FROM (NEW.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')))
+        EXECUTE FUNCTION :SCHEMA.taskheap_deps_changed();`;
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -176,7 +293,8 @@ export const MIGRATIONS: readonly Migration[] = [
       -- Listings page by due time cut to ms, then id (sql.ts listTasks).
       CREATE INDEX taskheap_tasks_listing ON :SCHEMA.taskheap_tasks (date_trunc('milliseconds', run_at AT TIME ZONE 'UTC'), id);
       -- The server the stores reach, and since when (claim-sql.ts serverUp): a promoted standby's start time predates its promotion.
-      ALTER TABLE :SCHEMA.taskheap_meta ADD COLUMN server_started timestamptz, ADD COLUMN server_seen timestamptz;`,
+      ALTER TABLE :SCHEMA.taskheap_meta ADD COLUMN server_started timestamptz, ADD COLUMN server_seen timestamptz;
+${FLOWS}`,
   },
 ];
 

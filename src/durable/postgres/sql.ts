@@ -62,7 +62,7 @@ const batch = (arrays: string) =>
     .join(', ')})`;
 
 /** The columns a task row is read with; `a` is the table alias. */
-function taskColumns(a: string): string {
+export function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
     ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
     ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue, ${a}.rate_key, ${ms(`${a}.started_at`)} AS started_at,
@@ -225,7 +225,7 @@ export function statements(schema: string | undefined) {
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
     /** Of the ids $1, those of tasks over or gone (one probe of the primary key each). */
     endedAmong: `SELECT i::float8 AS id FROM unnest($1::bigint[]) AS i
-      WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = i AND t.state IN ('waiting', 'running'))`,
+      WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = i AND t.state IN ('blocked', 'waiting', 'running'))`,
     /**
      * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
      * the previous page as the caller saw it, in ms: rows are ordered by
@@ -388,14 +388,32 @@ export function statements(schema: string | undefined) {
       SELECT pg_notify('${DONE}', $6 || id::text),
         CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $6 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM done`,
-    /** A finished task back to waiting, due now, with all its attempts again; its past errors stay. */
-    requeue: `WITH again AS (
-        UPDATE ${T} AS t SET state = 'waiting', run_at = now(), attempts = 0, expiries = 0, result = NULL,
-          locked_by = NULL, locked_until = NULL, updated_at = now()
-        WHERE t.id = $1 AND t.state IN ('failed', 'timed-out', 'cancelled') RETURNING ${taskColumns('t')})
-      SELECT again.*, pg_notify('${WAKE}', $2 || (again.run_at)::bigint::text) FROM again`,
+    /**
+     * A finished task back to waiting, due now, with all its attempts again; its past errors stay.
+     * Flows (issue 28): with the failed tasks it depends on by the 'fail' rule, and theirs (\`up\`),
+     * so the path to it runs again; one with unfinished dependencies is \`blocked\`, not waiting.
+     * (The trigger of migrations.ts FLOWS revives what they sank.)
+     */
+    requeue: `WITH RECURSIVE up(id) AS (
+          SELECT id FROM ${T} WHERE id = $1 AND state IN ('failed', 'timed-out', 'cancelled')
+          UNION
+          SELECT d.dep_id FROM up JOIN ${t('taskheap_deps')} AS d ON d.task_id = up.id JOIN ${T} AS f ON f.id = d.dep_id
+          WHERE d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled')),
+        -- Its dependencies counted again: those not final, and those requeued with it, it waits for.
+        waits AS (SELECT up.id, (SELECT count(*) FROM ${t('taskheap_deps')} AS d JOIN ${T} AS f ON f.id = d.dep_id
+            WHERE d.task_id = up.id AND (f.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled') OR d.dep_id IN (SELECT id FROM up)))::int AS n
+          FROM up),
+        again AS (
+        UPDATE ${T} AS t SET state = CASE WHEN w.n > 0 THEN 'blocked' ELSE 'waiting' END, pending_deps = w.n, run_at = now(), attempts = 0,
+          expiries = 0, result = NULL, failed_dep = NULL, locked_by = NULL, locked_until = NULL, updated_at = now()
+        FROM waits AS w WHERE t.id = w.id AND t.state IN ('failed', 'timed-out', 'cancelled') RETURNING ${taskColumns('t')}),
+        uncounted AS (UPDATE ${t('taskheap_deps')} AS d SET counted = false FROM ${T} AS f
+          WHERE d.task_id IN (SELECT id FROM again) AND f.id = d.dep_id AND d.counted
+            AND (f.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled') OR d.dep_id IN (SELECT id FROM up))),
+        wake AS (SELECT pg_notify('${WAKE}', $2 || MIN(run_at)::bigint::text) FROM again WHERE state = 'waiting' HAVING count(*) > 0)
+      SELECT again.* FROM again LEFT JOIN wake ON true WHERE again.id = $1`,
     cancel: `WITH
-        old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('waiting', 'running') FOR UPDATE),
+        old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('blocked', 'waiting', 'running') FOR UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM old WHERE t.id = old.id RETURNING old.state AS was, t.id, t.serial, t.queue),
         stopped AS (SELECT queue FROM cancelled WHERE was = 'running'),

@@ -40,14 +40,17 @@ import {
   type TaskRow,
 } from '../rows.js';
 import { leaseExpiredText } from '../expiries.js';
+import { materialize } from './materialize.js';
 import { Connection } from './connection.js';
 import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
 import type { PgPoolClient, PgPoolLike } from './pg.js';
 import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
-import { listParams, outcomeArrays, roomArrays } from './params.js';
+import { epoch, listParams, outcomeArrays, roomArrays } from './params.js';
 import { countTasks, deleteTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
+import type { FlowStore } from '../flow-graph.js';
+import { migrationsIn, postgresFlows } from './flows.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 /** A query through the store's pool or the caller's client. */
@@ -78,7 +81,7 @@ export function postgresStore(
   return new PostgresStore(readOptions(poolOrOptions));
 }
 
-class PostgresStore implements Store {
+class PostgresStore implements Store, FlowStore {
   readonly lease: number;
   readonly poll: number;
   readonly closeTimeout: number;
@@ -109,7 +112,13 @@ class PostgresStore implements Store {
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
+    const flows = postgresFlows(this.#db, options.schema, this.#prefix);
+    [this.addFlow, this.getFlow, this.getDependencies] = [flows.addFlow, flows.getFlow, flows.getDependencies];
   }
+
+  readonly addFlow: FlowStore['addFlow'];
+  readonly getFlow: FlowStore['getFlow'];
+  readonly getDependencies: FlowStore['getDependencies'];
 
   #wakePayload(runAt: number): string {
     return `${this.#prefix}${Math.round(runAt)}`;
@@ -132,8 +141,10 @@ class PostgresStore implements Store {
       const { rows } = await client.query<{ version: number }>(sql.readVersion);
       const found = rows[0] === undefined ? 0 : Number(rows[0].version);
       if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
+      // Flows: without a schema option, the trigger's function names its tables in the current schema.
+      const migrations = await migrationsIn(client, this.#schema, sql.migrations, this.#listener);
       for (let version = found; version < SCHEMA_VERSION; version++) {
-        const migration = sql.migrations[version];
+        const migration = migrations[version];
         if (migration === undefined) throw new Error(`taskheap's PostgreSQL store has no migration to schema version ${version + 1}`);
         await client.query(migration);
       }
@@ -350,64 +361,10 @@ class PostgresStore implements Store {
     if (fast.rows[0]?.jobs_due !== true)
       return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
     return this.#db.transaction(async (client) => {
-      await this.#materialize(client, advance);
+      await materialize(client, this.#sql, advance);
       const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
       return toClaims(rows);
     });
-  }
-
-  /** Turns due recurring jobs into occurrence tasks; part of the claim's transaction. */
-  async #materialize(client: PgPoolClient, advance: Advance): Promise<void> {
-    const { rows: due } = await client.query<DueJobRow & { now: number }>(this.#sql.dueJobs);
-    if (due.length === 0) return;
-    // The server's now: which occurrences were missed is decided by the one shared clock.
-    const now = Number(due[0]!.now);
-    const { rows: busy } = await client.query<{ job_key: string }>(this.#sql.runningJobs, [due.map((job) => job.key)]);
-    const running = new Set(busy.map((row) => row.job_key));
-    const occurrences = {
-      name: [] as string[],
-      payload: [] as string[],
-      at: [] as number[],
-      maxAttempts: [] as number[],
-      options: [] as string[],
-      jobKey: [] as string[],
-    };
-    const updates = {
-      key: [] as string[],
-      next: [] as (number | null)[],
-      remaining: [] as (number | null)[],
-      state: [] as string[],
-      added: [] as number[],
-    };
-    for (const row of due) {
-      const job = toDueJob(row);
-      const plan = advance(job, now, running.has(job.key));
-      const maxAttempts = (JSON.parse(job.options) as { retry?: { attempts: number } }).retry?.attempts ?? 1;
-      for (const at of plan.occurrences) {
-        occurrences.name.push(job.name);
-        occurrences.payload.push(job.payload);
-        occurrences.at.push(at);
-        occurrences.maxAttempts.push(maxAttempts);
-        occurrences.options.push(job.options);
-        occurrences.jobKey.push(job.key);
-      }
-      updates.key.push(job.key);
-      updates.next.push(plan.nextRunAt);
-      updates.remaining.push(plan.remaining);
-      updates.state.push(plan.nextRunAt === null ? 'done' : 'scheduled');
-      updates.added.push(plan.occurrences.length);
-    }
-    if (occurrences.at.length > 0) {
-      await client.query(this.#sql.insertOccurrences, [
-        occurrences.name,
-        occurrences.payload,
-        occurrences.at,
-        occurrences.maxAttempts,
-        occurrences.options,
-        occurrences.jobKey,
-      ]);
-    }
-    await client.query(this.#sql.advanceJobs, [updates.key, updates.next, updates.remaining, updates.state, updates.added]);
   }
 
   async nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {

@@ -83,7 +83,7 @@ export const SQL = {
   taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
   /** Of the ids ? (a JSON array), those of tasks over or gone. */
   endedAmong: `SELECT value AS id FROM json_each(?)
-    WHERE NOT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id = value AND state IN ('waiting', 'running'))`,
+    WHERE NOT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id = value AND state IN ('blocked', 'waiting', 'running'))`,
   insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
     VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateKey, @queue, @now, @at)`,
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,
@@ -152,13 +152,13 @@ export const SQL = {
     locked_by = NULL, locked_until = NULL, updated_at = @at
     WHERE id = @id AND locked_by = @owner`,
   /** A finished task back to waiting, due @runAt, with all its attempts again; its past errors stay. */
-  requeue: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, attempts = 0, expiries = 0, result = NULL,
-    locked_by = NULL, locked_until = NULL, updated_at = @at
+  requeue: `UPDATE taskheap_tasks SET state = CASE WHEN @waits > 0 THEN 'blocked' ELSE 'waiting' END, pending_deps = @waits, run_at = @runAt,
+    attempts = 0, expiries = 0, result = NULL, failed_dep = NULL, locked_by = NULL, locked_until = NULL, updated_at = @at
     WHERE id = @id AND state IN ('failed', 'timed-out', 'cancelled') RETURNING *`,
   release: `UPDATE taskheap_tasks SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND locked_by = ? AND state = 'running'`,
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?
-    WHERE id = ? AND state IN ('waiting', 'running')`,
+    WHERE id = ? AND state IN ('blocked', 'waiting', 'running')`,
   cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
   cancelOccurrences: `UPDATE taskheap_tasks SET state = 'cancelled', updated_at = ? WHERE job_key = ? AND state = 'waiting'`,
   /**

@@ -50,6 +50,9 @@ import {
   type JobStatsRow,
   type TaskRow,
 } from '../rows.js';
+import type { FlowStore, NewFlow, StoredFlowGraph } from '../flow-graph.js';
+import type { DependencyInfo } from '../options.js';
+import { addFlow, anyDependency, getDependencies, getFlow, hadDependents, requeue } from './flows.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -128,8 +131,12 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   return new SqliteStore(path, lease, maxLeaseExpiries, driver);
 }
 
-class SqliteStore implements Store {
+class SqliteStore implements Store, FlowStore {
   readonly lease: number;
+  /** Flows (issue 28): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
+  #flows = false;
+  #onWake: ((runAt: number) => void) | undefined = undefined;
+  #onDone: ((id: number | null) => void) | undefined = undefined;
   readonly #path: string;
   readonly #expiries: Expiries;
   readonly #driver: SqliteDriver | undefined;
@@ -173,6 +180,7 @@ class SqliteStore implements Store {
 
   #migrate(db: Database): void {
     this.#named(() => {
+      this.#flows = false;
       db.exec(SQL.createMeta);
       const row = this.#statement(SQL.readVersion).get() as { version: number } | undefined;
       const found = row?.version ?? 0;
@@ -182,6 +190,7 @@ class SqliteStore implements Store {
         if (row === undefined) this.#statement(SQL.insertVersion).run(SCHEMA_VERSION);
         else this.#statement(SQL.updateVersion).run(SCHEMA_VERSION);
       })();
+      this.#flows = anyDependency((sql) => this.#statement(sql));
     });
   }
 
@@ -204,6 +213,8 @@ class SqliteStore implements Store {
         db.exec('PRAGMA journal_mode = WAL');
         db.exec('PRAGMA synchronous = NORMAL');
         db.exec('BEGIN EXCLUSIVE; COMMIT');
+        // Flows: sinking a chain of dependents recurses through the triggers (migrations.ts FLOWS).
+        db.exec('PRAGMA recursive_triggers = ON');
       });
     } catch (error) {
       db.close();
@@ -372,17 +383,54 @@ class SqliteStore implements Store {
         }
       })(),
     );
+    this.#wakeDependents(outcomes.filter((outcome) => outcome.kind === 'complete').map((outcome) => outcome.id));
+  }
+
+  /**
+   * Flows: the claimer looks again when an outcome made dependents due, and
+   * waitFor() looks again for dependents it sank (PostgreSQL's trigger NOTIFYs instead).
+   */
+  #wakeDependents(ids: readonly number[]): void {
+    if (!this.#flows || ids.length === 0 || !this.#named(() => hadDependents((sql) => this.#statement(sql), ids))) return;
+    this.#onDone?.(null);
+    // Due now or earlier (a dependent keeps its own due time): the claimer looks at once, and finds the earliest.
+    this.#onWake?.(0);
+  }
+
+  /** Only for flows: a task sunk by its dependency's outcome is final without an outcome of its own (see #wakeDependents). */
+  async watch(onDone: (id: number | null) => void): Promise<void> {
+    this.#onDone = onDone;
+  }
+
+  async addFlow(flow: NewFlow, via?: unknown, now = Date.now()): Promise<StoredTask[]> {
+    if (via !== undefined) throw new TypeError(NO_CLIENT);
+    const db = this.#open;
+    const rows = this.#named(() => db.transaction(() => addFlow((sql) => this.#statement(sql), flow, Date.now(), now))());
+    this.#flows = true;
+    const due = rows.filter((row) => row.state === 'waiting').map((row) => row.runAt.getTime());
+    if (due.length > 0) this.#onWake?.(Math.min(...due));
+    return rows;
+  }
+
+  async getFlow(id: number): Promise<StoredFlowGraph | undefined> {
+    return this.#named(() => getFlow((sql) => this.#statement(sql), id));
+  }
+
+  async getDependencies(id: number): Promise<DependencyInfo[]> {
+    return this.#named(() => getDependencies((sql) => this.#statement(sql), id));
   }
 
   async cancel(id: number): Promise<boolean> {
     const db = this.#open;
-    return this.#named(() =>
+    const cancelled = this.#named(() =>
       db.transaction(() => {
         const { changes } = this.#statement(SQL.cancel).run(Date.now(), id);
         if (Number(changes) > 0) this.#statement(LIMITS_SQL.letGo).run({ id });
         return Number(changes) > 0;
       })(),
     );
+    if (cancelled) this.#wakeDependents([id]);
+    return cancelled;
   }
 
   async cancelJob(key: string): Promise<boolean> {
@@ -398,7 +446,9 @@ class SqliteStore implements Store {
   }
 
   async requeue(id: number, now: number): Promise<StoredTask | undefined> {
-    const row = this.#named(() => this.#statement(SQL.requeue).get({ runAt: now, at: Date.now(), id }) as TaskRow | undefined);
+    // Flows: the failed tasks it depends on come back too (flows.ts requeue).
+    const db = this.#open;
+    const row = this.#named(() => db.transaction(() => requeue((sql) => this.#statement(sql), id, now, Date.now()))());
     return row === undefined ? undefined : toTask(row);
   }
 
@@ -510,8 +560,9 @@ class SqliteStore implements Store {
     return row === undefined ? undefined : toTask(row);
   }
 
-  async subscribe(): Promise<void> {
-    // One process: scheduling and cancelling are seen directly, nothing to listen to.
+  async subscribe(onWake: (runAt: number) => void): Promise<void> {
+    // One process: scheduling and cancelling are seen directly; only dependents an outcome made due wake the claimer.
+    this.#onWake = onWake;
   }
 
   async close(): Promise<void> {

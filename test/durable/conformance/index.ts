@@ -8,6 +8,7 @@ import { envFor, type Backend } from './backend.js';
 import { batchingScenarios } from './batching.js';
 import { claimScenarios } from './claims.js';
 import { dedupeScenarios } from './dedupe.js';
+import { dependencyScenarios } from './dependencies.js';
 import { flowScenarios } from './flow.js';
 import { limitScenarios } from './limits.js';
 import { queueRateScenarios } from './queue-rates.js';
@@ -33,5 +34,6 @@ export function storeConformance(backend: Backend): void {
     queueScenarios(backend, setup);
     queueRateScenarios(backend, setup);
     dedupeScenarios(backend, setup);
+    dependencyScenarios(backend, setup);
   });
 }

@@ -248,11 +248,12 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       const queues = await scheduler.queues();
       expect(queues.map((q) => q.name)).toEqual(['default', 'idle', 'shared', 'work']);
       const byName = Object.fromEntries(queues.map((q) => [q.name, q]));
-      expect(byName.work!.counts).toEqual({ waiting: 1, running: 0, succeeded: 2, failed: 1, 'timed-out': 0, cancelled: 0 });
+      expect(byName.work!.counts).toEqual({ blocked: 0, waiting: 1, running: 0, succeeded: 2, failed: 1, 'timed-out': 0, cancelled: 0 });
       expect(byName.default!.counts.waiting).toBe(1);
       expect(byName.idle).toMatchObject({ concurrency: 3, globalConcurrency: Infinity, paused: false, counts: { waiting: 0 } });
       expect(byName.shared).toMatchObject({ concurrency: Infinity, globalConcurrency: 4 });
       expect(await scheduler.queue('nothing').counts()).toEqual({
+        blocked: 0,
         waiting: 0,
         running: 0,
         succeeded: 0,

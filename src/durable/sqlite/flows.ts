@@ -1,0 +1,151 @@
+// Flows on SQLite (issue 28): adding a whole flow in the caller's
+// transaction, reading a flow and a task's dependencies, and which
+// dependents an outcome made due (the store wakes its claimer with it).
+// What happens when a dependency ends or is retried is the triggers of
+// migrations.ts (FLOWS), fired by whatever statement ends it.
+import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
+import type { DependencyInfo, OnFailure } from '../options.js';
+import { TaskNotFoundError, type StoredState, type StoredTask } from '../store.js';
+import { toTask, type TaskRow } from '../rows.js';
+import type { Prepare } from './claim.js';
+import { upsertLimits } from './limits.js';
+import { SQL } from './sql.js';
+
+const FLOW_SQL = {
+  /** Inserted blocked, without dependents: no trigger fires until the flow is whole. */
+  insert: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at, state)
+    VALUES (@name, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateKey, @queue, @now, @at, 'blocked')`,
+  /** Its birth (flow-graph.ts); has_dependents is still 0, so the triggers do not fire. */
+  born: `UPDATE taskheap_tasks SET state = @state, pending_deps = @pending, failed_dep = @failedDep, last_error = @error, flow_id = @flow
+    WHERE id = @id`,
+  /** Not a change of state: no trigger fires. */
+  hasDependents: `UPDATE taskheap_tasks SET has_dependents = 1 WHERE id = ?`,
+  edge: `INSERT INTO taskheap_deps (task_id, dep_id, ord, on_failure, counted) VALUES (?, ?, ?, ?, ?)`,
+  stateOf: `SELECT state FROM taskheap_tasks WHERE id = ?`,
+  flowTasks: `SELECT * FROM taskheap_tasks WHERE flow_id = ? ORDER BY id`,
+  flowEdges: `SELECT d.task_id AS task, d.dep_id AS dep, d.on_failure, d.counted, f.state AS dep_state FROM taskheap_deps AS d
+    LEFT JOIN taskheap_tasks AS f ON f.id = d.dep_id WHERE d.task_id IN (SELECT id FROM taskheap_tasks WHERE flow_id = ?) ORDER BY d.task_id, d.ord`,
+  dependencies: `SELECT t.id, t.name, t.state, t.result, t.last_error, d.on_failure FROM taskheap_deps AS d
+    JOIN taskheap_tasks AS t ON t.id = d.dep_id WHERE d.task_id = ? ORDER BY d.ord`,
+  /** Whether any of the tasks ? (a JSON array of ids) has dependents. */
+  anyDependents: `SELECT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id IN (SELECT value FROM json_each(?)) AND has_dependents) AS any`,
+  any: `SELECT EXISTS (SELECT 1 FROM taskheap_deps) AS any`,
+  /** retry(@id): it, and the failed tasks it depends on by the 'fail' rule, and theirs (the path to it runs again). */
+  up: `WITH RECURSIVE up(id) AS (
+      SELECT id FROM taskheap_tasks WHERE id = ? AND state IN ('failed', 'timed-out', 'cancelled')
+      UNION
+      SELECT d.dep_id FROM up JOIN taskheap_deps AS d ON d.task_id = up.id JOIN taskheap_tasks AS f ON f.id = d.dep_id
+      WHERE d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled'))
+    SELECT id FROM up`,
+  /** The dependencies task ? waits for once requeued with those of the JSON array ?: not final, or requeued with it. */
+  waits: `SELECT count(*) AS n FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+    WHERE d.task_id = @task AND (f.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled') OR d.dep_id IN (SELECT value FROM json_each(@all)))`,
+  uncount: `UPDATE taskheap_deps SET counted = 0 WHERE task_id = @task AND counted
+    AND (dep_id IN (SELECT value FROM json_each(@all)) OR (SELECT state FROM taskheap_tasks WHERE id = dep_id) NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled'))`,
+} as const;
+
+/** Adds a flow, in the caller's transaction (see FlowStore.addFlow). `at`: this machine's clock (updated_at); `now`: the scheduler's. */
+export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number): StoredTask[] {
+  const external = new Map<number, StoredState>();
+  for (const id of flow.external) {
+    const row = prepare(FLOW_SQL.stateOf).get(id) as { state: StoredState } | undefined;
+    if (row === undefined) throw new TaskNotFoundError(id);
+    external.set(id, row.state);
+    prepare(FLOW_SQL.hasDependents).run(id);
+  }
+  const ids = flow.tasks.map((task) => {
+    const row = {
+      name: task.name,
+      payload: task.payload,
+      runAt: task.runAt,
+      maxAttempts: task.maxAttempts,
+      options: task.options,
+      serial: task.serial ?? null,
+      priority: task.priority ?? 0,
+      rateKey: task.rateKey ?? null,
+      queue: task.queue ?? 'default',
+      now,
+      at,
+    };
+    const id = Number(prepare(FLOW_SQL.insert).run(row).lastInsertRowid);
+    upsertLimits(prepare, task.options, task.serial, task.rateKey);
+    return id;
+  });
+  const births = birth(flow, external, ids);
+  const depId = (dep: { index: number } | { id: number }) => ('index' in dep ? ids[dep.index]! : dep.id);
+  births.forEach((b, i) => {
+    prepare(FLOW_SQL.born).run({
+      id: ids[i]!,
+      state: b.state,
+      pending: b.pending,
+      failedDep: b.sunk === undefined ? null : depId(b.sunk.dep),
+      error: b.sunk?.error ?? null,
+      flow: ids[0]!,
+    });
+  });
+  births.forEach((b, i) => b.hasDependents && prepare(FLOW_SQL.hasDependents).run(ids[i]!));
+  for (const edge of flow.edges) {
+    prepare(FLOW_SQL.edge).run(ids[edge.task]!, depId(edge.dep), edge.ord, edge.onFailure, countedAtBirth(edge, births, external) ? 1 : 0);
+  }
+  return ids.map((id) => toTask(prepare(SQL.taskById).get(id) as TaskRow));
+}
+
+/** Flow `id`'s tasks and edges, or undefined. */
+export function getFlow(prepare: Prepare, id: number): StoredFlowGraph | undefined {
+  const tasks = (prepare(FLOW_SQL.flowTasks).all(id) as TaskRow[]).map(toTask);
+  if (tasks.length === 0) return undefined;
+  const rows = prepare(FLOW_SQL.flowEdges).all(id) as {
+    task: number;
+    dep: number;
+    on_failure: OnFailure;
+    counted: number;
+    dep_state: StoredState | null;
+  }[];
+  const edges = rows.map((e) => ({
+    task: Number(e.task),
+    dep: Number(e.dep),
+    onFailure: e.on_failure,
+    counted: Number(e.counted) === 1,
+    depState: e.dep_state,
+  }));
+  return { tasks, edges };
+}
+
+/** Task `id`'s dependencies, in the order given. */
+export function getDependencies(prepare: Prepare, id: number): DependencyInfo[] {
+  return (prepare(FLOW_SQL.dependencies).all(id) as DependencyRow[]).map(toDependency);
+}
+
+/**
+ * Whether any of `ids` has dependents: its outcome may have made some due,
+ * or sunk some (and their dependents, by the 'continue' rule, due in turn).
+ */
+export function hadDependents(prepare: Prepare, ids: readonly number[]): boolean {
+  return Number((prepare(FLOW_SQL.anyDependents).get(JSON.stringify(ids)) as { any: number }).any) === 1;
+}
+
+/** Whether the file holds any dependency (a store without flows skips wokenBy). */
+export function anyDependency(prepare: Prepare): boolean {
+  return Number((prepare(FLOW_SQL.any).get() as { any: number }).any) === 1;
+}
+
+/**
+ * retry(id), in the caller's transaction: the task and the failed tasks it
+ * depends on by the 'fail' rule (and theirs) back to waiting, or blocked
+ * on what they wait for; the triggers (migrations.ts FLOWS) revive what
+ * they sank. Returns the row of `id`, or undefined if it was not failed,
+ * timed-out or cancelled.
+ */
+export function requeue(prepare: Prepare, id: number, runAt: number, at: number): TaskRow | undefined {
+  const up = (prepare(FLOW_SQL.up).all(id) as { id: number }[]).map((row) => Number(row.id));
+  if (up.length === 0) return undefined;
+  const all = JSON.stringify(up);
+  const waits = up.map((t) => Number((prepare(FLOW_SQL.waits).get({ task: t, all }) as { n: number }).n));
+  let row: TaskRow | undefined;
+  up.forEach((t, i) => {
+    const requeued = prepare(SQL.requeue).get({ waits: waits[i]!, runAt, at, id: t }) as TaskRow | undefined;
+    if (requeued !== undefined) prepare(FLOW_SQL.uncount).run({ task: t, all });
+    if (t === id) row = requeued;
+  });
+  return row;
+}

@@ -1,0 +1,65 @@
+// Flows (issue 28) behind `scheduler.flows`: with a store, the durable flows
+// of durable/flows.ts, which every process sharing the store sees (the
+// graph's checks and the births in durable/flow-graph.ts). See docs/flows.md.
+import { ClosedError } from './core/errors.js';
+import type { TaskLoop } from './core/loop.js';
+import { assertId } from './scheduler-options.js';
+import type { FlowSpec } from './durable/flow-graph.js';
+import type { StoredFlow, FlowStatus } from './durable/flows.js';
+import type { DurableRunner } from './durable/runner.js';
+
+/**
+ * Flows: tasks that wait for other tasks (`scheduler.flows`). A flow is
+ * stored whole in one transaction, or not at all; a task of it runs once
+ * every task it depends on is done, and each dependency's failure rule
+ * says what a failure does. See docs/flows.md.
+ */
+export class Flows {
+  readonly #loop: TaskLoop;
+  readonly #runner: DurableRunner | undefined;
+
+  /** @internal */
+  constructor(loop: TaskLoop, runner: DurableRunner | undefined) {
+    this.#loop = loop;
+    this.#runner = runner;
+  }
+
+  /**
+   * With a store: checks the whole flow (handlers, options, names in
+   * `after`, no cycle) and stores it in one transaction (the caller's with
+   * `client`, PostgreSQL); a bad task rejects it all at the call and
+   * nothing is stored. Resolves once committed, with the flow's id and its
+   * stored tasks by name.
+   * @example
+   * const flow = await scheduler.flows.add({
+   *   tasks: {
+   *     render: { handler: 'render', payload: { report: 7 } },
+   *     mail: { handler: 'mail', after: ['render'] },
+   *   },
+   * });
+   * const mailed = await scheduler.waitFor(flow.tasks.mail.id);
+   */
+  add(spec: FlowSpec): Promise<StoredFlow> {
+    const runner = this.#require('flows.add()');
+    if (this.#loop.closed) throw new ClosedError();
+    return runner.flow(spec);
+  }
+
+  /**
+   * A flow by id (`flow.id`, its first task's id): its tasks, their counts
+   * by state, and for each task what it still waits for; undefined if the
+   * store has no task of that flow.
+   * @example
+   * const { counts, done, tasks } = (await scheduler.flows.get(flow.id))!;
+   */
+  get(id: number): Promise<FlowStatus | undefined> {
+    const runner = this.#require('flows.get()');
+    assertId(id);
+    return runner.getFlow(id);
+  }
+
+  #require(what: string): DurableRunner {
+    if (this.#runner === undefined) throw new TypeError(`${what} needs a scheduler created with a \`store\``);
+    return this.#runner;
+  }
+}
