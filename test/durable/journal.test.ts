@@ -135,7 +135,7 @@ describe.each(Object.keys(STORES))('progress and logs on %s', (kind) => {
     expect((await scheduler.listTasks({ queue: 'emails', state: 'waiting' })).map((t) => t.key)).toEqual(['mail:2', 'mail:4']);
     const page = await scheduler.listTasks({ queue: 'emails', limit: 2 });
     expect((await scheduler.listTasks({ queue: 'emails', limit: 2, after: page.at(-1) })).map((t) => t.key)).toEqual(['mail:4']);
-    const none = { waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
+    const none = { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
     expect(await scheduler.countTasks()).toEqual({ ...none, waiting: 8, cancelled: 1 });
     expect(await scheduler.countTasks({ queue: 'emails' })).toEqual({ ...none, waiting: 2, cancelled: 1 });
     expect(await scheduler.countTasks({ name: 'sms' })).toEqual({ ...none, waiting: 3 });
