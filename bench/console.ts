@@ -9,7 +9,7 @@
  * - `api/state`: the data of the first page (50 stored tasks, the counts per
  *   state from the store, stored jobs, queues), measured at the server;
  * - `countTasks`: the counts alone, unfiltered and filtered by handler;
- * - `first render`: Chromium (/usr/bin/chromium) from `page.goto()` until
+ * - `first render`: Chromium (the npm package's, test/binaries.ts) from `page.goto()` until
  *   the first page of stored tasks and the counts are drawn; the first row
  *   is the same page with no stored task, the machine's baseline.
  */
@@ -19,6 +19,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { chromiumBinary } from '../test/binaries.js';
 import { chromium } from 'playwright-core';
 import { dashboard } from '../src/dashboard.js';
 import { Scheduler, type DurableTaskItem, type Store } from '../src/index.js';
@@ -60,8 +61,10 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
   const counts: number[] = [];
   const filtered: number[] = [];
   const render: number[] = [];
+  const binary = await chromiumBinary();
   const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    executablePath: binary.path,
+    env: { ...process.env, ...binary.env },
     args: ['--no-sandbox', '--disable-gpu'],
   });
   try {

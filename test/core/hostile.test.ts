@@ -134,7 +134,9 @@ describe('events: one unambiguous reading per call', () => {
       expect(() => scheduler.off(event as never, () => {})).toThrow(TypeError);
       expect(() => scheduler.once(event as never, () => {})).toThrow(TypeError);
     }
-    expect(() => scheduler.on('sucess' as never, () => {})).toThrow(/"sucess".*start, success, failure, retry, cancel, skip, progress, log, idle/);
+    expect(() => scheduler.on('sucess' as never, () => {})).toThrow(
+      /"sucess".*start, success, failure, retry, cancel, skip, progress, log, idle/,
+    );
   });
 
   it('refuses a subscription without a listener at the call', async () => {

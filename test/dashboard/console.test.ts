@@ -12,19 +12,23 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
+import { chromiumBinary } from '../binaries.js';
 import { Scheduler } from '../../src/index.js';
 import { sqliteStore } from '../../src/sqlite.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const IMAGES = new URL('../../docs/images/', import.meta.url);
 
 let browser: Browser;
 let dir: string;
 
 beforeAll(async () => {
+  // The headless Chromium of the npm package (test/binaries.ts), as the browser test's.
+  const binary = await chromiumBinary();
   browser = await chromium.launch({
-    executablePath: CHROMIUM,
+    executablePath: binary.path,
+    env: { ...process.env, ...binary.env },
     args: [
+      '--disable-quic',
       '--no-sandbox',
       '--disable-gpu',
       '--no-first-run',
