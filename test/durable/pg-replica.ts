@@ -13,7 +13,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { postgresBinaries } from '../binaries.js';
-import { freePort, type PgServer } from './pg-server.js';
+import { freePort, osUser, type PgServer } from './pg-server.js';
 
 const run = promisify(execFile);
 
@@ -25,15 +25,6 @@ export interface PgReplica {
   promote(): Promise<void>;
   destroy(): Promise<void>;
   log(): string;
-}
-
-function osUser(name: string): { uid: number; gid: number } | undefined {
-  const line = readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith(`${name}:`));
-  if (line === undefined) return undefined;
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
 }
 
 /** Clones `primary` (a cold copy; it is restarted) and starts the clone as its hot standby, streaming its WAL. */

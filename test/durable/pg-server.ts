@@ -72,7 +72,8 @@ export function freePort(): Promise<number> {
 }
 
 /** Looks up the uid and gid of an OS user from /etc/passwd. */
-function osUser(name: string): { uid: number; gid: number } | undefined {
+/** An OS user's ids, from /etc/passwd (the unprivileged user a server runs as when the tests run as root). */
+export function osUser(name: string): { uid: number; gid: number } | undefined {
   const line = readFileSync('/etc/passwd', 'utf8')
     .split('\n')
     .find((l) => l.startsWith(`${name}:`));

@@ -9,7 +9,7 @@ import { createConnection } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort, type PgServer } from './pg-server.js';
+import { freePort, osUser, type PgServer } from './pg-server.js';
 
 export const NO_PGBOUNCER_MESSAGE =
   'PgBouncer was not found at $PGBOUNCER or /usr/sbin/pgbouncer (or on PATH). ' +
@@ -36,15 +36,6 @@ export interface PgBouncer {
   /** Kills it and deletes its files. Idempotent. */
   destroy(): Promise<void>;
   log(): string;
-}
-
-function uidOf(name: string): { uid: number; gid: number } | undefined {
-  const line = readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith(`${name}:`));
-  if (line === undefined) return undefined;
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
 }
 
 /** Resolves once something accepts connections on 127.0.0.1:`port`. */
@@ -106,7 +97,7 @@ export async function startPgBouncer(server: PgServer, options: { poolSize?: num
   let command: [string, string[]] = [binary, [ini]];
   if (root) {
     // `postgres` where Debian's packages made it, else `nobody` (as test/durable/pg-server.ts does).
-    const user = uidOf('postgres') ?? uidOf('nobody');
+    const user = osUser('postgres') ?? osUser('nobody');
     if (user === undefined) throw new Error('Running as root, PgBouncer needs an unprivileged OS user (`postgres` or `nobody`) to run as');
     chownSync(dir, user.uid, user.gid);
     for (const file of ['users.txt', 'pgbouncer.ini']) chownSync(join(dir, file), user.uid, user.gid);

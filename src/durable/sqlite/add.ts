@@ -13,18 +13,9 @@ import { LIMITS_SQL, upsertLimits } from './limits.js';
 /** The default `dedupe`: a keyed task replaces a waiting one. */
 const REPLACE = { mode: 'replace', period: 0 } as const;
 
-/**
- * One add, in the caller's transaction: the key's row (if any) decides
- * what happens (see dedupe.ts). `at` is what `updated_at` gets (this
- * machine's clock, the one retention reads); `now` is the scheduler's
- * clock, the one due times are on: `created_at` and the dedupe periods.
- * @internal
- */
-export function addOne(statement: Prepare, task: NewTask, at: number, now: number): EnqueuedTask {
-  const { mode, period } = task.dedupe ?? REPLACE;
-  const runAt = dueAt(mode, period, task.runAt);
-  // What an insert and a replacement both write (named parameters of insertTask and replaceTask).
-  const row = {
+/** What every insert of a task writes (named parameters of insertTask, replaceTask and a flow's insert). @internal */
+export function taskRow(task: NewTask, runAt: number, at: number) {
+  return {
     name: task.name,
     payload: task.payload,
     runAt,
@@ -36,6 +27,19 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
     queue: task.queue ?? 'default',
     at,
   };
+}
+
+/**
+ * One add, in the caller's transaction: the key's row (if any) decides
+ * what happens (see dedupe.ts). `at` is what `updated_at` gets (this
+ * machine's clock, the one retention reads); `now` is the scheduler's
+ * clock, the one due times are on: `created_at` and the dedupe periods.
+ * @internal
+ */
+export function addOne(statement: Prepare, task: NewTask, at: number, now: number): EnqueuedTask {
+  const { mode, period } = task.dedupe ?? REPLACE;
+  const runAt = dueAt(mode, period, task.runAt);
+  const row = taskRow(task, runAt, at);
   if (task.key !== null) {
     const existing = statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
     const action = decide(

@@ -8,6 +8,7 @@ import type { DependencyInfo, OnFailure } from '../options.js';
 import { TaskNotFoundError, type StoredState, type StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
 import type { Prepare } from './claim.js';
+import { taskRow } from './add.js';
 import { upsertLimits } from './limits.js';
 import { SQL } from './sql.js';
 
@@ -54,19 +55,7 @@ export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number
     prepare(FLOW_SQL.hasDependents).run(id);
   }
   const ids = flow.tasks.map((task) => {
-    const row = {
-      name: task.name,
-      payload: task.payload,
-      runAt: task.runAt,
-      maxAttempts: task.maxAttempts,
-      options: task.options,
-      serial: task.serial ?? null,
-      priority: task.priority ?? 0,
-      rateKey: task.rateKey ?? null,
-      queue: task.queue ?? 'default',
-      now,
-      at,
-    };
+    const row = { ...taskRow(task, task.runAt, at), now };
     const id = Number(prepare(FLOW_SQL.insert).run(row).lastInsertRowid);
     upsertLimits(prepare, task.options, task.serial, task.rateKey);
     return id;
