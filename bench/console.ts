@@ -19,7 +19,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { chromiumBinary } from '../test/binaries.js';
+import { chromiumLaunchOptions } from '../test/binaries.js';
 import { chromium } from 'playwright-core';
 import { dashboard } from '../src/dashboard.js';
 import { Scheduler, type DurableTaskItem, type Store } from '../src/index.js';
@@ -61,12 +61,7 @@ async function measure(label: string, store: () => Store, finish: () => Promise<
   const counts: number[] = [];
   const filtered: number[] = [];
   const render: number[] = [];
-  const binary = await chromiumBinary();
-  const browser = await chromium.launch({
-    executablePath: binary.path,
-    env: { ...process.env, ...binary.env },
-    args: ['--no-sandbox', '--disable-gpu'],
-  });
+  const browser = await chromium.launch(await chromiumLaunchOptions());
   try {
     for (let run = 0; run < RUNS; run++) {
       let t = performance.now();

@@ -256,6 +256,28 @@ export async function chromiumBinary(): Promise<ChromiumBinary> {
 }
 
 /**
+ * How the tests and benches launch their headless Chromium (playwright-core's
+ * `chromium.launch()` options): chromiumBinary() with its environment, and
+ * flags for a machine with a closed network (no background connections).
+ */
+export async function chromiumLaunchOptions(): Promise<{ executablePath: string; env: NodeJS.ProcessEnv; args: string[] }> {
+  const binary = await chromiumBinary();
+  return {
+    executablePath: binary.path,
+    env: { ...process.env, ...binary.env },
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  };
+}
+
+/**
  * Prometheus' promtool, for cross-checking the exposition checker where one
  * is at hand ($PROMTOOL, or the system's): no npm package ships it, so the
  * suite's own check does not need it. Never found with TASKHEAP_NO_SYSTEM_BINARIES=1.

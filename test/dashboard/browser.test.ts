@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
 import { Scheduler } from '../../src/index.js';
 import { sqliteStore } from '../../src/sqlite.js';
-import { chromiumBinary } from '../binaries.js';
+import { chromiumLaunchOptions } from '../binaries.js';
 
 const ARTIFACTS = new URL('../artifacts/', import.meta.url);
 const XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>';
@@ -21,20 +21,7 @@ let browser: Browser;
 let dir: string;
 
 beforeAll(async () => {
-  const binary = await chromiumBinary();
-  browser = await chromium.launch({
-    executablePath: binary.path,
-    env: { ...process.env, ...binary.env },
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await chromium.launch(await chromiumLaunchOptions());
   dir = mkdtempSync(join(tmpdir(), 'taskheap-dashboard-'));
   mkdirSync(ARTIFACTS, { recursive: true });
 }, 60_000);

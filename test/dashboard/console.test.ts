@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
-import { chromiumBinary } from '../binaries.js';
+import { chromiumLaunchOptions } from '../binaries.js';
 import { Scheduler } from '../../src/index.js';
 import { sqliteStore } from '../../src/sqlite.js';
 
@@ -22,21 +22,7 @@ let browser: Browser;
 let dir: string;
 
 beforeAll(async () => {
-  // The headless Chromium of the npm package (test/binaries.ts), as the browser test's.
-  const binary = await chromiumBinary();
-  browser = await chromium.launch({
-    executablePath: binary.path,
-    env: { ...process.env, ...binary.env },
-    args: [
-      '--disable-quic',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await chromium.launch(await chromiumLaunchOptions());
   dir = mkdtempSync(join(tmpdir(), 'taskheap-console-'));
   mkdirSync(IMAGES, { recursive: true });
 }, 60_000);
