@@ -108,7 +108,9 @@ describe('flows across processes on PostgreSQL (issue 28)', () => {
             : shape === 2
               ? { a: 'failed', b: 'succeeded', c: 'succeeded', d: 'failed' }
               : { a: 'failed', b: 'failed', c: 'succeeded', d: 'failed' };
-      expect({ a: state('a'), b: state('b'), c: state('c'), d: state('d') }, `flow ${k}`).toEqual(expected);
+      // Compared as text so that a failure names every state (and an unexpected error) in one line.
+      const seen = { a: state('a'), b: state('b'), c: state('c'), d: state('d') };
+      expect(JSON.stringify(seen), `flow ${k}`).toBe(JSON.stringify(expected));
     }
     // A dependent starts after each of its dependencies' runs finished.
     const early = await admin.query(`SELECT d.task_id, d.dep_id FROM "${schema}".taskheap_deps AS d
