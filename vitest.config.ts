@@ -6,6 +6,8 @@ export default defineConfig({
     // A bound for a test that hangs, not a speed check: CPU-bound tests take seconds on an idle
     // 2-core machine and many times that under load (three files at once, or the stress script).
     testTimeout: 60_000,
+    // The same for hooks (a server started, a database created), whose default of 10 s a loaded machine exceeds.
+    hookTimeout: 60_000,
     pool: 'forks',
     // Most of the suite waits (on PostgreSQL, child processes, browsers, timers) rather than
     // computes: three files at once on two cores, where vitest's default would run one.

@@ -241,5 +241,5 @@ describe('PostgreSQL behind PgBouncer (pool_mode = transaction, 2 server connect
     });
     await until('the new batches done', async () => (await states(schema)).succeeded === 300 + added);
     expect(a.ran.n + b.ran.n).toBe(before[0]! + before[1]! + added);
-  }, 60_000);
+  }, 120_000);
 });
