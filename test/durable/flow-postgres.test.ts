@@ -4,9 +4,8 @@
 // lease bound and claimers racing on the same keys (every store's behaviour)
 // are in the conformance suite (test/durable/conformance/claims.ts, flow.ts),
 // run here by store-postgres.test.ts.
-import { spawn } from 'node:child_process';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Scheduler, SchemaVersionError, type DurableTaskItem } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { advanceJob } from '../../src/durable/advance-job.js';
@@ -14,6 +13,7 @@ import { statements } from '../../src/durable/postgres/sql.js';
 import type { NewTask, Store } from '../../src/durable/store.js';
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+import { workerProcesses } from './worker-process.js';
 import { SCHEMA_VERSION } from '../../src/durable/store.js';
 
 let server: PgServer;
@@ -65,37 +65,9 @@ describe('PostgreSQL serial keys: announcements', () => {
 });
 
 describe('PostgreSQL serial keys across two worker processes', () => {
-  const children: { kill: (signal: NodeJS.Signals) => void; exited: Promise<number | null> }[] = [];
-  afterEach(async () => {
-    for (const child of children.splice(0)) {
-      child.kill('SIGTERM');
-      await child.exited;
-    }
-  });
-
-  function worker(schema: string): { ready: Promise<void>; go: () => void; done: Promise<string> } {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-serial-worker.ts', server.url, schema], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let out = '';
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    children.push({ kill: (signal) => child.kill(signal), exited });
-    child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    const ready = new Promise<void>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        if (out.includes('ready\n')) resolve();
-      });
-      void exited.then(() => reject(new Error(`worker exited early: ${out}`)));
-    });
-    const done = exited.then((code) => {
-      if (code !== 0) throw new Error(`worker exited with ${code}: ${out}`);
-      return out;
-    });
-    // Killed by afterEach after a failure: not an unhandled rejection.
-    done.catch(() => {});
-    return { ready, go: () => child.stdin.write('go\n'), done };
-  }
+  // The fixture claims on the first line and exits 0 once nothing is waiting or running.
+  const spawnWorker = workerProcesses();
+  const worker = (schema: string) => spawnWorker('test/fixtures/pg-serial-worker.ts', [server.url, schema]);
 
   it('runs of one key never overlap across processes and follow due order; a let-go key is claimed without waiting for a poll', async () => {
     const schema = freshSchema();
@@ -125,7 +97,7 @@ describe('PostgreSQL serial keys across two worker processes', () => {
     await producer.close();
     const workers = [worker(schema), worker(schema)];
     await Promise.all(workers.map((w) => w.ready));
-    for (const w of workers) w.go();
+    for (const w of workers) w.next();
     // Their poll is an hour: they finish only if every let-go key and every retry woke a claim.
     const outputs = await Promise.race([
       Promise.all(workers.map((w) => w.done)),
