@@ -7,7 +7,11 @@
  * output the block promises where it prints something.
  *
  * A block that imports `taskheap/postgres` runs with `DATABASE_URL` set to a
- * throwaway PostgreSQL server (test/durable/pg-server.ts), started once.
+ * database of its own on the run's shared PostgreSQL server.
+ *
+ * Blocks run three at a time (each waits on its own process, and the suite's
+ * time is bounded by this file's), each in a directory of its own, so two
+ * blocks that open `app.db` never share it.
  *
  * A block preceded by `<!-- not run: reason -->` is a fragment and is skipped;
  * the reason is required, and this test lists the skipped blocks so they stay
@@ -21,7 +25,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startPgServer, type PgServer } from './durable/pg-server.js';
+import type { PgServer } from './durable/pg-server.js';
+import { sharedDatabase } from './durable/use-postgres.js';
 
 const root = resolve(import.meta.dirname, '..');
 /** The pages whose blocks run: README.md, CONTRIBUTING.md and docs/*.md (docs/api/ is TypeDoc's output). */
@@ -95,16 +100,31 @@ const tsx = import.meta.resolve('tsx');
 // Inside the checkout, so a block's other imports (express, hono, luxon) resolve from its node_modules.
 mkdirSync(join(root, 'node_modules/.cache'), { recursive: true });
 const work = mkdtempSync(join(root, 'node_modules/.cache/taskheap-readme-'));
-let pg: Promise<PgServer> | undefined;
+const databases: PgServer[] = [];
 afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
-  await (await pg?.catch(() => undefined))?.destroy();
+  await Promise.all(databases.map((database) => database.destroy()));
 });
+
+/** At most three block processes at once: more would only make each slower on two cores. */
+let running = 0;
+const queued: (() => void)[] = [];
+async function slot<T>(task: () => Promise<T>): Promise<T> {
+  if (running === 3) await new Promise<void>((resolve) => queued.push(resolve));
+  else running++;
+  try {
+    return await task();
+  } finally {
+    const next = queued.shift();
+    if (next === undefined) running--;
+    else next();
+  }
+}
 
 function run(file: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, ['--import', tsx, file], {
-      cwd: work,
+      cwd: dirname(file),
       env: { ...process.env, TZ: 'UTC', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -140,15 +160,21 @@ describe('code blocks of README.md, CONTRIBUTING.md and docs/', () => {
       it.skip(`${title}: not run: ${block.skip}`, () => {});
       continue;
     }
-    // Time for the run's own bound (30 s) and, in the first PostgreSQL block, the server's start (initdb).
-    it(`${title} runs and exits 0`, async () => {
+    // Time for the run's own bound (30 s) and for waiting its turn.
+    it.concurrent(`${title} runs and exits 0`, async () => {
       // A js block that uses require() is CommonJS; the rest are ES modules.
       const commonjs = block.lang === 'js' && /\brequire\(/.test(block.code) && !/^import /m.test(block.code);
-      const file = join(work, `${block.page.replace(/\W/g, '-')}-${block.line}.${commonjs ? 'cjs' : block.lang === 'js' ? 'mjs' : 'mts'}`);
+      const dir = join(work, `${block.page.replace(/\W/g, '-')}-${block.line}`);
+      mkdirSync(dir);
+      const file = join(dir, `block.${commonjs ? 'cjs' : block.lang === 'js' ? 'mjs' : 'mts'}`);
       writeFileSync(file, localImports(block.code));
       const env: Record<string, string> = {};
-      if (block.code.includes("'taskheap/postgres'")) env.DATABASE_URL = (await (pg ??= startPgServer({ database: 'readme' }))).url;
-      const result = await run(file, env);
+      if (block.code.includes("'taskheap/postgres'")) {
+        const database = await sharedDatabase();
+        databases.push(database);
+        env.DATABASE_URL = database.url;
+      }
+      const result = await slot(() => run(file, env));
       expect(result.stderr, title).toBe('');
       expect(result.code, `${title}\n${result.stdout}`).toBe(0);
       // Lines the block prints are shown in it as `// prints: ...` comments.

@@ -37,7 +37,7 @@ export function usePostgres(
 }
 
 /** A new database on the run's shared server, as a PgServer whose server-wide controls refuse (ask for `own: true`). */
-async function sharedDatabase(): Promise<PgServer> {
+export async function sharedDatabase(): Promise<PgServer> {
   const shared = inject('sharedPostgres');
   if ('error' in shared) throw new Error(shared.error);
   const host = '127.0.0.1';
