@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { ManualClock } from '../../src/testing.js';
 import { START, setup } from '../helpers.js';
+import { compiled } from '../compiled-fixture.js';
 
 const DAY = 86_400_000;
 
@@ -137,7 +138,7 @@ describe('unref', () => {
   async function runFixture(unref: boolean, ms: number): Promise<{ out: string; ms: number }> {
     const { spawn } = await import('node:child_process');
     const started = Date.now();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/unref.ts', String(unref), String(ms)], {
+    const child = spawn(process.execPath, [compiled('test/fixtures/unref.ts'), String(unref), String(ms)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';

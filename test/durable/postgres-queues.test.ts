@@ -16,6 +16,7 @@ import { Scheduler } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+import { compiled } from '../compiled-fixture.js';
 
 interface Worker {
   pid: number;
@@ -65,7 +66,7 @@ describe('postgresStore: named queues across processes', () => {
   const schedulers = closedAfterEach((s: Scheduler) => s.close({ abort: true }));
 
   function worker(schema: string, lease: number): Worker {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-queue-worker.ts', server.url, schema, String(lease)], {
+    const child = spawn(process.execPath, [compiled('test/fixtures/pg-queue-worker.ts'), server.url, schema, String(lease)], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

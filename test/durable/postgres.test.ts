@@ -14,6 +14,7 @@ import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js'
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 import { SCHEMA_VERSION } from '../../src/durable/store.js';
+import { compiled } from '../compiled-fixture.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -159,7 +160,7 @@ describe('postgresStore: three processes share one schedule', () => {
   }
 
   function worker(args: string[]): Worker {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-worker.ts', ...args], {
+    const child = spawn(process.execPath, [compiled('test/fixtures/pg-worker.ts'), ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

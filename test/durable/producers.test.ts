@@ -15,6 +15,7 @@ import { ManualClock } from '../../src/testing.js';
 import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';
 import { usePostgres } from './use-postgres.js';
+import { compiled } from '../compiled-fixture.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-producer-')), 'store.db');
@@ -126,7 +127,7 @@ describe('producers on PostgreSQL', () => {
   }
 
   function worker(name: string): { ready: Promise<void>; output: () => string } {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-result-worker.ts', server.url, name], {
+    const child = spawn(process.execPath, [compiled('test/fixtures/pg-result-worker.ts'), server.url, name], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

@@ -19,6 +19,7 @@ import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';
 import { usePostgres } from './use-postgres.js';
 import { SCHEMA_VERSION } from '../../src/durable/store.js';
+import { compiled } from '../compiled-fixture.js';
 
 /** A task row as versions 1 to 3 of the SQLite schema hold it (the store's own insert has version 4's columns). */
 const V1_INSERT = `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -251,7 +252,7 @@ describe('results and waiting on PostgreSQL', () => {
   }
 
   function worker(name: string): Promise<void> {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-result-worker.ts', server.url, name], {
+    const child = spawn(process.execPath, [compiled('test/fixtures/pg-result-worker.ts'), server.url, name], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -365,16 +366,17 @@ describe('results and waiting on PostgreSQL', () => {
     await web.migrate();
     await admin.query(`CREATE TABLE "${name}".effects (id serial PRIMARY KEY, task bigint NOT NULL)`);
     const task = await web.schedule(Date.now(), 'pay');
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/pg-tx-worker.ts', server.url, name], {
+    const child = spawn(process.execPath, [compiled('test/fixtures/pg-tx-worker.ts'), server.url, name], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, sig) => resolve(sig)));
     expect(signal).toBe('SIGKILL');
     expect((await admin.query(`SELECT count(*)::int AS n FROM "${name}".effects`)).rows).toEqual([{ n: 0 }]);
-    // A second worker takes the task over once the dead one's lease expires. Its own lease is short
-    // too: no lease is taken over until the server has been up for the claim's lease, and this
-    // file's server may be younger than the default 30 s (then the wait depended on the test order).
-    const { scheduler: rescue } = scheduler(name, postgresStore({ connectionString: server.url, schema: name, lease: 1_000 }));
+    // A second worker takes the task over once the dead one's lease (1 s) expires. Its own lease is
+    // short too: no lease is taken over until the server has been up for the claim's lease, and this
+    // file's server may be younger than the default 30 s (then the wait depended on the test order);
+    // but not so short that a loaded machine lets it run out mid-run (a third attempt).
+    const { scheduler: rescue } = scheduler(name, postgresStore({ connectionString: server.url, schema: name, lease: 5_000 }));
     rescue.define('pay', (ctx) =>
       ctx.transaction(async (client) => {
         await client.query(`INSERT INTO "${name}".effects (task) VALUES ($1)`, [ctx.id]);

@@ -12,6 +12,7 @@ import { Scheduler } from '../../src/index.js';
 import { sqliteStore, StoreInUseError, type SqliteStoreOptions } from '../../src/sqlite.js';
 import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
 import { SCHEMA_VERSION } from '../../src/durable/store.js';
+import { compiled } from '../compiled-fixture.js';
 
 /** A task row as versions 1 to 3 of the SQLite schema hold it (the store's own insert has version 4's columns). */
 const V1_INSERT = `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -69,7 +70,7 @@ describe('sqliteStore: one owner per file', () => {
 
   it('a second process is refused while the owner lives; once it is killed its work is taken over, counted as one lease expiry', async () => {
     const path = tempDb();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/sqlite-owner.ts', path], {
+    const child = spawn(process.execPath, [compiled('test/fixtures/sqlite-owner.ts'), path], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

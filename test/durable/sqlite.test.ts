@@ -14,6 +14,7 @@ import { sqliteStore } from '../../src/sqlite.js';
 import { unavailable } from './sqlite-drivers.js';
 import { ManualClock } from '../../src/testing.js';
 import { START } from '../helpers.js';
+import { compiled } from '../compiled-fixture.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-')), 'store.db');
@@ -60,7 +61,7 @@ describe('durable tasks need a store', () => {
 describe.each(AVAILABLE)('sqliteStore on $driver: crash and restart', ({ driver: current }) => {
   beforeAll(() => void (driver = current));
   function worker(args: string[]) {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/sqlite-worker.ts', ...args], {
+    const child = spawn(process.execPath, [compiled('test/fixtures/sqlite-worker.ts'), ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, TASKHEAP_SQLITE_DRIVER: driver },
     });

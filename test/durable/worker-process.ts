@@ -1,9 +1,10 @@
 // Worker processes for the tests across real processes (limits, flows, serial keys): a
-// fixture script run with tsx, which prints "ready" once loaded, starts
+// fixture script (compiled: ../compiled-fixture.ts), which prints "ready" once loaded, starts
 // claiming on a first line on stdin and closes on a second. Every process
 // still alive after a test is SIGKILLed.
 import { spawn } from 'node:child_process';
 import { afterEach } from 'vitest';
+import { compiled } from '../compiled-fixture.js';
 
 export interface WorkerProcess {
   ready: Promise<void>;
@@ -25,7 +26,7 @@ export function workerProcesses(): (fixture: string, args: readonly string[]) =>
     }
   });
   return (fixture, args) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', fixture, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [compiled(fixture), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     children.push({ kill: (signal) => child.kill(signal), exited });

@@ -1,0 +1,35 @@
+// A fixture run as a child process, compiled once per test file: esbuild
+// bundles it with what it imports from src/ (packages stay in node_modules)
+// into one ES module that plain `node` runs. The same program as
+// `node --import tsx <fixture>`, without tsx's start-up in every child: the
+// suite spawns dozens of these, and tsx was most of each one's CPU.
+// (A fixture that finds files by its own `import.meta.url` must keep tsx.)
+import { buildSync } from 'esbuild';
+import { rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterAll } from 'vitest';
+
+const root = resolve(import.meta.dirname, '..');
+const dir = join(root, 'node_modules', '.cache', `taskheap-fixtures-${process.pid}`);
+const built = new Map<string, string>();
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The path of `fixture` (from the repository root, e.g. 'test/fixtures/pg-worker.ts') compiled: `spawn(process.execPath, [compiled(fixture), ...args])`. */
+export function compiled(fixture: string): string {
+  let out = built.get(fixture);
+  if (out === undefined) {
+    out = join(dir, fixture.replace(/\.ts$/, '.mjs'));
+    buildSync({
+      entryPoints: [join(root, fixture)],
+      outfile: out,
+      bundle: true,
+      packages: 'external',
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      logLevel: 'silent',
+    });
+    built.set(fixture, out);
+  }
+  return out;
+}
