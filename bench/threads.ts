@@ -12,7 +12,9 @@
  * 1. CPU-bound: `--tasks` tasks of about `--ms` ms of arithmetic each
  *    (calibrated here first, the same rounds for everyone): wall time.
  * 2. Trivial tasks: `--trivial` tasks that return their payload: tasks a
- *    second (what crossing to a thread and back costs). Bree starts a thread
+ *    second (what crossing to a thread and back costs), and the CPU time
+ *    per task of the main thread and of the whole process (what a machine
+ *    loaded by others disturbs least). Bree starts a thread
  *    per job, so it runs a tenth of them (at least 10).
  * 3. Timer lateness: a stream of 10 ms timers on the main thread while the
  *    tasks of (1) run: p50, p99 and max lateness.
@@ -165,6 +167,8 @@ function row(label: string, workload: Workload, field: string, digits: number, l
 }
 row(`(1) ${tasks} CPU-bound tasks of ~${ms} ms: wall ms`, 'cpu', 'wall', 0, true);
 row(`(2) trivial tasks: tasks/s`, 'trivial', 'rate', 0, false);
+row('(2) trivial tasks: main-thread CPU per task, µs', 'trivial', 'mainUs', 1, true);
+row('(2) trivial tasks: CPU per task, all threads, µs', 'trivial', 'cpuUs', 1, true);
 row('(3) 10 ms timers during (1): p50 late, ms', 'cpu', 'p50', 1, true);
 row('(3) 10 ms timers during (1): p99 late, ms', 'cpu', 'p99', 1, true);
 row('(3) 10 ms timers during (1): max late, ms', 'cpu', 'max', 1, true);

@@ -9,7 +9,8 @@
  *   10 ms timers on the main thread for as long as they run (and the one
  *   pending when they end): each timer's lateness; and the peak RSS over the RSS before the run.
  * - `trivial`: `trivial` tasks that return their payload, all submitted at
- *   once on a warm pool: tasks a second.
+ *   once on a warm pool: tasks a second, and the CPU time each task cost
+ *   the main thread (Linux, /proc) and the whole process, µs.
  * - `memory`: RSS of the process with `size` warm idle threads, over the
  *   process before the pool (after a GC each time).
  * - `grow`: a pool of one warm thread that may hold `size` (taskheap: resized
@@ -19,7 +20,7 @@
  * - `shrink` (taskheap only): a pool of `size` warm idle threads resized to
  *   1: ms until the process has `size - 1` fewer threads (Linux, /proc).
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Work } from '../workloads/threads-work.js';
 import { type Contender, open, type Pool } from './pools.js';
@@ -88,14 +89,32 @@ async function cpu(): Promise<object> {
   };
 }
 
+/** CPU time the main thread has used, ns (Linux: /proc schedstat); undefined elsewhere. */
+function mainCpuNs(): number | undefined {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]);
+  } catch {
+    return undefined;
+  }
+}
+
 async function trivial(): Promise<object> {
   const pool = await open(order.contender, order.size);
   await warm(pool, order.size);
+  const main = mainCpuNs();
+  const cpu = process.cpuUsage();
   const start = performance.now();
   await Promise.all(Array.from({ length: order.trivial }, (_, value) => pool.run({ kind: 'trivial', value })));
   const rate = order.trivial / ((performance.now() - start) / 1_000);
+  const used = process.cpuUsage(cpu);
+  const mainEnd = mainCpuNs();
   await pool.close();
-  return { rate };
+  return {
+    rate,
+    // CPU per task (µs), of the main thread and of the whole process (its threads included): what a loaded machine disturbs least.
+    mainUs: main === undefined || mainEnd === undefined ? undefined : (mainEnd - main) / 1_000 / order.trivial,
+    cpuUs: (used.user + used.system) / order.trivial,
+  };
 }
 
 async function memory(): Promise<object> {

@@ -299,6 +299,8 @@ export class Run implements TaskContext {
   outcome: unknown = undefined;
   /** @internal progress and log lines (carried from run to run), made on the first */
   journal: Journal | undefined;
+  /** @internal called once when the run is aborted: how a thread task hears of it without an AbortSignal and its listeners */
+  onAbort: (() => void) | undefined = undefined;
   #controller: AbortController | undefined = undefined;
   #aborted = false;
   #reason: unknown = undefined;
@@ -344,10 +346,16 @@ export class Run implements TaskContext {
     return this.#aborted;
   }
 
+  /** @internal what the run was aborted with */
+  get abortReason(): unknown {
+    return this.#reason;
+  }
+
   abort(reason: unknown): void {
     if (this.#aborted) return;
     this.#aborted = true;
     this.#reason = reason;
     this.#controller?.abort(reason);
+    this.onAbort?.();
   }
 }

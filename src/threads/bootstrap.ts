@@ -4,7 +4,10 @@
 // It imports a task's module, calls its default export with the task's
 // context and payload (its ctx.progress() and ctx.log() post to the pool
 // thread, which hands them to the run's), aborts the context's signal when told to, and posts
-// the outcome back. Messages are described in messages.ts.
+// the outcome back. A task comes in as an array `[id, module URL, payload,
+// attempt, scheduledAt, startedAt, name, taskId]` and a success goes back as
+// `[id, value]` (no keys to write and read per task); an abort, a failure,
+// progress and log lines are objects (thread.ts).
 
 /**
  * The thread's program (CommonJS, as `eval` workers are): plain JavaScript,
@@ -35,50 +38,114 @@ function messageToError(message) {
   return error;
 }
 
-async function run(job) {
-  const controller = new AbortController();
-  running = { id: job.id, controller };
-  const ctx = {
-    signal: controller.signal,
-    scheduledAt: new Date(job.scheduledAt),
-    startedAt: new Date(job.startedAt),
-    attempt: job.attempt,
-    name: job.name,
-    progress(value) {
-      const json = JSON.stringify(value);
-      if (json === undefined || (typeof value === 'number' && !Number.isFinite(value)))
-        throw new TypeError('Expected ctx.progress() to get a finite number or a JSON value, got ' + String(value));
-      if (json.length > 1024) throw new RangeError('Expected ctx.progress() to get a value of at most 1024 characters of JSON, got ' + json.length);
-      parentPort.postMessage({ type: 'progress', id: job.id, json });
-    },
-    log(line) {
-      if (typeof line !== 'string') throw new TypeError('Expected ctx.log() to get a string, got ' + typeof line);
-      parentPort.postMessage({ type: 'log', id: job.id, line });
-    },
-  };
-  if (job.taskId !== undefined) ctx.id = job.taskId;
-  let outcome;
-  try {
-    const module = await import(job.module);
-    const handler = module.default;
-    if (typeof handler !== 'function')
-      throw new TypeError('The module ' + job.module + ' has no default export function (export default (ctx, payload) => ...)');
-    outcome = { type: 'done', id: job.id, ok: true, value: await handler(ctx, job.payload) };
-  } catch (error) {
-    outcome = { type: 'done', id: job.id, ok: false, error: errorToMessage(error) };
-    if (controller.signal.aborted && error === controller.signal.reason) outcome.aborted = true;
+// Handlers by module URL: a module is imported once per thread, not per task.
+const handlers = new Map();
+
+async function load(href) {
+  const module = await import(href);
+  const handler = module.default;
+  if (typeof handler !== 'function')
+    throw new TypeError('The module ' + href + ' has no default export function (export default (ctx, payload) => ...)');
+  handlers.set(href, handler);
+  return handler;
+}
+
+// The handler's ctx; its signal (an AbortController) and Dates are made only if the handler asks.
+class Context {
+  #id;
+  #scheduledAt;
+  #startedAt;
+  #controller;
+  #reason;
+  constructor(id, attempt, scheduledAt, startedAt, name, taskId) {
+    this.attempt = attempt;
+    this.name = name;
+    if (taskId !== undefined) this.id = taskId;
+    this.#id = id;
+    this.#scheduledAt = scheduledAt;
+    this.#startedAt = startedAt;
   }
-  running = undefined;
-  try {
-    parentPort.postMessage(outcome);
-  } catch (error) {
-    parentPort.postMessage({ type: 'done', id: job.id, ok: false, clone: true, error: errorToMessage(error) });
+  get signal() {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#reason !== undefined) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+  get scheduledAt() { return new Date(this.#scheduledAt); }
+  get startedAt() { return new Date(this.#startedAt); }
+  progress(value) {
+    const json = JSON.stringify(value);
+    if (json === undefined || (typeof value === 'number' && !Number.isFinite(value)))
+      throw new TypeError('Expected ctx.progress() to get a finite number or a JSON value, got ' + String(value));
+    if (json.length > 1024) throw new RangeError('Expected ctx.progress() to get a value of at most 1024 characters of JSON, got ' + json.length);
+    parentPort.postMessage({ type: 'progress', id: this.#id, json });
+  }
+  log(line) {
+    if (typeof line !== 'string') throw new TypeError('Expected ctx.log() to get a string, got ' + typeof line);
+    parentPort.postMessage({ type: 'log', id: this.#id, line });
+  }
+  // Static, so a handler sees neither on its ctx.
+  static abort(ctx, reason) {
+    if (ctx.#reason !== undefined) return;
+    ctx.#reason = reason;
+    if (ctx.#controller !== undefined) ctx.#controller.abort(reason);
+  }
+  static threwReason(ctx, error) {
+    return ctx.#reason !== undefined && error === ctx.#reason;
   }
 }
 
+function succeed(id, value) {
+  running = undefined;
+  try {
+    parentPort.postMessage([id, value]);
+  } catch (error) {
+    parentPort.postMessage({ type: 'done', id, ok: false, clone: true, error: errorToMessage(error) });
+  }
+}
+
+function fail(id, ctx, error) {
+  running = undefined;
+  const outcome = { type: 'done', id, ok: false, error: errorToMessage(error) };
+  // The handler gave up with its signal's reason: the main thread ends the task with the original one.
+  if (Context.threwReason(ctx, error)) outcome.aborted = true;
+  try {
+    parentPort.postMessage(outcome);
+  } catch (error) {
+    parentPort.postMessage({ type: 'done', id, ok: false, clone: true, error: errorToMessage(error) });
+  }
+}
+
+function start(handler, id, ctx, payload) {
+  let value;
+  let thenable;
+  try {
+    value = handler(ctx, payload);
+    thenable = value !== null && (typeof value === 'object' || typeof value === 'function') && typeof value.then === 'function';
+  } catch (error) {
+    return fail(id, ctx, error);
+  }
+  // A plain value goes back at once; a promise (or thenable) when it settles.
+  if (!thenable) return succeed(id, value);
+  Promise.resolve(value).then((value) => succeed(id, value), (error) => fail(id, ctx, error));
+}
+
+// message: [id, module URL, payload, attempt, scheduledAt, startedAt, name, taskId]
+function run(message) {
+  const id = message[0];
+  const href = message[1];
+  const ctx = new Context(id, message[3], message[4], message[5], message[6], message[7]);
+  running = { id, ctx };
+  const handler = handlers.get(href);
+  if (handler !== undefined) return start(handler, id, ctx, message[2]);
+  load(href).then((handler) => start(handler, id, ctx, message[2]), (error) => fail(id, ctx, error));
+}
+
 parentPort.on('message', (message) => {
-  if (message.type === 'run') run(message);
-  else if (message.type === 'abort' && running !== undefined && running.id === message.id)
-    running.controller.abort(messageToError(message.reason));
+  if (Array.isArray(message)) run(message);
+  else if (message.type === 'abort' && running !== undefined && running.id === message.id) {
+    Context.abort(running.ctx, messageToError(message.reason));
+  }
 });
 `;

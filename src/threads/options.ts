@@ -9,6 +9,7 @@ import { toDuration, type Duration } from '../core/duration.js';
 import type { TaskContext, TaskFunction } from '../core/task.js';
 import type { TaskOptions } from '../core/task-options.js';
 import { assertKnownKeys, assertOptionsObject, describe } from '../core/validate.js';
+import { ThreadJob } from './job.js';
 import type { ThreadPool } from './pool.js';
 import type { ThreadSettings } from './thread.js';
 
@@ -107,18 +108,7 @@ export function toThreadSettings(options: ThreadOptions | undefined): ThreadSett
 
 /** Runs `module`'s handler in the pool with `ctx` and `payload`. */
 function runIn(pool: ThreadPool, module: URL, ctx: TaskContext & { id?: number }, payload: unknown): Promise<unknown> {
-  return pool.run({
-    module,
-    payload,
-    attempt: ctx.attempt,
-    scheduledAt: ctx.scheduledAt.getTime(),
-    startedAt: ctx.startedAt.getTime(),
-    name: ctx.name,
-    taskId: ctx.id,
-    signal: ctx.signal,
-    progress: (value) => ctx.progress(value),
-    log: (line) => ctx.log(line),
-  });
+  return new Promise((resolve, reject) => pool.run(new ThreadJob(module, ctx, payload, resolve, reject)));
 }
 
 /**

@@ -4,16 +4,18 @@
 // for a thread, and closing. Threads start lazily, on the first job that
 // finds none idle, and are kept warm (unref'd: an idle thread never keeps
 // the process alive). One thread is in thread.ts.
-import type { ThreadJob, ThreadSettings } from './thread.js';
+import type { ThreadSettings } from './thread.js';
 import { PoolThread } from './thread.js';
 import { ThreadError } from './errors.js';
+import type { ThreadJob } from './job.js';
 
 /** @internal */
 export class ThreadPool {
   readonly #settings: ThreadSettings;
   readonly #threads = new Set<PoolThread>();
-  /** Jobs waiting for a thread, first come first served (the scheduler already ordered them). */
+  /** Jobs waiting for a thread from `#head` on, first come first served (the scheduler already ordered them). */
   #waiting: ThreadJob[] = [];
+  #head = 0;
   #size: number;
   #closed = false;
   #pumping = false;
@@ -46,50 +48,67 @@ export class ThreadPool {
     return busy;
   }
 
-  /** Runs a job on a thread as soon as one is free; settles with its outcome. */
-  run(job: Omit<ThreadJob, 'resolve' | 'reject'>): Promise<unknown> {
-    return new Promise((resolve, reject) => {
-      if (this.#closed) return reject(new ThreadError('The thread pool is closed', 'ERR_THREAD_EXIT'));
-      if (job.signal.aborted) return reject(job.signal.reason);
-      const queued: ThreadJob = { ...job, resolve, reject };
-      // Aborted while waiting for a thread: it leaves the line and never starts.
-      const onAbort = (): void => {
-        const at = this.#waiting.indexOf(queued);
-        if (at === -1) return;
-        this.#waiting.splice(at, 1);
-        reject(job.signal.reason);
-      };
-      job.signal.addEventListener('abort', onAbort, { once: true });
-      const settle =
-        <T>(fn: (value: T) => void) =>
-        (value: T): void => {
-          job.signal.removeEventListener('abort', onAbort);
-          fn(value);
-        };
-      queued.resolve = settle(resolve);
-      queued.reject = settle(reject);
-      this.#waiting.push(queued);
-      this.#pump();
-    });
+  /** Runs a job on a thread as soon as one is free; settles it with its outcome. */
+  run(job: ThreadJob): void {
+    if (this.#closed) return job.reject(new ThreadError('The thread pool is closed', 'ERR_THREAD_EXIT'));
+    if (job.source.aborted) return job.reject(job.source.abortReason);
+    // Aborted while waiting for a thread: it leaves the line and never starts (one listener for the whole line).
+    job.source.onAbort = this.#sweep;
+    this.#waiting.push(job);
+    this.#pump();
   }
 
   /** Fails waiting jobs and terminates every thread, busy ones included (their jobs fail). */
   async close(): Promise<void> {
     this.#closed = true;
-    const waiting = this.#waiting;
+    const waiting = this.#waiting.slice(this.#head);
     this.#waiting = [];
-    for (const job of waiting) job.reject(new ThreadError('The thread pool was closed', 'ERR_THREAD_EXIT'));
+    this.#head = 0;
+    for (const job of waiting) {
+      job.source.onAbort = undefined;
+      job.reject(new ThreadError('The thread pool was closed', 'ERR_THREAD_EXIT'));
+    }
     const threads = [...this.#threads];
     this.#threads.clear();
     await Promise.all(threads.map((thread) => thread.terminate()));
   }
+
+  /** The next waiting job, out of the line. */
+  #next(): ThreadJob {
+    const job = this.#waiting[this.#head]!;
+    this.#waiting[this.#head++] = undefined!;
+    if (this.#head === this.#waiting.length) {
+      this.#waiting = [];
+      this.#head = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#waiting.length) {
+      this.#waiting = this.#waiting.slice(this.#head);
+      this.#head = 0;
+    }
+    job.source.onAbort = undefined;
+    return job;
+  }
+
+  /** A waiting job was aborted: every aborted one leaves the line, failed with its reason. */
+  readonly #sweep = (): void => {
+    const kept: ThreadJob[] = [];
+    for (let at = this.#head; at < this.#waiting.length; at++) {
+      const job = this.#waiting[at]!;
+      if (!job.source.aborted) kept.push(job);
+      else {
+        job.source.onAbort = undefined;
+        job.reject(job.source.abortReason);
+      }
+    }
+    this.#waiting = kept;
+    this.#head = 0;
+  };
 
   /** Hands waiting jobs to idle threads, starting threads while there is room. */
   #pump(): void {
     if (this.#pumping || this.#closed) return;
     this.#pumping = true;
     try {
-      while (this.#waiting.length > 0) {
+      while (this.#head < this.#waiting.length) {
         let thread: PoolThread | undefined;
         for (const candidate of this.#threads)
           if (!candidate.busy && !candidate.dead) {
@@ -102,12 +121,12 @@ export class ThreadPool {
             thread = new PoolThread(this.#settings, this.#freed);
           } catch (error) {
             // Node refused to start a thread (a flag in execArgv it does not allow in threads): the job fails with why.
-            this.#waiting.shift()!.reject(error);
+            this.#next().reject(error);
             continue;
           }
           this.#threads.add(thread);
         }
-        thread.run(this.#waiting.shift()!);
+        thread.run(this.#next());
       }
     } finally {
       this.#pumping = false;
@@ -121,8 +140,8 @@ export class ThreadPool {
       this.#threads.delete(thread);
       void thread.terminate();
     }
-    // A job that settled synchronously inside the pump: the pump's loop picks up from here.
-    queueMicrotask(() => this.#pump());
+    // Hands it the next job now (inside the pump, a job that settled at once: the pump's loop goes on).
+    this.#pump();
   };
 
   #retireIdle(): void {

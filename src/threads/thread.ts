@@ -7,24 +7,7 @@
 import { type ResourceLimits, Worker } from 'node:worker_threads';
 import { BOOTSTRAP } from './bootstrap.js';
 import { type ErrorMessage, ThreadError, toError } from './errors.js';
-
-/** A task on its way to a thread, or in one. @internal */
-export interface ThreadJob {
-  readonly module: URL;
-  readonly payload: unknown;
-  readonly attempt: number;
-  readonly scheduledAt: number;
-  readonly startedAt: number;
-  readonly name: string | undefined;
-  /** A stored task's id (durable work), handed to the handler as `ctx.id`. */
-  readonly taskId: number | undefined;
-  readonly signal: AbortSignal;
-  /** The run's `ctx.progress()` and `ctx.log()`, which the handler's calls in the thread are forwarded to. */
-  readonly progress?: ((value: unknown) => void) | undefined;
-  readonly log?: ((line: string) => void) | undefined;
-  resolve(value: unknown): void;
-  reject(error: unknown): void;
-}
+import type { ThreadJob } from './job.js';
 
 /** How threads are started. @internal */
 export interface ThreadSettings {
@@ -34,7 +17,12 @@ export interface ThreadSettings {
   readonly grace: number;
 }
 
-/** What the thread posts back: the outcome of the job `id`, or its handler's progress (JSON) or log line. */
+/**
+ * What the thread posts back: `[id, value]` when the job `id` succeeded
+ * (the common case, kept small), else an object: its failure, or its
+ * handler's progress (JSON) or log line.
+ */
+type Answer = [id: number, value: unknown] | DoneMessage;
 interface DoneMessage {
   type: 'done' | 'progress' | 'log';
   json?: string;
@@ -51,11 +39,6 @@ interface DoneMessage {
 
 let nextJobId = 1;
 
-/** Describes a job's task for an error message: `task "thumbnail" (file:///app/thumbnail.js)`. */
-function what(job: ThreadJob): string {
-  return `task ${job.name === undefined ? '' : `"${job.name}" `}(${job.module.href})`;
-}
-
 /** @internal */
 export class PoolThread {
   readonly #worker: Worker;
@@ -65,8 +48,11 @@ export class PoolThread {
   #job: ThreadJob | undefined = undefined;
   #jobId = 0;
   #graceTimer: NodeJS.Timeout | undefined = undefined;
-  #onAbort: (() => void) | undefined = undefined;
   #dead = false;
+  /** The worker keeps the process alive (while it runs a job). */
+  #referenced = false;
+  /** The one abort listener of this thread, set on the job it runs. */
+  readonly #aborted = (): void => this.#abort();
 
   constructor(settings: ThreadSettings, onFree: (thread: PoolThread) => void) {
     this.#grace = settings.grace;
@@ -77,7 +63,7 @@ export class PoolThread {
       ...(settings.resourceLimits === undefined ? {} : { resourceLimits: settings.resourceLimits }),
     });
     this.#worker.unref();
-    this.#worker.on('message', (message: DoneMessage) => this.#answer(message));
+    this.#worker.on('message', (message: Answer) => this.#answer(message));
     this.#worker.on('error', (error: Error & { code?: string }) => this.#crash(error));
     this.#worker.on('exit', (code) => this.#exit(code));
   }
@@ -95,28 +81,20 @@ export class PoolThread {
   /** Runs `job` here; the thread must be idle and alive. */
   run(job: ThreadJob): void {
     this.#job = job;
-    this.#jobId = nextJobId++;
-    this.#worker.ref();
-    const id = this.#jobId;
+    const id = (this.#jobId = nextJobId++);
+    if (!this.#referenced) {
+      this.#worker.ref();
+      this.#referenced = true;
+    }
     try {
-      this.#worker.postMessage({
-        type: 'run',
-        id,
-        module: job.module.href,
-        payload: job.payload,
-        attempt: job.attempt,
-        scheduledAt: job.scheduledAt,
-        startedAt: job.startedAt,
-        name: job.name,
-        taskId: job.taskId,
-      });
+      // An array, not an object: no key is written and read per task (the bootstrap's `run` message).
+      this.#worker.postMessage([id, job.module.href, job.payload, job.attempt, job.scheduledAt, job.startedAt, job.name, job.taskId]);
     } catch (error) {
       // Checked at the call for tasks in memory; a payload reaching here is a durable one, JSON, so cloneable.
-      return this.#end(new TypeError(`The payload of ${what(job)} cannot be sent to a thread (structured clone): ${String(error)}`));
+      return this.#end(new TypeError(`The payload of ${job.what()} cannot be sent to a thread (structured clone): ${String(error)}`));
     }
-    if (job.signal.aborted) return this.#abort(job.signal.reason);
-    this.#onAbort = () => this.#abort(job.signal.reason);
-    job.signal.addEventListener('abort', this.#onAbort, { once: true });
+    if (job.source.aborted) return this.#abort();
+    job.source.onAbort = this.#aborted;
   }
 
   /** Ends the thread now; a job in it fails with `reason`. */
@@ -127,8 +105,12 @@ export class PoolThread {
     return this.#worker.terminate().then(() => undefined);
   }
 
-  /** The task's signal aborted: tell the handler, and stop it for good after the grace period. */
-  #abort(reason: unknown): void {
+  /** The task was aborted: tell the handler (its signal aborts), and stop it for good after the grace period. */
+  #abort(): void {
+    const job = this.#job;
+    if (job === undefined || this.#graceTimer !== undefined) return;
+    job.source.onAbort = undefined;
+    const reason = job.source.abortReason;
     const id = this.#jobId;
     const plain = reason instanceof Error ? reason : new Error(String(reason));
     this.#worker.postMessage({
@@ -144,18 +126,22 @@ export class PoolThread {
     this.#graceTimer.unref();
   }
 
-  #answer(message: DoneMessage): void {
+  #answer(message: Answer): void {
+    if (Array.isArray(message)) {
+      if (message[0] === this.#jobId && this.#job !== undefined) this.#end(undefined, message[1], true);
+      return;
+    }
     if (message.type !== 'done') return this.#tell(message);
     if (message.id !== this.#jobId || this.#job === undefined) return;
     if (message.ok) return this.#end(undefined, message.value, true);
     const error = message.error ?? {};
     // The handler gave up with the reason its signal was aborted with: the task ends with the original reason.
-    if (message.aborted === true && this.#job.signal.aborted) return this.#end(this.#job.signal.reason);
+    if (message.aborted === true && this.#job.source.aborted) return this.#end(this.#job.source.abortReason);
     if (message.clone === true) {
       const job = this.#job;
       return this.#end(
         new ThreadError(
-          `The outcome of ${what(job)} cannot be sent back from its thread (structured clone): ${error.message}`,
+          `The outcome of ${job.what()} cannot be sent back from its thread (structured clone): ${error.message}`,
           'ERR_THREAD_CLONE',
           {
             cause: toError(error),
@@ -171,8 +157,8 @@ export class PoolThread {
     const job = this.#job;
     if (message.id !== this.#jobId || job === undefined) return;
     try {
-      if (message.type === 'progress') job.progress?.(JSON.parse(message.json!));
-      else job.log?.(message.line!);
+      if (message.type === 'progress') job.ctx.progress(JSON.parse(message.json!));
+      else job.ctx.log(message.line!);
     } catch (error) {
       // Checked in the thread already: nothing reaches here but a run that ended meanwhile.
       void error;
@@ -185,12 +171,12 @@ export class PoolThread {
     if (job === undefined) return;
     if (error.code === 'ERR_WORKER_OUT_OF_MEMORY')
       return this.#end(
-        new ThreadError(`The thread of ${what(job)} ran out of memory (resourceLimits): ${error.message}`, 'ERR_THREAD_OUT_OF_MEMORY', {
+        new ThreadError(`The thread of ${job.what()} ran out of memory (resourceLimits): ${error.message}`, 'ERR_THREAD_OUT_OF_MEMORY', {
           cause: error,
         }),
       );
     this.#end(
-      new ThreadError(`The thread of ${what(job)} crashed (an uncaught exception): ${error.message}`, 'ERR_THREAD_CRASHED', {
+      new ThreadError(`The thread of ${job.what()} crashed (an uncaught exception): ${error.message}`, 'ERR_THREAD_CRASHED', {
         cause: error,
       }),
     );
@@ -200,7 +186,7 @@ export class PoolThread {
     this.#dead = true;
     const job = this.#job;
     if (job !== undefined)
-      this.#end(new ThreadError(`The thread of ${what(job)} exited with code ${code} while running it`, 'ERR_THREAD_EXIT'));
+      this.#end(new ThreadError(`The thread of ${job.what()} exited with code ${code} while running it`, 'ERR_THREAD_EXIT'));
     // An idle thread that died (a timer its last handler left behind threw): the pool lets go of it.
     else this.#onFree(this);
   }
@@ -210,13 +196,18 @@ export class PoolThread {
     const job = this.#job!;
     this.#job = undefined;
     this.#jobId = 0;
-    clearTimeout(this.#graceTimer);
-    this.#graceTimer = undefined;
-    if (this.#onAbort !== undefined) job.signal.removeEventListener('abort', this.#onAbort);
-    this.#onAbort = undefined;
-    if (!this.#dead) this.#worker.unref();
+    if (this.#graceTimer !== undefined) {
+      clearTimeout(this.#graceTimer);
+      this.#graceTimer = undefined;
+    }
+    if (job.source.onAbort === this.#aborted) job.source.onAbort = undefined;
     if (ok) job.resolve(value);
     else job.reject(error);
     this.#onFree(this);
+    // Not given another job meanwhile: an idle thread does not keep the process alive.
+    if (this.#job === undefined && this.#referenced && !this.#dead) {
+      this.#worker.unref();
+      this.#referenced = false;
+    }
   }
 }

@@ -20,6 +20,9 @@ describe('bench/threads.ts', () => {
       /^\| \(1\) 2 CPU-bound tasks of ~5 ms: wall ms \(lower is better\) \| \d+ \| \d+ \([\d.]+×\) \| \d+ \([\d.]+×\) \| [\d,]+ \([\d.]+×\) \| \d+ \([\d.]+×\) \|$/m,
     );
     expect(stdout).toMatch(/^\| \(2\) trivial tasks: tasks\/s \| [\d,]+ \| [\d,]+ \([\d.]+×\) \|/m);
+    expect(stdout).toMatch(
+      /^\| \(2\) trivial tasks: CPU per task, all threads, µs \(lower is better\) \| [\d.,]+ \| [\d.,]+ \([\d.]+×\) \|/m,
+    );
     expect(stdout).toMatch(/^\| \(4\) shrink \d+ → 1 idle threads: ms until gone \(lower is better\) \| [\d.,]+ \| no run-time resize \|/m);
     expect(stdout).toMatch(/^\| \(2\) trivial tasks at least 0\.8× piscina \| [\d.]+× piscina's \| (met|missed) \|$/m);
     expect(stdout).toMatch(

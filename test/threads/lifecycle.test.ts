@@ -4,6 +4,7 @@
 // busy, and close() with busy threads. Handlers are steered through a
 // SharedArrayBuffer (helpers.ts): no assertion depends on machine speed.
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CancelledError, ClosedError, Scheduler, ThreadError, TimeoutError } from '../../src/index.js';
 import { setup } from '../helpers.js';
@@ -52,6 +53,18 @@ describe('abort and timeout in a thread', () => {
     await steer.until(2);
     next.cancel();
     await expect(next.result).resolves.toEqual({ aborted: true, reason: 'CancelledError' });
+  });
+
+  it('a handler that first reads ctx.signal after the task was cancelled finds it aborted with the reason', async () => {
+    const scheduler = make({ threads: 1 });
+    const steer = board();
+    const task = scheduler.after(0, fixture('gate'), { payload: { shared: steer.shared, mode: 'late' } });
+    await steer.until(1);
+    task.cancel();
+    // Time for the abort to reach the thread before the handler looks (were it late, the handler waits for it: same outcome).
+    await sleep(50);
+    steer.release();
+    await expect(task.result).resolves.toMatchObject({ aborted: true, reason: 'CancelledError' });
   });
 
   it('a handler deaf to its signal is terminated after the grace period; the task ends cancelled and the thread is replaced', async () => {
