@@ -17,6 +17,7 @@ const STYLE = `
   td.error { color: #a21d1d; max-width: 360px; overflow-wrap: anywhere; }
   .state { font-weight: 600; }
   .state-paused, .state-waiting { color: #8a5a00; }
+  .state-blocked { color: #5b4a9e; }
   .state-failed, .state-cancelled, .state-timed-out { color: #a21d1d; }
   .state-scheduled, .state-running, .state-succeeded { color: #1c6b2a; }
   button { margin-right: 4px; font: inherit; padding: 2px 8px; cursor: pointer; }
