@@ -3,12 +3,14 @@
 // endpoints over HTTP (api/links, api/job-runs, and their 4xx answers to
 // malformed requests) and the page in a real headless Chromium, each on a
 // real SQLite file and a real PostgreSQL server (with and without a schema).
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+// Screenshots go to test/artifacts/; `npm run screenshots` also refreshes
+// docs/images/console-flow.png and console-job-runs.png (from SQLite).
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
 import type { Store } from '../../src/durable/store.js';
@@ -20,6 +22,13 @@ import type { PgServer } from '../durable/pg-server.js';
 import { schemaNamer, usePostgres } from '../durable/use-postgres.js';
 
 const ARTIFACTS = new URL('../artifacts/', import.meta.url);
+const IMAGES = new URL('../../docs/images/', import.meta.url);
+
+/** Saves a panel as test/artifacts/<name>-<backend>.png and, with UPDATE_SCREENSHOTS=1, the SQLite one as docs/images/<name>.png. */
+async function shoot(target: Locator, name: string, backend: string): Promise<void> {
+  const image = await target.screenshot({ path: new URL(`${name}-${backend.split(' ')[0]}.png`, ARTIFACTS).pathname });
+  if (process.env.UPDATE_SCREENSHOTS === '1' && backend === 'SQLite') writeFileSync(new URL(`${name}.png`, IMAGES), image);
+}
 let browser: Browser;
 let dir: string;
 let pgServer: PgServer;
@@ -226,7 +235,7 @@ for (const [backend, store] of BACKENDS) {
         expect(await page.locator('#detail-flow-summary').textContent()).toBe('blocked 2 · waiting 2');
         expect(await cells(`#detail-flow-blocked tr[data-id="${c}"]`)).toEqual([String(c), 'step', `${a}${b}`]);
         expect(await cells(`#detail-flow-blocked tr[data-id="${d}"]`)).toEqual([String(d), 'step', String(c)]);
-        await page.locator('#detail').screenshot({ path: new URL(`flow-detail-${backend.split(' ')[0]}.png`, ARTIFACTS).pathname });
+        await shoot(page.locator('#detail'), 'console-flow', backend);
 
         // A dependency's link opens its detail, which follows the store: `a` cancelled sinks `c` and `d`.
         await page.click(`#detail-deps tr[data-id="${a}"] a`);
@@ -253,7 +262,7 @@ for (const [backend, store] of BACKENDS) {
         await eventually(async () => (await ids())[0] !== newest[0]).toBe(true);
         expect(await page.locator('#runs-rows tr[data-id] td:nth-child(2)').allTextContents()).toEqual(['succeeded', 'failed']);
         expect(await page.locator('#runs-rows tr[data-id] td:nth-child(7)').nth(1).textContent()).toBe('Error: the mail server said no');
-        await page.locator('#runs').screenshot({ path: new URL(`job-runs-${backend.split(' ')[0]}.png`, ARTIFACTS).pathname });
+        await shoot(page.locator('#runs'), 'console-job-runs', backend);
         await page.click('#runs-newest');
         await eventually(ids).toEqual(newest);
         // A run's id opens its task.
