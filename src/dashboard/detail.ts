@@ -16,7 +16,7 @@ const BLOCKED_SHOWN = 50;
 const WAITS_SHOWN = 10;
 
 /** A blocked task of a flow and what it waits for. */
-export interface BlockedView {
+interface BlockedView {
   id: number;
   name: string;
   /** The unfinished dependencies it waits for (at most WAITS_SHOWN). */
@@ -26,7 +26,7 @@ export interface BlockedView {
 }
 
 /** A flow's status as the task detail shows it. */
-export interface FlowView {
+interface FlowView {
   id: number;
   /** Its tasks in all. */
   total: number;
@@ -85,7 +85,7 @@ export async function linksView(scheduler: Scheduler, id: number): Promise<Links
 }
 
 /** One run of a recurring job as the page shows it. */
-export interface RunView {
+interface RunView {
   id: number;
   state: StoredState;
   /** When it was due, epoch ms. */

@@ -243,7 +243,7 @@ export class Dashboard {
     }
     if (request.path === '/api/job-runs' && request.method === 'GET') {
       const key = request.query.get('key');
-      if (key === null || key === '') return json(400, { error: 'Expected `key`, a stored job\'s key' });
+      if (key === null || key === '') return json(400, { error: "Expected `key`, a stored job's key" });
       const runs = await refused(Promise.resolve().then(() => jobRuns(this.#scheduler, key, request.query.get('after'), this.#limit)));
       return runs instanceof Error ? json(400, { error: runs.message }) : json(200, runs);
     }

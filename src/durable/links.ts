@@ -70,5 +70,11 @@ export interface LinkRow {
 
 /** A row as a TaskLink. */
 export function toLink(row: LinkRow): TaskLink {
-  return { id: Number(row.id), name: row.name, state: row.state, onFailure: row.on_failure, done: row.counted === true || Number(row.counted) === 1 };
+  return {
+    id: Number(row.id),
+    name: row.name,
+    state: row.state,
+    onFailure: row.on_failure,
+    done: row.counted === true || Number(row.counted) === 1,
+  };
 }

@@ -216,63 +216,63 @@ for (const [backend, store] of BACKENDS) {
     }, 120_000);
 
     if (browserToo)
-    it('in Chromium: the detail lists dependencies, dependents and the flow with links between them; a job’s runs page', async () => {
-      const app = await serve(store);
-      const { a, b, c, d } = app.ids;
-      try {
-        await app.runJob();
-        const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-        const page: Page = await context.newPage();
-        await page.goto(`${app.origin}/#task-${c}`);
-        await eventually(() => page.locator('#detail-title').textContent()).toBe(`Task ${c} · step`);
-        await eventually(() => page.locator('#detail-deps tr[data-id]').count()).toBe(2);
-        const cells = (row: string) => page.locator(`${row} td`).allTextContents();
-        expect(await cells(`#detail-deps tr[data-id="${a}"]`)).toEqual([String(a), 'step', 'waiting', 'fail', 'no']);
-        expect(await cells(`#detail-deps tr[data-id="${b}"]`)).toEqual([String(b), 'step', 'waiting', 'continue', 'no']);
-        expect(await cells(`#detail-dependents tr[data-id="${d}"]`)).toEqual([String(d), 'step', 'blocked', 'fail', 'no']);
-        expect(await page.locator('#detail-deps-title').textContent()).toBe('Depends on · 2');
-        expect(await page.locator('#detail-flow-title').textContent()).toBe(`Flow ${a} · 4 task(s) · in progress`);
-        expect(await page.locator('#detail-flow-summary').textContent()).toBe('blocked 2 · waiting 2');
-        expect(await cells(`#detail-flow-blocked tr[data-id="${c}"]`)).toEqual([String(c), 'step', `${a}${b}`]);
-        expect(await cells(`#detail-flow-blocked tr[data-id="${d}"]`)).toEqual([String(d), 'step', String(c)]);
-        await shoot(page.locator('#detail'), 'console-flow', backend);
+      it('in Chromium: the detail lists dependencies, dependents and the flow with links between them; a job’s runs page', async () => {
+        const app = await serve(store);
+        const { a, b, c, d } = app.ids;
+        try {
+          await app.runJob();
+          const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+          const page: Page = await context.newPage();
+          await page.goto(`${app.origin}/#task-${c}`);
+          await eventually(() => page.locator('#detail-title').textContent()).toBe(`Task ${c} · step`);
+          await eventually(() => page.locator('#detail-deps tr[data-id]').count()).toBe(2);
+          const cells = (row: string) => page.locator(`${row} td`).allTextContents();
+          expect(await cells(`#detail-deps tr[data-id="${a}"]`)).toEqual([String(a), 'step', 'waiting', 'fail', 'no']);
+          expect(await cells(`#detail-deps tr[data-id="${b}"]`)).toEqual([String(b), 'step', 'waiting', 'continue', 'no']);
+          expect(await cells(`#detail-dependents tr[data-id="${d}"]`)).toEqual([String(d), 'step', 'blocked', 'fail', 'no']);
+          expect(await page.locator('#detail-deps-title').textContent()).toBe('Depends on · 2');
+          expect(await page.locator('#detail-flow-title').textContent()).toBe(`Flow ${a} · 4 task(s) · in progress`);
+          expect(await page.locator('#detail-flow-summary').textContent()).toBe('blocked 2 · waiting 2');
+          expect(await cells(`#detail-flow-blocked tr[data-id="${c}"]`)).toEqual([String(c), 'step', `${a}${b}`]);
+          expect(await cells(`#detail-flow-blocked tr[data-id="${d}"]`)).toEqual([String(d), 'step', String(c)]);
+          await shoot(page.locator('#detail'), 'console-flow', backend);
 
-        // A dependency's link opens its detail, which follows the store: `a` cancelled sinks `c` and `d`.
-        await page.click(`#detail-deps tr[data-id="${a}"] a`);
-        await eventually(() => page.locator('#detail-title').textContent()).toBe(`Task ${a} · step`);
-        expect(await page.locator('#detail-deps tr[data-id]').count()).toBe(0);
-        expect(await cells(`#detail-dependents tr[data-id="${c}"]`)).toEqual([String(c), 'step', 'blocked', 'fail', 'no']);
-        await app.scheduler.cancel(a);
-        await eventually(() => cells(`#detail-dependents tr[data-id="${c}"]`)).toEqual([String(c), 'step', 'cancelled', 'fail', 'no']);
-        await eventually(() => page.locator('#detail-flow-summary').textContent()).toBe('waiting 1 · cancelled 3');
-        expect(await page.locator('#detail-flow-blocked').textContent()).toBe('Nothing is blocked');
+          // A dependency's link opens its detail, which follows the store: `a` cancelled sinks `c` and `d`.
+          await page.click(`#detail-deps tr[data-id="${a}"] a`);
+          await eventually(() => page.locator('#detail-title').textContent()).toBe(`Task ${a} · step`);
+          expect(await page.locator('#detail-deps tr[data-id]').count()).toBe(0);
+          expect(await cells(`#detail-dependents tr[data-id="${c}"]`)).toEqual([String(c), 'step', 'blocked', 'fail', 'no']);
+          await app.scheduler.cancel(a);
+          await eventually(() => cells(`#detail-dependents tr[data-id="${c}"]`)).toEqual([String(c), 'step', 'cancelled', 'fail', 'no']);
+          await eventually(() => page.locator('#detail-flow-summary').textContent()).toBe('waiting 1 · cancelled 3');
+          expect(await page.locator('#detail-flow-blocked').textContent()).toBe('Nothing is blocked');
 
-        // The stored job's key opens its runs, newest first, two a page; Older and Newest page through them.
-        await page.click('#detail-close');
-        await page.click(`#stored-jobs a:text-is("${app.job}")`);
-        await eventually(() => page.locator('#runs-title').textContent()).toBe(`Runs of ${app.job} · newest first`);
-        await eventually(() => page.locator('#runs-rows tr[data-id]').count()).toBe(2);
-        expect(await page.locator('#detail').isVisible()).toBe(false);
-        const ids = () => page.locator('#runs-rows tr[data-id]').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-id')));
-        const newest = await ids();
-        expect(await page.locator('#runs-rows tr[data-id] td:nth-child(2)').allTextContents()).toEqual(['succeeded', 'succeeded']);
-        expect(await page.locator('#runs-rows tr[data-id] td:nth-child(5)').first().textContent()).toMatch(/^\d+ ms$|^\d+\.\d s$/);
-        expect(await page.locator('#runs-newest').isDisabled()).toBe(true);
-        await page.click('#runs-older');
-        await eventually(async () => (await ids())[0] !== newest[0]).toBe(true);
-        expect(await page.locator('#runs-rows tr[data-id] td:nth-child(2)').allTextContents()).toEqual(['succeeded', 'failed']);
-        expect(await page.locator('#runs-rows tr[data-id] td:nth-child(7)').nth(1).textContent()).toBe('Error: the mail server said no');
-        await shoot(page.locator('#runs'), 'console-job-runs', backend);
-        await page.click('#runs-newest');
-        await eventually(ids).toEqual(newest);
-        // A run's id opens its task.
-        await page.click(`#runs-rows tr[data-id="${newest[0]}"] a`);
-        await eventually(() => page.locator('#detail-title').textContent()).toBe(`Task ${newest[0]} · report`);
-        expect(await page.locator('#runs').isVisible()).toBe(false);
-        await context.close();
-      } finally {
-        await app.close();
-      }
-    }, 120_000);
+          // The stored job's key opens its runs, newest first, two a page; Older and Newest page through them.
+          await page.click('#detail-close');
+          await page.click(`#stored-jobs a:text-is("${app.job}")`);
+          await eventually(() => page.locator('#runs-title').textContent()).toBe(`Runs of ${app.job} · newest first`);
+          await eventually(() => page.locator('#runs-rows tr[data-id]').count()).toBe(2);
+          expect(await page.locator('#detail').isVisible()).toBe(false);
+          const ids = () => page.locator('#runs-rows tr[data-id]').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-id')));
+          const newest = await ids();
+          expect(await page.locator('#runs-rows tr[data-id] td:nth-child(2)').allTextContents()).toEqual(['succeeded', 'succeeded']);
+          expect(await page.locator('#runs-rows tr[data-id] td:nth-child(5)').first().textContent()).toMatch(/^\d+ ms$|^\d+\.\d s$/);
+          expect(await page.locator('#runs-newest').isDisabled()).toBe(true);
+          await page.click('#runs-older');
+          await eventually(async () => (await ids())[0] !== newest[0]).toBe(true);
+          expect(await page.locator('#runs-rows tr[data-id] td:nth-child(2)').allTextContents()).toEqual(['succeeded', 'failed']);
+          expect(await page.locator('#runs-rows tr[data-id] td:nth-child(7)').nth(1).textContent()).toBe('Error: the mail server said no');
+          await shoot(page.locator('#runs'), 'console-job-runs', backend);
+          await page.click('#runs-newest');
+          await eventually(ids).toEqual(newest);
+          // A run's id opens its task.
+          await page.click(`#runs-rows tr[data-id="${newest[0]}"] a`);
+          await eventually(() => page.locator('#detail-title').textContent()).toBe(`Task ${newest[0]} · report`);
+          expect(await page.locator('#runs').isVisible()).toBe(false);
+          await context.close();
+        } finally {
+          await app.close();
+        }
+      }, 120_000);
   });
 }
