@@ -212,7 +212,8 @@ export class Dashboard {
       if (!request.fullPath.endsWith('/'))
         return { status: 308, headers: { ...COMMON_HEADERS, location: `${request.fullPath}/` }, body: '' };
       // The first state comes with the page: its first render waits for no second request.
-      return this.#page(await snapshot(this.#scheduler, this.#limit, this.#actions));
+      // The counts (a scan of every stored task) are left to the page's first api/state request: the rows come first.
+      return this.#page(await snapshot(this.#scheduler, this.#limit, this.#actions, {}, undefined, false));
     }
     if (request.path === '/api/state' && request.method === 'GET') {
       const query = request.query;

@@ -341,6 +341,8 @@ wire();
 view.last = JSON.parse($('initial-state').textContent);
 draw(view.last);
 route();
+// The first state has the rows but not the counts and queues (a scan of every stored task): they come now.
+if (view.last.stored !== null && view.last.storedCounts === null) refresh();
 setInterval(refresh, 2000);
 `;
 
