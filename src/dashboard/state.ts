@@ -221,15 +221,16 @@ export async function snapshot(
     ]);
     [stored, storedCounts, storedNext, storedJobs] = [page.tasks, page.counts, page.next, storedJobList.map(storedJobView)];
     const limitOf = (n: number) => (n === Infinity ? null : n);
-    queues = queueList?.map((q) => ({
-      name: q.name,
-      paused: q.paused,
-      concurrency: limitOf(q.concurrency),
-      globalConcurrency: limitOf(q.globalConcurrency),
-      rate: q.rate === undefined ? null : { limit: q.rate.limit, interval: toDuration(q.rate.interval, 'rate.interval') },
-      // With a store (the only way here) the counts are the stored tasks by state.
-      counts: q.counts as Record<StoredState, number>,
-    })) ?? null;
+    queues =
+      queueList?.map((q) => ({
+        name: q.name,
+        paused: q.paused,
+        concurrency: limitOf(q.concurrency),
+        globalConcurrency: limitOf(q.globalConcurrency),
+        rate: q.rate === undefined ? null : { limit: q.rate.limit, interval: toDuration(q.rate.interval, 'rate.interval') },
+        // With a store (the only way here) the counts are the stored tasks by state.
+        counts: q.counts as Record<StoredState, number>,
+      })) ?? null;
   } catch (error) {
     if (!(error instanceof TypeError && /needs a scheduler created with a `store`/.test(error.message))) storedError = describeError(error);
   }
