@@ -76,5 +76,6 @@ export type {
 } from './durable/flow-graph.js';
 export type { OnFailure, DependencyInfo } from './durable/options.js';
 export type { StoredFlow, FlowStatus, FlowTaskStatus, FlowDependencyStatus } from './durable/flows.js';
+export type { TaskLinks, TaskLink, LinkStore } from './durable/links.js';
 export { ThreadError } from './threads/errors.js';
 export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';

@@ -7,6 +7,8 @@ import { assertId } from './scheduler-options.js';
 import type { FlowSpec } from './durable/flow-graph.js';
 import type { StoredFlow, FlowStatus } from './durable/flows.js';
 import type { DurableRunner } from './durable/runner.js';
+import { MAX_LINKS, type TaskLinks } from './durable/links.js';
+import { describe } from './core/validate.js';
 
 /**
  * Flows: tasks that wait for other tasks (`scheduler.flows`). A flow is
@@ -56,6 +58,27 @@ export class Flows {
     const runner = this.#require('flows.get()');
     assertId(id);
     return runner.getFlow(id);
+  }
+
+  /**
+   * A stored task's place in the flows: the flow it was added with
+   * (`flowId`, for `get()`), the tasks it depends on and the tasks that
+   * depend on it, each with its state now, the rule of the edge and whether
+   * the dependent counted it done; `limit` of each at most, with their
+   * counts in all. Undefined if there is no such task. Any stored task has
+   * links: one added on its own has none, or the dependents that name it in
+   * their `after`.
+   * @param limit dependencies and dependents listed at most, 1 to 1,000. @default 100
+   * @example
+   * const links = await scheduler.flows.links(task.id);
+   * for (const dep of links?.dependencies ?? []) console.log(dep.id, dep.name, dep.state, dep.onFailure);
+   */
+  links(id: number, limit = 100): Promise<TaskLinks | undefined> {
+    const runner = this.#require('flows.links()');
+    assertId(id);
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LINKS)
+      throw new RangeError(`Expected \`limit\` to be an integer from 1 to ${MAX_LINKS}, got ${describe(limit)}`);
+    return runner.getTaskLinks(id, limit);
   }
 
   #require(what: string): DurableRunner {

@@ -59,21 +59,24 @@ export function parseCursor(value: string | null): TaskFilter['after'] {
   return { runAt: Number(match[1]), id: Number(match[2]) };
 }
 
-/** A page of stored tasks under `filter`, the counts per state (all states, the state filter aside), and the next cursor. */
+/** A page of stored tasks under `filter`, the counts per state (all states, the state filter aside; null without `queues`), and the next cursor. */
 export async function storedPage(
   scheduler: Scheduler,
   filter: ConsoleFilter,
   after: TaskFilter['after'],
   limit: number,
-  queues: Promise<SchedulerQueueInfo[]>,
+  queues: Promise<SchedulerQueueInfo[]> | undefined,
 ) {
   const { state, ...selection } = filter;
   const [tasks, counts] = await Promise.all([
     scheduler.listTasks({ ...filter, limit, ...(after === undefined ? {} : { after }) }),
-    // Filtered by nothing but a queue, the counts are the queues' (read anyway for the page): no second scan.
-    Object.keys(selection).every((key) => key === 'queue')
-      ? queues.then((list) => queueCounts(list, selection.queue))
-      : scheduler.countTasks(selection),
+    // Without `queues`, no count (the page's first state: the rows first, the counts from its next request).
+    queues === undefined
+      ? null
+      : // Filtered by nothing but a queue, the counts are the queues' (read anyway for the page): no second scan.
+        Object.keys(selection).every((key) => key === 'queue')
+        ? queues.then((list) => queueCounts(list, selection.queue))
+        : scheduler.countTasks(selection),
   ]);
   const last = tasks.at(-1);
   return { tasks, counts, next: tasks.length === limit && last !== undefined ? `${last.runAt.getTime()}:${last.id}` : null, state };

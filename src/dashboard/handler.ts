@@ -8,6 +8,7 @@ import type { Scheduler } from '../scheduler.js';
 import { page } from './page.js';
 import { snapshot } from './state.js';
 import { bulk, parseCursor, parseFilter, type ConsoleFilter } from './console.js';
+import { jobRuns, linksView } from './detail.js';
 
 /** Options of `dashboard()`. */
 export interface DashboardOptions {
@@ -211,7 +212,8 @@ export class Dashboard {
       if (!request.fullPath.endsWith('/'))
         return { status: 308, headers: { ...COMMON_HEADERS, location: `${request.fullPath}/` }, body: '' };
       // The first state comes with the page: its first render waits for no second request.
-      return this.#page(await snapshot(this.#scheduler, this.#limit, this.#actions));
+      // The counts (a scan of every stored task) are left to the page's first api/state request: the rows come first.
+      return this.#page(await snapshot(this.#scheduler, this.#limit, this.#actions, {}, undefined, false));
     }
     if (request.path === '/api/state' && request.method === 'GET') {
       const query = request.query;
@@ -231,6 +233,20 @@ export class Dashboard {
       const task = await this.#scheduler.getTask(id).catch((error: unknown) => (error instanceof TypeError ? null : Promise.reject(error)));
       if (task === null) return json(400, { error: 'The scheduler has no store' });
       return task === undefined ? json(404, { error: `No stored task #${id}` }) : json(200, task);
+    }
+    if (request.path === '/api/links' && request.method === 'GET') {
+      const id = Number(request.query.get('id'));
+      if (!Number.isSafeInteger(id) || id < 1) return json(400, { error: 'Expected `id` to be a task id' });
+      const view = await refused(linksView(this.#scheduler, id));
+      if (view instanceof Error) return json(400, { error: view.message });
+      if (view === undefined) return json(404, { error: `No stored task #${id}` });
+      return json(200, view === null ? { dependencies: [], dependencyCount: 0, dependents: [], dependentCount: 0, flow: null } : view);
+    }
+    if (request.path === '/api/job-runs' && request.method === 'GET') {
+      const key = request.query.get('key');
+      if (key === null || key === '') return json(400, { error: "Expected `key`, a stored job's key" });
+      const runs = await refused(Promise.resolve().then(() => jobRuns(this.#scheduler, key, request.query.get('after'), this.#limit)));
+      return runs instanceof Error ? json(400, { error: runs.message }) : json(200, runs);
     }
     if (request.path === '/api/action') {
       if (request.method !== 'POST') {
@@ -365,6 +381,11 @@ export class Dashboard {
     if (token === undefined || token.length !== this.#csrf.length) return false;
     return timingSafeEqual(Buffer.from(token), Buffer.from(this.#csrf));
   }
+}
+
+/** The value, or the TypeError or RangeError it was refused with (a bad value, no store): the request's fault. */
+function refused<T>(promise: Promise<T>): Promise<T | TypeError | RangeError> {
+  return promise.catch((error: unknown) => (error instanceof TypeError || error instanceof RangeError ? error : Promise.reject(error)));
 }
 
 /** A body a framework's middleware already read (Express's `express.json()`, say): the stream is spent. */

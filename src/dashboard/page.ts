@@ -1,7 +1,9 @@
 // The dashboard's one page: no build step, no framework, no CDN, so it works
 // offline and behind any proxy. Names, payloads and errors are user data:
 // the script only ever puts them in the page with `textContent`, and the
-// Content-Security-Policy (handler.ts) allows no script but this one.
+// Content-Security-Policy (handler.ts) allows no script but this one. The
+// panels a link opens (a task's detail, a job's runs) are page-detail.ts's.
+import { DETAIL_HTML, DETAIL_SCRIPT, DETAIL_STYLE } from './page-detail.js';
 
 const STYLE = `
   :root { font: 14px/1.4 system-ui, sans-serif; color: #1d2330; background: #f6f7f9; }
@@ -15,6 +17,7 @@ const STYLE = `
   td.error { color: #a21d1d; max-width: 360px; overflow-wrap: anywhere; }
   .state { font-weight: 600; }
   .state-paused, .state-waiting { color: #8a5a00; }
+  .state-blocked { color: #5b4a9e; }
   .state-failed, .state-cancelled, .state-timed-out { color: #a21d1d; }
   .state-scheduled, .state-running, .state-succeeded { color: #1c6b2a; }
   button { margin-right: 4px; font: inherit; padding: 2px 8px; cursor: pointer; }
@@ -27,9 +30,6 @@ const STYLE = `
   #counts button[aria-pressed="true"] { font-weight: 700; border-width: 2px; }
   #counts, #bulk, #paging, #zone-bar { margin: 6px 0; }
   #confirm { background: #fff4e5; border: 1px solid #e0b060; padding: 6px 8px; margin: 6px 0; }
-  #detail { background: #fff; box-shadow: 0 1px 4px #0003; padding: 8px 12px; margin: 12px 0; }
-  #detail dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 0; }
-  #detail dt { color: #555; } #detail dd { margin: 0; overflow-wrap: anywhere; }
   pre { background: #f0f2f5; padding: 6px; overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; margin: 4px 0; }
   progress { width: 80px; }
   @media (max-width: 700px) {
@@ -44,7 +44,7 @@ const SCRIPT = `
 const csrf = document.querySelector('meta[name="taskheap-csrf"]').content;
 const $ = (id) => document.getElementById(id);
 let zone = 'UTC';
-let view = { filter: {}, after: null, pages: [], detail: null, last: null, confirm: null };
+let view = { filter: {}, after: null, pages: [], detail: null, runs: null, runsAfter: null, runsNext: null, last: null, confirm: null };
 function absolute(ms) {
   if (zone === 'UTC') return new Date(ms).toISOString().replace('T', ' ').replace(/\\.\\d+Z$/, 'Z');
   return new Intl.DateTimeFormat('sv-SE', { timeZone: zone === 'browser' ? undefined : zone, dateStyle: 'short', timeStyle: 'medium' }).format(new Date(ms));
@@ -157,7 +157,11 @@ function draw(s) {
   fill('stored-jobs', (s.storedJobs ?? []).map((job) => {
     const tr = document.createElement('tr');
     tr.dataset.key = job.key;
-    cell(tr, job.key);
+    const runs = document.createElement('a');
+    runs.href = '#job-' + encodeURIComponent(job.key);
+    runs.textContent = job.key;
+    runs.title = 'Its runs';
+    cell(tr, '').appendChild(runs);
     cell(tr, job.name);
     state(job.state, tr);
     cell(tr, job.rule ?? '—');
@@ -262,70 +266,6 @@ function stateUrl() {
   return 'api/state?' + q.toString();
 }
 
-function detailField(dl, name, value) {
-  const dt = document.createElement('dt');
-  dt.textContent = name;
-  const dd = document.createElement('dd');
-  if (value instanceof Node) dd.appendChild(value); else dd.textContent = value === null || value === undefined ? '—' : String(value);
-  dl.append(dt, dd);
-}
-
-function pre(value) {
-  const p = document.createElement('pre');
-  p.textContent = value === undefined ? '(none)' : JSON.stringify(value, null, 2);
-  return p;
-}
-
-function drawDetail(task, now) {
-  const box = $('detail');
-  box.hidden = false;
-  $('detail-title').textContent = 'Task ' + task.id + ' · ' + task.name;
-  const dl = document.createElement('dl');
-  const at = (ms) => ms === null || ms === undefined ? '—' : time(ms) + ' (' + relative(ms, now) + ')';
-  detailField(dl, 'State', task.state);
-  detailField(dl, 'Key', task.key);
-  detailField(dl, 'Queue', task.queue);
-  detailField(dl, 'Job', task.jobKey);
-  detailField(dl, 'Attempts', task.attempts + ' of ' + task.maxAttempts);
-  detailField(dl, 'Due', at(iso(task.runAt)));
-  detailField(dl, 'Created', at(iso(task.createdAt)));
-  detailField(dl, 'Updated', at(iso(task.updatedAt)));
-  detailField(dl, 'Started', at(iso(task.startedAt)));
-  detailField(dl, 'Lease', task.lease ? task.lease.owner + ' until ' + at(iso(task.lease.until)) : '—');
-  detailField(dl, 'Priority', task.priority);
-  detailField(dl, 'Progress', task.progress === undefined ? '—' : JSON.stringify(task.progress));
-  detailField(dl, 'Payload', pre(task.payload));
-  detailField(dl, 'Result', pre(task.result));
-  $('detail-fields').replaceChildren(dl);
-  fill('detail-errors', (task.errors ?? []).map((e) => {
-    const tr = document.createElement('tr');
-    cell(tr, e.attempt);
-    when(tr, iso(e.at), now);
-    const td = cell(tr, '', 'error');
-    td.appendChild(pre(e.error)).textContent = e.error;
-    return tr;
-  }), 'No errors');
-  fill('detail-logs', (task.logs ?? []).map((l) => {
-    const tr = document.createElement('tr');
-    when(tr, iso(l.at), now);
-    cell(tr, l.attempt);
-    cell(tr, l.line);
-    return tr;
-  }), 'No log lines');
-}
-
-async function showDetail() {
-  const m = /^#task-(\\d+)$/.exec(location.hash);
-  const opened = m !== null && view.detail !== m[1];
-  view.detail = m === null ? null : m[1];
-  if (view.detail === null) { $('detail').hidden = true; return; }
-  const response = await fetch('api/task?id=' + view.detail, { headers: { accept: 'application/json' }, cache: 'no-store' });
-  const answer = await response.json().catch(() => ({}));
-  if (!response.ok) { $('message').textContent = answer.error ?? 'HTTP ' + response.status; $('detail').hidden = true; return; }
-  drawDetail(answer, view.last === null ? Date.now() : view.last.now);
-  if (opened) $('detail').scrollIntoView();
-}
-
 function ask(action) {
   const counts = view.last && view.last.storedCounts;
   const n = counts === null || counts === undefined ? '?' :
@@ -359,11 +299,10 @@ function wire() {
   for (const b of document.querySelectorAll('#bulk button')) b.addEventListener('click', () => ask(b.dataset.bulk));
   $('confirm-yes').addEventListener('click', () => bulk(view.confirm));
   $('confirm-no').addEventListener('click', () => { view.confirm = null; $('confirm').hidden = true; });
-  $('detail-close').addEventListener('click', () => { history.replaceState(null, '', location.pathname + location.search); showDetail(); });
   $('zone').addEventListener('change', () => { zone = $('zone').value; if (view.last) draw(view.last); });
   const local = Intl.DateTimeFormat().resolvedOptions().timeZone;
   $('zone-browser').textContent = 'Browser (' + local + ')';
-  window.addEventListener('hashchange', showDetail);
+  wirePanels();
 }
 
 let unreachable = false;
@@ -373,7 +312,9 @@ async function refresh() {
     if (!response.ok) throw new Error('HTTP ' + response.status);
     view.last = await response.json();
     draw(view.last);
-    if (view.detail !== null) showDetail();
+    // For benchmarks: when the counts were first drawn, in ms since the navigation began.
+    if (view.last.storedCounts !== null && performance.getEntriesByName('taskheap:counts').length === 0) performance.mark('taskheap:counts');
+    refreshPanels();
     if (unreachable) $('message').textContent = '';
     unreachable = false;
   } catch (error) {
@@ -393,11 +334,18 @@ async function act(kind, id, action) {
   await refresh();
 }
 
+`;
+
+/** Runs last, once every function of SCRIPT and DETAIL_SCRIPT is defined. */
+const START = `
 wire();
-showDetail();
 // The state the page came with, drawn at once; then every two seconds from api/state.
 view.last = JSON.parse($('initial-state').textContent);
 draw(view.last);
+performance.mark('taskheap:rows');
+route();
+// The first state has the rows but not the counts and queues (a scan of every stored task): they come now.
+if (view.last.stored !== null && view.last.storedCounts === null) refresh();
 setInterval(refresh, 2000);
 `;
 
@@ -414,21 +362,14 @@ export function page(title: string, nonce: string, csrf: string, state: unknown)
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="taskheap-csrf" content="${csrf}">
 <title>${escapeHtml(title)}</title>
-<style nonce="${nonce}">${STYLE}</style>
+<style nonce="${nonce}">${STYLE}${DETAIL_STYLE}</style>
 </head>
 <body>
 <h1>${escapeHtml(title)}</h1>
 <div id="stats">Loading…</div>
 <div id="zone-bar"><label>Times in <select id="zone"><option value="UTC">UTC</option><option id="zone-browser" value="browser">Browser</option></select></label></div>
 <div id="message" role="status"></div>
-<section id="detail" hidden>
-<h2 id="detail-title"></h2><button id="detail-close" type="button">Close</button>
-<div id="detail-fields"></div>
-<h3>Errors by attempt</h3>
-<table><thead><tr><th>Attempt</th><th>At</th><th>Error</th></tr></thead><tbody id="detail-errors"></tbody></table>
-<h3>Log</h3>
-<table><thead><tr><th>At</th><th>Attempt</th><th>Line</th></tr></thead><tbody id="detail-logs"></tbody></table>
-</section>
+${DETAIL_HTML}
 <section id="stored-section" hidden>
 <h2>Stored tasks</h2>
 <div id="stored-error" class="error"></div>
@@ -460,7 +401,7 @@ export function page(title: string, nonce: string, csrf: string, state: unknown)
 <h2>Pending tasks <small id="more-tasks"></small></h2>
 <table><thead><tr><th>Name</th><th>State</th><th>Due</th><th>Attempts</th><th></th></tr></thead><tbody id="tasks"></tbody></table>
 <script type="application/json" id="initial-state">${JSON.stringify(state).replace(/</g, '\\u003c')}</script>
-<script nonce="${nonce}">${SCRIPT}</script>
+<script nonce="${nonce}">${SCRIPT}${DETAIL_SCRIPT}${START}</script>
 </body>
 </html>`;
 }

@@ -119,13 +119,13 @@ export interface DashboardState {
   moreTasks: number;
   /** Stored tasks (the page asked for: its filter and cursor), or null without a store. */
   stored: StoredTask[] | null;
-  /** Stored tasks under the filter (its state aside) counted by state, by the store; null without a store. */
+  /** Stored tasks under the filter (its state aside) counted by state, by the store; null without a store, and in the page's first state. */
   storedCounts: Record<StoredState, number> | null;
   /** The cursor of the next page of stored tasks (`<runAt>:<id>`), or null on the last page. */
   storedNext: string | null;
   /** Stored recurring jobs, or null without a store. */
   storedJobs: StoredJobView[] | null;
-  /** Durable named queues with their stored state, or null without a store. */
+  /** Durable named queues with their stored state, or null without a store, and in the page's first state. */
   queues: QueueView[] | null;
   /** Why the store could not be read, or null. */
   storedError: string | null;
@@ -181,7 +181,10 @@ function jobView(job: Job): JobView {
 
 /**
  * A snapshot of the scheduler: its jobs, its first `limit` pending one-off
- * tasks and, with a store, the first `limit` stored tasks and stored jobs.
+ * tasks and, with a store, the first `limit` stored tasks and stored jobs;
+ * with `counts`, the stored tasks counted by state and the queues (a scan of
+ * every stored task: the page's first state leaves them out, so its rows
+ * come at once and the counts with its first refresh).
  */
 export async function snapshot(
   scheduler: Scheduler,
@@ -189,6 +192,7 @@ export async function snapshot(
   actions: boolean,
   filter: ConsoleFilter = {},
   after?: TaskFilter['after'],
+  counts = true,
 ): Promise<DashboardState> {
   const stats = scheduler.stats();
   // A job's next occurrence shows in the job's row: the task list is one-off
@@ -208,7 +212,8 @@ export async function snapshot(
   let storedError: string | null = null;
   try {
     // Each call may throw at once (no store): all of them inside promises, so none is left unobserved.
-    const queueRead = Promise.resolve().then(() => scheduler.queues());
+    // The queues' counts scan every stored task: without `counts` (the page's first state) they are left for the next request.
+    const queueRead = counts ? Promise.resolve().then(() => scheduler.queues()) : undefined;
     const [page, storedJobList, queueList] = await Promise.all([
       storedPage(scheduler, filter, after, limit, queueRead),
       Promise.resolve().then(() => scheduler.listJobs({ limit })),
@@ -216,15 +221,16 @@ export async function snapshot(
     ]);
     [stored, storedCounts, storedNext, storedJobs] = [page.tasks, page.counts, page.next, storedJobList.map(storedJobView)];
     const limitOf = (n: number) => (n === Infinity ? null : n);
-    queues = queueList.map((q) => ({
-      name: q.name,
-      paused: q.paused,
-      concurrency: limitOf(q.concurrency),
-      globalConcurrency: limitOf(q.globalConcurrency),
-      rate: q.rate === undefined ? null : { limit: q.rate.limit, interval: toDuration(q.rate.interval, 'rate.interval') },
-      // With a store (the only way here) the counts are the stored tasks by state.
-      counts: q.counts as Record<StoredState, number>,
-    }));
+    queues =
+      queueList?.map((q) => ({
+        name: q.name,
+        paused: q.paused,
+        concurrency: limitOf(q.concurrency),
+        globalConcurrency: limitOf(q.globalConcurrency),
+        rate: q.rate === undefined ? null : { limit: q.rate.limit, interval: toDuration(q.rate.interval, 'rate.interval') },
+        // With a store (the only way here) the counts are the stored tasks by state.
+        counts: q.counts as Record<StoredState, number>,
+      })) ?? null;
   } catch (error) {
     if (!(error instanceof TypeError && /needs a scheduler created with a `store`/.test(error.message))) storedError = describeError(error);
   }

@@ -118,10 +118,15 @@ export async function flowStatus(store: Store, id: number): Promise<FlowStatus |
   if (stored === undefined) return undefined;
   const counts: Record<StoredState, number> = { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
   for (const task of stored.tasks) counts[task.state]++;
+  // Each task's edges, found once (a filter per task would be quadratic: a fan-in of 10,000 took seconds).
+  const edgesOf = new Map<number, FlowDependencyStatus[]>();
+  for (const edge of stored.edges) {
+    let list = edgesOf.get(edge.task);
+    if (list === undefined) edgesOf.set(edge.task, (list = []));
+    list.push({ id: edge.dep, onFailure: edge.onFailure, state: edge.depState ?? 'gone', done: edge.counted });
+  }
   const tasks = stored.tasks.map((task): FlowTaskStatus => {
-    const dependencies = stored.edges
-      .filter((edge) => edge.task === task.id)
-      .map((edge) => ({ id: edge.dep, onFailure: edge.onFailure, state: edge.depState ?? ('gone' as const), done: edge.counted }));
+    const dependencies = edgesOf.get(task.id) ?? [];
     const waitingFor =
       task.state === 'blocked' ? dependencies.filter((dep) => !dep.done && !FINAL.has(dep.state)).map((dep) => dep.id) : [];
     return { task, dependencies, waitingFor };

@@ -27,6 +27,7 @@ import { Holdings } from './holdings.js';
 import { Leases } from './leases.js';
 import { DEFAULT_RETENTION, Maintenance, type Retention } from './maintenance.js';
 import { Management } from './manage.js';
+import { taskLinks, type TaskLinks } from './links.js';
 import { Prefetch } from './prefetch.js';
 import { RunnerContext } from './runner-context.js';
 import { Waiters } from './waiters.js';
@@ -135,6 +136,12 @@ export class DurableRunner {
   async getFlow(id: number): Promise<FlowStatus | undefined> {
     await this.ready();
     return flowStatus(this.#ctx.store, id);
+  }
+
+  /** A task's flow, dependencies and dependents, or undefined (see links.ts). */
+  async getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined> {
+    await this.ready();
+    return taskLinks(this.#ctx.store, id, limit);
   }
 
   /** Registers the handler that runs tasks named `name`. */

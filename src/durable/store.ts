@@ -334,7 +334,7 @@ export interface JobAdvance {
   skipped?: { at: number; reason: 'overlap' | 'misfire' };
 }
 
-/** Filters of `scheduler.listTasks()`; all given ones must hold. Tasks come ordered by due time, then id. */
+/** Filters of `scheduler.listTasks()`; all given ones must hold. Tasks come ordered by due time, then id (`order: 'desc'`: the reverse). */
 export interface TaskFilter {
   /** Only tasks in this state. */
   state?: StoredState;
@@ -360,10 +360,12 @@ export interface TaskFilter {
   /** At most this many, 1 to 10,000. */
   /** @default 100 */
   limit?: number;
+  /** `'desc'`: newest due time first (then id), and `after` pages towards older ones. @default 'asc' */
+  order?: 'asc' | 'desc';
 }
 
 /** Filters of `scheduler.countTasks()`: those of `listTasks()` that select tasks (counts cover every state). */
-export type TaskCountFilter = Omit<TaskFilter, 'state' | 'after' | 'limit'>;
+export type TaskCountFilter = Omit<TaskFilter, 'state' | 'after' | 'limit' | 'order'>;
 
 /** The final states a claimed task can be recorded in. */
 export type FinalState = 'succeeded' | 'failed' | 'timed-out' | 'cancelled';

@@ -138,7 +138,7 @@ export function assertCount(value: unknown, what: string): asserts value is numb
 
 const TASK_STATES = new Set(['blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
 const JOB_STATES = new Set(['scheduled', 'paused', 'done', 'cancelled']);
-const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to', 'after', 'limit']);
+const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to', 'after', 'limit', 'order']);
 const COUNT_FILTER_KEYS = new Set(['name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to']);
 const JOB_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'after', 'limit']);
 /** The most rows one list call returns. */
@@ -149,6 +149,8 @@ export function assertTaskFilter(filter: unknown, count = false): void {
   const f = assertFilter(filter, count ? COUNT_FILTER_KEYS : TASK_FILTER_KEYS, TASK_STATES, count ? 'countTasks' : 'listTasks');
   if (f.jobKey !== undefined) assertKey(f.jobKey, 'jobKey');
   if (f.queue !== undefined) assertKey(f.queue, 'queue');
+  if (f.order !== undefined && f.order !== 'asc' && f.order !== 'desc')
+    throw new RangeError(`Expected \`order\` to be 'asc' or 'desc', got ${describe(f.order)}`);
   for (const what of ['from', 'to'] as const) if (f[what] !== undefined) assertFilterTime(f[what], what);
   if (f.after !== undefined) {
     const after = f.after as { runAt?: unknown; id?: unknown } | null;

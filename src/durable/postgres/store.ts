@@ -50,6 +50,9 @@ import { dueAt } from '../dedupe.js';
 import { listParams, outcomeArrays, roomArrays } from './params.js';
 import { countTasks, deleteTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
 import type { FlowStore } from '../flow-graph.js';
+import type { LinkStore } from '../links.js';
+import { postgresLinks } from './links.js';
+import { listNewestFirst } from './listing.js';
 import { migrationsIn, postgresFlows } from './flows.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
@@ -81,7 +84,7 @@ export function postgresStore(
   return new PostgresStore(readOptions(poolOrOptions));
 }
 
-class PostgresStore implements Store, FlowStore {
+class PostgresStore implements Store, FlowStore, LinkStore {
   readonly lease: number;
   readonly poll: number;
   readonly closeTimeout: number;
@@ -114,7 +117,13 @@ class PostgresStore implements Store, FlowStore {
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
     const flows = postgresFlows(this.#db, options.schema, this.#prefix);
     [this.addFlow, this.getFlow, this.getDependencies] = [flows.addFlow, flows.getFlow, flows.getDependencies];
+    this.getTaskLinks = postgresLinks(this.#db, options.schema).getTaskLinks;
+    this.#newestFirst = listNewestFirst(options.schema);
   }
+
+  readonly #newestFirst: string;
+
+  readonly getTaskLinks: LinkStore['getTaskLinks'];
 
   readonly addFlow: FlowStore['addFlow'];
   readonly getFlow: FlowStore['getFlow'];
@@ -474,7 +483,7 @@ class PostgresStore implements Store, FlowStore {
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const { rows } = await this.#db.query<TaskRow>(this.#sql.listTasks, listParams(filter));
+    const { rows } = await this.#db.query<TaskRow>(filter.order === 'desc' ? this.#newestFirst : this.#sql.listTasks, listParams(filter));
     return rows.map(toTask);
   }
 

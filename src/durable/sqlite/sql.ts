@@ -180,6 +180,13 @@ export const SQL = {
       AND (@from IS NULL OR run_at >= @from) AND (@to IS NULL OR run_at < @to)
       AND (@afterRunAt IS NULL OR run_at > @afterRunAt OR (run_at = @afterRunAt AND id > @afterId))
     ORDER BY run_at, id LIMIT @limit`,
+  /** listTasks newest first (`order: 'desc'`): the cursor is the last row of the previous page. */
+  listTasksDesc: `SELECT * FROM taskheap_tasks
+    WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
+      AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix) AND (@queue IS NULL OR queue = @queue)
+      AND (@from IS NULL OR run_at >= @from) AND (@to IS NULL OR run_at < @to)
+      AND (@afterRunAt IS NULL OR run_at < @afterRunAt OR (run_at = @afterRunAt AND id < @afterId))
+    ORDER BY run_at DESC, id DESC LIMIT @limit`,
   listJobs: `SELECT * FROM taskheap_jobs
     WHERE (@state IS NULL OR state = @state) AND (@name IS NULL OR name = @name)
       AND (@keyPrefix IS NULL OR substr(key, 1, length(@keyPrefix)) = @keyPrefix) AND (@after IS NULL OR key > @after)

@@ -53,6 +53,8 @@ import {
 import type { FlowStore, NewFlow, StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo } from '../options.js';
 import { addFlow, anyDependency, getDependencies, getFlow, hadDependents, requeue } from './flows.js';
+import type { LinkStore, TaskLinks } from '../links.js';
+import { getTaskLinks } from './links.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -131,7 +133,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   return new SqliteStore(path, lease, maxLeaseExpiries, driver);
 }
 
-class SqliteStore implements Store, FlowStore {
+class SqliteStore implements Store, FlowStore, LinkStore {
   readonly lease: number;
   /** Flows (issue 28): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
   #flows = false;
@@ -420,6 +422,10 @@ class SqliteStore implements Store, FlowStore {
     return this.#named(() => getDependencies((sql) => this.#statement(sql), id));
   }
 
+  async getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined> {
+    return this.#named(() => getTaskLinks((sql) => this.#statement(sql), id, limit));
+  }
+
   async cancel(id: number): Promise<boolean> {
     const db = this.#open;
     const cancelled = this.#named(() =>
@@ -478,7 +484,7 @@ class SqliteStore implements Store, FlowStore {
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     const rows = this.#named(
       () =>
-        this.#statement(SQL.listTasks).all({
+        this.#statement(filter.order === 'desc' ? SQL.listTasksDesc : SQL.listTasks).all({
           state: filter.state ?? null,
           name: filter.name ?? null,
           jobKey: filter.jobKey ?? null,
