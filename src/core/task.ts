@@ -5,8 +5,13 @@ import type { DedupeOutcome, TaskFlow } from './flow-options.js';
 import type { RetryPolicy } from './retry.js';
 import { toLogLine, toProgress, type Journal, type TaskLogLine } from './journal.js';
 
-/** The life of a task: `pending` until it starts, then one of the final states. */
-export type TaskState = 'pending' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
+/**
+ * The life of a task: `waiting` until it starts (for its time, a worker, or its
+ * queue, keys or rate), then `running`, then one of the final states. The same
+ * words as a stored task's (`StoredState`); taskheap 0.1 named `waiting`
+ * `pending` (see docs/design.md, "One vocabulary").
+ */
+export type TaskState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
 
 /** What a task function receives. */
 export interface TaskContext {
@@ -124,7 +129,7 @@ export function materialize(reason: unknown): unknown {
   return reason === DEFAULT_CANCEL ? new CancelledError() : reason;
 }
 
-const STATE_NAMES: readonly TaskState[] = ['pending', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled', 'pending'];
+const STATE_NAMES: readonly TaskState[] = ['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled', 'waiting'];
 
 /** A promise with its settle functions, created only when somebody reads `task.result`. */
 class Deferred<T = unknown> {

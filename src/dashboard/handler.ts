@@ -339,8 +339,8 @@ export class Dashboard {
     if (kind === 'stored' && action === 'retry') return json(200, { ok: (await this.#scheduler.retry(id)) !== undefined });
     if (action !== 'cancel') return json(400, { error: `Unknown task action ${JSON.stringify(action)}` });
     if (kind === 'task') {
-      const task = this.#scheduler.pendingTasks().find((candidate) => candidate.id === id);
-      if (task === undefined) return json(404, { error: `No pending task #${id}` });
+      const task = this.#scheduler.waitingTasks().find((candidate) => candidate.id === id);
+      if (task === undefined) return json(404, { error: `No waiting task #${id}` });
       task.cancel();
       return json(200, { ok: true });
     }

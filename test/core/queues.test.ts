@@ -74,7 +74,7 @@ describe('named queues', () => {
     const once = scheduler.after(0, () => {}, { queue: 'reports' });
     await clock.advance(3_600_000);
     expect(report.runs).toBe(0);
-    expect(once.state).toBe('pending');
+    expect(once.state).toBe('waiting');
     expect(await scheduler.queue('reports').counts()).toMatchObject({ running: 0 });
     await scheduler.close();
     expect(once.state).toBe('cancelled');

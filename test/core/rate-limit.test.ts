@@ -322,7 +322,7 @@ describe('rate limit per key', () => {
     scheduler.after(0, task('c'), { rate });
     await clock.advance(100);
     expect(scheduler.stats()).toMatchObject({ pending: 2, waiting: 2 });
-    expect(b.state).toBe('pending');
+    expect(b.state).toBe('waiting');
     expect(b.cancel()).toBe(true);
     await expect(b.result).rejects.toMatchObject({ code: 'ERR_TASK_CANCELLED' });
     expect(scheduler.stats()).toMatchObject({ pending: 1, waiting: 1, cancelled: 1 });
@@ -346,7 +346,7 @@ describe('rate limit per key', () => {
     expect(a.state).toBe('succeeded');
     expect(scheduler.pendingTasks()).toEqual([b, c, later]);
     expect(scheduler.pendingTasks(1)).toEqual([b]);
-    expect(scheduler.pendingByName().get('b')).toEqual({ pending: 1, waiting: 1 });
+    expect(scheduler.waitingByName().get('b')).toEqual({ waiting: 1, due: 1 });
     await scheduler.close();
     expect([b.state, c.state, later.state]).toEqual(['cancelled', 'cancelled', 'cancelled']);
     await expect(b.result).rejects.toMatchObject({ code: 'ERR_SCHEDULER_CLOSED' });
@@ -361,7 +361,7 @@ describe('rate limit per key', () => {
     // One started; two wait for the bucket and still count.
     expect(scheduler.size).toBe(2);
     scheduler.after(0, () => {});
-    expect(() => scheduler.after(0, () => {})).toThrow(/3 tasks are already pending/);
+    expect(() => scheduler.after(0, () => {})).toThrow(/3 tasks are already waiting/);
   });
 
   it('jobs take a rate key: a job held past its next occurrence follows its misfire policy', async () => {

@@ -63,7 +63,7 @@ describe('serial keys', () => {
     expect(b.state).toBe('cancelled');
     expect(scheduler.stats()).toMatchObject({ pending: 2, waiting: 1 });
     // a waits for its retry, in the heap, still holding the key.
-    expect(a.state).toBe('pending');
+    expect(a.state).toBe('waiting');
     a.cancel();
     expect(log).toEqual(['a+0', 'a-10', 'c+20']);
     await clock.advance(100);
