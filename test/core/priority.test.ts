@@ -110,7 +110,7 @@ describe('priorities', () => {
     await clock.advance(0);
     expect(high.state).toBe('waiting');
     expect(high.cancel()).toBe(true);
-    expect(scheduler.stats()).toMatchObject({ pending: 1, waiting: 1 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 1, due: 1 });
     hold.open();
     await clock.advance(0);
     expect(order).toEqual(['low']);
