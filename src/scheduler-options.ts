@@ -250,7 +250,9 @@ export interface SchedulerSettings {
 /** The option `maxWaiting`, or its deprecated name `maxPending`, checked. */
 function toMaxWaiting({ maxWaiting, maxPending }: SchedulerOptions): number {
   if (maxWaiting !== undefined && maxPending !== undefined && maxWaiting !== maxPending)
-    throw new TypeError(`Expected one of \`maxWaiting\` and \`maxPending\` (its deprecated name), got ${describe(maxWaiting)} and ${describe(maxPending)}`);
+    throw new TypeError(
+      `Expected one of \`maxWaiting\` and \`maxPending\` (its deprecated name), got ${describe(maxWaiting)} and ${describe(maxPending)}`,
+    );
   const name = maxWaiting === undefined && maxPending !== undefined ? 'maxPending' : 'maxWaiting';
   const value = maxWaiting ?? maxPending ?? Infinity;
   if (value !== Infinity && (!Number.isInteger(value) || value < 1))
