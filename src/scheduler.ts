@@ -457,7 +457,7 @@ export class Scheduler extends SchedulerAliases {
 
   /**
    * Every queue, with its settings, paused flag and counts: in memory the
-   * default one, those configured and those tasks named (O(n) in the pending
+   * default one, those configured and those tasks named (O(n) in the waiting
    * tasks); with a store every queue the store knows, read from it.
    * @example
    * for (const { name, paused, counts } of await scheduler.queues()) console.log(name, paused, counts.waiting);

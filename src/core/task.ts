@@ -111,7 +111,7 @@ export enum State {
   Cancelled,
   /**
    * Due, but held back by a rate limit, a serial key or a full pool of
-   * workers in the flow (flow.ts): still `pending` to users. Last, so the
+   * workers in the flow (flow.ts): still `waiting` to users. Last, so the
    * numbering of the others does not change.
    */
   Held,
@@ -148,7 +148,7 @@ class Deferred<T = unknown> {
   }
 }
 
-/** The outcome of a task that finished without ever running (cancelled or closed while pending). */
+/** The outcome of a task that finished without ever running (cancelled or closed while waiting). */
 class Settled {
   constructor(readonly outcome: unknown) {}
 }
@@ -258,7 +258,7 @@ export class Task<T = unknown> {
   }
 
   /**
-   * Cancels the task. A pending task leaves the scheduler at once and never
+   * Cancels the task. A waiting task leaves the scheduler at once and never
    * runs; a running task has its `ctx.signal` aborted (cancellation of a run
    * is cooperative). Returns false if the task had already finished.
    * @param reason The rejection of `result` and the signal's reason. Default: a `CancelledError`.
