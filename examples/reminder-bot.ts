@@ -704,7 +704,7 @@ export async function createStoredBot({
 
   async function cancel(args: string[]): Promise<void> {
     const reminder = find(args[0], 'cancel');
-    if (reminder.timer !== undefined) await scheduler.cancel(reminder.timer.taskId);
+    if (reminder.timer !== undefined) await scheduler.cancelTask(reminder.timer.taskId);
     if (reminder.kind !== 'once') await scheduler.cancelJob(keyOf(reminder.id));
     reminders.delete(reminder.id);
     output(`#${reminder.id} cancelled`);

@@ -27,9 +27,11 @@ export interface SchedulerOptions {
    */
   workers?: number;
   /**
-   * The most tasks that may be pending at once; `schedule()` beyond it throws `QueueFullError`.
+   * The most in-memory tasks that may be waiting at once; `schedule()` beyond it throws `QueueFullError`.
    * @default Infinity
    */
+  maxWaiting?: number;
+  /** @deprecated Renamed `maxWaiting` (giving both with different values throws a TypeError). */
   maxPending?: number;
   /**
    * The IANA time zone calendar rules use unless they name their own.
@@ -37,7 +39,7 @@ export interface SchedulerOptions {
    */
   timezone?: string;
   /**
-   * When true, pending tasks do not keep the process alive.
+   * When true, waiting tasks do not keep the process alive.
    * @default false
    */
   unref?: boolean;
@@ -212,6 +214,7 @@ export function assertId(id: unknown): asserts id is number {
 
 const SCHEDULER_KEYS = new Set([
   'workers',
+  'maxWaiting',
   'maxPending',
   'timezone',
   'unref',
@@ -244,13 +247,25 @@ export interface SchedulerSettings {
   threads: { size: number; settings: ThreadSettings };
 }
 
+/** The option `maxWaiting`, or its deprecated name `maxPending`, checked. */
+function toMaxWaiting({ maxWaiting, maxPending }: SchedulerOptions): number {
+  if (maxWaiting !== undefined && maxPending !== undefined && maxWaiting !== maxPending)
+    throw new TypeError(
+      `Expected one of \`maxWaiting\` and \`maxPending\` (its deprecated name), got ${describe(maxWaiting)} and ${describe(maxPending)}`,
+    );
+  const name = maxWaiting === undefined && maxPending !== undefined ? 'maxPending' : 'maxWaiting';
+  const value = maxWaiting ?? maxPending ?? Infinity;
+  if (value !== Infinity && (!Number.isInteger(value) || value < 1))
+    throw new RangeError(`Expected \`${name}\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
+  return value;
+}
+
 /** Checks the options of `new Scheduler()`; throws on the first bad one. @internal */
 export function toSchedulerSettings(options: SchedulerOptions): SchedulerSettings {
   assertOptionsObject(options, 'Scheduler');
   assertKnownKeys(options, SCHEDULER_KEYS, 'Scheduler');
   const {
     workers = 10,
-    maxPending = Infinity,
     timezone,
     unref = false,
     clock = systemClock,
@@ -266,9 +281,7 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
   const durableQueues = options.queues === undefined || store === undefined ? undefined : toDurableQueues(options.queues);
   assertWorkers(workers);
   assertThreads(threads);
-  if (maxPending !== Infinity && (!Number.isInteger(maxPending) || maxPending < 1)) {
-    throw new RangeError(`Expected \`maxPending\` to be an integer >= 1 or Infinity, got ${describe(maxPending)}`);
-  }
+  const maxPending = toMaxWaiting(options);
   if (typeof unref !== 'boolean') throw new TypeError(`Expected \`unref\` to be a boolean, got ${describe(unref)}`);
   assertClock(clock);
   if (typeof onError !== 'function') throw new TypeError(`Expected \`onError\` to be a function, got ${describe(onError)}`);
@@ -339,7 +352,7 @@ export function toStoredItems(items: readonly DurableTaskItem[]): { runAt: unkno
   });
 }
 
-/** The `limit` of `pendingTasks()`. @internal */
+/** The `limit` of `waitingTasks()`. @internal */
 export function assertLimit(limit: unknown): void {
   if (!Number.isInteger(limit) || (limit as number) < 0)
     throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);

@@ -13,10 +13,10 @@ import type { DurableRunner } from './durable/runner.js';
 
 /**
  * A queue's tasks by state, as `counts()` and `queues()` give them. Both
- * modes have `waiting` and `running`; in memory (`QueueCounts`) also
- * `pending` (`waiting` there are the due ones), with a store
- * (`DurableQueueCounts`) the stored tasks by state (`waiting` there are all
- * stored waiting tasks, due or not).
+ * modes have `waiting` (every task not started yet, due or not) and
+ * `running`; in memory (`QueueCounts`) also `due` (the waiting ones already
+ * due) and the deprecated `pending` (= `waiting`), with a store
+ * (`DurableQueueCounts`) every stored state.
  */
 export type SchedulerQueueCounts = Pick<QueueCounts, 'waiting' | 'running'> & Partial<QueueCounts> & Partial<DurableQueueCounts>;
 

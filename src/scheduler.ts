@@ -40,6 +40,7 @@ import {
   type SchedulerEvents,
   type SchedulerOptions,
 } from './scheduler-options.js';
+import { SchedulerAliases } from './scheduler-aliases.js';
 import { ThreadPool } from './threads/pool.js';
 import { assertThreads, threadHandler, threadTask, type ThreadTaskOptions } from './threads/options.js';
 
@@ -47,7 +48,7 @@ type Added<R> = Task<Awaited<R>> | Promise<EnqueuedTask>; // what schedule() and
 
 // Builders take the scheduler as their JobFactory structurally (an `implements` would name internal members).
 /**
- * Runs functions at points in time. Pending tasks sit in one min-heap and a
+ * Runs functions at points in time. Waiting tasks sit in one min-heap and a
  * single timer is armed for the earliest; due tasks run on a bounded,
  * resizable pool of worker slots.
  *
@@ -61,7 +62,7 @@ type Added<R> = Task<Awaited<R>> | Promise<EnqueuedTask>; // what schedule() and
  * scheduler.schedule(new Date('2030-01-01'), async ({ signal }) => fetch(url, { signal }));
  * await scheduler.close();
  */
-export class Scheduler {
+export class Scheduler extends SchedulerAliases {
   readonly #loop: TaskLoop;
   readonly #events = new Emitter<SchedulerEvents>();
   readonly #jobs: JobSet;
@@ -73,6 +74,7 @@ export class Scheduler {
 
   /** @param options see `SchedulerOptions` */
   constructor(options: SchedulerOptions = {}) {
+    super();
     const { loop, timezone, store, handlers, retention: ages, queues, durableQueues, threads } = toSchedulerSettings(options);
     this.#timezone = timezone;
     this.#threads = new ThreadPool(threads.size, threads.settings);
@@ -104,8 +106,8 @@ export class Scheduler {
    */
   schedule<R>(when: When, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
   /**
-   * With a store: schedules the handler `name` (see `define()`) with a JSON
-   * payload; resolves once the store has committed it.
+   * With a store: schedules the handler `name` (see `define()`) with a JSON payload. A Promise where a function gets a
+   * `Task`: the stored row exists once the store commits it (docs/design.md, "One vocabulary").
    * @example
    * const task = await scheduler.schedule(when, 'remind', { payload: { user, text }, key: `remind:${id}` });
    */
@@ -283,13 +285,13 @@ export class Scheduler {
   }
 
   /**
-   * Cancels a stored task by id, from any process sharing the store; if it
-   * is running somewhere, its `ctx.signal` aborts there.
+   * Cancels a stored task by id, from any process sharing the store; if it is running somewhere, its `ctx.signal`
+   * aborts there. (An in-memory `Task`: `task.cancel()`.)
    * @example
-   * await scheduler.cancel(task.id);
+   * await scheduler.cancelTask(task.id);
    */
-  cancel(id: number): Promise<boolean> {
-    return this.#requireStore('cancel()').cancel(id);
+  cancelTask(id: number): Promise<boolean> {
+    return this.#requireStore('cancelTask()').cancel(id);
   }
 
   /**
@@ -315,10 +317,10 @@ export class Scheduler {
    * with `TaskNotFoundError` if there is none with this id, and with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it
    * is waiting, running or succeeded.
    * @example
-   * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retry(task.id);
+   * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retryTask(task.id);
    */
-  async retry(id: number): Promise<StoredTask> {
-    const runner = this.#requireStore('retry()');
+  async retryTask(id: number): Promise<StoredTask> {
+    const runner = this.#requireStore('retryTask()');
     assertId(id);
     const task = await runner.requeue(id);
     if (task !== undefined) return task;
@@ -365,8 +367,8 @@ export class Scheduler {
   }
 
   /**
-   * Resumes a paused stored job. Occurrences missed while it was paused are
-   * handled by its `misfire` policy, as after downtime. Resolves false if it was not paused.
+   * Resumes a paused stored job as `job.resume()` does an in-memory one: occurrences that fell in the pause are not run
+   * (`misfire` is for downtime), and `nextRunAt` is never in the past. Resolves false if it was not paused.
    */
   resumeJob(key: string): Promise<boolean> {
     return this.#requireStore('resumeJob()').setJobState(key, 'paused', 'scheduled');
@@ -455,7 +457,7 @@ export class Scheduler {
 
   /**
    * Every queue, with its settings, paused flag and counts: in memory the
-   * default one, those configured and those tasks named (O(n) in the pending
+   * default one, those configured and those tasks named (O(n) in the waiting
    * tasks); with a store every queue the store knows, read from it.
    * @example
    * for (const { name, paused, counts } of await scheduler.queues()) console.log(name, paused, counts.waiting);
@@ -469,8 +471,8 @@ export class Scheduler {
     return new Flows(this.#loop, this.#runner);
   }
 
-  /** The most tasks that may be pending at once. @default Infinity */
-  get maxPending(): number {
+  /** The most tasks that may be waiting at once (the option `maxWaiting`). @default Infinity */
+  get maxWaiting(): number {
     return this.#loop.maxPending;
   }
 
@@ -500,7 +502,7 @@ export class Scheduler {
   }
 
   /**
-   * Resolves when no task is pending or running.
+   * Resolves when no task is waiting or running.
    * @example
    * scheduler.after(0, work);
    * await scheduler.onIdle();
@@ -515,18 +517,18 @@ export class Scheduler {
   }
 
   /**
-   * Pending tasks, earliest first: all of them (a copy, O(n log n)), or the
-   * `limit` earliest (O(limit log limit)).
+   * In-memory tasks in state `waiting`, earliest first: all of them (a copy, O(n log n)), or the `limit` earliest
+   * (O(limit log limit)). Stored ones: `listTasks({ state: 'waiting' })`.
    * @example
-   * scheduler.pendingTasks(10); // the next ten to run
+   * scheduler.waitingTasks(10); // the next ten to run
    */
-  pendingTasks(limit?: number): Task[] {
+  waitingTasks(limit?: number): Task[] {
     if (limit !== undefined) assertLimit(limit);
     return this.#loop.pendingTasks(limit);
   }
 
-  /** @internal pending and waiting counts per task name, for `metrics()`: one O(n) pass. */
-  pendingByName(): Map<string, { pending: number; waiting: number }> {
+  /** @internal waiting and due counts per task name, for `metrics()`: one O(n) pass. */
+  waitingByName(): ReturnType<TaskLoop['pendingByName']> {
     return this.#loop.pendingByName();
   }
 
@@ -573,7 +575,7 @@ export class Scheduler {
   }
 
   /**
-   * Stops accepting work, cancels every pending task (their `result` rejects with `ClosedError`), and resolves once
+   * Stops accepting work, cancels every waiting task (their `result` rejects with `ClosedError`), and resolves once
    * running tasks settle. With `abort: true` running tasks also see `ctx.signal` abort. Idempotent; safe to call from
    * inside a task (but a task that awaits it waits for itself).
    * @example

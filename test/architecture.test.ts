@@ -30,6 +30,7 @@ const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
   'scheduler-options.ts': ['core', 'rules', 'durable', 'jobs', 'threads'],
   'scheduler-queues.ts': ['core', 'durable'],
   'scheduler-flows.ts': ['core', 'durable'],
+  'scheduler-aliases.ts': ['core', 'durable'],
   'index.ts': ['.', 'core', 'rules', 'durable', 'jobs', 'threads'],
   'sqlite.ts': ['durable/sqlite'],
   'postgres.ts': ['durable/postgres'],

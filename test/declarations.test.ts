@@ -152,7 +152,7 @@ describe('published declarations (stripInternal)', { timeout: 180_000 }, () => {
       'Scheduler.now',
       'Scheduler.createJob',
       'Scheduler.createStoredJob',
-      'Scheduler.pendingByName',
+      'Scheduler.waitingByName',
     ]) {
       expect(internals.members, name).toContain(name);
     }
@@ -187,7 +187,10 @@ describe('published declarations (stripInternal)', { timeout: 180_000 }, () => {
           'off',
           'close',
           'stats',
-          'pendingTasks',
+          'waitingTasks',
+          'cancelTask',
+          'retryTask',
+          'maxWaiting',
           'workers',
           'rate',
           'threads',
@@ -195,6 +198,10 @@ describe('published declarations (stripInternal)', { timeout: 180_000 }, () => {
           'waitFor',
         ].map((m) => `Scheduler.${m}`),
       ),
+    );
+    // taskheap 0.1's names, deprecated aliases for one release (docs/design.md, "One vocabulary").
+    expect(members('taskheap:SchedulerAliases')).toEqual(
+      expect.arrayContaining(['pendingTasks', 'cancel', 'retry', 'maxPending'].map((m) => `SchedulerAliases.${m}`)),
     );
     expect(members('taskheap:Task')).toEqual(
       expect.arrayContaining(['id', 'name', 'runAt', 'state', 'attempts', 'result', 'cancel'].map((m) => `Task.${m}`)),

@@ -156,7 +156,7 @@ export const commands: Record<string, Command> = {
 
   async retry({ scheduler }, argument) {
     try {
-      const task = await scheduler.retry(id(argument));
+      const task = await scheduler.retryTask(id(argument));
       return ok(task, `Task ${task.id} is ${task.state} again, due now.`);
     } catch (error) {
       if (codeOf(error) === 'ERR_TASK_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
@@ -166,7 +166,7 @@ export const commands: Record<string, Command> = {
 
   async cancel({ scheduler }, argument) {
     const taskId = id(argument);
-    if (await scheduler.cancel(taskId)) return ok({ cancelled: true, id: taskId }, `Task ${taskId} is cancelled.`);
+    if (await scheduler.cancelTask(taskId)) return ok({ cancelled: true, id: taskId }, `Task ${taskId} is cancelled.`);
     const task = await scheduler.getTask(taskId);
     if (task === undefined) throw new CliError(`No stored task with id ${taskId}`, EXIT.notFound);
     throw new CliError(`Task ${taskId} is ${task.state}: only a waiting or running task can be cancelled`);

@@ -15,7 +15,7 @@ export class TaskheapError extends Error {
 
 /**
  * Thrown by `schedule()` after `close()`, and the rejection of every task
- * that was still pending when the scheduler closed.
+ * that was still waiting when the scheduler closed.
  */
 export class ClosedError extends TaskheapError {
   constructor(message = 'The scheduler is closed') {
@@ -23,10 +23,10 @@ export class ClosedError extends TaskheapError {
   }
 }
 
-/** Thrown by `schedule()` when `maxPending` tasks are already pending. */
+/** Thrown by `schedule()` when `maxWaiting` tasks are already waiting. */
 export class QueueFullError extends TaskheapError {
-  constructor(maxPending: number) {
-    super(`Cannot schedule: ${maxPending} tasks are already pending (maxPending)`, 'ERR_QUEUE_FULL');
+  constructor(maxWaiting: number) {
+    super(`Cannot schedule: ${maxWaiting} tasks are already waiting (maxWaiting)`, 'ERR_QUEUE_FULL');
   }
 }
 

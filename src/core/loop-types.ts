@@ -21,12 +21,14 @@ export interface ErrorInfo {
 
 /** A snapshot returned by `scheduler.stats()`. */
 export interface SchedulerStats {
-  /** Tasks waiting for their time or for a worker. */
-  pending: number;
+  /** Tasks in state `waiting`: for their time, or due and waiting for a worker (the word of `countTasks()` too). */
+  waiting: number;
+  /** Waiting tasks already due: for a free worker, or for their rate limit, serial key, queue or priority turn. */
+  due: number;
   /** Tasks running now. */
   running: number;
-  /** Pending tasks already due, waiting for a free worker (or for their rate limit, serial key or priority turn). */
-  waiting: number;
+  /** @deprecated The same as `waiting` (its name in taskheap 0.1); read `waiting`. */
+  pending: number;
   /** The pool size. */
   workers: number;
   /** Tasks that succeeded, since the scheduler was created. */
@@ -56,13 +58,13 @@ export interface TaskEvents {
   failure: [task: Task, error: unknown];
   /** A run failed and will be retried after `delay` ms (for a stored task: by its store, from any process). */
   retry: [task: Task, error: unknown, delay: number];
-  /** A task was cancelled (pending, or running and then gave up). */
+  /** A task was cancelled (waiting, or running and then gave up). */
   cancel: [task: Task, reason: unknown];
   /** A run reported progress (`ctx.progress()`); `storedId` is a stored task's id (undefined in memory). */
   progress: [task: Task, value: unknown, storedId: number | undefined];
   /** A run logged a line (`ctx.log()`); `storedId` as for `progress`. */
   log: [task: Task, line: TaskLogLine, storedId: number | undefined];
-  /** Nothing is pending or running any more. */
+  /** Nothing is waiting or running any more. */
   idle: [];
 }
 

@@ -12,7 +12,7 @@ import { LatenessRecorder } from './lateness.js';
 import { Journal, type TaskLogLine } from './journal.js';
 import { assertWorkers, type Cancellable, type ErrorInfo, type LoopOptions, type SchedulerStats, type TaskEvents } from './loop-types.js';
 import { LoopClock } from './loop-clock.js';
-import { countByName, listPending } from './pending.js';
+import { countByName, listPending, type WaitingCounts } from './pending.js';
 import { retryDelay } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
 import { toSettings, type TaskOptions } from './task-options.js';
@@ -234,11 +234,13 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   stats(): SchedulerStats {
     const held = this.#flow === undefined ? 0 : this.#flow.size;
+    const waiting = this.#queue.size + held;
     return {
-      pending: this.#queue.size + held,
-      running: this.#running,
+      waiting,
       // Held tasks are all due: waiting for their key, their bucket or a worker.
-      waiting: this.#queue.countDue(this.clock.now()) + held,
+      due: this.#queue.countDue(this.clock.now()) + held,
+      running: this.#running,
+      pending: waiting,
       workers: this.#workers,
       succeeded: this.#succeeded,
       failed: this.#failed,
@@ -254,7 +256,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   /** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass over the heap. */
-  pendingByName(): Map<string, { pending: number; waiting: number }> {
+  pendingByName(): Map<string, WaitingCounts> {
     return countByName(this.#queue, this.#flow, this.clock.now());
   }
 

@@ -43,12 +43,19 @@ export interface QueueOptions {
 
 /** How many of a queue's tasks are in each state, as `scheduler.stats()` counts them. */
 export interface QueueCounts {
-  /** Tasks waiting for their time, for a worker, or for their queue or keys. */
-  pending: number;
-  /** Pending tasks already due (a paused queue's due tasks are here). */
+  /** Tasks in state `waiting`: for their time, for a worker, or for their queue or keys (a stored queue's `waiting` too). */
   waiting: number;
+  /** Waiting tasks already due (a paused queue's due tasks are here). */
+  due: number;
   /** Tasks running now. */
   running: number;
+  /** @deprecated The same as `waiting` (its name in taskheap 0.1); read `waiting`. */
+  pending: number;
+}
+
+/** Counts of nothing. */
+function noCounts(): QueueCounts {
+  return { waiting: 0, due: 0, running: 0, pending: 0 };
 }
 
 /** One queue as `scheduler.queues()` lists it. */
@@ -108,12 +115,12 @@ function rateOf(lane: QueueLane | undefined): RateLimit | undefined {
   return rate === undefined ? undefined : { limit: rate.limit, interval: rate.interval };
 }
 
-/** The counts of every queue the loop knows, in one pass over the pending tasks. */
+/** The counts of every queue the loop knows, in one pass over the waiting tasks. */
 function countAll(loop: TaskLoop): Map<string, QueueCounts> {
   const counts = new Map<string, QueueCounts>();
   const of = (name: string) => {
     let entry = counts.get(name);
-    if (entry === undefined) counts.set(name, (entry = { pending: 0, waiting: 0, running: 0 }));
+    if (entry === undefined) counts.set(name, (entry = noCounts()));
     return entry;
   };
   const flow = loop.currentFlow;
@@ -122,9 +129,10 @@ function countAll(loop: TaskLoop): Map<string, QueueCounts> {
   const now = loop.clock.now();
   loop.forEachPending((task: Task) => {
     const entry = of(task._settings.flow?.queue ?? DEFAULT_QUEUE);
+    entry.waiting++;
     entry.pending++;
     // Held tasks are all due (waiting for their queue, keys or a worker).
-    if (task._state === State.Held || task._time <= now) entry.waiting++;
+    if (task._state === State.Held || task._time <= now) entry.due++;
   });
   return counts;
 }
@@ -144,7 +152,7 @@ function info(name: string, lane: QueueLane | undefined, counts: Map<string, Que
     globalConcurrency: lane?.globalConcurrency ?? Infinity,
     rate: rateOf(lane),
     paused: lane?.paused ?? false,
-    counts: counts.get(name) ?? { pending: 0, waiting: 0, running: 0 },
+    counts: counts.get(name) ?? noCounts(),
   };
 }
 
@@ -306,20 +314,20 @@ export class Queue {
 
   /**
    * The queue's settings, paused flag and counts, as `scheduler.queues()`
-   * lists it: O(n) in the pending tasks of the scheduler. Resolves at once.
+   * lists it: O(n) in the waiting tasks of the scheduler. Resolves at once.
    */
   info(): Promise<QueueInfo> {
     return Promise.resolve(info(this.name, this.#lane, countAll(this.#loop)));
   }
 
   /**
-   * How many of the queue's tasks are pending, waiting (due) and running:
-   * O(n) in the pending tasks of the scheduler. Resolves at once (the
+   * How many of the queue's tasks are waiting (of them, `due` already) and running:
+   * O(n) in the waiting tasks of the scheduler. Resolves at once (the
    * durable queue's shape).
    * @example
-   * const { pending, waiting, running } = await scheduler.queue('emails').counts();
+   * const { waiting, due, running } = await scheduler.queue('emails').counts();
    */
   counts(): Promise<QueueCounts> {
-    return Promise.resolve(countAll(this.#loop).get(this.name) ?? { pending: 0, waiting: 0, running: 0 });
+    return Promise.resolve(countAll(this.#loop).get(this.name) ?? noCounts());
   }
 }

@@ -5,8 +5,13 @@ import type { DedupeOutcome, TaskFlow } from './flow-options.js';
 import type { RetryPolicy } from './retry.js';
 import { toLogLine, toProgress, type Journal, type TaskLogLine } from './journal.js';
 
-/** The life of a task: `pending` until it starts, then one of the final states. */
-export type TaskState = 'pending' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
+/**
+ * The life of a task: `waiting` until it starts (for its time, a worker, or its
+ * queue, keys or rate), then `running`, then one of the final states. The same
+ * words as a stored task's (`StoredState`); taskheap 0.1 named `waiting`
+ * `pending` (see docs/design.md, "One vocabulary").
+ */
+export type TaskState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
 
 /** What a task function receives. */
 export interface TaskContext {
@@ -106,7 +111,7 @@ export enum State {
   Cancelled,
   /**
    * Due, but held back by a rate limit, a serial key or a full pool of
-   * workers in the flow (flow.ts): still `pending` to users. Last, so the
+   * workers in the flow (flow.ts): still `waiting` to users. Last, so the
    * numbering of the others does not change.
    */
   Held,
@@ -124,7 +129,7 @@ export function materialize(reason: unknown): unknown {
   return reason === DEFAULT_CANCEL ? new CancelledError() : reason;
 }
 
-const STATE_NAMES: readonly TaskState[] = ['pending', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled', 'pending'];
+const STATE_NAMES: readonly TaskState[] = ['waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled', 'waiting'];
 
 /** A promise with its settle functions, created only when somebody reads `task.result`. */
 class Deferred<T = unknown> {
@@ -143,7 +148,7 @@ class Deferred<T = unknown> {
   }
 }
 
-/** The outcome of a task that finished without ever running (cancelled or closed while pending). */
+/** The outcome of a task that finished without ever running (cancelled or closed while waiting). */
 class Settled {
   constructor(readonly outcome: unknown) {}
 }
@@ -253,7 +258,7 @@ export class Task<T = unknown> {
   }
 
   /**
-   * Cancels the task. A pending task leaves the scheduler at once and never
+   * Cancels the task. A waiting task leaves the scheduler at once and never
    * runs; a running task has its `ctx.signal` aborted (cancellation of a run
    * is cooperative). Returns false if the task had already finished.
    * @param reason The rejection of `result` and the signal's reason. Default: a `CancelledError`.

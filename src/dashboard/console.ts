@@ -134,13 +134,13 @@ export async function bulk(scheduler: Scheduler, action: 'retry' | 'cancel' | 'd
           // Only what is finished and not succeeded is retried; a task that moved meanwhile is left alone.
           if (task.state === 'succeeded') continue;
           if (
-            await scheduler.retry(task.id).then(
+            await scheduler.retryTask(task.id).then(
               () => true,
               () => false,
             )
           )
             count++;
-        } else if (await scheduler.cancel(task.id)) count++;
+        } else if (await scheduler.cancelTask(task.id)) count++;
       }
       if (page.length < BULK_PAGE) break;
       const last = page.at(-1)!;

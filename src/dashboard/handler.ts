@@ -352,15 +352,15 @@ export class Dashboard {
       return json(400, { error: `Unknown job action ${JSON.stringify(action)}` });
     }
     if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
-    if (kind === 'stored' && action === 'retry') return json(200, { ok: (await this.#scheduler.retry(id)) !== undefined });
+    if (kind === 'stored' && action === 'retry') return json(200, { ok: (await this.#scheduler.retryTask(id)) !== undefined });
     if (action !== 'cancel') return json(400, { error: `Unknown task action ${JSON.stringify(action)}` });
     if (kind === 'task') {
-      const task = this.#scheduler.pendingTasks().find((candidate) => candidate.id === id);
-      if (task === undefined) return json(404, { error: `No pending task #${id}` });
+      const task = this.#scheduler.waitingTasks().find((candidate) => candidate.id === id);
+      if (task === undefined) return json(404, { error: `No waiting task #${id}` });
       task.cancel();
       return json(200, { ok: true });
     }
-    if (kind === 'stored') return json(200, { ok: await this.#scheduler.cancel(id) });
+    if (kind === 'stored') return json(200, { ok: await this.#scheduler.cancelTask(id) });
     return json(400, { error: `Unknown kind ${JSON.stringify(kind)}` });
   }
 

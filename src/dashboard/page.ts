@@ -104,7 +104,7 @@ function state(cellText, row) {
 
 function draw(s) {
   const l = s.stats.lateness;
-  $('stats').textContent = 'pending ' + s.stats.pending + ' · running ' + s.stats.running + ' · waiting for a worker ' + s.stats.waiting +
+  $('stats').textContent = 'waiting ' + s.stats.waiting + ' · running ' + s.stats.running + ' · due, waiting for a worker ' + s.stats.due +
     ' · workers ' + s.stats.workers + ' · succeeded ' + s.stats.succeeded + ' · failed ' + s.stats.failed +
     ' · lateness p50 ' + l.p50.toFixed(1) + ' ms, p99 ' + l.p99.toFixed(1) + ' ms, max ' + l.max.toFixed(1) + ' ms' +
     (s.actions ? '' : ' · read-only');
@@ -131,7 +131,7 @@ function draw(s) {
     cell(tr, task.attempts);
     actions(tr, s, 'task', task.id, ['cancel']);
     return tr;
-  }), 'No pending tasks');
+  }), 'No waiting tasks');
   $('more-tasks').textContent = s.moreTasks > 0 ? 'and ' + s.moreTasks + ' more' : '';
   $('stored-section').hidden = s.stored === null && s.storedError === null;
   $('stored-jobs-section').hidden = s.storedJobs === null;
@@ -398,7 +398,7 @@ ${DETAIL_HTML}
 </section>
 <h2>Jobs</h2>
 <table><thead><tr><th>Name</th><th>Rule</th><th>State</th><th>Next run</th><th>Last run</th><th>Runs / failures</th><th>Last error</th><th></th></tr></thead><tbody id="jobs"></tbody></table>
-<h2>Pending tasks <small id="more-tasks"></small></h2>
+<h2>Waiting tasks <small id="more-tasks"></small></h2>
 <table><thead><tr><th>Name</th><th>State</th><th>Due</th><th>Attempts</th><th></th></tr></thead><tbody id="tasks"></tbody></table>
 <script type="application/json" id="initial-state">${JSON.stringify(state).replace(/</g, '\\u003c')}</script>
 <script nonce="${nonce}">${SCRIPT}${DETAIL_SCRIPT}${START}</script>

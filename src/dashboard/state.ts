@@ -40,7 +40,7 @@ export interface TaskView {
   id: number;
   /** Its `name` option, or null. */
   name: string | null;
-  /** Its `state`, named as a stored task's (`waiting`, not `pending`). */
+  /** Its `state` (`waiting`), the word of a stored task's. */
   state: string;
   /** When it is due, epoch ms. */
   runAt: number;
@@ -201,7 +201,7 @@ export async function snapshot(
   const jobs = scheduler.jobs();
   const planned = jobs.filter((job) => job.nextRunAt !== undefined).length;
   const oneOff = scheduler
-    .pendingTasks(limit + planned)
+    .waitingTasks(limit + planned)
     .filter((task) => !(task._settings.observer instanceof Job))
     .slice(0, limit);
   let stored: StoredTask[] | null = null;
@@ -243,11 +243,11 @@ export async function snapshot(
       id: task.id,
       name: task.name ?? null,
       // The stored name for the same place in a task's life: one vocabulary on the page.
-      state: task.state === 'pending' ? 'waiting' : task.state,
+      state: task.state,
       runAt: task.runAt.getTime(),
       attempts: task.attempts,
     })),
-    moreTasks: Math.max(0, stats.pending - planned - oneOff.length),
+    moreTasks: Math.max(0, stats.waiting - planned - oneOff.length),
     stored,
     storedCounts,
     storedNext,

@@ -60,7 +60,7 @@ export interface JobHost {
   monotonic(): number;
   /** the wall time at which to queue an elapsed-time task due at elapsed time `elapsed` */
   wallOf(elapsed: number): number;
-  /** queue an occurrence, exempt from maxPending (the job was already accepted) */
+  /** queue an occurrence, exempt from maxWaiting (the job was already accepted) */
   enqueue(time: number, fn: TaskFunction, settings: TaskSettings): Task;
   skipped(job: Job, scheduledAt: number, reason: 'overlap' | 'misfire'): void;
   /** the job will plan no more occurrences; `signal` is the one it was created with */

@@ -19,16 +19,18 @@ export interface NameMetrics {
   retries: number;
   /** Runs that timed out (retried or not). */
   timeouts: number;
-  /** Tasks cancelled, pending or running. */
+  /** Tasks cancelled, waiting or running. */
   cancelled: number;
   /** Job occurrences skipped by the overlap or misfire policy. */
   skipped: number;
   /** Runs in progress now. */
   running: number;
-  /** Tasks of this name waiting for their time or for a worker. */
-  pending: number;
-  /** Tasks of this name already due, waiting for a free worker. */
+  /** Tasks of this name waiting: for their time, or due and waiting for a worker. */
   waiting: number;
+  /** Waiting tasks of this name already due, waiting for a free worker. */
+  due: number;
+  /** @deprecated The same as `waiting` (its name in taskheap 0.1); read `waiting`. */
+  pending: number;
   /** How late runs started, ms (last 1,024 runs; `max` over all). */
   lateness: Lateness;
   /** How long runs took, ms (last 1,024 runs; `max` over all). */
@@ -152,19 +154,19 @@ export class SchedulerMetrics {
     return series;
   }
 
-  /** The names seen so far: of runs, skips, and pending tasks. */
+  /** The names seen so far: of runs, skips, and waiting tasks. */
   names(): string[] {
-    return [...new Set([...this.#series.keys(), ...this.#scheduler.pendingByName().keys()])];
+    return [...new Set([...this.#series.keys(), ...this.#scheduler.waitingByName().keys()])];
   }
 
-  /** The counters of one name (zeros if it was never seen). Counting its pending tasks walks the queue: O(pending). */
+  /** The counters of one name (zeros if it was never seen). Counting its waiting tasks walks the queue: O(waiting). */
   get(name: string): NameMetrics {
-    return this.#view(name, this.#scheduler.pendingByName());
+    return this.#view(name, this.#scheduler.waitingByName());
   }
 
-  #view(name: string, pending: Map<string, { pending: number; waiting: number }>): NameMetrics {
+  #view(name: string, waiting: ReturnType<Scheduler['waitingByName']>): NameMetrics {
     const s = this.#series.get(name) ?? new Series();
-    const queued = pending.get(name);
+    const queued = waiting.get(name);
     return {
       runs: s.runs,
       succeeded: s.succeeded,
@@ -174,8 +176,9 @@ export class SchedulerMetrics {
       cancelled: s.cancelled,
       skipped: s.skipped,
       running: s.running,
-      pending: queued?.pending ?? 0,
       waiting: queued?.waiting ?? 0,
+      due: queued?.due ?? 0,
+      pending: queued?.waiting ?? 0,
       lateness: s.lateness.summary(),
       duration: s.duration.summary(),
     };
@@ -188,23 +191,23 @@ export class SchedulerMetrics {
     /** The counters of each task, job or handler name. */
     names: Record<string, NameMetrics>;
   } {
-    const pending = this.#scheduler.pendingByName();
+    const waiting = this.#scheduler.waitingByName();
     return {
       scheduler: this.#scheduler.stats(),
-      names: Object.fromEntries(this.names().map((name) => [name, this.#view(name, pending)])),
+      names: Object.fromEntries(this.names().map((name) => [name, this.#view(name, waiting)])),
     };
   }
 
   /**
    * Everything in Prometheus' text exposition format (version 0.0.4):
    * counters and gauges per name, lateness and duration as summaries in
-   * seconds, and the scheduler's pool gauges. Walks the pending tasks once.
+   * seconds, and the scheduler's pool gauges. Walks the waiting tasks once.
    */
   prometheus(): string {
     const p = this.#prefix;
     const out: string[] = [];
-    const pending = this.#scheduler.pendingByName();
-    for (const name of pending.keys()) this.#of(name);
+    const waiting = this.#scheduler.waitingByName();
+    for (const name of waiting.keys()) this.#of(name);
     const names = [...this.#series.keys()];
     const family = (name: string, type: string, help: string, value: (s: Series, key: string) => number) => {
       out.push(`# HELP ${p}_${name} ${help}`, `# TYPE ${p}_${name} ${type}`);
@@ -215,11 +218,12 @@ export class SchedulerMetrics {
     family('failed_total', 'counter', 'Tasks that failed for good, after their retries.', (s) => s.failed);
     family('retries_total', 'counter', 'Failed or timed-out runs that were retried.', (s) => s.retries);
     family('timeouts_total', 'counter', 'Runs that timed out.', (s) => s.timeouts);
-    family('cancelled_total', 'counter', 'Tasks cancelled, pending or running.', (s) => s.cancelled);
+    family('cancelled_total', 'counter', 'Tasks cancelled, waiting or running.', (s) => s.cancelled);
     family('skipped_total', 'counter', 'Job occurrences skipped by the overlap or misfire policy.', (s) => s.skipped);
     family('running', 'gauge', 'Runs in progress.', (s) => s.running);
-    family('pending', 'gauge', 'Tasks waiting for their time or for a worker.', (_s, key) => pending.get(key)?.pending ?? 0);
-    family('waiting', 'gauge', 'Tasks already due, waiting for a free worker.', (_s, key) => pending.get(key)?.waiting ?? 0);
+    family('waiting', 'gauge', 'Tasks waiting for their time or for a worker.', (_s, key) => waiting.get(key)?.waiting ?? 0);
+    family('due', 'gauge', 'Waiting tasks already due, waiting for a free worker.', (_s, key) => waiting.get(key)?.due ?? 0);
+    family('pending', 'gauge', 'Deprecated: the same as waiting (its name in taskheap 0.1).', (_s, key) => waiting.get(key)?.waiting ?? 0);
     const summary = (
       name: string,
       help: string,

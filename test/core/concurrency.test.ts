@@ -114,7 +114,7 @@ describe('concurrency keys', () => {
     expect(scheduler.stats()).toMatchObject({ waiting: 1, cancelled: 2 });
     await clock.advance(1_000);
     expect(log).toEqual(['x+0', 'x-100', 'c+100', 'c-110']);
-    expect(scheduler.stats()).toMatchObject({ pending: 0, waiting: 0, running: 0 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 0, due: 0, running: 0 });
   });
 
   it('jobs take a concurrency key: each occurrence holds a place', async () => {

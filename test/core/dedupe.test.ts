@@ -42,7 +42,7 @@ describe('dedupe keys', () => {
       { key: 'r', retry: { attempts: 2, delay: 100, backoff: 'fixed' } },
     );
     await clock.advance(10);
-    expect(r.state).toBe('pending');
+    expect(r.state).toBe('waiting');
     const r2 = scheduler.after(0, () => {}, { key: 'r' });
     expect(r2.enqueued).toBe('inserted');
     await clock.advance(200);
@@ -123,7 +123,7 @@ describe('dedupe keys', () => {
         .seconds()
         .run(fn, { key: 'k' } as never),
     ).toThrow(/Unknown job option `key`/);
-    expect(a.state).toBe('pending');
+    expect(a.state).toBe('waiting');
     expect(scheduler.size).toBe(1);
   });
 
@@ -150,7 +150,7 @@ describe('dedupe keys', () => {
           });
           if (task.enqueued === 'existing') {
             // keep: the key's task is unfinished, and it is the one the key last added.
-            expect(['pending', 'running']).toContain(task.state);
+            expect(['waiting', 'running']).toContain(task.state);
             expect(last.get(c.key)).toBe(task);
           } else {
             if (task.enqueued === 'replaced') replaced++;
@@ -158,7 +158,7 @@ describe('dedupe keys', () => {
             last.set(c.key, task);
           }
           for (const key of ['a', 'b']) {
-            const waiting = added.filter((x) => x.key === key && x.task.state === 'pending' && x.task.attempts === 0);
+            const waiting = added.filter((x) => x.key === key && x.task.state === 'waiting' && x.task.attempts === 0);
             expect(waiting.length).toBeLessThanOrEqual(1);
           }
         }

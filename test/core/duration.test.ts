@@ -135,7 +135,7 @@ describe('durations as strings where a duration is accepted', () => {
     const task = scheduler.after('10m', () => clock.now() - START);
     expect(task.runAt).toEqual(new Date(START + 600_000));
     await clock.advance('9m59s');
-    expect(task.state).toBe('pending');
+    expect(task.state).toBe('waiting');
     await clock.advance(1_000);
     expect(await task.result).toBe(600_000);
   });

@@ -202,7 +202,7 @@ describe('rate limits and serial keys under a limited pool, async tasks and canc
           }
           // Every task ran or was cancelled; nothing waits, no state or timer is left.
           expect(handles.every((h) => h.state === 'succeeded' || h.state === 'cancelled')).toBe(true);
-          expect(scheduler.stats()).toMatchObject({ pending: 0, waiting: 0, running: 0 });
+          expect(scheduler.stats()).toMatchObject({ waiting: 0, due: 0, running: 0 });
           expect(clock.pendingTimers).toBe(0);
         },
       ),

@@ -121,7 +121,7 @@ describe('hostile calls against the public API', () => {
           }
         }
         expect(sentinels.map((task) => [task.state, task.runAt.getTime()])).toEqual(
-          sentinels.map((_, i) => ['pending', START + (i + 1) * 60_000]),
+          sentinels.map((_, i) => ['waiting', START + (i + 1) * 60_000]),
         );
         if (scheduler.workers < 1) throw new Error('workers broken');
         await clock.advance(5 * 60_000);

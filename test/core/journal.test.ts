@@ -26,7 +26,7 @@ describe('progress and logs in memory', () => {
     expect(task.progress).toBeUndefined();
     expect(task.logs).toEqual([]);
     await clock.advance(0);
-    expect(task.state).toBe('pending');
+    expect(task.state).toBe('waiting');
     await clock.advance(1_000);
     await expect(task.result).resolves.toBe('ok');
     expect(task.progress).toEqual({ done: 3, of: 4 });

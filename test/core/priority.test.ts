@@ -108,9 +108,9 @@ describe('priorities', () => {
     const high = scheduler.after(0, () => void order.push('high'), { priority: 9 });
     scheduler.after(0, () => void order.push('low'));
     await clock.advance(0);
-    expect(high.state).toBe('pending');
+    expect(high.state).toBe('waiting');
     expect(high.cancel()).toBe(true);
-    expect(scheduler.stats()).toMatchObject({ pending: 1, waiting: 1 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 1, due: 1 });
     hold.open();
     await clock.advance(0);
     expect(order).toEqual(['low']);

@@ -261,7 +261,7 @@ describe('concurrency keys and queues with async tasks, a small pool and cancell
           for (const s of starts) if (specs[s.i]!.key === undefined && specs[s.i]!.queue === undefined) expect(s.at).toBe(specs[s.i]!.due);
         }
         expect(handles.every((h) => h.state === 'succeeded' || h.state === 'cancelled')).toBe(true);
-        expect(scheduler.stats()).toMatchObject({ pending: 0, waiting: 0, running: 0 });
+        expect(scheduler.stats()).toMatchObject({ waiting: 0, due: 0, running: 0 });
         expect((await scheduler.queues()).every((q) => q.counts.pending === 0 && q.counts.running === 0)).toBe(true);
         expect(clock.pendingTimers).toBe(0);
       }),

@@ -60,7 +60,7 @@ describe('scheduler-wide rate limit', () => {
     const { clock, scheduler } = setup({ rate: { limit: 1, interval: 60_000 } });
     for (let i = 0; i < 100; i++) scheduler.after(0, () => {});
     await clock.advance(0);
-    expect(scheduler.stats()).toMatchObject({ pending: 99, waiting: 99, running: 0 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 99, due: 99, running: 0 });
     expect(clock.pendingTimers).toBe(1);
     await clock.advance(59_999);
     expect(scheduler.size).toBe(99);
@@ -321,11 +321,11 @@ describe('rate limit per key', () => {
     const b = scheduler.after(0, task('b'), { rate });
     scheduler.after(0, task('c'), { rate });
     await clock.advance(100);
-    expect(scheduler.stats()).toMatchObject({ pending: 2, waiting: 2 });
-    expect(b.state).toBe('pending');
+    expect(scheduler.stats()).toMatchObject({ waiting: 2, due: 2 });
+    expect(b.state).toBe('waiting');
     expect(b.cancel()).toBe(true);
     await expect(b.result).rejects.toMatchObject({ code: 'ERR_TASK_CANCELLED' });
-    expect(scheduler.stats()).toMatchObject({ pending: 1, waiting: 1, cancelled: 1 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 1, due: 1, cancelled: 1 });
     expect(b.cancel()).toBe(false);
     await clock.advance(2_000);
     expect(starts).toEqual([
@@ -346,11 +346,11 @@ describe('rate limit per key', () => {
     expect(a.state).toBe('succeeded');
     expect(scheduler.pendingTasks()).toEqual([b, c, later]);
     expect(scheduler.pendingTasks(1)).toEqual([b]);
-    expect(scheduler.pendingByName().get('b')).toEqual({ pending: 1, waiting: 1 });
+    expect(scheduler.waitingByName().get('b')).toEqual({ waiting: 1, due: 1 });
     await scheduler.close();
     expect([b.state, c.state, later.state]).toEqual(['cancelled', 'cancelled', 'cancelled']);
     await expect(b.result).rejects.toMatchObject({ code: 'ERR_SCHEDULER_CLOSED' });
-    expect(scheduler.stats()).toMatchObject({ pending: 0, waiting: 0 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 0, due: 0 });
   });
 
   it('maxPending counts waiting tasks', async () => {
@@ -361,7 +361,7 @@ describe('rate limit per key', () => {
     // One started; two wait for the bucket and still count.
     expect(scheduler.size).toBe(2);
     scheduler.after(0, () => {});
-    expect(() => scheduler.after(0, () => {})).toThrow(/3 tasks are already pending/);
+    expect(() => scheduler.after(0, () => {})).toThrow(/3 tasks are already waiting/);
   });
 
   it('jobs take a rate key: a job held past its next occurrence follows its misfire policy', async () => {

@@ -17,7 +17,7 @@ describe('timeout', () => {
     const next = scheduler.after(0, (ctx) => ctx.startedAt.getTime() - START);
     await clock.advance(99);
     expect(slow.state).toBe('running');
-    expect(next.state).toBe('pending');
+    expect(next.state).toBe('waiting');
     await clock.advance(1);
     expect(slow.state).toBe('timed-out');
     expect(reason).toBeInstanceOf(TimeoutError);
@@ -155,7 +155,7 @@ describe('retry', () => {
       { retry: { attempts: 5, delay: 100 } },
     );
     await clock.advance(0);
-    expect(task.state).toBe('pending');
+    expect(task.state).toBe('waiting');
     task.cancel();
     await clock.advance(10_000);
     expect(runs).toBe(1);

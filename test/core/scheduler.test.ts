@@ -76,7 +76,7 @@ describe('schedule ordering', () => {
       during = task.state;
       return 'done';
     });
-    expect(task.state).toBe('pending');
+    expect(task.state).toBe('waiting');
     await clock.advance(10);
     expect(during).toBe('running');
     expect(task.state).toBe('succeeded');

@@ -58,12 +58,12 @@ describe('serial keys', () => {
     const b = scheduler.after(0, task('b', 10), { serial: 'k' });
     scheduler.after(0, task('c', 10), { serial: 'k' });
     await clock.advance(20);
-    expect(scheduler.stats()).toMatchObject({ pending: 3, waiting: 2, running: 0 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 3, due: 2, running: 0 });
     expect(b.cancel()).toBe(true);
     expect(b.state).toBe('cancelled');
-    expect(scheduler.stats()).toMatchObject({ pending: 2, waiting: 1 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 2, due: 1 });
     // a waits for its retry, in the heap, still holding the key.
-    expect(a.state).toBe('pending');
+    expect(a.state).toBe('waiting');
     a.cancel();
     expect(log).toEqual(['a+0', 'a-10', 'c+20']);
     await clock.advance(100);

@@ -114,7 +114,7 @@ describe('dashboard in Chromium', () => {
       expect(await row(page, 'jobs', 'daily digest').locator('td').nth(1).textContent()).toMatch(/^every day at 09:00 \(.+\)$/);
       expect(await row(page, 'jobs', 'poll feeds').locator('td').nth(1).textContent()).toBe('every 10 min');
       expect(await row(page, 'stored', 'remind:1').locator('td').nth(3).textContent()).toBe('waiting');
-      expect(await page.locator('#stats').textContent()).toMatch(/pending 4 · running 0/);
+      expect(await page.locator('#stats').textContent()).toMatch(/waiting 4 · running 0/);
       // Durable named queues: a paused one keeps its due task waiting.
       const emails = row(page, 'queues', 'emails').locator('td');
       expect([await emails.nth(1).textContent(), await emails.nth(2).textContent(), await emails.nth(3).textContent()]).toEqual([

@@ -156,7 +156,7 @@ describe('http-server example', () => {
     const { api, clock } = await setup({ workers: 2 });
     for (let i = 0; i < 5; i++) await api('POST', '/jobs', { type: 'once', in: 0, message: `m${i}` });
     await clock.advance(1);
-    expect((await api('GET', '/stats')).body).toMatchObject({ running: 2, pending: 3, waiting: 3, workers: 2 });
+    expect((await api('GET', '/stats')).body).toMatchObject({ running: 2, waiting: 3, due: 3, workers: 2 });
     await clock.advance(100);
     expect((await api('GET', '/stats')).body).toMatchObject({ running: 2, pending: 1, succeeded: 2 });
     await clock.advance(200);

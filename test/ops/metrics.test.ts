@@ -92,7 +92,7 @@ describe('metrics()', () => {
     await scheduler.close();
   });
 
-  it('counts pending and waiting tasks per name', async () => {
+  it('counts waiting tasks per name, and of them the due ones; pending is the deprecated name of waiting', async () => {
     const { clock, scheduler } = setup({ workers: 1 });
     const m = metrics(scheduler);
     const hold = gate();
@@ -101,9 +101,10 @@ describe('metrics()', () => {
     scheduler.after(20, () => {}, { name: 'send' });
     scheduler.after(60_000, () => {}, { name: 'send' });
     await clock.advance(100);
-    expect(m.get('send')).toMatchObject({ pending: 3, waiting: 2, running: 0 });
-    expect(m.get('busy')).toMatchObject({ pending: 0, running: 1 });
-    expect(m.snapshot().names.send).toMatchObject({ pending: 3, waiting: 2 });
+    expect(m.get('send')).toMatchObject({ waiting: 3, due: 2, running: 0 });
+    expect(m.get('busy')).toMatchObject({ waiting: 0, running: 1 });
+    expect(m.get('send').pending).toBe(m.get('send').waiting);
+    expect(m.snapshot().names.send).toMatchObject({ waiting: 3, due: 2 });
     hold.open();
     await scheduler.close();
   });
@@ -141,8 +142,11 @@ describe('metrics()', () => {
     const values = samples(text);
     expect(values.get(key('taskheap_runs_total', { name: 'a "quoted"\nname\\' }))).toBe(1);
     expect(values.get(key('taskheap_failed_total', { name: 'b' }))).toBe(1);
+    expect(values.get(key('taskheap_waiting', { name: '' }))).toBe(1);
+    expect(values.get(key('taskheap_waiting', { name: 'b' }))).toBe(0);
+    expect(values.get(key('taskheap_due', { name: '' }))).toBe(0);
+    // The deprecated name of taskheap_waiting, for one release.
     expect(values.get(key('taskheap_pending', { name: '' }))).toBe(1);
-    expect(values.get(key('taskheap_pending', { name: 'b' }))).toBe(0);
     expect(values.get(key('taskheap_workers'))).toBe(10);
     expect(values.get(key('taskheap_lateness_seconds_count', { name: 'b' }))).toBe(1);
     expect(values.has(key('taskheap_lateness_seconds', { name: 'b', quantile: '0.99' }))).toBe(true);

@@ -54,7 +54,9 @@ describe('otel()', () => {
     ]);
     const lateness = metrics.get('taskheap.task.lateness')!;
     expect((lateness[0]!.value as Histogram).count).toBe(2);
-    expect(metrics.get('taskheap.tasks.pending')![0]!.value).toBe(1);
+    expect(metrics.get('taskheap.tasks.waiting')![0]!.value).toBe(1);
+    expect(metrics.get('taskheap.tasks.due')![0]!.value).toBe(0);
+    expect(metrics.get('taskheap.tasks.pending')![0]!.value).toBe(1); // deprecated: the same as waiting
     expect(metrics.get('taskheap.workers')![0]!.value).toBe(2);
 
     const spans = exporter.getFinishedSpans();

@@ -47,9 +47,10 @@ node -e '
   const absent = (file, ...patterns) => { for (const p of patterns) if (p.test(read(file))) problems.push(`${file} shows ${p}`); };
   const present = (file, ...patterns) => { for (const p of patterns) if (!p.test(read(file))) problems.push(`${file} lacks ${p}`); };
   absent("core/task.d.ts", /^\s+_\w+/m);
-  absent("scheduler.d.ts", /^\s+now\(\)/m, /^\s+createJob\(/m, /^\s+createStoredJob\(/m, /^\s+pendingByName\(/m);
+  absent("scheduler.d.ts", /^\s+now\(\)/m, /^\s+createJob\(/m, /^\s+createStoredJob\(/m, /^\s+waitingByName\(/m);
   present("core/task.d.ts", /^\s+cancel\(/m);
-  present("scheduler.d.ts", /^\s+schedule<R>\(/m, /^\s+pendingTasks\(/m);
+  present("scheduler.d.ts", /^\s+schedule<R>\(/m, /^\s+waitingTasks\(/m);
+  present("scheduler-aliases.d.ts", /^\s+pendingTasks\(/m);
   if (problems.length > 0) { console.error("published types:", problems); process.exit(1); }
   console.log("published types: no internal member of Task or Scheduler");
 ' "$work/unpacked/package/dist"

@@ -20,7 +20,7 @@ describe('module tasks in threads', () => {
   it('runs the default export in a thread with the task context and the payload (ManualClock)', async () => {
     const { scheduler, clock } = track(setup({ threads: 1 }));
     const task = scheduler.schedule(START + 1_000, fixture('echo'), { name: 'echo', payload: { file: 'cat.png', sizes: [1, 2] } });
-    expect(task.state).toBe('pending');
+    expect(task.state).toBe('waiting');
     await clock.advance(1_000);
     const value = (await task.result) as Record<string, unknown>;
     expect(isMainThread).toBe(true);
@@ -81,7 +81,7 @@ describe('module tasks in threads', () => {
   it('retries a module task like any other, with the attempt number in the thread', async () => {
     const { scheduler, clock } = track(setup({ threads: 1 }));
     const task = scheduler.after(0, fixture('crash'), { payload: { how: 'throw' }, retry: { attempts: 2, delay: 1_000 } });
-    await expect.poll(() => task.attempts === 1 && task.state === 'pending').toBe(true);
+    await expect.poll(() => task.attempts === 1 && task.state === 'waiting').toBe(true);
     await clock.advance(1_000);
     await expect(task.result).rejects.toThrow('bad size');
     expect(task.attempts).toBe(2);
@@ -173,7 +173,7 @@ describe('module tasks in threads', () => {
     const second = scheduler.after(0, fixture('gate'), { payload: { shared: steer.shared, mode: 'release' } });
     await steer.until(1);
     expect(scheduler.running).toBe(1);
-    expect(second.state).toBe('pending');
+    expect(second.state).toBe('waiting');
     steer.release();
     await first.result;
     await second.result;

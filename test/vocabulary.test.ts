@@ -1,0 +1,131 @@
+// One vocabulary (issue 25, docs/design.md "One vocabulary"): the in-memory and
+// the stored side say the same words, and every name taskheap 0.1 used is a
+// deprecated alias that gives what its replacement gives.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { QueueFullError, Scheduler, type StoredState, type TaskState } from '../src/index.js';
+import { metrics } from '../src/metrics.js';
+import { sqliteStore } from '../src/sqlite.js';
+import { ManualClock } from '../src/testing.js';
+import { START } from './helpers.js';
+
+function stored(): Scheduler {
+  return new Scheduler({ store: sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-words-')), 'store.db')), onError: () => {} });
+}
+
+describe('one word for a task not started yet: waiting', () => {
+  it('an in-memory task and a stored task are both `waiting`, then in the same final states', async () => {
+    const clock = new ManualClock(START);
+    const memory = new Scheduler({ clock });
+    const task = memory.schedule(START + 1_000, () => 'done');
+    const word: TaskState = task.state;
+    expect(word).toBe('waiting');
+
+    const scheduler = stored();
+    scheduler.define('work', () => 'done');
+    const row = await scheduler.schedule(START + 1_000, 'work');
+    const storedWord: StoredState = row.state;
+    expect(storedWord).toBe(word);
+    expect((await scheduler.countTasks()).waiting).toBe(1);
+
+    expect(task.cancel()).toBe(true);
+    expect(await scheduler.cancelTask(row.id)).toBe(true);
+    expect(task.state).toBe('cancelled');
+    expect((await scheduler.getTask(row.id))?.state).toBe(task.state);
+    await memory.close();
+    await scheduler.close();
+  });
+
+  it('counts: waiting is every task not started (as countTasks() counts it), due the waiting ones already due; pending is waiting', async () => {
+    const clock = new ManualClock(START);
+    const scheduler = new Scheduler({ clock, workers: 1 });
+    let release = () => {};
+    scheduler.after(0, () => new Promise<void>((resolve) => (release = resolve)), { name: 'busy' });
+    scheduler.after(10, () => {}, { name: 'send', queue: 'emails' });
+    scheduler.after(60_000, () => {}, { name: 'send', queue: 'emails' });
+    await clock.advance(100);
+    const stats = scheduler.stats();
+    expect(stats).toMatchObject({ waiting: 2, due: 1, running: 1 });
+    expect(stats.pending).toBe(stats.waiting);
+    const counts = await scheduler.queue('emails').counts();
+    expect(counts).toMatchObject({ waiting: 2, due: 1, running: 0 });
+    expect(counts.pending).toBe(counts.waiting);
+    const send = metrics(scheduler).get('send');
+    expect(send).toMatchObject({ waiting: 2, due: 1 });
+    expect(send.pending).toBe(send.waiting);
+    expect(scheduler.size).toBe(stats.waiting);
+    release();
+    await scheduler.close();
+  });
+});
+
+describe('deprecated aliases give what their replacements give', () => {
+  it('pendingTasks() is waitingTasks()', async () => {
+    const clock = new ManualClock(START);
+    const scheduler = new Scheduler({ clock });
+    const tasks = [30, 10, 20].map((delay) => scheduler.after(delay, () => {}));
+    expect(scheduler.waitingTasks()).toEqual([tasks[1], tasks[2], tasks[0]]);
+    expect(scheduler.pendingTasks()).toEqual(scheduler.waitingTasks());
+    expect(scheduler.pendingTasks(1)).toEqual(scheduler.waitingTasks(1));
+    expect(() => scheduler.pendingTasks(-1)).toThrow(RangeError);
+    await scheduler.close();
+  });
+
+  it('the option maxPending is maxWaiting, and so is the getter; both given must agree', () => {
+    const clock = new ManualClock(START);
+    const bounded = new Scheduler({ clock, maxWaiting: 2 });
+    expect(bounded.maxWaiting).toBe(2);
+    expect(bounded.maxPending).toBe(2);
+    bounded.after(10, () => {});
+    bounded.after(10, () => {});
+    expect(() => bounded.after(10, () => {})).toThrow(QueueFullError);
+    expect(() => bounded.after(10, () => {})).toThrow(/2 tasks are already waiting \(maxWaiting\)/);
+
+    const old = new Scheduler({ clock, maxPending: 1 });
+    expect(old.maxWaiting).toBe(1);
+    old.after(10, () => {});
+    expect(() => old.after(10, () => {})).toThrow(QueueFullError);
+
+    expect(new Scheduler({ clock }).maxWaiting).toBe(Infinity);
+    expect(new Scheduler({ clock, maxWaiting: 3, maxPending: 3 }).maxWaiting).toBe(3);
+    expect(() => new Scheduler({ clock, maxWaiting: 3, maxPending: 4 })).toThrow(TypeError);
+    expect(() => new Scheduler({ clock, maxWaiting: 0 })).toThrow(/`maxWaiting`.*got 0/);
+    expect(() => new Scheduler({ clock, maxPending: 1.5 })).toThrow(/`maxPending`.*got 1\.5/);
+  });
+
+  it('cancel(id) is cancelTask(id), retry(id) is retryTask(id)', async () => {
+    const scheduler = stored();
+    scheduler.define('work', () => {});
+    const [a, b] = await scheduler.scheduleMany([
+      { when: Date.now() + 3_600_000, name: 'work' },
+      { when: Date.now() + 3_600_000, name: 'work' },
+    ]);
+    expect(await scheduler.cancel(a!.id)).toBe(true);
+    expect(await scheduler.cancelTask(b!.id)).toBe(true);
+    expect(await scheduler.cancel(a!.id)).toBe(false);
+    expect(await scheduler.cancelTask(a!.id)).toBe(false);
+    const retried = await scheduler.retry(a!.id);
+    expect(retried.state).toBe('waiting');
+    expect((await scheduler.retryTask(b!.id)).state).toBe('waiting');
+    await expect(scheduler.retry(a!.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
+    await expect(scheduler.retryTask(a!.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
+    // Without a store, the error names the new method.
+    expect(() => new Scheduler().cancelTask(1)).toThrow(/cancelTask\(\) needs a scheduler created with a `store`/);
+    expect(() => new Scheduler().cancel(1)).toThrow(/cancelTask\(\)/);
+    await scheduler.close();
+  });
+
+  it('every alias is marked @deprecated and names its replacement', () => {
+    const source = readFileSync(new URL('../src/scheduler-aliases.ts', import.meta.url), 'utf8');
+    for (const [alias, replacement] of [
+      ['pendingTasks', 'waitingTasks'],
+      ['cancel', 'cancelTask'],
+      ['retry', 'retryTask'],
+      ['maxPending', 'maxWaiting'],
+    ]) {
+      expect(source).toMatch(new RegExp(`@deprecated Renamed \`${replacement}[^\\n]*\\*/\\n  (get )?${alias}\\(`));
+    }
+  });
+});
