@@ -66,6 +66,8 @@ export type {
   Dependency,
   DependencyRule,
   EdgeEnd,
+  FlowContext,
+  FlowFunction,
   FlowSpec,
   FlowTask,
   FlowStore,

@@ -37,7 +37,7 @@ function flowOf(graph: Graph): FlowSpec {
 async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () => number, runAt: number): Promise<void> {
   const spec = flowOf(graph);
   const flow = toNewFlow(spec, (_name, task) => ({
-    name: task.handler,
+    name: task.handler as string,
     key: null,
     payload: JSON.stringify(task.payload),
     runAt,
