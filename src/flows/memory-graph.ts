@@ -22,7 +22,7 @@ import { MemoryNode, FlowRunContext, type MemoryEdge } from './memory-node.js';
 const FINAL: ReadonlySet<StoredState> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 const FAILED: ReadonlySet<StoredState> = new Set(['failed', 'timed-out', 'cancelled']);
 /** Finished flows kept for `flows.get()`, `waitFor()` and `retry()` after they end; older ones are forgotten. */
-export const FINISHED_FLOWS_KEPT = 1_000;
+const FINISHED_FLOWS_KEPT = 1_000;
 
 /** A flow's task as checked, before it is a node. */
 interface Checked {
@@ -229,7 +229,7 @@ export class MemoryFlowGraph {
     if (node.task !== task) return; // a task the graph took back (below)
     const now = this.#loop.clock.now();
     if (state === State.Succeeded) node.result = outcome;
-    else if (state !== State.Cancelled) node.noteError(materialize(outcome), now);
+    else if (state === State.TimedOut) node.noteError(materialize(outcome), now);
     const to: StoredState =
       state === State.Succeeded ? 'succeeded' : state === State.TimedOut ? 'timed-out' : state === State.Cancelled ? 'cancelled' : 'failed';
     this.#set(node, to, now);
@@ -290,7 +290,18 @@ export class MemoryFlowGraph {
     node.startedAt = now;
     node.updatedAt = now;
     node.state = 'running';
-    return node.fn(new FlowRunContext(run, node), node.payload);
+    // Each failed attempt is kept in `errors` (the loop tells the observer of the last one only).
+    const failed = (error: unknown) => {
+      node.noteError(error, this.#loop.clock.now());
+      throw error;
+    };
+    let value: unknown;
+    try {
+      value = node.fn(new FlowRunContext(run, node), node.payload);
+    } catch (error) {
+      return failed(error);
+    }
+    return isThenable(value) ? Promise.resolve(value).catch(failed) : value;
   }
 
   #sink(node: MemoryNode, state: 'failed' | 'cancelled', root: number, now: number): void {
@@ -299,7 +310,9 @@ export class MemoryFlowGraph {
     this.#set(node, state, now);
   }
 
+  /** Back to blocked: the error of a sinking goes with it (a failure of its own stays, with its `errors`). */
   #unsink(node: MemoryNode, now: number): void {
+    if (node.root !== undefined) node.lastError = null;
     node.root = undefined;
     this.#set(node, 'blocked', now);
   }
@@ -336,4 +349,8 @@ export class MemoryFlowGraph {
 /** Whether the dependent counts the edge done: its dependency succeeded, or ended under a rule that lets it run. */
 function counted(edge: MemoryEdge): boolean {
   return FINAL.has(edge.dep.state) && (edge.dep.state === 'succeeded' || edge.onFailure !== 'fail');
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as PromiseLike<unknown>).then === 'function';
 }
