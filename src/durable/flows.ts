@@ -95,7 +95,9 @@ export function addFlow(
   const flow = toNewFlow(spec, (_name, task: FlowTask) => {
     assertFlowTaskKeys(task);
     if (typeof task.handler !== 'string')
-      throw new TypeError(`Expected \`handler\` to be a handler name given to define() (functions are for a scheduler without a store), got ${describe(task.handler)}`);
+      throw new TypeError(
+        `Expected \`handler\` to be a handler name given to define() (functions are for a scheduler without a store), got ${describe(task.handler)}`,
+      );
     handlers.assertSchedulable(task.handler);
     const runAt = task.when === undefined ? at : toEpoch(task.when);
     assertStoredTime(runAt, 'when');
@@ -135,8 +137,12 @@ export function toFlowStatus(id: number, stored: StoredFlowGraph): FlowStatus {
     else list.push(edge);
   }
   const tasks = stored.tasks.map((task): FlowTaskStatus => {
-    const dependencies = (byTask.get(task.id) ?? [])
-      .map((edge) => ({ id: edge.dep, onFailure: edge.onFailure, state: edge.depState ?? ('gone' as const), done: edge.counted }));
+    const dependencies = (byTask.get(task.id) ?? []).map((edge) => ({
+      id: edge.dep,
+      onFailure: edge.onFailure,
+      state: edge.depState ?? ('gone' as const),
+      done: edge.counted,
+    }));
     const waitingFor =
       task.state === 'blocked' ? dependencies.filter((dep) => !dep.done && !FINAL.has(dep.state)).map((dep) => dep.id) : [];
     return { task, dependencies, waitingFor };

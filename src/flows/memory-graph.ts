@@ -55,7 +55,9 @@ export class MemoryFlowGraph {
     if (loop.closed) throw new ClosedError();
     const now = loop.clock.now();
     if (spec !== null && typeof spec === 'object' && spec.client !== undefined)
-      throw new TypeError(`Expected no \`client\`: a flow in memory has no transaction (client is for PostgreSQL), got ${describe(spec.client)}`);
+      throw new TypeError(
+        `Expected no \`client\`: a flow in memory has no transaction (client is for PostgreSQL), got ${describe(spec.client)}`,
+      );
     const flow = toNewFlow(spec, (name, task): Checked => {
       assertFlowTaskKeys(task);
       if (typeof task.handler !== 'function')
@@ -352,5 +354,9 @@ function counted(edge: MemoryEdge): boolean {
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as PromiseLike<unknown>).then === 'function';
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as PromiseLike<unknown>).then === 'function'
+  );
 }

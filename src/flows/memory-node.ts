@@ -19,7 +19,7 @@ export interface MemoryEdge {
 const ERRORS_KEPT = 10;
 
 /** The text a failure is kept as (`lastError`, `dependencies()`'s `error`): the stack of an Error, as the stores keep it. */
-export function errorText(error: unknown): string {
+function errorText(error: unknown): string {
   if (error instanceof Error) return error.stack ?? `${error.name}: ${error.message}`;
   return String(error);
 }

@@ -152,7 +152,10 @@ async function runInMemory(graph: Graph, ops: Op[]): Promise<void> {
     queue.resume();
     await flush();
     queue.pause();
-    expect([...started].sort((a, b) => a - b), 'the tasks started').toEqual(model.claimable());
+    expect(
+      [...started].sort((a, b) => a - b),
+      'the tasks started',
+    ).toEqual(model.claimable());
     for (const i of started) model.start(i);
   };
   await check('born');

@@ -4,7 +4,7 @@
 // handler sees them, times, retry policies and timeouts of dependencies,
 // atomic creation, waitFor, close, and finished flows let go of.
 import { describe, expect, it } from 'vitest';
-import { CancelledError, FlowError, TaskheapError, type FlowTask } from '../../src/index.js';
+import { CancelledError, FlowError, TaskheapError, type FlowContext, type FlowTask } from '../../src/index.js';
 import { gate, setup, START } from '../helpers.js';
 
 describe('in-memory flows', () => {
@@ -48,7 +48,7 @@ describe('in-memory flows', () => {
   it("the three rules: 'fail' sinks the dependent (and its own), 'continue' runs it with the failure, 'ignore' runs it without", async () => {
     const { clock, scheduler, errors } = setup();
     const seen: Record<string, unknown> = {};
-    const see = (name: string) => async (ctx: Parameters<FlowTask['handler'] & Function>[0]) => {
+    const see = (name: string) => async (ctx: FlowContext) => {
       seen[name] = (await ctx.dependencies()).map((dep) => [dep.name, dep.state, dep.error?.split('\n')[0] ?? null]);
     };
     const flow = await scheduler.flows.add({
@@ -106,7 +106,11 @@ describe('in-memory flows', () => {
     expect((await scheduler.flows.waitFor(flow.tasks.long!.id)).state).toBe('cancelled');
     // A chain under a cancelled task: every 'fail' dependent ends cancelled, naming it.
     const chain = await scheduler.flows.add({
-      tasks: { a: { handler: () => 1, when: START + 60_000 }, b: { handler: () => 2, after: ['a'] }, c: { handler: () => 3, after: ['b'] } },
+      tasks: {
+        a: { handler: () => 1, when: START + 60_000 },
+        b: { handler: () => 2, after: ['a'] },
+        c: { handler: () => 3, after: ['b'] },
+      },
     });
     expect(await scheduler.flows.cancel(chain.tasks.a!.id)).toBe(true);
     expect(await scheduler.flows.waitFor(chain.tasks.c!.id)).toMatchObject({
@@ -194,10 +198,16 @@ describe('in-memory flows', () => {
     const ran: string[] = [];
     const ok = (name: string) => () => void ran.push(name);
     const bad: [Record<string, FlowTask>, RegExp | (new (...args: never[]) => Error)][] = [
-      [{ a: { handler: ok('a') }, b: { handler: ok('b'), after: ['c'] } }, /flow task "b": It depends on "c".*, which is not a task of this flow/],
+      [
+        { a: { handler: ok('a') }, b: { handler: ok('b'), after: ['c'] } },
+        /flow task "b": It depends on "c".*, which is not a task of this flow/,
+      ],
       [{ a: { handler: ok('a'), after: ['b'] }, b: { handler: ok('b'), after: ['a'] } }, /The flow has a cycle: a -> b -> a/],
       [{ a: { handler: ok('a') }, b: { handler: ok('b'), timeout: -1 } }, /flow task "b".*timeout/],
-      [{ a: { handler: ok('a') }, b: { handler: 'named' } }, /flow task "b": Expected `handler` to be a function \(handler names need a scheduler created with a `store`\), got "named"/],
+      [
+        { a: { handler: ok('a') }, b: { handler: 'named' } },
+        /flow task "b": Expected `handler` to be a function \(handler names need a scheduler created with a `store`\), got "named"/,
+      ],
       [{ a: { handler: ok('a'), key: 'k' } as FlowTask }, /no key, dedupe or client/],
       [{ a: { handler: ok('a'), after: [{ task: 'b', onFailure: 'maybe' as never }] }, b: { handler: ok('b') } }, /onFailure/],
       [{ a: { handler: ok('a'), after: [99] } }, /No stored task with id 99/],
