@@ -204,7 +204,7 @@ describe('flows against the reference model', () => {
   it('in memory on a ManualClock: random DAGs of up to 50 tasks, random outcomes, cancels and retries', async () => {
     await fc.assert(
       fc.asyncProperty(graphArb(50), opsArb, (graph, ops) => runInMemory(graph, ops)),
-      { numRuns: 200 },
+      { numRuns: 100 },
     );
   }, 120_000);
 
