@@ -67,6 +67,8 @@ export type {
   Dependency,
   DependencyRule,
   EdgeEnd,
+  FlowContext,
+  FlowFunction,
   FlowSpec,
   FlowTask,
   FlowStore,

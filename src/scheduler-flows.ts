@@ -1,20 +1,29 @@
 // Flows (issue 28) behind `scheduler.flows`: with a store, the durable flows
 // of durable/flows.ts, which every process sharing the store sees (the
-// graph's checks and the births in durable/flow-graph.ts). See docs/flows.md.
+// graph's checks and the births in durable/flow-graph.ts); without one, the
+// in-memory flows of function tasks (flows/memory-graph.ts), one graph per
+// scheduler. One API for both. See docs/flows.md.
+import type { Duration } from './core/duration.js';
 import { ClosedError } from './core/errors.js';
 import type { TaskLoop } from './core/loop.js';
-import { assertId } from './scheduler-options.js';
 import type { FlowSpec } from './durable/flow-graph.js';
 import type { StoredFlow, FlowStatus } from './durable/flows.js';
 import type { DurableRunner } from './durable/runner.js';
 import { MAX_LINKS, type TaskLinks } from './durable/links.js';
 import { describe } from './core/validate.js';
+import type { StoredTask } from './durable/store.js';
+import { MemoryFlowGraph } from './flows/memory-graph.js';
+import { assertId, notRetryable, toWaitOptions } from './scheduler-options.js';
+
+/** The in-memory flows of each scheduler without a store (made on first use). */
+const graphs = new WeakMap<TaskLoop, MemoryFlowGraph>();
 
 /**
- * Flows: tasks that wait for other tasks (`scheduler.flows`). A flow is
- * stored whole in one transaction, or not at all; a task of it runs once
- * every task it depends on is done, and each dependency's failure rule
- * says what a failure does. See docs/flows.md.
+ * Flows: tasks that wait for other tasks (`scheduler.flows`). With a store a
+ * flow is stored whole in one transaction, or not at all; without one it is
+ * a flow of functions in memory, checked whole before any of it exists. A
+ * task of it runs once every task it depends on is done, and each
+ * dependency's failure rule says what a failure does. See docs/flows.md.
  */
 export class Flows {
   readonly #loop: TaskLoop;
@@ -26,12 +35,19 @@ export class Flows {
     this.#runner = runner;
   }
 
+  get #memory(): MemoryFlowGraph {
+    let graph = graphs.get(this.#loop);
+    if (graph === undefined) graphs.set(this.#loop, (graph = new MemoryFlowGraph(this.#loop)));
+    return graph;
+  }
+
   /**
-   * With a store: checks the whole flow (handlers, options, names in
-   * `after`, no cycle) and stores it in one transaction (the caller's with
-   * `client`, PostgreSQL); a bad task rejects it all at the call and
-   * nothing is stored. Resolves once committed, with the flow's id and its
-   * stored tasks by name.
+   * Checks the whole flow (handlers, options, names in `after`, no cycle)
+   * and adds it; a bad task rejects it all at the call and nothing is added.
+   * With a store, handlers are names given to `define()` and the flow is
+   * stored in one transaction (the caller's with `client`, PostgreSQL);
+   * without one, handlers are functions `(ctx, payload)` and the flow lives
+   * in this scheduler. Resolves with the flow's id and its tasks by name.
    * @example
    * const flow = await scheduler.flows.add({
    *   tasks: {
@@ -39,25 +55,26 @@ export class Flows {
    *     mail: { handler: 'mail', after: ['render'] },
    *   },
    * });
-   * const mailed = await scheduler.waitFor(flow.tasks.mail.id);
+   * const mailed = await scheduler.flows.waitFor(flow.tasks.mail.id);
    */
   add(spec: FlowSpec): Promise<StoredFlow> {
-    const runner = this.#require('flows.add()');
     if (this.#loop.closed) throw new ClosedError();
-    return runner.flow(spec);
+    if (this.#runner === undefined) return Promise.resolve(this.#memory.add(spec));
+    return this.#runner.flow(spec);
   }
 
   /**
    * A flow by id (`flow.id`, its first task's id): its tasks, their counts
-   * by state, and for each task what it still waits for; undefined if the
-   * store has no task of that flow.
+   * by state, and for each task what it still waits for; undefined if there
+   * is no task of that flow (in memory: a finished flow is kept until 1,000
+   * more have finished).
    * @example
    * const { counts, done, tasks } = (await scheduler.flows.get(flow.id))!;
    */
   get(id: number): Promise<FlowStatus | undefined> {
-    const runner = this.#require('flows.get()');
     assertId(id);
-    return runner.getFlow(id);
+    if (this.#runner === undefined) return Promise.resolve(this.#memory.get(id));
+    return this.#runner.getFlow(id);
   }
 
   /**
@@ -84,5 +101,54 @@ export class Flows {
   #require(what: string): DurableRunner {
     if (this.#runner === undefined) throw new TypeError(`${what} needs a scheduler created with a \`store\``);
     return this.#runner;
+  }
+
+  /**
+   * Resolves with a flow's task once it is in a final state (at once if it
+   * is); rejects after `timeout` (`WaitTimeoutError`), on `signal`, or for
+   * an unknown id (`TaskNotFoundError`). With a store, the same as
+   * `scheduler.waitFor(id)`.
+   * @example
+   * const { state, result, lastError } = await scheduler.flows.waitFor(flow.tasks.mail.id, { timeout: '1m' });
+   */
+  waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
+    assertId(id);
+    const { signal, timeout } = toWaitOptions(options);
+    if (this.#runner === undefined) return this.#memory.waitFor(id, signal, timeout);
+    return this.#runner.waitFor(id, signal, timeout);
+  }
+
+  /**
+   * Cancels a task of a flow (`blocked`, `waiting` or `running`; a running
+   * one in memory sees its `ctx.signal` abort, as `task.cancel()`); the
+   * tasks that depend on it follow their rule. Resolves false if it was
+   * already final or there is none. With a store, the same as
+   * `scheduler.cancelTask(id)`.
+   * @example
+   * await scheduler.flows.cancel(flow.tasks.charge.id); // 'fail' dependents end cancelled too
+   */
+  cancel(id: number): Promise<boolean> {
+    assertId(id);
+    if (this.#runner === undefined) return Promise.resolve(this.#memory.cancel(id));
+    return this.#runner.cancel(id);
+  }
+
+  /**
+   * Runs a failed, timed-out or cancelled task of a flow again, with the
+   * failed tasks above it that stopped it, and revives what their failure
+   * stopped (docs/flows.md). Rejects with `TaskNotFoundError`, or
+   * `ERR_TASK_NOT_FINISHED` for a task that is not failed, timed-out or
+   * cancelled. With a store, the same as `scheduler.retryTask(id)`.
+   * @example
+   * await scheduler.flows.retry(flow.tasks.charge.id);
+   */
+  async retry(id: number): Promise<StoredTask> {
+    assertId(id);
+    if (this.#runner === undefined) {
+      const memory = this.#memory;
+      return memory.retry(id) ?? Promise.reject(notRetryable(id, memory.getTask(id)));
+    }
+    const task = await this.#runner.requeue(id);
+    return task ?? Promise.reject(notRetryable(id, await this.#runner.getTask(id)));
   }
 }

@@ -6,6 +6,7 @@
 import { TaskheapError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
 import type { When } from '../core/validate.js';
+import type { TaskContext } from '../core/task.js';
 import type { DependencyInfo, DurableTaskOptions, OnFailure } from './options.js';
 import type { NewTask, StoredState, StoredTask } from './store.js';
 
@@ -31,10 +32,29 @@ export type EdgeEnd =
       readonly id: number;
     };
 
+/** What the function of an in-memory flow's task receives: a task's context, its id and its dependencies. */
+export interface FlowContext extends TaskContext {
+  /** The flow task's id (the same on every run of it, retries included). */
+  readonly id: number;
+  /**
+   * The tasks this one depends on, in the order of its \`after\`, each with
+   * its id, name, state, \`result\` and \`error\`; a failed one only if its
+   * rule is \`'continue'\`. As \`ctx.dependencies()\` of a durable handler.
+   */
+  dependencies(): Promise<DependencyInfo[]>;
+}
+
+/** The function of an in-memory flow's task (a scheduler without a store): given its context and its payload. */
+// biome-ignore lint/suspicious/noExplicitAny: a function given without a payload type accepts any payload
+export type FlowFunction<P = any> = (ctx: FlowContext, payload: P) => unknown;
+
 /** One task of a flow: a handler, when it may run at the earliest, what it depends on, and a durable task's options. */
 export interface FlowTask extends Omit<DurableTaskOptions, 'key' | 'dedupe' | 'client'> {
-  /** The handler name given to `define()`. */
-  handler: string;
+  /**
+   * With a store: the handler name given to \`define()\`. Without one (in
+   * memory): the function to run, given \`(ctx, payload)\`.
+   */
+  handler: string | FlowFunction;
   /** Not before this time (it also waits for its dependencies). @default now */
   when?: When;
   /**
@@ -66,10 +86,10 @@ export interface NewEdge {
   readonly ord: number;
 }
 
-/** A checked flow, as `addFlow` takes it. */
-export interface NewFlow {
+/** A checked flow, as `addFlow` takes it (`T`: each task as the backend takes it, a store's row by default). */
+export interface NewFlow<T = NewTask> {
   /** The tasks, in the order given (their ids increase in this order). */
-  readonly tasks: readonly NewTask[];
+  readonly tasks: readonly T[];
   /** Its edges, each dependent's in the order of its \`after\`. */
   readonly edges: readonly NewEdge[];
   /** The stored tasks the flow depends on (ids, no duplicates). */
@@ -144,7 +164,7 @@ const RULES: ReadonlySet<string> = new Set(['fail', 'continue', 'ignore']);
  * each task's row (checking its handler and options; its errors are
  * prefixed with the task's name).
  */
-export function toNewFlow(spec: FlowSpec, toTask: (name: string, task: FlowTask) => NewTask): NewFlow {
+export function toNewFlow<T = NewTask>(spec: FlowSpec, toTask: (name: string, task: FlowTask) => T): NewFlow<T> {
   if (typeof spec !== 'object' || spec === null)
     throw new TypeError(`Expected a flow like { tasks: { name: { handler } } }, got ${describe(spec)}`);
   for (const key of Object.keys(spec))
@@ -155,7 +175,7 @@ export function toNewFlow(spec: FlowSpec, toTask: (name: string, task: FlowTask)
   const names = Object.keys(given);
   if (names.length === 0) throw new RangeError('Expected a flow with at least one task, got none');
   const index = new Map(names.map((name, i) => [name, i]));
-  const tasks: NewTask[] = [];
+  const tasks: T[] = [];
   const edges: NewEdge[] = [];
   const external = new Set<number>();
   for (const [i, name] of names.entries()) {
@@ -229,7 +249,7 @@ function findCycle(n: number, edges: readonly NewEdge[]): number[] | undefined {
 const FINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 
 /** The error a task sunk by a `'fail'` dependency records (the stores' triggers write the same text). */
-function sunkText(dep: number | string, cancelled: boolean): string {
+export function sunkText(dep: number | string, cancelled: boolean): string {
   return `DependencyError: dependency ${dep} ${cancelled ? 'was cancelled' : 'failed'}`;
 }
 
@@ -241,7 +261,7 @@ function sunkText(dep: number | string, cancelled: boolean): string {
  * not succeed, and counts as done every dependency that is final and not
  * sinking it. `ids`: the ids the tasks get (for the error text).
  */
-export function birth(flow: NewFlow, external: ReadonlyMap<number, StoredState>, ids: readonly number[]): Birth[] {
+export function birth(flow: NewFlow<unknown>, external: ReadonlyMap<number, StoredState>, ids: readonly number[]): Birth[] {
   const n = flow.tasks.length;
   const incoming: NewEdge[][] = Array.from({ length: n }, () => []);
   const dependents = new Uint8Array(n);

@@ -4,7 +4,7 @@
 // status: counts per state and, for each blocked task, what it waits for.
 import { describe, toEpoch } from '../core/validate.js';
 import { toNewTask } from './enqueue.js';
-import { FlowError, hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask } from './flow-graph.js';
+import { FlowError, hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask, type StoredFlowGraph } from './flow-graph.js';
 import type { OnFailure } from './options.js';
 import type { Handlers } from './handlers.js';
 import type { Store, StoredState, StoredTask } from './store.js';
@@ -71,6 +71,16 @@ const FLOW_TASK_KEYS = new Set([
 ]);
 const FINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 
+/** Checks that a flow's task names only options a flow task takes (in memory and with a store). @internal */
+export function assertFlowTaskKeys(task: object): void {
+  for (const key of Object.keys(task)) {
+    if (!FLOW_TASK_KEYS.has(key)) {
+      const why = key === 'key' || key === 'dedupe' || key === 'client' ? ' (a flow task takes no key, dedupe or client of its own)' : '';
+      throw new TypeError(`Unknown flow task option \`${key}\`${why}; expected one of: ${[...FLOW_TASK_KEYS].join(', ')}`);
+    }
+  }
+}
+
 /** Checks a flow at the call (nothing is written on error) and stores it. @internal */
 export function addFlow(
   store: Store,
@@ -83,13 +93,11 @@ export function addFlow(
   const flowStore = requireFlows(store);
   const at = now();
   const flow = toNewFlow(spec, (_name, task: FlowTask) => {
-    for (const key of Object.keys(task)) {
-      if (!FLOW_TASK_KEYS.has(key)) {
-        const why = key === 'key' || key === 'dedupe' || key === 'client' ? ' (a flow task takes no key, dedupe or client of its own)' : '';
-        throw new TypeError(`Unknown flow task option \`${key}\`${why}; expected one of: ${[...FLOW_TASK_KEYS].join(', ')}`);
-      }
-    }
-    if (typeof task.handler !== 'string') throw new TypeError(`Expected \`handler\` to be a handler name, got ${describe(task.handler)}`);
+    assertFlowTaskKeys(task);
+    if (typeof task.handler !== 'string')
+      throw new TypeError(
+        `Expected \`handler\` to be a handler name given to define() (functions are for a scheduler without a store), got ${describe(task.handler)}`,
+      );
     handlers.assertSchedulable(task.handler);
     const runAt = task.when === undefined ? at : toEpoch(task.when);
     assertStoredTime(runAt, 'when');
@@ -115,7 +123,11 @@ export function addFlow(
 /** Flow `id`'s status, or undefined if the store has no task of that flow. @internal */
 export async function flowStatus(store: Store, id: number): Promise<FlowStatus | undefined> {
   const stored = await requireFlows(store).getFlow(id);
-  if (stored === undefined) return undefined;
+  return stored === undefined ? undefined : toFlowStatus(id, stored);
+}
+
+/** A flow's tasks and edges as its status (shared by the stores and in-memory flows). @internal */
+export function toFlowStatus(id: number, stored: StoredFlowGraph): FlowStatus {
   const counts: Record<StoredState, number> = { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
   for (const task of stored.tasks) counts[task.state]++;
   // Each task's edges, found once (a filter per task would be quadratic: a fan-in of 10,000 took seconds).

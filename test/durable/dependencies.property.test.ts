@@ -1,6 +1,8 @@
 // Flows (issue 28) against a reference model (dependencies-model.ts), at the
 // Store interface, on SQLite (a file; the clock is the model's) and on
-// PostgreSQL (a real server; every task is due). Random DAGs with random
+// PostgreSQL (a real server; every task is due); and in memory, through
+// `scheduler.flows` on a ManualClock, its tasks in a paused queue that a
+// "claim" resumes until every due task has started. Random DAGs with random
 // failure rules; random outcomes, cancels and retries. After every step the
 // stored states equal the model's (blocked, waiting, running, final), the
 // claimable tasks are exactly the model's (so a dependent never starts before
@@ -14,7 +16,9 @@ import { describe, expect, it } from 'vitest';
 import { toNewFlow, type FlowSpec, type FlowTask } from '../../src/durable/flow-graph.js';
 import type { FlowStore } from '../../src/durable/flow-graph.js';
 import type { Store, StoredTask } from '../../src/durable/store.js';
+import { Scheduler } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
+import { ManualClock } from '../../src/testing.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { graphArb, Model, opsArb, type Graph, type Op } from './dependencies-model.js';
 import type { PgServer } from './pg-server.js';
@@ -37,7 +41,7 @@ function flowOf(graph: Graph): FlowSpec {
 async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () => number, runAt: number): Promise<void> {
   const spec = flowOf(graph);
   const flow = toNewFlow(spec, (_name, task) => ({
-    name: task.handler,
+    name: task.handler as string,
     key: null,
     payload: JSON.stringify(task.payload),
     runAt,
@@ -108,7 +112,102 @@ async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () =>
   expect(deps.map((d) => d.id)).toEqual(graph.deps[last]!.map(([d]) => ids[d]));
 }
 
+/** The same steps in memory: each task's function waits for the test to settle it (or for its signal). */
+async function runInMemory(graph: Graph, ops: Op[]): Promise<void> {
+  const clock = new ManualClock(START);
+  const scheduler = new Scheduler({ clock, workers: 64, onError: () => {}, queues: { flow: { paused: true } } });
+  const queue = scheduler.queue('flow');
+  const settle = new Map<number, (ok: boolean) => void>();
+  const started: number[] = [];
+  const tasks: Record<string, FlowTask> = {};
+  for (let i = 0; i < graph.n; i++) {
+    tasks[`t${i}`] = {
+      handler: (ctx, { i }: { i: number }) =>
+        new Promise((resolve, reject) => {
+          started.push(i);
+          settle.set(i, (ok) => (ok ? resolve(`${i}`) : reject(new Error(`t${i} failed`))));
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
+        }),
+      payload: { i },
+      queue: 'flow',
+      after: graph.deps[i]!.map(([d, onFailure]) => ({ task: `t${d}`, onFailure })),
+    };
+  }
+  const flow = await scheduler.flows.add({ tasks });
+  const ids = Object.values(flow.tasks).map((task) => task.id);
+  const model = new Model(graph);
+  const flush = () => clock.advance(0);
+  const check = async (when: string) => {
+    await flush();
+    const status = (await scheduler.flows.get(flow.id))!;
+    const states = ids.map((id) => status.tasks.find((t) => t.task.id === id)!.task.state);
+    const loose = (list: readonly string[]) =>
+      list.map((s, i) => (!model.started[i] && (s === 'failed' || s === 'cancelled') ? 'sunk' : s));
+    expect(loose(states), when).toEqual(loose(model.state));
+    for (const [i, s] of states.entries())
+      if (s === 'blocked') expect(status.tasks[i]!.waitingFor.length, `t${i} is blocked on something`).toBeGreaterThan(0);
+  };
+  const claimAll = async () => {
+    started.length = 0;
+    queue.resume();
+    await flush();
+    queue.pause();
+    expect(
+      [...started].sort((a, b) => a - b),
+      'the tasks started',
+    ).toEqual(model.claimable());
+    for (const i of started) model.start(i);
+  };
+  await check('born');
+  for (const [step, op] of ops.entries()) {
+    await claimAll();
+    const running = model.state.flatMap((s, i) => (s === 'running' ? [i] : []));
+    if (op.op === 'finish') {
+      if (running.length === 0) continue;
+      const i = running[op.pick % running.length]!;
+      settle.get(i)!(op.ok);
+      model.finish(i, op.ok);
+    } else if (op.op === 'cancel') {
+      const i = op.pick % graph.n;
+      expect(await scheduler.flows.cancel(ids[i]!), `cancel t${i}`).toBe(model.cancel(i));
+    } else {
+      const i = op.pick % graph.n;
+      const retried = await scheduler.flows.retry(ids[i]!).then(
+        () => true,
+        () => false,
+      );
+      expect(retried, `retry t${i}`).toBe(model.retry(i));
+    }
+    await check(`after step ${step} (${JSON.stringify(op)})`);
+  }
+  for (let round = 0; round <= graph.n + 1; round++) {
+    await claimAll();
+    const running = model.state.flatMap((s, i) => (s === 'running' ? [i] : []));
+    if (running.length === 0) break;
+    for (const i of running) {
+      settle.get(i)!(true);
+      model.finish(i, true);
+    }
+    await flush();
+  }
+  await check('at the end');
+  expect(
+    model.state.filter((s) => s === 'blocked' || s === 'waiting' || s === 'running'),
+    'left waiting',
+  ).toEqual([]);
+  const last = await scheduler.flows.waitFor(ids[graph.n - 1]!);
+  expect(last.state).toBe(model.state[graph.n - 1]);
+  await scheduler.close();
+}
+
 describe('flows against the reference model', () => {
+  it('in memory on a ManualClock: random DAGs of up to 50 tasks, random outcomes, cancels and retries', async () => {
+    await fc.assert(
+      fc.asyncProperty(graphArb(50), opsArb, (graph, ops) => runInMemory(graph, ops)),
+      { numRuns: 100 },
+    );
+  }, 120_000);
+
   it('on SQLite: random DAGs of up to 50 tasks, random outcomes, cancels and retries', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'taskheap-deps-'));
     let n = 0;
