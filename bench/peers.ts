@@ -1,5 +1,5 @@
 /**
- * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker]`
+ * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker] [-- --n=20000]`
  *
  * taskheap's PostgreSQL store side by side with graphile-worker, pg-boss
  * (same PostgreSQL server, a fresh database per run) and BullMQ (on Redis,
@@ -42,7 +42,8 @@ const ONLY = process.argv
   .find((arg) => arg.startsWith('--contenders='))
   ?.slice('--contenders='.length)
   .split(',');
-const N = QUICK ? 2_000 : 20_000;
+/** `--n=20000`: this many jobs (with --quick: one round at the full run's size, say). */
+const N = Number(process.argv.find((arg) => arg.startsWith('--n='))?.slice('--n='.length) ?? (QUICK ? 2_000 : 20_000));
 const ROUNDS = QUICK ? 1 : 3;
 const DELAYED = 1_000;
 const IDLE_SECONDS = QUICK ? 10 : 30;
@@ -319,13 +320,7 @@ function table(samples: Sample[], contenders: string[]): string {
     const values = list.map((s) => s[field]).filter((v): v is number => v !== undefined && Number.isFinite(v));
     return values.length === 0 ? undefined : median(values);
   };
-  const emit = (
-    label: string,
-    field: NumberField,
-    key: string,
-    unit: (v: number) => string,
-    higherIsBetter: boolean,
-  ) => {
+  const emit = (label: string, field: NumberField, key: string, unit: (v: number) => string, higherIsBetter: boolean) => {
     const [workload, fsync] = key.split('|');
     const of = (c: string) => samples.filter((s) => s.workload === workload && s.fsync === fsync && s.contender === c);
     const own = cell(of('taskheap'), field);

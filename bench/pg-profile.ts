@@ -20,7 +20,11 @@ import { startPgServer } from '../test/durable/pg-server.js';
 import { serverCpuMs } from './peers/cpu.js';
 
 const N = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 20_000);
-const extra = process.argv.find((a) => a.startsWith('--settings='))?.slice('--settings='.length).split(',') ?? [];
+const extra =
+  process.argv
+    .find((a) => a.startsWith('--settings='))
+    ?.slice('--settings='.length)
+    .split(',') ?? [];
 const server = await startPgServer({
   database: 'profile',
   settings: ['-c shared_preload_libraries=pg_stat_statements', '-c pg_stat_statements.track=all', '-c track_io_timing=on', ...extra],
@@ -65,7 +69,8 @@ try {
   const wal = (await admin.query<{ b: string }>(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS b`, [wal0])).rows[0]!.b;
   console.log(`WAL per job: ${(Number(wal) / N).toFixed(0)} bytes`);
   await new Promise((resolve) => setTimeout(resolve, 700)); // stats reach the views
-  const statements = await admin.query(`SELECT calls, round(total_exec_time::numeric, 1) AS exec_ms, round(total_plan_time::numeric, 1) AS plan_ms,
+  const statements =
+    await admin.query(`SELECT calls, round(total_exec_time::numeric, 1) AS exec_ms, round(total_plan_time::numeric, 1) AS plan_ms,
       rows, shared_blks_hit + shared_blks_read AS blocks, wal_records, left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS query
     FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'profile') ORDER BY total_exec_time DESC LIMIT 8`);
   console.table(statements.rows);

@@ -222,7 +222,10 @@ async function bullmqPostgres(target: Target): Promise<Contender> {
   let queue: any;
   const getQueue = () => (queue ??= new Queue('bench', { connection }, createPostgresBackend));
   let worker: any;
-  const options = (job: BenchJob) => ({ removeOnComplete: true, ...(job.due === undefined ? {} : { delay: Math.max(0, job.due - Date.now()) }) });
+  const options = (job: BenchJob) => ({
+    removeOnComplete: true,
+    ...(job.due === undefined ? {} : { delay: Math.max(0, job.due - Date.now()) }),
+  });
   return {
     prepare: async () => {
       const pg = await (await peers()).pg();

@@ -357,6 +357,7 @@ class PostgresStore implements Store, FlowStore {
     const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(
       this.#sql.claimUnlessJobsDue,
       params,
+      true,
     );
     if (fast.rows[0]?.jobs_due !== true)
       return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
@@ -409,7 +410,7 @@ class PostgresStore implements Store, FlowStore {
   async settle(owner: string, outcomes: readonly Outcome[]): Promise<void> {
     if (outcomes.length === 0) return;
     const [id, kind, state, delay, error, result] = outcomeArrays(outcomes);
-    await this.#db.query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix, result]);
+    await this.#db.query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix, result], true);
   }
 
   async cancel(id: number): Promise<boolean> {
