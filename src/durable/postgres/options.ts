@@ -25,8 +25,8 @@ export interface PostgresStoreOptions {
    * `listenConnectionString` (LISTEN needs a session of its own): without
    * it, other processes' new work, cancellations and final states reach
    * this one by polling (`poll`, and renewals every `lease / 3`). Every
-   * statement is then sent unnamed (otherwise the claim and the settle are
-   * named prepared statements, parsed once per connection). The store
+   * statement is then sent unnamed (otherwise the settle of outcomes is a
+   * named prepared statement, parsed once per connection). The store
    * cannot tell PgBouncer from PostgreSQL by itself: say so here. See
    * docs/pgbouncer.md.
    * @default false

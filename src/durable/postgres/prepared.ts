@@ -1,12 +1,12 @@
-// Named (prepared) statements for the hot path (issue 27): the claim and the
-// settle are long statements (CTEs over the tasks, queues and limit rows)
-// whose parse and plan cost PostgreSQL more CPU than running them with a
-// batch of a few hundred rows (pg_stat_statements' total_plan_time, measured:
-// about 24 ms per claim and 2 ms per settle under load, as much as their
-// execution). Named, each connection parses them once and PostgreSQL may
-// keep a generic plan. Not behind PgBouncer in transaction pooling
-// (`pgbouncer: true`), where the next statement may reach another server
-// connection that never saw the name.
+// Named (prepared) statements for the hot path (issue 27): the settle is a
+// long statement whose parse and plan cost PostgreSQL CPU on every batch;
+// named, each connection parses it once and PostgreSQL may keep a generic
+// plan. The claim is not named: under a generic plan one conformance test
+// (a recurring job's serial key, store-postgres.test.ts) saw its second
+// occurrence start after the third, so some part of the claim depends on
+// the plan's row order; until that is found, it is planned per call. Not
+// behind PgBouncer in transaction pooling (`pgbouncer: true`), where the
+// next statement may reach a server connection that never saw the name.
 import { createHash } from 'node:crypto';
 
 const names = new Map<string, string>();
