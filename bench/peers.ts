@@ -1,9 +1,10 @@
 /**
- * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker]`
+ * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker] [-- --n=20000]`
  *
  * taskheap's PostgreSQL store side by side with graphile-worker, pg-boss
- * (same PostgreSQL server, a fresh database per run) and BullMQ (Redis), on
- * the same machine in one run. Every process, taskheap's included, runs
+ * (same PostgreSQL server, a fresh database per run) and BullMQ (on Redis,
+ * and on PostgreSQL through its PostgreSQL backend), on the same machine in
+ * one run. Every process, taskheap's included, runs
  * under Node 24, which the peers' current versions need: the binary and the
  * peers are fetched into node_modules/.cache/taskheap-peers on first use
  * (bench/peers/runtime.ts), so `npm ci` stays lean.
@@ -14,7 +15,10 @@
  * - bulk enqueue: calls of 1,000 jobs;
  * - processing with 1 and with 3 worker processes of 16 slots each: from
  *   "go" until the last job ran; every job is checked to have run exactly
- *   once, and `pg_stat_statements` counts the statements per job;
+ *   once, and `pg_stat_statements` counts the statements per job; CPU per
+ *   1,000 jobs is the server's (every PostgreSQL process, or redis-server,
+ *   from /proc) and the worker processes' (process.cpuUsage() from "go" to
+ *   their close), which a loaded machine disturbs far less than jobs/s;
  * - delayed jobs: 1,000 jobs due 2 to 4 s ahead, one worker process; lateness
  *   is the handler's start minus the due time;
  * - idle: statements a worker process runs in 30 s (quick: 10 s) with nothing to do.
@@ -29,6 +33,7 @@ import pg from 'pg';
 import { startPgServer, type PgServer } from '../test/durable/pg-server.js';
 import { BUILD_DIR, buildForChildren } from './lib/build.js';
 import { SETTINGS } from './peers/contenders.js';
+import { serverCpuMs } from './peers/cpu.js';
 import { ensureRuntime, startRedis, type PeerRuntime } from './peers/runtime.js';
 
 const QUICK = process.argv.includes('--quick');
@@ -37,7 +42,8 @@ const ONLY = process.argv
   .find((arg) => arg.startsWith('--contenders='))
   ?.slice('--contenders='.length)
   .split(',');
-const N = QUICK ? 2_000 : 20_000;
+/** `--n=20000`: this many jobs (with --quick: one round at the full run's size, say). */
+const N = Number(process.argv.find((arg) => arg.startsWith('--n='))?.slice('--n='.length) ?? (QUICK ? 2_000 : 20_000));
 const ROUNDS = QUICK ? 1 : 3;
 const DELAYED = 1_000;
 const IDLE_SECONDS = QUICK ? 10 : 30;
@@ -54,6 +60,10 @@ interface Sample {
   p50?: number;
   p99?: number;
   statementsPerJob?: number;
+  /** CPU ms per 1,000 jobs of the server's processes (PostgreSQL, or Redis) */
+  serverCpu?: number;
+  /** CPU ms per 1,000 jobs of the worker processes */
+  nodeCpu?: number;
   /** exactly once, or what went wrong */
   check?: string;
   note?: string;
@@ -64,6 +74,8 @@ interface Env {
   server: PgServer;
   admin: pg.Pool;
   redisUrl: string | undefined;
+  /** redis-server's pid, for its CPU */
+  redisPid: number | undefined;
   contenders: string[];
 }
 
@@ -135,6 +147,7 @@ interface WorkerReport {
   ids: number[];
   lastAt: number;
   lateness: number[];
+  cpuMs: number;
 }
 
 /** Starts `processes` workers, says go, waits for `expected` jobs, stops them and gathers their reports. */
@@ -156,7 +169,8 @@ async function work(
   await afterGo?.();
   const counts = workers.map(() => 0);
   const reports: (WorkerReport | undefined)[] = workers.map(() => undefined);
-  const deadline = Date.now() + (QUICK ? 60_000 : 180_000);
+  // 10 ms per job, at least a minute: a slow contender on a loaded machine still finishes.
+  const deadline = Date.now() + Math.max(60_000, expected * 10);
   // Each worker prints its count as it changes; a report line ends it.
   const readers = workers.map(async (w, k) => {
     for (;;) {
@@ -191,13 +205,27 @@ async function processing(env: Env, contender: string, fsync: Fsync, processes: 
   const { name, target } = await freshTarget(env, contender);
   await once(env, { contender, role: 'fill', target, n: N }, `${contender} fill`);
   let before = 0;
+  let cpuBefore = 0;
   const pgBased = contender !== 'bullmq';
+  const serverPids = () => (pgBased ? env.server.pids() : env.redisPid === undefined ? [] : [env.redisPid]);
   const { goAt, reports } = await work(env, contender, target, processes, N, async () => {
     if (pgBased) before = await statements(env, name);
+    cpuBefore = serverCpuMs(serverPids());
   });
+  const serverCpu = ((serverCpuMs(serverPids()) - cpuBefore) * 1000) / N;
+  const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / N;
   const lastAt = Math.max(...reports.map((r) => r.lastAt));
   const statementsPerJob = pgBased ? ((await statements(env, name)) - before) / N : undefined;
-  return { workload, fsync, contender, value: N / ((lastAt - goAt) / 1000), statementsPerJob, check: exactlyOnce(reports, N) };
+  return {
+    workload,
+    fsync,
+    contender,
+    value: N / ((lastAt - goAt) / 1000),
+    statementsPerJob,
+    serverCpu,
+    nodeCpu,
+    check: exactlyOnce(reports, N),
+  };
 }
 
 async function delayed(env: Env, contender: string, fsync: Fsync): Promise<Sample> {
@@ -267,7 +295,11 @@ async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
 function describe(s: Sample): string {
   if (s.note !== undefined) return s.note;
   if (s.p99 !== undefined) return `p50 ${s.p50} ms, p99 ${s.p99} ms (${s.check})`;
-  const extra = [s.statementsPerJob === undefined ? '' : `${s.statementsPerJob.toFixed(2)} statements/job`, s.check ?? '']
+  const extra = [
+    s.statementsPerJob === undefined ? '' : `${s.statementsPerJob.toFixed(2)} statements/job`,
+    s.serverCpu === undefined ? '' : `CPU/1k jobs: server ${s.serverCpu.toFixed(1)} ms, Node ${s.nodeCpu!.toFixed(1)} ms`,
+    s.check ?? '',
+  ]
     .filter(Boolean)
     .join(', ');
   return `${Math.round(s.value!)}${extra === '' ? '' : ` (${extra})`}`;
@@ -279,21 +311,17 @@ const median = (values: number[]) => {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 };
 
+type NumberField = 'value' | 'p99' | 'statementsPerJob' | 'serverCpu' | 'nodeCpu';
+
 /** One row per workload and fsync setting, one column per contender, with ratios to taskheap. */
 function table(samples: Sample[], contenders: string[]): string {
   const rows: string[] = [`| | ${contenders.join(' | ')} |`, `| --- | ${contenders.map(() => '---:').join(' | ')} |`];
   const keys = [...new Set(samples.map((s) => `${s.workload}|${s.fsync}`))];
-  const cell = (list: Sample[], field: 'value' | 'p99' | 'statementsPerJob'): number | undefined => {
+  const cell = (list: Sample[], field: NumberField): number | undefined => {
     const values = list.map((s) => s[field]).filter((v): v is number => v !== undefined && Number.isFinite(v));
     return values.length === 0 ? undefined : median(values);
   };
-  const emit = (
-    label: string,
-    field: 'value' | 'p99' | 'statementsPerJob',
-    key: string,
-    unit: (v: number) => string,
-    higherIsBetter: boolean,
-  ) => {
+  const emit = (label: string, field: NumberField, key: string, unit: (v: number) => string, higherIsBetter: boolean) => {
     const [workload, fsync] = key.split('|');
     const of = (c: string) => samples.filter((s) => s.workload === workload && s.fsync === fsync && s.contender === c);
     const own = cell(of('taskheap'), field);
@@ -316,8 +344,11 @@ function table(samples: Sample[], contenders: string[]): string {
     else if (workload.startsWith('statements')) emit(workload, 'value', key, (v) => v.toFixed(0), false);
     else {
       emit(`${workload}: jobs/s${suffix}`, 'value', key, (v) => Math.round(v).toLocaleString('en-US'), true);
-      if (workload.startsWith('processing'))
+      if (workload.startsWith('processing')) {
         emit(`${workload}: statements per job${suffix}`, 'statementsPerJob', key, (v) => v.toFixed(2), false);
+        emit(`${workload}: server CPU ms per 1,000 jobs${suffix}`, 'serverCpu', key, (v) => v.toFixed(1), false);
+        emit(`${workload}: Node CPU ms per 1,000 jobs${suffix}`, 'nodeCpu', key, (v) => v.toFixed(1), false);
+      }
     }
   }
   return rows.join('\n');
@@ -340,7 +371,7 @@ async function main(): Promise<void> {
   const runtime = ensureRuntime();
   await buildForChildren();
   const redis = runtime.redis === undefined ? undefined : await startRedis(runtime.redis);
-  const contenders = ['taskheap', 'graphile-worker', 'pg-boss', ...(redis === undefined ? [] : ['bullmq'])].filter(
+  const contenders = ['taskheap', 'graphile-worker', 'pg-boss', 'bullmq-postgres', ...(redis === undefined ? [] : ['bullmq'])].filter(
     (c) => ONLY?.includes(c) ?? true,
   );
   const load = [os.loadavg()[0]!];
@@ -350,7 +381,7 @@ async function main(): Promise<void> {
     for (const fsync of ['off', 'on'] as const) {
       await withServer(fsync === 'on' ? FSYNC_ON : [], async (server, admin) => {
         pgVersion = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
-        const env: Env = { runtime, server, admin, redisUrl: redis?.url, contenders };
+        const env: Env = { runtime, server, admin, redisUrl: redis?.url, redisPid: redis?.pid, contenders };
         samples.push(...(await pass(env, fsync)));
         if (fsync === 'off') samples.push(...(await idle(env)));
       });
@@ -373,6 +404,7 @@ async function main(): Promise<void> {
       .filter(([name]) => contenders.includes(name))
       .map(([name, text]) => `- ${name}: ${text}`),
     "- Ratios in parentheses: the figure divided by taskheap's. A bold note means a job did not run exactly once.",
+    '- CPU per 1,000 jobs while processing: server = every PostgreSQL process (or redis-server for bullmq) from /proc; Node = the worker processes, process.cpuUsage() from go to close.',
     '',
     table(samples, contenders),
     '',

@@ -9,7 +9,8 @@
  *   in flight); untimed, it sets up a processing run.
  * - `worker`: prints `loaded`, starts working on `go`, prints `count N`
  *   every 50 ms while it changes, and on `stop` prints
- *   `{ ids, lastAt, lateness }` and exits.
+ *   `{ ids, lastAt, lateness, cpuMs }` and exits (`cpuMs`: the process's CPU,
+ *   user and system, from `go` until its scheduler or worker is closed).
  */
 import { createInterface } from 'node:readline';
 import { CONCURRENCY, CONTENDERS, type BenchJob, type Contender, type Target } from './contenders.js';
@@ -73,13 +74,19 @@ async function worker(contender: Contender): Promise<void> {
     process.stdout.write(`count ${reported}\n`);
   }, 50);
   process.stdout.write('loaded\n');
+  let cpuAtGo = process.cpuUsage();
   for await (const line of createInterface({ input: process.stdin })) {
-    if (line === 'go') await contender.work(CONCURRENCY, onJob);
+    if (line === 'go') {
+      cpuAtGo = process.cpuUsage();
+      await contender.work(CONCURRENCY, onJob);
+    }
     if (line === 'stop') break;
   }
   clearInterval(progress);
   await contender.close();
-  process.stdout.write(`${JSON.stringify({ ids, lastAt, lateness })}\n`);
+  const cpu = process.cpuUsage(cpuAtGo);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
+  process.stdout.write(`${JSON.stringify({ ids, lastAt, lateness, cpuMs })}\n`);
 }
 
 async function main(): Promise<void> {

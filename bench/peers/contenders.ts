@@ -44,6 +44,7 @@ export const SETTINGS: Record<string, string> = {
   'graphile-worker': `the performance preset of its docs with concurrentJobs ${CONCURRENCY}: maxPoolSize ${CONCURRENCY + 1}, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0`,
   'pg-boss': `work() with batchSize ${CONCURRENCY}, burstWhenBatchFull, pollingIntervalSeconds 0.5 (its minimum)`,
   bullmq: `Worker concurrency ${CONCURRENCY}; Redis in memory (no RDB, no AOF)`,
+  'bullmq-postgres': `its PostgreSQL backend (createPostgresBackend) with the tuning tips of its guide: Worker concurrency ${CONCURRENCY}, pool max ${CONCURRENCY}, removeOnComplete; schema by runMigrations()`,
 };
 
 const peers = () =>
@@ -52,6 +53,7 @@ const peers = () =>
     pgBoss(): Promise<any>;
     bullmq(): Promise<any>;
     ioredis(): Promise<any>;
+    pg(): Promise<any>;
   }>;
 
 const payload = (job: BenchJob) => ({ i: job.i, due: job.due });
@@ -208,9 +210,55 @@ async function bullmq(target: Target): Promise<Contender> {
   };
 }
 
+/**
+ * BullMQ 6 on PostgreSQL: the same Queue and Worker, built by
+ * `createPostgresBackend` (docs/gitbook/guide/postgresql.md of BullMQ):
+ * migrations run once by `runMigrations()`, a pool sized for the worker's
+ * concurrency, and `removeOnComplete` so finished jobs leave the table.
+ */
+async function bullmqPostgres(target: Target): Promise<Contender> {
+  const { Queue, Worker, createPostgresBackend, runMigrations } = await (await peers()).bullmq();
+  const connection = { connectionString: target.pgUrl, max: CONCURRENCY };
+  let queue: any;
+  const getQueue = () => (queue ??= new Queue('bench', { connection }, createPostgresBackend));
+  let worker: any;
+  const options = (job: BenchJob) => ({
+    removeOnComplete: true,
+    ...(job.due === undefined ? {} : { delay: Math.max(0, job.due - Date.now()) }),
+  });
+  return {
+    prepare: async () => {
+      const pg = await (await peers()).pg();
+      const pool = new (pg.default ?? pg).Pool({ connectionString: target.pgUrl, max: 1 });
+      const client = await pool.connect();
+      try {
+        await runMigrations(client);
+      } finally {
+        client.release();
+        await pool.end();
+      }
+    },
+    addOne: async (job) => {
+      await getQueue().add('noop', payload(job), options(job));
+    },
+    addMany: async (jobs) => {
+      await getQueue().addBulk(jobs.map((job) => ({ name: 'noop', data: payload(job), opts: options(job) })));
+    },
+    work: async (concurrency, onJob) => {
+      worker = new Worker('bench', async (job: { data: BenchJob }) => onJob(job.data), { connection, concurrency }, createPostgresBackend);
+      await worker.waitUntilReady();
+    },
+    close: async () => {
+      await worker?.close();
+      await queue?.close();
+    },
+  };
+}
+
 export const CONTENDERS: Record<string, (target: Target) => Promise<Contender>> = {
   taskheap,
   'graphile-worker': graphileWorker,
   'pg-boss': pgBoss,
   bullmq,
+  'bullmq-postgres': bullmqPostgres,
 };

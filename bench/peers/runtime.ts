@@ -106,7 +106,7 @@ function ensureRedis(): string | undefined {
 }
 
 /** A throwaway Redis on loopback, in memory only (no RDB, no AOF), as a job queue bench would run it. */
-export async function startRedis(binary: string): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startRedis(binary: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const port = await freePort();
   const proc = spawn(
     binary,
@@ -115,7 +115,7 @@ export async function startRedis(binary: string): Promise<{ url: string; stop():
   );
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
-    if (await canConnect(port)) return { url, stop: () => stopProcess(proc) };
+    if (await canConnect(port)) return { url, pid: proc.pid!, stop: () => stopProcess(proc) };
     await sleep(50);
   }
   proc.kill('SIGKILL');

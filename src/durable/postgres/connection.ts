@@ -6,6 +6,7 @@
 // connect time, each transaction's timeouts set with SET LOCAL.
 import { loadPeer } from '../../core/peer.js';
 import type { PgClient, PgConfig, PgModule, PgPool, PgPoolClient, PgPoolLike, PgResult } from './pg.js';
+import { statementName } from './prepared.js';
 
 function noop(): void {}
 
@@ -227,9 +228,14 @@ export class Connection {
     }
   }
 
-  /** One statement on any pooled connection; rows are typed by the caller, who knows the statement. */
-  query<R = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<PgResult<R>> {
-    return (this.#db.query({ text, values, query_timeout: this.#timeout + 500 }) as Promise<PgResult<R>>).then(
+  /**
+   * One statement on any pooled connection; rows are typed by the caller, who knows the statement.
+   * `prepared`: a named statement, parsed once per connection (prepared.ts), unless behind PgBouncer.
+   */
+  query<R = Record<string, unknown>>(text: string, values: unknown[] = [], prepared = false): Promise<PgResult<R>> {
+    const name = prepared && !this.#pgbouncer ? statementName(text) : undefined;
+    const query = { text, values, query_timeout: this.#timeout + 500, ...(name === undefined ? {} : { name }) };
+    return (this.#db.query(query) as Promise<PgResult<R>>).then(
       (result) => {
         this.#answered();
         return result;

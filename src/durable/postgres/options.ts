@@ -24,7 +24,9 @@ export interface PostgresStoreOptions {
    * them with `SET LOCAL` in each of its transactions, and LISTENs only on
    * `listenConnectionString` (LISTEN needs a session of its own): without
    * it, other processes' new work, cancellations and final states reach
-   * this one by polling (`poll`, and renewals every `lease / 3`). The store
+   * this one by polling (`poll`, and renewals every `lease / 3`). Every
+   * statement is then sent unnamed (otherwise the settle of outcomes is a
+   * named prepared statement, parsed once per connection). The store
    * cannot tell PgBouncer from PostgreSQL by itself: say so here. See
    * docs/pgbouncer.md.
    * @default false

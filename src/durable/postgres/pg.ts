@@ -22,6 +22,8 @@ export interface PgQuery {
   values?: unknown[];
   /** How long to wait for the answer, ms. */
   query_timeout?: number;
+  /** A prepared statement's name: parsed once per connection, then run by name. */
+  name?: string;
 }
 
 /** A connection checked out of a pool. */

@@ -418,7 +418,7 @@ class PostgresStore implements Store, FlowStore, LinkStore {
   async settle(owner: string, outcomes: readonly Outcome[]): Promise<void> {
     if (outcomes.length === 0) return;
     const [id, kind, state, delay, error, result] = outcomeArrays(outcomes);
-    await this.#db.query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix, result]);
+    await this.#db.query(this.#sql.settle, [id, kind, state, delay, error, owner, this.#prefix, result], true);
   }
 
   async cancel(id: number): Promise<boolean> {

@@ -1,0 +1,90 @@
+/**
+ * `npx tsx bench/pg-profile.ts [n=20000] [--settings='-c x=y,...']`
+ *
+ * Where taskheap's PostgreSQL CPU per job goes while processing no-op jobs
+ * (issue 27): one worker process (this one) with the peer bench's settings
+ * (16 workers, prefetch 500) works through `n` jobs added in bulk, on a
+ * throwaway server with pg_stat_statements. Prints CPU per 1,000 jobs (every
+ * PostgreSQL process from /proc, and this process), the statements by total
+ * execution time, the row and index traffic of taskheap_tasks (HOT updates,
+ * index entries per job) and WAL per job; `--vacuum` analyzes the table
+ * before the run (the bench does not); `--log` prints the server's log
+ * (with auto_explain in `--settings`, the plans). On a loaded machine, read the CPU
+ * and the counts, not the wall clock.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import pg from 'pg';
+import { Scheduler } from '../src/index.js';
+import { postgresStore } from '../src/postgres.js';
+import { startPgServer } from '../test/durable/pg-server.js';
+import { serverCpuMs } from './peers/cpu.js';
+
+const N = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 20_000);
+const extra =
+  process.argv
+    .find((a) => a.startsWith('--settings='))
+    ?.slice('--settings='.length)
+    .split(',') ?? [];
+const server = await startPgServer({
+  database: 'profile',
+  settings: ['-c shared_preload_libraries=pg_stat_statements', '-c pg_stat_statements.track=all', '-c track_io_timing=on', ...extra],
+});
+const admin = new pg.Client({ connectionString: server.url });
+await admin.connect();
+await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+try {
+  const store = postgresStore({ connectionString: server.url, prefetch: 500 });
+  await store.migrate();
+  const rows = Array.from({ length: N }, (_, i) => ({
+    name: 'noop',
+    key: null,
+    payload: JSON.stringify({ i }),
+    runAt: Date.now(),
+    maxAttempts: 1,
+    options: '{}',
+  }));
+  for (let i = 0; i < N; i += 1_000) await store.addTasks(rows.slice(i, i + 1_000));
+  // As the peer bench runs it, the table fresh (autovacuum may analyze it meanwhile); `--vacuum`: analyzed first.
+  if (process.argv.includes('--vacuum')) await admin.query('VACUUM ANALYZE taskheap_tasks');
+  await admin.query('SELECT pg_stat_statements_reset(), pg_stat_reset()');
+  const wal0 = (await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn() AS lsn')).rows[0]!.lsn;
+  let done = 0;
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => (finish = resolve));
+  const scheduler = new Scheduler({ store, workers: 16, onError: (error) => process.stderr.write(`${String(error)}\n`) });
+  scheduler.define('noop', () => {
+    if (++done === N) finish();
+  });
+  const cpu0 = serverCpuMs(server.pids());
+  const node0 = process.cpuUsage();
+  const t0 = performance.now();
+  await scheduler.start();
+  await finished;
+  const seconds = (performance.now() - t0) / 1000;
+  await scheduler.close();
+  const node = process.cpuUsage(node0);
+  const pgCpu = serverCpuMs(server.pids()) - cpu0;
+  const per1k = (x: number) => ((x * 1000) / N).toFixed(1);
+  console.log(`${N} jobs in ${seconds.toFixed(2)} s (${Math.round(N / seconds)} jobs/s under the current load)`);
+  console.log(`CPU per 1,000 jobs: PostgreSQL ${per1k(pgCpu)} ms, Node ${per1k((node.user + node.system) / 1000)} ms`);
+  const wal = (await admin.query<{ b: string }>(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS b`, [wal0])).rows[0]!.b;
+  console.log(`WAL per job: ${(Number(wal) / N).toFixed(0)} bytes`);
+  await new Promise((resolve) => setTimeout(resolve, 700)); // stats reach the views
+  const statements =
+    await admin.query(`SELECT calls, round(total_exec_time::numeric, 1) AS exec_ms, round(total_plan_time::numeric, 1) AS plan_ms,
+      rows, shared_blks_hit + shared_blks_read AS blocks, wal_records, left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS query
+    FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'profile') ORDER BY total_exec_time DESC LIMIT 8`);
+  console.table(statements.rows);
+  const table = await admin.query(`SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup, autovacuum_count
+    FROM pg_stat_user_tables WHERE relname = 'taskheap_tasks'`);
+  console.table(table.rows);
+  const indexes = await admin.query(`SELECT indexrelname AS index, idx_scan, idx_tup_read,
+      pg_relation_size(indexrelid) / 8192 AS pages FROM pg_stat_user_indexes WHERE relname = 'taskheap_tasks' ORDER BY indexrelname`);
+  console.table(indexes.rows);
+  // With --settings=-c session_preload_libraries=auto_explain,-c auto_explain.log_min_duration=0,...: the plans.
+  if (process.argv.includes('--log')) console.log(readFileSync(join(dirname(server.dataDir), 'server.log'), 'utf8'));
+} finally {
+  await admin.end();
+  await server.destroy();
+}
