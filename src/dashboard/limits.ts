@@ -4,11 +4,12 @@
 // a store the answer lists none (`keys: null`): in memory the loop keeps its
 // keys in its own structures, and the panel is for stored tasks.
 import type { LimitKey } from '../durable/limit-list.js';
-import { MAX_LIMIT_KEYS } from '../durable/limit-list.js';
 import type { Scheduler } from '../scheduler.js';
 
 /** Keys listed when the query names no `limit`. */
 const KEYS_SHOWN = 100;
+/** The most keys one answer lists. */
+const MAX_LIMIT_KEYS = 1_000;
 
 /** What `api/limits` answers. */
 export interface LimitsView {
@@ -19,7 +20,7 @@ export interface LimitsView {
 }
 
 /** The `limit` query value: an integer from 1 to 1,000, 100 if absent; a RangeError naming a bad one. */
-export function parseLimitsQuery(raw: string | null): number {
+function parseLimitsQuery(raw: string | null): number {
   if (raw === null) return KEYS_SHOWN;
   const limit = /^\d{1,7}$/.test(raw) ? Number(raw) : NaN;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT_KEYS)

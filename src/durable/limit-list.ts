@@ -27,9 +27,6 @@ export interface LimitListStore {
   listLimitKeys(limit: number, now: number): Promise<LimitKey[]>;
 }
 
-/** The most keys one listing returns. */
-export const MAX_LIMIT_KEYS = 1_000;
-
 /** A limit row as a store's statement reads it, with its counts. */
 export interface LimitKeyRow {
   kind: 'concurrency' | 'rate';

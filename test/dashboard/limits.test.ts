@@ -132,10 +132,19 @@ for (const [backend, store] of BACKENDS) {
         const cells = (key: string) => page.locator(`#limits tr[data-limit-key="${key}"] td`).allTextContents();
         expect(await cells('concurrency:api')).toEqual(['concurrency', 'api', '2 at once', '2 running', '3', 'every slot held (2)']);
         // The key is text, never markup.
-        expect(await cells('serial:chat:<b>1</b>')).toEqual(['serial', 'chat:<b>1</b>', '1 at once', '1 running', '2', 'every slot held (1)']);
+        expect(await cells('serial:chat:<b>1</b>')).toEqual([
+          'serial',
+          'chat:<b>1</b>',
+          '1 at once',
+          '1 running',
+          '2',
+          'every slot held (1)',
+        ]);
         expect(await page.locator('#limits b').count()).toBe(0);
         expect(await cells('rate:mail')).toEqual(['rate', 'mail', '2 per 3600 s', '2 started', '1', '2 starts in the last 3600 s']);
-        const image = await page.locator('#limits-section').screenshot({ path: new URL(`console-limits-${backend}.png`, ARTIFACTS).pathname });
+        const image = await page
+          .locator('#limits-section')
+          .screenshot({ path: new URL(`console-limits-${backend}.png`, ARTIFACTS).pathname });
         if (process.env.UPDATE_SCREENSHOTS === '1' && backend === 'SQLite') writeFileSync(new URL('console-limits.png', IMAGES), image);
         await context.close();
       } finally {
@@ -153,8 +162,8 @@ it('without a store api/limits lists none and the panel stays hidden', async () 
     expect((await app.get('api/limits?limit=x')).status).toBe(400);
     const page = await browser.newPage();
     await page.goto(app.origin);
-    await eventually(() => page.evaluate(() => typeof (window as any).refreshLimits)).toBe('function');
-    await page.evaluate(() => (window as any).refreshLimits());
+    await eventually(() => page.evaluate('typeof refreshLimits')).toBe('function');
+    await page.evaluate('refreshLimits()');
     expect(await page.locator('#limits-section').isVisible()).toBe(false);
     await page.close();
   } finally {
