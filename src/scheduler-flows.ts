@@ -10,6 +10,7 @@ import type { FlowSpec } from './durable/flow-graph.js';
 import type { StoredFlow, FlowStatus } from './durable/flows.js';
 import type { DurableRunner } from './durable/runner.js';
 import { MAX_LINKS, type TaskLinks } from './durable/links.js';
+import type { LimitKey } from './durable/limit-list.js';
 import { describe } from './core/validate.js';
 import type { StoredTask } from './durable/store.js';
 import { MemoryFlowGraph } from './flows/memory-graph.js';
@@ -96,6 +97,11 @@ export class Flows {
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LINKS)
       throw new RangeError(`Expected \`limit\` to be an integer from 1 to ${MAX_LINKS}, got ${describe(limit)}`);
     return runner.getTaskLinks(id, limit);
+  }
+
+  /** @internal the dashboard's Limits panel: the stored limit keys with the most waiting tasks, or null without a store that lists them. */
+  limitKeys(limit: number): Promise<LimitKey[] | null> {
+    return this.#runner === undefined ? Promise.resolve(null) : this.#runner.getLimitKeys(limit);
   }
 
   #require(what: string): DurableRunner {

@@ -9,6 +9,7 @@ import { page } from './page.js';
 import { snapshot } from './state.js';
 import { bulk, parseCursor, parseFilter, type ConsoleFilter } from './console.js';
 import { jobRuns, linksView } from './detail.js';
+import { limitsView } from './limits.js';
 
 /** Options of `dashboard()`. */
 export interface DashboardOptions {
@@ -241,6 +242,10 @@ export class Dashboard {
       if (view instanceof Error) return json(400, { error: view.message });
       if (view === undefined) return json(404, { error: `No stored task #${id}` });
       return json(200, view === null ? { dependencies: [], dependencyCount: 0, dependents: [], dependentCount: 0, flow: null } : view);
+    }
+    if (request.path === '/api/limits' && request.method === 'GET') {
+      const view = await refused(Promise.resolve().then(() => limitsView(this.#scheduler, request.query.get('limit'))));
+      return view instanceof Error ? json(400, { error: view.message }) : json(200, view);
     }
     if (request.path === '/api/job-runs' && request.method === 'GET') {
       const key = request.query.get('key');

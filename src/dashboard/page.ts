@@ -4,6 +4,7 @@
 // Content-Security-Policy (handler.ts) allows no script but this one. The
 // panels a link opens (a task's detail, a job's runs) are page-detail.ts's.
 import { DETAIL_HTML, DETAIL_SCRIPT, DETAIL_STYLE } from './page-detail.js';
+import { LIMITS_HTML, LIMITS_SCRIPT } from './page-limits.js';
 
 const STYLE = `
   :root { font: 14px/1.4 system-ui, sans-serif; color: #1d2330; background: #f6f7f9; }
@@ -315,6 +316,7 @@ async function refresh() {
     // For benchmarks: when the counts were first drawn, in ms since the navigation began.
     if (view.last.storedCounts !== null && performance.getEntriesByName('taskheap:counts').length === 0) performance.mark('taskheap:counts');
     refreshPanels();
+    refreshLimits();
     if (unreachable) $('message').textContent = '';
     unreachable = false;
   } catch (error) {
@@ -346,6 +348,7 @@ performance.mark('taskheap:rows');
 route();
 // The first state has the rows but not the counts and queues (a scan of every stored task): they come now.
 if (view.last.stored !== null && view.last.storedCounts === null) refresh();
+refreshLimits();
 setInterval(refresh, 2000);
 `;
 
@@ -392,6 +395,7 @@ ${DETAIL_HTML}
 <h2>Queues</h2>
 <table><thead><tr><th>Queue</th><th>State</th><th>Concurrency (here / all)</th><th>Waiting</th><th>Running</th><th>Succeeded</th><th>Failed</th><th>Rate</th><th>Waiting because</th></tr></thead><tbody id="queues"></tbody></table>
 </section>
+${LIMITS_HTML}
 <section id="stored-jobs-section" hidden>
 <h2>Stored jobs</h2>
 <table><thead><tr><th>Key</th><th>Handler</th><th>State</th><th>Rule</th><th>Zone</th><th>Next runs</th><th>Last run</th><th>Runs / failures</th><th></th></tr></thead><tbody id="stored-jobs"></tbody></table>
@@ -401,7 +405,7 @@ ${DETAIL_HTML}
 <h2>Waiting tasks <small id="more-tasks"></small></h2>
 <table><thead><tr><th>Name</th><th>State</th><th>Due</th><th>Attempts</th><th></th></tr></thead><tbody id="tasks"></tbody></table>
 <script type="application/json" id="initial-state">${JSON.stringify(state).replace(/</g, '\\u003c')}</script>
-<script nonce="${nonce}">${SCRIPT}${DETAIL_SCRIPT}${START}</script>
+<script nonce="${nonce}">${SCRIPT}${DETAIL_SCRIPT}${LIMITS_SCRIPT}${START}</script>
 </body>
 </html>`;
 }

@@ -28,6 +28,7 @@ import { Leases } from './leases.js';
 import { DEFAULT_RETENTION, Maintenance, type Retention } from './maintenance.js';
 import { Management } from './manage.js';
 import { taskLinks, type TaskLinks } from './links.js';
+import { limitKeys, type LimitKey } from './limit-list.js';
 import { Prefetch } from './prefetch.js';
 import { RunnerContext } from './runner-context.js';
 import { Waiters } from './waiters.js';
@@ -142,6 +143,12 @@ export class DurableRunner {
   async getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined> {
     await this.ready();
     return taskLinks(this.#ctx.store, id, limit);
+  }
+
+  /** The limit keys in use with the most waiting tasks, or null if the store does not list them (see limit-list.ts). */
+  async getLimitKeys(limit: number): Promise<LimitKey[] | null> {
+    await this.ready();
+    return limitKeys(this.#ctx.store, limit, this.#ctx.loop.clock.now());
   }
 
   /** Registers the handler that runs tasks named `name`. */

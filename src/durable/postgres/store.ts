@@ -51,7 +51,9 @@ import { listParams, outcomeArrays, roomArrays } from './params.js';
 import { countTasks, deleteTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
 import type { FlowStore } from '../flow-graph.js';
 import type { LinkStore } from '../links.js';
+import type { LimitListStore } from '../limit-list.js';
 import { postgresLinks } from './links.js';
+import { postgresLimitList } from './limit-list.js';
 import { listNewestFirst } from './listing.js';
 import { migrationsIn, postgresFlows } from './flows.js';
 
@@ -84,7 +86,7 @@ export function postgresStore(
   return new PostgresStore(readOptions(poolOrOptions));
 }
 
-class PostgresStore implements Store, FlowStore, LinkStore {
+class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
   readonly lease: number;
   readonly poll: number;
   readonly closeTimeout: number;
@@ -118,12 +120,14 @@ class PostgresStore implements Store, FlowStore, LinkStore {
     const flows = postgresFlows(this.#db, options.schema, this.#prefix);
     [this.addFlow, this.getFlow, this.getDependencies] = [flows.addFlow, flows.getFlow, flows.getDependencies];
     this.getTaskLinks = postgresLinks(this.#db, options.schema).getTaskLinks;
+    this.listLimitKeys = postgresLimitList(this.#db, options.schema).listLimitKeys;
     this.#newestFirst = listNewestFirst(options.schema);
   }
 
   readonly #newestFirst: string;
 
   readonly getTaskLinks: LinkStore['getTaskLinks'];
+  readonly listLimitKeys: LimitListStore['listLimitKeys'];
 
   readonly addFlow: FlowStore['addFlow'];
   readonly getFlow: FlowStore['getFlow'];

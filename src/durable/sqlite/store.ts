@@ -55,6 +55,8 @@ import type { DependencyInfo } from '../options.js';
 import { addFlow, anyDependency, getDependencies, getFlow, hadDependents, requeue } from './flows.js';
 import type { LinkStore, TaskLinks } from '../links.js';
 import { getTaskLinks } from './links.js';
+import type { LimitKey, LimitListStore } from '../limit-list.js';
+import { listLimitKeys } from './limit-list.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -133,7 +135,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   return new SqliteStore(path, lease, maxLeaseExpiries, driver);
 }
 
-class SqliteStore implements Store, FlowStore, LinkStore {
+class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   readonly lease: number;
   /** Flows (issue 28): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
   #flows = false;
@@ -424,6 +426,10 @@ class SqliteStore implements Store, FlowStore, LinkStore {
 
   async getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined> {
     return this.#named(() => getTaskLinks((sql) => this.#statement(sql), id, limit));
+  }
+
+  async listLimitKeys(limit: number, now: number): Promise<LimitKey[]> {
+    return this.#named(() => listLimitKeys((sql) => this.#statement(sql), limit, now));
   }
 
   async cancel(id: number): Promise<boolean> {
