@@ -1,4 +1,4 @@
-// A fixture run as a child process, compiled once per test file: esbuild
+// A fixture (or the CLI) run as a child process, compiled once per test file: esbuild
 // bundles it with what it imports from src/ (packages stay in node_modules)
 // into one ES module that plain `node` runs. The same program as
 // `node --import tsx <fixture>`, without tsx's start-up in every child: the

@@ -1,40 +1,29 @@
 // The command line as operators run it: a real child process
-// (`node main.mjs ...`, src/cli/main.ts bundled once by esbuild: the code tsx
+// (`node main.mjs ...`, src/cli/main.ts bundled once by ../compiled-fixture.ts: the code tsx
 // would run, without a TypeScript loader to start in every child, about a
 // second each on this machine) against a real SQLite file and a
 // real PostgreSQL server, with the data put there by a real Scheduler. Checks
 // what it prints (text and --json) and its exit codes: 0 done, 1 error,
 // 2 usage, 3 not found.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { Scheduler, type Store, type StoredJob, type StoredTask } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import type { PgServer } from '../durable/pg-server.js';
 import { schemaNamer, usePostgres } from '../durable/use-postgres.js';
+import { compiled } from '../compiled-fixture.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-// Under node_modules, so the bundle's package imports (pg, better-sqlite3, luxon) resolve.
-const CLI = join(ROOT, 'node_modules', '.cache', `taskheap-cli-test-${process.pid}`, 'main.mjs');
-
-beforeAll(async () => {
-  await build({
-    entryPoints: [join(ROOT, 'src/cli/main.ts')],
-    outfile: CLI,
-    bundle: true,
-    packages: 'external',
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    logLevel: 'silent',
-  });
+// Bundled once for the file, under node_modules so its package imports (pg, better-sqlite3, luxon) resolve.
+let CLI: string;
+beforeAll(() => {
+  CLI = compiled('src/cli/main.ts');
 });
-afterAll(() => rmSync(dirname(CLI), { recursive: true, force: true }));
 
 interface Result {
   code: number;

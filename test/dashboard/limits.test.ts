@@ -6,48 +6,17 @@
 // tasks until the test lets go, so what runs is fixed while it looks.
 // Screenshots go to test/artifacts/; `npm run screenshots` also refreshes
 // docs/images/console-limits.png (from SQLite).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
 import type { Store } from '../../src/durable/store.js';
 import { Scheduler } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
-import { sqliteStore } from '../../src/sqlite.js';
-import { chromiumLaunchOptions } from '../binaries.js';
-import type { PgServer } from '../durable/pg-server.js';
-import { schemaNamer, usePostgres } from '../durable/use-postgres.js';
+import { browserHarness, shoot } from './harness.js';
 
-const ARTIFACTS = new URL('../artifacts/', import.meta.url);
-const IMAGES = new URL('../../docs/images/', import.meta.url);
-let browser: Browser;
-let dir: string;
-let pgServer: PgServer;
-const schema = schemaNamer('limits');
-
-usePostgres((started) => {
-  pgServer = started;
-});
-
-beforeAll(async () => {
-  browser = await chromium.launch(await chromiumLaunchOptions());
-  dir = mkdtempSync(join(tmpdir(), 'taskheap-limits-'));
-  mkdirSync(ARTIFACTS, { recursive: true });
-}, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const BACKENDS: [string, () => Store][] = [
-  ['SQLite', () => sqliteStore(join(dir, `${Math.random().toString(36).slice(2)}.db`))],
-  ['PostgreSQL', () => postgresStore({ connectionString: pgServer.url, schema: schema() })],
-];
+const harness = browserHarness('limits');
+const BACKENDS = harness.backends();
 
 const eventually = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 30_000, interval: 100 });
 
@@ -124,7 +93,7 @@ for (const [backend, store] of BACKENDS) {
     it('in Chromium: the panel lists each key with its limit, what is in use, what waits and why', async () => {
       const app = await serve(store);
       try {
-        const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+        const context = await harness.browser.newContext({ viewport: { width: 1280, height: 900 } });
         const page: Page = await context.newPage();
         await page.goto(app.origin);
         await eventually(() => page.locator('#limits tr[data-limit-key]').count()).toBe(3);
@@ -142,10 +111,7 @@ for (const [backend, store] of BACKENDS) {
         ]);
         expect(await page.locator('#limits b').count()).toBe(0);
         expect(await cells('rate:mail')).toEqual(['rate', 'mail', '2 per 3600 s', '2 started', '1', '2 starts in the last 3600 s']);
-        const image = await page
-          .locator('#limits-section')
-          .screenshot({ path: new URL(`console-limits-${backend}.png`, ARTIFACTS).pathname });
-        if (process.env.UPDATE_SCREENSHOTS === '1' && backend === 'SQLite') writeFileSync(new URL('console-limits.png', IMAGES), image);
+        await shoot(page.locator('#limits-section'), 'console-limits', backend);
         await context.close();
       } finally {
         await app.close();
@@ -160,7 +126,7 @@ it('without a store api/limits lists none and the panel stays hidden', async () 
   try {
     expect(await app.get('api/limits')).toEqual({ status: 200, body: { keys: null, limit: 100 } });
     expect((await app.get('api/limits?limit=x')).status).toBe(400);
-    const page = await browser.newPage();
+    const page = await harness.browser.newPage();
     await page.goto(app.origin);
     await eventually(() => page.evaluate('typeof refreshLimits')).toBe('function');
     await page.evaluate('refreshLimits()');

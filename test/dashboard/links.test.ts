@@ -5,55 +5,17 @@
 // real SQLite file and a real PostgreSQL server (with and without a schema).
 // Screenshots go to test/artifacts/; `npm run screenshots` also refreshes
 // docs/images/console-flow.png and console-job-runs.png (from SQLite).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
 import type { Store } from '../../src/durable/store.js';
 import { Scheduler } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
-import { sqliteStore } from '../../src/sqlite.js';
-import { chromiumLaunchOptions } from '../binaries.js';
-import type { PgServer } from '../durable/pg-server.js';
-import { schemaNamer, usePostgres } from '../durable/use-postgres.js';
+import { browserHarness, shoot } from './harness.js';
 
-const ARTIFACTS = new URL('../artifacts/', import.meta.url);
-const IMAGES = new URL('../../docs/images/', import.meta.url);
-
-/** Saves a panel as test/artifacts/<name>-<backend>.png and, with UPDATE_SCREENSHOTS=1, the SQLite one as docs/images/<name>.png. */
-async function shoot(target: Locator, name: string, backend: string): Promise<void> {
-  const image = await target.screenshot({ path: new URL(`${name}-${backend.split(' ')[0]}.png`, ARTIFACTS).pathname });
-  if (process.env.UPDATE_SCREENSHOTS === '1' && backend === 'SQLite') writeFileSync(new URL(`${name}.png`, IMAGES), image);
-}
-let browser: Browser;
-let dir: string;
-let pgServer: PgServer;
-const schema = schemaNamer('links');
-
-usePostgres((started) => {
-  pgServer = started;
-});
-
-beforeAll(async () => {
-  browser = await chromium.launch(await chromiumLaunchOptions());
-  dir = mkdtempSync(join(tmpdir(), 'taskheap-links-'));
-  mkdirSync(ARTIFACTS, { recursive: true });
-}, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const BACKENDS: [string, () => Store][] = [
-  ['SQLite', () => sqliteStore(join(dir, `${Math.random().toString(36).slice(2)}.db`))],
-  ['PostgreSQL', () => postgresStore({ connectionString: pgServer.url, schema: schema() })],
-  ['PostgreSQL without a schema option', () => postgresStore({ connectionString: pgServer.url })],
-];
+const harness = browserHarness('links');
+const BACKENDS = harness.backends({ withoutSchema: true });
 
 let served = 0;
 
@@ -221,7 +183,7 @@ for (const [backend, store] of BACKENDS) {
         const { a, b, c, d } = app.ids;
         try {
           await app.runJob();
-          const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+          const context = await harness.browser.newContext({ viewport: { width: 1280, height: 900 } });
           const page: Page = await context.newPage();
           await page.goto(`${app.origin}/#task-${c}`);
           await eventually(() => page.locator('#detail-title').textContent()).toBe(`Task ${c} · step`);

@@ -61,7 +61,7 @@ export const LIMITS_SQL = {
 } as const;
 
 /** A limit row as SQLite returns it: holders and starts as JSON. */
-interface LimitRow {
+export interface LimitRow {
   kind: 'concurrency' | 'rate';
   key: string;
   lim: number;
@@ -99,11 +99,16 @@ function recent(row: Bucket, now: number): [number, number][] {
   return starts.filter(([at]) => at > now - row.interval_ms!);
 }
 
+/** Starts a bucket made within its window at `now`. */
+export function spent(row: Bucket, now: number): number {
+  let n = 0;
+  for (const [, count] of recent(row, now)) n += count;
+  return n;
+}
+
 /** Tokens a bucket has left at `now`. */
 function tokens(row: Bucket, now: number): number {
-  let spent = 0;
-  for (const [, n] of recent(row, now)) spent += n;
-  return row.lim - spent;
+  return row.lim - spent(row, now);
 }
 
 /** When a bucket has a token again (`now` if it has one). */
