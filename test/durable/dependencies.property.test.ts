@@ -38,6 +38,58 @@ function flowOf(graph: Graph): FlowSpec {
   return { tasks };
 }
 
+/** One backend's side of the model test: claim what may start, settle, cancel, retry (by task index). */
+interface Backend {
+  /** Starts every task that may start now; the indexes of those started. */
+  claimAll(): Promise<readonly number[]>;
+  finish(list: readonly number[], ok: boolean): Promise<unknown>;
+  cancel(i: number): Promise<boolean>;
+  retry(i: number): Promise<boolean>;
+}
+
+/**
+ * The steps of `ops` on a backend beside the model, checked after each;
+ * then everything still able to run runs and succeeds: nothing is left blocked.
+ */
+async function drive(graph: Graph, ops: Op[], model: Model, check: (when: string) => Promise<void>, backend: Backend): Promise<void> {
+  const claimAll = async () => {
+    const got = [...(await backend.claimAll())].sort((a, b) => a - b);
+    expect(got, 'the tasks started').toEqual(model.claimable());
+    for (const i of got) model.start(i);
+  };
+  const running = () => model.state.flatMap((s, i) => (s === 'running' ? [i] : []));
+  await check('born');
+  for (const [step, op] of ops.entries()) {
+    await claimAll();
+    if (op.op === 'finish') {
+      const now = running();
+      if (now.length === 0) continue;
+      const i = now[op.pick % now.length]!;
+      await backend.finish([i], op.ok);
+      model.finish(i, op.ok);
+    } else if (op.op === 'cancel') {
+      const i = op.pick % graph.n;
+      expect(await backend.cancel(i), `cancel t${i}`).toBe(model.cancel(i));
+    } else {
+      const i = op.pick % graph.n;
+      expect(await backend.retry(i), `retry t${i}`).toBe(model.retry(i));
+    }
+    await check(`after step ${step} (${JSON.stringify(op)})`);
+  }
+  for (let round = 0; round <= graph.n + 1; round++) {
+    await claimAll();
+    const now = running();
+    if (now.length === 0) break;
+    await backend.finish(now, true);
+    for (const i of now) model.finish(i, true);
+  }
+  await check('at the end');
+  expect(
+    model.state.filter((s) => s === 'blocked' || s === 'waiting' || s === 'running'),
+    'left waiting',
+  ).toEqual([]);
+}
+
 async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () => number, runAt: number): Promise<void> {
   const spec = flowOf(graph);
   const flow = toNewFlow(spec, (_name, task) => ({
@@ -60,52 +112,26 @@ async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () =>
       list.map((s, i) => (!model.started[i] && (s === 'failed' || s === 'cancelled') ? 'sunk' : s));
     expect(loose(states), when).toEqual(loose(model.state));
   };
-  const claimAll = async () => {
-    const claimed = await store.claim(OWNER, now(), 3_600_000, 1_000, noJobs, ['node']);
-    const got = claimed.map((c) => index.get(c.id)!).sort((a, b) => a - b);
-    expect(got, 'the claimable tasks').toEqual(model.claimable());
-    for (const i of got) model.start(i);
-  };
-  await check('born');
-  for (const [step, op] of ops.entries()) {
-    await claimAll();
-    const running = model.state.flatMap((s, i) => (s === 'running' ? [i] : []));
-    if (op.op === 'finish') {
-      if (running.length === 0) continue;
-      const i = running[op.pick % running.length]!;
-      await store.settle(
+  await drive(graph, ops, model, check, {
+    claimAll: async () => {
+      const claimed = await store.claim(OWNER, now(), 3_600_000, 1_000, noJobs, ['node']);
+      return claimed.map((c) => index.get(c.id)!);
+    },
+    finish: (list, ok) =>
+      store.settle(
         OWNER,
-        [{ id: ids[i]!, kind: 'complete', state: op.ok ? 'succeeded' : 'failed', error: op.ok ? null : 'x', result: `${i}` }],
+        list.map((i) => ({
+          id: ids[i]!,
+          kind: 'complete' as const,
+          state: ok ? 'succeeded' : 'failed',
+          error: ok ? null : 'x',
+          result: `${i}`,
+        })),
         now(),
-      );
-      model.finish(i, op.ok);
-    } else if (op.op === 'cancel') {
-      const i = op.pick % graph.n;
-      expect(await store.cancel(ids[i]!), `cancel t${i}`).toBe(model.cancel(i));
-    } else {
-      const i = op.pick % graph.n;
-      const stored = await store.requeue(ids[i]!, now());
-      expect(stored !== undefined, `retry t${i}`).toBe(model.retry(i));
-    }
-    await check(`after step ${step} (${JSON.stringify(op)})`);
-  }
-  // Everything still able to run runs, and succeeds: nothing is left blocked.
-  for (let round = 0; round <= graph.n + 1; round++) {
-    await claimAll();
-    const running = model.state.flatMap((s, i) => (s === 'running' ? [i] : []));
-    if (running.length === 0) break;
-    await store.settle(
-      OWNER,
-      running.map((i) => ({ id: ids[i]!, kind: 'complete' as const, state: 'succeeded' as const, error: null, result: null })),
-      now(),
-    );
-    for (const i of running) model.finish(i, true);
-  }
-  await check('at the end');
-  expect(
-    model.state.filter((s) => s === 'blocked' || s === 'waiting' || s === 'running'),
-    'left waiting',
-  ).toEqual([]);
+      ),
+    cancel: (i) => store.cancel(ids[i]!),
+    retry: async (i) => (await store.requeue(ids[i]!, now())) !== undefined,
+  });
   // The results flow forward: a task's dependencies as it sees them.
   const last = graph.n - 1;
   const deps = await store.getDependencies(ids[last]!);
@@ -147,54 +173,25 @@ async function runInMemory(graph: Graph, ops: Op[]): Promise<void> {
     for (const [i, s] of states.entries())
       if (s === 'blocked') expect(status.tasks[i]!.waitingFor.length, `t${i} is blocked on something`).toBeGreaterThan(0);
   };
-  const claimAll = async () => {
-    started.length = 0;
-    queue.resume();
-    await flush();
-    queue.pause();
-    expect(
-      [...started].sort((a, b) => a - b),
-      'the tasks started',
-    ).toEqual(model.claimable());
-    for (const i of started) model.start(i);
-  };
-  await check('born');
-  for (const [step, op] of ops.entries()) {
-    await claimAll();
-    const running = model.state.flatMap((s, i) => (s === 'running' ? [i] : []));
-    if (op.op === 'finish') {
-      if (running.length === 0) continue;
-      const i = running[op.pick % running.length]!;
-      settle.get(i)!(op.ok);
-      model.finish(i, op.ok);
-    } else if (op.op === 'cancel') {
-      const i = op.pick % graph.n;
-      expect(await scheduler.flows.cancel(ids[i]!), `cancel t${i}`).toBe(model.cancel(i));
-    } else {
-      const i = op.pick % graph.n;
-      const retried = await scheduler.flows.retry(ids[i]!).then(
+  await drive(graph, ops, model, check, {
+    claimAll: async () => {
+      started.length = 0;
+      queue.resume();
+      await flush();
+      queue.pause();
+      return started;
+    },
+    finish: async (list, ok) => {
+      for (const i of list) settle.get(i)!(ok);
+      await flush();
+    },
+    cancel: (i) => scheduler.flows.cancel(ids[i]!),
+    retry: (i) =>
+      scheduler.flows.retry(ids[i]!).then(
         () => true,
         () => false,
-      );
-      expect(retried, `retry t${i}`).toBe(model.retry(i));
-    }
-    await check(`after step ${step} (${JSON.stringify(op)})`);
-  }
-  for (let round = 0; round <= graph.n + 1; round++) {
-    await claimAll();
-    const running = model.state.flatMap((s, i) => (s === 'running' ? [i] : []));
-    if (running.length === 0) break;
-    for (const i of running) {
-      settle.get(i)!(true);
-      model.finish(i, true);
-    }
-    await flush();
-  }
-  await check('at the end');
-  expect(
-    model.state.filter((s) => s === 'blocked' || s === 'waiting' || s === 'running'),
-    'left waiting',
-  ).toEqual([]);
+      ),
+  });
   const last = await scheduler.flows.waitFor(ids[graph.n - 1]!);
   expect(last.state).toBe(model.state[graph.n - 1]);
   await scheduler.close();
