@@ -63,8 +63,10 @@ async function cpu(): Promise<object> {
   const stream = new Promise<void>((resolve) => (stopped = resolve));
   const tick = (due: number): void => {
     setTimeout(() => {
-      const now = performance.now();
-      lateness.push(now - due);
+      // libuv counts timers in whole milliseconds of a cached loop time, so a
+      // timer can fire a fraction of a millisecond before `due`: that is on
+      // time, not negative lateness (a lone negative sample broke the table).
+      lateness.push(Math.max(0, performance.now() - due));
       peak = Math.max(peak, process.memoryUsage.rss());
       if (running) tick(performance.now() + 10);
       else stopped();
