@@ -5,7 +5,8 @@
 // standby promoted (pg_ctl promote), and the address the workers know (a TCP
 // forwarder, standing for the DNS name or virtual IP a deployment moves)
 // pointed at it. Two schedulers reconnect by themselves; nothing committed is
-// lost and no task starts twice, though every lease ran out during the outage.
+// lost and no task starts twice, though every lease ran out during the outage;
+// after the restart, each scheduler claims and runs new work again.
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -13,6 +14,7 @@ import { Scheduler } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { startForwarder, startReplica, type Forwarder, type PgReplica } from './pg-replica.js';
 import { startPgServer, type PgServer } from './pg-server.js';
+import { bothRunNewWork, GATE } from './both-run.js';
 
 const LEASE = 3_000;
 
@@ -47,6 +49,15 @@ async function query<R extends pg.QueryResultRow>(url: string, text: string): Pr
 
 const succeeded = async (url: string) =>
   Number((await query<{ n: string }>(url, `SELECT count(*) AS n FROM taskheap_tasks WHERE state = 'succeeded'`))[0]!.n);
+
+/** How many GATE tasks (both-run.ts) are in each state. */
+async function gateStates(url: string): Promise<Record<string, number>> {
+  const rows = await query<{ state: string; n: string }>(
+    url,
+    `SELECT state, count(*) AS n FROM taskheap_tasks WHERE name = '${GATE}' GROUP BY state`,
+  );
+  return Object.fromEntries(rows.map((row) => [row.state, Number(row.n)]));
+}
 
 /** Two "processes" on `url`: 'work' counts its starts per task id. */
 function open(url: string, starts: Map<number, number>) {
@@ -92,6 +103,18 @@ describe('PostgreSQL restarted and failed over under load', () => {
     await server.start();
     await until('all done', async () => (await succeeded(server.url)) === 120);
     await once(server.url, starts, 120);
+    // Both reconnected: each claims and runs new work again (by its poll, 200 ms; 30 s for a loaded machine).
+    const gates = await bothRunNewWork(
+      [a!.scheduler, b!.scheduler],
+      (count) => b!.scheduler.scheduleMany(Array.from({ length: count }, () => ({ when: Date.now(), name: GATE }))),
+      async () => (await gateStates(server.url)).waiting ?? 0,
+    );
+    await until('the gate tasks done', async () => {
+      const { waiting = 0, running = 0 } = await gateStates(server.url);
+      return waiting + running === 0;
+    });
+    expect(await gateStates(server.url)).toEqual({ succeeded: gates.starts.size });
+    expect([...gates.starts.values()].filter((n) => n !== 1)).toEqual([]);
   }, 60_000);
 
   it('a failover to a promoted streaming replica, down longer than the lease: nothing committed lost, nothing started twice', async () => {
