@@ -8,7 +8,8 @@
  * PostgreSQL process from /proc, and this process), the statements by total
  * execution time, the row and index traffic of taskheap_tasks (HOT updates,
  * index entries per job) and WAL per job; `--vacuum` analyzes the table
- * before the run (the bench does not); `--log` prints the server's log
+ * before the run (the bench does not); `--drop-index=a,b` drops those
+ * indexes first (what one costs: compare with a run that keeps it); `--log` prints the server's log
  * (with auto_explain in `--settings`, the plans). On a loaded machine, read the CPU
  * and the counts, not the wall clock.
  */
@@ -47,6 +48,12 @@ try {
   for (let i = 0; i < N; i += 1_000) await store.addTasks(rows.slice(i, i + 1_000));
   // As the peer bench runs it, the table fresh (autovacuum may analyze it meanwhile); `--vacuum`: analyzed first.
   if (process.argv.includes('--vacuum')) await admin.query('VACUUM ANALYZE taskheap_tasks');
+  const dropped =
+    process.argv
+      .find((a) => a.startsWith('--drop-index='))
+      ?.slice('--drop-index='.length)
+      .split(',') ?? [];
+  for (const index of dropped) await admin.query(`DROP INDEX ${pg.escapeIdentifier(index)}`);
   await admin.query('SELECT pg_stat_statements_reset(), pg_stat_reset()');
   const wal0 = (await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn() AS lsn')).rows[0]!.lsn;
   let done = 0;

@@ -147,20 +147,25 @@ const queueRoom = (Q: string, name: string) => `LEAST(COALESCE((SELECT n FROM ro
 
 /**
  * Named queues: \`queues\` lists the queues that have plain waiting tasks,
- * one index probe each (a skip scan of the queue-leading waiting index);
+ * one index probe each (a skip scan of the queue-leading waiting index),
+ * from the last name down: a probe from the first name up started at the
+ * queue's oldest entries, those of the tasks claimed since the last vacuum,
+ * and walked every one of them (3.3 of a claim's 8 ms after 10,000 claims,
+ * issue 27), where the newest entries of a queue are those of tasks still
+ * waiting;
  * \`open\` keeps those a claim may take from, with the room each has (see
  * queueRoom; rooms \`rooms\` names, \`counts\` counts). The claim then reads
  * the plain waiting tasks of open queues only, so tasks of paused or full
  * queues, or of queues whose rate bucket is empty, cost nothing.
  */
 const openQueues = (T: string, Q: string, rooms: string, counts: string) => `queues(q) AS (
-    SELECT min(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL
+    SELECT max(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL
     UNION ALL
-    SELECT (SELECT min(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND queue > queues.q)
+    SELECT (SELECT max(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND queue < queues.q)
     FROM queues WHERE queues.q IS NOT NULL),
   rooms(name, n) AS (SELECT * FROM unnest(${rooms}::text[], ${counts}::int[])),
   open AS (SELECT o.name, o.room FROM (SELECT queues.q AS name, ${queueRoom(Q, 'queues.q')} AS room
-    FROM queues WHERE queues.q IS NOT NULL) AS o WHERE o.room > 0)`;
+    FROM queues WHERE queues.q IS NOT NULL) AS o WHERE o.room > 0 ORDER BY o.name)`;
 
 /**
  * How many (open queue, priority level) pairs a claim reads at most, each up

@@ -370,6 +370,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(
       this.#sql.claimUnlessJobsDue,
       params,
+      true,
     );
     if (fast.rows[0]?.jobs_due !== true)
       return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
