@@ -1,12 +1,13 @@
 /**
- * `npx tsx bench/pg-plans.ts [n=20000] [--plans]`
+ * `npx tsx bench/pg-plans.ts [n=20000] [--plans] [--timing]`
  *
  * The claim's custom plan beside its generic one (issue 27: the claim is a
  * named statement, so after five custom plans PostgreSQL may keep the
  * generic one): on a throwaway server with `n` waiting no-op tasks, six
  * rounds of EXPLAIN (ANALYZE, BUFFERS) of one claim of 273 rows under each
  * plan_cache_mode, each in a transaction rolled back. Prints planning and
- * execution time and buffers; `--plans` prints the last round's plans.
+ * execution time and buffers; `--plans` prints the last round's plans,
+ * `--timing` with each node's time (which the timing itself inflates).
  */
 import pg from 'pg';
 import { postgresStore } from '../src/postgres.js';
@@ -37,7 +38,9 @@ for (let round = 0; round < 6; round++) {
     await c.query('BEGIN');
     await c.query(`SET LOCAL plan_cache_mode = ${mode}`);
     const t0 = performance.now();
-    const r = await c.query(`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, SUMMARY ON) EXECUTE claim(${lit})`);
+    const r = await c.query(
+      `EXPLAIN (ANALYZE, BUFFERS, TIMING ${process.argv.includes('--timing') ? 'ON' : 'OFF'}, SUMMARY ON) EXECUTE claim(${lit})`,
+    );
     const ms = performance.now() - t0;
     const lines = r.rows.map((x) => x['QUERY PLAN'] as string);
     const summary = lines.filter((l) => /Planning Time|Execution Time/.test(l)).join(' ');
