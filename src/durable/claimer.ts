@@ -88,7 +88,13 @@ export class Claimer {
   wakeAt(runAt: number): void {
     if (this.#ctx.closed || !this.#started) return;
     if (this.#rounds.size > 0) {
-      this.#tickAgain = true;
+      // The rounds on their way may have read the store before this work was
+      // committed. Due now, it gets a round of its own beside them (#tick
+      // decides if there is room for one): waiting for them would cost a
+      // round trip or two (their claim, then their nextDue) every time, and a
+      // chain of dependent tasks pays that at every step.
+      if (runAt <= this.#ctx.loop.clock.now() && this.#rounds.size < MAX_CLAIMS) this.#tick();
+      else this.#tickAgain = true;
       return;
     }
     if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - this.#ctx.loop.clock.now()));
