@@ -51,7 +51,7 @@ describe('SQLite: the depth of a sinking', () => {
     const store = sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-depth-')), 'store.db'));
     const scheduler = new Scheduler({ store, onError: () => {} });
     scheduler.define('step', () => 'ok');
-    const tasks = { ...chain(400, 'step'), t0: { handler: 'step', when: Date.now() + 3_600_000 } };
+    const tasks: Record<string, FlowTask> = { ...chain(400, 'step'), t0: { handler: 'step', when: Date.now() + 3_600_000 } };
     tasks.t200 = { handler: 'step', after: [{ task: 't199', onFailure: 'continue' }] };
     const flow = await scheduler.flows.add({ tasks });
     await scheduler.start();
