@@ -1,16 +1,20 @@
-// Named (prepared) statements for the hot path (issue 27): the claim and the
-// settle are long statements whose parse and plan cost PostgreSQL CPU on every
-// call (planning the claim took 8-20 ms of a 20-35 ms claim of 273 rows, as
-// much as running it); named, each connection parses them once and
-// PostgreSQL keeps a generic plan after five custom ones when it costs no
-// more (bench/pg-plans.ts measured the claim's generic plan as fast as its custom
-// one, same buffers). An earlier note here blamed the generic plan for a
-// conformance failure (a recurring job's second occurrence starting after
-// its third): that was the job's advance running late on a loaded machine
-// and misfire 'once' folding the missed occurrence into the next, which the
-// test now rules out with misfire 'all'. Not behind PgBouncer in transaction
-// pooling (`pgbouncer: true`), where the next statement may reach a server
-// connection that never saw the name.
+// Named (prepared) statements for the hot path (issues 27 and 28): the
+// settle, the claim (its common form, claimUnlessJobsDue) and the next-due
+// query are long statements whose parse and plan cost PostgreSQL CPU on
+// every call; named, each connection parses them once and PostgreSQL keeps
+// a generic plan after five custom ones when it costs no more. Planned per
+// call, the claim's planning took 8-20 ms of a 20-35 ms claim of 273 rows
+// on a loaded machine (bench/pg-plans.ts measures its generic plan as fast,
+// with the same buffers), and 25 to 60 ms of server CPU for 1 ms of work in
+// each step of a chain of dependent tasks, which pays for its own claim. An
+// earlier note here blamed the generic plan for a conformance failure (a
+// recurring job's second occurrence starting after its third): that was the
+// job's advance running late on a loaded machine and misfire 'once' folding
+// the missed occurrence into the next, which the test now rules out with
+// misfire 'all'; the PostgreSQL conformance, queue, limit and flow suites
+// pass with plan_cache_mode = force_generic_plan. Not behind PgBouncer in
+// transaction pooling (`pgbouncer: true`), where the next statement may
+// reach a server connection that never saw the name.
 import { createHash } from 'node:crypto';
 
 const names = new Map<string, string>();

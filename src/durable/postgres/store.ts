@@ -354,6 +354,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     // The common case, no recurring job due: one statement claims, and says
     // whether a job is due. If one is, it claims nothing, and the transaction
     // below materializes the due jobs first and then claims. An empty claim's flag row has a null id.
+    // The common one is a named statement, planned once per connection (prepared.ts).
     // Due times and leases are the server's: `now` (this process's clock) is not used.
     const params = [
       limit,
@@ -382,13 +383,11 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
   }
 
   async nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
-    const { rows } = await this.#db.query<{ t: number | string | null }>(this.#sql.nextDue, [
-      names ?? null,
-      rated,
-      ...roomArrays(rooms),
-      this.lease,
-      this.#db.takeoverWait(this.lease),
-    ]);
+    const { rows } = await this.#db.query<{ t: number | string | null }>(
+      this.#sql.nextDue,
+      [names ?? null, rated, ...roomArrays(rooms), this.lease, this.#db.takeoverWait(this.lease)],
+      true,
+    );
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }

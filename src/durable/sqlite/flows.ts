@@ -3,7 +3,7 @@
 // dependents an outcome made due (the store wakes its claimer with it).
 // What happens when a dependency ends or is retried is the triggers of
 // migrations.ts (FLOWS), fired by whatever statement ends it.
-import { birth, countedAtBirth, FlowError, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
+import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo, OnFailure } from '../options.js';
 import { TaskNotFoundError, type StoredState, type StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
@@ -41,18 +41,6 @@ const FLOW_SQL = {
   /** The dependencies task ? waits for once requeued with those of the JSON array ?: not final, or requeued with it. */
   waits: `SELECT count(*) AS n FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
     WHERE d.task_id = @task AND (f.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled') OR d.dep_id IN (SELECT value FROM json_each(@all)))`,
-  /**
-   * How many tasks a failure above task ? could sink before it, one after
-   * another: the longest path up from it through blocked tasks by 'fail'
-   * edges (0 for a task that is not blocked: its own failure starts there).
-   */
-  sinkDepth: `WITH RECURSIVE up(id, depth) AS (
-      SELECT id, 0 FROM taskheap_tasks WHERE id = ?
-      UNION
-      SELECT d.dep_id, up.depth + 1 FROM up JOIN taskheap_tasks AS t ON t.id = up.id AND t.state = 'blocked'
-        JOIN taskheap_deps AS d ON d.task_id = up.id AND d.on_failure = 'fail'
-      WHERE up.depth <= ${1_000})
-    SELECT max(depth) AS depth FROM up`,
   uncount: `UPDATE taskheap_deps SET counted = 0 WHERE task_id = @task AND counted
     AND (dep_id IN (SELECT value FROM json_each(@all)) OR (SELECT state FROM taskheap_tasks WHERE id = dep_id) NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled'))`,
 } as const;
@@ -66,7 +54,6 @@ export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number
     external.set(id, row.state);
     prepare(FLOW_SQL.hasDependents).run(id);
   }
-  assertSinkDepth(prepare, flow, external);
   const ids = flow.tasks.map((task) => {
     const row = { ...taskRow(task, task.runAt, at), now };
     const id = Number(prepare(FLOW_SQL.insert).run(row).lastInsertRowid);
@@ -90,61 +77,6 @@ export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number
     prepare(FLOW_SQL.edge).run(ids[edge.task]!, depId(edge.dep), edge.ord, edge.onFailure, countedAtBirth(edge, births, external) ? 1 : 0);
   }
   return ids.map((id) => toTask(prepare(SQL.taskById).get(id) as TaskRow));
-}
-
-/**
- * The deepest chain of 'fail' dependents SQLite can sink after one failure:
- * its triggers sink one level per trigger level, and SQLite stops at 1,000
- * (a deeper sinking could never be recorded); a few levels are kept for the
- * statements that start it.
- */
-const MAX_SINK_DEPTH = 990;
-
-/**
- * Refuses a flow in which one failure could sink a chain of more than
- * MAX_SINK_DEPTH tasks one after another ('fail' edges, counted from the
- * farthest blocked task above its stored dependencies): a FlowError at the
- * add, rolling it back, rather than an outcome SQLite cannot record.
- */
-function assertSinkDepth(prepare: Prepare, flow: NewFlow, external: ReadonlyMap<number, StoredState>): void {
-  const n = flow.tasks.length;
-  const level = new Array<number>(n).fill(0);
-  const fails: { task: number; dep: number }[] = [];
-  const above = new Map<number, number>();
-  for (const edge of flow.edges) {
-    if (edge.onFailure !== 'fail') continue;
-    if ('index' in edge.dep) fails.push({ task: edge.task, dep: edge.dep.index });
-    else {
-      const state = external.get(edge.dep.id);
-      if (state === 'succeeded' || state === 'failed' || state === 'timed-out' || state === 'cancelled') continue;
-      let depth = above.get(edge.dep.id);
-      if (depth === undefined) {
-        depth = Number((prepare(FLOW_SQL.sinkDepth).get(edge.dep.id) as { depth: number }).depth);
-        above.set(edge.dep.id, depth);
-      }
-      level[edge.task] = Math.max(level[edge.task]!, depth + 1);
-    }
-  }
-  // Longest path over the flow's own 'fail' edges (acyclic): relax in Kahn's order.
-  const out: number[][] = Array.from({ length: n }, () => []);
-  const indegree = new Array<number>(n).fill(0);
-  for (const { task, dep } of fails) {
-    out[dep]!.push(task);
-    indegree[task]!++;
-  }
-  const ready = [...Array(n).keys()].filter((i) => indegree[i] === 0);
-  while (ready.length > 0) {
-    const i = ready.pop()!;
-    for (const next of out[i]!) {
-      level[next] = Math.max(level[next]!, level[i]! + 1);
-      if (--indegree[next]! === 0) ready.push(next);
-    }
-  }
-  const deepest = level.reduce((max, l, i) => (l > level[max]! ? i : max), 0);
-  if (level[deepest]! > MAX_SINK_DEPTH)
-    throw new FlowError(
-      `A failure could sink ${level[deepest]} tasks one after another down to the task number ${deepest + 1} of this flow, in the order given (by its 'fail' rules); SQLite can record at most ${MAX_SINK_DEPTH} (PostgreSQL has no such limit): break the chain with a 'continue' rule, or split the work`,
-    );
 }
 
 /** Flow `id`'s tasks and edges, or undefined. */

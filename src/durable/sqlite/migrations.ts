@@ -19,11 +19,17 @@ export interface Migration {
  * Issue 28, flows (part of version 6): PostgreSQL's model (see FLOWS in
  * postgres/migrations.ts): \`blocked\` tasks, the \`taskheap_deps\` edges, and
  * triggers that count a dependency down, sink (\`'fail'\` rule) and revive
- * dependents in the statement that ends or retries it. SQLite triggers take
- * no WITH clause, so sinking a chain recurses one trigger level per task
- * (the store turns recursive_triggers on; SQLite stops at 1,000 levels).
- * Revived tasks name the root of their sinking (\`failed_dep\`), so reviving
- * takes one level. Edges of deleted tasks go with them (foreign keys are off).
+ * dependents in the statement that ends or retries it. Sinking (\`'fail'\`
+ * rule) takes the whole closure at once, as PostgreSQL does, but SQLite
+ * fires a row's AFTER trigger as soon as that row is updated, before the
+ * rest of the statement's rows: so the closure is first marked
+ * (\`failed_dep\` = the ending task, no state change, nothing fires), then
+ * sunk in one statement, and the firing of each sunk task finds its
+ * dependents marked and leaves them alone. Two trigger levels however deep
+ * the chain (the store turns recursive_triggers on for that second level);
+ * recursing one level per task, a chain of 300 took 5 s to sink and SQLite
+ * stopped at 1,000. Revived tasks name the root of their sinking
+ * (\`failed_dep\`), so reviving takes one level too. Edges of deleted tasks go with them (foreign keys are off).
  */
 const FLOWS = `CREATE TABLE taskheap_deps (
      task_id INTEGER NOT NULL,
@@ -48,12 +54,19 @@ const FLOWS = `CREATE TABLE taskheap_deps (
        state = CASE WHEN pending_deps = 1 AND state = 'blocked' THEN 'waiting' ELSE state END, updated_at = NEW.updated_at
        WHERE id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND NOT counted AND (NEW.state = 'succeeded' OR on_failure <> 'fail'));
      UPDATE taskheap_deps SET counted = 1 WHERE dep_id = NEW.id AND NOT counted AND (NEW.state = 'succeeded' OR on_failure <> 'fail');
+     UPDATE taskheap_tasks SET failed_dep = NEW.id
+       WHERE NEW.state <> 'succeeded' AND id IN (WITH RECURSIVE doomed(id) AS (
+           SELECT d.task_id FROM taskheap_deps AS d JOIN taskheap_tasks AS t ON t.id = d.task_id
+           WHERE d.dep_id = NEW.id AND d.on_failure = 'fail' AND t.state = 'blocked' AND (t.failed_dep IS NULL OR t.failed_dep < 0)
+           UNION
+           SELECT d.task_id FROM doomed JOIN taskheap_deps AS d ON d.dep_id = doomed.id JOIN taskheap_tasks AS t ON t.id = d.task_id
+           WHERE d.on_failure = 'fail' AND t.state = 'blocked' AND (t.failed_dep IS NULL OR t.failed_dep < 0))
+         SELECT id FROM doomed);
      UPDATE taskheap_tasks SET state = CASE WHEN NEW.state = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
        failed_dep = COALESCE(NEW.failed_dep, NEW.id),
        last_error = 'DependencyError: dependency ' || COALESCE(NEW.failed_dep, NEW.id) || CASE WHEN NEW.state = 'cancelled' THEN ' was cancelled' ELSE ' failed' END,
        updated_at = NEW.updated_at
-       WHERE NEW.state <> 'succeeded' AND state = 'blocked'
-         AND id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND on_failure = 'fail');
+       WHERE NEW.state <> 'succeeded' AND failed_dep = NEW.id AND +state = 'blocked';
    END;
    CREATE TRIGGER taskheap_deps_revived AFTER UPDATE OF state ON taskheap_tasks
      WHEN NEW.has_dependents AND OLD.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')

@@ -217,7 +217,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
         db.exec('PRAGMA journal_mode = WAL');
         db.exec('PRAGMA synchronous = NORMAL');
         db.exec('BEGIN EXCLUSIVE; COMMIT');
-        // Flows: sinking a chain of dependents recurses through the triggers (migrations.ts FLOWS).
+        // Flows: a sunk task's own trigger fires inside the one that sank it (migrations.ts FLOWS: two levels at most).
         db.exec('PRAGMA recursive_triggers = ON');
       });
     } catch (error) {
