@@ -33,9 +33,10 @@
  * test/threads/bench.test.ts runs: it checks the script, not the figures.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { buildSync } from 'esbuild';
 import type { Order } from './threads/child.js';
 import { CONTENDERS, type Contender } from './threads/pools.js';
 import { spin } from './workloads/threads-work.js';
@@ -98,12 +99,36 @@ type Workload = Order['workload'];
 type Figures = Record<string, number | string>;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
+/**
+ * bench/threads/child.ts bundled once (esbuild: its src/ imports inlined,
+ * packages left to node_modules) into one ES module that plain `node` runs:
+ * the same program as `node --import tsx bench/threads/child.ts`, without
+ * tsx's start-up (about a second of CPU) in each of the children, nor its
+ * loader thread beside the figures. Under node_modules so its packages
+ * resolve; pools.ts finds the workloads by its own `import.meta.url`, which
+ * therefore stays its source file's.
+ */
+const bundleDir = new URL(`node_modules/.cache/taskheap-bench-threads-${process.pid}/`, pathToFileURL(ROOT));
+const CHILD = fileURLToPath(new URL('child.mjs', bundleDir));
+buildSync({
+  entryPoints: [fileURLToPath(new URL('./threads/child.ts', import.meta.url))],
+  outfile: CHILD,
+  bundle: true,
+  packages: 'external',
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  logLevel: 'warning',
+  define: { 'import.meta.url': JSON.stringify(new URL('./threads/pools.ts', import.meta.url).href) },
+});
+process.on('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
+
 /** Runs one workload for one contender in a fresh process; its JSON line. */
 function child(contender: Contender, workload: Workload): Promise<Figures> {
   const order: Order = { contender, workload, size, tasks, rounds: spinRounds, trivial, reps: 5 };
   if (contender === 'bree' && workload === 'trivial') order.trivial = Math.max(10, Math.round(trivial / 10));
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', 'bench/threads/child.ts', JSON.stringify(order)], {
+    const proc = spawn(process.execPath, ['--expose-gc', CHILD, JSON.stringify(order)], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
