@@ -5,7 +5,7 @@
 // suite spawns dozens of these, and tsx was most of each one's CPU.
 // (A fixture that finds files by its own `import.meta.url` must keep tsx.)
 import { buildSync } from 'esbuild';
-import { rmSync } from 'node:fs';
+import { realpathSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll } from 'vitest';
 
@@ -29,6 +29,10 @@ export function compiled(fixture: string): string {
       target: 'node20',
       logLevel: 'silent',
     });
+    // Its real path (node_modules may be a symlink, as in a git worktree): what the program's
+    // import.meta.url says, so a program that checks it is the main module (`import.meta.url ===
+    // pathToFileURL(process.argv[1]).href`, as the examples do) finds that it is.
+    out = realpathSync(out);
     built.set(fixture, out);
   }
   return out;

@@ -9,6 +9,7 @@ describe('bench/threads.ts', () => {
     const { code, stdout, stderr } = await runExample('bench/threads.ts', {
       args: ['--tasks=2', '--ms=5', '--trivial=20', '--rounds=1'],
       timeout: 300_000,
+      tsx: true, // it finds its child and workloads by its own import.meta.url
     });
     expect(code).toBe(0);
     // Every child answered with figures (a failed one prints a "failed" note instead).
