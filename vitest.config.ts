@@ -2,20 +2,26 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Files that only compute in memory (a ManualClock, no server, file, child
- * process, browser, fake timers or memory measurement): they share their
- * workers' module state (`isolate: false`), so src/ and vitest are imported
- * once per worker rather than once per file, which was most of each file's
- * CPU (measured on these 26 files: 55 s of CPU isolated, 30 s shared). A file
- * here must leave nothing behind (listeners, spies, globals): one that does
- * belongs in the isolated project. test/core/time.test.ts (fake timers, a
- * child process), memory.test.ts and flow-memory.test.ts (they measure the
- * heap) stay isolated.
+ * process or browser): they run in worker threads that share their modules
+ * (`isolate: false`).
  */
-const SHARED = [
+const IN_MEMORY = [
   'test/core/!(time|memory|flow-memory).test.ts',
   'test/rules/**/*.test.ts',
   'test/jobs/**/*.test.ts',
   'test/flows/**/*.test.ts',
+];
+
+/**
+ * Files that change what the process has (fake timers, the environment, V8
+ * flags) or measure its heap: a process of their own each.
+ */
+const ALONE = [
+  'test/core/time.test.ts',
+  'test/core/memory.test.ts',
+  'test/core/flow-memory.test.ts',
+  'test/ops/counts.test.ts',
+  'test/binaries.test.ts',
 ];
 
 export default defineConfig({
@@ -31,23 +37,28 @@ export default defineConfig({
     // expect.poll() waits for what a real browser or server does next (the dashboard test):
     // its default second is too short on a loaded 2-core machine; a test's own timeout still bounds it.
     expect: { poll: { timeout: 15_000 } },
+    // Every project but ALONE shares modules between the files a worker runs (`isolate: false`):
+    // src/, vitest and the helpers are imported once per worker instead of once per file, which
+    // was about a second of CPU per file (the worker's imports and the main process serving them).
+    // A file there must leave nothing behind (listeners, spies, globals, open handles): one that
+    // cannot belongs in ALONE.
     projects: [
       {
         extends: true,
-        test: {
-          name: 'shared',
-          include: SHARED,
-          pool: 'threads',
-          isolate: false,
-        },
+        test: { name: 'in-memory', include: IN_MEMORY, pool: 'threads', isolate: false },
+      },
+      {
+        extends: true,
+        test: { name: 'alone', include: ALONE, pool: 'forks', isolate: true },
       },
       {
         extends: true,
         test: {
-          name: 'isolated',
+          name: 'real',
           include: ['test/**/*.test.ts'],
-          exclude: SHARED,
+          exclude: [...IN_MEMORY, ...ALONE],
           pool: 'forks',
+          isolate: false,
           // One PostgreSQL server for the run; each file gets a database of its own on it.
           globalSetup: ['test/global-postgres.ts'],
         },

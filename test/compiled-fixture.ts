@@ -12,7 +12,13 @@ import { afterAll } from 'vitest';
 const root = resolve(import.meta.dirname, '..');
 const dir = join(root, 'node_modules', '.cache', `taskheap-fixtures-${process.pid}`);
 const built = new Map<string, string>();
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const remove = () => rmSync(dir, { recursive: true, force: true });
+// After the file; and, where files share this module (vitest's isolate: false), when the worker exits.
+afterAll(() => {
+  built.clear();
+  remove();
+});
+process.on('exit', remove);
 
 /** The path of `fixture` (from the repository root, e.g. 'test/fixtures/pg-worker.ts') compiled: `spawn(process.execPath, [compiled(fixture), ...args])`. */
 export function compiled(fixture: string): string {
