@@ -1,21 +1,68 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Files that only compute in memory (a ManualClock, no server, file, child
+ * process or browser): they run in worker threads that share their modules
+ * (`isolate: false`).
+ */
+const IN_MEMORY = [
+  'test/core/!(time|memory|flow-memory).test.ts',
+  'test/rules/**/*.test.ts',
+  'test/jobs/**/*.test.ts',
+  'test/flows/**/*.test.ts',
+];
+
+/**
+ * Files that change what the process has (fake timers, the environment, V8
+ * flags) or measure its heap: a process of their own each.
+ */
+const ALONE = [
+  'test/core/time.test.ts',
+  'test/core/memory.test.ts',
+  'test/core/flow-memory.test.ts',
+  'test/ops/counts.test.ts',
+  'test/binaries.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // A bound for a test that hangs, not a speed check: CPU-bound tests take seconds on an idle
     // 2-core machine and many times that under load (three files at once, or the stress script).
     testTimeout: 60_000,
     // The same for hooks (a server started, a database created), whose default of 10 s a loaded machine exceeds.
     hookTimeout: 60_000,
-    pool: 'forks',
     // Most of the suite waits (on PostgreSQL, child processes, browsers, timers) rather than
     // computes: three files at once on two cores, where vitest's default would run one.
     maxWorkers: 3,
-    // One PostgreSQL server for the run; each file gets a database of its own on it.
-    globalSetup: ['test/global-postgres.ts'],
     // expect.poll() waits for what a real browser or server does next (the dashboard test):
     // its default second is too short on a loaded 2-core machine; a test's own timeout still bounds it.
     expect: { poll: { timeout: 15_000 } },
+    // Every project but ALONE shares modules between the files a worker runs (`isolate: false`):
+    // src/, vitest and the helpers are imported once per worker instead of once per file, which
+    // was about a second of CPU per file (the worker's imports and the main process serving them).
+    // A file there must leave nothing behind (listeners, spies, globals, open handles): one that
+    // cannot belongs in ALONE.
+    projects: [
+      {
+        extends: true,
+        test: { name: 'in-memory', include: IN_MEMORY, pool: 'threads', isolate: false },
+      },
+      {
+        extends: true,
+        test: { name: 'alone', include: ALONE, pool: 'forks', isolate: true },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'real',
+          include: ['test/**/*.test.ts'],
+          exclude: [...IN_MEMORY, ...ALONE],
+          pool: 'forks',
+          isolate: false,
+          // One PostgreSQL server for the run; each file gets a database of its own on it.
+          globalSetup: ['test/global-postgres.ts'],
+        },
+      },
+    ],
   },
 });

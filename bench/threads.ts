@@ -1,5 +1,5 @@
 /**
- * `npm run bench:threads [-- --tasks=16] [-- --ms=100] [-- --trivial=2000] [-- --rounds=3] [-- --contenders=taskheap,piscina]`
+ * `npm run bench:threads [-- --tasks=16] [-- --ms=100] [-- --trivial=2000] [-- --rounds=3] [-- --reps=5] [-- --contenders=taskheap,piscina]`
  *
  * Module tasks in taskheap's worker threads (issue 26) side by side with
  * piscina, tinypool, Bree and the same work on the main thread (a taskheap
@@ -20,7 +20,8 @@
  *    tasks of (1) run: p50, p99 and max lateness.
  * 4. Pool resize: grow (a trivial task's latency while the pool's one
  *    thread is busy, the pool allowed `threads`: taskheap resized then,
- *    piscina and tinypool with `minThreads` 1) and shrink (taskheap only: ms
+ *    piscina and tinypool with `minThreads` 1; the median of `--reps` fresh
+ *    pools) and shrink (taskheap only: ms
  *    until idle threads are gone after `scheduler.threads = 1`).
  * 5. Memory: RSS of `threads` warm idle threads, and the peak RSS during (1),
  *    over the process before.
@@ -29,19 +30,20 @@
  * follows. Bree has no pool: each task is a job run in a new thread, at most
  * `threads` at once (capped by the bench). A full run with the default
  * flags writes bench/results/threads-latest.{md,json}. A tiny run
- * (`--tasks=2 --ms=5 --trivial=20 --rounds=1`) is what
+ * (`--tasks=2 --ms=5 --trivial=20 --rounds=1 --reps=1`) is what
  * test/threads/bench.test.ts runs: it checks the script, not the figures.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { buildSync } from 'esbuild';
 import type { Order } from './threads/child.js';
 import { CONTENDERS, type Contender } from './threads/pools.js';
 import { spin } from './workloads/threads-work.js';
 
 const USAGE =
-  'usage: npm run bench:threads [-- --tasks=16] [-- --ms=100] [-- --trivial=2000] [-- --rounds=3] [-- --contenders=taskheap,piscina,tinypool,bree,main]';
+  'usage: npm run bench:threads [-- --tasks=16] [-- --ms=100] [-- --trivial=2000] [-- --rounds=3] [-- --reps=5] [-- --contenders=taskheap,piscina,tinypool,bree,main]';
 
 function flag(name: string, fallback: number): number {
   const arg = process.argv.find((a) => a.startsWith(`--${name}=`));
@@ -58,6 +60,7 @@ const tasks = flag('tasks', 16);
 const ms = flag('ms', 100);
 const trivial = flag('trivial', 2_000);
 const rounds = flag('rounds', 3);
+const reps = flag('reps', 5);
 const size = os.availableParallelism();
 const FULL = process.argv.slice(2).length === 0;
 const chosen = process.argv
@@ -98,12 +101,36 @@ type Workload = Order['workload'];
 type Figures = Record<string, number | string>;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
+/**
+ * bench/threads/child.ts bundled once (esbuild: its src/ imports inlined,
+ * packages left to node_modules) into one ES module that plain `node` runs:
+ * the same program as `node --import tsx bench/threads/child.ts`, without
+ * tsx's start-up (about a second of CPU) in each of the children, nor its
+ * loader thread beside the figures. Under node_modules so its packages
+ * resolve; pools.ts finds the workloads by its own `import.meta.url`, which
+ * therefore stays its source file's.
+ */
+const bundleDir = new URL(`node_modules/.cache/taskheap-bench-threads-${process.pid}/`, pathToFileURL(ROOT));
+const CHILD = fileURLToPath(new URL('child.mjs', bundleDir));
+buildSync({
+  entryPoints: [fileURLToPath(new URL('./threads/child.ts', import.meta.url))],
+  outfile: CHILD,
+  bundle: true,
+  packages: 'external',
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  logLevel: 'warning',
+  define: { 'import.meta.url': JSON.stringify(new URL('./threads/pools.ts', import.meta.url).href) },
+});
+process.on('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
+
 /** Runs one workload for one contender in a fresh process; its JSON line. */
 function child(contender: Contender, workload: Workload): Promise<Figures> {
-  const order: Order = { contender, workload, size, tasks, rounds: spinRounds, trivial, reps: 5 };
+  const order: Order = { contender, workload, size, tasks, rounds: spinRounds, trivial, reps };
   if (contender === 'bree' && workload === 'trivial') order.trivial = Math.max(10, Math.round(trivial / 10));
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', 'bench/threads/child.ts', JSON.stringify(order)], {
+    const proc = spawn(process.execPath, ['--expose-gc', CHILD, JSON.stringify(order)], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -1,6 +1,7 @@
 /**
  * One workload of bench/threads.ts for one contender, in a fresh process
- * (`node --expose-gc --import tsx bench/threads/child.ts '<json>'`), so no
+ * (`node --expose-gc child.mjs '<json>'`, this file bundled by bench/threads.ts;
+ * `node --expose-gc --import tsx bench/threads/child.ts '<json>'` runs the same), so no
  * contender inherits another's threads, heap or JIT state. Prints one JSON
  * line with its figures.
  *

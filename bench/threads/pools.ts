@@ -18,7 +18,7 @@ export type Contender = (typeof CONTENDERS)[number];
 
 /**
  * Node flags of every contender's threads: none. (Threads inherit the main
- * thread's by default, and this process runs under `--import tsx`, which
+ * thread's by default, and this process may run under `--import tsx`, which
  * would load tsx into every new thread: the work is plain JavaScript.)
  */
 const execArgv: string[] = [];

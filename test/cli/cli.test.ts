@@ -1,16 +1,20 @@
-// The command line as operators run it: a real child process
-// (`node main.mjs ...`, src/cli/main.ts bundled once by ../compiled-fixture.ts: the code tsx
-// would run, without a TypeScript loader to start in every child, about a
-// second each on this machine) against a real SQLite file and a
-// real PostgreSQL server, with the data put there by a real Scheduler. Checks
-// what it prints (text and --json) and its exit codes: 0 done, 1 error,
-// 2 usage, 3 not found.
+// The command line as operators run it, against a real SQLite file and a real
+// PostgreSQL server, with the data put there by a real Scheduler. Checks what
+// it prints (text and --json) and its exit codes: 0 done, 1 error, 2 usage,
+// 3 not found. Most invocations call the program's run(argv, env, io) in this
+// process (what the bin calls with process.argv, process.env and the real
+// streams: a child process costs about 0.4 s of CPU, and this file makes some
+// ninety invocations); a few run the bin as a real child process (`node
+// main.mjs ...`, src/cli/main.ts bundled once by ../compiled-fixture.ts) to
+// prove that end to end: what it writes to stdout and stderr, its exit code,
+// and a file another process owns.
 import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { run as main } from '../../src/cli/main.js';
 import { Scheduler, type Store, type StoredJob, type StoredTask } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
@@ -19,11 +23,6 @@ import { schemaNamer, usePostgres } from '../durable/use-postgres.js';
 import { compiled } from '../compiled-fixture.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-// Bundled once for the file, under node_modules so its package imports (pg, better-sqlite3, luxon) resolve.
-let CLI: string;
-beforeAll(() => {
-  CLI = compiled('src/cli/main.ts');
-});
 
 interface Result {
   code: number;
@@ -31,11 +30,28 @@ interface Result {
   stderr: string;
 }
 
-/** Runs `taskheap ...args` as a child process; DATABASE_URL only as `env` says. */
-function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Result> {
+/** Runs `taskheap ...args` in this process, as the bin does (a line per write); DATABASE_URL only as `env` says. */
+async function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Result> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, env, {
+    out: (text) => {
+      stdout += `${text}\n`;
+    },
+    err: (text) => {
+      stderr += `${text}\n`;
+    },
+  });
+  return { code, stdout, stderr };
+}
+
+/** Runs `taskheap ...args` as a child process (the bundled bin under node); DATABASE_URL only as `env` says. */
+function spawnCli(args: readonly string[], env: Record<string, string> = {}): Promise<Result> {
+  // Bundled once for the file, under node_modules so its package imports (pg, better-sqlite3, luxon) resolve.
+  const bin = compiled('src/cli/main.ts');
   const { DATABASE_URL: _ignored, ...base } = process.env;
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...base, ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [bin, ...args], { cwd: ROOT, env: { ...base, ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
       resolve({ code, stdout, stderr });
     });
@@ -181,25 +197,43 @@ describe('taskheap on SQLite', () => {
     expect(await cli(['migrate', '--sqlite', file])).toMatchObject({ code: 0, stdout: 'The schema is up to date.\n' });
     const ids = await fill(sqliteStore(file));
     await operate(['--sqlite', file], {}, ids);
-    // While a worker owns the file, the command line says who does.
+    // The bin as a child process: its JSON on stdout and exit code 0, a not-found on stderr and exit code 3.
+    const stats = await spawnCli(['stats', '--sqlite', file, '--json']);
+    expect(stats).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(stats.stdout)).toMatchObject({ cancelled: 0 });
+    expect(await spawnCli(['task', '999999', '--sqlite', file])).toEqual({
+      code: 3,
+      stdout: '',
+      stderr: 'taskheap: No stored task with id 999999\n',
+    });
+    // While a worker (this process) owns the file, the command line (another process) says who does.
     const worker = new Scheduler({ store: sqliteStore(file), onError: () => {} });
     await worker.start();
     try {
-      expect(await cli(['stats', '--sqlite', file])).toMatchObject({ code: 1, stderr: expect.stringMatching(/is in use by process \d+/) });
+      expect(await spawnCli(['stats', '--sqlite', file])).toMatchObject({
+        code: 1,
+        stderr: expect.stringMatching(new RegExp(`is in use by process ${process.pid} on `)),
+      });
     } finally {
       await worker.close();
     }
-  }, 600_000); // some forty child processes, on a loaded machine
+  }, 120_000);
 
   it('usage errors exit 2 with the value named; --help exits 0', async () => {
     expect(await cli(['frobnicate'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/Unknown command "frobnicate"/) });
     expect(await cli(['tasks'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/No database: pass --database-url/) });
     expect(await cli(['tasks', '--sqlite', 'a.db', '--database-url', 'postgres://x/y'])).toMatchObject({ code: 2 });
     expect(await cli(['tasks', '--bogus'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/--bogus/) });
-    const help = await cli(['--help']);
-    expect(help.code).toBe(0);
+    // --help as a child process: the usage on stdout, exit code 0; a usage error: exit code 2.
+    const help = await spawnCli(['--help']);
+    expect(help).toMatchObject({ code: 0, stderr: '' });
     expect(help.stdout).toMatch(/^Usage: taskheap <command>/);
     expect(help.stdout).toMatch(/Exit codes: 0 done, 1 error, 2 usage error, 3 not found/);
+    expect(await spawnCli(['frobnicate'])).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: expect.stringMatching(/Unknown command "frobnicate"/),
+    });
   }, 60_000);
 });
 
@@ -218,7 +252,7 @@ describe('taskheap on PostgreSQL', () => {
     expect(await cli(['migrate', '--schema', name], { DATABASE_URL: server.url })).toMatchObject({ code: 0 });
     const ids = await fill(postgresStore({ connectionString: server.url, schema: name }));
     await operate(['--schema', name], { DATABASE_URL: server.url }, ids);
-  }, 600_000);
+  }, 120_000);
 
   it('a bad URL is a usage error; an unreachable server or a wrong database an error that names where', async () => {
     expect(await cli(['stats', '--database-url', 'mysql://localhost/db'])).toMatchObject({

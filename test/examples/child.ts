@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { compiled } from '../compiled-fixture.js';
 
 /** The repository root: examples are run from there, as the README shows. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -14,9 +15,21 @@ export interface ChildResult {
 }
 
 /**
- * Runs `node --import tsx <file> ...args` from the repository root, feeding
+ * The `node` arguments that run `file` (from the repository root) as a
+ * program: by default the file bundled once per test file by
+ * ../compiled-fixture.ts (the program `npx tsx <file>` runs, without tsx's
+ * start-up, about a second of CPU, in every child); with `tsx`, `--import tsx
+ * <file>` itself, for a program that finds other files by its own
+ * `import.meta.url` (a worker module beside it).
+ */
+export function program(file: string, { tsx = false }: { tsx?: boolean } = {}): string[] {
+  return tsx ? ['--import', 'tsx', file] : [compiled(file)];
+}
+
+/**
+ * Runs `file` (see program()) with `args` from the repository root, feeding
  * `input` to stdin (then closing it). Rejects if it outlives `timeout`: by
- * default 30 s, as starting tsx alone can take seconds on a loaded 2-core
+ * default 30 s, as starting a child can take seconds on a loaded 2-core
  * machine running several of these at once (a test using it allows 60 s).
  */
 export function runExample(
@@ -26,11 +39,12 @@ export function runExample(
     input,
     env = {},
     timeout = 30_000,
-  }: { args?: string[]; input?: string; env?: Record<string, string>; timeout?: number } = {},
+    tsx = false,
+  }: { args?: string[]; input?: string; env?: Record<string, string>; timeout?: number; tsx?: boolean } = {},
 ): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(process.execPath, ['--import', 'tsx', file, ...args], {
+    const child = spawn(process.execPath, [...program(file, { tsx }), ...args], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from './child.js';
+import { program, ROOT } from './child.js';
 
 describe('examples/ops-server.ts', () => {
   it('serves the dashboard behind its token, /metrics and /healthz, and exits 0 on SIGTERM', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/ops-server.ts'], {
+    const child = spawn(process.execPath, program('examples/ops-server.ts'), {
       cwd: ROOT,
       env: { ...process.env, PORT: '0', ADMIN_TOKEN: 'letmein' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { LIMITS } from '../../examples/rate-limited-bot.js';
 import type { PgServer } from '../durable/pg-server.js';
 import { usePostgres } from '../durable/use-postgres.js';
-import { ROOT } from './child.js';
+import { program, ROOT } from './child.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -27,9 +27,9 @@ afterEach(async () => {
   }
 });
 
-/** Starts `npx tsx examples/rate-limited-bot.ts <url> [--burst]` as a child process; resolves its stdout once it exits. */
+/** Starts `npx tsx examples/rate-limited-bot.ts <url> [--burst]` as a child process (bundled: program()); resolves its stdout once it exits. */
 function replica(burst: boolean): { stop: () => Promise<string> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'examples/rate-limited-bot.ts', server.url, ...(burst ? ['--burst'] : [])], {
+  const child = spawn(process.execPath, [...program('examples/rate-limited-bot.ts'), server.url, ...(burst ? ['--burst'] : [])], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -7,7 +7,7 @@ import { createBot, createStoredBot, formatDuration, parseDuration } from '../..
 import { Scheduler } from '../../src/index.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
-import { ROOT, lines, runExample } from './child.js';
+import { lines, program, ROOT, runExample } from './child.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -315,7 +315,7 @@ describe('reminder bot, through a real pipe', () => {
 
 /** The bot as a child process with its stdin left open, so a test can talk to it and kill it. */
 function startBot(db: string) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'examples/reminder-bot.ts', '--db', db], {
+  const child = spawn(process.execPath, [...program('examples/reminder-bot.ts'), '--db', db], {
     cwd: ROOT,
     env: { ...process.env, TZ: 'UTC' },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -351,7 +351,7 @@ function startBot(db: string) {
     },
     /**
      * Resolves once stdout has `count` lines matching `pattern`; fails after 20 s (bounded), showing
-     * the output. The first wait includes the bot's start (tsx), seconds on a loaded machine.
+     * the output. The first wait includes the bot's start, seconds on a loaded machine.
      */
     until(pattern: RegExp, count = 1): Promise<string[]> {
       return new Promise((resolve, reject) => {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ROOT, lines, runExample } from './child.js';
+import { lines, program, ROOT, runExample } from './child.js';
 
 // Each example runs as a child process, the way the README tells people to run it.
 describe.concurrent('examples run on their own and exit 0', { timeout: 60_000 }, () => {
@@ -57,7 +57,7 @@ describe.concurrent('examples run on their own and exit 0', { timeout: 60_000 },
   });
 
   it('http-server: prints its port, serves, and exits 0 on SIGTERM', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/http-server.ts'], {
+    const child = spawn(process.execPath, program('examples/http-server.ts'), {
       cwd: ROOT,
       env: { ...process.env, PORT: '0', WORKERS: '2' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -6,7 +6,7 @@ import { lines, runExample } from './child.js';
 // reminders fired meanwhile, and the process done once closed.
 describe('examples/thumbnail-threads', () => {
   it('renders in threads, cancels the huge render, keeps its reminders going, and exits 0', async () => {
-    const { code, stdout, stderr } = await runExample('examples/thumbnail-threads.ts', { args: ['4', '32'], timeout: 60_000 });
+    const { code, stdout, stderr } = await runExample('examples/thumbnail-threads.ts', { args: ['4', '32'], timeout: 60_000, tsx: true });
     expect(stderr).toBe('');
     expect(code).toBe(0);
     const out = lines(stdout);
@@ -18,7 +18,7 @@ describe('examples/thumbnail-threads', () => {
   });
 
   it('rejects bad arguments', async () => {
-    const { code, stderr } = await runExample('examples/thumbnail-threads.ts', { args: ['lots'] });
+    const { code, stderr } = await runExample('examples/thumbnail-threads.ts', { args: ['lots'], tsx: true });
     expect(code).toBe(1);
     expect(stderr).toContain('usage: npx tsx examples/thumbnail-threads.ts');
   });

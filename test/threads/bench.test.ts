@@ -1,4 +1,4 @@
-// bench/threads.ts on a tiny input, as a child process: the script runs every
+// bench/threads.ts on a tiny input (one round, one grow sample), as a child process: the script runs every
 // contender (taskheap, piscina, tinypool, Bree, the main thread) and prints
 // its tables (the figures are not checked: this machine is shared).
 import { describe, expect, it } from 'vitest';
@@ -7,8 +7,9 @@ import { runExample } from '../examples/child.js';
 describe('bench/threads.ts', () => {
   it('runs on a tiny input and prints its tables', async () => {
     const { code, stdout, stderr } = await runExample('bench/threads.ts', {
-      args: ['--tasks=2', '--ms=5', '--trivial=20', '--rounds=1'],
+      args: ['--tasks=2', '--ms=5', '--trivial=20', '--rounds=1', '--reps=1'],
       timeout: 300_000,
+      tsx: true, // it finds its child and workloads by its own import.meta.url
     });
     expect(code).toBe(0);
     // Every child answered with figures (a failed one prints a "failed" note instead).
