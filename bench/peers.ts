@@ -1,5 +1,5 @@
 /**
- * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker] [-- --n=20000]`
+ * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker] [-- --n=20000] [-- --no-flows]`
  *
  * taskheap's PostgreSQL store side by side with graphile-worker, pg-boss
  * (same PostgreSQL server, a fresh database per run) and BullMQ (on Redis,
@@ -22,13 +22,16 @@
  * - delayed jobs: 1,000 jobs due 2 to 4 s ahead, one worker process; lateness
  *   is the handler's start minus the due time;
  * - idle: statements a worker process runs in 30 s (quick: 10 s) with nothing to do.
- * Writes bench/results/peers-latest.{json,md}.
+ * Writes bench/results/peers-latest.{json,md}; then runs the flows bench
+ * (bench/flows.ts, taskheap's flows beside BullMQ's and pg-boss's) unless
+ * `--no-flows`.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startPgServer, type PgServer } from '../test/durable/pg-server.js';
 import { BUILD_DIR, buildForChildren } from './lib/build.js';
@@ -422,4 +425,23 @@ async function main(): Promise<void> {
   console.log(`Saved bench/results/${name}.{md,json}`);
 }
 
+/**
+ * Then flows beside BullMQ's and pg-boss's (issue 28), bench/flows.ts in a
+ * process of its own with the same `--quick` (its own server and tables:
+ * bench/results/flows-latest*), unless `--no-flows` or `--contenders=` names
+ * none of its contenders.
+ */
+function flows(): Promise<void> {
+  const names = ['taskheap', 'bullmq-postgres', 'pg-boss'].filter((c) => ONLY?.includes(c) ?? true);
+  if (process.argv.includes('--no-flows') || names.length === 0) return Promise.resolve();
+  const args = ['--import', 'tsx', fileURLToPath(new URL('./flows.ts', import.meta.url)), `--contenders=${names.join(',')}`];
+  if (QUICK) args.push('--quick');
+  return new Promise((resolve, reject) => {
+    spawn(process.execPath, args, { stdio: 'inherit' }).on('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`bench/flows.ts exited with ${code}`)),
+    );
+  });
+}
+
 await main();
+await flows();

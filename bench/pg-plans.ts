@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/pg-plans.ts [n=20000] [--plans] [--timing]`
+ * `npx tsx bench/pg-plans.ts [n=20000] [--plans] [--timing] [--delayed]`
  *
  * The claim's custom plan beside its generic one (issue 27: the claim is a
  * named statement, so after five custom plans PostgreSQL may keep the
@@ -7,7 +7,9 @@
  * rounds of EXPLAIN (ANALYZE, BUFFERS) of one claim of 273 rows under each
  * plan_cache_mode, each in a transaction rolled back. Prints planning and
  * execution time and buffers; `--plans` prints the last round's plans,
- * `--timing` with each node's time (which the timing itself inflates).
+ * `--timing` with each node's time (which the timing itself inflates);
+ * `--delayed`: tasks due 2 ms apart from now on, as the peer bench's
+ * delayed jobs, so each claim finds a few more due.
  */
 import pg from 'pg';
 import { postgresStore } from '../src/postgres.js';
@@ -15,6 +17,7 @@ import { statements } from '../src/durable/postgres/sql.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 
 const N = Number(process.argv[2] ?? 20000);
+const DELAYED = process.argv.includes('--delayed');
 const server = await startPgServer({ database: 'plans' });
 const store = postgresStore({ connectionString: server.url });
 await store.migrate();
@@ -22,7 +25,8 @@ const rows = Array.from({ length: N }, (_, i) => ({
   name: 'noop',
   key: null,
   payload: JSON.stringify({ i }),
-  runAt: Date.now(),
+  // --delayed: as the peer bench's delayed jobs, due 2 ms apart from now on (a claim finds a few due).
+  runAt: DELAYED ? Date.now() + 2 * i : Date.now(),
   maxAttempts: 1,
   options: '{}',
 }));
