@@ -28,7 +28,7 @@ export class Claimer {
   /** Claims that came back after stop(): handed back unrun (the completer). */
   readonly #handBack: (claims: readonly ClaimedTask[]) => void;
   /** Claim rounds on their way (at most MAX_CLAIMS), so close() can wait for them. */
-  readonly #rounds = new Set<Promise<number | undefined>>();
+  readonly #rounds = new Set<Promise<number>>();
   /** Tasks asked for by the claims on their way: room already spoken for. */
   #requested = 0;
   /** A wake-up came while rounds were on their way: claim again when one is back. */
@@ -88,13 +88,7 @@ export class Claimer {
   wakeAt(runAt: number): void {
     if (this.#ctx.closed || !this.#started) return;
     if (this.#rounds.size > 0) {
-      // The rounds on their way may have read the store before this work was
-      // committed. Due now, it gets a round of its own beside them (#tick
-      // decides if there is room for one): waiting for them would cost a
-      // round trip or two (their claim, then their nextDue) every time, and a
-      // chain of dependent tasks pays that at every step.
-      if (runAt <= this.#ctx.loop.clock.now() && this.#rounds.size < MAX_CLAIMS) this.#tick();
-      else this.#tickAgain = true;
+      this.#tickAgain = true;
       return;
     }
     if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - this.#ctx.loop.clock.now()));
@@ -131,12 +125,8 @@ export class Claimer {
         this.#tickAgain = false;
         return this.#tick();
       }
-      // The last round to come back knows best when to look again; one that
-      // did not ask (undefined) looks again at once.
-      if (this.#rounds.size === 0) {
-        if (delay === undefined) return this.#tick();
-        this.#arm(delay, this.#nothingDue);
-      }
+      // The last round to come back knows best when to look again.
+      if (this.#rounds.size === 0) this.#arm(delay, this.#nothingDue);
     });
   };
 
@@ -149,12 +139,11 @@ export class Claimer {
   }
 
   /**
-   * One claim round; resolves with how long to sleep (undefined: it did not
-   * ask, another round was on its way). `idle`: the poll after
+   * One claim round; resolves with how long to sleep. `idle`: the poll after
    * nothing was due, which asks when something is due first and claims only
    * if it is, so an idle process costs one statement per poll, not two.
    */
-  async #claim(idle: boolean): Promise<number | undefined> {
+  async #claim(idle: boolean): Promise<number> {
     const { store, loop, poll } = this.#ctx;
     this.#nothingDue = false;
     try {
@@ -186,11 +175,6 @@ export class Claimer {
       // Every worker is busy, so limited work (which is claimed only to start at once)
       // waits: the end of a turn frees a worker and claims again.
       if (this.#workersFree === 0) return poll;
-      // Another round is on its way: the last round back asks when something
-      // is due (or, not having asked, claims again at once); one question is
-      // enough. A chain of dependent tasks asked twice per step: the refill
-      // claim racing each outcome asked too.
-      if (this.#rounds.size > 1) return undefined;
       // The store says how long until something is due, by its own clock.
       return this.#sleep(
         await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms(), loop.rate !== undefined),

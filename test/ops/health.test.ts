@@ -55,10 +55,10 @@ describe('health()', () => {
     expect(blocked.healthy).toBe(false);
     expect(blocked.checks.loop.maxDelayMs).toBeGreaterThan(100);
     // The histogram restarts at each check: the next one judges only what came after. Asked at
-    // once (no turn of the event loop in between, so nothing a loaded machine does meanwhile
-    // counts), it has seen no delay at all, and certainly not the block.
+    // once, it has not seen the block (a loaded machine may add a few ms of its own in between).
     const next = await probe.check();
-    expect(next.checks.loop).toEqual({ healthy: true, maxDelayMs: 0 });
+    expect(next.checks.loop.healthy).toBe(true);
+    expect(next.checks.loop.maxDelayMs).toBeLessThan(100);
     probe.close();
     await scheduler.close();
   });
