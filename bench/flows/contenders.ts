@@ -6,9 +6,7 @@
  * counts. Loaded only in the bench's child processes (Node 24, the peers
  * from node_modules/.cache/taskheap-peers: bench/peers/runtime.ts).
  */
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { CACHE } from '../peers/cache.js';
+import { migrateBullmq, peers } from '../peers/contenders.js';
 
 /** independent: n tasks without dependencies; fan-in: n children, then one task after all of them; chain: n steps, each after the one before. */
 export type Workload = 'independent' | 'fan-in' | 'chain';
@@ -31,9 +29,6 @@ export const FLOW_SETTINGS: Record<string, string> = {
   'bullmq-postgres': `BullMQ 6 on its PostgreSQL backend (createPostgresBackend), Worker concurrency ${SLOTS}, pool max ${SLOTS}; FlowProducer.add() of one tree (a chain is a tree as deep as the chain), addBulk() in calls of 1,000 (independent)`,
   'pg-boss': `pg-boss 12 flow() (dependsOn), insert() in calls of 1,000 (independent); work() with batchSize ${SLOTS}, burstWhenBatchFull, pollingIntervalSeconds 0.5 and flowIntervalSeconds 1 (both their minimums: pg-boss unblocks dependents in a background pass every flowIntervalSeconds)`,
 };
-
-const peers = () =>
-  import(pathToFileURL(join(CACHE, 'peers.mjs')).href) as Promise<{ pgBoss(): Promise<any>; bullmq(): Promise<any>; pg(): Promise<any> }>;
 
 const CHUNK = 1_000;
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
@@ -79,17 +74,7 @@ async function bullmqPostgres(url: string): Promise<FlowContender> {
   let producer: any;
   let worker: any;
   return {
-    async prepare() {
-      const pg = await (await peers()).pg();
-      const pool = new (pg.default ?? pg).Pool({ connectionString: url, max: 1 });
-      const client = await pool.connect();
-      try {
-        await runMigrations(client);
-      } finally {
-        client.release();
-        await pool.end();
-      }
-    },
+    prepare: () => migrateBullmq(url, runMigrations),
     async add(workload, n) {
       if (workload === 'independent') {
         queue = new Queue(queueName, { connection }, createPostgresBackend);

@@ -47,7 +47,8 @@ export const SETTINGS: Record<string, string> = {
   'bullmq-postgres': `its PostgreSQL backend (createPostgresBackend) with the tuning tips of its guide: Worker concurrency ${CONCURRENCY}, pool max ${CONCURRENCY}, removeOnComplete; schema by runMigrations()`,
 };
 
-const peers = () =>
+/** The peers' modules, from the cache bench/peers/runtime.ts fills (the flows bench uses them too). */
+export const peers = () =>
   import(pathToFileURL(join(CACHE, 'peers.mjs')).href) as Promise<{
     graphile(): Promise<any>;
     pgBoss(): Promise<any>;
@@ -57,6 +58,19 @@ const peers = () =>
   }>;
 
 const payload = (job: BenchJob) => ({ i: job.i, due: job.due });
+
+/** BullMQ's PostgreSQL schema, made by its `runMigrations()` on one connection to `url`. */
+export async function migrateBullmq(url: string, runMigrations: (client: unknown) => Promise<void>): Promise<void> {
+  const pg = await (await peers()).pg();
+  const pool = new (pg.default ?? pg).Pool({ connectionString: url, max: 1 });
+  const client = await pool.connect();
+  try {
+    await runMigrations(client);
+  } finally {
+    client.release();
+    await pool.end();
+  }
+}
 
 async function taskheap(target: Target): Promise<Contender> {
   const { Scheduler } = await import('../../src/index.js');
@@ -227,17 +241,7 @@ async function bullmqPostgres(target: Target): Promise<Contender> {
     ...(job.due === undefined ? {} : { delay: Math.max(0, job.due - Date.now()) }),
   });
   return {
-    prepare: async () => {
-      const pg = await (await peers()).pg();
-      const pool = new (pg.default ?? pg).Pool({ connectionString: target.pgUrl, max: 1 });
-      const client = await pool.connect();
-      try {
-        await runMigrations(client);
-      } finally {
-        client.release();
-        await pool.end();
-      }
-    },
+    prepare: () => migrateBullmq(target.pgUrl, runMigrations),
     addOne: async (job) => {
       await getQueue().add('noop', payload(job), options(job));
     },
