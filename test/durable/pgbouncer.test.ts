@@ -28,7 +28,7 @@ usePostgres((started, pool) => {
 });
 
 beforeAll(async () => {
-  // Never skipped: without pgbouncer this fails, saying what to install.
+  // Never skipped: without a system pgbouncer it unpacks Debian's package (test/binaries.ts), and fails, saying why, if it cannot.
   bouncer = await startPgBouncer(server, { poolSize: 2 });
 }, 60_000);
 

@@ -1,5 +1,6 @@
 // A throwaway PgBouncer in front of a test's PostgreSQL server: Debian's
-// /usr/sbin/pgbouncer (or $PGBOUNCER), in transaction pooling with a small
+// (the system's /usr/sbin/pgbouncer, $PGBOUNCER, or else Debian's package
+// unpacked by test/binaries.ts's pgbouncerBinary()), in transaction pooling with a small
 // pool, on a free loopback port. It refuses to run as root, so as root it runs
 // as the `postgres` (or `nobody`) OS user (setpriv, which execs it: the child's pid is
 // PgBouncer's own). kill() SIGKILLs it; start() starts it again on the same port.
@@ -9,21 +10,8 @@ import { createConnection } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pgbouncerBinary } from '../binaries.js';
 import { freePort, osUser, type PgServer } from './pg-server.js';
-
-export const NO_PGBOUNCER_MESSAGE =
-  'PgBouncer was not found at $PGBOUNCER or /usr/sbin/pgbouncer (or on PATH). ' +
-  'Install it (Debian/Ubuntu: apt-get install -y pgbouncer) or set PGBOUNCER; the PgBouncer tests never skip.';
-
-/** Where pgbouncer lives: $PGBOUNCER, /usr/sbin/pgbouncer, or PATH. */
-export function findPgBouncer(): string | undefined {
-  const candidates = [
-    process.env.PGBOUNCER,
-    '/usr/sbin/pgbouncer',
-    ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'pgbouncer')),
-  ];
-  return candidates.find((file): file is string => file !== undefined && file !== '' && existsSync(file));
-}
 
 export interface PgBouncer {
   readonly port: number;
@@ -59,11 +47,10 @@ async function listening(port: number, timeout: number, log: () => string): Prom
 /**
  * Starts PgBouncer in front of `server` (its database), `pool_mode =
  * transaction`, `default_pool_size` server connections per user and database.
- * Throws NO_PGBOUNCER_MESSAGE if there is none.
+ * Throws, saying how to get one, if there is no PgBouncer.
  */
 export async function startPgBouncer(server: PgServer, options: { poolSize?: number } = {}): Promise<PgBouncer> {
-  const binary = findPgBouncer();
-  if (binary === undefined) throw new Error(NO_PGBOUNCER_MESSAGE);
+  const binary = pgbouncerBinary();
   const dir = mkdtempSync(join(tmpdir(), 'taskheap-pgbouncer-'));
   const port = await freePort();
   const logFile = join(dir, 'pgbouncer.log');
@@ -94,20 +81,20 @@ export async function startPgBouncer(server: PgServer, options: { poolSize?: num
     ].join('\n'),
   );
   const root = userInfo().uid === 0;
-  let command: [string, string[]] = [binary, [ini]];
+  let command: [string, string[]] = [binary.path, [ini]];
   if (root) {
     // `postgres` where Debian's packages made it, else `nobody` (as test/durable/pg-server.ts does).
     const user = osUser('postgres') ?? osUser('nobody');
     if (user === undefined) throw new Error('Running as root, PgBouncer needs an unprivileged OS user (`postgres` or `nobody`) to run as');
     chownSync(dir, user.uid, user.gid);
     for (const file of ['users.txt', 'pgbouncer.ini']) chownSync(join(dir, file), user.uid, user.gid);
-    command = ['setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', binary, ini]];
+    command = ['setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', binary.path, ini]];
   }
   const log = () => (existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-4_000) : '');
   let child: ChildProcess | undefined;
   let output = '';
   const start = async () => {
-    const started = spawn(command[0], command[1], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const started = spawn(command[0], command[1], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...binary.env } });
     child = started;
     started.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     started.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
