@@ -1,5 +1,5 @@
 /**
- * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker] [-- --n=20000] [-- --no-flows]`
+ * `npm run bench:peers [-- --quick] [-- --contenders=taskheap,graphile-worker] [-- --workloads=delayed,idle] [-- --n=20000] [-- --no-flows]`
  *
  * taskheap's PostgreSQL store side by side with graphile-worker, pg-boss
  * (same PostgreSQL server, a fresh database per run) and BullMQ (on Redis,
@@ -44,6 +44,11 @@ const QUICK = process.argv.includes('--quick');
 const ONLY = process.argv
   .find((arg) => arg.startsWith('--contenders='))
   ?.slice('--contenders='.length)
+  .split(',');
+/** `--workloads=delayed,idle`: only these of enqueue, bulk, processing, delayed and idle (an A/B run of one, say); default all. */
+const WORKLOADS = process.argv
+  .find((arg) => arg.startsWith('--workloads='))
+  ?.slice('--workloads='.length)
   .split(',');
 /** `--n=20000`: this many jobs (with --quick: one round at the full run's size, say). */
 const N = Number(process.argv.find((arg) => arg.startsWith('--n='))?.slice('--n='.length) ?? (QUICK ? 2_000 : 20_000));
@@ -271,16 +276,22 @@ async function idle(env: Env): Promise<Sample[]> {
 
 // ------------------------------------------------------------------- the run
 
+/** Whether `--workloads` (if given) asks for the workload `name`. */
+function chosen(name: string): boolean {
+  return WORKLOADS?.includes(name) ?? true;
+}
+
 async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
   const samples: Sample[] = [];
   const contenders = fsync === 'on' ? env.contenders.filter((c) => c !== 'bullmq') : env.contenders;
-  const workloads: ((contender: string) => Promise<Sample>)[] = [
-    (c) => enqueue(env, c, fsync, false),
-    (c) => enqueue(env, c, fsync, true),
-    (c) => processing(env, c, fsync, 1),
-    (c) => processing(env, c, fsync, 3),
+  const named: [string, (contender: string) => Promise<Sample>][] = [
+    ['enqueue', (c) => enqueue(env, c, fsync, false)],
+    ['bulk', (c) => enqueue(env, c, fsync, true)],
+    ['processing', (c) => processing(env, c, fsync, 1)],
+    ['processing', (c) => processing(env, c, fsync, 3)],
   ];
-  if (fsync === 'off') workloads.push((c) => delayed(env, c, fsync));
+  if (fsync === 'off') named.push(['delayed', (c) => delayed(env, c, fsync)]);
+  const workloads = named.filter(([name]) => chosen(name)).map(([, run]) => run);
   for (let round = 0; round < ROUNDS; round++) {
     for (const workload of workloads) {
       // Interleaved, and each round in another order, so drift of the machine spreads evenly.
@@ -382,11 +393,13 @@ async function main(): Promise<void> {
   let pgVersion = '';
   try {
     for (const fsync of ['off', 'on'] as const) {
+      // Only the throughput workloads run again with fsync on.
+      if (fsync === 'on' && !['enqueue', 'bulk', 'processing'].some(chosen)) continue;
       await withServer(fsync === 'on' ? FSYNC_ON : [], async (server, admin) => {
         pgVersion = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
         const env: Env = { runtime, server, admin, redisUrl: redis?.url, redisPid: redis?.pid, contenders };
         samples.push(...(await pass(env, fsync)));
-        if (fsync === 'off') samples.push(...(await idle(env)));
+        if (fsync === 'off' && chosen('idle')) samples.push(...(await idle(env)));
       });
     }
   } finally {
@@ -414,6 +427,8 @@ async function main(): Promise<void> {
   ];
   const markdown = lines.join('\n');
   console.log(markdown);
+  // A run of some workloads is an A/B trial, not a result to keep.
+  if (WORKLOADS !== undefined) return;
   const results = new URL('./results/', import.meta.url);
   mkdirSync(results, { recursive: true });
   const name = QUICK ? 'peers-latest-quick' : 'peers-latest';

@@ -192,6 +192,8 @@ export class DurableRunner {
         (id) => this.#holdings.cancel(id),
         (queue) => this.#holdings.handBack(queue),
       );
+      // Before the first claim: claims right after start() find their connections ready.
+      await store.warm?.(this.#ctx.owner, this.#ctx.lease, this.#handlers.names);
       this.#leases.start();
       this.#claimer.start();
       this.#maintenance.start();

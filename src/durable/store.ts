@@ -561,6 +561,13 @@ export interface Store {
   completeWithin?<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T>;
   /** Returns running tasks of a previous life of this store to waiting (single-process stores); the ones it failed instead (ClaimedTask.failedAfterExpiries). */
   recover?(): Promise<ClaimedTask[]>;
+  /**
+   * Readies the store for the first claims of `owner` (`names`: the handlers
+   * it runs) once it starts: PostgreSQL opens a few connections and plans the
+   * claim on each, so work due right after start() is not late by a cold
+   * connection's first plan. Best effort: it never rejects.
+   */
+  warm?(owner: string, lease: number, names?: readonly string[]): Promise<void>;
   /** Releases connections and files. */
   close(): Promise<void>;
 }

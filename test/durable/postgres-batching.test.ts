@@ -317,6 +317,31 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     expect(names.get(sql.settle)).toMatch(/^taskheap_/);
   }, 30_000);
 
+  it("start() readies three of its own pool's connections for the first claims; a caller's pool, even of one connection, is left alone", async () => {
+    // A cold connection's first claim (catalog caches, the first plan) took about 30 ms, and jobs due just
+    // after start were that late, once per connection the first burst opened (issue 27's delayed jobs).
+    const schema = freshSchema();
+    const { scheduler } = open(schema);
+    scheduler.define('x', () => {});
+    await scheduler.start();
+    const { rows: own } = await admin.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'taskheap'`,
+    );
+    expect(own[0]!.n).toBeGreaterThanOrEqual(3);
+    await scheduler.close();
+
+    // Waiting for three connections from a pool of one would wait forever.
+    const pool = new pg.Pool({ connectionString: server.url, max: 1 });
+    const small = new Scheduler({ store: postgresStore({ pool, schema }) });
+    opened.push(small);
+    small.define('x', () => 'ran');
+    await small.start();
+    const { id } = await small.schedule(Date.now(), 'x');
+    await expect(small.waitFor(id)).resolves.toMatchObject({ state: 'succeeded' });
+    await small.close();
+    await pool.end();
+  }, 30_000);
+
   it('close() waits for both claims on their way and hands back, unrun and uncounted, what they bring', async () => {
     const schema = freshSchema();
     const { scheduler, store, errors } = open(schema, 2, 2);

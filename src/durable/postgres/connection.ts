@@ -10,6 +10,9 @@ import { statementName } from './prepared.js';
 
 function noop(): void {}
 
+/** How many pooled connections warm() readies and our own pool keeps open: a claim round or two, a next-due question, a settle. */
+export const WARM_CONNECTIONS = 3;
+
 /** The longest a client waits for an answer (the timer limit): pg reads a query_timeout of 0 as "the default". */
 const MAX_QUERY_WAIT = 2 ** 31 - 1;
 
@@ -162,6 +165,8 @@ export class Connection {
     return {
       connectionString: this.#connectionString,
       max: 10,
+      // The connections warm() readied stay open however long the process idles (see there).
+      min: WARM_CONNECTIONS,
       connectionTimeoutMillis: this.#timeout,
       query_timeout: this.#timeout + 500,
       ...server,
@@ -241,6 +246,44 @@ export class Connection {
         return result;
       },
       (error: unknown) => Promise.reject(this.#failed(error)),
+    );
+  }
+
+  /**
+   * Readies `count` pooled connections for the hot path: each is opened and
+   * parses and plans `statements` (named, as query() runs them) in a
+   * transaction that is rolled back, their generic plan forced so that it
+   * counts as none of the five custom plans PostgreSQL weighs it against. A
+   * connection's first claim otherwise pays for loading its catalog caches
+   * and its first plan, about 30 ms, and work due at once pays that as
+   * lateness, once per connection the first burst opens. Our own pool keeps
+   * that many connections open (`min`). Only our own pool: a caller's may be
+   * smaller than `count` or busy (holding some while waiting for the rest
+   * could wait forever), and how long its connections live is the caller's
+   * choice. Behind PgBouncer there are no named statements, and its server
+   * connections are not ours: nothing to do there either.
+   */
+  async warm(statements: readonly { text: string; values: unknown[] }[], count: number): Promise<void> {
+    if (this.#pgbouncer || !this.#ownsPool) return;
+    const clients = await Promise.all(Array.from({ length: count }, () => this.#db.connect().catch(() => undefined)));
+    await Promise.all(
+      clients.map(async (client) => {
+        if (client === undefined) return;
+        let broken: Error | undefined;
+        try {
+          await client.query('BEGIN');
+          await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+          for (const { text, values } of statements) {
+            await client.query({ name: statementName(text), text, values, query_timeout: this.#timeout + 500 } as never);
+          }
+          await client.query('ROLLBACK');
+        } catch (error) {
+          // Best effort: a failed warm-up costs only the first claims' speed. A connection left mid-transaction is dropped.
+          broken = error as Error;
+        } finally {
+          client.release(broken ?? false);
+        }
+      }),
     );
   }
 

@@ -83,6 +83,8 @@ export interface PgClient {
 export interface PgConfig {
   connectionString?: string | undefined;
   max?: number;
+  /** Connections the pool keeps open however long they idle (pg-pool 3.7+). */
+  min?: number;
   connectionTimeoutMillis?: number;
   query_timeout?: number;
   statement_timeout?: number;

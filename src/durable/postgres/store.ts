@@ -41,7 +41,7 @@ import {
 } from '../rows.js';
 import { leaseExpiredText } from '../expiries.js';
 import { materialize } from './materialize.js';
-import { Connection } from './connection.js';
+import { Connection, WARM_CONNECTIONS } from './connection.js';
 import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
 import type { PgPoolLike } from './pg.js';
@@ -380,6 +380,19 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
       const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
       return toClaims(rows);
     });
+  }
+
+  /** Readies connections for the first claims: a claim of nothing and a next-due question on each (Connection.warm). */
+  warm(owner: string, lease: number, names?: readonly string[]): Promise<void> {
+    const claim = [0, owner, lease, this.#maxExpiries, this.#expiredText, names ?? null, false, 0, null, null, 0];
+    const nextDue = [names ?? null, false, null, null, lease, 0];
+    return this.#db.warm(
+      [
+        { text: this.#sql.claimUnlessJobsDue, values: claim },
+        { text: this.#sql.nextDue, values: nextDue },
+      ],
+      WARM_CONNECTIONS,
+    );
   }
 
   async nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
