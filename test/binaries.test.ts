@@ -75,7 +75,13 @@ describe.runIf(noSystemBinaries())('with TASKHEAP_NO_SYSTEM_BINARIES=1', () => {
   }, 120_000);
 
   it.runIf(process.env.TASKHEAP_SYSTEM_BINARIES_MASKED === '1')('cannot run the system copies: they are covered', () => {
-    for (const file of ['/usr/bin/chromium', '/usr/bin/promtool', '/usr/local/bin/pg_ctl', '/usr/local/bin/initdb', '/usr/sbin/pgbouncer']) {
+    for (const file of [
+      '/usr/bin/chromium',
+      '/usr/bin/promtool',
+      '/usr/local/bin/pg_ctl',
+      '/usr/local/bin/initdb',
+      '/usr/sbin/pgbouncer',
+    ]) {
       expect(() => accessSync(file, constants.X_OK), file).toThrow();
     }
     expect(existsSync('/usr/lib/postgresql/15/bin/initdb')).toBe(false);

@@ -101,7 +101,7 @@ const TOOLS: Record<Tool, ToolSpec> = {
     system: () => ['/usr/sbin/pgbouncer', ...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'pgbouncer'))],
     usable: (file) => file.includes(sep) && existsSync(file),
     missing:
-      'PgBouncer was not found ($PGBOUNCER, /usr/sbin/pgbouncer, PATH), and Debian\'s package could not be downloaded ' +
+      "PgBouncer was not found ($PGBOUNCER, /usr/sbin/pgbouncer, PATH), and Debian's package could not be downloaded " +
       '(apt-get download pgbouncer): install it (apt-get install -y pgbouncer) or set PGBOUNCER.',
   },
 };
@@ -322,6 +322,7 @@ function output(command: string, args: string[], cwd?: string): string | undefin
 
 /** Whether dpkg says a package is installed. */
 function installed(name: string): boolean {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format placeholder, not a template.
   return output('dpkg-query', ['-W', '-f=${Status}', name])?.includes('install ok installed') ?? false;
 }
 
