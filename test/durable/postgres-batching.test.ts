@@ -12,6 +12,7 @@ import { Scheduler, type Outcome, type Store } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
 import { statements } from '../../src/durable/postgres/sql.js';
 import type { PgServer } from './pg-server.js';
+import { gate } from '../helpers.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 
 let server: PgServer;
@@ -289,6 +290,50 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     flight.release();
     await waitFor('all four succeeded', async () => (await rows(schema)).every((row) => row.state === 'succeeded'));
     expect(ran.sort()).toEqual([0, 1, 2, 3]);
+    expect(errors).toEqual([]);
+  }, 30_000);
+
+  it('work due now that arrives while one round is on its way (its next-due query unanswered) gets a claim of its own at once', async () => {
+    // A chain of dependent tasks pays this at every step: the settle that
+    // unblocks the next step wakes the process while the round that claimed
+    // the last step still asks when work is due next. Waiting for that answer
+    // cost a round trip or two per step (issue 28).
+    const schema = freshSchema();
+    const { scheduler, store, errors } = open(schema, 4, 0);
+    await store.migrate();
+    const asking = { hold: false, waiting: [] as (() => void)[], out: 0, calls: 0 };
+    const nextDue = store.nextDue.bind(store);
+    store.nextDue = async (...args: Parameters<Store['nextDue']>) => {
+      asking.calls++;
+      asking.out++;
+      try {
+        if (asking.hold) await new Promise<void>((resolve) => asking.waiting.push(resolve));
+        return await nextDue(...args);
+      } finally {
+        asking.out--;
+      }
+    };
+    const started: string[] = [];
+    const first = gate();
+    scheduler.define('step', async (_ctx, p: { name: string }) => {
+      started.push(p.name);
+      if (p.name === 'first') await first.promise;
+    });
+    await scheduler.start();
+    await waitFor('the first round over', () => asking.calls > 0 && asking.out === 0);
+    asking.hold = true;
+    try {
+      // The round that claims the first task then asks when work is due next: its answer is held.
+      await scheduler.schedule(Date.now(), 'step', { payload: { name: 'first' } });
+      await waitFor('the first running, its round asking what is due next', () => started.length === 1 && asking.out === 1);
+      await scheduler.schedule(Date.now(), 'step', { payload: { name: 'second' } });
+      await waitFor('the second running while that answer is still held', () => started.length === 2);
+      expect(asking.waiting.length).toBeGreaterThan(0);
+    } finally {
+      asking.hold = false;
+      for (const go of asking.waiting.splice(0)) go();
+      first.open();
+    }
     expect(errors).toEqual([]);
   }, 30_000);
 
