@@ -1,9 +1,10 @@
 // The claimer: claim rounds and when to run them. It claims what the pool
 // can take (Prefetch), hands each claim to the dispatcher, and sleeps until
 // the next due time, the poll interval, or a wake-up (work added here, or
-// announced by another process; a serial key let go of; room freed at the
-// end of a turn). A second claim may be on its way beside the first (and
-// beside the outcome batch), so workers rarely wait for a round trip.
+// announced by another process; a serial key let go of; room or a worker
+// freed at the end of a turn). A second claim may be on its way beside the
+// first (and beside the outcome batch), so workers rarely wait for a round
+// trip. No wake-up is lost, whatever rounds are on their way: see #missed.
 import { advanceJob } from './advance-job.js';
 import type { ClaimedTask, ClaimLimits, DueJob, JobAdvance, QueueRooms } from './store.js';
 import type { Dispatcher } from './dispatch.js';
@@ -14,6 +15,16 @@ import { backoff, type RunnerContext } from './runner-context.js';
 
 /** Claim rounds on their way at once: one more than the one being answered keeps workers fed. */
 const MAX_CLAIMS = 2;
+
+/** What a claim round found: how long to sleep, and why. */
+interface Answer {
+  /** How long to sleep, ms; undefined: it did not ask (another round was on its way), so the last round back looks again at once. */
+  readonly delay: number | undefined;
+  /** Nothing is known to be due before `delay` (the poll): the timer asks first, then claims (#claim's `idle`). */
+  readonly idle: boolean;
+  /** It could claim no limited task: no worker was free (each held a task, or was spoken for by a claim on its way). */
+  readonly workersTaken: boolean;
+}
 
 /** Told of stored job occurrences the job's policies dropped, once the claim that decided it committed. @internal */
 export type SkipListener = (key: string, name: string, at: number, reason: 'overlap' | 'misfire') => void;
@@ -28,17 +39,27 @@ export class Claimer {
   /** Claims that came back after stop(): handed back unrun (the completer). */
   readonly #handBack: (claims: readonly ClaimedTask[]) => void;
   /** Claim rounds on their way (at most MAX_CLAIMS), so close() can wait for them. */
-  readonly #rounds = new Set<Promise<number>>();
-  /** Tasks asked for by the claims on their way: room already spoken for. */
+  readonly #rounds = new Set<Promise<Answer>>();
+  /** Tasks asked for by the claims on their way (until what they claimed is held): room and workers spoken for. */
   #requested = 0;
-  /** A wake-up came while rounds were on their way: claim again when one is back. */
-  #tickAgain = false;
-  /** The last claim round found nothing due within the poll interval. */
-  #nothingDue = false;
+  /**
+   * A wake-up that no whole round has answered yet. A round is whole when no
+   * other claim was unanswered as it asked: its room and its free workers
+   * are then this process's own, none spoken for by a claim that may come
+   * back with less than it asked (a round beside one on its way asks with
+   * that claim's room counted as workers taken, so it cannot claim a
+   * limited task, and it may have read the store before the work the
+   * wake-up announced). Set by every wake-up that finds rounds on their way
+   * (or no room for a round beside them); cleared only when a whole round
+   * asks; while it is set, each round that comes back claims again, or
+   * leaves it to the round whose claim is still unanswered. So the claimer
+   * never sleeps with a wake-up unanswered.
+   */
+  #missed = false;
+  /** A round found every worker taken: the next worker to free claims, whatever the room (limited work may wait for it). */
+  #waitingForWorker = false;
   /** The scheduler-wide rate last stored (`store.setRate`), as `limit/interval`; '' for none. */
   #storedRate = '';
-  /** Workers the last claim round found free for limited tasks. */
-  #workersFree = 0;
   /** Failed claim rounds in a row (the database is away). */
   #failures = 0;
   #started = false;
@@ -88,18 +109,32 @@ export class Claimer {
   wakeAt(runAt: number): void {
     if (this.#ctx.closed || !this.#started) return;
     if (this.#rounds.size > 0) {
-      this.#tickAgain = true;
+      // The rounds on their way may have read the store before this work was
+      // committed: it is missed until a whole round asks. Due now, it gets a
+      // round of its own beside them (#tick decides if there is room for
+      // one): waiting for them would cost a round trip or two (their claim,
+      // then their nextDue) every time, and a chain of dependent tasks pays
+      // that at every step.
+      this.#missed = true;
+      if (runAt <= this.#ctx.loop.clock.now() && this.#rounds.size < MAX_CLAIMS) this.#tick();
       return;
     }
     if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - this.#ctx.loop.clock.now()));
   }
 
-  /** Tasks finished and their room was freed: refill once half the capacity is free (fewer, fuller claims). */
+  /**
+   * Tasks finished and their room was freed: refill once half the capacity
+   * is free (fewer, fuller claims), or at once if a worker is free and a
+   * round found every worker taken (limited work claims only into a free one).
+   */
   refill(): void {
     // A queue at its concurrency here had a task end: its room is worth a claim of its own.
     const reopened = this.#holdings.queues.reopened;
     this.#holdings.queues.reopened = false;
-    if (this.#room() >= this.#prefetch.refill() || (reopened && this.#room() > 0)) this.#tick();
+    const room = this.#room();
+    if (room >= this.#prefetch.refill() || (room > 0 && (reopened || (this.#waitingForWorker && this.#workersFree(room) > 0)))) {
+      this.#tick();
+    }
   }
 
   /**
@@ -113,29 +148,50 @@ export class Claimer {
     if (this.#ctx.closed || !this.#started) return;
     const out = this.#rounds.size;
     if (out >= MAX_CLAIMS || (out > 0 && this.#room() < this.#prefetch.refill())) {
-      this.#tickAgain = true;
+      // The rounds on their way claim again once back.
+      this.#missed = true;
       return;
     }
     this.#disarm();
     const round = this.#claim(idle);
     this.#rounds.add(round);
-    void round.then((delay) => {
-      this.#rounds.delete(round);
-      if (this.#tickAgain) {
-        this.#tickAgain = false;
-        return this.#tick();
-      }
-      // The last round to come back knows best when to look again.
-      if (this.#rounds.size === 0) this.#arm(delay, this.#nothingDue);
-    });
+    void round.then((answer) => this.#back(round, answer));
   };
 
   /** The poll's timer: nothing was known to be due when it was armed. */
   #idleTick = (): void => this.#tick(true);
 
+  /** A round came back: claim again if a wake-up is unanswered, else the last round back sleeps as it says. */
+  #back(round: Promise<Answer>, answer: Answer): void {
+    this.#rounds.delete(round);
+    if (answer.workersTaken) {
+      // It relied on a turn's end to free a worker and claim; if one freed while it was on its way
+      // (or was only spoken for by a claim that came back with less), that end has passed.
+      if (this.#ctx.loop.workers - this.#holdings.size > 0) this.#missed = true;
+      else this.#waitingForWorker = true;
+    }
+    if (this.#missed) {
+      // Claimed now, a round is whole; while a claim is unanswered, its round claims again once back.
+      if (this.#requested === 0) this.#tick();
+      return;
+    }
+    // The last round to come back knows best when to look again; one that
+    // did not ask (undefined) looks again at once.
+    if (this.#rounds.size > 0) return;
+    if (answer.delay === undefined) return this.#tick();
+    this.#arm(answer.delay, answer.idle);
+  }
+
   /** Room for claimed tasks that no claim on its way has asked for yet. */
   #room(): number {
     return this.#prefetch.capacity() - this.#holdings.size - this.#requested;
+  }
+
+  /** Workers with no task held and none spoken for by a claim on its way, at most `room`. */
+  #workersFree(room: number): number {
+    const loop = this.#ctx.loop;
+    const workers = loop.workers === Infinity ? room : loop.workers - this.#holdings.size - this.#requested;
+    return Math.max(0, Math.min(room, workers));
   }
 
   /**
@@ -143,38 +199,58 @@ export class Claimer {
    * nothing was due, which asks when something is due first and claims only
    * if it is, so an idle process costs one statement per poll, not two.
    */
-  async #claim(idle: boolean): Promise<number> {
+  async #claim(idle: boolean): Promise<Answer> {
     const { store, loop, poll } = this.#ctx;
-    this.#nothingDue = false;
+    const held = (delay: number, workersTaken = false): Answer => ({ delay, idle: false, workersTaken });
+    let asked = 0;
+    let rooms: QueueRooms | undefined;
     try {
       if (idle) {
         const wait = await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms(), loop.rate !== undefined);
         if (wait === undefined || wait > 0) return this.#sleep(wait);
       }
+      const rate = await this.#rate();
       const free = this.#room();
-      // Full: the end of the turn that frees room claims again.
-      if (free <= 0) return poll;
-      // The rooms of queues limited here are spoken for until the claimed tasks are held.
-      const rooms = this.#holdings.queues.reserve();
-      let claimed: ClaimedTask[];
-      try {
-        claimed = this.#reportExpired(await this.#claimUpTo(free, rooms));
-        // close() came while the claim was on its way: hand the work straight back.
-        if (this.#ctx.closed) {
-          this.#handBack(claimed);
-          return 0;
-        }
-        for (const claim of claimed) this.#dispatcher.dispatch(claim);
-      } finally {
-        this.#holdings.queues.unreserve(rooms);
+      if (free <= 0) {
+        // Full: the end of the turn that frees room claims again.
+        if (this.#requested === 0) this.#missed = false;
+        return held(poll);
       }
+      // From here to the claim's call, nothing else runs: what this round asks for is counted at once.
+      // Limited tasks only into workers free now (nothing hoarded); a claim on its way speaks for its room's worth.
+      const whole = this.#requested === 0;
+      const workersFree = this.#workersFree(free);
+      this.#requested += asked = free;
+      if (whole) {
+        this.#missed = false;
+        if (workersFree > 0) this.#waitingForWorker = false;
+      }
+      // The rooms of queues limited here are spoken for until the claimed tasks are held.
+      rooms = this.#holdings.queues.reserve();
+      const claimed = this.#reportExpired(await this.#claimUpTo(free, rooms, { free: workersFree, rate }));
+      // close() came while the claim was on its way: hand the work straight back.
+      if (this.#ctx.closed) {
+        this.#handBack(claimed);
+        return held(0);
+      }
+      for (const claim of claimed) this.#dispatcher.dispatch(claim);
+      // Held now: no longer spoken for.
+      this.#requested -= asked;
+      asked = 0;
+      this.#holdings.queues.unreserve(rooms);
+      rooms = undefined;
       this.#failures = 0;
       // A full batch suggests more is due: claim again at once if there is
       // room enough; otherwise finishing tasks make room and claim.
-      if (claimed.length === free) return this.#room() >= this.#prefetch.refill() ? 0 : poll;
-      // Every worker is busy, so limited work (which is claimed only to start at once)
-      // waits: the end of a turn frees a worker and claims again.
-      if (this.#workersFree === 0) return poll;
+      if (claimed.length === free) return held(this.#room() >= this.#prefetch.refill() ? 0 : poll);
+      // Every worker is busy (or spoken for), so limited work (which is claimed only to start at once)
+      // waits: the end of a turn frees a worker and claims again (#back checks it still will).
+      if (workersFree === 0) return held(poll, true);
+      // Another round is on its way: the last round back asks when something
+      // is due (or, not having asked, claims again at once); one question is
+      // enough. A chain of dependent tasks asked twice per step: the refill
+      // claim racing each outcome asked too.
+      if (this.#rounds.size > 1) return { delay: undefined, idle: false, workersTaken: false };
       // The store says how long until something is due, by its own clock.
       return this.#sleep(
         await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms(), loop.rate !== undefined),
@@ -183,16 +259,19 @@ export class Claimer {
       // The database went away: keep the scheduler alive and retry with backoff.
       this.#ctx.report(error);
       this.#failures++;
-      return Math.min(poll, backoff(this.#failures));
+      return held(Math.min(poll, backoff(this.#failures)));
+    } finally {
+      this.#requested -= asked;
+      if (rooms !== undefined) this.#holdings.queues.unreserve(rooms);
     }
   }
 
   /**
-   * Claims up to `free` tasks, the room counted as spoken for meanwhile.
-   * Skips are collected per claim and reported only once it committed (a
-   * claim that fails is rolled back and decided again).
+   * Claims up to `free` tasks. Skips are collected per claim and reported
+   * only once it committed (a claim that fails is rolled back and decided
+   * again).
    */
-  async #claimUpTo(free: number, rooms: QueueRooms | undefined): Promise<ClaimedTask[]> {
+  async #claimUpTo(free: number, rooms: QueueRooms | undefined, limits: ClaimLimits): Promise<ClaimedTask[]> {
     const { store, loop, owner, lease } = this.#ctx;
     let skips: DueJob[] | undefined;
     let skipped: NonNullable<JobAdvance['skipped']>[] | undefined;
@@ -207,15 +286,8 @@ export class Claimer {
             }
             return plan;
           };
-    const limits = await this.#limits(free);
-    this.#requested += free;
     const sent = performance.now();
-    let claimed: ClaimedTask[];
-    try {
-      claimed = await store.claim(owner, loop.clock.now(), lease, free, advance, this.#handlers.names, rooms, limits);
-    } finally {
-      this.#requested -= free;
-    }
+    const claimed = await store.claim(owner, loop.clock.now(), lease, free, advance, this.#handlers.names, rooms, limits);
     this.#prefetch.claimed(performance.now() - sent);
     if (skips !== undefined) {
       for (let i = 0; i < skips.length; i++) this.onSkip?.(skips[i]!.key, skips[i]!.name, skipped![i]!.at, skipped![i]!.reason);
@@ -235,11 +307,10 @@ export class Claimer {
   }
 
   /**
-   * What the claim must respect besides the stored limits: limited tasks
-   * only into workers free now (nothing hoarded), and the scheduler-wide
-   * rate, stored first when it changed (\`scheduler.rate\` is live).
+   * The scheduler-wide rate the claim must respect besides the stored
+   * limits, stored first when it changed (\`scheduler.rate\` is live).
    */
-  async #limits(room: number): Promise<ClaimLimits> {
+  async #rate(): Promise<ClaimLimits['rate']> {
     const { loop, store } = this.#ctx;
     const rate = loop.rate as { limit: number; interval: number } | undefined;
     const stored = rate === undefined ? '' : `${rate.limit}/${rate.interval}`;
@@ -247,17 +318,14 @@ export class Claimer {
       await store.setRate(rate);
       this.#storedRate = stored;
     }
-    const workers = loop.workers === Infinity ? room : loop.workers - this.#holdings.size - this.#requested;
-    this.#workersFree = Math.max(0, Math.min(room, workers));
-    return { free: this.#workersFree, rate };
+    return rate;
   }
 
-  /** How long to sleep when the store says something is due in `wait` ms (undefined: nothing is); at most the poll. */
-  #sleep(wait: number | undefined): number {
+  /** The answer when the store says something is due in `wait` ms (undefined: nothing is); at most the poll. */
+  #sleep(wait: number | undefined): Answer {
     const poll = this.#ctx.poll;
     const delay = Math.max(0, Math.min(wait ?? poll, poll));
-    this.#nothingDue = delay === poll;
-    return delay;
+    return { delay, idle: delay === poll, workersTaken: false };
   }
 
   /** Arms the claim timer; `idle`: it is the poll, nothing being known to be due before it. */

@@ -52,18 +52,21 @@ export class Prefetch {
   }
 
   /**
-   * The prefetch when none was given: what the workers get through in two
-   * claim round trips, measured (real time, moving averages), at least the
-   * workers and at most MAX_PREFETCH_FACTOR times them (and
-   * MAX_ADAPTIVE_PREFETCH, unless the workers alone are more). Long tasks (a
-   * round trip is little next to one) claim only the workers' worth ahead,
-   * so work spreads over processes; short ones claim enough that workers
-   * never wait for the database. Until a task has finished: the workers.
+   * The prefetch when none was given: the whole tasks the workers get
+   * through in two claim round trips, measured (real time, moving
+   * averages), at most MAX_PREFETCH_FACTOR times the workers and
+   * MAX_ADAPTIVE_PREFETCH. Short tasks claim enough that workers never wait
+   * for the database; long ones (a round trip is little next to one) claim
+   * none ahead, only what the workers can start, as River and BullMQ do: a
+   * task held here waiting for a worker is one an idle process cannot run
+   * (issue 23: with the workers' worth ahead, a process that added 8 tasks
+   * of 300 ms kept them all, batch after batch, while another sat idle).
+   * Until a task has finished, nothing is measured: the workers' worth.
    */
   #adaptive(workers: number): number {
     if (this.#runTime === undefined || this.#claimTime === undefined) return workers;
-    const ahead = Math.ceil((2 * workers * this.#claimTime) / Math.max(this.#runTime, 0.001));
-    return Math.max(workers, Math.min(ahead, workers * MAX_PREFETCH_FACTOR, MAX_ADAPTIVE_PREFETCH));
+    const ahead = Math.floor((2 * workers * this.#claimTime) / Math.max(this.#runTime, 0.001));
+    return Math.min(ahead, workers * MAX_PREFETCH_FACTOR, MAX_ADAPTIVE_PREFETCH);
   }
 }
 

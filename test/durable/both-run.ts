@@ -3,10 +3,10 @@
 //
 // "Each runs some of a new batch" does not test that: the process that adds
 // work wakes itself and claims it at once, up to its capacity (its workers
-// and at least as many prefetched, prefetch.ts), while the other learns of it
-// only by its next poll. A batch no larger than that capacity goes to the
-// one that added it however alive the other is (measured: 29 batches of 8 in
-// a row, with no outage at all). So here every new task is a 'gate' that
+// and its prefetch, prefetch.ts), while the other learns of it only by its
+// next poll. A batch no larger than that capacity goes to the one that added
+// it however alive the other is (measured, when the prefetch was at least the
+// workers: 29 batches of 8 in a row, with no outage at all). So here every new task is a 'gate' that
 // blocks until released: the scheduler that claims them fills up and stays
 // full, and batches are added whenever none is waiting, until the one that
 // is full leaves the rest to the other, which must claim it by its poll.
