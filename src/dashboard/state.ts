@@ -46,6 +46,8 @@ export interface TaskView {
   runAt: number;
   /** Runs started so far. */
   attempts: number;
+  /** The id of the in-memory flow's task it runs (`scheduler.flows`, a scheduler without a store), or null. */
+  flowTask: number | null;
 }
 
 /** A durable named queue as the page shows it (JSON has no Infinity: no limit is null). */
@@ -195,6 +197,7 @@ export async function snapshot(
   counts = true,
 ): Promise<DashboardState> {
   const stats = scheduler.stats();
+  const flows = scheduler.flows;
   // A job's next occurrence shows in the job's row: the task list is one-off
   // tasks. Each planned job has one entry in the heap, so `limit + jobs`
   // earliest tasks hold the `limit` earliest one-off ones.
@@ -246,6 +249,7 @@ export async function snapshot(
       state: task.state,
       runAt: task.runAt.getTime(),
       attempts: task.attempts,
+      flowTask: flows.flowTaskOf(task) ?? null,
     })),
     moreTasks: Math.max(0, stats.waiting - planned - oneOff.length),
     stored,
