@@ -121,22 +121,26 @@ export class Flows {
 
   /**
    * @internal the dashboard: in-memory task `id` (a `Task`'s id) while it
-   * waits or runs, with the id of the in-memory flow task it runs, if any;
+   * waits or runs, with the id of the task it runs (`runsTask()`), if any;
    * undefined once it has finished (nothing keeps it) or for no such task.
    */
-  memoryHeapTask(id: number): { task: Task; flowTask: number | undefined } | undefined {
+  memoryHeapTask(id: number): { task: Task; runs: number | undefined } | undefined {
     let found: Task | undefined;
     const match = (task: Task) => {
       if (task.id === id) found = task;
     };
     this.#loop.forEachPending(match);
     if (found === undefined) this.#loop.forEachRunning(match);
-    return found === undefined ? undefined : { task: found, flowTask: this.flowTaskOf(found) };
+    return found === undefined ? undefined : { task: found, runs: this.runsTask(found) };
   }
 
-  /** @internal the dashboard's waiting tasks: the id of the in-memory flow task `task` runs, or undefined. */
-  flowTaskOf(task: Task): number | undefined {
-    return graphs.get(this.#loop)?.flowTaskOf(task);
+  /**
+   * @internal the dashboard's waiting tasks: the id of the task a task of
+   * the loop runs (the stored task it was claimed for, with a store; the
+   * in-memory flow's task, without one), or undefined for a task of its own.
+   */
+  runsTask(task: Task): number | undefined {
+    return this.#runner === undefined ? graphs.get(this.#loop)?.flowTaskOf(task) : this.#runner.claimedId(task);
   }
 
   #require(what: string): DurableRunner {

@@ -2,7 +2,8 @@
 // (a scheduler without a store; `#task-<id>`, the ids of `scheduler.flows`)
 // as the stored detail shows one, with its dependencies and dependents, and
 // an in-memory `Task` (`#memory-task-<id>`, the Waiting tasks table's rows)
-// while it waits or runs. The scheduler hands them over by internal calls of
+// while it waits or runs, with the task it runs (an in-memory flow's, or a
+// claimed stored one's). The scheduler hands them over by internal calls of
 // `scheduler.flows`; a payload or result handed over as given (not through
 // JSON) is shown as JSON when it is JSON and not too large, and said so
 // otherwise, so no value can break the page's answer.
@@ -47,8 +48,8 @@ export interface MemoryTaskView {
   name: string | null;
   /** `waiting` (due later, due and waiting for a worker, or waiting for a retry) or `running`. */
   state: TaskState;
-  /** The id of the in-memory flow's task it runs (`#task-<id>`), or null. */
-  flowTask: number | null;
+  /** The id of the task it runs (`#task-<id>`): a stored task it was claimed for, an in-memory flow's task; or null. */
+  runsTask: number | null;
   /** Its dedupe key, or null. */
   key: string | null;
   queue: string;
@@ -80,7 +81,7 @@ export function memoryTaskView(scheduler: Scheduler, id: number): MemoryTaskView
     id: task.id,
     name: task.name ?? null,
     state: task.state,
-    flowTask: found.flowTask ?? null,
+    runsTask: found.runs ?? null,
     key: settings.flow?.dedupe?.key ?? null,
     queue: settings.flow?.queue ?? 'default',
     priority: settings.flow?.priority ?? 0,

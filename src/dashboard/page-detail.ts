@@ -91,7 +91,7 @@ function drawMemoryTask(task, now) {
   const dl = document.createElement('dl');
   const at = (ms) => ms === null || ms === undefined ? '—' : time(ms) + ' (' + relative(ms, now) + ')';
   detailField(dl, 'State', task.state);
-  if (task.flowTask !== null) detailField(dl, 'Runs flow task', taskLink(task.flowTask));
+  if (task.runsTask !== null) detailField(dl, 'Runs task', taskLink(task.runsTask));
   detailField(dl, 'Key', task.key);
   detailField(dl, 'Queue', task.queue);
   detailField(dl, 'Attempts', task.attempts + ' of ' + task.maxAttempts);

@@ -126,9 +126,9 @@ function draw(s) {
   fill('tasks', s.tasks.map((task) => {
     const tr = document.createElement('tr');
     tr.dataset.id = task.id;
-    // Its detail: the flow's task it runs (in memory, without a store), or the task itself.
+    // Its detail: the task it runs (a claimed stored task, or an in-memory flow's), or its own.
     const open = document.createElement('a');
-    open.href = task.flowTask === null ? '#memory-task-' + task.id : '#task-' + task.flowTask;
+    open.href = task.runsTask === null ? '#memory-task-' + task.id : '#task-' + task.runsTask;
     open.textContent = task.name ?? '#' + task.id;
     cell(tr, '').appendChild(open);
     state(task.state, tr);

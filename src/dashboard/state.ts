@@ -46,8 +46,12 @@ export interface TaskView {
   runAt: number;
   /** Runs started so far. */
   attempts: number;
-  /** The id of the in-memory flow's task it runs (`scheduler.flows`, a scheduler without a store), or null. */
-  flowTask: number | null;
+  /**
+   * The id of the task it runs (its detail is `#task-<id>`): the stored task
+   * it was claimed for (with a store), or the in-memory flow's task (without
+   * one, `scheduler.flows`); null for a task of its own.
+   */
+  runsTask: number | null;
 }
 
 /** A durable named queue as the page shows it (JSON has no Infinity: no limit is null). */
@@ -249,7 +253,7 @@ export async function snapshot(
       state: task.state,
       runAt: task.runAt.getTime(),
       attempts: task.attempts,
-      flowTask: flows.flowTaskOf(task) ?? null,
+      runsTask: flows.runsTask(task) ?? null,
     })),
     moreTasks: Math.max(0, stats.waiting - planned - oneOff.length),
     stored,

@@ -2,16 +2,21 @@
 // flow's task (`#task-<id>`, api/task and api/links) with its dependencies
 // and dependents, each with its state and rule, and the flow's status; an
 // in-memory task of the heap (`#memory-task-<id>`, api/memory-task) while it
-// waits or runs; clear 404s for a task that is not there (a bad id, a
+// waits or runs (with a store too: one that runs a claimed stored task
+// links to it); clear 404s for a task that is not there (a bad id, a
 // finished task, a finished flow forgotten). Over HTTP, and in a real
 // headless Chromium, on a ManualClock: nothing runs unless the test says.
 // A screenshot of the detail goes to test/artifacts/.
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dashboard } from '../../src/dashboard.js';
-import type { Task } from '../../src/index.js';
+import { Scheduler, type Task } from '../../src/index.js';
+import { sqliteStore } from '../../src/sqlite.js';
 import { chromiumLaunchOptions } from '../binaries.js';
 import { gate, setup, START } from '../helpers.js';
 import { shoot } from './harness.js';
@@ -164,9 +169,9 @@ describe('the task detail of in-memory tasks', () => {
     const { a, slow } = app.ids;
     try {
       const rows = await waitingRows(app);
-      expect(rows.ping).toMatchObject({ id: app.ping.id, state: 'waiting', flowTask: null });
-      expect(rows.a).toMatchObject({ state: 'waiting', flowTask: a });
-      expect(rows.b).toMatchObject({ flowTask: app.ids.b });
+      expect(rows.ping).toMatchObject({ id: app.ping.id, state: 'waiting', runsTask: null });
+      expect(rows.a).toMatchObject({ state: 'waiting', runsTask: a });
+      expect(rows.b).toMatchObject({ runsTask: app.ids.b });
       expect(rows.c).toBeUndefined(); // blocked: not in the heap
 
       const ping = await app.get(`api/memory-task?id=${app.ping.id}`);
@@ -175,7 +180,7 @@ describe('the task detail of in-memory tasks', () => {
         id: app.ping.id,
         name: 'ping',
         state: 'waiting',
-        flowTask: null,
+        runsTask: null,
         key: 'ping:1',
         queue: 'default',
         priority: 0,
@@ -187,7 +192,7 @@ describe('the task detail of in-memory tasks', () => {
         timeout: null,
         logs: [],
       });
-      expect((await app.get(`api/memory-task?id=${rows.a.id}`)).body).toMatchObject({ name: 'a', flowTask: a });
+      expect((await app.get(`api/memory-task?id=${rows.a.id}`)).body).toMatchObject({ name: 'a', runsTask: a });
 
       // `slow` runs: its heap task is found among the running ones, with its progress and log line; so is its flow task.
       expect((await app.get(`api/task?id=${slow}`)).body).toMatchObject({
@@ -198,7 +203,7 @@ describe('the task detail of in-memory tasks', () => {
       });
       const found = app.slowRun.id;
       expect((await app.get(`api/memory-task?id=${found}`)).body).toMatchObject({
-        flowTask: slow,
+        runsTask: slow,
         name: 'slow',
         state: 'running',
         attempts: 1,
@@ -217,6 +222,33 @@ describe('the task detail of in-memory tasks', () => {
       expect((await app.get(`api/task?id=${slow}`)).body).toMatchObject({ state: 'succeeded' });
     } finally {
       await app.close();
+    }
+  });
+
+  it('with a store: a task of the heap that runs a claimed stored task links to the stored task', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'taskheap-memory-links-'));
+    const scheduler = new Scheduler({ store: sqliteStore(join(dir, 'tasks.db')), onError: () => {} });
+    const held = gate();
+    const started: Task[] = [];
+    scheduler.on('start', (task) => started.push(task));
+    scheduler.define('hold', () => held.promise);
+    const server = createServer(dashboard(scheduler, { authorize: () => true }).handle);
+    try {
+      await scheduler.start();
+      const stored = await scheduler.schedule(Date.now(), 'hold');
+      await expect.poll(() => started.length).toBe(1);
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const answer = await fetch(`${origin}/api/memory-task?id=${started[0]!.id}`);
+      expect(answer.status).toBe(200);
+      expect(await answer.json()).toMatchObject({ name: 'hold', state: 'running', runsTask: stored.id });
+      // With a store, #task-<id> is the store's: an unknown id says so.
+      expect(await (await fetch(`${origin}/api/task?id=999999`)).json()).toEqual({ error: 'No stored task #999999' });
+    } finally {
+      held.open();
+      server.close();
+      await scheduler.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
