@@ -6,6 +6,7 @@
 import type { Duration } from './core/duration.js';
 import { ClosedError } from './core/errors.js';
 import type { TaskLoop } from './core/loop.js';
+import type { Task } from './core/task.js';
 import type { FlowSpec } from './durable/flow-graph.js';
 import type { StoredFlow, FlowStatus } from './durable/flows.js';
 import type { DurableRunner } from './durable/runner.js';
@@ -102,6 +103,44 @@ export class Flows {
   /** @internal the dashboard's Limits panel: the stored limit keys with the most waiting tasks, or null without a store that lists them. */
   limitKeys(limit: number): Promise<LimitKey[] | null> {
     return this.#runner === undefined ? Promise.resolve(null) : this.#runner.getLimitKeys(limit);
+  }
+
+  /**
+   * @internal the dashboard's task detail without a store: an in-memory
+   * flow's task by id with its links (`limit` of each), or undefined if
+   * there is none (never added, or a finished flow forgotten); null with a
+   * store, whose tasks are the store's.
+   */
+  memoryTask(id: number, limit: number): { task: StoredTask; links: TaskLinks } | undefined | null {
+    if (this.#runner !== undefined) return null;
+    const graph = graphs.get(this.#loop);
+    const task = graph?.getTask(id);
+    const links = graph?.links(id, limit);
+    return task === undefined || links === undefined ? undefined : { task, links };
+  }
+
+  /**
+   * @internal the dashboard: in-memory task `id` (a `Task`'s id) while it
+   * waits or runs, with the id of the task it runs (`runsTask()`), if any;
+   * undefined once it has finished (nothing keeps it) or for no such task.
+   */
+  memoryHeapTask(id: number): { task: Task; runs: number | undefined } | undefined {
+    let found: Task | undefined;
+    const match = (task: Task) => {
+      if (task.id === id) found = task;
+    };
+    this.#loop.forEachPending(match);
+    if (found === undefined) this.#loop.forEachRunning(match);
+    return found === undefined ? undefined : { task: found, runs: this.runsTask(found) };
+  }
+
+  /**
+   * @internal the dashboard's waiting tasks: the id of the task a task of
+   * the loop runs (the stored task it was claimed for, with a store; the
+   * in-memory flow's task, without one), or undefined for a task of its own.
+   */
+  runsTask(task: Task): number | undefined {
+    return this.#runner === undefined ? graphs.get(this.#loop)?.flowTaskOf(task) : this.#runner.claimedId(task);
   }
 
   #require(what: string): DurableRunner {

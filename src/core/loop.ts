@@ -132,6 +132,11 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.#flow?.forEach(fn);
   }
 
+  /** Calls `fn` for the task of every run in flight (a synchronous run ends before anyone can look). */
+  forEachRunning(fn: (task: Task) => void): void {
+    for (const run of this.#active) fn(run.task);
+  }
+
   get workers(): number {
     return this.#workers;
   }

@@ -1,6 +1,7 @@
 // The dashboard's reads beside a task's detail and a stored job's row: a
 // task's dependencies and dependents with the status of its flow (issue 28:
-// counts per state, what is blocked on what), and a recurring job's recent
+// counts per state, what is blocked on what; a stored task's, or without a
+// store an in-memory flow's task's), and a recurring job's recent
 // runs, newest first, paged (issue 24). Each answer is bounded, whatever the
 // size of the flow or the job's history.
 import type { TaskLink, TaskLinks } from '../durable/links.js';
@@ -9,7 +10,7 @@ import type { Scheduler } from '../scheduler.js';
 import { parseCursor } from './console.js';
 
 /** Dependencies and dependents listed at most in a task's detail. */
-const LINKS_SHOWN = 100;
+export const LINKS_SHOWN = 100;
 /** Blocked tasks of a flow listed with what they wait for, at most. */
 const BLOCKED_SHOWN = 50;
 /** The ids a blocked task waits for, listed at most. */
@@ -47,14 +48,22 @@ export interface LinksView {
   flow: FlowView | null;
 }
 
-/** Task `id`'s links and its flow's status; undefined if there is no such task, null if the store has no flows. */
+/**
+ * Task `id`'s links and its flow's status (a stored task, or without a store
+ * an in-memory flow's task); undefined if there is no such task, null if the
+ * store has no flows.
+ */
 export async function linksView(scheduler: Scheduler, id: number): Promise<LinksView | undefined | null> {
   let links: TaskLinks | undefined;
-  try {
-    links = await scheduler.flows.links(id, LINKS_SHOWN);
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 'ERR_FLOW') return null;
-    throw error;
+  const memory = scheduler.flows.memoryTask(id, LINKS_SHOWN);
+  if (memory !== null) links = memory?.links;
+  else {
+    try {
+      links = await scheduler.flows.links(id, LINKS_SHOWN);
+    } catch (error) {
+      if ((error as { code?: unknown }).code === 'ERR_FLOW') return null;
+      throw error;
+    }
   }
   if (links === undefined) return undefined;
   const status = links.flowId === null ? undefined : await scheduler.flows.get(links.flowId);

@@ -8,7 +8,8 @@ import type { Scheduler } from '../scheduler.js';
 import { page } from './page.js';
 import { snapshot } from './state.js';
 import { bulk, parseCursor, parseFilter, type ConsoleFilter } from './console.js';
-import { jobRuns, linksView } from './detail.js';
+import { jobRuns, LINKS_SHOWN, linksView } from './detail.js';
+import { memoryFlowTask, memoryTaskView } from './memory.js';
 import { limitsView } from './limits.js';
 
 /** Options of `dashboard()`. */
@@ -231,16 +232,28 @@ export class Dashboard {
     if (request.path === '/api/task' && request.method === 'GET') {
       const id = Number(request.query.get('id'));
       if (!Number.isSafeInteger(id) || id < 1) return json(400, { error: 'Expected `id` to be a task id' });
-      const task = await this.#scheduler.getTask(id).catch((error: unknown) => (error instanceof TypeError ? null : Promise.reject(error)));
-      if (task === null) return json(400, { error: 'The scheduler has no store' });
+      // Without a store, the ids of `scheduler.flows`: an in-memory flow's task.
+      const memory = memoryFlowTask(this.#scheduler, id, LINKS_SHOWN);
+      if (memory === undefined) return json(404, { error: noFlowTask(id) });
+      if (memory !== null) return json(200, memory.task);
+      const task = await this.#scheduler.getTask(id);
       return task === undefined ? json(404, { error: `No stored task #${id}` }) : json(200, task);
+    }
+    if (request.path === '/api/memory-task' && request.method === 'GET') {
+      const id = Number(request.query.get('id'));
+      if (!Number.isSafeInteger(id) || id < 1) return json(400, { error: 'Expected `id` to be a task id' });
+      const task = memoryTaskView(this.#scheduler, id);
+      return task === undefined
+        ? json(404, { error: `No in-memory task #${id} waiting or running (a finished one is not kept)` })
+        : json(200, task);
     }
     if (request.path === '/api/links' && request.method === 'GET') {
       const id = Number(request.query.get('id'));
       if (!Number.isSafeInteger(id) || id < 1) return json(400, { error: 'Expected `id` to be a task id' });
       const view = await refused(linksView(this.#scheduler, id));
       if (view instanceof Error) return json(400, { error: view.message });
-      if (view === undefined) return json(404, { error: `No stored task #${id}` });
+      if (view === undefined)
+        return json(404, { error: this.#scheduler.flows.memoryTask(id, 1) === null ? `No stored task #${id}` : noFlowTask(id) });
       return json(200, view === null ? { dependencies: [], dependencyCount: 0, dependents: [], dependentCount: 0, flow: null } : view);
     }
     if (request.path === '/api/limits' && request.method === 'GET') {
@@ -391,6 +404,11 @@ export class Dashboard {
 /** The value, or the TypeError or RangeError it was refused with (a bad value, no store): the request's fault. */
 function refused<T>(promise: Promise<T>): Promise<T | TypeError | RangeError> {
   return promise.catch((error: unknown) => (error instanceof TypeError || error instanceof RangeError ? error : Promise.reject(error)));
+}
+
+/** The 404 of an in-memory flow's task that is not there. */
+function noFlowTask(id: number): string {
+  return `No in-memory flow task #${id} (without a store, a flow's tasks are kept until 1,000 more flows have finished)`;
 }
 
 /** A body a framework's middleware already read (Express's `express.json()`, say): the stream is spent. */

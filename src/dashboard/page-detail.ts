@@ -1,7 +1,9 @@
 // The dashboard page's panels opened from a link (`#task-<id>`,
-// `#job-<key>`): a stored task in detail (payload, result, errors by
-// attempt, lease, progress, log lines, and its dependencies, dependents and
-// flow), and a stored recurring job's recent runs, newest first, paged.
+// `#memory-task-<id>`, `#job-<key>`): a stored task in detail (payload,
+// result, errors by attempt, lease, progress, log lines, and its
+// dependencies, dependents and flow; without a store, an in-memory flow's
+// task the same way), an in-memory task of the heap while it waits or runs,
+// and a stored recurring job's recent runs, newest first, paged.
 // Script and markup that page.ts puts in its one page; the script uses the
 // helpers page.ts defines before it ($, cell, fill, when, time, relative,
 // iso) and puts user data in the page with `textContent` only.
@@ -38,10 +40,22 @@ function taskLink(id) {
   return a;
 }
 
+const inMemory = () => view.last !== null && view.last.stored === null && view.last.storedError === null;
+
+function logRows(logs, now) {
+  return (logs ?? []).map((l) => {
+    const tr = document.createElement('tr');
+    when(tr, iso(l.at), now);
+    cell(tr, l.attempt);
+    cell(tr, l.line);
+    return tr;
+  });
+}
+
 function drawDetail(task, now) {
   const box = $('detail');
   box.hidden = false;
-  $('detail-title').textContent = 'Task ' + task.id + ' · ' + task.name;
+  $('detail-title').textContent = 'Task ' + task.id + ' · ' + task.name + (inMemory() ? ' · in memory' : '');
   const dl = document.createElement('dl');
   const at = (ms) => ms === null || ms === undefined ? '—' : time(ms) + ' (' + relative(ms, now) + ')';
   detailField(dl, 'State', task.state);
@@ -67,13 +81,30 @@ function drawDetail(task, now) {
     td.appendChild(pre(e.error)).textContent = e.error;
     return tr;
   }), 'No errors');
-  fill('detail-logs', (task.logs ?? []).map((l) => {
-    const tr = document.createElement('tr');
-    when(tr, iso(l.at), now);
-    cell(tr, l.attempt);
-    cell(tr, l.line);
-    return tr;
-  }), 'No log lines');
+  fill('detail-logs', logRows(task.logs, now), 'No log lines');
+}
+
+/** An in-memory task (a heap task of the Waiting tasks table) while it waits or runs: what memory knows of it. */
+function drawMemoryTask(task, now) {
+  $('detail').hidden = false;
+  $('detail-title').textContent = 'In-memory task ' + task.id + ' · ' + (task.name ?? '(no name)');
+  const dl = document.createElement('dl');
+  const at = (ms) => ms === null || ms === undefined ? '—' : time(ms) + ' (' + relative(ms, now) + ')';
+  detailField(dl, 'State', task.state);
+  if (task.runsTask !== null) detailField(dl, 'Runs task', taskLink(task.runsTask));
+  detailField(dl, 'Key', task.key);
+  detailField(dl, 'Queue', task.queue);
+  detailField(dl, 'Attempts', task.attempts + ' of ' + task.maxAttempts);
+  detailField(dl, 'Due', at(task.runAt));
+  detailField(dl, 'Started', at(task.startedAt));
+  detailField(dl, 'Timeout', task.timeout === null ? 'none' : task.timeout + ' ms');
+  detailField(dl, 'Priority', task.priority);
+  detailField(dl, 'Serial key', task.serial);
+  detailField(dl, 'Progress', task.progress === undefined ? '—' : JSON.stringify(task.progress));
+  $('detail-fields').replaceChildren(dl);
+  $('detail-links').hidden = true;
+  fill('detail-errors', [], 'Not kept in memory (onError and the failure event have them)');
+  fill('detail-logs', logRows(task.logs, now), 'No log lines');
 }
 
 function linkRows(list) {
@@ -122,13 +153,22 @@ async function getJson(url) {
   return response.ok ? answer : Promise.reject(new Error(answer.error ?? 'HTTP ' + response.status));
 }
 
+/** Draws what view.detail names: 'task-<id>' (a stored task, or an in-memory flow's without a store) or 'memory-task-<id>'. */
 async function showDetail(opened) {
-  const id = view.detail;
+  const key = view.detail;
+  const id = key.slice(key.lastIndexOf('-') + 1);
+  const now = () => view.last === null ? Date.now() : view.last.now;
   try {
-    const [task, links] = await Promise.all([getJson('api/task?id=' + id), getJson('api/links?id=' + id)]);
-    if (view.detail !== id) return;
-    drawDetail(task, view.last === null ? Date.now() : view.last.now);
-    drawLinks(links);
+    if (key.startsWith('memory-')) {
+      const task = await getJson('api/memory-task?id=' + id);
+      if (view.detail !== key) return;
+      drawMemoryTask(task, now());
+    } else {
+      const [task, links] = await Promise.all([getJson('api/task?id=' + id), getJson('api/links?id=' + id)]);
+      if (view.detail !== key) return;
+      drawDetail(task, now());
+      drawLinks(links);
+    }
     if (opened) $('detail').scrollIntoView();
   } catch (error) {
     $('message').textContent = error.message;
@@ -170,7 +210,7 @@ async function showRuns(opened) {
 
 /** Opens what the hash names: a task's detail, or a job's runs; closes the other. */
 function route() {
-  const task = /^#task-(\\d+)$/.exec(location.hash);
+  const task = /^#((?:memory-)?task-\\d+)$/.exec(location.hash);
   const job = /^#job-(.+)$/.exec(location.hash);
   const detail = task === null ? null : task[1];
   let runs = null;

@@ -126,7 +126,11 @@ function draw(s) {
   fill('tasks', s.tasks.map((task) => {
     const tr = document.createElement('tr');
     tr.dataset.id = task.id;
-    cell(tr, task.name ?? '#' + task.id);
+    // Its detail: the task it runs (a claimed stored task, or an in-memory flow's), or its own.
+    const open = document.createElement('a');
+    open.href = task.runsTask === null ? '#memory-task-' + task.id : '#task-' + task.runsTask;
+    open.textContent = task.name ?? '#' + task.id;
+    cell(tr, '').appendChild(open);
     state(task.state, tr);
     when(tr, task.runAt, s.now);
     cell(tr, task.attempts);

@@ -46,6 +46,12 @@ export interface TaskView {
   runAt: number;
   /** Runs started so far. */
   attempts: number;
+  /**
+   * The id of the task it runs (its detail is `#task-<id>`): the stored task
+   * it was claimed for (with a store), or the in-memory flow's task (without
+   * one, `scheduler.flows`); null for a task of its own.
+   */
+  runsTask: number | null;
 }
 
 /** A durable named queue as the page shows it (JSON has no Infinity: no limit is null). */
@@ -195,6 +201,7 @@ export async function snapshot(
   counts = true,
 ): Promise<DashboardState> {
   const stats = scheduler.stats();
+  const flows = scheduler.flows;
   // A job's next occurrence shows in the job's row: the task list is one-off
   // tasks. Each planned job has one entry in the heap, so `limit + jobs`
   // earliest tasks hold the `limit` earliest one-off ones.
@@ -246,6 +253,7 @@ export async function snapshot(
       state: task.state,
       runAt: task.runAt.getTime(),
       attempts: task.attempts,
+      runsTask: flows.runsTask(task) ?? null,
     })),
     moreTasks: Math.max(0, stats.waiting - planned - oneOff.length),
     stored,

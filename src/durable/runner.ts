@@ -14,6 +14,7 @@
 // This file wires them and keeps the one API the scheduler calls.
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { TaskLoop } from '../core/loop.js';
+import type { Task } from '../core/task.js';
 import { describe } from '../core/validate.js';
 import { ClosedError } from '../core/errors.js';
 import type { DurableTaskOptions, Handler, StoredJobOptions } from './options.js';
@@ -143,6 +144,11 @@ export class DurableRunner {
   async getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined> {
     await this.ready();
     return taskLinks(this.#ctx.store, id, limit);
+  }
+
+  /** The id of the stored task a task of the loop was claimed for, or undefined (the dashboard's waiting tasks). */
+  claimedId(task: Task): number | undefined {
+    return this.#holdings.get(task)?.claim.id;
   }
 
   /** The limit keys in use with the most waiting tasks, or null if the store does not list them (see limit-list.ts). */

@@ -16,6 +16,7 @@ import { describe, toEpoch } from '../core/validate.js';
 import { TaskNotFoundError, WaitTimeoutError } from '../durable/errors.js';
 import { birth, sunkText, toNewFlow, type FlowFunction, type FlowSpec, type StoredEdge } from '../durable/flow-graph.js';
 import { assertFlowTaskKeys, toFlowStatus, type FlowStatus, type StoredFlow } from '../durable/flows.js';
+import type { TaskLink, TaskLinks } from '../durable/links.js';
 import type { StoredState, StoredTask } from '../durable/store.js';
 import { MemoryNode, FlowRunContext, type MemoryEdge } from './memory-node.js';
 
@@ -37,6 +38,8 @@ interface Checked {
 export class MemoryFlowGraph {
   readonly #loop: TaskLoop;
   readonly #nodes = new Map<number, MemoryNode>();
+  /** Each node by its task settings, which every task of it in the loop carries (`flowTaskOf()`). */
+  readonly #bySettings = new WeakMap<TaskSettings, MemoryNode>();
   /** Each flow's tasks in the order given, by the flow's id. */
   readonly #flows = new Map<number, MemoryNode[]>();
   /** Per flow, its tasks not in a final state. */
@@ -108,7 +111,37 @@ export class MemoryFlowGraph {
     };
     const settings: TaskSettings = { ...toSettings({ ...checked.options, name: checked.name }, this.#loop.defaults), observer };
     node = new MemoryNode(id, flowId, checked.name, checked.fn, checked.payload, settings, checked.runAt, now);
+    this.#bySettings.set(settings, node);
     return node;
+  }
+
+  /** The id of the flow's task a task of the loop runs, or undefined if it runs none (still kept). */
+  flowTaskOf(task: Task): number | undefined {
+    const node = this.#bySettings.get(task._settings);
+    return node !== undefined && this.#nodes.get(node.id) === node ? node.id : undefined;
+  }
+
+  /** A task's links as `flows.links()` gives a stored one's (at most `limit` of each); undefined if there is no such task. */
+  links(id: number, limit: number): TaskLinks | undefined {
+    const node = this.#nodes.get(id);
+    if (node === undefined) return undefined;
+    const link = (edge: MemoryEdge, other: MemoryNode): TaskLink => ({
+      id: other.id,
+      name: other.name,
+      state: other.current,
+      onFailure: edge.onFailure,
+      done: counted(edge),
+    });
+    const dependents = [...node.dependents].sort((a, b) => a.task.id - b.task.id);
+    return {
+      id: node.id,
+      state: node.current,
+      flowId: node.flowId,
+      dependencies: node.deps.slice(0, limit).map((edge) => link(edge, edge.dep)),
+      dependencyCount: node.deps.length,
+      dependents: dependents.slice(0, limit).map((edge) => link(edge, edge.task)),
+      dependentCount: dependents.length,
+    };
   }
 
   /** Flow `id`'s status, as the stores give it; undefined if there is no such flow. */

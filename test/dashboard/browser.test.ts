@@ -111,6 +111,11 @@ describe('dashboard in Chromium', () => {
       // In-memory rows use the stored state names.
       expect(await row(page, 'tasks', 'one-off ping').locator('td').nth(1).textContent()).toBe('waiting');
       expect(await page.locator('#tasks tr').count()).toBe(1); // job occurrences show in their job's row
+      // Its name opens its detail, an in-memory task's (beside a store's tasks).
+      await row(page, 'tasks', 'one-off ping').locator('a').click();
+      await expect.poll(() => page.locator('#detail-title').textContent()).toBe(`In-memory task ${app.ping.id} · one-off ping`);
+      expect(await page.locator('#detail-fields').textContent()).toContain('Statewaiting');
+      await page.click('#detail-close');
       expect(await row(page, 'jobs', 'daily digest').locator('td').nth(1).textContent()).toMatch(/^every day at 09:00 \(.+\)$/);
       expect(await row(page, 'jobs', 'poll feeds').locator('td').nth(1).textContent()).toBe('every 10 min');
       expect(await row(page, 'stored', 'remind:1').locator('td').nth(3).textContent()).toBe('waiting');
