@@ -13,10 +13,10 @@
 # "test/durable/postgres"), for trying the script on a subset.
 # STRESS_BURNERS: how many burners (default 2).
 #
-# .ci/run runs it with N=1: one suite run takes 4 to 7 minutes on the idle
-# machine and longer under load, and CI already spends about 23 minutes on
-# three suite runs (Node 20, 22, 24) of its 90-minute budget; five loaded runs
-# there would take about an hour on their own. The five-run check is for a
+# .ci/run runs it with N=1: one suite run takes about 2 minutes on the idle
+# machine and several times that beside the burners, and CI already spends
+# its time on three suite runs (Node 20, 22, 24) of its 90-minute budget; five
+# loaded runs there would take too long on their own. The five-run check is for a
 # person to run before claiming the suite is green under load.
 set -uo pipefail
 cd "$(dirname "$0")/.."
