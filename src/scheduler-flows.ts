@@ -80,24 +80,25 @@ export class Flows {
   }
 
   /**
-   * A stored task's place in the flows: the flow it was added with
-   * (`flowId`, for `get()`), the tasks it depends on and the tasks that
-   * depend on it, each with its state now, the rule of the edge and whether
-   * the dependent counted it done; `limit` of each at most, with their
-   * counts in all. Undefined if there is no such task. Any stored task has
-   * links: one added on its own has none, or the dependents that name it in
-   * their `after`.
+   * A task's place in the flows: the flow it was added with (`flowId`, for
+   * `get()`), the tasks it depends on and the tasks that depend on it, each
+   * with its state now, the rule of the edge and whether the dependent
+   * counted it done; `limit` of each at most, with their counts in all.
+   * Undefined if there is no such task. Any stored task has links: one added
+   * on its own has none, or the dependents that name it in their `after`.
+   * Without a store, `id` is a flow task's (from `add()`), and a finished
+   * flow's tasks are kept as `get()` keeps them.
    * @param limit dependencies and dependents listed at most, 1 to 1,000. @default 100
    * @example
    * const links = await scheduler.flows.links(task.id);
    * for (const dep of links?.dependencies ?? []) console.log(dep.id, dep.name, dep.state, dep.onFailure);
    */
   links(id: number, limit = 100): Promise<TaskLinks | undefined> {
-    const runner = this.#require('flows.links()');
     assertId(id);
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LINKS)
       throw new RangeError(`Expected \`limit\` to be an integer from 1 to ${MAX_LINKS}, got ${describe(limit)}`);
-    return runner.getTaskLinks(id, limit);
+    if (this.#runner === undefined) return Promise.resolve(graphs.get(this.#loop)?.links(id, limit));
+    return this.#runner.getTaskLinks(id, limit);
   }
 
   /** @internal the dashboard's Limits panel: the stored limit keys with the most waiting tasks, or null without a store that lists them. */
@@ -141,11 +142,6 @@ export class Flows {
    */
   runsTask(task: Task): number | undefined {
     return this.#runner === undefined ? graphs.get(this.#loop)?.flowTaskOf(task) : this.#runner.claimedId(task);
-  }
-
-  #require(what: string): DurableRunner {
-    if (this.#runner === undefined) throw new TypeError(`${what} needs a scheduler created with a \`store\``);
-    return this.#runner;
   }
 
   /**

@@ -43,6 +43,14 @@ describe('in-memory flows', () => {
       { id: 3, onFailure: 'fail', state: 'succeeded', done: true },
       { id: 2, onFailure: 'fail', state: 'succeeded', done: true },
     ]);
+    // links(): the same call as with a store, from either end of an edge.
+    const links = (await scheduler.flows.links(flow.tasks.b.id))!;
+    expect(links).toMatchObject({ id: 3, state: 'succeeded', flowId: 1, dependencyCount: 1, dependentCount: 1 });
+    expect(links.dependencies.map((link) => [link.id, link.name, link.state])).toEqual([[2, 'a', 'succeeded']]);
+    expect(links.dependents.map((link) => [link.id, link.name, link.onFailure])).toEqual([[1, 'post', 'fail']]);
+    expect((await scheduler.flows.links(flow.tasks.post.id, 1))!.dependencies).toHaveLength(1);
+    await expect(scheduler.flows.links(999)).resolves.toBeUndefined();
+    expect(() => scheduler.flows.links(1, 0)).toThrow(RangeError);
   });
 
   it("the three rules: 'fail' sinks the dependent (and its own), 'continue' runs it with the failure, 'ignore' runs it without", async () => {
