@@ -267,8 +267,10 @@ export class Flow {
       top = wakes.peek();
     }
     let at = top === undefined ? Infinity : top.at;
-    const global = this.#global;
-    if (this.#limited && this.#ready.live > 0 && !global.hasRoom(now)) at = Math.min(at, global.freeAt());
+    // Tasks ready but held by the scheduler-wide window: wake when it frees, or at once if it has
+    // freed since the pump found it full (a later read of the clock; a preempted process sees
+    // milliseconds pass between two reads): ignored, nothing would have woken them.
+    if (this.#limited && this.#ready.live > 0) at = Math.min(at, this.#global.hasRoom(now) ? now : this.#global.freeAt());
     return at;
   }
 

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { type Clock, Scheduler } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
 import { START, gate, setup } from '../helpers.js';
 
 /** Offsets from START of each start, in start order, with a label. */
@@ -26,6 +28,38 @@ describe('scheduler-wide rate limit', () => {
       ['t6', 2_000],
       ['t7', 2_000],
     ]);
+  });
+
+  it('a window that frees between two reads of the clock in one pump still wakes the held tasks', async () => {
+    // Found by the rate-limited bot's example on a loaded machine (it exited with its tasks held and no
+    // timer armed): the pump found the window full, and by the time it asked when to wake (a later read
+    // of the clock) the window had room, which the wake-up ignored. Here every first, second or third
+    // read of elapsed time takes a millisecond, as a preempted process sees it.
+    const stuck: string[] = [];
+    for (const interval of [1, 2, 3, 5]) {
+      for (const limit of [1, 2, 3]) {
+        for (const every of [1, 2, 3]) {
+          const manual = new ManualClock(START);
+          let reads = 0;
+          const clock: Clock = {
+            now: () => manual.now(),
+            monotonic: () => {
+              if (++reads % every === 0) manual.stall(1);
+              return manual.monotonic();
+            },
+            setTimer: (callback, delay) => manual.setTimer(callback, delay),
+            clearTimer: (handle) => manual.clearTimer(handle),
+          };
+          const scheduler = new Scheduler({ clock, workers: 4, rate: { limit, interval } });
+          let ran = 0;
+          for (let i = 0; i < 20; i++) scheduler.after(0, () => void ran++);
+          for (let step = 0; step < 500 && ran < 20; step++) await manual.advance(1);
+          if (ran < 20) stuck.push(`${limit} per ${interval} ms, a ms every ${every} reads: ${ran} of 20 ran, ${manual.pendingTimers} timers`);
+          await scheduler.close();
+        }
+      }
+    }
+    expect(stuck).toEqual([]);
   });
 
   it('is a sliding window: no burst at a window edge', async () => {
