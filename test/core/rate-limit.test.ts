@@ -54,7 +54,8 @@ describe('scheduler-wide rate limit', () => {
           let ran = 0;
           for (let i = 0; i < 20; i++) scheduler.after(0, () => void ran++);
           for (let step = 0; step < 500 && ran < 20; step++) await manual.advance(1);
-          if (ran < 20) stuck.push(`${limit} per ${interval} ms, a ms every ${every} reads: ${ran} of 20 ran, ${manual.pendingTimers} timers`);
+          if (ran < 20)
+            stuck.push(`${limit} per ${interval} ms, a ms every ${every} reads: ${ran} of 20 ran, ${manual.pendingTimers} timers`);
           await scheduler.close();
         }
       }
