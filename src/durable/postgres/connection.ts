@@ -270,6 +270,9 @@ export class Connection {
       clients.map(async (client) => {
         if (client === undefined) return;
         let broken: Error | undefined;
+        // A checked-out client has no pool listener: an error between queries must not crash the process.
+        const onError = (error: Error) => (broken = error);
+        client.on('error', onError);
         try {
           await client.query('BEGIN');
           await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
@@ -279,8 +282,9 @@ export class Connection {
           await client.query('ROLLBACK');
         } catch (error) {
           // Best effort: a failed warm-up costs only the first claims' speed. A connection left mid-transaction is dropped.
-          broken = error as Error;
+          broken ??= error as Error;
         } finally {
+          client.removeListener('error', onError);
           client.release(broken ?? false);
         }
       }),
