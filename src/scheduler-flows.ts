@@ -108,16 +108,12 @@ export class Flows {
 
   /**
    * @internal the dashboard's task detail without a store: an in-memory
-   * flow's task by id with its links (`limit` of each), or undefined if
-   * there is none (never added, or a finished flow forgotten); null with a
-   * store, whose tasks are the store's.
+   * flow's task by id (its links: `links()`), or undefined if there is none
+   * (never added, or a finished flow forgotten); null with a store, whose
+   * tasks are the store's.
    */
-  memoryTask(id: number, limit: number): { task: StoredTask; links: TaskLinks } | undefined | null {
-    if (this.#runner !== undefined) return null;
-    const graph = graphs.get(this.#loop);
-    const task = graph?.getTask(id);
-    const links = graph?.links(id, limit);
-    return task === undefined || links === undefined ? undefined : { task, links };
+  memoryTask(id: number): StoredTask | undefined | null {
+    return this.#runner !== undefined ? null : graphs.get(this.#loop)?.getTask(id);
   }
 
   /**

@@ -10,7 +10,7 @@ import type { Scheduler } from '../scheduler.js';
 import { parseCursor } from './console.js';
 
 /** Dependencies and dependents listed at most in a task's detail. */
-export const LINKS_SHOWN = 100;
+const LINKS_SHOWN = 100;
 /** Blocked tasks of a flow listed with what they wait for, at most. */
 const BLOCKED_SHOWN = 50;
 /** The ids a blocked task waits for, listed at most. */
@@ -55,15 +55,11 @@ export interface LinksView {
  */
 export async function linksView(scheduler: Scheduler, id: number): Promise<LinksView | undefined | null> {
   let links: TaskLinks | undefined;
-  const memory = scheduler.flows.memoryTask(id, LINKS_SHOWN);
-  if (memory !== null) links = memory?.links;
-  else {
-    try {
-      links = await scheduler.flows.links(id, LINKS_SHOWN);
-    } catch (error) {
-      if ((error as { code?: unknown }).code === 'ERR_FLOW') return null;
-      throw error;
-    }
+  try {
+    links = await scheduler.flows.links(id, LINKS_SHOWN);
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ERR_FLOW') return null;
+    throw error;
   }
   if (links === undefined) return undefined;
   const status = links.flowId === null ? undefined : await scheduler.flows.get(links.flowId);

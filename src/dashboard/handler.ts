@@ -8,7 +8,7 @@ import type { Scheduler } from '../scheduler.js';
 import { page } from './page.js';
 import { snapshot } from './state.js';
 import { bulk, parseCursor, parseFilter, type ConsoleFilter } from './console.js';
-import { jobRuns, LINKS_SHOWN, linksView } from './detail.js';
+import { jobRuns, linksView } from './detail.js';
 import { memoryFlowTask, memoryTaskView } from './memory.js';
 import { limitsView } from './limits.js';
 
@@ -233,9 +233,9 @@ export class Dashboard {
       const id = Number(request.query.get('id'));
       if (!Number.isSafeInteger(id) || id < 1) return json(400, { error: 'Expected `id` to be a task id' });
       // Without a store, the ids of `scheduler.flows`: an in-memory flow's task.
-      const memory = memoryFlowTask(this.#scheduler, id, LINKS_SHOWN);
+      const memory = memoryFlowTask(this.#scheduler, id);
       if (memory === undefined) return json(404, { error: noFlowTask(id) });
-      if (memory !== null) return json(200, memory.task);
+      if (memory !== null) return json(200, memory);
       const task = await this.#scheduler.getTask(id);
       return task === undefined ? json(404, { error: `No stored task #${id}` }) : json(200, task);
     }
@@ -253,7 +253,7 @@ export class Dashboard {
       const view = await refused(linksView(this.#scheduler, id));
       if (view instanceof Error) return json(400, { error: view.message });
       if (view === undefined)
-        return json(404, { error: this.#scheduler.flows.memoryTask(id, 1) === null ? `No stored task #${id}` : noFlowTask(id) });
+        return json(404, { error: this.#scheduler.flows.memoryTask(id) === null ? `No stored task #${id}` : noFlowTask(id) });
       return json(200, view === null ? { dependencies: [], dependencyCount: 0, dependents: [], dependentCount: 0, flow: null } : view);
     }
     if (request.path === '/api/limits' && request.method === 'GET') {

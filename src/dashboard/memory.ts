@@ -10,7 +10,6 @@
 import type { TaskLogLine } from '../core/journal.js';
 import { Run, type TaskState } from '../core/task.js';
 import { describe } from '../core/validate.js';
-import type { TaskLinks } from '../durable/links.js';
 import type { StoredTask } from '../durable/store.js';
 import type { Scheduler } from '../scheduler.js';
 
@@ -29,17 +28,13 @@ function jsonSafe(value: unknown): unknown {
   return text.length <= JSON_SHOWN ? value : `(not shown: its JSON is ${text.length} characters, over ${JSON_SHOWN})`;
 }
 
-/**
- * An in-memory flow's task as `api/task` answers it, with its links;
- * undefined if there is none; null with a store (the store has the task).
- */
-export function memoryFlowTask(scheduler: Scheduler, id: number, limit: number): { task: StoredTask; links: TaskLinks } | undefined | null {
-  const found = scheduler.flows.memoryTask(id, limit);
-  if (found === undefined || found === null) return found;
-  const { task } = found;
+/** An in-memory flow's task as `api/task` answers it; undefined if there is none; null with a store (the store has the task). */
+export function memoryFlowTask(scheduler: Scheduler, id: number): StoredTask | undefined | null {
+  const task = scheduler.flows.memoryTask(id);
+  if (task === undefined || task === null) return task;
   const shown: StoredTask = { ...task, payload: jsonSafe(task.payload), result: jsonSafe(task.result) };
   if ('progress' in task) shown.progress = jsonSafe(task.progress);
-  return { task: shown, links: found.links };
+  return shown;
 }
 
 /** An in-memory task (a `Task`) as `api/memory-task` answers it. */

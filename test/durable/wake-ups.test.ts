@@ -45,6 +45,34 @@ function heldClaims(store: Store) {
   };
 }
 
+/**
+ * One worker on a real SQLite file whose claims the test holds: a 'plain'
+ * task that runs until `first` opens, and a 'keyed' one; `started` lists the
+ * starts. A SQLite store takes no `poll` or `prefetch` option (one process,
+ * it is told of its own work): they are set on the object, as the claimer
+ * reads them.
+ */
+function oneWorker(prefetch: number) {
+  const path = join(mkdtempSync(join(tmpdir(), 'taskheap-wake-')), 'store.db');
+  const store = Object.assign(sqliteStore(path), { poll: HOUR, prefetch });
+  const claims = heldClaims(store);
+  const errors: unknown[] = [];
+  const scheduler = new Scheduler({ store, workers: 1, onError: (error) => errors.push(error) });
+  const first = gate();
+  const started: string[] = [];
+  scheduler.define('plain', async () => {
+    started.push('plain');
+    await first.promise;
+  });
+  scheduler.define('keyed', () => void started.push('keyed'));
+  const close = async () => {
+    claims.hold(false);
+    for (const round of claims.held) round.go();
+    await scheduler.close({ abort: true });
+  };
+  return { scheduler, claims, errors, first, started, close };
+}
+
 describe('claimer wake-ups with rounds on their way (poll: an hour)', () => {
   it('a limited task is claimed once a worker is free, though the rounds on their way when it was added and when the worker freed both asked with every worker spoken for', async () => {
     // One worker, one task prefetched. The round the serial task's add starts
@@ -54,21 +82,8 @@ describe('claimer wake-ups with rounds on their way (poll: an hour)', () => {
     // it cannot take it either. Both answer "every worker is busy, the end
     // of a turn claims again", but no turn is left to end: the claimer used
     // to sleep for its poll, an hour, with the worker idle.
-    const path = join(mkdtempSync(join(tmpdir(), 'taskheap-wake-')), 'store.db');
-    // A SQLite store takes no \`poll\` or \`prefetch\` option (one process, it is told of its own work):
-    // they are set on the object, as the claimer reads them.
-    const store = Object.assign(sqliteStore(path), { poll: HOUR, prefetch: 1 });
-    const claims = heldClaims(store);
-    const errors: unknown[] = [];
-    const scheduler = new Scheduler({ store, workers: 1, onError: (error) => errors.push(error) });
+    const { scheduler, claims, errors, first, started, close } = oneWorker(1);
     try {
-      const first = gate();
-      const started: string[] = [];
-      scheduler.define('plain', async () => {
-        started.push('plain');
-        await first.promise;
-      });
-      scheduler.define('keyed', () => void started.push('keyed'));
       await scheduler.start();
       await scheduler.schedule(Date.now(), 'plain');
       await waitFor('the plain task running', () => started.length === 1);
@@ -87,9 +102,7 @@ describe('claimer wake-ups with rounds on their way (poll: an hour)', () => {
       expect(started).toEqual(['plain', 'keyed']);
       expect(errors).toEqual([]);
     } finally {
-      claims.hold(false);
-      for (const round of claims.held) round.go();
-      await scheduler.close({ abort: true });
+      await close();
     }
   }, 20_000);
 
@@ -99,19 +112,8 @@ describe('claimer wake-ups with rounds on their way (poll: an hour)', () => {
     // worker frees while that claim is held, its room (one) not worth a
     // claim. The round comes back with "every worker is busy", which no
     // longer holds: it used to sleep for its poll.
-    const path = join(mkdtempSync(join(tmpdir(), 'taskheap-wake-')), 'store.db');
-    const store = Object.assign(sqliteStore(path), { poll: HOUR, prefetch: 2 });
-    const claims = heldClaims(store);
-    const errors: unknown[] = [];
-    const scheduler = new Scheduler({ store, workers: 1, onError: (error) => errors.push(error) });
+    const { scheduler, claims, errors, first, started, close } = oneWorker(2);
     try {
-      const first = gate();
-      const started: string[] = [];
-      scheduler.define('plain', async () => {
-        started.push('plain');
-        await first.promise;
-      });
-      scheduler.define('keyed', () => void started.push('keyed'));
       await scheduler.start();
       const plain = await scheduler.schedule(Date.now(), 'plain');
       await waitFor('the plain task running', () => started.length === 1);
@@ -128,9 +130,7 @@ describe('claimer wake-ups with rounds on their way (poll: an hour)', () => {
       expect(started).toEqual(['plain', 'keyed']);
       expect(errors).toEqual([]);
     } finally {
-      claims.hold(false);
-      for (const round of claims.held) round.go();
-      await scheduler.close({ abort: true });
+      await close();
     }
   }, 20_000);
 });
