@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './test/sequencer.js';
 
 /**
  * Files that only compute in memory (a ManualClock, no server, file, child
@@ -37,6 +38,9 @@ export default defineConfig({
     // all with about 122 s of CPU; past 5 the gain is small and each file's share of a loaded
     // machine smaller still. Projects take this limit too (the CLI's --maxWorkers does not reach them).
     maxWorkers: 5,
+    // Longest files first, by the durations committed in test/durations.json where vitest has
+    // cached none (a fresh checkout): see test/sequencer.ts.
+    sequence: { sequencer: LongestFirst },
     // expect.poll() waits for what a real browser or server does next (the dashboard test):
     // its default second is too short on a loaded 2-core machine; a test's own timeout still bounds it.
     expect: { poll: { timeout: 15_000 } },
