@@ -79,7 +79,7 @@ try {
   console.log(`WAL per job: ${(Number(wal) / N).toFixed(0)} bytes`);
   await new Promise((resolve) => setTimeout(resolve, 700)); // stats reach the views
   const statements =
-    await admin.query(`SELECT calls, round(total_exec_time::numeric, 1) AS exec_ms, round(total_plan_time::numeric, 1) AS plan_ms,
+    await admin.query(`SELECT calls, plans, round(total_exec_time::numeric, 1) AS exec_ms, round(total_plan_time::numeric, 1) AS plan_ms,
       rows, shared_blks_hit + shared_blks_read AS blocks, wal_records, left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS query
     FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'profile') ORDER BY total_exec_time DESC LIMIT 8`);
   console.table(statements.rows);

@@ -281,6 +281,14 @@ const keyed = (T: string, L: string) => `
  * does not reorder a key), so every cut keeps each key's tasks a prefix.
  */
 export function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJobsDue: boolean): string {
+  // When every candidate is a plain task (no key, not a takeover), no task failed for its expiries,
+  // no candidate's queue has a global concurrency or a rate, and this process has neither queue rooms
+  // nor the scheduler-wide bucket, the bookkeeping (six window sorts) passes every candidate in its
+  // order: the claim then takes them in that order at once (issue 27: a claim of 273 plain tasks
+  // 4.6 -> 2.9 ms). Its LIMIT is a subquery so that a custom plan, which would see 273 there, does
+  // not guess a few hundred rows and join them to the table by scanning all of it (5.8 ms).
+  const plainOnly = `SELECT $9::text[] IS NULL AND NOT $7::boolean AND NOT EXISTS (SELECT 1 FROM failed) AND NOT EXISTS (SELECT 1 FROM qlocked)
+      AND NOT EXISTS (SELECT 1 FROM cand WHERE serial IS NOT NULL OR rate_key IS NOT NULL OR expired) AS yes`;
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
   const keyStarts = withStart('l.starts', 'l.counts', 'l.interval_ms', 'g.at', 'g.n');
   const queueStarts = withStart('q.rate_starts', 'q.rate_counts', 'q.rate_interval_ms', 'g.at', 'g.started');
@@ -360,7 +368,14 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
     -- Computed on the rows of due itself, not joined back to it: a join the planner, misled by a table
     -- not analyzed yet, ran as a nested loop that recomputed this window once per row (issue 27:
     -- 133 of a claim's 172 ms at 273 rows).
-    starting AS (SELECT *, limited OR row_number() OVER (ORDER BY limited DESC, effective DESC, run_at, id) <= $8 AS now FROM due),
+    -- Only plain tasks, no limit in play (plainOnly): the bookkeeping above is skipped (a one-time
+    -- filter: its sorts never run), and the candidates taken in its order.
+    plain_only AS (${plainOnly}),
+    starting AS (SELECT *, limited OR row_number() OVER (ORDER BY limited DESC, effective DESC, run_at, id) <= $8 AS now FROM due
+        WHERE NOT (SELECT yes FROM plain_only)
+      UNION ALL
+      (SELECT id, NULL, NULL, false, queue, false, false, priority, run_at, row_number() OVER (ORDER BY priority DESC, run_at, id) <= $8
+        FROM cand WHERE (SELECT yes FROM plain_only) ORDER BY priority DESC, run_at, id LIMIT (SELECT $1::int))),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
         -- A takeover of a task that never started is neither an attempt nor an expiry.
         attempts = t.attempts + (t.state = 'waiting' OR NOT t.prefetched)::int,
