@@ -9,7 +9,8 @@
  * execution time, the row and index traffic of taskheap_tasks (HOT updates,
  * index entries per job) and WAL per job; `--vacuum` analyzes the table
  * before the run (the bench does not); `--drop-index=a,b` drops those
- * indexes first (what one costs: compare with a run that keeps it); `--log` prints the server's log
+ * indexes first (what one costs: compare with a run that keeps it); `--schedulers=3` claims with
+ * three schedulers (three owners, three pools) in this process; `--log` prints the server's log
  * (with auto_explain in `--settings`, the plans). On a loaded machine, read the CPU
  * and the counts, not the wall clock.
  */
@@ -59,17 +60,24 @@ try {
   let done = 0;
   let finish!: () => void;
   const finished = new Promise<void>((resolve) => (finish = resolve));
-  const scheduler = new Scheduler({ store, workers: 16, onError: (error) => process.stderr.write(`${String(error)}\n`) });
-  scheduler.define('noop', () => {
-    if (++done === N) finish();
+  // `--schedulers=3`: that many schedulers, each with a store (a pool) of its own, in this process:
+  // three owners claiming beside each other, as three worker processes do (their Node CPU is summed).
+  const count = Number(process.argv.find((a) => a.startsWith('--schedulers='))?.slice('--schedulers='.length) ?? 1);
+  const schedulers = Array.from({ length: count }, (_, i) => {
+    const own = i === 0 ? store : postgresStore({ connectionString: server.url, prefetch: 500 });
+    const scheduler = new Scheduler({ store: own, workers: 16, onError: (error) => process.stderr.write(`${String(error)}\n`) });
+    scheduler.define('noop', () => {
+      if (++done === N) finish();
+    });
+    return scheduler;
   });
   const cpu0 = serverCpuMs(server.pids());
   const node0 = process.cpuUsage();
   const t0 = performance.now();
-  await scheduler.start();
+  await Promise.all(schedulers.map((scheduler) => scheduler.start()));
   await finished;
   const seconds = (performance.now() - t0) / 1000;
-  await scheduler.close();
+  await Promise.all(schedulers.map((scheduler) => scheduler.close()));
   const node = process.cpuUsage(node0);
   const pgCpu = serverCpuMs(server.pids()) - cpu0;
   const per1k = (x: number) => ((x * 1000) / N).toFixed(1);

@@ -284,9 +284,8 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
   // When every candidate is a plain task (no key, not a takeover), no task failed for its expiries,
   // no candidate's queue has a global concurrency or a rate, and this process has neither queue rooms
   // nor the scheduler-wide bucket, the bookkeeping (six window sorts) passes every candidate in its
-  // order: the claim then takes them in that order at once (issue 27: a claim of 273 plain tasks
-  // 4.6 -> 2.9 ms). Its LIMIT is a subquery so that a custom plan, which would see 273 there, does
-  // not guess a few hundred rows and join them to the table by scanning all of it (5.8 ms).
+  // order: the claim then takes them in that order at once (issue 27, bench/pg-plans.ts: a claim of
+  // 273 plain tasks 4.6 -> 3.2-3.6 ms in its generic plan, 4.9 -> 3.5-3.8 in a custom one).
   const plainOnly = `SELECT $9::text[] IS NULL AND NOT $7::boolean AND NOT EXISTS (SELECT 1 FROM failed) AND NOT EXISTS (SELECT 1 FROM qlocked)
       AND NOT EXISTS (SELECT 1 FROM cand WHERE serial IS NOT NULL OR rate_key IS NOT NULL OR expired) AS yes`;
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
@@ -375,16 +374,20 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
         WHERE NOT (SELECT yes FROM plain_only)
       UNION ALL
       (SELECT id, NULL, NULL, false, queue, false, false, priority, run_at, row_number() OVER (ORDER BY priority DESC, run_at, id) <= $8
-        FROM cand WHERE (SELECT yes FROM plain_only) ORDER BY priority DESC, run_at, id LIMIT (SELECT $1::int))),
+        FROM cand WHERE (SELECT yes FROM plain_only) ORDER BY priority DESC, run_at, id LIMIT $1)),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
         -- A takeover of a task that never started is neither an attempt nor an expiry.
         attempts = t.attempts + (t.state = 'waiting' OR NOT t.prefetched)::int,
         expiries = t.expiries + (t.state = 'running' AND NOT t.prefetched)::int,
         started_at = (SELECT at FROM stamp), prefetched = NOT due.now, updated_at = now()
-      FROM starting AS due
+      -- Read back as arrays, as the settle reads its batch: the planner then sees a few rows of unknown
+      -- number and finds each by the primary key. Guessing a few hundred from starting's plan, it
+      -- joined them to a small table (the bench's 20,000 rows) by scanning all of it (+2.5 ms a claim).
+      FROM (SELECT array_agg(id) AS ids, array_agg(held) AS held, array_agg(expired) AS expired, array_agg(now) AS now FROM starting) AS a
+        CROSS JOIN LATERAL unnest(a.ids, a.held, a.expired, a.now) AS due(id, held, expired, now)
       WHERE t.id = due.id AND (t.state = 'waiting' OR (t.state = 'running' AND t.locked_until <= now()))
       RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
-        due.serial, due.rate_key, due.held, due.queue, due.expired, due.now AS started),
+        t.serial, t.rate_key, due.held, t.queue, due.expired, due.now AS started),
     -- A statement updates a row once (a second UPDATE of it in the same statement is lost): each
     -- queue row and concurrency row gets one UPDATE, with the slots the claim took and those
     -- that the tasks it failed for good gave back, and a queue row the tokens its starts took.
