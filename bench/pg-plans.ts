@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/pg-plans.ts [n=20000] [--plans] [--timing] [--delayed]`
+ * `npx tsx bench/pg-plans.ts [n=20000] [--plans] [--timing] [--delayed] [--plain]`
  *
  * The claim's custom plan beside its generic one (issue 27: the claim is a
  * named statement, so after five custom plans PostgreSQL may keep the
@@ -33,9 +33,12 @@ const rows = Array.from({ length: N }, (_, i) => ({
 for (let i = 0; i < N; i += 1000) await store.addTasks(rows.slice(i, i + 1000));
 const c = new pg.Client({ connectionString: server.url });
 await c.connect();
-const sql = statements(undefined).claimUnlessJobsDue;
-await c.query(`PREPARE claim(int, text, float8, int, text, text[], boolean, int, text[], int[], float8) AS ${sql}`);
-const params = [273, 'me', 30000, 3, 'lease expired', null, false, 16, null, null, 0];
+// --plain: the plain claim (plain-claim-sql.ts) instead of the full one.
+const PLAIN = process.argv.includes('--plain');
+const sql = PLAIN ? statements(undefined).claimPlain : statements(undefined).claimUnlessJobsDue;
+const types = PLAIN ? 'int, text, float8, text[], int' : 'int, text, float8, int, text, text[], boolean, int, text[], int[], float8';
+await c.query(`PREPARE claim(${types}) AS ${sql}`);
+const params = PLAIN ? [273, 'me', 30000, null, 16] : [273, 'me', 30000, 3, 'lease expired', null, false, 16, null, null, 0];
 const lit = params.map((p) => (p === null ? 'NULL' : typeof p === 'string' ? `'${p}'` : String(p))).join(', ');
 for (let round = 0; round < 6; round++) {
   for (const mode of ['force_custom_plan', 'force_generic_plan']) {

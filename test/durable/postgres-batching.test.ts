@@ -343,9 +343,10 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     expect(errors).toEqual([]);
   }, 30_000);
 
-  it('the claim and the next-due query are named statements: PostgreSQL plans them once per connection, not on every call', async () => {
+  it('both claims and the next-due query are named statements: PostgreSQL plans them once per connection, not on every call', async () => {
     // Planned on every call, the claim cost 25-60 ms of server CPU on a loaded
     // machine, for 1 ms of work: the whole cost of a step of a chain (issue 28).
+    // A keyed task puts a limit in play: the plain claim says so, and the full one is sent.
     const names = new Map<string, string | undefined>();
     const pool = new pg.Pool({ connectionString: server.url });
     const query = pool.query.bind(pool) as (config: unknown) => Promise<unknown>;
@@ -360,9 +361,12 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     scheduler.define('x', () => {});
     await scheduler.start();
     await scheduler.waitFor((await scheduler.schedule(Date.now(), 'x')).id);
-    await waitFor('a claim and a next-due query sent', () => names.has(sql.claimUnlessJobsDue) && names.has(sql.nextDue));
+    await waitFor('the plain claim and a next-due query sent', () => names.has(sql.claimPlain) && names.has(sql.nextDue));
+    expect(names.has(sql.claimUnlessJobsDue)).toBe(false);
+    await scheduler.waitFor((await scheduler.schedule(Date.now(), 'x', { serial: 'k' })).id);
     await scheduler.close();
     await pool.end();
+    expect(names.get(sql.claimPlain)).toMatch(/^taskheap_/);
     expect(names.get(sql.claimUnlessJobsDue)).toMatch(/^taskheap_/);
     expect(names.get(sql.nextDue)).toMatch(/^taskheap_/);
     expect(names.get(sql.settle)).toMatch(/^taskheap_/);

@@ -46,7 +46,7 @@ export const millis = (param: string) => `(${param}::float8 * interval '1 millis
 const serverUp = (M: string) => `COALESCE((SELECT server_seen FROM ${M} WHERE server_started = pg_postmaster_start_time()), now())`;
 
 /** A claim's CTE marking the server it runs on (serverUp): the meta row is written once per server start or promotion. */
-const markServer = (M: string) => `server_mark AS (UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
+export const markServer = (M: string) => `server_mark AS (UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
       WHERE server_started IS DISTINCT FROM pg_postmaster_start_time() RETURNING 1)`;
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
@@ -125,7 +125,7 @@ const refillOf = (starts: string, interval: string) =>
  * and PostgreSQL 15 has no skip scan: walking it level by level finds the
  * due tasks of each level by an exact range.
  */
-const levels = (T: string) => `levels(p) AS (
+export const levels = (T: string) => `levels(p) AS (
     SELECT max(priority) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL
     UNION ALL
     SELECT (SELECT max(priority) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND priority < levels.p)
@@ -158,14 +158,17 @@ const queueRoom = (Q: string, name: string) => `LEAST(COALESCE((SELECT n FROM ro
  * the plain waiting tasks of open queues only, so tasks of paused or full
  * queues, or of queues whose rate bucket is empty, cost nothing.
  */
-const openQueues = (T: string, Q: string, rooms: string, counts: string) => `queues(q) AS (
-    SELECT max(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL
-    UNION ALL
-    SELECT (SELECT max(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND queue < queues.q)
-    FROM queues WHERE queues.q IS NOT NULL),
+const openQueues = (T: string, Q: string, rooms: string, counts: string) => `${queuesWithWork(T)},
   rooms(name, n) AS (SELECT * FROM unnest(${rooms}::text[], ${counts}::int[])),
   open AS (SELECT o.name, o.room FROM (SELECT queues.q AS name, ${queueRoom(Q, 'queues.q')} AS room
     FROM queues WHERE queues.q IS NOT NULL) AS o WHERE o.room > 0 ORDER BY o.name)`;
+
+/** SQL: \`queues(q)\`, the queues that have plain waiting tasks, from the last name down, then a NULL (see openQueues). */
+export const queuesWithWork = (T: string) => `queues(q) AS (
+    SELECT max(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL
+    UNION ALL
+    SELECT (SELECT max(queue) FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND queue < queues.q)
+    FROM queues WHERE queues.q IS NOT NULL)`;
 
 /**
  * How many (open queue, priority level) pairs a claim reads at most, each up
@@ -177,7 +180,7 @@ const openQueues = (T: string, Q: string, rooms: string, counts: string) => `que
  * with EXPLAIN ANALYZE). Beyond this many pairs with due work, the claim
  * takes from the first ones in name and priority order.
  */
-const QUEUE_LEVELS = 64;
+export const QUEUE_LEVELS = 64;
 
 /**
  * SQL: the rows of queues \`names\` (a subquery) with a global concurrency

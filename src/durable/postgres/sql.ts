@@ -5,6 +5,7 @@
 // speaks epoch milliseconds, converted here.
 
 import { inSchema, META, MIGRATIONS, quote } from './migrations.js';
+import { plainClaimSql } from './plain-claim-sql.js';
 import { claimSql, freeSlots, letGo, millis, ms, nextDueSql, QUEUE_OF, RATE_KEY_OF, SERIAL_OF, ts, upsertLimits } from './claim-sql.js';
 
 /** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
@@ -294,6 +295,8 @@ export function statements(schema: string | undefined) {
     /** The common case, no recurring job due: claims in one statement and says whether a job is due. */
     claimUnlessJobsDue: claimSql(T, J, L, Q, M, true),
     claim: claimSql(T, J, L, Q, M, false),
+    /** The claim when no limit is in play anywhere; says so (`limited`), claiming nothing, when one is (plain-claim-sql.ts). */
+    claimPlain: plainClaimSql(T, J, L, Q, M),
     /** This process's scheduler-wide bucket ($1 per $2 ms): the most recent process to start or set it decides the limit. */
     setSchedulerRate: `INSERT INTO ${L} AS l (kind, key, lim, interval_ms) VALUES ('rate', '', $1, $2)
       ON CONFLICT (kind, key) DO UPDATE SET lim = EXCLUDED.lim, interval_ms = EXCLUDED.interval_ms, updated_at = now()`,

@@ -26,21 +26,9 @@ import {
   type QueueRooms,
   type StoredQueue,
 } from '../store.js';
-import {
-  toClaims,
-  toDueJob,
-  toJob,
-  toQueues,
-  toTask,
-  type QueueRow,
-  type ClaimRow,
-  type DueJobRow,
-  type JobRow,
-  type JobStatsRow,
-  type TaskRow,
-} from '../rows.js';
+import { toDueJob, toJob, toQueues, toTask, type QueueRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
 import { leaseExpiredText } from '../expiries.js';
-import { materialize } from './materialize.js';
+import { Claims } from './claims.js';
 import { Connection, WARM_CONNECTIONS } from './connection.js';
 import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
@@ -100,6 +88,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
   /** Prefix of NOTIFY payloads, so stores in other schemas of the same database ignore ours. */
   readonly #prefix: string;
   readonly #db: Connection;
+  readonly #claims: Claims;
   readonly #listener: Listener;
   #closing: Promise<void> | undefined = undefined;
 
@@ -116,6 +105,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     this.#inspect = inspectStatements(options.schema);
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
+    this.#claims = new Claims(this.#db, this.#sql);
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
     const flows = postgresFlows(this.#db, options.schema, this.#prefix);
     [this.addFlow, this.getFlow, this.getDependencies] = [flows.addFlow, flows.getFlow, flows.getDependencies];
@@ -341,7 +331,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     return toJob(rows[0]!);
   }
 
-  async claim(
+  claim(
     owner: string,
     _now: number,
     lease: number,
@@ -351,48 +341,18 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     rooms?: QueueRooms,
     limits?: ClaimLimits,
   ): Promise<ClaimedTask[]> {
-    // The common case, no recurring job due: one statement claims, and says
-    // whether a job is due. If one is, it claims nothing, and the transaction
-    // below materializes the due jobs first and then claims. An empty claim's flag row has a null id.
-    // The common one is a named statement, planned once per connection (prepared.ts).
-    // Due times and leases are the server's: `now` (this process's clock) is not used.
-    const params = [
-      limit,
-      owner,
-      lease,
-      this.#maxExpiries,
-      this.#expiredText,
-      names ?? null,
-      limits?.rate !== undefined,
-      limits?.free ?? limit,
-      ...roomArrays(rooms),
-      this.#db.takeoverWait(lease),
-    ];
-    const fast = await this.#db.query<Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean }>(
-      this.#sql.claimUnlessJobsDue,
-      params,
-      true,
+    const ask = { owner, lease, limit, names, rooms, rated: limits?.rate !== undefined, free: limits?.free ?? limit };
+    return this.#claims.claim(
+      { ...ask, maxExpiries: this.#maxExpiries, expiredText: this.#expiredText, takeoverWait: this.#db.takeoverWait(lease) },
+      advance,
     );
-    if (fast.rows[0]?.jobs_due !== true)
-      return toClaims(fast.rows.filter((row): row is ClaimRow & { jobs_due: boolean } => row.id !== null));
-    return this.#db.transaction(async (client) => {
-      await materialize(client, this.#sql, advance);
-      const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
-      return toClaims(rows);
-    });
   }
 
   /** Readies connections for the first claims: a claim of nothing and a next-due question on each (Connection.warm). */
   warm(owner: string, lease: number, names?: readonly string[]): Promise<void> {
-    const claim = [0, owner, lease, this.#maxExpiries, this.#expiredText, names ?? null, false, 0, null, null, 0];
     const nextDue = [names ?? null, false, null, null, lease, 0];
-    return this.#db.warm(
-      [
-        { text: this.#sql.claimUnlessJobsDue, values: claim },
-        { text: this.#sql.nextDue, values: nextDue },
-      ],
-      WARM_CONNECTIONS,
-    );
+    const claims = this.#claims.warmups(owner, lease, names, this.#maxExpiries, this.#expiredText);
+    return this.#db.warm([...claims, { text: this.#sql.nextDue, values: nextDue }], WARM_CONNECTIONS);
   }
 
   async nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
