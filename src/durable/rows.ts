@@ -4,7 +4,7 @@
 import type { TaskLogLine } from '../core/journal.js';
 import { ruleFromJson } from './rule-json.js';
 import type { Rule } from '../rules/rule.js';
-import type { AttemptError, ClaimedTask, DueJob, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
+import type { AttemptError, ClaimedTask, DueJob, NewTask, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
 
 /** A `taskheap_tasks` row. */
 export interface TaskRow {
@@ -156,6 +156,36 @@ export function toTask(row: TaskRow): StoredTask {
       ? { lease: { owner: row.locked_by, until: new Date(Number(row.locked_until)) } }
       : {}),
   };
+}
+
+/** What a bulk insert reads back of each row: the rest is the task as given, or a column's default. */
+export interface InsertedRow {
+  id: number | string;
+  run_at: number | string;
+  created_at: number | string;
+}
+
+/** A task without a key as its insert stored it: waiting, no attempt made, nothing else written yet. */
+export function insertedTask(task: NewTask, row: InsertedRow): StoredTask {
+  return toTask({
+    id: row.id,
+    name: task.name,
+    key: null,
+    payload: task.payload,
+    state: 'waiting',
+    run_at: row.run_at,
+    attempts: 0,
+    max_attempts: task.maxAttempts,
+    options: task.options,
+    last_error: null,
+    job_key: null,
+    created_at: row.created_at,
+    updated_at: row.created_at,
+    serial: task.serial ?? null,
+    priority: task.priority ?? 0,
+    queue: task.queue ?? 'default',
+    rate_key: task.rateKey ?? null,
+  });
 }
 
 function toLogs(json: string): TaskLogLine[] {

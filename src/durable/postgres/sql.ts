@@ -153,7 +153,14 @@ export function statements(schema: string | undefined) {
         RETURNING ${taskColumns('t')}, (t.xmax <> 0) AS replaced),
       ${REPLACED_LET_GO}
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
-    /** Many tasks without keys in one statement (keyed batches go through addKeyed); one wake for the earliest. */
+    /**
+     * Many tasks without keys in one statement (keyed batches go through
+     * addKeyed); one wake for the earliest. Each comes back as its id, due
+     * time and creation time (the statement's now()): everything else of a
+     * row just inserted is what the caller gave or a default, and reading
+     * every column of every row back cost a quarter of a bulk enqueue
+     * (issue 27: 1,000 per call, 73,000-82,000 tasks/s against 103,000-107,000).
+     */
     addTasks: `WITH saved AS (
         INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key)
         SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority, u.queue, u.rate_key
@@ -166,10 +173,10 @@ export function statements(schema: string | undefined) {
           serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
           updated_at = now()
         WHERE t.state <> 'running'
-        RETURNING ${taskColumns('t')}, (t.xmax <> 0) AS replaced),
+        RETURNING t.id, ${ms('t.run_at')} AS run_at, t.serial, t.rate_key, t.options, (t.xmax <> 0) AS replaced),
       ${REPLACED_LET_GO},
       wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(run_at)::bigint::text) FROM saved HAVING count(*) > 0)
-      SELECT saved.* FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
+      SELECT saved.id, saved.run_at, ${ms('now()')} AS created_at FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
     /**
      * Keyed tasks (and keyless ones alongside), given as parallel arrays with
      * distinct keys, each meeting the task stored with its key as its dedupe

@@ -26,7 +26,19 @@ import {
   type QueueRooms,
   type StoredQueue,
 } from '../store.js';
-import { toDueJob, toJob, toQueues, toTask, type QueueRow, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import {
+  insertedTask,
+  toDueJob,
+  toJob,
+  toQueues,
+  toTask,
+  type InsertedRow,
+  type QueueRow,
+  type DueJobRow,
+  type JobRow,
+  type JobStatsRow,
+  type TaskRow,
+} from '../rows.js';
 import { leaseExpiredText } from '../expiries.js';
 import { Claims } from './claims.js';
 import { Connection, WARM_CONNECTIONS } from './connection.js';
@@ -47,7 +59,7 @@ import { migrationsIn, postgresFlows } from './flows.js';
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 /** A query through the store's pool or the caller's client. */
-type Query = (text: string, values: unknown[]) => Promise<{ rows: TaskRow[] }>;
+type Query = <R = TaskRow>(text: string, values: unknown[]) => Promise<{ rows: R[] }>;
 
 /** How many times an add runs again when its key was added by a concurrent one after its snapshot (see #addKeyed). */
 const MAX_ROUNDS = 10;
@@ -179,8 +191,8 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
   /** Queries through the caller's client (in their transaction), or the store's pool. */
   #via(via: QueryClient | undefined): Query {
     return via === undefined
-      ? (text, values) => this.#db.query<TaskRow>(text, values)
-      : async (text, values) => ({ rows: (await via.query(text, values)).rows as TaskRow[] });
+      ? <R>(text: string, values: unknown[]) => this.#db.query<R>(text, values)
+      : async <R>(text: string, values: unknown[]) => ({ rows: (await via.query(text, values)).rows as R[] });
   }
 
   /**
@@ -299,7 +311,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
       columns.rateKey.push(task.rateKey ?? null);
     }
     // One statement: atomic on its own, in the caller's transaction or not.
-    const { rows } = await this.#via(via)(this.#sql.addTasks, [
+    const { rows } = await this.#via(via)<InsertedRow>(this.#sql.addTasks, [
       columns.name,
       columns.key,
       columns.payload,
@@ -312,7 +324,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
       columns.queue,
       columns.rateKey,
     ]);
-    return rows.map((row) => enqueued(toTask(row), 'inserted'));
+    return rows.map((row, i) => enqueued(insertedTask(tasks[i]!, row), 'inserted'));
   }
 
   async addJob(job: NewJob): Promise<StoredJob> {

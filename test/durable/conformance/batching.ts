@@ -258,6 +258,24 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       expect(await scheduler.getTask(added[1]!.id)).toEqual(added[1]);
     });
 
+    it('a batch without keys returns each task as getTask() reads it back, its limits and priority too', async () => {
+      // Such a batch reads back only each row's id and times: the rest is built from the items (issue 27).
+      const { open, time } = await setup();
+      const { scheduler } = open();
+      const t = time.now() + 3_600_000;
+      const added = await scheduler.scheduleMany([
+        { when: t + 0.5, name: 'a', payload: { n: 1 } },
+        { when: t, name: 'b', payload: 'two', priority: 7, serial: 's', retry: { attempts: 4, delay: 10 } },
+        { when: t + 1, name: 'a', payload: null, rate: { limit: 2, interval: 1_000, key: 'r' } },
+      ]);
+      for (const task of added) expect(await scheduler.getTask(task.id)).toEqual(task);
+      expect(added.map((task) => [task.name, task.priority, task.serial, task.rate, task.maxAttempts, task.state])).toEqual([
+        ['a', 0, null, null, 1, 'waiting'],
+        ['b', 7, 's', null, 4, 'waiting'],
+        ['a', 0, null, { limit: 2, interval: 1_000, key: 'r' }, 1, 'waiting'],
+      ]);
+    });
+
     it('keys are idempotent within a call (the last item wins, reported at every index) and across calls (replaced, not added)', async () => {
       const { open, time } = await setup();
       const { scheduler } = open();
