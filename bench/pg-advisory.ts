@@ -26,6 +26,7 @@ import pg from 'pg';
 import { postgresStore } from '../src/postgres.js';
 import { statements } from '../src/durable/postgres/sql.js';
 import { startPgServer } from '../test/durable/pg-server.js';
+import { addNoopTasks } from './lib/noop-tasks.js';
 import { serverCpuMs } from './peers/cpu.js';
 
 const N = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 50_000);
@@ -57,15 +58,7 @@ type Kind = 'skip locked' | 'bare skip locked' | 'advisory';
 async function round(kind: Kind): Promise<{ cpu: number; seconds: number }> {
   const store = postgresStore({ connectionString: server.url });
   await store.migrate();
-  const rows = Array.from({ length: N }, (_, i) => ({
-    name: 'noop',
-    key: null,
-    payload: JSON.stringify({ i }),
-    runAt: Date.now(),
-    maxAttempts: 1,
-    options: '{}',
-  }));
-  for (let i = 0; i < N; i += 1_000) await store.addTasks(rows.slice(i, i + 1_000));
+  await addNoopTasks(store, N);
   await store.close();
   const client = new pg.Client({ connectionString: server.url });
   client.on('error', () => {}); // the server stopped at the end

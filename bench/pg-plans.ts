@@ -15,22 +15,15 @@ import pg from 'pg';
 import { postgresStore } from '../src/postgres.js';
 import { statements } from '../src/durable/postgres/sql.js';
 import { startPgServer } from '../test/durable/pg-server.js';
+import { addNoopTasks } from './lib/noop-tasks.js';
 
 const N = Number(process.argv[2] ?? 20000);
 const DELAYED = process.argv.includes('--delayed');
 const server = await startPgServer({ database: 'plans' });
 const store = postgresStore({ connectionString: server.url });
 await store.migrate();
-const rows = Array.from({ length: N }, (_, i) => ({
-  name: 'noop',
-  key: null,
-  payload: JSON.stringify({ i }),
-  // --delayed: as the peer bench's delayed jobs, due 2 ms apart from now on (a claim finds a few due).
-  runAt: DELAYED ? Date.now() + 2 * i : Date.now(),
-  maxAttempts: 1,
-  options: '{}',
-}));
-for (let i = 0; i < N; i += 1000) await store.addTasks(rows.slice(i, i + 1000));
+// --delayed: as the peer bench's delayed jobs, due 2 ms apart from now on (a claim finds a few due).
+await addNoopTasks(store, N, (i) => (DELAYED ? Date.now() + 2 * i : Date.now()));
 const c = new pg.Client({ connectionString: server.url });
 await c.connect();
 // --plain: the plain claim (plain-claim-sql.ts) instead of the full one.

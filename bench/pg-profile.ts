@@ -20,6 +20,7 @@ import pg from 'pg';
 import { Scheduler } from '../src/index.js';
 import { postgresStore } from '../src/postgres.js';
 import { startPgServer } from '../test/durable/pg-server.js';
+import { addNoopTasks } from './lib/noop-tasks.js';
 import { serverCpuMs } from './peers/cpu.js';
 
 const N = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 20_000);
@@ -38,15 +39,7 @@ await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
 try {
   const store = postgresStore({ connectionString: server.url, prefetch: 500 });
   await store.migrate();
-  const rows = Array.from({ length: N }, (_, i) => ({
-    name: 'noop',
-    key: null,
-    payload: JSON.stringify({ i }),
-    runAt: Date.now(),
-    maxAttempts: 1,
-    options: '{}',
-  }));
-  for (let i = 0; i < N; i += 1_000) await store.addTasks(rows.slice(i, i + 1_000));
+  await addNoopTasks(store, N);
   // As the peer bench runs it, the table fresh (autovacuum may analyze it meanwhile); `--vacuum`: analyzed first.
   if (process.argv.includes('--vacuum')) await admin.query('VACUUM ANALYZE taskheap_tasks');
   const dropped =

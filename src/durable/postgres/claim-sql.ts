@@ -119,22 +119,31 @@ const withStart = (starts: string, counts: string, interval: string, at: string,
 const refillOf = (starts: string, interval: string) =>
   `(SELECT min(s) FROM unnest(${starts}) AS s WHERE s > now() - ${millis(interval)}) + ${millis(interval)}`;
 
+/** SQL: what the plain waiting indexes hold (migrations.ts, version 6). */
+const PLAIN_WAITING = `state = 'waiting' AND serial IS NULL AND rate_key IS NULL`;
+
 /**
- * SQL: the priority levels of plain waiting tasks (no key), highest first,
- * one index probe each (then a NULL). The waiting index leads with priority
- * and PostgreSQL 15 has no skip scan: walking it level by level finds the
- * due tasks of each level by an exact range. Each probe is an ORDER BY ...
- * LIMIT 1, not a max(): on a table not analyzed yet (a bulk enqueue) the
- * planner priced max() as an aggregate over an index-only scan of every
- * waiting task, and the next-due query took 6 ms at 20,000 waiting tasks
- * and 26 ms at 100,000, where a probe takes 0.3 ms (issue 27).
+ * SQL: a recursive CTE \`name(v)\` of the distinct values of \`column\` among
+ * plain waiting tasks (no key), highest first, one index probe each (then a
+ * NULL): PostgreSQL 15 has no skip scan, and an index leading with the
+ * column answers each probe from where the last one stopped. Each probe is
+ * an ORDER BY ... LIMIT 1, not a max(): on a table not analyzed yet (a bulk
+ * enqueue) the planner priced max() as an aggregate over an index-only scan
+ * of every waiting task, and the next-due query took 6 ms at 20,000 waiting
+ * tasks and 26 ms at 100,000, where the probes take 0.3 ms (issue 27).
  */
-export const levels = (T: string) => `levels(p) AS (
-    SELECT (SELECT priority FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL ORDER BY priority DESC LIMIT 1)
+const descending = (T: string, name: string, v: string, column: string) => `${name}(${v}) AS (
+    SELECT (SELECT ${column} FROM ${T} WHERE ${PLAIN_WAITING} ORDER BY ${column} DESC LIMIT 1)
     UNION ALL
-    SELECT (SELECT priority FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND priority < levels.p
-      ORDER BY priority DESC LIMIT 1)
-    FROM levels WHERE levels.p IS NOT NULL)`;
+    SELECT (SELECT ${column} FROM ${T} WHERE ${PLAIN_WAITING} AND ${column} < ${name}.${v} ORDER BY ${column} DESC LIMIT 1)
+    FROM ${name} WHERE ${name}.${v} IS NOT NULL)`;
+
+/**
+ * SQL: \`levels(p)\`, the priority levels of plain waiting tasks, highest
+ * first (see descending): walking the priority-leading waiting index level by
+ * level finds the due tasks of each level by an exact range.
+ */
+export const levels = (T: string) => descending(T, 'levels', 'p', 'priority');
 
 /** The most rows an int room stands for: no limit. */
 const NO_LIMIT = 2147483647;
@@ -168,13 +177,8 @@ const openQueues = (T: string, Q: string, rooms: string, counts: string) => `${q
   open AS (SELECT o.name, o.room FROM (SELECT queues.q AS name, ${queueRoom(Q, 'queues.q')} AS room
     FROM queues WHERE queues.q IS NOT NULL) AS o WHERE o.room > 0 ORDER BY o.name)`;
 
-/** SQL: \`queues(q)\`, the queues that have plain waiting tasks, from the last name down, then a NULL (see openQueues; probes as levels'). */
-export const queuesWithWork = (T: string) => `queues(q) AS (
-    SELECT (SELECT queue FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL ORDER BY queue DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT queue FROM ${T} WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND queue < queues.q
-      ORDER BY queue DESC LIMIT 1)
-    FROM queues WHERE queues.q IS NOT NULL)`;
+/** SQL: \`queues(q)\`, the queues that have plain waiting tasks, from the last name down (see descending and openQueues). */
+export const queuesWithWork = (T: string) => descending(T, 'queues', 'q', 'queue');
 
 /**
  * How many (open queue, priority level) pairs a claim reads at most, each up
