@@ -197,7 +197,61 @@ async function runInMemory(graph: Graph, ops: Op[]): Promise<void> {
   await scheduler.close();
 }
 
+/**
+ * A counterexample the random runs found (CI, Node 24, SQLite): t4 waits for
+ * t1 by the 'ignore' rule and for t2 by 'fail'; t0 fails and sinks t1 (which
+ * t4 then counts as done), t2 fails and sinks t4; retrying t14 requeues t0,
+ * t2, t4, t10 and t14, and t0's requeue revives t1. SQLite's requeue counted
+ * what each task waits for before requeueing any, so t4 ignored t1 again and
+ * started once t2 succeeded, before t1 ended.
+ */
+const REVIVED_IGNORED = {
+  graph: {
+    n: 15,
+    deps: [
+      [],
+      [[0, 'fail']],
+      [],
+      [],
+      [
+        [1, 'ignore'],
+        [2, 'fail'],
+      ],
+      [],
+      [[0, 'fail']],
+      [],
+      [[2, 'fail']],
+      [],
+      [[4, 'fail']],
+      [[0, 'fail']],
+      [[0, 'fail']],
+      [],
+      [
+        [10, 'fail'],
+        [0, 'fail'],
+      ],
+    ],
+  } as Graph,
+  ops: [
+    { op: 'finish', pick: 0, ok: false },
+    { op: 'finish', pick: 0, ok: false },
+    { op: 'retry', pick: 14 },
+  ] as Op[],
+};
+
 describe('flows against the reference model', () => {
+  it('a task revived by a retry is waited for again by what ignored its failure (on SQLite, and in memory)', async () => {
+    const { graph, ops } = REVIVED_IGNORED;
+    const store = sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-deps-')), 'revived.db')) as unknown as Store & FlowStore;
+    await store.migrate();
+    try {
+      await run(store, graph, ops, () => START, START);
+    } finally {
+      await store.close();
+    }
+    await runInMemory(graph, ops);
+  });
+
   it('in memory on a ManualClock: random DAGs of up to 50 tasks, random outcomes, cancels and retries', async () => {
     await fc.assert(
       fc.asyncProperty(graphArb(50), opsArb, (graph, ops) => runInMemory(graph, ops)),
@@ -228,6 +282,15 @@ describe('flows against the reference model', () => {
       server = started;
     });
     const schema = schemaNamer('deps_model_');
+    it('a task revived by a retry is waited for again by what ignored its failure', async () => {
+      const store = postgresStore({ connectionString: server.url, schema: schema() }) as unknown as Store & FlowStore;
+      await store.migrate();
+      try {
+        await run(store, REVIVED_IGNORED.graph, REVIVED_IGNORED.ops, () => Date.now(), Date.now() - 3_600_000);
+      } finally {
+        await store.close();
+      }
+    });
     it('random DAGs of up to 50 tasks, random outcomes, cancels and retries', async () => {
       await fc.assert(
         fc.asyncProperty(graphArb(50), opsArb, async (graph, ops) => {

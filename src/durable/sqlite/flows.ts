@@ -129,12 +129,15 @@ export function requeue(prepare: Prepare, id: number, runAt: number, at: number)
   const up = (prepare(FLOW_SQL.up).all(id) as { id: number }[]).map((row) => Number(row.id));
   if (up.length === 0) return undefined;
   const all = JSON.stringify(up);
-  const waits = up.map((t) => Number((prepare(FLOW_SQL.waits).get({ task: t, all }) as { n: number }).n));
   let row: TaskRow | undefined;
-  up.forEach((t, i) => {
-    const requeued = prepare(SQL.requeue).get({ waits: waits[i]!, runAt, at, id: t }) as TaskRow | undefined;
+  for (const t of up) {
+    // What it waits for is counted just before it is requeued, not for all of them first: SQLite fires
+    // the triggers of each requeue at once, and one that revives a task this one counted as done (its
+    // 'ignore' or 'continue' dependency, sunk by a task requeued before it) makes that task wait again.
+    const waits = Number((prepare(FLOW_SQL.waits).get({ task: t, all }) as { n: number }).n);
+    const requeued = prepare(SQL.requeue).get({ waits, runAt, at, id: t }) as TaskRow | undefined;
     if (requeued !== undefined) prepare(FLOW_SQL.uncount).run({ task: t, all });
     if (t === id) row = requeued;
-  });
+  }
   return row;
 }
