@@ -122,16 +122,16 @@ describe('postgresStore: named queues across processes', () => {
     ]);
     const ws = [worker(schema, lease), worker(schema, lease), worker(schema, lease)];
     await started(ws);
-    const victim = ws[0]!;
-    // Kill it while it runs tasks of 'g' (it holds their slots).
-    await waitFor('the victim to run tasks of g', async () => {
-      const {
-        rows: [row],
-      } = await admin.query(`SELECT count(*)::int AS n FROM ${schema}.runs WHERE pid = $1 AND queue = 'g' AND finished_at IS NULL`, [
-        victim.pid,
-      ]);
-      return row.n >= 1;
+    // Kill a worker while it runs tasks of 'g' (it holds their slots): whichever is running one first. Not a
+    // worker chosen before: the first two to claim may hold all three slots, batch after batch, until g is
+    // done (a CI dry run waited a minute for the first worker to get one).
+    let running: Worker | undefined;
+    await waitFor('a worker to run tasks of g', async () => {
+      const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM ${schema}.runs WHERE queue = 'g' AND finished_at IS NULL`);
+      running = ws.find((w) => rows.some((row) => row.pid === w.pid));
+      return running !== undefined;
     });
+    const victim = running!;
     victim.kill('SIGKILL');
     await victim.exited;
     const {
