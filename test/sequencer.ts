@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
@@ -21,7 +21,7 @@ export class LongestFirst extends BaseSequencer {
     const committed = readCommitted(this.ctx.config.root);
     const cache = this.ctx.cache;
     const weight = (spec: TestSpecification) => {
-      const key = `${spec.project.name}:${spec.moduleId.slice(this.ctx.config.root.length + 1)}`;
+      const key = `${spec.project.name}:${relative(this.ctx.config.root, spec.moduleId)}`; // vitest's own cache key
       const cached = cache.getFileTestResults(key);
       return { failed: cached?.failed === true, ms: cached?.duration ?? committed[key] ?? 0 };
     };

@@ -165,12 +165,12 @@ export interface InsertedRow {
   created_at: number | string;
 }
 
-/** A task without a key as its insert stored it: waiting, no attempt made, nothing else written yet. */
+/** A task as a plain insert stored it: waiting, no attempt made, nothing else written yet. */
 export function insertedTask(task: NewTask, row: InsertedRow): StoredTask {
   return toTask({
     id: row.id,
     name: task.name,
-    key: null,
+    key: task.key,
     payload: task.payload,
     state: 'waiting',
     run_at: row.run_at,

@@ -9,7 +9,8 @@ import { materialize } from './materialize.js';
 import { roomArrays } from './params.js';
 import type { Statements } from './sql.js';
 
-type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
+/** How a due recurring job advances (the scheduler's rule): its next occurrence, or its end. @internal */
+export type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 
 /** A claim's first row says whether a recurring job is due (then nothing was claimed); its id is null if nothing was. */
 type FlaggedRow = Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean; limited?: boolean };
@@ -33,8 +34,6 @@ export interface ClaimAsk {
   readonly rated: boolean;
   /** Free workers: the most limited tasks claimed, and how many start at once. */
   readonly free: number;
-  readonly maxExpiries: number;
-  readonly expiredText: string;
   /** ms this process still waits, since it reached the server again, before it takes over leases. */
   readonly takeoverWait: number;
 }
@@ -43,12 +42,17 @@ export interface ClaimAsk {
 export class Claims {
   readonly #db: Connection;
   readonly #sql: Statements;
+  /** The full claim's $4 and $5: a task whose lease ran out more than this many times fails, with this error. */
+  readonly #maxExpiries: number;
+  readonly #expiredText: string;
   /** Claims left to send straight to the full statement (see FULL_AFTER_LIMITED). */
   #fullOnly = 0;
 
-  constructor(db: Connection, sql: Statements) {
+  constructor(db: Connection, sql: Statements, maxExpiries: number, expiredText: string) {
     this.#db = db;
     this.#sql = sql;
+    this.#maxExpiries = maxExpiries;
+    this.#expiredText = expiredText;
   }
 
   /** Claims what `ask` asks for; due recurring jobs are materialized first (their occurrences may be claimed too). */
@@ -58,7 +62,7 @@ export class Claims {
     // leases are the server's: this process's clock is not used.
     const plain = ask.rated || (ask.rooms !== undefined && ask.rooms.size > 0) ? undefined : await this.#plain(ask);
     if (plain !== undefined && !plain.limited && !plain.jobsDue) return plain.claims;
-    const params = fullParams(ask);
+    const params = this.#fullParams(ask);
     if (plain === undefined || !plain.jobsDue) {
       const { rows } = await this.#db.query<FlaggedRow>(this.#sql.claimUnlessJobsDue, params, true);
       if (rows[0]?.jobs_due !== true) return claimsOf(rows);
@@ -87,28 +91,28 @@ export class Claims {
   }
 
   /** The statements to ready on a fresh connection (Connection.warm): each claim, of nothing. */
-  warmups(owner: string, lease: number, names: readonly string[] | undefined, maxExpiries: number, expiredText: string) {
-    const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, maxExpiries, expiredText, takeoverWait: 0 };
+  warmups(owner: string, lease: number, names: readonly string[] | undefined) {
+    const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0 };
     return [
       { text: this.#sql.claimPlain, values: [0, owner, lease, names ?? null, 0] },
-      { text: this.#sql.claimUnlessJobsDue, values: fullParams(full) },
+      { text: this.#sql.claimUnlessJobsDue, values: this.#fullParams(full) },
     ];
   }
-}
 
-function fullParams(ask: ClaimAsk): unknown[] {
-  return [
-    ask.limit,
-    ask.owner,
-    ask.lease,
-    ask.maxExpiries,
-    ask.expiredText,
-    ask.names ?? null,
-    ask.rated,
-    ask.free,
-    ...roomArrays(ask.rooms),
-    ask.takeoverWait,
-  ];
+  #fullParams(ask: ClaimAsk): unknown[] {
+    return [
+      ask.limit,
+      ask.owner,
+      ask.lease,
+      this.#maxExpiries,
+      this.#expiredText,
+      ask.names ?? null,
+      ask.rated,
+      ask.free,
+      ...roomArrays(ask.rooms),
+      ask.takeoverWait,
+    ];
+  }
 }
 
 function claimsOf(rows: FlaggedRow[]): ClaimedTask[] {

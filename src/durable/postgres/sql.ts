@@ -155,11 +155,14 @@ export function statements(schema: string | undefined) {
       SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
     /**
      * Many tasks without keys in one statement (keyed batches go through
-     * addKeyed); one wake for the earliest. Each comes back as its id, due
-     * time and creation time (the statement's now()): everything else of a
-     * row just inserted is what the caller gave or a default, and reading
-     * every column of every row back cost a quarter of a bulk enqueue
-     * (issue 27: 1,000 per call, 73,000-82,000 tasks/s against 103,000-107,000).
+     * addKeyed, which decides each key's dedupe); one wake for the earliest.
+     * Nothing to meet, so a plain insert: no ON CONFLICT (its speculative
+     * insertion costs each row), no replaced task to let go of. Each comes
+     * back as its id, due time and creation time (the statement's now()):
+     * everything else of a row just inserted is what the caller gave or a
+     * default, and reading every column of every row back cost a quarter of
+     * a bulk enqueue (issue 27: 1,000 per call, 73,000-82,000 tasks/s against
+     * 103,000-107,000).
      */
     addTasks: `WITH saved AS (
         INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key)
@@ -167,14 +170,8 @@ export function statements(schema: string | undefined) {
         FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::text[])
           WITH ORDINALITY AS u(name, key, payload, at, max_attempts, options, serial, priority, queue, rate_key, ord)
         ORDER BY u.ord
-        ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
-          attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL, progress = NULL, logs = NULL,
-          serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
-          updated_at = now()
-        WHERE t.state <> 'running'
-        RETURNING t.id, ${ms('t.run_at')} AS run_at, t.serial, t.rate_key, t.options, (t.xmax <> 0) AS replaced),
-      ${REPLACED_LET_GO},
+        RETURNING t.id, ${ms('t.run_at')} AS run_at, t.serial, t.rate_key, t.options),
+      ${upsertLimits(L, 'limits', 'saved')},
       wake AS (SELECT pg_notify('${WAKE}', $7 || MIN(run_at)::bigint::text) FROM saved HAVING count(*) > 0)
       SELECT saved.id, saved.run_at, ${ms('now()')} AS created_at FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
     /**

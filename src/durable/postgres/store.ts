@@ -14,7 +14,6 @@ import {
   type Outcome,
   type QueryClient,
   type DueJob,
-  type JobAdvance,
   type NewJob,
   type NewTask,
   type Store,
@@ -40,7 +39,7 @@ import {
   type TaskRow,
 } from '../rows.js';
 import { leaseExpiredText } from '../expiries.js';
-import { Claims } from './claims.js';
+import { Claims, type Advance } from './claims.js';
 import { Connection, WARM_CONNECTIONS } from './connection.js';
 import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
@@ -57,7 +56,6 @@ import { postgresLimitList } from './limit-list.js';
 import { listNewestFirst } from './listing.js';
 import { migrationsIn, postgresFlows } from './flows.js';
 
-type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
 /** A query through the store's pool or the caller's client. */
 type Query = <R = TaskRow>(text: string, values: unknown[]) => Promise<{ rows: R[] }>;
 
@@ -92,8 +90,6 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
   readonly closeTimeout: number;
   readonly prefetch: number | undefined;
   readonly #timeout: number;
-  readonly #maxExpiries: number;
-  readonly #expiredText: string;
   readonly #schema: string | undefined;
   readonly #sql: Statements;
   readonly #inspect: InspectStatements;
@@ -110,14 +106,12 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     this.poll = options.poll;
     this.closeTimeout = options.timeout;
     this.#timeout = options.timeout;
-    this.#maxExpiries = options.maxLeaseExpiries;
-    this.#expiredText = leaseExpiredText(options.maxLeaseExpiries + 1);
     this.#schema = options.schema;
     this.#sql = statements(options.schema);
     this.#inspect = inspectStatements(options.schema);
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
-    this.#claims = new Claims(this.#db, this.#sql);
+    this.#claims = new Claims(this.#db, this.#sql, options.maxLeaseExpiries, leaseExpiredText(options.maxLeaseExpiries + 1));
     this.#listener = new Listener(this.#db, this.#sql, this.#prefix, options.timeout);
     const flows = postgresFlows(this.#db, options.schema, this.#prefix);
     [this.addFlow, this.getFlow, this.getDependencies] = [flows.addFlow, flows.getFlow, flows.getDependencies];
@@ -353,17 +347,15 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     rooms?: QueueRooms,
     limits?: ClaimLimits,
   ): Promise<ClaimedTask[]> {
-    const ask = { owner, lease, limit, names, rooms, rated: limits?.rate !== undefined, free: limits?.free ?? limit };
-    return this.#claims.claim(
-      { ...ask, maxExpiries: this.#maxExpiries, expiredText: this.#expiredText, takeoverWait: this.#db.takeoverWait(lease) },
-      advance,
-    );
+    const rated = limits?.rate !== undefined;
+    const takeoverWait = this.#db.takeoverWait(lease);
+    return this.#claims.claim({ owner, lease, limit, names, rooms, rated, free: limits?.free ?? limit, takeoverWait }, advance);
   }
 
   /** Readies connections for the first claims: a claim of nothing and a next-due question on each (Connection.warm). */
   warm(owner: string, lease: number, names?: readonly string[]): Promise<void> {
     const nextDue = [names ?? null, false, null, null, lease, 0];
-    const claims = this.#claims.warmups(owner, lease, names, this.#maxExpiries, this.#expiredText);
+    const claims = this.#claims.warmups(owner, lease, names);
     return this.#db.warm([...claims, { text: this.#sql.nextDue, values: nextDue }], WARM_CONNECTIONS);
   }
 
