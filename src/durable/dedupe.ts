@@ -54,14 +54,18 @@ export function toDedupe(dedupe: unknown, key: string | null): { mode: DedupeKin
  * - `insert`: no row, a new one;
  * - `renew`: a finished row, overwritten as a new task (reported 'inserted');
  * - `replace`: the waiting row, overwritten (reported 'replaced');
+ * - `detach`: a finished row that other tasks depend on, left as it ended
+ *   (a final task stays final: its dependents counted its outcome) but for
+ *   its key, which a new row takes (reported 'inserted');
  * - `existing`: nothing written, the row returned.
  */
-export type DedupeAction = 'insert' | 'renew' | 'replace' | 'existing';
+export type DedupeAction = 'insert' | 'renew' | 'detach' | 'replace' | 'existing';
 
-/** The row an add meets: its state and when it was created (epoch ms, on the clock `now` is on). */
+/** The row an add meets: its state, when it was created (epoch ms, on the clock `now` is on), whether tasks depend on it. */
 export interface KeyedRow {
   state: StoredState;
   createdAt: number;
+  hasDependents: boolean;
 }
 
 export function decide(mode: DedupeKind, period: number, row: KeyedRow | undefined, now: number): DedupeAction {
@@ -69,7 +73,7 @@ export function decide(mode: DedupeKind, period: number, row: KeyedRow | undefin
   if (mode === 'throttle' && row.createdAt > now - period) return 'existing';
   if (row.state === 'running') return 'existing';
   if (row.state === 'waiting') return mode === 'keep' ? 'existing' : 'replace';
-  return 'renew';
+  return row.hasDependents ? 'detach' : 'renew';
 }
 
 /** When the task is due: `when`, or for debounce `period` after it (as in memory). */

@@ -573,7 +573,7 @@ export interface Store {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 /** A database written by a newer taskheap: refusing it beats corrupting it. */
 export class SchemaVersionError extends TaskheapError {

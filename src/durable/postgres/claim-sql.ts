@@ -57,20 +57,70 @@ export const SERIAL_OF = (options: string) => `COALESCE(${options}::jsonb ->> 's
 export const RATE_KEY_OF = (options: string) => `(${options}::jsonb #>> '{rate,key}')`;
 
 /**
- * SQL: a CTE \`name\` making the limit rows the tasks of \`source\` (columns
- * id, serial, rate_key, options) name, or setting their limit (the most
- * recently added task's applies). Their past starts and holders stay.
+ * SQL: the limit each limit row named by the tasks of \`source\` (columns id,
+ * serial, rate_key, options) should have: the most recently added task's.
  */
-export const upsertLimits = (L: string, name: string, source: string) => `${name} AS (
-      INSERT INTO ${L} AS l (kind, key, lim, interval_ms)
-      SELECT DISTINCT ON (kind, key) kind, key, lim, iv FROM (
+const limitsOf = (source: string) => `SELECT DISTINCT ON (kind, key) kind, key, lim, iv FROM (
         SELECT 'concurrency' AS kind, serial AS key, COALESCE((options::jsonb #>> '{concurrency,limit}')::int, 1) AS lim, NULL::float8 AS iv, id
           FROM ${source} WHERE serial IS NOT NULL
         UNION ALL SELECT 'rate', rate_key, (options::jsonb #>> '{rate,limit}')::int, (options::jsonb #>> '{rate,interval}')::float8, id
           FROM ${source} WHERE rate_key IS NOT NULL) AS x
-      ORDER BY kind, key, id DESC
+      ORDER BY kind, key, id DESC`;
+
+/**
+ * SQL: CTEs \`name\` making the limit rows the tasks of \`source\` (columns
+ * id, serial, rate_key, options) name, or setting their limit (the most
+ * recently added task's applies). Their past starts and holders stay. A row
+ * that already has its limit is not written, only key-share locked
+ * (\`name_kept\`): that keeps retention from deleting it before the tasks
+ * commit, and conflicts with no claim or outcome, which update it under a
+ * no-key lock. So an add in a caller's open transaction holds nothing a
+ * worker waits for, unless it changes a limit: the store applies a change
+ * first, on its own connection (\`setLimits\` in sql.ts), for that reason.
+ */
+export const upsertLimits = (L: string, name: string, source: string) => `${name}_wanted AS (${limitsOf(source)}),
+    ${name}_kept AS (SELECT l.kind, l.key FROM ${L} AS l JOIN ${name}_wanted AS w ON l.kind = w.kind AND l.key = w.key
+      WHERE l.lim = w.lim AND l.interval_ms IS NOT DISTINCT FROM w.iv FOR KEY SHARE OF l),
+    ${name} AS (
+      INSERT INTO ${L} AS l (kind, key, lim, interval_ms)
+      SELECT w.kind, w.key, w.lim, w.iv FROM ${name}_wanted AS w
+      WHERE NOT EXISTS (SELECT 1 FROM ${name}_kept AS k WHERE k.kind = w.kind AND k.key = w.key)
       ON CONFLICT (kind, key) DO UPDATE SET lim = EXCLUDED.lim, interval_ms = EXCLUDED.interval_ms, updated_at = now()
       WHERE l.lim <> EXCLUDED.lim OR l.interval_ms IS DISTINCT FROM EXCLUDED.interval_ms)`;
+
+/**
+ * SQL: sets the limit of existing limit rows that the tasks given as arrays
+ * ($1 concurrency keys, $2 rate keys, $3 options) change; run on the store's
+ * own connection before an add in a caller's transaction, so that the add
+ * finds its limits set and takes no lock a claim or an outcome waits for.
+ */
+export const setLimits = (L: string) => `WITH src AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
+        AS s(serial, rate_key, options, id)),
+      wanted AS (${limitsOf('src')})
+    UPDATE ${L} AS l SET lim = w.lim, interval_ms = w.iv, updated_at = now() FROM wanted AS w
+    WHERE l.kind = w.kind AND l.key = w.key AND (l.lim <> w.lim OR l.interval_ms IS DISTINCT FROM w.iv)`;
+
+/** A task as \`setLimits\` reads it. */
+interface Limited {
+  readonly options: string;
+  readonly serial?: string | null;
+  readonly rateKey?: string | null;
+}
+
+/**
+ * Runs \`statement\` (\`setLimits\`) for the tasks that name a limit, through
+ * \`query\` (the store's own connection: committed at once, whatever the
+ * caller's transaction does later). Nothing when none names one.
+ */
+export async function applyLimits(
+  query: (text: string, values: unknown[]) => Promise<unknown>,
+  statement: string,
+  tasks: readonly Limited[],
+): Promise<void> {
+  const named = tasks.filter((task) => (task.serial ?? null) !== null || (task.rateKey ?? null) !== null);
+  if (named.length === 0) return;
+  await query(statement, [named.map((t) => t.serial ?? null), named.map((t) => t.rateKey ?? null), named.map((t) => t.options)]);
+}
 
 /**
  * SQL: a CTE \`name\` letting the tasks of \`source\` (columns id, serial)
@@ -82,7 +132,7 @@ export const upsertLimits = (L: string, name: string, source: string) => `${name
 export const letGo = (L: string, name: string, source: string, where = 'true', after?: string) => `${name}_rows AS (
       SELECT k.key FROM ${L} AS k WHERE k.kind = 'concurrency' AND k.key IN (SELECT serial FROM ${source} WHERE ${where})
         ${after === undefined ? '' : `AND (SELECT count(*) FROM ${after}) >= 0`}
-      ORDER BY k.key FOR UPDATE),
+      ORDER BY k.key FOR NO KEY UPDATE),
     ${name} AS (
       UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (g.ids)), updated_at = now()
       FROM (SELECT serial, array_agg(id) AS ids FROM ${source} WHERE serial IS NOT NULL AND ${where} GROUP BY serial) AS g
@@ -317,7 +367,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
         -- Nor while the claiming process waits out a lease since it reached the server again ($11 ms
         -- left): an outage it saw (PgBouncer down, the server up) may have kept every owner away.
         AND $11::float8 <= 0
-      ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED),
+      ORDER BY run_at, id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),
     failed AS (UPDATE ${T} AS t SET state = 'failed', expiries = t.expiries + 1, last_error = $5, locked_by = NULL, locked_until = NULL,
         updated_at = now()
       FROM expired WHERE t.id = expired.id AND expired.started AND expired.expiries >= $4
@@ -328,12 +378,12 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
         SELECT t.id, t.run_at, t.priority, t.queue FROM ${T} AS t
         WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p
           AND t.run_at <= now() ${gate} ${NAMED}
-        ORDER BY t.run_at, t.id LIMIT LEAST($1, open.room) FOR UPDATE OF t SKIP LOCKED) AS w
+        ORDER BY t.run_at, t.id LIMIT LEAST($1, open.room) FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
       WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
     keyed AS (SELECT k.* FROM (${keyed(T, L)}) AS k WHERE ${queueRoom(Q, 'k.queue')} > 0),
     keyed_locked AS (SELECT t.id FROM ${T} AS t
       WHERE t.id IN (SELECT id FROM keyed WHERE run_at <= now() ${NAMED}) AND t.state = 'waiting' ${gate}
-      FOR UPDATE SKIP LOCKED),
+      FOR NO KEY UPDATE SKIP LOCKED),
     cand AS (SELECT id, run_at, priority, serial, rate_key, queue, true AS holds, true AS usable, true AS expired FROM expired
         WHERE expiries < $4 OR NOT started
       UNION ALL SELECT id, run_at, priority, NULL, NULL, queue, false, true, false FROM plain
@@ -345,7 +395,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
       WHERE ((l.kind = 'concurrency' AND l.key IN (SELECT serial FROM cand UNION ALL SELECT serial FROM failed))
         OR (l.kind = 'rate' AND (l.key IN (SELECT rate_key FROM cand) OR (l.key = '' AND $7::boolean AND EXISTS (SELECT 1 FROM cand)))))
         AND (SELECT count(*) FROM qlocked) >= 0
-      ORDER BY l.kind, l.key FOR UPDATE),
+      ORDER BY l.kind, l.key FOR NO KEY UPDATE),
     stamp AS (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM locked) AS every_lock_taken),
     slotted AS (SELECT c.*, c.holds OR c.id = ANY (k.holders) AS held, k.room AS slots,
         row_number() OVER (PARTITION BY c.serial, c.holds OR c.id = ANY (k.holders) ORDER BY c.run_at, c.id) AS cr,

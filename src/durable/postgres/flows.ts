@@ -7,7 +7,7 @@ import type { OnFailure } from '../options.js';
 import type { StoredState, StoredTask } from '../store.js';
 import { TaskNotFoundError } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
-import { ts, upsertLimits } from './claim-sql.js';
+import { applyLimits, setLimits, ts, upsertLimits } from './claim-sql.js';
 import type { Connection } from './connection.js';
 import { inSchema, MIGRATIONS, quote } from './migrations.js';
 import type { Listener } from './listener.js';
@@ -24,11 +24,15 @@ function flowStatements(schema: string | undefined) {
   const L = t('taskheap_limits');
   return {
     /**
-     * The stored tasks a flow depends on, locked (a dependency that ends
-     * meanwhile waits for this transaction, and its trigger then sees the
-     * new edges) and marked as having dependents; their states decide the births.
+     * The stored tasks a flow depends on, as the statement sees them: their
+     * states decide the births. Read, not locked: a caller's transaction
+     * must hold nothing a worker running one of them writes. An outcome that
+     * slips between this read and the commit is applied to the new edges at
+     * the commit, by the deferred trigger of their \`external\` mark
+     * (EXTERNAL_EDGES in migrations.ts), which also marks the task as having
+     * dependents.
      */
-    lockExternal: `UPDATE ${T} SET has_dependents = true WHERE id = ANY($1::bigint[]) RETURNING id::float8 AS id, state`,
+    readExternal: `SELECT id::float8 AS id, state FROM ${T} WHERE id = ANY($1::bigint[])`,
     /** $2 ids of the tasks' sequence, in order: known before the insert, the edges can name them. */
     ids: `SELECT nextval(pg_get_serial_sequence($1, 'id'))::float8 AS id FROM generate_series(1, $2::int) ORDER BY 1`,
     /** Every task and edge of a flow in one statement; one wake for the earliest task born waiting. */
@@ -42,14 +46,16 @@ function flowStatements(schema: string | undefined) {
           $11::text[], $12::int[], $13::boolean[], $14::bigint[], $15::text[])
           AS u(id, name, payload, at, max_attempts, options, serial, priority, queue, rate_key, state, pending, has_dependents, failed_dep, error)
         RETURNING ${taskColumns('t')}),
-      edges AS (INSERT INTO ${D} (task_id, dep_id, ord, on_failure, counted)
-        SELECT * FROM unnest($17::bigint[], $18::bigint[], $19::int[], $20::text[], $21::boolean[])),
+      edges AS (INSERT INTO ${D} (task_id, dep_id, ord, on_failure, counted, external)
+        SELECT e.*, NOT (e.dep_id = ANY($1::bigint[])) FROM unnest($17::bigint[], $18::bigint[], $19::int[], $20::text[], $21::boolean[])
+          AS e(task_id, dep_id, ord, on_failure, counted)),
       ${upsertLimits(L, 'limits', 'saved')},
       wake AS (SELECT pg_notify('${WAKE}', $22 || MIN(run_at)::bigint::text) FROM saved WHERE state = 'waiting' HAVING count(*) > 0)
       SELECT saved.* FROM saved LEFT JOIN wake ON true ORDER BY saved.id`,
     flowTasks: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.flow_id = $1 ORDER BY t.id`,
     flowEdges: `SELECT d.task_id::float8 AS task, d.dep_id::float8 AS dep, d.on_failure, d.counted, f.state AS dep_state FROM ${D} AS d
       LEFT JOIN ${T} AS f ON f.id = d.dep_id WHERE d.task_id IN (SELECT id FROM ${T} WHERE flow_id = $1) ORDER BY d.task_id, d.ord`,
+    setLimits: setLimits(L),
     dependencies: `SELECT t.id::float8 AS id, t.name, t.state, t.result, t.last_error, d.on_failure FROM ${D} AS d
       JOIN ${T} AS t ON t.id = d.dep_id WHERE d.task_id = $1 ORDER BY d.ord`,
   };
@@ -62,7 +68,7 @@ export function postgresFlows(db: Connection, schema: string | undefined, prefix
   const write = async (query: Query, flow: NewFlow): Promise<StoredTask[]> => {
     const external = new Map<number, StoredState>();
     if (flow.external.length > 0) {
-      const { rows } = await query(sql.lockExternal, [flow.external]);
+      const { rows } = await query(sql.readExternal, [flow.external]);
       for (const row of rows as { id: number; state: StoredState }[]) external.set(Number(row.id), row.state);
       const missing = flow.external.find((id) => !external.has(id));
       if (missing !== undefined) throw new TaskNotFoundError(missing);
@@ -100,7 +106,11 @@ export function postgresFlows(db: Connection, schema: string | undefined, prefix
   return {
     async addFlow(flow, via) {
       // Through the caller's client: their transaction decides, and the NOTIFY goes out at its commit.
-      if (via !== undefined) return write((text, values) => (via as { query: Query }).query(text, values), flow);
+      if (via !== undefined) {
+        // The limits it changes first, on the store's own connection (see upsertLimits).
+        await applyLimits((text, values) => db.query(text, values), sql.setLimits, flow.tasks);
+        return write((text, values) => (via as { query: Query }).query(text, values), flow);
+      }
       return db.transaction((client) => write((text, values) => client.query(text, values), flow));
     },
     async getFlow(id) {

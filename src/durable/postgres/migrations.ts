@@ -134,6 +134,122 @@ const FLOWS = `
           IS DISTINCT FROM (NEW.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')))
         EXECUTE FUNCTION :SCHEMA.taskheap_deps_changed();`;
 
+/**
+ * Version 7: no caller's transaction holds a row a worker writes. A flow
+ * added in a caller's transaction used to lock the stored tasks it depends
+ * on until that transaction ended (so that their outcome could not slip
+ * between its read and its new edges), and a worker renewing or settling a
+ * running one waited for it, with every other task of its batch. Now the
+ * edge to a task outside the flow is marked \`external\` and the add takes
+ * no lock that a worker's write waits for (the edge's foreign key takes a
+ * key-share lock, which no update of a task conflicts with); at the commit
+ * of the transaction that added it, a deferred trigger locks the dependency
+ * for that instant, reads it as it is then, and applies to its dependents
+ * what its state means (taskheap_dep_moved: the trigger's work, idempotent,
+ * so an outcome the other side already applied changes nothing). Whichever
+ * of the two commits second sees the other: an outcome committed before
+ * the add's commit is applied by the commit trigger, one committed after it
+ * by the state trigger, which then sees the new edges.
+ */
+const EXTERNAL_EDGES = `
+      ALTER TABLE :SCHEMA.taskheap_deps ADD COLUMN external boolean NOT NULL DEFAULT false;
+      CREATE FUNCTION :SCHEMA.taskheap_dep_moved(moved_id bigint, moved_state text, moved_failed bigint, tables text)
+      RETURNS void LANGUAGE plpgsql AS $fn$
+      DECLARE
+        woken timestamptz;
+        ended text;
+        back bigint[];
+      BEGIN
+        IF moved_state IN ('succeeded', 'failed', 'timed-out', 'cancelled') THEN
+          -- Dependents this outcome lets through count it; the one counting its last becomes waiting.
+          WITH edges AS (UPDATE :SCHEMA.taskheap_deps SET counted = true
+              WHERE dep_id = moved_id AND NOT counted AND (moved_state = 'succeeded' OR on_failure <> 'fail') RETURNING task_id),
+            released AS (UPDATE :SCHEMA.taskheap_tasks AS t SET pending_deps = t.pending_deps - 1,
+                state = CASE WHEN t.pending_deps = 1 AND t.state = 'blocked' THEN 'waiting' ELSE t.state END, updated_at = now()
+              FROM edges WHERE t.id = edges.task_id
+              RETURNING t.run_at, t.pending_deps = 0 AND t.state = 'waiting' AS now_waiting)
+          SELECT min(run_at) INTO woken FROM released WHERE now_waiting;
+          IF woken IS NOT NULL THEN
+            PERFORM pg_notify('taskheap_wake', tables || ':' || (extract(epoch from woken) * 1000)::bigint::text);
+          END IF;
+          IF moved_state <> 'succeeded' THEN
+            -- Blocked dependents by the 'fail' rule, and theirs in turn, are sunk at once.
+            WITH RECURSIVE doomed(id) AS (
+                SELECT d.task_id FROM :SCHEMA.taskheap_deps AS d JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.dep_id = moved_id AND d.on_failure = 'fail' AND t.state = 'blocked'
+                UNION
+                SELECT d.task_id FROM doomed JOIN :SCHEMA.taskheap_deps AS d ON d.dep_id = doomed.id
+                  JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.on_failure = 'fail' AND t.state = 'blocked'),
+              sunk AS (UPDATE :SCHEMA.taskheap_tasks AS t
+                SET state = CASE WHEN moved_state = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
+                  failed_dep = COALESCE(moved_failed, moved_id),
+                  last_error = 'DependencyError: dependency ' || COALESCE(moved_failed, moved_id)
+                    || CASE WHEN moved_state = 'cancelled' THEN ' was cancelled' ELSE ' failed' END,
+                  updated_at = now()
+                FROM doomed WHERE t.id = doomed.id AND t.state = 'blocked' RETURNING t.id)
+            SELECT string_agg(id::text, ',') INTO ended FROM sunk;
+            IF ended IS NOT NULL THEN
+              PERFORM pg_notify('taskheap_done', tables || ':' || ended);
+            END IF;
+          END IF;
+        ELSE
+          -- Back from a final state (retry): what it let through and has not started counts it again,
+          -- and what it sank is blocked again (its edge from the sinking task was never counted).
+          -- (A task it sank, or that is being revived with it, counts it again too: it has not started either.)
+          UPDATE :SCHEMA.taskheap_tasks AS t SET pending_deps = t.pending_deps + 1,
+              state = CASE WHEN t.state = 'waiting' THEN 'blocked' ELSE t.state END, updated_at = now()
+            FROM :SCHEMA.taskheap_deps AS d
+            WHERE d.dep_id = moved_id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state <> 'running';
+          UPDATE :SCHEMA.taskheap_deps AS d SET counted = false FROM :SCHEMA.taskheap_tasks AS t
+            WHERE d.dep_id = moved_id AND d.counted AND t.id = d.task_id AND t.attempts = 0 AND t.state <> 'running';
+          WITH revived AS (UPDATE :SCHEMA.taskheap_tasks SET state = 'blocked', failed_dep = NULL, last_error = NULL, updated_at = now()
+              WHERE failed_dep = moved_id AND state IN ('failed', 'cancelled') AND attempts = 0 RETURNING id)
+          SELECT array_agg(id) INTO back FROM revived;
+          IF back IS NOT NULL THEN
+            -- A revived task that another failed 'fail' dependency still sinks is sunk again (the first in its order), with
+            -- its blocked dependents by that rule: nothing is left blocked on a task that will not run.
+            WITH RECURSIVE doomed(id, root, cancelled) AS (
+                SELECT b.id, s.root, s.cancelled FROM unnest(back) AS b(id)
+                  CROSS JOIN LATERAL (SELECT COALESCE(f.failed_dep, f.id) AS root, f.state = 'cancelled' AS cancelled
+                    FROM :SCHEMA.taskheap_deps AS d JOIN :SCHEMA.taskheap_tasks AS f ON f.id = d.dep_id
+                    WHERE d.task_id = b.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1) AS s
+                UNION
+                SELECT d.task_id, doomed.root, doomed.cancelled FROM doomed JOIN :SCHEMA.taskheap_deps AS d ON d.dep_id = doomed.id
+                  JOIN :SCHEMA.taskheap_tasks AS t ON t.id = d.task_id
+                WHERE d.on_failure = 'fail' AND t.state = 'blocked'),
+              one AS (SELECT DISTINCT ON (id) id, root, cancelled FROM doomed ORDER BY id)
+            UPDATE :SCHEMA.taskheap_tasks AS t SET state = CASE WHEN one.cancelled THEN 'cancelled' ELSE 'failed' END, failed_dep = one.root,
+              last_error = 'DependencyError: dependency ' || one.root || CASE WHEN one.cancelled THEN ' was cancelled' ELSE ' failed' END,
+              updated_at = now()
+            FROM one WHERE t.id = one.id AND t.state = 'blocked';
+          END IF;
+        END IF;
+      END $fn$;
+      CREATE OR REPLACE FUNCTION :SCHEMA.taskheap_deps_changed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM :SCHEMA.taskheap_dep_moved(NEW.id, NEW.state, NEW.failed_dep, TG_TABLE_SCHEMA);
+        RETURN NULL;
+      END $fn$;
+      CREATE FUNCTION :SCHEMA.taskheap_deps_committed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      DECLARE
+        dep record;
+      BEGIN
+        -- Locked for the commit's instant only: a statement ending it now waits for this commit, then sees the edge.
+        SELECT id, state, failed_dep, has_dependents INTO dep FROM :SCHEMA.taskheap_tasks WHERE id = NEW.dep_id FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+          RETURN NULL;
+        END IF;
+        IF NOT dep.has_dependents THEN
+          UPDATE :SCHEMA.taskheap_tasks SET has_dependents = true WHERE id = dep.id;
+        END IF;
+        PERFORM :SCHEMA.taskheap_dep_moved(dep.id, dep.state, dep.failed_dep, TG_TABLE_SCHEMA);
+        RETURN NULL;
+      END $fn$;
+      CREATE CONSTRAINT TRIGGER taskheap_deps_committed AFTER INSERT ON :SCHEMA.taskheap_deps
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.external)
+        EXECUTE FUNCTION :SCHEMA.taskheap_deps_committed();`;
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -296,6 +412,7 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE :SCHEMA.taskheap_meta ADD COLUMN server_started timestamptz, ADD COLUMN server_seen timestamptz;
 ${FLOWS}`,
   },
+  { version: 7, sql: EXTERNAL_EDGES },
 ];
 
 /**

@@ -46,7 +46,7 @@ export function plainClaimSql(T: string, J: string, L: string, Q: string, M: str
         WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p
           AND t.run_at <= now() AND ($4::text[] IS NULL OR t.name = ANY($4::text[]))
           AND NOT (SELECT jobs_due FROM flag) AND NOT (SELECT yes FROM limited)
-        ORDER BY t.run_at, t.id LIMIT $1 FOR UPDATE OF t SKIP LOCKED) AS w
+        ORDER BY t.run_at, t.id LIMIT $1 FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
       WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
     starting AS (SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) <= $5 AS now FROM plain
       ORDER BY priority DESC, run_at, id LIMIT $1),

@@ -6,7 +6,7 @@
 
 import { inSchema, META, MIGRATIONS, quote } from './migrations.js';
 import { plainClaimSql } from './plain-claim-sql.js';
-import { claimSql, freeSlots, letGo, millis, ms, nextDueSql, QUEUE_OF, RATE_KEY_OF, SERIAL_OF, ts, upsertLimits } from './claim-sql.js';
+import { claimSql, freeSlots, letGo, millis, ms, nextDueSql, QUEUE_OF, RATE_KEY_OF, SERIAL_OF, setLimits, ts, upsertLimits } from './claim-sql.js';
 
 /** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
 export const WAKE = 'taskheap_wake';
@@ -179,9 +179,14 @@ export function statements(schema: string | undefined) {
      * distinct keys, each meeting the task stored with its key as its dedupe
      * mode ($10: replace, keep, throttle, debounce; $11 the period in ms)
      * says (each row written takes its item's queue, $12), by the rules of \`decide\` in durable/dedupe.ts, under the key's
-     * row lock ($4, the due time, is already a debounce's). \`old\` locks the
-     * key's row (in key order, so two adds cannot deadlock on keys) and reads
-     * its latest version, whatever the snapshot held; an add whose key is
+     * row lock ($4, the due time, is already a debounce's). \`locked\` locks the key's row (in key order,
+     * so two adds cannot deadlock on keys) and reads its latest version,
+     * whatever the snapshot held, unless it is running: a running task is
+     * only ever answered (\`existing\`), so \`old\` reads it without a lock,
+     * which a caller's transaction would hold to its end while the worker
+     * running the task waited on it to renew its lease. A finished task that
+     * other tasks depend on stays as it ended (\`detach\`): its key goes to
+     * a new row (\`detached\` runs before the insert meets the key); an add whose key is
      * not in the snapshot inserts, and if a concurrent add inserted it first,
      * DO NOTHING returns no row for it: the store runs those again (the next
      * statement's snapshot sees the row, and locks it). A throttle's period
@@ -194,15 +199,20 @@ export function statements(schema: string | undefined) {
     addKeyed: `WITH
       u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::text[],
           $13::text[]) WITH ORDINALITY AS u(name, key, payload, at, max_attempts, options, serial, priority, mode, period, queue, rate_key, ord)),
-      old AS (SELECT ${taskColumns('t')}, t.created_at AS created_ts FROM ${T} AS t WHERE t.key = ANY($2::text[]) ORDER BY t.key FOR UPDATE),
+      locked AS (SELECT ${taskColumns('t')}, t.created_at AS created_ts, t.has_dependents FROM ${T} AS t
+        WHERE t.key = ANY($2::text[]) AND t.state <> 'running' ORDER BY t.key FOR UPDATE),
+      old AS (SELECT * FROM locked UNION ALL
+        SELECT ${taskColumns('t')}, t.created_at AS created_ts, t.has_dependents FROM ${T} AS t WHERE t.key = ANY($2::text[]) AND t.state = 'running'),
       plan AS (SELECT u.*, o.id AS old_id,
           CASE WHEN o.id IS NULL THEN 'insert'
             WHEN u.mode = 'throttle' AND o.created_ts > statement_timestamp() - ${millis('u.period')} THEN 'existing'
             WHEN o.state = 'running' THEN 'existing'
             WHEN o.state = 'waiting' THEN CASE WHEN u.mode = 'keep' THEN 'existing' ELSE 'replace' END
+            WHEN o.has_dependents THEN 'detach'
             ELSE 'renew' END AS action,
           ${ts('u.at')} AS due
         FROM u LEFT JOIN old AS o ON o.key = u.key),
+      detached AS (UPDATE ${T} AS t SET key = NULL FROM plan AS p WHERE t.id = p.old_id AND p.action = 'detach' RETURNING t.id),
       upd AS (UPDATE ${T} AS t SET name = p.name, payload = p.payload, state = 'waiting', run_at = p.due, attempts = 0, max_attempts = p.max_attempts,
           options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL,
           expiries = 0, result = NULL, errors = NULL, started_at = NULL, progress = NULL, logs = NULL, serial = p.serial, priority = p.priority, queue = p.queue, rate_key = p.rate_key,
@@ -213,7 +223,7 @@ export function statements(schema: string | undefined) {
       ins AS (INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key, created_at)
         SELECT p.name, p.key, p.payload, p.due, p.max_attempts, p.options, p.serial, p.priority, p.queue, p.rate_key,
           CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE now() END
-        FROM plan AS p WHERE p.action = 'insert' ORDER BY p.ord
+        FROM plan AS p WHERE p.action IN ('insert', 'detach') AND (SELECT count(*) FROM detached) >= 0 ORDER BY p.ord
         ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
         RETURNING ${taskColumns('t')}),
       released AS (UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (r.ids))
@@ -227,6 +237,8 @@ export function statements(schema: string | undefined) {
         UNION ALL SELECT ${TASK_COLUMNS('ins')}, NULL::bigint, 'insert' FROM ins
         UNION ALL SELECT ${TASK_COLUMNS('o')}, p.ord, 'existing' FROM plan AS p JOIN old AS o ON o.id = p.old_id WHERE p.action = 'existing') AS r
       LEFT JOIN wake ON true`,
+    /** Limit changes an add in a caller's transaction makes, applied first on the store's own connection (claim-sql.ts). */
+    setLimits: setLimits(L),
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
     /** Of the ids $1, those of tasks over or gone (one probe of the primary key each). */
     endedAmong: `SELECT i::float8 AS id FROM unnest($1::bigint[]) AS i
@@ -420,7 +432,7 @@ export function statements(schema: string | undefined) {
         wake AS (SELECT pg_notify('${WAKE}', $2 || MIN(run_at)::bigint::text) FROM again WHERE state = 'waiting' HAVING count(*) > 0)
       SELECT again.* FROM again LEFT JOIN wake ON true WHERE again.id = $1`,
     cancel: `WITH
-        old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('blocked', 'waiting', 'running') FOR UPDATE),
+        old AS (SELECT id, state FROM ${T} WHERE id = $1 AND state IN ('blocked', 'waiting', 'running') FOR NO KEY UPDATE),
         cancelled AS (UPDATE ${T} AS t SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = now()
           FROM old WHERE t.id = old.id RETURNING old.state AS was, t.id, t.serial, t.queue),
         stopped AS (SELECT queue FROM cancelled WHERE was = 'running'),

@@ -40,6 +40,7 @@ import {
 } from '../rows.js';
 import { leaseExpiredText } from '../expiries.js';
 import { Claims, type Advance } from './claims.js';
+import { applyLimits } from './claim-sql.js';
 import { Connection, WARM_CONNECTIONS } from './connection.js';
 import { Listener } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
@@ -164,6 +165,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
 
   async addTask(task: NewTask, via?: QueryClient): Promise<EnqueuedTask> {
     // Through the caller's client: their transaction decides, and the NOTIFY goes out at its commit.
+    if (via !== undefined) await this.#applyLimits([task]);
     const query = this.#via(via);
     if (task.key !== null) return (await this.#addKeyed(query, [task]))[0]!;
     const { rows } = await query(this.#sql.addTask, [
@@ -180,6 +182,15 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
       task.rateKey ?? null,
     ]);
     return enqueued(toTask(rows[0]!), 'inserted');
+  }
+
+  /**
+   * Before an add in a caller's transaction: the limits it changes, set on
+   * the store's own connection, so that the caller's transaction holds no
+   * limit row a claim or an outcome would wait for (see upsertLimits).
+   */
+  #applyLimits(tasks: readonly NewTask[]): Promise<void> {
+    return applyLimits((text, values) => this.#db.query(text, values), this.#sql.setLimits, tasks);
   }
 
   /** Queries through the caller's client (in their transaction), or the store's pool. */
@@ -248,7 +259,10 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
 
   async addTasks(tasks: readonly NewTask[], via?: QueryClient): Promise<EnqueuedTask[]> {
     if (tasks.length === 0) return [];
-    if (tasks.every((task) => task.key === null)) return this.#addUnkeyed(tasks, via);
+    if (tasks.every((task) => task.key === null)) {
+      if (via !== undefined) await this.#applyLimits(tasks);
+      return this.#addUnkeyed(tasks, via);
+    }
     // A key given twice in one call: its adds meet in order, the n-th item of each key in the n-th statement.
     const rounds: number[][] = [];
     const seen = new Map<string, number>();
@@ -275,7 +289,9 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
       );
     };
     // Through the caller's client: their transaction decides, all or none, and the NOTIFY goes out at its commit.
-    return via === undefined ? this.#db.transaction(write) : write(via);
+    if (via === undefined) return this.#db.transaction(write);
+    await this.#applyLimits(tasks);
+    return write(via);
   }
 
   /** Tasks without keys: one insert of them all, numbered in the order given. */

@@ -41,15 +41,18 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
   const runAt = dueAt(mode, period, task.runAt);
   const row = taskRow(task, runAt, at);
   if (task.key !== null) {
-    const existing = statement(SQL.taskByKey).get(task.key) as TaskRow | undefined;
+    const existing = statement(SQL.taskByKey).get(task.key) as (TaskRow & { has_dependents: number }) | undefined;
     const action = decide(
       mode,
       period,
-      existing === undefined ? undefined : { state: existing.state, createdAt: Number(existing.created_at) },
+      existing === undefined
+        ? undefined
+        : { state: existing.state, createdAt: Number(existing.created_at), hasDependents: Boolean(existing.has_dependents) },
       now,
     );
     if (action === 'existing') return enqueued(toTask(existing!), 'existing');
-    if (action !== 'insert') {
+    if (action === 'detach') statement(SQL.detachKey).run(existing!.id);
+    else if (action !== 'insert') {
       const id = existing!.id;
       // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
       statement(LIMITS_SQL.letGo).run({ id });

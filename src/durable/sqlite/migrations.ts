@@ -221,6 +221,12 @@ export const MIGRATIONS: readonly Migration[] = [
    CREATE INDEX taskheap_tasks_listing ON taskheap_tasks (run_at, id);
 ${FLOWS}`,
   },
+  {
+    // Version 7 changes PostgreSQL only (a flow's edges to tasks outside it, checked at its
+    // commit): one SQLite store writes at a time, so nothing here can hold a row a worker waits for.
+    version: 7,
+    sql: `SELECT 1;`,
+  },
 ];
 
 /**

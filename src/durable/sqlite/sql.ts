@@ -43,6 +43,8 @@ export const SQL = {
     last_error = CASE WHEN NOT prefetched AND expiries >= @limit THEN @error ELSE last_error END
     WHERE state = 'running' RETURNING *, 0 AS started, expiries AS failed_after`,
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
+  /** A finished task that others depend on gives its key to a new one and stays as it ended (dedupe.ts, 'detach'). */
+  detachKey: `UPDATE taskheap_tasks SET key = NULL WHERE id = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = 'waiting', run_at = @runAt, attempts = 0,
     max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateKey, queue = @queue,
     locked_by = NULL, locked_until = NULL, last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
