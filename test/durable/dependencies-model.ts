@@ -43,13 +43,25 @@ export const graphArb = (maxNodes: number): fc.Arbitrary<Graph> =>
       })),
   );
 
-export type Op = { op: 'finish'; pick: number; ok: boolean } | { op: 'cancel'; pick: number } | { op: 'retry'; pick: number };
+/**
+ * `reuse`: a task added with the key of task 0 (on a store, a task stored on
+ * its own with a key, which the flow depends on by id). It changes nothing
+ * in the model: a waiting task 0 is replaced in place (still waiting), a
+ * running one is answered, and a finished one stays as it ended (the key
+ * goes to a new task, which the model does not follow).
+ */
+export type Op =
+  | { op: 'finish'; pick: number; ok: boolean }
+  | { op: 'cancel'; pick: number }
+  | { op: 'retry'; pick: number }
+  | { op: 'reuse' };
 
 export const opsArb: fc.Arbitrary<Op[]> = fc.array(
   fc.oneof(
     { weight: 6, arbitrary: fc.record({ op: fc.constant('finish' as const), pick: fc.nat(), ok: fc.boolean() }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('cancel' as const), pick: fc.nat() }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant('retry' as const), pick: fc.nat() }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant('reuse' as const) }) },
   ),
   { maxLength: 60 },
 );

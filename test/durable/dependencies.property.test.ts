@@ -8,6 +8,9 @@
 // claimable tasks are exactly the model's (so a dependent never starts before
 // its dependencies are final), each claim starts a task the model starts,
 // and at the end, with every task run to success, no task is left blocked.
+// On a store the first task is a keyed task stored on its own, which the
+// flow depends on by id, and its key is used again at random: a finished
+// task stays as it ended, and so do its dependents.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,10 +33,15 @@ const noJobs = (): never => {
   throw new Error('no jobs in this test');
 };
 
-function flowOf(graph: Graph): FlowSpec {
+/** The flow of tasks `from`..n-1; a dependency on a task before `from` names it by its stored id (`outside`). */
+function flowOf(graph: Graph, from = 0, outside: readonly number[] = []): FlowSpec {
   const tasks: Record<string, FlowTask> = {};
-  for (let i = 0; i < graph.n; i++) {
-    tasks[`t${i}`] = { handler: 'node', payload: { i }, after: graph.deps[i]!.map(([d, onFailure]) => ({ task: `t${d}`, onFailure })) };
+  for (let i = from; i < graph.n; i++) {
+    tasks[`t${i}`] = {
+      handler: 'node',
+      payload: { i },
+      after: graph.deps[i]!.map(([d, onFailure]) => ({ task: d < from ? outside[d]! : `t${d}`, onFailure })),
+    };
   }
   return { tasks };
 }
@@ -45,6 +53,8 @@ interface Backend {
   finish(list: readonly number[], ok: boolean): Promise<unknown>;
   cancel(i: number): Promise<boolean>;
   retry(i: number): Promise<boolean>;
+  /** A task added with task 0's key (see `reuse` in dependencies-model.ts). */
+  reuse(): Promise<unknown>;
 }
 
 /**
@@ -70,10 +80,10 @@ async function drive(graph: Graph, ops: Op[], model: Model, check: (when: string
     } else if (op.op === 'cancel') {
       const i = op.pick % graph.n;
       expect(await backend.cancel(i), `cancel t${i}`).toBe(model.cancel(i));
-    } else {
+    } else if (op.op === 'retry') {
       const i = op.pick % graph.n;
       expect(await backend.retry(i), `retry t${i}`).toBe(model.retry(i));
-    }
+    } else await backend.reuse();
     await check(`after step ${step} (${JSON.stringify(op)})`);
   }
   for (let round = 0; round <= graph.n + 1; round++) {
@@ -90,23 +100,32 @@ async function drive(graph: Graph, ops: Op[], model: Model, check: (when: string
   ).toEqual([]);
 }
 
+/**
+ * On a store, task 0 of a graph of more than one is stored on its own with a
+ * key (KEY) and the flow of the others depends on it by id; `reuse` adds a
+ * task with that key, of a handler no claim here takes.
+ */
+const KEY = 'node:0';
+
 async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () => number, runAt: number): Promise<void> {
-  const spec = flowOf(graph);
-  const flow = toNewFlow(spec, (_name, task) => ({
-    name: task.handler as string,
-    key: null,
-    payload: JSON.stringify(task.payload),
+  const task = (name: string, key: string | null, payload: unknown) => ({
+    name,
+    key,
+    payload: JSON.stringify(payload),
     runAt,
     maxAttempts: 1,
     options: '{}',
-  }));
+  });
+  const outside = graph.n > 1 ? [(await store.addTask(task('node', KEY, { i: 0 }), undefined, now())).id] : [];
+  const flow = toNewFlow(flowOf(graph, outside.length, outside), (_name, spec) => task(spec.handler as string, null, spec.payload));
   const rows = await store.addFlow(flow, undefined, now());
-  const ids = rows.map((row) => row.id);
+  const ids = [...outside, ...rows.map((row) => row.id)];
   const index = new Map(ids.map((id, i) => [id, i]));
   const model = new Model(graph);
   const check = async (when: string) => {
-    const status = (await store.getFlow(ids[0]!))!;
-    const states = ids.map((id) => status.tasks.find((t: StoredTask) => t.id === id)!.state);
+    const status = (await store.getFlow(rows[0]!.id))!;
+    const stored = [...(await Promise.all(outside.map((id) => store.getTask(id)))), ...status.tasks] as StoredTask[];
+    const states = ids.map((id) => stored.find((t: StoredTask) => t.id === id)!.state);
     // A task sunk while two of its 'fail' dependencies had failed may name either (cancelled or failed): both are "sunk".
     const loose = (list: readonly string[]) =>
       list.map((s, i) => (!model.started[i] && (s === 'failed' || s === 'cancelled') ? 'sunk' : s));
@@ -131,6 +150,9 @@ async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () =>
       ),
     cancel: (i) => store.cancel(ids[i]!),
     retry: async (i) => (await store.requeue(ids[i]!, now())) !== undefined,
+    reuse: async () => {
+      if (outside.length > 0) await store.addTask({ ...task('other', KEY, 'reused'), runAt: now() + 3_600_000 }, undefined, now());
+    },
   });
   // The results flow forward: a task's dependencies as it sees them.
   const last = graph.n - 1;
@@ -191,6 +213,8 @@ async function runInMemory(graph: Graph, ops: Op[]): Promise<void> {
         () => true,
         () => false,
       ),
+    // In memory only a flow's tasks can be depended on, and they take no key: nothing can reuse one.
+    reuse: async () => {},
   });
   const last = await scheduler.flows.waitFor(ids[graph.n - 1]!);
   expect(last.state).toBe(model.state[graph.n - 1]);

@@ -6,7 +6,20 @@
 
 import { inSchema, META, MIGRATIONS, quote } from './migrations.js';
 import { plainClaimSql } from './plain-claim-sql.js';
-import { claimSql, freeSlots, letGo, millis, ms, nextDueSql, QUEUE_OF, RATE_KEY_OF, SERIAL_OF, setLimits, ts, upsertLimits } from './claim-sql.js';
+import {
+  claimSql,
+  freeSlots,
+  letGo,
+  millis,
+  ms,
+  nextDueSql,
+  QUEUE_OF,
+  RATE_KEY_OF,
+  SERIAL_OF,
+  setLimits,
+  ts,
+  upsertLimits,
+} from './claim-sql.js';
 
 /** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
 export const WAKE = 'taskheap_wake';

@@ -229,6 +229,54 @@ export function dependencyScenarios(backend: Backend, setup: () => Promise<Env>)
       expect(late.tasks.z!.lastError).toBe(`DependencyError: dependency ${failed.id} failed`);
     });
 
+    it('a finished task that flows depend on stays as it ended when its key is used again: the key names a new task, its dependents stay as they ended', async () => {
+      const { scheduler, starts, gate, time, finished } = await openSteps();
+      // A failed order: its 'fail' dependent failed with it ("never ships an unpaid order").
+      const charge = await scheduler.schedule(time.now(), 'step', { key: 'charge:1', payload: { id: 'charge', fail: 1 } });
+      await finished(charge.id);
+      const failedFlow = await scheduler.flows.add({ tasks: { ship: { handler: 'step', payload: { id: 'ship' }, after: [charge.id] } } });
+      expect(failedFlow.tasks.ship!.state).toBe('failed');
+      // A cancelled one: its 'fail' dependent was cancelled with it.
+      const hold = await scheduler.schedule(time.now() + HOUR, 'step', { key: 'hold:1', payload: { id: 'hold' } });
+      const cancelledFlow = await scheduler.flows.add({
+        tasks: { after: { handler: 'step', payload: { id: 'after' }, after: [hold.id] } },
+      });
+      await scheduler.cancelTask(hold.id);
+      expect(await state(scheduler, cancelledFlow.tasks.after!.id)).toBe('cancelled');
+      // A succeeded one, already counted by a dependent that still waits for another task.
+      const first = await scheduler.schedule(time.now(), 'step', { key: 'first:1', payload: { id: 'first' } });
+      await finished(first.id);
+      const slow = await scheduler.schedule(time.now(), 'step', { payload: { id: 'slow', gate: true } });
+      const countedFlow = await scheduler.flows.add({
+        tasks: { both: { handler: 'step', payload: { id: 'both' }, after: [first.id, slow.id] } },
+      });
+      expect((await scheduler.flows.get(countedFlow.id))!.tasks[0]!.waitingFor).toEqual([slow.id]);
+
+      const again = await Promise.all(
+        ['charge:1', 'hold:1', 'first:1'].map((key) =>
+          scheduler.schedule(time.now() + HOUR, 'step', { key, payload: { id: `again ${key}` } }),
+        ),
+      );
+      expect(again.map((task) => task.enqueued)).toEqual(['inserted', 'inserted', 'inserted']);
+      expect(again.map((task) => task.id)).not.toContain(charge.id);
+      expect(again.map((task) => task.id)).not.toContain(hold.id);
+      expect(again.map((task) => task.id)).not.toContain(first.id);
+      // The finished tasks keep their outcome (and give up their key), their dependents theirs.
+      expect(await Promise.all([charge.id, hold.id, first.id].map((id) => scheduler.getTask(id)))).toMatchObject([
+        { state: 'failed', key: null },
+        { state: 'cancelled', key: null },
+        { state: 'succeeded', key: null },
+      ]);
+      expect(await state(scheduler, failedFlow.tasks.ship!.id)).toBe('failed');
+      expect(await state(scheduler, cancelledFlow.tasks.after!.id)).toBe('cancelled');
+      expect((await scheduler.flows.get(countedFlow.id))!.tasks[0]!.waitingFor).toEqual([slow.id]);
+      gate.open('slow');
+      expect((await finished(countedFlow.tasks.both!.id)).state).toBe('succeeded');
+      await time.pass(50);
+      expect(starts.filter((id) => id === 'ship' || id === 'after')).toEqual([]);
+      expect((await scheduler.getTask(again[0]!.id))!.key).toBe('charge:1');
+    });
+
     itWhen(backend.caps.transactionsWithClient, 'needs transactionsWithClient')(
       "flows.add({ client }) writes the whole flow in the caller's transaction: rolled back, nothing",
       async () => {
