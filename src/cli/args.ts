@@ -86,11 +86,38 @@ Options:
 
 Exit codes: 0 done, 1 error, 2 usage error, 3 not found.`;
 
+/**
+ * `argv` with a negative number after an option that takes a value joined to
+ * it (`--limit -1` as `--limit=-1`): parseArgs would take `-1` for an option
+ * and say only that the value is ambiguous, where the option's own check says
+ * what it accepts (and `--from -5000` is a time before 1970). No option is a
+ * dash and a digit, so this takes nothing that could be one.
+ */
+function negativeValues(argv: readonly string[]): string[] {
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return [...args, ...argv.slice(i)];
+    const next = argv[i + 1];
+    if (takesValue(arg) && next !== undefined && /^-\d/.test(next)) {
+      args.push(`${arg}=${next}`);
+      i++;
+    } else args.push(arg);
+  }
+  return args;
+}
+
+/** Whether `arg` is an option that takes its value from the next argument (`--limit`; not `--limit=5`, not `--json`). */
+function takesValue(arg: string): boolean {
+  const name = arg.startsWith('--') ? arg.slice(2) : '';
+  return Object.hasOwn(OPTIONS, name) && OPTIONS[name as keyof typeof OPTIONS].type === 'string';
+}
+
 /** Parses `argv` (the arguments after the script); throws a usage CliError on anything it does not know. */
 export function parse(argv: readonly string[]): Invocation | 'help' {
   let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true }>>;
   try {
-    parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: negativeValues(argv), options: OPTIONS, allowPositionals: true, strict: true });
   } catch (error) {
     throw new CliError((error as Error).message, EXIT.usage);
   }

@@ -1,8 +1,9 @@
-// The command line's commands: each reads its options, calls the
-// scheduler's (or the store's) public API, and returns what to print as
-// JSON and as text, with the exit code.
+// The command line's commands: each checks its argument and options, then,
+// once connected, calls the scheduler's (or the store's) public API, and
+// returns what to print as JSON and as text, with the exit code.
 import { parseDuration } from '../core/duration.js';
-import type { StoredJob, StoredState, StoredTask, TaskCountFilter, TaskFilter } from '../index.js';
+import { assertJobFilter, assertKey, assertTaskFilter } from '../durable/validate.js';
+import type { JobFilter, StoredJob, StoredState, StoredTask, TaskCountFilter, TaskFilter } from '../index.js';
 import { CliError, EXIT, type Invocation } from './args.js';
 import type { Connection } from './connect.js';
 import { record, table } from './format.js';
@@ -59,6 +60,40 @@ function oneOf<T extends string>(option: string, text: string | undefined, allow
   return text as T;
 }
 
+/** The options as the store's checks name them (`keyPrefix`), for their messages. */
+const OPTION_OF: Readonly<Record<string, string>> = {
+  state: '--state',
+  name: '--name',
+  queue: '--queue',
+  keyPrefix: '--key-prefix',
+  jobKey: '--job-key',
+  from: '--from',
+  to: '--to',
+  limit: '--limit',
+  after: '--after',
+  'after.runAt': '--after',
+};
+
+/**
+ * Runs one of the store's checks (assertTaskFilter...) on what the options
+ * make, before connecting: a value it refuses is a usage error, its message
+ * naming the option (`--key-prefix`, not `keyPrefix`).
+ */
+function checked(check: () => void): void {
+  try {
+    check();
+  } catch (error) {
+    if (!(error instanceof TypeError || error instanceof RangeError)) throw error;
+    throw usage(error.message.replace(/`([\w.]+)`/g, (quoted, field: string) => OPTION_OF[field] ?? quoted));
+  }
+}
+
+/** A job's key as an argument (`job <key>`, `pause <key>`...). */
+function jobKey(text: string): string {
+  checked(() => assertKey(text, 'the job key'));
+  return text;
+}
+
 /** A page cursor of `tasks`: the last task's due time (epoch ms) and id. */
 function cursorOf(task: StoredTask): string {
   return `${task.runAt.getTime()}:${task.id}`;
@@ -96,11 +131,48 @@ function selection(options: Invocation['options']): TaskCountFilter {
   return filter;
 }
 
+/** The `tasks` filter the options make, checked as listTasks() would. */
+function taskFilter(options: Invocation['options']): TaskFilter & { limit: number } {
+  const state = oneOf('state', options.state, TASK_STATES);
+  const after = parseCursor(options.after);
+  const filter = {
+    ...selection(options),
+    ...(state === undefined ? {} : { state }),
+    ...(after === undefined ? {} : { after }),
+    limit: limit(options.limit) ?? 100,
+  };
+  checked(() => assertTaskFilter(filter));
+  return filter;
+}
+
+/** The `jobs` filter the options make, checked as listJobs() would. */
+function jobFilter(options: Invocation['options']): JobFilter & { limit: number } {
+  const state = oneOf('state', options.state, JOB_STATES);
+  const filter = {
+    ...(state === undefined ? {} : { state }),
+    ...(options.name === undefined ? {} : { name: options.name }),
+    ...(options['key-prefix'] === undefined ? {} : { keyPrefix: options['key-prefix'] }),
+    ...(options.after === undefined ? {} : { after: options.after }),
+    limit: limit(options.limit) ?? 100,
+  };
+  checked(() => assertJobFilter(filter));
+  return filter;
+}
+
 function taskRow(task: StoredTask): Record<string, unknown> {
   return { ...task, runAt: task.runAt };
 }
 
-type Command = (connection: Connection, argument: string, options: Invocation['options']) => Promise<Outcome>;
+/** What a command does once connected. */
+type Action = (connection: Connection) => Promise<Outcome>;
+
+/**
+ * A command: checks its argument and every option it takes, throwing a usage
+ * error that names the bad one, before anything connects (a typo must not
+ * wait on a database, nor hide behind one that is down or not migrated);
+ * returns what to run once connected.
+ */
+type Command = (argument: string, options: Invocation['options']) => Action;
 
 /** What `code` reads from a TaskheapError, if it is one. */
 function codeOf(error: unknown): unknown {
@@ -108,117 +180,132 @@ function codeOf(error: unknown): unknown {
 }
 
 export const commands: Record<string, Command> = {
-  async migrate() {
+  migrate() {
     // connect() already migrated.
-    return ok({ migrated: true }, 'The schema is up to date.');
+    return async () => ok({ migrated: true }, 'The schema is up to date.');
   },
 
-  async tasks({ scheduler }, _argument, options) {
-    const filter: TaskFilter = selection(options);
-    const state = oneOf('state', options.state, TASK_STATES);
-    if (state !== undefined) filter.state = state;
-    const after = parseCursor(options.after);
-    if (after !== undefined) filter.after = after;
-    const size = limit(options.limit) ?? 100;
-    filter.limit = size;
-    const tasks = await scheduler.listTasks(filter);
-    const next = tasks.length === size ? cursorOf(tasks.at(-1)!) : null;
-    const text = table(tasks.map(taskRow), TASK_COLUMNS) + (next === null ? '' : `\nnext page: --after ${next}`);
-    return ok({ tasks, next }, text);
+  tasks(_argument, options) {
+    const filter = taskFilter(options);
+    return async ({ scheduler }) => {
+      const tasks = await scheduler.listTasks(filter);
+      const next = tasks.length === filter.limit ? cursorOf(tasks.at(-1)!) : null;
+      const text = table(tasks.map(taskRow), TASK_COLUMNS) + (next === null ? '' : `\nnext page: --after ${next}`);
+      return ok({ tasks, next }, text);
+    };
   },
 
-  async task({ scheduler }, argument) {
-    const task = await scheduler.getTask(id(argument));
-    if (task === undefined) throw new CliError(`No stored task with id ${argument}`, EXIT.notFound);
-    return ok(task, record(task as unknown as Record<string, unknown>));
-  },
-
-  async jobs({ scheduler }, _argument, options) {
-    const size = limit(options.limit) ?? 100;
-    const state = oneOf('state', options.state, JOB_STATES);
-    const jobs = await scheduler.listJobs({
-      ...(state === undefined ? {} : { state }),
-      ...(options.name === undefined ? {} : { name: options.name }),
-      ...(options['key-prefix'] === undefined ? {} : { keyPrefix: options['key-prefix'] }),
-      ...(options.after === undefined ? {} : { after: options.after }),
-      limit: size,
-    });
-    const next = jobs.length === size ? jobs.at(-1)!.key : null;
-    const text = table(jobs as unknown as Record<string, unknown>[], JOB_COLUMNS) + (next === null ? '' : `\nnext page: --after ${next}`);
-    return ok({ jobs, next }, text);
-  },
-
-  async job({ scheduler }, key) {
-    const job = await scheduler.getJob(key);
-    if (job === undefined) throw new CliError(`No stored job with key ${JSON.stringify(key)}`, EXIT.notFound);
-    return ok(job, record(job as unknown as Record<string, unknown>));
-  },
-
-  async retry({ scheduler }, argument) {
-    try {
-      const task = await scheduler.retryTask(id(argument));
-      return ok(task, `Task ${task.id} is ${task.state} again, due now.`);
-    } catch (error) {
-      if (codeOf(error) === 'ERR_TASK_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
-      throw error;
-    }
-  },
-
-  async cancel({ scheduler }, argument) {
+  task(argument) {
     const taskId = id(argument);
-    if (await scheduler.cancelTask(taskId)) return ok({ cancelled: true, id: taskId }, `Task ${taskId} is cancelled.`);
-    const task = await scheduler.getTask(taskId);
-    if (task === undefined) throw new CliError(`No stored task with id ${taskId}`, EXIT.notFound);
-    throw new CliError(`Task ${taskId} is ${task.state}: only a waiting or running task can be cancelled`);
+    return async ({ scheduler }) => {
+      const task = await scheduler.getTask(taskId);
+      if (task === undefined) throw new CliError(`No stored task with id ${taskId}`, EXIT.notFound);
+      return ok(task, record(task as unknown as Record<string, unknown>));
+    };
   },
 
-  async pause(connection, key) {
-    return jobState(connection, key, 'pause');
+  jobs(_argument, options) {
+    const filter = jobFilter(options);
+    return async ({ scheduler }) => {
+      const jobs = await scheduler.listJobs(filter);
+      const next = jobs.length === filter.limit ? jobs.at(-1)!.key : null;
+      const text = table(jobs as unknown as Record<string, unknown>[], JOB_COLUMNS) + (next === null ? '' : `\nnext page: --after ${next}`);
+      return ok({ jobs, next }, text);
+    };
   },
 
-  async resume(connection, key) {
-    return jobState(connection, key, 'resume');
+  job(argument) {
+    const key = jobKey(argument);
+    return async ({ scheduler }) => {
+      const job = await scheduler.getJob(key);
+      if (job === undefined) throw new CliError(`No stored job with key ${JSON.stringify(key)}`, EXIT.notFound);
+      return ok(job, record(job as unknown as Record<string, unknown>));
+    };
   },
 
-  async trigger({ scheduler }, key) {
-    try {
-      const task = await scheduler.triggerJob(key);
-      return ok(task, `Job ${JSON.stringify(key)} triggered: task ${task.id}, due now.`);
-    } catch (error) {
-      if (codeOf(error) === 'ERR_JOB_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
-      throw error;
-    }
+  retry(argument) {
+    const taskId = id(argument);
+    return async ({ scheduler }) => {
+      try {
+        const task = await scheduler.retryTask(taskId);
+        return ok(task, `Task ${task.id} is ${task.state} again, due now.`);
+      } catch (error) {
+        if (codeOf(error) === 'ERR_TASK_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
+        throw error;
+      }
+    };
   },
 
-  async prune({ store }, _argument, options) {
+  cancel(argument) {
+    const taskId = id(argument);
+    return async ({ scheduler }) => {
+      if (await scheduler.cancelTask(taskId)) return ok({ cancelled: true, id: taskId }, `Task ${taskId} is cancelled.`);
+      const task = await scheduler.getTask(taskId);
+      if (task === undefined) throw new CliError(`No stored task with id ${taskId}`, EXIT.notFound);
+      throw new CliError(`Task ${taskId} is ${task.state}: only a waiting or running task can be cancelled`);
+    };
+  },
+
+  pause(argument) {
+    const key = jobKey(argument);
+    return (connection) => jobState(connection, key, 'pause');
+  },
+
+  resume(argument) {
+    const key = jobKey(argument);
+    return (connection) => jobState(connection, key, 'resume');
+  },
+
+  trigger(argument) {
+    const key = jobKey(argument);
+    return async ({ scheduler }) => {
+      try {
+        const task = await scheduler.triggerJob(key);
+        return ok(task, `Job ${JSON.stringify(key)} triggered: task ${task.id}, due now.`);
+      } catch (error) {
+        if (codeOf(error) === 'ERR_JOB_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
+        throw error;
+      }
+    };
+  },
+
+  prune(_argument, options) {
     const succeeded = age('succeeded', options.succeeded, '1d');
     const failed = age('failed', options.failed, '7d');
-    let deleted = 0;
-    for (;;) {
-      const batch = await store.prune(succeeded, failed, PRUNE_BATCH);
-      deleted += batch;
-      if (batch < PRUNE_BATCH) break;
-    }
-    return ok({ deleted }, `Deleted ${deleted} row(s).`);
+    return async ({ store }) => {
+      let deleted = 0;
+      for (;;) {
+        const batch = await store.prune(succeeded, failed, PRUNE_BATCH);
+        deleted += batch;
+        if (batch < PRUNE_BATCH) break;
+      }
+      return ok({ deleted }, `Deleted ${deleted} row(s).`);
+    };
   },
 
-  async stats({ scheduler }, _argument, options) {
-    // Counted by the store, under the same filters as `tasks`.
-    const counts = await scheduler.countTasks(selection(options));
-    const total = Object.values(counts).reduce((sum, n) => sum + n, 0);
-    return ok({ ...counts, total }, table([{ ...counts, total }], [...TASK_STATES, 'total']));
+  stats(_argument, options) {
+    const filter = selection(options);
+    checked(() => assertTaskFilter(filter, true));
+    return async ({ scheduler }) => {
+      // Counted by the store, under the same filters as `tasks`.
+      const counts = await scheduler.countTasks(filter);
+      const total = Object.values(counts).reduce((sum, n) => sum + n, 0);
+      return ok({ ...counts, total }, table([{ ...counts, total }], [...TASK_STATES, 'total']));
+    };
   },
 
-  async queues({ scheduler }) {
-    const queues = await scheduler.queues();
-    const rows = queues.map((queue) => ({
-      name: queue.name,
-      paused: queue.paused,
-      globalConcurrency: queue.globalConcurrency,
-      ...queue.counts,
-    }));
-    const columns = ['name', 'paused', 'globalConcurrency', ...new Set(queues.flatMap((queue) => Object.keys(queue.counts)))];
-    return ok(queues, table(rows, columns));
+  queues() {
+    return async ({ scheduler }) => {
+      const queues = await scheduler.queues();
+      const rows = queues.map((queue) => ({
+        name: queue.name,
+        paused: queue.paused,
+        globalConcurrency: queue.globalConcurrency,
+        ...queue.counts,
+      }));
+      const columns = ['name', 'paused', 'globalConcurrency', ...new Set(queues.flatMap((queue) => Object.keys(queue.counts)))];
+      return ok(queues, table(rows, columns));
+    };
   },
 };
 

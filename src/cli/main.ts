@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { CliError, EXIT, parse, USAGE } from './args.js';
 import { commands } from './commands.js';
 import { connect } from './connect.js';
-import { toJson } from './format.js';
+import { printableLines, toJson } from './format.js';
 
 /** Where the command line writes. */
 export interface Io {
@@ -29,11 +29,12 @@ export async function run(argv: readonly string[], env: Record<string, string | 
       return EXIT.ok;
     }
     json = invocation.options.json === true;
-    const command = commands[invocation.command]!;
+    // Every argument and option is checked before connecting: a usage error is one whatever the database's state.
+    const action = commands[invocation.command]!(invocation.argument ?? '', invocation.options);
     const connection = await connect(invocation.options, env, invocation.command === 'migrate');
     try {
-      const outcome = await command(connection, invocation.argument ?? '', invocation.options);
-      io.out(json ? toJson(outcome.json) : outcome.text);
+      const outcome = await action(connection);
+      io.out(json ? toJson(outcome.json) : printableLines(outcome.text));
       return outcome.code;
     } finally {
       await connection.close();
@@ -50,7 +51,8 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     // `code`: the error's own (ERR_TASK_NOT_FINISHED...), when it has one.
     const own = (error as { code?: unknown } | null)?.code;
     if (json) io.err(toJson({ error: message, exitCode: code, ...(typeof own === 'string' ? { code: own } : {}) }));
-    else io.err(`taskheap: ${message}${code === EXIT.usage ? '\nRun `taskheap --help` for usage.' : ''}`);
+    // A message may quote a key or a value the database sent: escaped as stored text is.
+    else io.err(`taskheap: ${printableLines(message)}${code === EXIT.usage ? '\nRun `taskheap --help` for usage.' : ''}`);
     return code;
   }
 }

@@ -4,12 +4,12 @@
 // 3 not found. Most invocations call the program's run(argv, env, io) in this
 // process (what the bin calls with process.argv, process.env and the real
 // streams: a child process costs about 0.4 s of CPU, and this file makes some
-// ninety invocations); a few run the bin as a real child process (`node
+// hundred and twenty invocations); a few run the bin as a real child process (`node
 // main.mjs ...`, src/cli/main.ts bundled once by ../compiled-fixture.ts) to
 // prove that end to end: what it writes to stdout and stderr, its exit code,
 // and a file another process owns.
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,6 +56,26 @@ function spawnCli(args: readonly string[], env: Record<string, string> = {}): Pr
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/**
+ * Stored text a terminal would act on: retitle it (OSC 0 ... BEL), clear it
+ * (CSI 2J), show what follows reversed (U+202E), clear it again by a one-byte
+ * C1 CSI (U+009B), and a line break inside a one-line field.
+ */
+const HOSTILE = 'x\x1b]0;pwned\x07\x1b[2J\u202eevil\u009b2J\ny';
+/** HOSTILE as the text output shows it. */
+const ESCAPED = String.raw`x\x1b]0;pwned\x07\x1b[2J\u202eevil\x9b2J\ny`;
+
+/** Asserts `output` holds none of HOSTILE's control characters raw. */
+function expectNoControls(output: string): void {
+  for (const char of ['\x1b', '\x07', '\u202e', '\u009b']) expect(output).not.toContain(char);
+}
+
+/** The value of `name` in a record (`task <id>`): what follows `name:` and the alignment. */
+function field(stdout: string, name: string): string | undefined {
+  const line = stdout.split('\n').find((text) => text.startsWith(`${name}:`));
+  return line?.slice(name.length + 1).trimStart();
 }
 
 async function json<T>(args: readonly string[], env?: Record<string, string>): Promise<T> {
@@ -219,6 +239,98 @@ describe('taskheap on SQLite', () => {
     }
   }, 120_000);
 
+  it('shows the control characters of stored keys, names, errors, log lines and payloads escaped, in text and in --json', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'taskheap-cli-')), 'app.db');
+    expect(await cli(['migrate', '--sqlite', file])).toMatchObject({ code: 0 });
+    const scheduler = new Scheduler({ store: sqliteStore(file), onError: () => {} });
+    const name = `mail${HOSTILE}`;
+    scheduler.define(name, (ctx) => {
+      ctx.log(`sent ${HOSTILE}`);
+      throw new Error(`refused ${HOSTILE}`);
+    });
+    await scheduler.start();
+    const task = await scheduler.schedule(Date.now(), name, { key: `key${HOSTILE}`, payload: { note: HOSTILE } });
+    await scheduler.waitFor(task.id, { timeout: '20s' });
+    await scheduler.cron('0 6 * * *', { timezone: 'UTC' }).run(name, { key: `job${HOSTILE}` });
+    await scheduler.close();
+    const at = ['--sqlite', file];
+
+    // tasks: one line per task (the value's newline escaped too), each value escaped.
+    const tasks = await cli(['tasks', ...at]);
+    expect(tasks).toMatchObject({ code: 0, stderr: '' });
+    expectNoControls(tasks.stdout);
+    expect(tasks.stdout.trimEnd().split('\n')).toHaveLength(2);
+    for (const text of [`mail${ESCAPED}`, `key${ESCAPED}`, `refused ${ESCAPED}`]) expect(tasks.stdout).toContain(text);
+
+    // task <id>: its name, key, last error, log line and payload; as the bin writes it to a real stdout too.
+    for (const shown of [await cli(['task', String(task.id), ...at]), await spawnCli(['task', String(task.id), ...at])]) {
+      expect(shown).toMatchObject({ code: 0, stderr: '' });
+      expectNoControls(shown.stdout);
+      expect(field(shown.stdout, 'name')).toBe(`mail${ESCAPED}`);
+      expect(field(shown.stdout, 'key')).toBe(`key${ESCAPED}`);
+      expect(field(shown.stdout, 'lastError')).toContain(`refused ${ESCAPED}`);
+      expect(field(shown.stdout, 'logs')).toMatch(/sent x.*pwned/);
+      // An object is shown as JSON that still reads back as the value.
+      expect(JSON.parse(field(shown.stdout, 'payload')!)).toEqual({ note: HOSTILE });
+    }
+
+    // Jobs, a message quoting a key, and a not-found error quoting one.
+    const jobs = await cli(['jobs', ...at]);
+    expect(jobs.stdout).toContain(`job${ESCAPED}`);
+    expectNoControls(jobs.stdout);
+    expectNoControls((await cli(['job', `job${HOSTILE}`, ...at])).stdout);
+    const paused = await cli(['pause', `job${HOSTILE}`, ...at]);
+    expect(paused.code).toBe(0);
+    expectNoControls(paused.stdout);
+    const missing = await cli(['job', `nope${HOSTILE}`, ...at]);
+    expect(missing.code).toBe(3);
+    expectNoControls(missing.stderr);
+
+    // --json: escaped as \uXXXX (still JSON), read back exactly.
+    const raw = await cli(['task', String(task.id), '--json', ...at]);
+    expectNoControls(raw.stdout);
+    expect(raw.stdout).toContain(String.raw`\u202e`);
+    expect(JSON.parse(raw.stdout)).toMatchObject({ name, key: `key${HOSTILE}`, payload: { note: HOSTILE } });
+  }, 60_000);
+
+  it('checks every argument and option before opening the store: a usage error (exit 2) naming the option and the value', async () => {
+    // No SQLite file there: opening it would fail (exit 1), so each of these must be refused first.
+    const file = join(mkdtempSync(join(tmpdir(), 'taskheap-cli-')), 'none.db');
+    const refusals: [string[], string][] = [
+      [['tasks', '--limit', 'abc'], 'Expected --limit to be an integer from 1 to 10000, got "abc"'],
+      [['tasks', '--limit', '-1'], 'Expected --limit to be an integer from 1 to 10000, got "-1"'],
+      [['jobs', '--limit', '0'], 'Expected --limit to be an integer from 1 to 10000, got "0"'],
+      [
+        ['tasks', '--state', 'bogus'],
+        'Expected --state to be one of blocked, waiting, running, succeeded, failed, timed-out, cancelled, got "bogus"',
+      ],
+      [['jobs', '--state', 'waiting'], 'Expected --state to be one of scheduled, paused, done, cancelled, got "waiting"'],
+      [['task', 'abc'], 'Expected a task id (an integer >= 1), got "abc"'],
+      [['retry', '0'], 'Expected a task id (an integer >= 1), got "0"'],
+      [['tasks', '--from', 'yesterday'], 'Expected --from to be an ISO time (2026-01-31T09:00:00Z) or epoch milliseconds, got "yesterday"'],
+      [['stats', '--to', '99999999999999999'], 'Expected --to to be between years 1 and 9999, got 100000000000000000 (number)'],
+      [['tasks', '--after', '1:x'], 'Expected --after to be a cursor <runAt ms>:<id> as printed after a full page, got "1:x"'],
+      [['tasks', '--key-prefix', ''], 'Expected --key-prefix to be a non-empty string, got "" (string)'],
+      [['stats', '--name', 'n'.repeat(256)], 'Expected --name to be at most 255 characters long, got 256'],
+      [['job', ''], 'Expected the job key to be a non-empty string, got "" (string)'],
+      [['prune', '--failed', 'soon'], 'Expected --failed to be an age such as "1d" or "12h", or "off", got "soon"'],
+    ];
+    for (const [args, message] of refusals) {
+      const refused = await cli([...args, '--sqlite', file]);
+      expect(refused, args.join(' ')).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: `taskheap: ${message}\nRun \`taskheap --help\` for usage.\n`,
+      });
+    }
+    expect(existsSync(file)).toBe(false);
+    // A negative number after an option is its value: a time before 1970 passes, and then the missing file is the error.
+    expect(await cli(['tasks', '--from', '-5000', '--sqlite', file])).toMatchObject({
+      code: 1,
+      stderr: expect.stringMatching(/No SQLite database at/),
+    });
+  });
+
   it('usage errors exit 2 with the value named; --help exits 0', async () => {
     expect(await cli(['frobnicate'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/Unknown command "frobnicate"/) });
     expect(await cli(['tasks'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/No database: pass --database-url/) });
@@ -248,6 +360,18 @@ describe('taskheap on PostgreSQL', () => {
     const name = schema();
     const missing = await cli(['stats', '--schema', name], { DATABASE_URL: server.url });
     expect(missing.code).toBe(1);
+    // A bad option or argument is a usage error before the schema is looked at.
+    for (const [args, option] of [
+      [['tasks', '--limit', 'abc'], '--limit'],
+      [['tasks', '--limit', '-1'], '--limit'],
+      [['tasks', '--state', 'bogus'], '--state'],
+      [['task', 'abc'], 'a task id'],
+    ] as const) {
+      expect(await cli([...args, '--schema', name], { DATABASE_URL: server.url })).toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining(`taskheap: Expected ${option} `),
+      });
+    }
     expect(missing.stderr).toMatch(/the schema is not migrated; run `taskheap migrate --database-url <url> --schema cli\d+_\d+`/);
     expect(await cli(['migrate', '--schema', name], { DATABASE_URL: server.url })).toMatchObject({ code: 0 });
     const ids = await fill(postgresStore({ connectionString: server.url, schema: name }));
