@@ -234,9 +234,26 @@ const EXTERNAL_EDGES = `
       CREATE FUNCTION :SCHEMA.taskheap_deps_committed() RETURNS trigger LANGUAGE plpgsql AS $fn$
       DECLARE
         dep record;
+        tries integer := 0;
       BEGIN
         -- Locked for the commit's instant only: a statement ending it now waits for this commit, then sees the edge.
-        SELECT id, state, failed_dep, has_dependents INTO dep FROM :SCHEMA.taskheap_tasks WHERE id = NEW.dep_id FOR NO KEY UPDATE;
+        -- Without waiting while it holds the dependencies locked before it: a worker's outcome batch ending two of
+        -- them in the other order would deadlock with it. A worker's statement is short; after 5 s, wait.
+        LOOP
+          BEGIN
+            IF tries < 500 THEN
+              SELECT id, state, failed_dep, has_dependents INTO dep FROM :SCHEMA.taskheap_tasks WHERE id = NEW.dep_id
+                FOR NO KEY UPDATE NOWAIT;
+            ELSE
+              SELECT id, state, failed_dep, has_dependents INTO dep FROM :SCHEMA.taskheap_tasks WHERE id = NEW.dep_id
+                FOR NO KEY UPDATE;
+            END IF;
+            EXIT;
+          EXCEPTION WHEN lock_not_available THEN
+            tries := tries + 1;
+            PERFORM pg_sleep(0.01);
+          END;
+        END LOOP;
         IF NOT FOUND THEN
           RETURN NULL;
         END IF;
