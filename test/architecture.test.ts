@@ -23,7 +23,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   threads: ['core'],
   ops: ['core', 'jobs', '.'],
   dashboard: ['core', 'rules', 'durable', 'jobs', '.'],
-  cli: ['core', '.'],
+  cli: ['core', 'durable', '.'],
 };
 /** Files at the top of src/: the scheduler and the entry points. */
 const TOP_MAY_IMPORT: Record<string, readonly string[]> = {

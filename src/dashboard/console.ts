@@ -3,7 +3,7 @@
 // state under that filter (both read from the store), one task in detail,
 // and the bulk actions on a filter (retry failed, cancel waiting, delete
 // finished).
-import type { StoredState, StoredTask, TaskFilter } from '../durable/store.js';
+import { TASK_STATES, type StoredState, type StoredTask, type TaskFilter } from '../durable/store.js';
 import type { Scheduler } from '../scheduler.js';
 import type { SchedulerQueueInfo } from '../scheduler-queues.js';
 
@@ -19,7 +19,7 @@ export interface ConsoleFilter {
   to?: number;
 }
 
-const STATES: ReadonlySet<string> = new Set(['blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
+const STATES: ReadonlySet<string> = new Set(TASK_STATES);
 const TEXT_KEYS = ['name', 'queue', 'keyPrefix'] as const;
 /** Tasks one bulk action touches at most (the page says when there were more). */
 const BULK_LIMIT = 10_000;

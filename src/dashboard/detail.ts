@@ -5,7 +5,7 @@
 // runs, newest first, paged (issue 24). Each answer is bounded, whatever the
 // size of the flow or the job's history.
 import type { TaskLink, TaskLinks } from '../durable/links.js';
-import type { StoredState, StoredTask } from '../durable/store.js';
+import { FINAL_STATES, type StoredState, type StoredTask } from '../durable/store.js';
 import type { Scheduler } from '../scheduler.js';
 import { parseCursor } from './console.js';
 
@@ -104,8 +104,6 @@ interface RunView {
   error: string | null;
 }
 
-const FINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
-
 function runView(task: StoredTask): RunView {
   const started = task.startedAt?.getTime() ?? null;
   return {
@@ -113,7 +111,7 @@ function runView(task: StoredTask): RunView {
     state: task.state,
     runAt: task.runAt.getTime(),
     startedAt: started,
-    duration: started !== null && FINAL.has(task.state) ? Math.max(0, task.updatedAt.getTime() - started) : null,
+    duration: started !== null && FINAL_STATES.has(task.state) ? Math.max(0, task.updatedAt.getTime() - started) : null,
     attempts: task.attempts,
     error: task.lastError === null ? null : (task.lastError.split('\n')[0] ?? null),
   };

@@ -8,7 +8,7 @@ import { describe } from '../core/validate.js';
 import type { When } from '../core/validate.js';
 import type { TaskContext } from '../core/task.js';
 import type { DependencyInfo, DurableTaskOptions, OnFailure } from './options.js';
-import type { NewTask, StoredState, StoredTask } from './store.js';
+import { FINAL_STATES, type NewTask, type StoredState, type StoredTask } from './store.js';
 
 /** A dependency with its failure rule. */
 export interface DependencyRule {
@@ -246,7 +246,6 @@ function findCycle(n: number, edges: readonly NewEdge[]): number[] | undefined {
   return undefined;
 }
 
-const FINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 
 /** The error a task sunk by a `'fail'` dependency records (the stores' triggers write the same text). */
 export function sunkText(dep: number | string, cancelled: boolean): string {
@@ -282,7 +281,7 @@ export function birth(flow: NewFlow<unknown>, external: ReadonlyMap<number, Stor
     let sunk: Birth['sunk'];
     for (const edge of incoming[i]!) {
       const state = stateOf(edge.dep);
-      if (!FINAL.has(state)) pending++;
+      if (!FINAL_STATES.has(state as StoredState)) pending++;
       else if (state !== 'succeeded' && edge.onFailure === 'fail' && sunk === undefined) {
         const cancelled = state === 'cancelled';
         const root = 'index' in edge.dep ? births[edge.dep.index]!.sunk?.dep : undefined;
@@ -301,7 +300,7 @@ export function birth(flow: NewFlow<unknown>, external: ReadonlyMap<number, Stor
 /** Whether edge `edge` counts as done at birth (its dependency is final and it does not sink the dependent). */
 export function countedAtBirth(edge: NewEdge, births: readonly Birth[], external: ReadonlyMap<number, StoredState>): boolean {
   const state = 'index' in edge.dep ? births[edge.dep.index]!.state : external.get(edge.dep.id)!;
-  return FINAL.has(state) && (state === 'succeeded' || edge.onFailure !== 'fail');
+  return FINAL_STATES.has(state as StoredState) && (state === 'succeeded' || edge.onFailure !== 'fail');
 }
 
 /** A dependency as both stores read it. */

@@ -7,7 +7,7 @@ import { toNewTask } from './enqueue.js';
 import { FlowError, hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask, type StoredFlowGraph } from './flow-graph.js';
 import type { OnFailure } from './options.js';
 import type { Handlers } from './handlers.js';
-import type { Store, StoredState, StoredTask } from './store.js';
+import { FINAL_STATES, type Store, type StoredState, type StoredTask } from './store.js';
 import { assertStoredTime } from './validate.js';
 
 /** A stored flow: its id (the id of its first task) and its tasks by the names the flow gave them. */
@@ -69,7 +69,6 @@ const FLOW_TASK_KEYS = new Set([
   'concurrency',
   'queue',
 ]);
-const FINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 
 /** Checks that a flow's task names only options a flow task takes (in memory and with a store). @internal */
 export function assertFlowTaskKeys(task: object): void {
@@ -140,10 +139,10 @@ export function toFlowStatus(id: number, stored: StoredFlowGraph): FlowStatus {
   const tasks = stored.tasks.map((task): FlowTaskStatus => {
     const dependencies = edgesOf.get(task.id) ?? [];
     const waitingFor =
-      task.state === 'blocked' ? dependencies.filter((dep) => !dep.done && !FINAL.has(dep.state)).map((dep) => dep.id) : [];
+      task.state === 'blocked' ? dependencies.filter((dep) => !dep.done && !FINAL_STATES.has(dep.state as StoredState)).map((dep) => dep.id) : [];
     return { task, dependencies, waitingFor };
   });
-  return { id, counts, done: stored.tasks.every((task) => FINAL.has(task.state)), tasks };
+  return { id, counts, done: stored.tasks.every((task) => FINAL_STATES.has(task.state)), tasks };
 }
 
 function requireFlows(store: Store): FlowStore {

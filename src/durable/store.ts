@@ -145,8 +145,11 @@ export interface AttemptError {
   error: string;
 }
 
-/** The states a stored task does not leave by itself. */
-export const FINAL_STATES: ReadonlySet<StoredState> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
+/** Every state of a stored task, in the order of its life (and of listings by state). */
+export const TASK_STATES: readonly StoredState[] = ['blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled'];
+
+/** The states a stored task does not leave by itself (the last four of TASK_STATES). */
+export const FINAL_STATES: ReadonlySet<StoredState> = new Set(TASK_STATES.slice(3));
 
 /** A recurring job as the store keeps it. */
 export interface StoredJob {

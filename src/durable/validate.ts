@@ -1,6 +1,7 @@
 // What the durable layer checks at the call, before anything reaches a
 // database: values a column cannot hold, and payloads JSON would change.
 import { assertWellFormed, describe } from '../core/validate.js';
+import { TASK_STATES } from './store.js';
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
 export const MAX_TIMER = 2 ** 31 - 1;
@@ -136,7 +137,7 @@ export function assertCount(value: unknown, what: string): asserts value is numb
   }
 }
 
-const TASK_STATES = new Set(['blocked', 'waiting', 'running', 'succeeded', 'failed', 'timed-out', 'cancelled']);
+const STATES: ReadonlySet<string> = new Set(TASK_STATES);
 const JOB_STATES = new Set(['scheduled', 'paused', 'done', 'cancelled']);
 const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to', 'after', 'limit', 'order']);
 const COUNT_FILTER_KEYS = new Set(['name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to']);
@@ -146,7 +147,7 @@ const MAX_LIST = 10_000;
 
 /** A `listTasks` filter (or with `count`, a `countTasks` one): known keys, each of the right kind. */
 export function assertTaskFilter(filter: unknown, count = false): void {
-  const f = assertFilter(filter, count ? COUNT_FILTER_KEYS : TASK_FILTER_KEYS, TASK_STATES, count ? 'countTasks' : 'listTasks');
+  const f = assertFilter(filter, count ? COUNT_FILTER_KEYS : TASK_FILTER_KEYS, STATES, count ? 'countTasks' : 'listTasks');
   if (f.jobKey !== undefined) assertKey(f.jobKey, 'jobKey');
   if (f.queue !== undefined) assertKey(f.queue, 'queue');
   if (f.order !== undefined && f.order !== 'asc' && f.order !== 'desc')

@@ -17,10 +17,9 @@ import { TaskNotFoundError, WaitTimeoutError } from '../durable/errors.js';
 import { birth, sunkText, toNewFlow, type FlowFunction, type FlowSpec, type StoredEdge } from '../durable/flow-graph.js';
 import { assertFlowTaskKeys, toFlowStatus, type FlowStatus, type StoredFlow } from '../durable/flows.js';
 import type { TaskLink, TaskLinks } from '../durable/links.js';
-import type { StoredState, StoredTask } from '../durable/store.js';
+import { FINAL_STATES, type StoredState, type StoredTask } from '../durable/store.js';
 import { MemoryNode, FlowRunContext, type MemoryEdge } from './memory-node.js';
 
-const FINAL: ReadonlySet<StoredState> = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);
 const FAILED: ReadonlySet<StoredState> = new Set(['failed', 'timed-out', 'cancelled']);
 /** Finished flows kept for `flows.get()`, `waitFor()` and `retry()` after they end; older ones are forgotten. */
 const FINISHED_FLOWS_KEPT = 1_000;
@@ -167,7 +166,7 @@ export class MemoryFlowGraph {
    */
   cancel(id: number): boolean {
     const node = this.#nodes.get(id);
-    if (node === undefined || FINAL.has(node.state)) return false;
+    if (node === undefined || FINAL_STATES.has(node.state)) return false;
     if (node.state !== 'blocked') return node.task?.cancel() ?? false;
     this.#set(node, 'cancelled', this.#loop.clock.now());
     this.#settle(node.dependents.map((edge) => edge.task));
@@ -231,7 +230,7 @@ export class MemoryFlowGraph {
   waitFor(id: number, signal: AbortSignal | undefined, timeout: number): Promise<StoredTask> {
     const node = this.#nodes.get(id);
     if (node === undefined) return Promise.reject(new TaskNotFoundError(id));
-    if (FINAL.has(node.state)) return Promise.resolve(node.snapshot());
+    if (FINAL_STATES.has(node.state)) return Promise.resolve(node.snapshot());
     if (signal?.aborted) return Promise.reject(signal.reason);
     const clock = this.#loop.clock;
     return new Promise((resolve, reject) => {
@@ -288,7 +287,7 @@ export class MemoryFlowGraph {
         this.#takeBack(node);
         this.#sink(node, sinker.dep.state === 'cancelled' ? 'cancelled' : 'failed', sinker.dep.root ?? sinker.dep.id, now);
       } else {
-        const next = node.deps.every((edge) => FINAL.has(edge.dep.state)) ? 'waiting' : 'blocked';
+        const next = node.deps.every((edge) => FINAL_STATES.has(edge.dep.state)) ? 'waiting' : 'blocked';
         if (next === node.state) continue;
         if (next === 'blocked') this.#takeBack(node);
         else freed.push(node);
@@ -354,8 +353,8 @@ export class MemoryFlowGraph {
 
   /** Every change of state: the flow's count of open tasks, the waiters of a final one, a finished flow kept or forgotten. */
   #set(node: MemoryNode, state: StoredState, now: number): void {
-    const was = FINAL.has(node.state);
-    const is = FINAL.has(state);
+    const was = FINAL_STATES.has(node.state);
+    const is = FINAL_STATES.has(state);
     node.state = state;
     node.updatedAt = now;
     if (was === is) return;
@@ -383,7 +382,7 @@ export class MemoryFlowGraph {
 
 /** Whether the dependent counts the edge done: its dependency succeeded, or ended under a rule that lets it run. */
 function counted(edge: MemoryEdge): boolean {
-  return FINAL.has(edge.dep.state) && (edge.dep.state === 'succeeded' || edge.onFailure !== 'fail');
+  return FINAL_STATES.has(edge.dep.state) && (edge.dep.state === 'succeeded' || edge.onFailure !== 'fail');
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
