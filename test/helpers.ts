@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { Scheduler, type SchedulerOptions } from '../src/index.js';
+import { Scheduler, type SchedulerOptions, type TaskContext } from '../src/index.js';
 import { ManualClock } from '../src/testing.js';
 
 export const START = Date.UTC(2026, 0, 1, 12, 0, 0);
@@ -23,6 +23,41 @@ export function gate<T = void>() {
   });
   return { promise, open, fail };
 }
+
+/**
+ * Calls ctx.log() and ctx.progress() with text a store cannot keep (NUL, a
+ * lone surrogate), in a line, a progress string, a nested string and a key;
+ * what each threw, as `Class: message` (UNSTORABLE_MESSAGES when all refuse).
+ * test/fixtures/threads/report.js makes the same calls in a worker thread.
+ */
+export function tryUnstorable(ctx: Pick<TaskContext, 'log' | 'progress'>): string[] {
+  const refused: string[] = [];
+  for (const call of [
+    () => ctx.log('a\0b'),
+    () => ctx.log('y\udc00'),
+    () => ctx.progress('a\0b'),
+    () => ctx.progress({ phase: 'x\0', n: 1 }),
+    () => ctx.progress({ 'k\0': 1 }),
+    () => ctx.progress(['ok', 'x\ud800']),
+  ]) {
+    try {
+      call();
+    } catch (error) {
+      refused.push(`${(error as Error).constructor.name}: ${(error as Error).message}`);
+    }
+  }
+  return refused;
+}
+
+/** What tryUnstorable() gets: each call refused, naming the bad value. */
+export const UNSTORABLE_MESSAGES = [
+  'TypeError: Expected the ctx.log() line to contain no NUL character, got one at index 1 of "a\\u0000b"',
+  'TypeError: Expected the ctx.log() line to be well-formed text, got a lone surrogate (\\udc00) at index 1 of "y\\udc00"',
+  'TypeError: Expected the ctx.progress() value to contain no NUL character, got one at index 1 of "a\\u0000b"',
+  'TypeError: Expected `progress.phase` of ctx.progress() to contain no NUL character, got one at index 1 of "x\\u0000"',
+  'TypeError: Expected a key of `progress` in ctx.progress() to contain no NUL character, got one at index 1 of "k\\u0000"',
+  'TypeError: Expected `progress[1]` of ctx.progress() to be well-formed text, got a lone surrogate (\\ud800) at index 1 of "x\\ud800"',
+];
 
 /** Lets pending promise reactions run. */
 export function flush(): Promise<void> {

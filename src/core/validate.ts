@@ -115,17 +115,42 @@ export function assertOptionsObject(options: unknown, what: string): asserts opt
   }
 }
 
+/** How an error names what it checked: an option or a path in backticks (`rate.key`), a phrase as it is (the handler name). */
+export function label(what: string): string {
+  return /^[\w.]+$/.test(what) ? `\`${what}\`` : what;
+}
+
+/**
+ * Throws a TypeError unless `value` is text every store keeps as given: no
+ * NUL character (PostgreSQL's text and jsonb cannot hold it, and C-string
+ * APIs would cut it short) and well-formed UTF-16 (`assertWellFormed`).
+ * Names, keys, log lines and the strings of progress values all go through it.
+ */
+export function assertStorableText(value: string, what: string): void {
+  const at = value.indexOf('\0');
+  if (at >= 0) throw new TypeError(`Expected ${label(what)} to contain no NUL character, got one at index ${at} of ${excerpt(value, at)}`);
+  assertWellFormed(value, what);
+}
+
 /**
  * Throws unless `value` is well-formed UTF-16: a lone surrogate (half of a
  * pair) cannot be encoded as UTF-8, so a database stores it as U+FFFD and
- * two different keys (`'x\ud800'`, `'x\udc00'`) would become one.
+ * two different keys (`'x\ud800'`, `'x\udc00'`) would become one; in JSON it
+ * is an escape PostgreSQL's jsonb refuses.
  */
 export function assertWellFormed(value: string, what: string): void {
   const at = value.search(/\p{Cs}/u);
   if (at >= 0) {
     const unit = value.charCodeAt(at).toString(16);
     throw new TypeError(
-      `Expected \`${what}\` to be well-formed text, got a lone surrogate (\\u${unit}) at index ${at} of ${describe(value)}`,
+      `Expected ${label(what)} to be well-formed text, got a lone surrogate (\\u${unit}) at index ${at} of ${excerpt(value, at)}`,
     );
   }
+}
+
+/** The text around index `at` of `value` (at most 60 code units) as a JSON string, so NUL and lone surrogates show as escapes. */
+function excerpt(value: string, at: number): string {
+  const start = Math.max(0, Math.min(at - 30, value.length - 60));
+  const end = Math.min(value.length, start + 60);
+  return `${start > 0 ? '…' : ''}${JSON.stringify(value.slice(start, end))}${end < value.length ? '…' : ''}`;
 }

@@ -57,8 +57,9 @@ export class Dispatcher {
               return toResult(await handler(durableContext(ctx, claim, this.#transaction, this.#journal, this.#dependencies), payload));
             } finally {
               this.#prefetch.ran(performance.now() - started);
-              // What it told is written before its outcome is.
-              if (this.#journal.has(claim.id)) await this.#journal.flush();
+              // What it told is written before its outcome is (a write already on its way included).
+              const written = this.#journal.written(claim.id);
+              if (written !== undefined) await written;
             }
           };
     const loop = this.#ctx.loop;

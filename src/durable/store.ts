@@ -511,8 +511,18 @@ export interface Store {
   countTasks(filter: TaskCountFilter): Promise<Record<StoredState, number>>;
   /** Deletes finished tasks matching `filter` (`after` aside; a `state` must be final), at most `limit` (default 10,000); how many went. */
   deleteTasks?(filter: TaskFilter): Promise<number>;
-  /** Writes handlers' progress (JSON, or null: unchanged) and log lines of tasks `owner` holds, in one transaction. */
-  journal?(owner: string, writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[]): Promise<void>;
+  /**
+   * Writes handlers' progress (JSON, or null: unchanged) and log lines of
+   * tasks `owner` holds, in one transaction. When the database refuses one
+   * task's entry for what it holds (a value it cannot store, not a lost
+   * connection), that entry alone is lost: the others are written and
+   * `lost(id, error)` is called once for it. Any other failure rejects.
+   */
+  journal?(
+    owner: string,
+    writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[],
+    lost: (id: number, error: unknown) => void,
+  ): Promise<void>;
   /**
    * Calls `onWake` when another process adds work due at a time (so a sleeping
    * process can re-arm), `onCancel` when a task is cancelled anywhere, and

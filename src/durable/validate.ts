@@ -1,6 +1,6 @@
 // What the durable layer checks at the call, before anything reaches a
 // database: values a column cannot hold, and payloads JSON would change.
-import { assertWellFormed, describe } from '../core/validate.js';
+import { assertStorableText, describe, label } from '../core/validate.js';
 import { TASK_STATES } from './store.js';
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
@@ -29,14 +29,7 @@ function assertText(value: unknown, what: string, max: number): void {
   if (typeof value !== 'string' || value === '')
     throw new TypeError(`Expected ${label(what)} to be a non-empty string, got ${describe(value)}`);
   if (value.length > max) throw new RangeError(`Expected ${label(what)} to be at most ${max} characters long, got ${value.length}`);
-  // PostgreSQL text cannot hold NUL, and C-string APIs would cut it short.
-  if (value.includes('\0'))
-    throw new TypeError(`Expected ${label(what)} to contain no NUL character, got ${JSON.stringify(value.slice(0, 60))}`);
-  assertWellFormed(value, what);
-}
-
-function label(what: string): string {
-  return /^[\w.]+$/.test(what) ? `\`${what}\`` : what;
+  assertStorableText(value, what);
 }
 
 /** An epoch-ms time both stores can hold. */

@@ -50,6 +50,35 @@ async function load(href) {
   return handler;
 }
 
+// Text a store keeps, as the main thread checks it (assertStorableText in
+// core/validate.ts, toProgress in core/journal.ts, the same messages): no NUL
+// (PostgreSQL cannot hold it) and no lone surrogate.
+function storable(text, what) {
+  let at = text.indexOf('\\0');
+  if (at >= 0) throw new TypeError('Expected ' + what + ' to contain no NUL character, got one at index ' + at + ' of ' + excerpt(text, at));
+  at = text.search(/\\p{Cs}/u);
+  if (at >= 0) {
+    const unit = text.charCodeAt(at).toString(16);
+    throw new TypeError('Expected ' + what + ' to be well-formed text, got a lone surrogate (\\\\u' + unit + ') at index ' + at + ' of ' + excerpt(text, at));
+  }
+}
+
+function excerpt(text, at) {
+  const start = Math.max(0, Math.min(at - 30, text.length - 60));
+  const end = Math.min(text.length, start + 60);
+  return (start > 0 ? '…' : '') + JSON.stringify(text.slice(start, end)) + (end < text.length ? '…' : '');
+}
+
+function storableStrings(value, path) {
+  if (typeof value === 'string') return storable(value, path === 'progress' ? 'the ctx.progress() value' : '\`' + path + '\` of ctx.progress()');
+  if (typeof value !== 'object' || value === null) return;
+  if (Array.isArray(value)) return value.forEach((item, i) => storableStrings(item, path + '[' + i + ']'));
+  for (const [key, child] of Object.entries(value)) {
+    storable(key, 'a key of \`' + path + '\` in ctx.progress()');
+    storableStrings(child, /^[A-Za-z_$][\\w$]*$/.test(key) ? path + '.' + key : path + '[' + JSON.stringify(key) + ']');
+  }
+}
+
 // The handler's ctx; its signal (an AbortController) and Dates are made only if the handler asks.
 class Context {
   #id;
@@ -79,10 +108,12 @@ class Context {
     if (json === undefined || (typeof value === 'number' && !Number.isFinite(value)))
       throw new TypeError('Expected ctx.progress() to get a finite number or a JSON value, got ' + String(value));
     if (json.length > 1024) throw new RangeError('Expected ctx.progress() to get a value of at most 1024 characters of JSON, got ' + json.length);
+    if (/\\\\u(?:0000|d[89a-f])/.test(json)) storableStrings(JSON.parse(json), 'progress');
     parentPort.postMessage({ type: 'progress', id: this.#id, json });
   }
   log(line) {
     if (typeof line !== 'string') throw new TypeError('Expected ctx.log() to get a string, got ' + typeof line);
+    storable(line, 'the ctx.log() line');
     parentPort.postMessage({ type: 'log', id: this.#id, line });
   }
   // Static, so a handler sees neither on its ctx.

@@ -1,8 +1,9 @@
 // ctx.progress() and ctx.log() in memory: kept on the task (across retries),
 // bounded, announced as events, checked at the call, ignored after the run.
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type Task, type TaskLogLine } from '../../src/index.js';
+import { MAX_LOG_LINE, Scheduler, type Task, type TaskLogLine } from '../../src/index.js';
 import { ManualClock } from '../../src/testing.js';
+import { tryUnstorable, UNSTORABLE_MESSAGES } from '../helpers.js';
 
 describe('progress and logs in memory', () => {
   it('keeps the latest progress and the lines with time and attempt, and emits progress and log', async () => {
@@ -97,6 +98,36 @@ describe('progress and logs in memory', () => {
     late!(99);
     expect(task.progress).toBe(50);
     expect(task.logs).toEqual([]);
+    await scheduler.close();
+  });
+
+  it('refuses at the call text a store cannot keep (NUL, a lone surrogate) in a line or any string of a progress value; the rest is kept', async () => {
+    const scheduler = new Scheduler();
+    let refused: string[] = [];
+    const task = scheduler.after(0, (ctx) => {
+      ctx.log('before');
+      ctx.progress({ done: 1 });
+      refused = tryUnstorable(ctx);
+      // Text that only looks like an escape, and surrogate pairs, are text like any other.
+      ctx.log('a\\u0000b 😀');
+      ctx.progress({ face: '😀', path: 'C:\\u0000' });
+      ctx.log('after');
+    });
+    await task.result;
+    expect(refused).toEqual(UNSTORABLE_MESSAGES);
+    expect(task.logs.map((l) => l.line)).toEqual(['before', 'a\\u0000b 😀', 'after']);
+    expect(task.progress).toEqual({ face: '😀', path: 'C:\\u0000' });
+    await scheduler.close();
+  });
+
+  it('a long line is cut before a surrogate pair, never between its halves', async () => {
+    const scheduler = new Scheduler();
+    const task = scheduler.after(0, (ctx) => {
+      ctx.log(`${'x'.repeat(MAX_LOG_LINE - 2)}😀 and more`);
+      ctx.log(`${'x'.repeat(MAX_LOG_LINE - 3)}😀 and more`);
+    });
+    await task.result;
+    expect(task.logs.map((l) => l.line)).toEqual([`${'x'.repeat(MAX_LOG_LINE - 2)}…`, `${'x'.repeat(MAX_LOG_LINE - 3)}😀…`]);
     await scheduler.close();
   });
 

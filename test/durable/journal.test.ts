@@ -2,36 +2,80 @@
 // by the store in batches, read back through getTask() and listTasks(),
 // bounded to the latest 100 lines, cleared when a key's task is replaced,
 // announced as events with the stored id; from a handler in the main thread
-// and from a module handler in a worker thread. Then the listings from the
-// store: the queue filter and countTasks(). On a real SQLite file and a real
-// PostgreSQL server.
+// and from a module handler in a worker thread. Text a store cannot keep is
+// refused at the call, and an entry the store refuses all the same costs only
+// its own task's lines. Then the listings from the store: the queue filter
+// and countTasks(). On a real SQLite file and a real PostgreSQL server.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler, type Store } from '../../src/index.js';
+import { openDatabase } from '../../src/durable/sqlite/driver.js';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
+import { gate, START, tryUnstorable, UNSTORABLE_MESSAGES } from '../helpers.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 import type { PgServer } from './pg-server.js';
 
 let server: PgServer;
-usePostgres((s) => {
+let admin: pg.Pool;
+usePostgres((s, a) => {
   server = s;
+  admin = a;
 });
 const schema = schemaNamer('journal');
 const opened = closedAfterEach((scheduler: Scheduler) => scheduler.close({ abort: true }));
+const stores = closedAfterEach((store: Store) => store.close());
 
-const STORES: Record<string, () => Store> = {
-  sqlite: () => sqliteStore(join(mkdtempSync(join(tmpdir(), 'taskheap-journal-')), 'store.db')),
-  postgres: () => postgresStore({ connectionString: server.url, schema: schema() }),
+/** One store's database: stores on it, and a change of a task's row behind their back (SQL assignments, the same on both). */
+interface Place {
+  store(): Store;
+  update(id: number, assignments: string): Promise<void>;
+}
+
+const PLACES: Record<string, () => Place> = {
+  sqlite: () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'taskheap-journal-')), 'store.db');
+    return {
+      store: () => sqliteStore(path),
+      // A store holds its file alone: this runs while none is open.
+      update: async (id, assignments) => {
+        const db = await openDatabase(path);
+        try {
+          db.prepare(`UPDATE taskheap_tasks SET ${assignments} WHERE id = ?`).run(id);
+        } finally {
+          db.close();
+        }
+      },
+    };
+  },
+  postgres: () => {
+    const name = schema();
+    return {
+      store: () => postgresStore({ connectionString: server.url, schema: name }),
+      update: async (id, assignments) => {
+        await admin.query(`UPDATE "${name}".taskheap_tasks SET ${assignments} WHERE id = $1`, [id]);
+      },
+    };
+  },
 };
 
-describe.each(Object.keys(STORES))('progress and logs on %s', (kind) => {
-  function open(options: { threads?: number } = {}): Scheduler {
-    const scheduler = new Scheduler({ store: STORES[kind]!(), onError: () => {}, ...options });
+describe.each(Object.keys(PLACES))('progress and logs on %s', (kind) => {
+  function open(options: { threads?: number; onError?: (error: unknown) => void } = {}, store = PLACES[kind]!().store()): Scheduler {
+    const scheduler = new Scheduler({ store, onError: () => {}, ...options });
     opened.push(scheduler);
     return scheduler;
+  }
+
+  /** `count` tasks of handler 'talk' added to `place` (due now) by a process that runs none. */
+  async function added(place: Place, count: number): Promise<number[]> {
+    const producer = new Scheduler({ store: place.store(), handlers: ['talk'] });
+    const ids: number[] = [];
+    for (let i = 0; i < count; i++) ids.push((await producer.schedule(Date.now(), 'talk', { payload: { i } })).id);
+    await producer.close();
+    return ids;
   }
 
   it('a handler’s progress and lines are stored, read by getTask and listTasks, and announced with the stored id', async () => {
@@ -112,7 +156,7 @@ describe.each(Object.keys(STORES))('progress and logs on %s', (kind) => {
     const task = await scheduler.schedule(Date.now(), 'report', { payload: { steps: 3 } });
     const done = await scheduler.waitFor(task.id, { timeout: 60_000 });
     expect(done.state).toBe('succeeded');
-    expect(done.result).toEqual(['TypeError', 'RangeError', 'TypeError']);
+    expect(done.result).toEqual({ errors: ['TypeError', 'RangeError', 'TypeError'], refused: UNSTORABLE_MESSAGES });
     expect(done.progress).toEqual({ step: 3 });
     expect(done.logs!.map((l) => l.line)).toEqual(['step 1', 'step 2', 'step 3']);
     expect(seen).toEqual([
@@ -120,6 +164,92 @@ describe.each(Object.keys(STORES))('progress and logs on %s', (kind) => {
       ['step 2', task.id],
       ['step 3', task.id],
     ]);
+  });
+
+  it('text a store cannot keep (NUL, a lone surrogate) throws at the call; the task’s other lines and other tasks’ lines are all stored', async () => {
+    const errors: unknown[] = [];
+    const scheduler = open({ onError: (error) => errors.push(error) });
+    const refused = new Map<number, string[]>();
+    scheduler.define('talk', async (ctx, payload: { bad: boolean }) => {
+      for (let i = 1; i <= 5; i++) {
+        ctx.progress({ step: i, of: 5 });
+        ctx.log(`line ${i}`);
+        if (payload.bad && i === 2) refused.set(ctx.id, tryUnstorable(ctx));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    });
+    await scheduler.start();
+    const tasks = await scheduler.scheduleMany(
+      Array.from({ length: 6 }, (_, i) => ({ when: Date.now(), name: 'talk', payload: { bad: i === 2 } })),
+    );
+    for (const task of tasks) {
+      const done = await scheduler.waitFor(task.id, { timeout: 60_000 });
+      expect(done.state).toBe('succeeded');
+      expect(done.progress).toEqual({ step: 5, of: 5 });
+      expect(done.logs!.map((l) => l.line)).toEqual(['line 1', 'line 2', 'line 3', 'line 4', 'line 5']);
+    }
+    expect(refused.get(tasks[2]!.id)).toEqual(UNSTORABLE_MESSAGES);
+    expect(errors).toEqual([]);
+  });
+
+  it('an entry the store refuses costs only its task’s lines: the rest of the batch is stored, and onError hears of it once, with the task’s id', async () => {
+    const place = PLACES[kind]!();
+    const ids = await added(place, 3);
+    // Lines the database cannot add to (not JSON): the write of this task's entry fails however it was checked.
+    await place.update(ids[1]!, "logs = 'not json'");
+    const errors: unknown[] = [];
+    const scheduler = open({ onError: (error) => errors.push(error) }, place.store());
+    const all = gate();
+    let talked = 0;
+    scheduler.define('talk', async (ctx) => {
+      ctx.progress({ id: ctx.id });
+      ctx.log(`one of ${ctx.id}`);
+      ctx.log(`two of ${ctx.id}`);
+      // All three have something to write before the first run ends and writes it all.
+      if (++talked === 3) all.open();
+      await all.promise;
+    });
+    await scheduler.start();
+    for (const id of [ids[0]!, ids[2]!]) {
+      const done = await scheduler.waitFor(id, { timeout: 60_000 });
+      expect(done.progress).toEqual({ id });
+      expect(done.logs!.map((l) => l.line)).toEqual([`one of ${id}`, `two of ${id}`]);
+    }
+    await expect.poll(async () => (await scheduler.countTasks()).succeeded, { timeout: 60_000, interval: 100 }).toBe(3);
+    expect(errors).toHaveLength(1);
+    const error = errors[0] as Error & { code: string; cause: unknown };
+    expect(error.code).toBe('ERR_PROGRESS_NOT_STORED');
+    expect(error.message).toMatch(new RegExp(`^Task ${ids[1]}: the store refused its progress and log lines`));
+    expect(error.cause).toBeInstanceOf(Error);
+  });
+
+  it('a batch the database refuses for one task’s entry is written task by task: the others are stored, the refused ones told once each', async () => {
+    const place = PLACES[kind]!();
+    const ids = await added(place, 4);
+    for (const id of ids) await place.update(id, "state = 'running', locked_by = 'owner-1'");
+    await place.update(ids[1]!, "logs = 'not json'");
+    const store = place.store();
+    stores.push(store);
+    await store.migrate();
+    const line = (text: string) => ({ at: new Date(START), attempt: 1, line: text });
+    // ids[3]: a NUL the call would have refused; PostgreSQL's jsonb cannot hold it, SQLite's text can.
+    const writes = ids.map((id, i) => ({ id, progress: JSON.stringify({ id }), lines: [line(i === 3 ? 'a\0b' : `for ${id}`)] }));
+    const lost: [number, unknown][] = [];
+    await store.journal!('owner-1', writes, (id, error) => lost.push([id, error]));
+    const refused = kind === 'postgres' ? [ids[1], ids[3]] : [ids[1]];
+    expect(lost.map(([id]) => id)).toEqual(refused);
+    for (const [, error] of lost) expect(error).toBeInstanceOf(Error);
+    for (const id of [ids[0]!, ids[2]!]) {
+      const task = await store.getTask(id);
+      expect(task!.progress).toEqual({ id });
+      expect(task!.logs!.map((l) => l.line)).toEqual([`for ${id}`]);
+    }
+    if (kind === 'sqlite') expect((await store.getTask(ids[3]!))!.logs!.map((l) => l.line)).toEqual(['a\0b']);
+    else expect((await store.getTask(ids[3]!))!.logs).toEqual([]);
+    // A failure that is not about one entry (the store closed) rejects, as before, and costs no entry of its own.
+    await store.close();
+    await expect(store.journal!('owner-1', writes, (id, error) => lost.push([id, error]))).rejects.toThrow();
+    expect(lost).toHaveLength(refused.length);
   });
 
   it('listTasks filters by queue; countTasks counts every state from the store under the same filters', async () => {

@@ -61,17 +61,54 @@ function selection(filter: TaskFilter): unknown[] {
   return [filter.name ?? null, filter.jobKey ?? null, filter.keyPrefix ?? null, filter.queue ?? null, epoch(filter.from), epoch(filter.to)];
 }
 
-/** One statement for a flush of progress and log lines. @internal */
+/**
+ * One statement for a flush of progress and log lines. Should PostgreSQL
+ * refuse what it holds (`refusedData`), each task's entry is written on its
+ * own, so only an entry it refuses again is lost (told to `lost`); any other
+ * failure (the database unreachable) rejects, as the batch's did.
+ * @internal
+ */
 export async function writeJournal(
   db: Connection,
   sql: InspectStatements,
   owner: string,
   writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[],
+  lost: (id: number, error: unknown) => void,
 ): Promise<void> {
-  await db.query(sql.journal, [
-    owner,
-    writes.map((write) => write.id),
-    writes.map((write) => write.progress),
-    writes.map((write) => logsJson(write.lines)),
-  ]);
+  try {
+    await db.query(sql.journal, journalParams(owner, writes));
+  } catch (error) {
+    if (!refusedData(error)) throw error;
+    if (writes.length === 1) {
+      lost(writes[0]!.id, error);
+      return;
+    }
+    for (const write of writes) {
+      try {
+        await db.query(sql.journal, journalParams(owner, [write]));
+      } catch (error) {
+        if (!refusedData(error)) throw error;
+        lost(write.id, error);
+      }
+    }
+  }
+}
+
+function journalParams(
+  owner: string,
+  writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[],
+): unknown[] {
+  return [owner, writes.map((write) => write.id), writes.map((write) => write.progress), writes.map((write) => logsJson(write.lines))];
+}
+
+/**
+ * Whether PostgreSQL refused what a statement holds rather than the
+ * statement itself: a data exception (class 22: a NUL or a lone surrogate
+ * jsonb cannot keep, a stored value that is not JSON), an integrity
+ * constraint (23) or a program limit (54: a value too large). A lost
+ * connection, a timeout or a conflict would fail every task's entry alike.
+ */
+function refusedData(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^(?:22|23|54)[0-9A-Z]{3}$/.test(code);
 }

@@ -492,8 +492,8 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     return deleteTasks(this.#db, this.#inspect, filter);
   }
 
-  journal(owner: string, writes: Parameters<typeof writeJournal>[3]): Promise<void> {
-    return writeJournal(this.#db, this.#inspect, owner, writes);
+  journal(owner: string, writes: Parameters<typeof writeJournal>[3], lost: (id: number, error: unknown) => void): Promise<void> {
+    return writeJournal(this.#db, this.#inspect, owner, writes, lost);
   }
 
   completeWithin<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T> {

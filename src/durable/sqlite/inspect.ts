@@ -59,8 +59,41 @@ function selection(filter: TaskFilter): Record<string, string | number | null> {
   };
 }
 
-/** Progress and new log lines of tasks `owner` still runs, in the caller's transaction. @internal */
+/**
+ * Progress and new log lines of tasks `owner` still runs, in one transaction
+ * (`transaction` runs its function in one). Should a task's entry fail for
+ * what it holds (`refusedData`), each entry is written in a transaction of
+ * its own, so only one that fails again is lost (told to `lost`); any other
+ * failure throws, as the batch's did.
+ * @internal
+ */
 export function writeJournal(
+  transaction: (fn: () => void) => void,
+  statement: Prepare,
+  owner: string,
+  writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[],
+  lost: (id: number, error: unknown) => void,
+): void {
+  try {
+    transaction(() => writeEntries(statement, owner, writes));
+  } catch (error) {
+    if (!refusedData(error)) throw error;
+    if (writes.length === 1) {
+      lost(writes[0]!.id, error);
+      return;
+    }
+    for (const write of writes) {
+      try {
+        transaction(() => writeEntries(statement, owner, [write]));
+      } catch (error) {
+        if (!refusedData(error)) throw error;
+        lost(write.id, error);
+      }
+    }
+  }
+}
+
+function writeEntries(
   statement: Prepare,
   owner: string,
   writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[],
@@ -75,4 +108,18 @@ export function writeJournal(
     }
     statement(INSPECT_SQL.journalWrite).run({ id: write.id, progress: write.progress, logs });
   }
+}
+
+/**
+ * Whether a task's entry failed for what it holds rather than for the
+ * database: its stored lines are not JSON (a SyntaxError), or SQLite refused
+ * a value (too big, a constraint, a type mismatch: better-sqlite3's code,
+ * node:sqlite's primary result code 18 to 20). A full disk, an I/O error or
+ * a closed database would fail every entry alike.
+ */
+function refusedData(error: unknown): boolean {
+  if (error instanceof SyntaxError) return true;
+  const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown };
+  if (typeof code === 'string' && /^SQLITE_(?:TOOBIG|CONSTRAINT|MISMATCH)/.test(code)) return true;
+  return typeof errcode === 'number' && (errcode & 0xff) >= 18 && (errcode & 0xff) <= 20;
 }

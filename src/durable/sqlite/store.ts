@@ -514,9 +514,21 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     return this.#named(() => deleteTasks((sql) => this.#statement(sql), filter));
   }
 
-  async journal(owner: string, writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[]): Promise<void> {
+  async journal(
+    owner: string,
+    writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[],
+    lost: (id: number, error: unknown) => void,
+  ): Promise<void> {
     const db = this.#open;
-    this.#named(() => db.transaction(() => writeJournal((sql) => this.#statement(sql), owner, writes))());
+    this.#named(() =>
+      writeJournal(
+        (fn) => db.transaction(fn)(),
+        (sql) => this.#statement(sql),
+        owner,
+        writes,
+        lost,
+      ),
+    );
   }
 
   async getJob(key: string): Promise<StoredJob | undefined> {
