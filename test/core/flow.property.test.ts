@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type RateLimit } from '../../src/index.js';
+import { type Queue, type RateLimit, Scheduler } from '../../src/index.js';
+import { RateWindow } from '../../src/core/rate-window.js';
 import { ManualClock } from '../../src/testing.js';
 
 interface Spec {
@@ -207,6 +208,130 @@ describe('rate limits and serial keys under a limited pool, async tasks and canc
         },
       ),
       { numRuns: 300, interruptAfterTimeLimit: 20_000 },
+    );
+  });
+});
+
+describe('a rate limit changed at run time against the exact count', () => {
+  /** Allowed at `t` under `rate`: fewer than `limit` of `starts` in (t - interval, t]. */
+  const room = (starts: number[], rate: { limit: number; interval: number }, t: number) => {
+    let count = 0;
+    for (const at of starts) if (at > t - rate.interval && at <= t) count++;
+    return count < rate.limit;
+  };
+  const byTime = <T extends { at: number }>(list: T[]) => [...list].sort((a, b) => a.at - b.at);
+
+  it('one change (larger or smaller limit, longer or shorter interval) with tasks waiting: starts come when the exact count allows', async () => {
+    const change = fc.record({
+      at: fc.integer({ min: 0, max: 150 }),
+      limit: fc.integer({ min: 1, max: 5 }),
+      interval: fc.integer({ min: 1, max: 80 }),
+    });
+    // The scheduler's rate, a queue's or a key's: one window, three ways to change it.
+    const where = fc.constantFrom('scheduler', 'queue', 'key');
+    await fc.assert(
+      fc.asyncProperty(limit, change, where, async (first, { at, ...next }, where) => {
+        // Enough that some still wait at the change (at most 3 start a millisecond before it); a key's
+        // limit changes with a task naming it: one more.
+        const many = 500;
+        const tasks = where === 'key' ? many + 1 : many;
+        const horizon = 400;
+        // The reference: at each millisecond, start while the limit in force has room; the change comes
+        // after the starts the old limit allowed at its millisecond, and its own follow.
+        const expected: number[] = [];
+        for (let t = 0; t <= horizon; t++) {
+          while (expected.length < tasks && room(expected, t <= at ? first : next, t)) expected.push(t);
+          if (t === at) while (expected.length < tasks && room(expected, next, t)) expected.push(t);
+        }
+        const clock = new ManualClock(0);
+        const scheduler = new Scheduler({ clock, rate: where === 'scheduler' ? first : undefined });
+        const queue = scheduler.queue('q') as Queue;
+        if (where === 'queue') queue.rate = first;
+        const starts: number[] = [];
+        const run = () => void starts.push(clock.monotonic());
+        const options = where === 'queue' ? { queue: 'q' } : where === 'key' ? { rate: { key: 'k', ...first } } : {};
+        for (let i = 0; i < many; i++) scheduler.after(0, run, options);
+        await clock.advance(at);
+        if (where === 'scheduler') scheduler.rate = next;
+        else if (where === 'queue') queue.rate = next;
+        else scheduler.after(0, run, { rate: { key: 'k', ...next } });
+        await clock.advance(horizon - at);
+        expect(starts).toEqual(expected);
+        await scheduler.close();
+      }),
+      { numRuns: 500, interruptAfterTimeLimit: 20_000 },
+    );
+  });
+
+  it('with any starts and any changes (a limit removed too), a start never exceeds the limit in force', async () => {
+    // Few limits and many changes, so that one comes back with another interval, starts sparse and dense.
+    const at = fc.integer({ min: 0, max: 40 });
+    const set = fc.record({ at, limit: fc.integer({ min: 1, max: 3 }), interval: fc.integer({ min: 1, max: 20 }) });
+    const unset = fc.record({ at, limit: fc.constant(undefined), interval: fc.constant(0) });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.option(limit, { nil: undefined }),
+        fc.array(fc.oneof({ arbitrary: set, weight: 4 }, { arbitrary: unset, weight: 1 }), { maxLength: 6 }),
+        fc.array(fc.integer({ min: 0, max: 50 }), { minLength: 1, maxLength: 30 }),
+        async (first, unsorted, dues) => {
+          const changes = byTime(unsorted);
+          const clock = new ManualClock(0);
+          const scheduler = new Scheduler({ clock, rate: first });
+          let rate = first;
+          // Each start with the limit in force when it was made.
+          const starts: { at: number; rate: typeof rate }[] = [];
+          for (const due of dues) scheduler.after(due, () => void starts.push({ at: clock.monotonic(), rate }));
+          for (const { at, limit, interval } of changes) {
+            await clock.advance(at - clock.monotonic());
+            rate = limit === undefined ? undefined : { limit, interval };
+            scheduler.rate = rate;
+            await clock.advance(0);
+          }
+          await clock.advance(100_000);
+          expect(starts).toHaveLength(dues.length);
+          starts.forEach((start, k) => {
+            if (start.rate === undefined) return;
+            const before = starts.slice(0, k).map((s) => s.at);
+            expect(room(before, start.rate, start.at), `start ${k} at ${start.at}`).toBe(true);
+          });
+          await scheduler.close();
+        },
+      ),
+      { numRuns: 2_000, interruptAfterTimeLimit: 20_000 },
+    );
+  });
+  it('the window alone: any starts (with room or not), any changes, never lets a start exceed the limit', () => {
+    const step = fc.integer({ min: 0, max: 5 });
+    const op = fc.oneof(
+      // A start, made only with room unless `anyway` (a limit removed, or not enforced).
+      fc.record({ step, anyway: fc.boolean() }),
+      fc.record({ step, limit: fc.integer({ min: 1, max: 4 }), interval: fc.integer({ min: 1, max: 30 }) }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 3 }), fc.array(op, { maxLength: 120 }), (before, ops) => {
+        // Starts counted before any limit (as a flow counts those made before it exists), at 0.
+        const window = new RateWindow(0, 0, before, before > 0 ? 0 : -Infinity);
+        const starts: number[] = new Array<number>(before).fill(0);
+        let rate = { limit: 0, interval: 0 };
+        let t = 0;
+        for (const o of ops) {
+          t += o.step;
+          if ('limit' in o) {
+            window.resize(o.limit, o.interval, t);
+            rate = o;
+            continue;
+          }
+          if (rate.limit > 0) {
+            if (window.hasRoom(t)) expect(room(starts, rate, t), `a start at ${t}`).toBe(true);
+            else expect(window.freeAt()).toBeGreaterThan(t);
+          }
+          if (o.anyway || rate.limit === 0 || window.hasRoom(t)) {
+            window.record(t);
+            starts.push(t);
+          }
+        }
+      }),
+      { numRuns: 3_000 },
     );
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type Clock, Scheduler } from '../../src/index.js';
+import { type Clock, type Queue, Scheduler } from '../../src/index.js';
 import { ManualClock } from '../../src/testing.js';
 import { START, gate, setup } from '../helpers.js';
 
@@ -213,7 +213,7 @@ describe('scheduler-wide rate limit', () => {
     }
   });
 
-  it('a larger limit with a longer window counts the starts the smaller one no longer held (as late as they can have been)', async () => {
+  it('a larger limit with a longer window counts the starts the smaller one no longer held, at their times', async () => {
     const { clock, scheduler } = setup({ rate: { limit: 2, interval: 100 } });
     const { starts, task } = recorder(clock);
     for (let i = 0; i < 6; i++) scheduler.after(0, task(`a${i}`));
@@ -222,12 +222,61 @@ describe('scheduler-wide rate limit', () => {
     expect(starts.map(([, at]) => at)).toEqual([0, 0, 100, 100, 200, 200]);
     scheduler.rate = { limit: 6, interval: 10_000 };
     scheduler.after(0, task('b'));
-    // The four it no longer held count as starts at 100, the newest of them:
-    // b waits until 10,100, never a seventh start within 10 s.
-    await clock.advance(9_899);
+    // The four it no longer held came as fast as 2 per 100 ms let them (tasks were waiting), so they
+    // count at 100, 100, 0 and 0: b goes when the two at 0 leave the window, never a seventh start within 10 s.
+    await clock.advance(9_799);
     expect(starts).toHaveLength(6);
     await clock.advance(1);
-    expect(starts.at(-1)).toEqual(['b', 10_100]);
+    expect(starts.at(-1)).toEqual(['b', 10_000]);
+  });
+
+  it('a larger limit with a longer window counts the starts already made at their times: 1 per 100 ms, then 3 per 1 s', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 1, interval: 100 } });
+    const { starts, task } = recorder(clock);
+    for (let i = 0; i < 4; i++) scheduler.after(0, task(`a${i}`));
+    await clock.advance(300);
+    expect(starts.map(([, at]) => at)).toEqual([0, 100, 200, 300]);
+    scheduler.rate = { limit: 3, interval: 1_000 };
+    scheduler.after(0, task('b'));
+    // Starts at 100, 200 and 300 fill the new window: b goes when the one at 100 leaves it (not at 1,200,
+    // as if the starts at 100 and 200 had both been made at 200).
+    await clock.advance(799);
+    expect(starts).toHaveLength(4);
+    await clock.advance(1);
+    expect(starts.at(-1)).toEqual(['b', 1_100]);
+  });
+
+  it('a longer interval with the same limit counts the starts a shorter one set before it had let go of', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 1, interval: 100 } });
+    const { starts, task } = recorder(clock);
+    scheduler.after(0, task('a0'));
+    scheduler.after(0, task('a1'));
+    await clock.advance(250);
+    expect(starts.map(([, at]) => at)).toEqual([0, 100]);
+    // 3 per 100 ms: the starts at 0 and 100 are out of its window.
+    scheduler.rate = { limit: 3, interval: 100 };
+    // 3 per second: both are in it again, so one more start fits, and the next ones wait for them to leave.
+    scheduler.rate = { limit: 3, interval: 1_000 };
+    for (let i = 0; i < 3; i++) scheduler.after(0, task(`b${i}`));
+    await clock.advance(2_000);
+    expect(starts.map(([label, at]) => `${label}@${at}`)).toEqual(['a0@0', 'a1@100', 'b0@250', 'b1@1000', 'b2@1100']);
+  });
+
+  it('starts made later than the old limit allowed are taken as made as late as it allowed', async () => {
+    const { clock, scheduler } = setup({ rate: { limit: 1, interval: 100 } });
+    const { starts, task } = recorder(clock);
+    for (const due of [0, 150, 300]) scheduler.after(due, task(`a${due}`));
+    await clock.advance(300);
+    expect(starts.map(([, at]) => at)).toEqual([0, 150, 300]);
+    scheduler.rate = { limit: 3, interval: 1_000 };
+    scheduler.after(0, task('b'));
+    // The window kept the time of the last start (300) and of the newest it no longer held (150); the one
+    // before that came at least 100 ms before 150 (the old limit), so it counts as a start at 50: b waits
+    // until 1,050, where the exact count (the start at 0) would let it go at 1,000.
+    await clock.advance(749);
+    expect(starts).toHaveLength(3);
+    await clock.advance(1);
+    expect(starts.at(-1)).toEqual(['b', 1_050]);
   });
 
   it('refuses bad values, naming them, and keeps the old limit', () => {
@@ -306,6 +355,30 @@ describe('rate limit per key', () => {
       ['x1', 0],
       ['x2', 0],
       ['y', 500],
+    ]);
+  });
+
+  it("a key's larger limit with a longer window, and a queue's, count the starts already made at their times", async () => {
+    const { clock, scheduler } = setup();
+    const { starts, task } = recorder(clock);
+    const queue = scheduler.queue('q') as Queue;
+    queue.rate = { limit: 1, interval: 100 };
+    for (let i = 0; i < 4; i++) {
+      scheduler.after(0, task(`k${i}`), { rate: { key: 'k', limit: 1, interval: 100 } });
+      scheduler.after(0, task(`q${i}`), { queue: 'q' });
+    }
+    await clock.advance(300);
+    expect(starts.map(([label, at]) => `${label}@${at}`)).toEqual([0, 1, 2, 3].flatMap((i) => [`k${i}@${i * 100}`, `q${i}@${i * 100}`]));
+    // 3 per second from 300 on: the starts at 100, 200 and 300 fill the window until 1,100.
+    scheduler.after(0, task('k'), { rate: { key: 'k', limit: 3, interval: 1_000 } });
+    queue.rate = { limit: 3, interval: '1s' };
+    scheduler.after(0, task('q'), { queue: 'q' });
+    await clock.advance(799);
+    expect(starts).toHaveLength(8);
+    await clock.advance(1);
+    expect(starts.slice(8)).toEqual([
+      ['k', 1_100],
+      ['q', 1_100],
     ]);
   });
 
