@@ -28,7 +28,8 @@ export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledErro
 export { MissingPeerError } from './core/peer.js';
 export { Job, MAX_NEXT_RUNS } from './jobs/job.js';
 export { DEFAULT_CATCH_UP } from './rules/plan.js';
-export type { JobState, OverlapPolicy, MisfirePolicy, SkipInfo } from './jobs/job.js';
+export type { JobState, SkipInfo } from './jobs/job.js';
+export type { DedupeOptions, JobPolicyOptions, LimitOptions, MisfirePolicy, OverlapPolicy, RunOptions } from './core/options.js';
 export { Every, CronBuilder, OnceBuilder, JobBuilder } from './jobs/builders.js';
 export type { JobOptions, ModuleJobOptions } from './jobs/builders.js';
 export { CronRule } from './rules/cron.js';

@@ -3,7 +3,7 @@
 // and validation live here so the in-memory loop and the durable stores read
 // them the same way.
 import { toDuration, type Duration } from './duration.js';
-import { assertWellFormed, describe } from './validate.js';
+import { assertWellFormed, describe, keysOf } from './validate.js';
 
 /**
  * A rate limit: at most `limit` runs start in any window of `interval`
@@ -105,7 +105,7 @@ function assertKey(value: unknown, option: string): asserts value is string {
  * Validates a concurrency key (`{ key, limit }`); `option` names it in errors.
  * @example toConcurrency({ key: 'tenant:7', limit: 2 }, 'concurrency');
  */
-export function toConcurrency(value: unknown, option = 'concurrency'): ConcurrencyLimit {
+function toConcurrency(value: unknown, option = 'concurrency'): ConcurrencyLimit {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(`Expected \`${option}\` to be an object like { key: 'tenant:1', limit: 2 }, got ${describe(value)}`);
   }
@@ -191,42 +191,103 @@ export interface Dedupe {
   readonly period: number;
 }
 
+/** The dedupe shapes, as errors name them. */
+const DEDUPE_SHAPES = `'replace', 'keep', { throttle: duration } or { debounce: duration }`;
+
+/** The longest throttle or debounce period: a day in memory (its keys live there); a store's is longer. */
+const MEMORY_DEDUPE_PERIOD = { ms: MAX_RATE_INTERVAL, words: 'a day' } as const;
+
 /**
- * Validates the `key` and `dedupe` options; undefined without a key (a
- * `dedupe` without a `key` is a TypeError).
+ * Validates the `key` and `dedupe` options, in memory and for a store
+ * (whose `longest` period is its own, and which checks its key itself);
+ * undefined without a key (a `dedupe` without a `key` is a TypeError).
  * @example toDedupe('digest:7', { debounce: '1s' }); // { key: 'digest:7', mode: 'debounce', period: 1000 }
  */
-export function toDedupe(key: unknown, dedupe: unknown): Dedupe | undefined {
-  if (key === undefined) {
-    if (dedupe !== undefined) throw new TypeError('The `dedupe` option needs a `key`');
-    return undefined;
+export function toDedupe(key: unknown, dedupe: unknown, longest: { ms: number; words: string } = MEMORY_DEDUPE_PERIOD): Dedupe | undefined {
+  let mode: Dedupe['mode'] = 'replace';
+  let period = 0;
+  if (dedupe === 'keep') mode = 'keep';
+  else if (typeof dedupe === 'string' && dedupe !== 'replace')
+    throw new RangeError(`Expected \`dedupe\` to be ${DEDUPE_SHAPES}, got ${describe(dedupe)}`);
+  else if (dedupe !== undefined && dedupe !== 'replace') {
+    if (typeof dedupe !== 'object' || dedupe === null || Array.isArray(dedupe)) {
+      throw new TypeError(`Expected \`dedupe\` to be ${DEDUPE_SHAPES}, got ${describe(dedupe)}`);
+    }
+    const names = Object.keys(dedupe);
+    const name = names[0];
+    if (names.length !== 1 || (name !== 'throttle' && name !== 'debounce')) {
+      throw new TypeError(
+        `Expected \`dedupe\` to be ${DEDUPE_SHAPES} (one of them), got an object with ${names.length === 0 ? 'no key' : `keys ${names.map((n) => `\`${n}\``).join(', ')}`}`,
+      );
+    }
+    mode = name;
+    const given = (dedupe as Record<string, unknown>)[name];
+    period = toDuration(given, `dedupe.${name}`, 1);
+    if (period > longest.ms)
+      throw new RangeError(`Expected \`dedupe.${name}\` to be at most ${longest.words} (${longest.ms} ms), got ${describe(given)}`);
+  }
+  if (key === undefined || key === null) {
+    if (dedupe === undefined) return undefined;
+    const shown = mode === 'replace' || mode === 'keep' ? `'${mode}'` : `{ ${mode}: ${period} }`;
+    throw new TypeError(`Expected a \`key\` with \`dedupe: ${shown}\`: deduplication is by key, and this task has none`);
   }
   assertKey(key, 'key');
-  if (dedupe === undefined || dedupe === 'replace') return { key, mode: 'replace', period: 0 };
-  if (dedupe === 'keep') return { key, mode: 'keep', period: 0 };
-  if (typeof dedupe === 'object' && dedupe !== null && !Array.isArray(dedupe)) {
-    const names = Object.keys(dedupe);
-    const mode = names[0];
-    if (names.length === 1 && (mode === 'throttle' || mode === 'debounce')) {
-      const period = toDuration((dedupe as Record<string, unknown>)[mode], `dedupe.${mode}`, 1);
-      if (period > MAX_RATE_INTERVAL)
-        throw new RangeError(
-          `Expected \`dedupe.${mode}\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe((dedupe as Record<string, unknown>)[mode])}`,
-        );
-      return { key, mode, period };
-    }
-  }
-  throw new TypeError(`Expected \`dedupe\` to be 'replace', 'keep', { throttle: period } or { debounce: period }, got ${describe(dedupe)}`);
+  return { key, mode, period };
 }
 
-/** The options as users (or a store's row) give them. */
-export interface FlowOptions {
-  rate?: KeyedRateLimit | undefined;
-  serial?: string | undefined;
-  concurrency?: ConcurrencyLimit | undefined;
-  priority?: number | undefined;
-  queue?: string | undefined;
+/**
+ * The limits a task starts under. With a store they are enforced by the
+ * store when it claims: with PostgreSQL across every process, by the
+ * database's clock (a retry is a start).
+ */
+export interface LimitOptions {
+  /**
+   * A rate limit of a key (a chat, a route), on top of the scheduler's
+   * `rate`: at most `limit` starts in any window of `interval`; the task
+   * starts only when the key's bucket has room. The bucket's limit is the
+   * one of the most recently scheduled task naming the key.
+   * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
+   */
+  rate?: KeyedRateLimit;
+  /**
+   * Tasks sharing a serial key run one at a time, in due order (due time,
+   * then id: priority does not reorder one key's tasks); the key is held
+   * from a task's start to its final state, retries included. The same as
+   * `concurrency: { key, limit: 1 }` (the two share their keys); a task
+   * gives one or the other, not both.
+   * @example `chat:${chatId}`
+   */
+  serial?: string;
+  /**
+   * A concurrency key: at most `limit` tasks naming `key` run at once (one
+   * tenant cannot take every worker). The key's tasks start in due order
+   * (priority does not reorder them) and each holds its place from its
+   * start to its final state, retries included; a full key holds back only
+   * its own tasks. The limit is the one of the most recently scheduled task
+   * naming the key. Not with `serial` (which is `limit: 1`).
+   * @default none
+   * @example { key: `tenant:${tenantId}`, limit: 2 }
+   */
+  concurrency?: ConcurrencyLimit;
+  /**
+   * Among tasks due at once with too few free workers (or too little room
+   * in the scheduler's `rate`), higher runs first: an integer. Strict:
+   * lower priorities wait while higher ones are due.
+   * @default 0
+   */
+  priority?: number;
+  /**
+   * The queue the task belongs to: a name (see `scheduler.queue(name)`);
+   * queues have their own concurrency, rate limit and pause switch. A queue
+   * nobody configured has no limits.
+   * @default 'default' (with a store: the handler's queue, `define(name, handler, { queue })`, else 'default')
+   * @example 'emails'
+   */
+  queue?: string;
 }
+
+/** The keys of the limit options. */
+export const LIMIT_KEYS = keysOf<LimitOptions>({ rate: true, serial: true, concurrency: true, priority: true, queue: true });
 
 /**
  * Validates the flow options into what `TaskSettings.flow` holds; undefined
@@ -238,7 +299,7 @@ export interface FlowOptions {
  * @example
  * toFlow({ rate: { key: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
  */
-export function toFlow(options: FlowOptions): TaskFlow | undefined {
+export function toFlow(options: LimitOptions): TaskFlow | undefined {
   const { rate, serial, priority, queue } = options;
   const bucket = rate === undefined ? undefined : (toRate(rate, 'rate', true) as KeyedRate);
   if (serial !== undefined) assertKey(serial, 'serial');

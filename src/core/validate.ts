@@ -154,3 +154,11 @@ function excerpt(value: string, at: number): string {
   const end = Math.min(value.length, start + 60);
   return `${start > 0 ? '…' : ''}${JSON.stringify(value.slice(start, end))}${end < value.length ? '…' : ''}`;
 }
+
+/** A record with every key of `T`: a key missing from it (or one too many) does not compile. */
+type EveryKey<T> = { readonly [K in keyof Required<T>]: true };
+
+/** The keys of an options group, from a record that must name each of them (see core/options.ts). */
+export function keysOf<T>(record: EveryKey<T>): readonly (keyof T & string)[] {
+  return Object.keys(record) as (keyof T & string)[];
+}

@@ -5,33 +5,27 @@
 // (dispatch.ts).
 import { randomUUID } from 'node:crypto';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
-import { toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
-import { toDuration } from '../core/duration.js';
+import type { RetryOptions, RetryPolicy } from '../core/retry.js';
 import { describe, toEpoch } from '../core/validate.js';
-import { toConcurrency, toFlow } from '../core/flow-options.js';
+import { toDedupe } from '../core/flow-options.js';
+import { DEDUPE_KEYS, JOB_POLICY_KEYS, LIMIT_KEYS, RUN_KEYS, toJobPolicy, toLimits, toRun } from '../core/options.js';
 import type { DurableTaskOptions, StoredJobOptions, StoredOptions } from './options.js';
-import { toDedupe } from './dedupe.js';
 import { ruleToJson } from './rule-json.js';
 import type { EnqueuedTask, NewJob, NewTask, QueryClient, Store, StoredJob } from './store.js';
-import { assertKey, assertStoredTime, MAX_ATTEMPTS, MAX_TIMER, toPayload } from './validate.js';
+import { assertKey, assertStoredTime, MAX_ATTEMPTS, STORE_RULES, toPayload } from './validate.js';
 import type { Handlers } from './handlers.js';
-import { assertQueueName, DEFAULT_QUEUE } from './queues.js';
+import { DEFAULT_QUEUE } from './queues.js';
 
-const TASK_KEYS = new Set(['payload', 'key', 'dedupe', 'timeout', 'retry', 'client', 'rate', 'serial', 'priority', 'concurrency', 'queue']);
-const JOB_KEYS = new Set([
+/** A stored task's options: a run's, its limits and its dedupe key, with its payload and the caller's transaction. */
+const TASK_KEYS: ReadonlySet<string> = new Set(['payload', 'client', ...RUN_KEYS, ...LIMIT_KEYS, ...DEDUPE_KEYS]);
+/** A stored job's: a run's, its limits and the job policies but jitter, with its payload, key and name. */
+const JOB_KEYS: ReadonlySet<string> = new Set([
   'payload',
   'key',
-  'timeout',
-  'retry',
-  'overlap',
-  'misfire',
-  'catchUp',
   'name',
-  'rate',
-  'serial',
-  'priority',
-  'concurrency',
-  'queue',
+  ...RUN_KEYS,
+  ...LIMIT_KEYS,
+  ...JOB_POLICY_KEYS.filter((key) => key !== 'jitter'),
 ]);
 
 /** @internal */
@@ -141,7 +135,7 @@ export class Enqueuer {
 /** The row a durable task's options make (validated). @internal */
 export function toNewTask(name: string, runAt: number, options: object | undefined, handlerQueue: string | undefined): NewTask {
   const { payload, key, stored } = parseOptions(options, TASK_KEYS, 'durable task', handlerQueue);
-  const dedupe = toDedupe((options as DurableTaskOptions | undefined)?.dedupe, key);
+  const dedupe = toDedupe(key ?? undefined, (options as DurableTaskOptions | undefined)?.dedupe, STORE_RULES.longestPeriod);
   const task: NewTask = {
     name,
     key,
@@ -154,7 +148,7 @@ export function toNewTask(name: string, runAt: number, options: object | undefin
     rateKey: stored.rate?.key ?? null,
     queue: stored.queue ?? DEFAULT_QUEUE,
   };
-  if (dedupe !== undefined) task.dedupe = dedupe;
+  if (dedupe !== undefined) task.dedupe = { mode: dedupe.mode, period: dedupe.period };
   // A debounced task is due its period after `when`: that time too must be storable.
   if (dedupe?.mode === 'debounce') assertStoredTime(runAt + dedupe.period, 'the due time of a debounce (when + dedupe.debounce)');
   return task;
@@ -178,60 +172,34 @@ function differentClient(first: QueryClient | undefined, given: QueryClient | un
   return `Expected every item to give the same \`client\`: the items are written in one transaction (${which})`;
 }
 
-/** Checks a durable task's or job's options and turns them into the payload, key and options the store keeps. */
+/**
+ * Checks a durable task's or job's options (each group by its validator, with
+ * the store's rules) and turns them into the payload, key and options the
+ * store keeps.
+ */
 function parseOptions(options: object | undefined, keys: ReadonlySet<string>, what: string, handlerQueue?: string) {
-  const given = (options ?? {}) as DurableTaskOptions & { overlap?: string; misfire?: string; catchUp?: unknown; name?: string };
+  const given = (options ?? {}) as DurableTaskOptions & StoredJobOptions;
   for (const key in given) {
     if (!keys.has(key)) throw new TypeError(`Unknown ${what} option \`${key}\`; expected one of: ${[...keys].join(', ')}`);
   }
-  const { payload, key, retry, overlap, misfire, catchUp } = given;
-  // Keys go into JSON the database parses (jsonb refuses NUL) and serial into an indexed column.
-  if (given.serial !== undefined) assertKey(given.serial, 'serial');
-  // The queue first: a store has its own rules for names (the in-memory check in toFlow would speak first).
-  if (given.queue !== undefined) assertQueueName(given.queue, 'queue');
-  // Rate, serial key and priority: checked here, at the call, as in memory, before anything is written.
-  const flow = toFlow(given);
-  const concurrency = given.concurrency === undefined ? undefined : toConcurrency(given.concurrency);
-  if (concurrency !== undefined) assertKey(concurrency.key, 'concurrency.key');
-  if (concurrency !== undefined && given.serial !== undefined) {
-    throw new TypeError(
-      `A task takes \`serial\` or \`concurrency\`, not both (serial ${describe(given.serial)}, concurrency key ${describe(concurrency.key)}): serial is concurrency with limit 1`,
-    );
-  }
-  const rate = flow?.rate;
-  if (rate !== undefined) assertKey(rate.key, 'rate.key');
-  if (catchUp !== undefined && (!Number.isInteger(catchUp) || (catchUp as number) < 1 || (catchUp as number) > MAX_ATTEMPTS)) {
-    throw new RangeError(`Expected \`catchUp\` to be an integer from 1 to ${MAX_ATTEMPTS}, got ${describe(catchUp)}`);
-  }
+  const limits = toLimits(given, STORE_RULES);
+  const run = toRun(given, STORE_RULES);
+  const policy = keys.has('overlap') ? toJobPolicy(given, STORE_RULES) : undefined;
+  const { payload, key } = given;
   if (key !== undefined) assertKey(key, 'key');
   // The queue: given, else the handler's (define), else 'default' (left out of the stored options).
   const queue = given.queue ?? handlerQueue;
-  const timeout = given.timeout === undefined ? undefined : toDuration(given.timeout, 'timeout', 1);
-  if (timeout !== undefined && timeout > MAX_TIMER) {
-    throw new RangeError(`Expected \`timeout\` of a stored task to be at most ${MAX_TIMER} ms (the timer limit), got ${describe(timeout)}`);
-  }
-  if (overlap !== undefined && overlap !== 'skip' && overlap !== 'allow') {
-    throw new RangeError(`Expected \`overlap\` of a stored job to be 'skip' or 'allow', got ${describe(overlap)}`);
-  }
-  if (misfire !== undefined && misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
-    throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
-  }
-  const policy = retry === undefined ? undefined : toRetryPolicy(retry);
-  if (policy !== undefined && policy.attempts > MAX_ATTEMPTS) {
-    throw new RangeError(
-      `Expected \`retry.attempts\` of a stored task to be at most ${MAX_ATTEMPTS} (what the attempts column holds), got ${describe(policy.attempts)}`,
-    );
-  }
+  const rate = limits?.rate;
   const stored: StoredOptions = {
-    timeout,
-    retry: policy === undefined ? undefined : storable(policy),
-    overlap: overlap as StoredOptions['overlap'],
-    misfire: misfire as StoredOptions['misfire'],
-    catchUp: catchUp as number | undefined,
+    timeout: run.timeout === Infinity ? undefined : run.timeout,
+    retry: run.retry === undefined ? undefined : storable(run.retry),
+    overlap: policy === undefined ? undefined : (given.overlap as StoredOptions['overlap']),
+    misfire: policy === undefined ? undefined : given.misfire,
+    catchUp: policy?.catchUp,
     rate: rate === undefined ? undefined : { key: rate.key, limit: rate.limit, interval: rate.interval },
-    serial: flow?.serial,
-    concurrency,
-    priority: flow === undefined || flow.priority === 0 ? undefined : flow.priority,
+    serial: limits?.serial,
+    concurrency: given.concurrency === undefined ? undefined : limits?.concurrency,
+    priority: limits === undefined || limits.priority === 0 ? undefined : limits.priority,
     queue: queue === DEFAULT_QUEUE ? undefined : queue,
   };
   return { payload: toPayload(payload), key: key ?? null, stored };

@@ -7,7 +7,8 @@ import { TaskheapError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
 import type { When } from '../core/validate.js';
 import type { TaskContext } from '../core/task.js';
-import type { DependencyInfo, DurableTaskOptions, OnFailure } from './options.js';
+import type { DependencyInfo, OnFailure } from './options.js';
+import type { LimitOptions, RunOptions } from '../core/options.js';
 import { FINAL_STATES, type NewTask, type StoredState, type StoredTask } from './store.js';
 
 /** A dependency with its failure rule. */
@@ -49,7 +50,9 @@ export interface FlowContext extends TaskContext {
 export type FlowFunction<P = any> = (ctx: FlowContext, payload: P) => unknown;
 
 /** One task of a flow: a handler, when it may run at the earliest, what it depends on, and a durable task's options. */
-export interface FlowTask extends Omit<DurableTaskOptions, 'key' | 'dedupe' | 'client'> {
+export interface FlowTask extends RunOptions, LimitOptions {
+  /** JSON-serialisable data handed to the handler (in memory: any value). */
+  payload?: unknown;
   /**
    * With a store: the handler name given to \`define()\`. Without one (in
    * memory): the function to run, given \`(ctx, payload)\`.
@@ -245,7 +248,6 @@ function findCycle(n: number, edges: readonly NewEdge[]): number[] | undefined {
   }
   return undefined;
 }
-
 
 /** The error a task sunk by a `'fail'` dependency records (the stores' triggers write the same text). */
 export function sunkText(dep: number | string, cancelled: boolean): string {

@@ -2,6 +2,7 @@
 // (handlers, options, the graph) before anything is written and hands it to
 // the store in one transaction; `scheduler.getFlow()` reads it back as a
 // status: counts per state and, for each blocked task, what it waits for.
+import { LIMIT_KEYS, RUN_KEYS } from '../core/options.js';
 import { describe, toEpoch } from '../core/validate.js';
 import { toNewTask } from './enqueue.js';
 import { FlowError, hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask, type StoredFlowGraph } from './flow-graph.js';
@@ -56,19 +57,8 @@ export interface FlowStatus {
   readonly tasks: readonly FlowTaskStatus[];
 }
 
-const FLOW_TASK_KEYS = new Set([
-  'handler',
-  'when',
-  'after',
-  'payload',
-  'timeout',
-  'retry',
-  'rate',
-  'serial',
-  'priority',
-  'concurrency',
-  'queue',
-]);
+/** A flow task's options: its handler, time and dependencies, its payload, a run's options and its limits. */
+const FLOW_TASK_KEYS: ReadonlySet<string> = new Set(['handler', 'when', 'after', 'payload', ...RUN_KEYS, ...LIMIT_KEYS]);
 
 /** Checks that a flow's task names only options a flow task takes (in memory and with a store). @internal */
 export function assertFlowTaskKeys(task: object): void {
@@ -139,7 +129,9 @@ export function toFlowStatus(id: number, stored: StoredFlowGraph): FlowStatus {
   const tasks = stored.tasks.map((task): FlowTaskStatus => {
     const dependencies = edgesOf.get(task.id) ?? [];
     const waitingFor =
-      task.state === 'blocked' ? dependencies.filter((dep) => !dep.done && !FINAL_STATES.has(dep.state as StoredState)).map((dep) => dep.id) : [];
+      task.state === 'blocked'
+        ? dependencies.filter((dep) => !dep.done && !FINAL_STATES.has(dep.state as StoredState)).map((dep) => dep.id)
+        : [];
     return { task, dependencies, waitingFor };
   });
   return { id, counts, done: stored.tasks.every((task) => FINAL_STATES.has(task.state)), tasks };

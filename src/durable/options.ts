@@ -1,10 +1,9 @@
 // The types of durable work as users write it: a handler and its context,
 // the options of a stored task and of a stored job, and what is stored of them.
 import type { When } from '../core/validate.js';
-import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
-import type { ConcurrencyLimit, DedupeMode, KeyedRateLimit } from '../core/flow-options.js';
+import type { DedupeOptions, JobPolicyOptions, LimitOptions, RunOptions } from '../core/options.js';
 import type { StoredState } from './store.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */
@@ -46,53 +45,18 @@ export interface DurableContext extends TaskContext {
 // biome-ignore lint/suspicious/noExplicitAny: a handler defined without a payload type accepts any JSON payload
 export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
 
-/** Options of a durable `schedule(when, name, options)`. */
-export interface DurableTaskOptions {
+/**
+ * Options of a durable `schedule(when, name, options)`: a run's, its limits
+ * and its dedupe key, as in memory, plus its payload and the caller's
+ * transaction. What differs from memory: the limits are enforced by the
+ * store (with PostgreSQL across every process, by the database's clock); a
+ * store keeps one task per key, so `dedupe` returns a running task rather
+ * than adding one beside it, and periods go up to ten years; a `timeout` is
+ * at most 2^31 - 1 ms and `retry.attempts` at most 2^31 - 1.
+ */
+export interface DurableTaskOptions extends RunOptions, LimitOptions, DedupeOptions {
   /** JSON-serialisable data handed to the handler. */
   payload?: unknown;
-  /**
-   * Makes scheduling idempotent: one stored task per key. What an add with a
-   * key already stored does is `dedupe`'s choice (by default it replaces a
-   * waiting task).
-   */
-  key?: string;
-  /**
-   * How a task meets the task already stored with its `key` (needs `key`).
-   * Decided atomically by the database, so concurrent adds of one key from
-   * many processes end as if they came one after another. The returned task
-   * says what happened (`enqueued`: `'inserted'`, `'replaced'` or `'existing'`).
-   * - `'replace'`: replaces a waiting task (new payload, time, options);
-   *   a running one is left alone and returned; a finished one is
-   *   overwritten and runs again.
-   * - `'keep'`: a waiting or running task is returned unchanged; otherwise
-   *   the task is added (over a finished one).
-   * - `{ throttle: period }`: at most one task per key per period, finished
-   *   ones included: if the key's task was created less than `period` ago
-   *   (whatever its state), it is returned unchanged; otherwise as
-   *   `'replace'`. A throttled add that writes the task sets its `createdAt`:
-   *   the next period starts there.
-   * - `{ debounce: period }`: as `'replace'`, and the task is due `period`
-   *   after `when`: each add pushes the waiting task back, and with `when`
-   *   now the last one runs once the key has been quiet for `period`. A
-   *   running task is left alone and returned.
-   *
-   * The modes mean what they mean in memory (`TaskOptions.dedupe`), with one
-   * stored task per key: see docs/dedupe.md. A throttle's
-   * period is measured on the database server's clock with PostgreSQL, on
-   * the scheduler's clock with SQLite; a period is a duration (ms or a
-   * string such as `'1m'`) from 1 ms to ten years.
-   * @default 'replace'
-   * @example
-   * // one digest per user per hour, however many events ask for one
-   * await scheduler.schedule(Date.now(), 'digest', { key: `digest:${user}`, dedupe: { throttle: '1h' } });
-   * // re-index once edits stop for 10 s
-   * await scheduler.schedule(Date.now(), 'reindex', { key: `reindex:${doc}`, payload: { doc }, dedupe: { debounce: '10s' } });
-   */
-  dedupe?: DedupeMode;
-  /** milliseconds or a string such as `'30s'`; see TaskOptions.timeout */
-  timeout?: Duration;
-  /** see TaskOptions.retry */
-  retry?: RetryOptions | number;
   /**
    * PostgreSQL only: a `pg` client inside the caller's own transaction
    * (`BEGIN` sent, not yet committed). The task is written through it, so it
@@ -105,43 +69,6 @@ export interface DurableTaskOptions {
    * await client.query('COMMIT');
    */
   client?: { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> };
-  /**
-   * A rate limit shared by every task naming the same `key`: at most `limit`
-   * starts in any window of `interval`. Enforced by the store at the claim:
-   * with PostgreSQL across every process, by the database's clock (a retry
-   * is a start).
-   * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
-   */
-  rate?: KeyedRateLimit;
-  /**
-   * At most `limit` tasks naming the same `key` run at once; with PostgreSQL
-   * across every process. A task holds its slot from its start to its final
-   * state (a retry keeps it). `serial: key` is `limit: 1`; a task names one
-   * or the other. A key's tasks start in due order.
-   * @example { key: `tenant:${tenantId}`, limit: 3 }
-   */
-  concurrency?: ConcurrencyLimit;
-  /**
-   * Tasks sharing a serial key run one at a time, in due order (due time,
-   * then id; priority does not reorder one key's tasks). Enforced by the
-   * database: with PostgreSQL across every process. A task waiting for its
-   * retry keeps the key.
-   * @example `chat:${chatId}`
-   */
-  serial?: string;
-  /**
-   * Higher runs first when more tasks are due than workers are free: the
-   * claim orders due tasks by priority, then due time. An integer.
-   * @default 0
-   */
-  priority?: number;
-  /**
-   * The named queue the task belongs to: its per-process and global
-   * concurrency, rate and pause apply (see `scheduler.queue(name)`).
-   * @default the handler's queue (`define(name, handler, { queue })`), else 'default'
-   * @example 'emails'
-   */
-  queue?: string;
 }
 
 /**
@@ -173,72 +100,25 @@ export interface StoredOptions {
   queue?: string;
 }
 
-/** Options of `run(name, options)` for a stored job (a scheduler with a `store`). */
-export interface StoredJobOptions {
+/**
+ * Options of `run(name, options)` for a stored job (a scheduler with a
+ * `store`): a run's and its limits, as in memory, and the job's policies but
+ * `jitter`; its occurrences are stored tasks (see `DurableTaskOptions` for
+ * what differs from memory). `overlap: 'queue'` is for memory only.
+ */
+export interface StoredJobOptions extends RunOptions, LimitOptions, Omit<JobPolicyOptions, 'overlap' | 'jitter'> {
   /** A label for logs and errors. */
   name?: string;
   /** JSON-serialisable data handed to the handler on every run. */
   payload?: unknown;
   /** Registering a job with the same key again updates it instead of adding one. */
   key?: string;
-  /** milliseconds or a string such as `'30s'`; see TaskOptions.timeout */
-  timeout?: Duration;
-  /** see TaskOptions.retry */
-  retry?: RetryOptions | number;
   /**
    * A run that comes due while the previous one is still running somewhere is
-   * skipped (`'skip'`) or run alongside it (`'allow'`); `'queue'` is not
-   * available for stored jobs.
+   * skipped (`'skip'`) or run alongside it (`'allow'`).
    * @default 'skip'
    */
   overlap?: 'skip' | 'allow';
-  /**
-   * Occurrences missed while no process was running collapse into one late run
-   * (`'once'`), are dropped (`'skip'`), or all run (`'all'`).
-   * @default 'once'
-   */
-  misfire?: 'once' | 'skip' | 'all';
-  /**
-   * With `misfire: 'all'`, the most missed occurrences one catch-up inserts;
-   * the rest are dropped and the job resumes at its next future occurrence.
-   * @default 1000
-   */
-  catchUp?: number;
-  /**
-   * A rate limit shared by every task naming the same `key`: at most `limit`
-   * starts in any window of `interval`. Stored with the job and its occurrences; enforced by the store at the claim:
-   * with PostgreSQL across every process, by the database's clock (a retry
-   * is a start).
-   * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
-   */
-  rate?: KeyedRateLimit;
-  /**
-   * At most `limit` tasks naming the same `key` run at once; with PostgreSQL
-   * across every process. A task holds its slot from its start to its final
-   * state (a retry keeps it). `serial: key` is `limit: 1`; a task names one
-   * or the other. A key's tasks start in due order.
-   * @example { key: `tenant:${tenantId}`, limit: 3 }
-   */
-  concurrency?: ConcurrencyLimit;
-  /**
-   * Tasks sharing a serial key run one at a time, in due order (due time,
-   * then id; priority does not reorder one key's tasks). Enforced by the
-   * database: with PostgreSQL across every process. A task waiting for its
-   * retry keeps the key.
-   * @example `chat:${chatId}`
-   */
-  serial?: string;
-  /**
-   * Higher runs first when more tasks are due than workers are free: the
-   * claim orders due tasks by priority, then due time. An integer.
-   * @default 0
-   */
-  priority?: number;
-  /**
-   * The named queue the job's occurrences belong to (see `scheduler.queue(name)`).
-   * @default the handler's queue (`define(name, handler, { queue })`), else 'default'
-   */
-  queue?: string;
 }
 
 /**

@@ -1,6 +1,7 @@
 // What the durable layer checks at the call, before anything reaches a
 // database: values a column cannot hold, and payloads JSON would change.
 import { assertStorableText, describe, label } from '../core/validate.js';
+import type { StoreRules } from '../core/options.js';
 import { TASK_STATES } from './store.js';
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
@@ -14,6 +15,15 @@ const MAX_KEY_LENGTH = 512;
 /** Stored times: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z, what both stores and ISO dates hold. */
 const MIN_TIME = -62_135_596_800_000;
 const MAX_TIME = 253_402_300_799_999;
+
+/** What a store's columns hold, for the option groups' validators (core/options.ts). */
+export const STORE_RULES: StoreRules = {
+  key: (value, what) => assertKey(value, what),
+  maxTimeout: MAX_TIMER,
+  maxCount: MAX_ATTEMPTS,
+  // Ten years: a debounced task is due its period after \`when\`, and that too must be storable.
+  longestPeriod: { ms: 10 * 365.25 * 24 * 3_600_000, words: 'ten years' },
+};
 
 /** A handler name: a non-empty string without NUL, at most MAX_NAME_LENGTH long. */
 export function assertName(name: unknown, what: string): asserts name is string {

@@ -4,18 +4,17 @@
 import { DateTime } from 'luxon';
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
-import type { Job, MisfirePolicy, OverlapPolicy } from './job.js';
+import type { Job } from './job.js';
 import { IntervalRule, type Rule } from '../rules/rule.js';
 import type { StoredJobOptions } from '../durable/options.js';
 import type { StoredJob } from '../durable/store.js';
-import type { TaskOptions } from '../core/task-options.js';
+import type { JobPolicyOptions, LimitOptions, RunOptions } from '../core/options.js';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { TaskFunction } from '../core/task.js';
 import { toDuration, type Duration } from '../core/duration.js';
 import { describe, MAX_TIME, toEpoch, type When } from '../core/validate.js';
 import { validateZone } from '../rules/wall-time.js';
 
-/** Options of `run()`: everything a task takes, plus the job policies. */
 /** Options of `run(module)`: a job's, plus the `payload` its module's handler is given in its thread. */
 export interface ModuleJobOptions extends JobOptions {
   /**
@@ -28,35 +27,12 @@ export interface ModuleJobOptions extends JobOptions {
   payload?: unknown;
 }
 
-export interface JobOptions extends TaskOptions {
-  /**
-   * A run that comes due while the previous one is still going is skipped
-   * (`'skip'`, reported by the `skip` event), run after it (`'queue'`), or
-   * run alongside it (`'allow'`).
-   * @default 'skip'
-   */
-  overlap?: OverlapPolicy;
-  /**
-   * Occurrences missed while the loop was blocked or the clock jumped
-   * collapse into one late run (`'once'`), are dropped (`'skip'`), or all run
-   * (`'all'`).
-   * @default 'once'
-   */
-  misfire?: MisfirePolicy;
-  /**
-   * With `misfire: 'all'`, the most missed occurrences one catch-up runs
-   * late; the rest are dropped and reported by one `skip` event (reason
-   * `'misfire'`). Late runs queue behind work already due, so a catch-up
-   * never starves other tasks.
-   * @default 1000
-   */
-  catchUp?: number;
-  /**
-   * Each run starts up to this long after its time, at random: milliseconds
-   * or a string such as `'30s'`.
-   * @default 0
-   */
-  jitter?: Duration;
+/** Options of `run()` with a function: a run's (as a task's, without a dedupe key), its limits and the job's policies. */
+export interface JobOptions extends RunOptions, LimitOptions, JobPolicyOptions {
+  /** Cancels the job (and its waiting runs) when aborted. */
+  signal?: AbortSignal;
+  /** A label for logs, errors and `ctx.name`. */
+  name?: string;
 }
 
 /** The scheduler side of a builder. @internal */

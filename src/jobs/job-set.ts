@@ -2,16 +2,16 @@
 // and keeps those that still plan occurrences.
 import type { Emitter } from '../core/emitter.js';
 import type { TaskLoop } from '../core/loop.js';
-import { RUN_KEYS, toSettings } from '../core/task-options.js';
+import { JOB_POLICY_KEYS, LIMIT_KEYS, RUN_KEYS, toJobPolicy } from '../core/options.js';
+import { LABEL_KEYS, toSettings } from '../core/task-options.js';
 import type { Task, TaskFunction, TaskSettings } from '../core/task.js';
-import { toDuration } from '../core/duration.js';
 import { assertKnownKeys, assertOptionsObject, describe } from '../core/validate.js';
 import { DEFAULT_CATCH_UP, type JobBounds, type RulePlan } from '../rules/plan.js';
 import type { JobOptions } from './builders.js';
 import { Job, type JobHost, type SkipInfo } from './job.js';
 
 /** A job's options: a run's (as a task's, without a dedupe key), and its policies. */
-const JOB_KEYS = new Set([...RUN_KEYS, 'overlap', 'misfire', 'catchUp', 'jitter']);
+const JOB_KEYS: ReadonlySet<string> = new Set([...LABEL_KEYS, ...RUN_KEYS, ...LIMIT_KEYS, ...JOB_POLICY_KEYS]);
 
 /**
  * The in-memory jobs of one scheduler: creates them on its loop and keeps
@@ -32,20 +32,11 @@ export class JobSet implements JobHost {
   create(fn: TaskFunction, options: JobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
     assertOptionsObject(options, 'job');
     if (options !== undefined) assertKnownKeys(options, JOB_KEYS, 'job');
-    const overlap = options?.overlap ?? 'skip';
-    const misfire = options?.misfire ?? 'once';
-    const catchUp = options?.catchUp ?? DEFAULT_CATCH_UP;
-    const jitter = toDuration(options?.jitter ?? bounds.jitter, 'jitter');
+    const policy = toJobPolicy(options?.jitter === undefined ? { ...options, jitter: bounds.jitter } : options);
+    const { overlap, misfire } = policy;
+    const catchUp = policy.catchUp ?? DEFAULT_CATCH_UP;
+    const jitter = policy.jitter ?? 0;
     const signal = options?.signal;
-    if (overlap !== 'skip' && overlap !== 'queue' && overlap !== 'allow') {
-      throw new RangeError(`Expected \`overlap\` to be 'skip', 'queue' or 'allow', got ${describe(overlap)}`);
-    }
-    if (misfire !== 'once' && misfire !== 'skip' && misfire !== 'all') {
-      throw new RangeError(`Expected \`misfire\` to be 'once', 'skip' or 'all', got ${describe(misfire)}`);
-    }
-    if (!Number.isInteger(catchUp) || catchUp < 1) {
-      throw new RangeError(`Expected \`catchUp\` to be an integer >= 1, got ${describe(catchUp)}`);
-    }
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
     }

@@ -1,5 +1,6 @@
 // A recurring job in memory (`Job`): its state, its next occurrences under its
 // rule, and the overlap and misfire policies that decide which of them run.
+import type { MisfirePolicy, OverlapPolicy } from '../core/options.js';
 import type { Rule } from '../rules/rule.js';
 import { CancelledError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
@@ -8,12 +9,6 @@ import { State, type Run, type Task, type TaskContext, type TaskFunction, type T
 
 /** The life of a recurring job. */
 export type JobState = 'scheduled' | 'paused' | 'done' | 'cancelled';
-
-/** What a job does when a run comes due while its previous run is still going. */
-export type OverlapPolicy = 'skip' | 'queue' | 'allow';
-
-/** What a job does with occurrences missed while the loop was blocked or the clock jumped. */
-export type MisfirePolicy = 'once' | 'skip' | 'all';
 
 /** Where a job's occurrences come from and where they stop. */
 export interface JobPlan {

@@ -110,7 +110,7 @@ describe('dedupe keys', () => {
     const { scheduler } = setup();
     const fn = () => {};
     const a = scheduler.after(10, fn, { key: 'k' });
-    expect(() => scheduler.after(0, fn, { dedupe: 'keep' })).toThrow(/`dedupe` option needs a `key`/);
+    expect(() => scheduler.after(0, fn, { dedupe: 'keep' })).toThrow(/Expected a `key` with `dedupe: 'keep'`: deduplication is by key/);
     expect(() => scheduler.after(0, fn, { key: '' })).toThrow(/`key` to be 1 to 512/);
     expect(() => scheduler.after(0, fn, { key: 3 as never })).toThrow(/`key` to be a string, got 3/);
     expect(() => scheduler.after(0, fn, { key: 'k', dedupe: 'drop' as never })).toThrow(/`dedupe` to be 'replace', 'keep'.*"drop"/);

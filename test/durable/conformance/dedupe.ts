@@ -319,7 +319,7 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
         [{ key: 'k', dedupe: { debounce: -5 } }, /`dedupe.debounce`/, RangeError],
         [{ key: 'k', dedupe: { debounce: 'soon' } }, /`dedupe.debounce`/, RangeError],
         [{ key: 'k', dedupe: { throttle: Infinity } }, /`dedupe.throttle`/, RangeError],
-        [{ key: 'k', dedupe: { throttle: 1e12 } }, /`dedupe.throttle` to be at most .* \(ten years\)/, RangeError],
+        [{ key: 'k', dedupe: { throttle: 1e12 } }, /`dedupe.throttle` to be at most ten years/, RangeError],
         [
           { key: 'k', dedupe: { debounce: '1d' }, when: 253_402_300_000_000 },
           /the due time of a debounce \(when \+ dedupe.debounce\) of a stored task to be between years 1 and 9999/,
