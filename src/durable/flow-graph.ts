@@ -246,7 +246,6 @@ function findCycle(n: number, edges: readonly NewEdge[]): number[] | undefined {
   return undefined;
 }
 
-
 /** The error a task sunk by a `'fail'` dependency records (the stores' triggers write the same text). */
 export function sunkText(dep: number | string, cancelled: boolean): string {
   return `DependencyError: dependency ${dep} ${cancelled ? 'was cancelled' : 'failed'}`;

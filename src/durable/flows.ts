@@ -139,7 +139,9 @@ export function toFlowStatus(id: number, stored: StoredFlowGraph): FlowStatus {
   const tasks = stored.tasks.map((task): FlowTaskStatus => {
     const dependencies = edgesOf.get(task.id) ?? [];
     const waitingFor =
-      task.state === 'blocked' ? dependencies.filter((dep) => !dep.done && !FINAL_STATES.has(dep.state as StoredState)).map((dep) => dep.id) : [];
+      task.state === 'blocked'
+        ? dependencies.filter((dep) => !dep.done && !FINAL_STATES.has(dep.state as StoredState)).map((dep) => dep.id)
+        : [];
     return { task, dependencies, waitingFor };
   });
   return { id, counts, done: stored.tasks.every((task) => FINAL_STATES.has(task.state)), tasks };
