@@ -4,9 +4,9 @@
 // The scheduler's hot path (`schedule()`, `after()`) needs none of it.
 import { assertClock, systemClock, type Clock } from './core/clock.js';
 import { toDuration, type Duration } from './core/duration.js';
-import { toRate, type RateLimit } from './core/flow-options.js';
+import { toRate, type RateLimit } from './core/limit-options.js';
 import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from './core/loop-types.js';
-import type { QueueSettings } from './core/flow.js';
+import type { QueueSettings } from './core/gate.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
 import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
 import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME } from './core/validate.js';

@@ -9,7 +9,7 @@ import { ClosedError } from './core/errors.js';
 import { TaskLoop } from './core/loop.js';
 import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
-import type { RateLimit } from './core/flow-options.js';
+import type { RateLimit } from './core/limit-options.js';
 import { configureQueues } from './core/queues.js';
 import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
 import { Flows } from './scheduler-flows.js';

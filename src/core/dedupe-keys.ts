@@ -2,7 +2,7 @@
 // accepted, and what a new add with the key does under its `dedupe` mode.
 import TinyQueue from 'tinyqueue';
 import { CancelledError } from './errors.js';
-import type { Dedupe, DedupeOutcome } from './flow-options.js';
+import type { Dedupe, DedupeOutcome } from './limit-options.js';
 import { MAX_TIME, describe } from './validate.js';
 import { Run, State, type Task } from './task.js';
 

@@ -3,7 +3,7 @@
 // pool size. Types and one check only, so the public API (index.ts, ops/,
 // dashboard/) can name them without reaching into the engine.
 import type { Clock } from './clock.js';
-import type { Rate } from './flow-options.js';
+import type { Rate } from './limit-options.js';
 import type { Lateness } from './lateness.js';
 import type { Task } from './task.js';
 import type { TaskLogLine } from './journal.js';

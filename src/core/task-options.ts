@@ -1,6 +1,6 @@
 // The options of `schedule()` and `after()`, validated once into the
 // settings a task carries (plain tasks share one settings object).
-import { toDedupe, toFlow, type ConcurrencyLimit, type DedupeMode, type KeyedRateLimit } from './flow-options.js';
+import { toDedupe, toLimits, type ConcurrencyLimit, type DedupeMode, type KeyedRateLimit } from './limit-options.js';
 import { toRetryPolicy, type RetryOptions } from './retry.js';
 import type { TaskSettings } from './task.js';
 import { toDuration, type Duration } from './duration.js';
@@ -106,16 +106,16 @@ export function toSettings(options: TaskOptions, defaults: TaskSettings): TaskSe
   if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
   const timeout = options.timeout === undefined || options.timeout === Infinity ? Infinity : toDuration(options.timeout, 'timeout', 1);
   const policy = retry === undefined ? undefined : toRetryPolicy(retry);
-  let flow =
+  let limits =
     options.rate === undefined &&
     options.serial === undefined &&
     options.priority === undefined &&
     options.concurrency === undefined &&
     options.queue === undefined
       ? undefined
-      : toFlow(options);
+      : toLimits(options);
   const dedupe = options.key === undefined && options.dedupe === undefined ? undefined : toDedupe(options.key, options.dedupe);
-  if (dedupe !== undefined) flow = { ...(flow ?? { rate: undefined, serial: undefined, priority: 0 }), dedupe };
-  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined && flow === undefined) return defaults;
-  return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined, flow };
+  if (dedupe !== undefined) limits = { ...(limits ?? { rate: undefined, serial: undefined, priority: 0 }), dedupe };
+  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined && limits === undefined) return defaults;
+  return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined, limits };
 }

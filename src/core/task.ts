@@ -1,7 +1,7 @@
 // A task: the handle users get (`Task`), its context, settings and states,
 // and the interfaces by which its owner and observers hear how it ends.
 import { CancelledError } from './errors.js';
-import type { DedupeOutcome, TaskFlow } from './flow-options.js';
+import type { DedupeOutcome, TaskLimits } from './limit-options.js';
 import type { RetryPolicy } from './retry.js';
 import { toLogLine, toProgress, type Journal, type TaskLogLine } from './journal.js';
 
@@ -65,8 +65,8 @@ export interface TaskSettings {
    * when the wall clock is set back or forward, the loop moves it by as much.
    */
   readonly elapsed?: boolean;
-  /** Rate limit key, serial key and priority (see flow-options.ts); undefined for tasks using none. */
-  readonly flow?: TaskFlow | undefined;
+  /** Rate limit key, serial key and priority (see limit-options.ts); undefined for tasks using none. */
+  readonly limits?: TaskLimits | undefined;
   /**
    * The attempt the task's first run is (default 1): a durable task claimed
    * for its third attempt runs here as attempt 3, so `onError` and
@@ -111,7 +111,7 @@ export enum State {
   Cancelled,
   /**
    * Due, but held back by a rate limit, a serial key or a full pool of
-   * workers in the flow (flow.ts): still `waiting` to users. Last, so the
+   * workers in the gate (gate.ts): still `waiting` to users. Last, so the
    * numbering of the others does not change.
    */
   Held,

@@ -8,7 +8,7 @@ import type { JobBounds, RulePlan } from '../rules/plan.js';
 import { toRetryPolicy, type RetryOptions, type RetryPolicy } from '../core/retry.js';
 import { toDuration } from '../core/duration.js';
 import { describe, toEpoch } from '../core/validate.js';
-import { toConcurrency, toFlow } from '../core/flow-options.js';
+import { toConcurrency, toLimits } from '../core/limit-options.js';
 import type { DurableTaskOptions, StoredJobOptions, StoredOptions } from './options.js';
 import { toDedupe } from './dedupe.js';
 import { ruleToJson } from './rule-json.js';
@@ -187,10 +187,10 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
   const { payload, key, retry, overlap, misfire, catchUp } = given;
   // Keys go into JSON the database parses (jsonb refuses NUL) and serial into an indexed column.
   if (given.serial !== undefined) assertKey(given.serial, 'serial');
-  // The queue first: a store has its own rules for names (the in-memory check in toFlow would speak first).
+  // The queue first: a store has its own rules for names (the in-memory check in toLimits would speak first).
   if (given.queue !== undefined) assertQueueName(given.queue, 'queue');
   // Rate, serial key and priority: checked here, at the call, as in memory, before anything is written.
-  const flow = toFlow(given);
+  const limits = toLimits(given);
   const concurrency = given.concurrency === undefined ? undefined : toConcurrency(given.concurrency);
   if (concurrency !== undefined) assertKey(concurrency.key, 'concurrency.key');
   if (concurrency !== undefined && given.serial !== undefined) {
@@ -198,7 +198,7 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
       `A task takes \`serial\` or \`concurrency\`, not both (serial ${describe(given.serial)}, concurrency key ${describe(concurrency.key)}): serial is concurrency with limit 1`,
     );
   }
-  const rate = flow?.rate;
+  const rate = limits?.rate;
   if (rate !== undefined) assertKey(rate.key, 'rate.key');
   if (catchUp !== undefined && (!Number.isInteger(catchUp) || (catchUp as number) < 1 || (catchUp as number) > MAX_ATTEMPTS)) {
     throw new RangeError(`Expected \`catchUp\` to be an integer from 1 to ${MAX_ATTEMPTS}, got ${describe(catchUp)}`);
@@ -229,9 +229,9 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
     misfire: misfire as StoredOptions['misfire'],
     catchUp: catchUp as number | undefined,
     rate: rate === undefined ? undefined : { key: rate.key, limit: rate.limit, interval: rate.interval },
-    serial: flow?.serial,
+    serial: limits?.serial,
     concurrency,
-    priority: flow === undefined || flow.priority === 0 ? undefined : flow.priority,
+    priority: limits === undefined || limits.priority === 0 ? undefined : limits.priority,
     queue: queue === DEFAULT_QUEUE ? undefined : queue,
   };
   return { payload: toPayload(payload), key: key ?? null, stored };

@@ -4,7 +4,7 @@ import type { When } from '../core/validate.js';
 import type { Duration } from '../core/duration.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
-import type { ConcurrencyLimit, DedupeMode, KeyedRateLimit } from '../core/flow-options.js';
+import type { ConcurrencyLimit, DedupeMode, KeyedRateLimit } from '../core/limit-options.js';
 import type { StoredState } from './store.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */

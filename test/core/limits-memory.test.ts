@@ -8,7 +8,7 @@ describe('keys with no pending work cost nothing', () => {
     const clock = new ManualClock(0);
     const scheduler = new Scheduler({ clock, workers: Infinity });
     const noop = () => {};
-    // Warm up: the flow exists from the first such task on, and a burst of
+    // Warm up: the gate exists from the first such task on, and a burst of
     // 100,000 plain tasks grows the heaps' arrays (8 B a slot) to their size.
     scheduler.after(0, noop, { serial: 'warm', rate: { key: 'warm', limit: 1, interval: 1 } });
     for (let i = 0; i < 100_000; i++) scheduler.after(0, noop);

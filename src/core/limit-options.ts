@@ -1,4 +1,4 @@
-// The options that shape how due work flows to the pool (issues 16 and 22):
+// The limit options, which decide when due work may start (issues 16 and 22):
 // rate limits, serial and concurrency keys, priorities and queues. Their types
 // and validation live here so the in-memory loop and the durable stores read
 // them the same way.
@@ -146,7 +146,7 @@ function assertPriority(value: unknown, option = 'priority'): asserts value is n
  * scheduled with the same settings, and absent (undefined) from tasks that
  * use none of them, which is how the loop keeps their path unchanged.
  */
-export interface TaskFlow {
+export interface TaskLimits {
   /** The keyed bucket the task also needs room in. */
   readonly rate: KeyedRate | undefined;
   /** The serial key as given (its limit-1 concurrency key is `concurrency`). */
@@ -220,7 +220,7 @@ export function toDedupe(key: unknown, dedupe: unknown): Dedupe | undefined {
 }
 
 /** The options as users (or a store's row) give them. */
-export interface FlowOptions {
+export interface LimitOptions {
   rate?: KeyedRateLimit | undefined;
   serial?: string | undefined;
   concurrency?: ConcurrencyLimit | undefined;
@@ -229,16 +229,16 @@ export interface FlowOptions {
 }
 
 /**
- * Validates the flow options into what `TaskSettings.flow` holds; undefined
+ * Validates the limit options into what `TaskSettings.limits` holds; undefined
  * when none is given (or only `priority: 0` and the default queue), so such
  * tasks stay plain. `serial` and `concurrency` exclude each other (a
  * TypeError): `serial: key` is the concurrency key `{ key, limit: 1 }`. The
  * durable runner calls it with a claimed task's stored options (a stored
  * rate's interval is already a number of milliseconds, which `toRate` accepts).
  * @example
- * toFlow({ rate: { key: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
+ * toLimits({ rate: { key: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
  */
-export function toFlow(options: FlowOptions): TaskFlow | undefined {
+export function toLimits(options: LimitOptions): TaskLimits | undefined {
   const { rate, serial, priority, queue } = options;
   const bucket = rate === undefined ? undefined : (toRate(rate, 'rate', true) as KeyedRate);
   if (serial !== undefined) assertKey(serial, 'serial');
