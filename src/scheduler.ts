@@ -473,7 +473,7 @@ export class Scheduler extends SchedulerAliases {
 
   /** The most tasks that may be waiting at once (the option `maxWaiting`). @default Infinity */
   get maxWaiting(): number {
-    return this.#loop.maxPending;
+    return this.#loop.maxWaiting;
   }
 
   /** The default IANA time zone of calendar rules. */
@@ -524,12 +524,12 @@ export class Scheduler extends SchedulerAliases {
    */
   waitingTasks(limit?: number): Task[] {
     if (limit !== undefined) assertLimit(limit);
-    return this.#loop.pendingTasks(limit);
+    return this.#loop.waitingTasks(limit);
   }
 
   /** @internal waiting and due counts per task name, for `metrics()`: one O(n) pass. */
-  waitingByName(): ReturnType<TaskLoop['pendingByName']> {
-    return this.#loop.pendingByName();
+  waitingByName(): ReturnType<TaskLoop['waitingByName']> {
+    return this.#loop.waitingByName();
   }
 
   /**

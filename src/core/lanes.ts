@@ -94,7 +94,7 @@ export class RateLane {
   blockedAt = Infinity;
   /** Removed from the gate: its entries in the wake heap are stale. */
   dropped = false;
-  /** Tasks naming the key that have not reached a final state (pending, waiting here, running, or waiting for a retry). */
+  /** Tasks naming the key that have not reached a final state (waiting in the heap or here, running, or waiting for a retry). */
   unfinished = 0;
 
   constructor(key: string, limit: number, interval: number) {

@@ -76,7 +76,7 @@ export interface Cancellable {
 /** The loop's settings, validated by the scheduler. @internal */
 export interface LoopOptions {
   workers: number;
-  maxPending: number;
+  maxWaiting: number;
   unref: boolean;
   clock: Clock;
   onError: (error: unknown, info: ErrorInfo) => void;

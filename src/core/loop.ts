@@ -1,9 +1,9 @@
-// The in-memory engine: the heap of pending tasks, the pool of workers, the
+// The in-memory engine: the heap of waiting tasks, the pool of workers, the
 // pump that starts due tasks (through the gate when rate limits, serial keys
 // or priorities are in use), and what becomes of each run: success, retry,
 // failure, timeout, cancellation; then `close()`. Its timer and its reading
 // of time are its base class (loop-clock.ts), its types are in loop-types.ts,
-// its read-only views of the pending tasks in pending.ts.
+// its read-only views of the waiting tasks in waiting.ts.
 import type { Emitter } from './emitter.js';
 import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
 import { Gate } from './gate.js';
@@ -12,7 +12,7 @@ import { LatenessRecorder } from './lateness.js';
 import { Journal, type TaskLogLine } from './journal.js';
 import { assertWorkers, type Cancellable, type ErrorInfo, type LoopOptions, type SchedulerStats, type TaskEvents } from './loop-types.js';
 import { LoopClock } from './loop-clock.js';
-import { countByName, listPending, type WaitingCounts } from './pending.js';
+import { countByName, listWaiting, type WaitingCounts } from './waiting.js';
 import { retryDelay } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
 import { toSettings, type TaskOptions } from './task-options.js';
@@ -26,7 +26,7 @@ let nextId = 1;
 const NOTHING: TaskFunction = () => undefined;
 
 /**
- * The in-memory engine behind `Scheduler`: pending tasks sit in one min-heap,
+ * The in-memory engine behind `Scheduler`: waiting tasks sit in one min-heap,
  * a single timer is armed for the earliest, and due tasks run on a bounded,
  * resizable pool of worker slots. Jobs and durable work feed it through
  * `push()`; it knows nothing of either.
@@ -48,7 +48,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   readonly #lateness = new LatenessRecorder();
   readonly #onError: (error: unknown, info: ErrorInfo) => void;
   #workers: number;
-  readonly maxPending: number;
+  readonly maxWaiting: number;
 
   #running = 0;
   /** Runs of async tasks in flight, so `close({ abort: true })` can reach them. */
@@ -57,8 +57,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   #current: Run | undefined = undefined;
   #pumpQueued = false;
   #pumping = false;
-  /** Pending tasks whose time follows elapsed time (settings.elapsed). */
-  #elapsedPending = 0;
+  /** Waiting tasks whose time follows elapsed time (settings.elapsed). */
+  #elapsedWaiting = 0;
   #closed = false;
   #idleWaiters: (() => void)[] = [];
 
@@ -84,7 +84,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
     super(options.clock, options.unref);
     this.#workers = options.workers;
-    this.maxPending = options.maxPending;
+    this.maxWaiting = options.maxWaiting;
     this.#onError = options.onError;
     this.#events = events;
     if (options.rate !== undefined) this.#setRate(options.rate);
@@ -126,8 +126,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.#pump();
   }
 
-  /** Calls `fn` for every pending task (the time heap's, then the gate's), in no particular order. */
-  forEachPending(fn: (task: Task) => void): void {
+  /** Calls `fn` for every waiting task (the time heap's, then the gate's), in no particular order. */
+  forEachWaiting(fn: (task: Task) => void): void {
     this.#queue.forEach(fn);
     this.#gate?.forEach(fn);
   }
@@ -162,7 +162,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   /** The checks every new piece of work passes: open, room left. */
   assertAccepting(): void {
     if (this.#closed) throw new ClosedError();
-    if (this.size >= this.maxPending) throw new QueueFullError(this.maxPending);
+    if (this.size >= this.maxWaiting) throw new QueueFullError(this.maxWaiting);
   }
 
   /** A user's task: validated, checked against the limits, then queued. */
@@ -256,25 +256,25 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     };
   }
 
-  pendingTasks(limit = Infinity): Task[] {
-    return listPending(this.#queue, this.#gate, limit);
+  waitingTasks(limit = Infinity): Task[] {
+    return listWaiting(this.#queue, this.#gate, limit);
   }
 
-  /** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass over the heap. */
-  pendingByName(): Map<string, WaitingCounts> {
+  /** Waiting and due counts per task name ('' for unnamed), in one pass over the heap. */
+  waitingByName(): Map<string, WaitingCounts> {
     return countByName(this.#queue, this.#gate, this.clock.now());
   }
 
-  /** Stops taking work and cancels every pending task; resolves when running ones settle. */
+  /** Stops taking work and cancels every waiting task; resolves when running ones settle. */
   close(): Promise<void> {
     this.#closed = true;
     this.disarm();
     const reason = new ClosedError();
-    this.#elapsedPending = 0;
+    this.#elapsedWaiting = 0;
     // Held tasks first: the gate is emptied before any serial key could be handed on.
     const held = this.#gate === undefined ? [] : this.#gate.clear();
-    for (const task of this.#queue.clear()) this.#cancelPending(task, reason, false);
-    for (const task of held) this.#cancelPending(task, reason, false);
+    for (const task of this.#queue.clear()) this.#cancelWaiting(task, reason, false);
+    for (const task of held) this.#cancelWaiting(task, reason, false);
     return this.onIdle();
   }
 
@@ -286,8 +286,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   /** @internal the `task.cancel()` implementation */
   cancelTask(task: Task, reason: unknown): boolean {
-    if (task._state === State.Pending || task._state === State.Held) {
-      this.#cancelPending(task, reason, true);
+    if (task._state === State.Waiting || task._state === State.Held) {
+      this.#cancelWaiting(task, reason, true);
       // A cancelled key holder or bucket head lets the next task of its key go.
       if (task._settings.limits !== undefined) this.#pump();
       this.#checkIdle();
@@ -324,7 +324,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   #enqueue(task: Task): void {
     this.#queue.push(task);
-    if (task._settings.elapsed === true) this.#elapsedPending++;
+    if (task._settings.elapsed === true) this.#elapsedWaiting++;
     // Arming is deferred to a microtask: scheduling a burst of tasks in one
     // tick then costs one timer update, not one per task, and tasks already
     // due in the same tick still start in due-time order.
@@ -348,7 +348,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   #pump(): void {
     // A task that resizes the pool or settles synchronously calls back in
     // here; the loop below already re-reads everything it depends on.
-    // A yield pending (timerAt -Infinity): its immediate pumps once the event loop has turned.
+    // A yield under way (timerAt -Infinity): its immediate pumps once the event loop has turned.
     if (this.#pumping || this.#closed || this.timerAt === -Infinity) return;
     this.#pumping = true;
     const queue = this.#queue;
@@ -369,7 +369,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
           if (task._time > now) break;
           if (current > deadline) return this.yieldTurn();
           queue.pop();
-          if (task._settings.elapsed === true) this.#elapsedPending--;
+          if (task._settings.elapsed === true) this.#elapsedWaiting--;
           this.#starts++;
           this.#lastStart = current;
           this.#dispatch(task, now);
@@ -396,7 +396,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
           return true;
         }
         queue.pop();
-        if (task._settings.elapsed === true) this.#elapsedPending--;
+        if (task._settings.elapsed === true) this.#elapsedWaiting--;
         gate.admit(task, current);
         current = monotonic();
       }
@@ -418,7 +418,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
    * it (an interval job set back an hour keeps its pace), wall-time tasks stay.
    */
   protected override jumped(delta: number): void {
-    if (this.#elapsedPending === 0) return;
+    if (this.#elapsedWaiting === 0) return;
     this.#queue.shift(delta, (task) => task._settings.elapsed === true);
     this.disarm();
   }
@@ -515,7 +515,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       if (this.#events.has('cancel')) this.#events.emit('cancel', task, error);
     } else if (retry !== undefined && run.attempt < retry.attempts && !this.#closed) {
       const delay = retryDelay(retry, run.attempt);
-      task._state = State.Pending;
+      task._state = State.Waiting;
       task._time = this.clock.now() + delay;
       this.#enqueue(task);
       this.#retried++;
@@ -554,14 +554,14 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.#checkIdle();
   }
 
-  #cancelPending(task: Task, reason: unknown, inQueue: boolean): void {
+  #cancelWaiting(task: Task, reason: unknown, inQueue: boolean): void {
     const held = task._state === State.Held;
     task._state = State.Cancelled;
     if (inQueue && held) {
       this.#gate!.discard(task, this.readElapsed());
     } else if (inQueue) {
       this.#queue.discard();
-      if (task._settings.elapsed === true) this.#elapsedPending--;
+      if (task._settings.elapsed === true) this.#elapsedWaiting--;
     }
     this.#detach(task);
     this.#finish(task, State.Cancelled, reason);

@@ -127,7 +127,7 @@ function countAll(loop: TaskLoop): Map<string, QueueCounts> {
   if (gate === undefined) of(DEFAULT_QUEUE).running = loop.running;
   else for (const lane of gate.queues()) of(lane.name).running = lane.running;
   const now = loop.clock.now();
-  loop.forEachPending((task: Task) => {
+  loop.forEachWaiting((task: Task) => {
     const entry = of(task._settings.limits?.queue ?? DEFAULT_QUEUE);
     entry.waiting++;
     entry.pending++;

@@ -8,8 +8,7 @@ import { toLogLine, toProgress, type Journal, type TaskLogLine } from './journal
 /**
  * The life of a task: `waiting` until it starts (for its time, a worker, or its
  * queue, keys or rate), then `running`, then one of the final states. The same
- * words as a stored task's (`StoredState`); taskheap 0.1 named `waiting`
- * `pending` (see docs/design.md, "One vocabulary").
+ * words as a stored task's (`StoredState`; see docs/design.md, "One vocabulary").
  */
 export type TaskState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
 
@@ -103,7 +102,7 @@ export interface TaskOwner {
 }
 
 export enum State {
-  Pending,
+  Waiting,
   Running,
   Succeeded,
   Failed,
@@ -185,12 +184,12 @@ export class Task<T = unknown> {
   /** @internal */
   _fn: TaskFunction;
   /** @internal */
-  _state: State = State.Pending;
+  _state: State = State.Waiting;
   /** @internal */
   _settings: TaskSettings;
   /**
    * @internal One slot for the run and the outcome, because every field of
-   * a Task costs 8 bytes on each of a million pending tasks: the current or
+   * a Task costs 8 bytes on each of a million waiting tasks: the current or
    * last `Run` (its `attempt` counts the runs so far; it carries `result`'s
    * Deferred and the outcome), or, before any run, the Deferred of a `result`
    * that was read, or the outcome of a task that finished without running.

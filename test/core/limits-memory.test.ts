@@ -3,7 +3,7 @@ import { Scheduler } from '../../src/index.js';
 import { ManualClock } from '../../src/testing.js';
 import { heapUsed } from '../helpers.js';
 
-describe('keys with no pending work cost nothing', () => {
+describe('keys with no waiting work cost nothing', () => {
   it('100,000 rate, serial or concurrency, and dedupe keys, each used once: their state is gone once their windows expire', async () => {
     const clock = new ManualClock(0);
     const scheduler = new Scheduler({ clock, workers: Infinity });

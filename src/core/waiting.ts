@@ -13,7 +13,7 @@ export interface WaitingCounts {
 }
 
 /** Waiting tasks, earliest due first: all of them, or the `limit` earliest. @internal */
-export function listPending(queue: TaskQueue, gate: Gate | undefined, limit: number): Task[] {
+export function listWaiting(queue: TaskQueue, gate: Gate | undefined, limit: number): Task[] {
   const tasks = limit >= queue.size ? queue.toSortedArray() : queue.earliest(limit);
   if (gate === undefined || gate.size === 0) return tasks;
   // Held tasks are all due, so they come before most of the heap's; merged by a sort (introspection, not the hot path).
