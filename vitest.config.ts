@@ -7,7 +7,7 @@ import { LongestFirst } from './test/sequencer.js';
  * (`isolate: false`).
  */
 const IN_MEMORY = [
-  'test/core/!(time|memory|flow-memory).test.ts',
+  'test/core/!(time|memory|limits-memory).test.ts',
   'test/rules/**/*.test.ts',
   'test/jobs/**/*.test.ts',
   'test/flows/**/*.test.ts',
@@ -20,7 +20,7 @@ const IN_MEMORY = [
 const ALONE = [
   'test/core/time.test.ts',
   'test/core/memory.test.ts',
-  'test/core/flow-memory.test.ts',
+  'test/core/limits-memory.test.ts',
   'test/ops/counts.test.ts',
   'test/binaries.test.ts',
 ];

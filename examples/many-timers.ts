@@ -58,16 +58,16 @@ console.log(
   `  heap: ${fmt((after.heapUsed - before.heapUsed) / n)} bytes per reminder (${fmt((after.heapUsed - before.heapUsed) / MB)} MB, including the array of handles)`,
 );
 console.log(`  rss:  ${fmt((after.rss - before.rss) / n)} bytes per reminder (${fmt(after.rss / MB)} MB in all)`);
-console.log(`  pending: ${fmt(scheduler.size)}, one timer armed for the earliest`);
+console.log(`  waiting: ${fmt(scheduler.size)}, one timer armed for the earliest`);
 
 await sleep(250);
-console.log(`after 250 ms: ${fmt(fired)} fired (the ones due first), ${fmt(scheduler.size)} pending`);
+console.log(`after 250 ms: ${fmt(fired)} fired (the ones due first), ${fmt(scheduler.size)} waiting`);
 
 start = performance.now();
 let cancelled = 0;
 for (const task of tasks) if (task.cancel()) cancelled++;
 const cancelMs = performance.now() - start;
-console.log(`cancelled ${fmt(cancelled)} reminders in ${cancelMs.toFixed(0)} ms; pending now ${scheduler.size}`);
+console.log(`cancelled ${fmt(cancelled)} reminders in ${cancelMs.toFixed(0)} ms; waiting now ${scheduler.size}`);
 
 tasks.length = 0;
 const end = memory();

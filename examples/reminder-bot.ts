@@ -26,7 +26,7 @@
  * When input ends (Ctrl-D, or the end of a pipe) the bot keeps running until
  * every scheduled one-shot reminder, snoozes included, has fired; then it
  * closes the scheduler and exits 0. Recurring jobs and paused reminders do not
- * keep it alive. `quit`, Ctrl-C and SIGTERM close it at once (pending
+ * keep it alive. `quit`, Ctrl-C and SIGTERM close it at once (waiting
  * reminders stay in the file for the next start; in memory they are dropped).
  * So `printf 'remind 200ms hi\n' | npm start` prints
  * the reminder after 200 ms and exits.
@@ -35,7 +35,7 @@
  * REMINDERS_DB=<file> for another) through taskheap's durable store, so a
  * restart, even after `kill -9`, lists and fires them all (`createStoredBot`).
  * `--memory` (or REMINDERS_DB=:memory:) keeps them in memory only
- * (`createBot`), where `quit` drops pending ones.
+ * (`createBot`), where `quit` drops waiting ones.
  *
  * The logic lives in `createBot()`, which tests drive with a ManualClock, and
  * `createStoredBot()`, tested across real restarts; the stdin wiring is the
@@ -60,8 +60,8 @@ export interface Bot {
   /** Runs one command line. Resolves once it is handled (for `quit`: once the scheduler closed). */
   handle(line: string): Promise<void>;
   /** Scheduled (not paused) one-shot reminders and snoozes that have not fired yet. */
-  readonly pendingOneShots: number;
-  /** Resolves when `pendingOneShots` is 0. */
+  readonly waitingOneShots: number;
+  /** Resolves when `waitingOneShots` is 0. */
   oneShotsDone(): Promise<void>;
   /** Whether `quit` ran. */
   readonly closed: boolean;
@@ -293,14 +293,14 @@ function listLines(rows: ListRow[]): string[] {
 /**
  * What both bots share: reading a command line, running it, reporting usage
  * mistakes, `quit`, and telling `oneShotsDone()` waiters when no one-shot is
- * pending any more (`notify`, which the bot calls when one fires or goes).
+ * waiting any more (`notify`, which the bot calls when one fires or goes).
  */
-function shell(scheduler: Scheduler, output: (line: string) => void, commands: Commands, pendingOneShots: () => number) {
+function shell(scheduler: Scheduler, output: (line: string) => void, commands: Commands, waitingOneShots: () => number) {
   let closed = false;
   let waiters: (() => void)[] = [];
 
   function notify(): void {
-    if (waiters.length === 0 || pendingOneShots() > 0) return;
+    if (waiters.length === 0 || waitingOneShots() > 0) return;
     const done = waiters;
     waiters = [];
     for (const resolve of done) resolve();
@@ -332,11 +332,11 @@ function shell(scheduler: Scheduler, output: (line: string) => void, commands: C
 
   const bot: Bot = {
     handle,
-    get pendingOneShots() {
-      return pendingOneShots();
+    get waitingOneShots() {
+      return waitingOneShots();
     },
     oneShotsDone() {
-      if (closed || pendingOneShots() === 0) return Promise.resolve();
+      if (closed || waitingOneShots() === 0) return Promise.resolve();
       return new Promise((resolve) => waiters.push(resolve));
     },
     get closed() {
@@ -352,9 +352,9 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
 
   const now = () => scheduler.clock.now();
   const time = (ms: number) => formatTime(scheduler.timezone, ms);
-  const { bot, notify } = shell(scheduler, output, { remind, every, cron, snooze, pause, resume, cancel, list }, pendingOneShots);
+  const { bot, notify } = shell(scheduler, output, { remind, every, cron, snooze, pause, resume, cancel, list }, waitingOneShots);
 
-  function pendingOneShots(): number {
+  function waitingOneShots(): number {
     let count = 0;
     for (const reminder of reminders.values()) {
       for (const timer of reminder.timers) if (timer.task !== undefined) count++;
@@ -399,7 +399,7 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     return reminder.timers.size > 0 ? 'scheduled' : 'done';
   }
 
-  /** The earliest upcoming run: the job's next occurrence or a pending snooze. */
+  /** The earliest upcoming run: the job's next occurrence or a waiting snooze. */
   function nextRun(reminder: Reminder): number | undefined {
     let next = reminder.job?.nextRunAt?.getTime();
     for (const timer of reminder.timers) {
@@ -503,7 +503,7 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
 
   function cancel(args: string[]): void {
     const reminder = find(args[0], 'cancel');
-    // One abort cancels the job and every pending task that shares the signal.
+    // One abort cancels the job and every waiting task that shares the signal.
     reminder.controller.abort();
     for (const timer of reminder.timers) timer.task?.cancel(); // paused timers have no task; this is a no-op for the rest
     reminders.delete(reminder.id);
@@ -558,7 +558,7 @@ interface StoredReminder {
   kind: Kind;
   text: string;
   rule: string;
-  /** The one-shot (kind once; undefined once it fired) or the pending snooze (recurring). */
+  /** The one-shot (kind once; undefined once it fired) or the waiting snooze (recurring). */
   timer: StoredTimer | undefined;
   paused: boolean;
 }
@@ -576,7 +576,7 @@ const PARKED = new Date('9999-12-31T00:00:00Z');
  *
  * A paused one-shot is kept as a task due at the end of time, with the time
  * it had left in its payload; resuming schedules it again under the same key
- * (which replaces it). A recurring reminder has at most one pending snooze
+ * (which replaces it). A recurring reminder has at most one waiting snooze
  * (key `reminder:<id>:snooze`): snoozing again moves it. One-shots that have
  * fired are not listed after a restart.
  */
@@ -606,12 +606,12 @@ export async function createStoredBot({
       cancel,
       list,
     },
-    pendingOneShots,
+    waitingOneShots,
   );
   const keyOf = (id: number) => `reminder:${id}`;
   const timerKey = (reminder: StoredReminder) => (reminder.kind === 'once' ? keyOf(reminder.id) : `${keyOf(reminder.id)}:snooze`);
 
-  function pendingOneShots(): number {
+  function waitingOneShots(): number {
     let count = 0;
     for (const reminder of reminders.values()) if (reminder.timer !== undefined && !reminder.paused) count++;
     return count;
@@ -711,7 +711,7 @@ export async function createStoredBot({
     notify();
   }
 
-  /** The job's next occurrence (read from the store) or the pending one-shot, whichever is earlier. */
+  /** The job's next occurrence (read from the store) or the waiting one-shot, whichever is earlier. */
   async function nextRun(reminder: StoredReminder): Promise<number | undefined> {
     let next = reminder.kind === 'once' ? undefined : (await scheduler.getJob(keyOf(reminder.id)))?.nextRunAt?.getTime();
     const timer = reminder.timer;
@@ -776,7 +776,7 @@ export async function createStoredBot({
   await restore();
   onRestore?.(reminders.size);
   await scheduler.start();
-  // Pending reminders stay in the store for the next start, `quit` included.
+  // Waiting reminders stay in the store for the next start, `quit` included.
   return Object.assign(bot, { restored: reminders.size });
 }
 
@@ -841,10 +841,10 @@ async function main(): Promise<void> {
   }
   prompting = false;
   if (!bot.closed) {
-    const pending = bot.pendingOneShots;
-    if (!stopping && pending > 0) {
+    const waiting = bot.waitingOneShots;
+    if (!stopping && waiting > 0) {
       // On stderr, so piped stdout carries only the bot's own lines.
-      console.error(`(end of input: waiting for ${pending} reminder${pending === 1 ? '' : 's'} to fire)`);
+      console.error(`(end of input: waiting for ${waiting} reminder${waiting === 1 ? '' : 's'} to fire)`);
       await Promise.race([bot.oneShotsDone(), interrupted]);
     }
     await bot.handle('quit');

@@ -126,7 +126,7 @@ export class Flows {
     const match = (task: Task) => {
       if (task.id === id) found = task;
     };
-    this.#loop.forEachPending(match);
+    this.#loop.forEachWaiting(match);
     if (found === undefined) this.#loop.forEachRunning(match);
     return found === undefined ? undefined : { task: found, runs: this.runsTask(found) };
   }

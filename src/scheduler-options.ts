@@ -4,9 +4,9 @@
 // The scheduler's hot path (`schedule()`, `after()`) needs none of it.
 import { assertClock, systemClock, type Clock } from './core/clock.js';
 import { toDuration, type Duration } from './core/duration.js';
-import { toRate, type RateLimit } from './core/flow-options.js';
+import { toRate, type RateLimit } from './core/limit-options.js';
 import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from './core/loop-types.js';
-import type { QueueSettings } from './core/flow.js';
+import type { QueueSettings } from './core/gate.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
 import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
 import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME } from './core/validate.js';
@@ -281,7 +281,7 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
   const durableQueues = options.queues === undefined || store === undefined ? undefined : toDurableQueues(options.queues);
   assertWorkers(workers);
   assertThreads(threads);
-  const maxPending = toMaxWaiting(options);
+  const maxWaiting = toMaxWaiting(options);
   if (typeof unref !== 'boolean') throw new TypeError(`Expected \`unref\` to be a boolean, got ${describe(unref)}`);
   assertClock(clock);
   if (typeof onError !== 'function') throw new TypeError(`Expected \`onError\` to be a function, got ${describe(onError)}`);
@@ -293,7 +293,7 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
   if (retention !== undefined && store === undefined)
     throw new TypeError('The `retention` option needs a scheduler created with a `store`');
   return {
-    loop: { workers, maxPending, unref, clock, onError, rate },
+    loop: { workers, maxWaiting, unref, clock, onError, rate },
     timezone: zone,
     store,
     handlers,

@@ -5,7 +5,7 @@
 // processes: pause, global concurrency, rate) returns a Promise, in memory
 // too (resolved at once, the change already made), so code that uses queues
 // is the same in both modes.
-import type { RateLimit } from './core/flow-options.js';
+import type { RateLimit } from './core/limit-options.js';
 import { listQueues, Queue, type QueueCounts } from './core/queues.js';
 import type { TaskLoop } from './core/loop.js';
 import type { DurableQueueCounts } from './durable/queues.js';

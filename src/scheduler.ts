@@ -9,7 +9,7 @@ import { ClosedError } from './core/errors.js';
 import { TaskLoop } from './core/loop.js';
 import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
-import type { RateLimit } from './core/flow-options.js';
+import type { RateLimit } from './core/limit-options.js';
 import { configureQueues } from './core/queues.js';
 import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
 import { Flows } from './scheduler-flows.js';
@@ -473,7 +473,7 @@ export class Scheduler extends SchedulerAliases {
 
   /** The most tasks that may be waiting at once (the option `maxWaiting`). @default Infinity */
   get maxWaiting(): number {
-    return this.#loop.maxPending;
+    return this.#loop.maxWaiting;
   }
 
   /** The default IANA time zone of calendar rules. */
@@ -524,12 +524,12 @@ export class Scheduler extends SchedulerAliases {
    */
   waitingTasks(limit?: number): Task[] {
     if (limit !== undefined) assertLimit(limit);
-    return this.#loop.pendingTasks(limit);
+    return this.#loop.waitingTasks(limit);
   }
 
   /** @internal waiting and due counts per task name, for `metrics()`: one O(n) pass. */
-  waitingByName(): ReturnType<TaskLoop['pendingByName']> {
-    return this.#loop.pendingByName();
+  waitingByName(): ReturnType<TaskLoop['waitingByName']> {
+    return this.#loop.waitingByName();
   }
 
   /**

@@ -1,7 +1,7 @@
 // One vocabulary (issue 25, docs/design.md "One vocabulary"): the in-memory and
 // the stored side say the same words, and every name taskheap 0.1 used is a
 // deprecated alias that gives what its replacement gives.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -127,5 +127,22 @@ describe('deprecated aliases give what their replacements give', () => {
     ]) {
       expect(source).toMatch(new RegExp(`@deprecated Renamed \`${replacement}[^\\n]*\\*/\\n  (get )?${alias}\\(`));
     }
+  });
+});
+
+describe('one meaning per name', () => {
+  /** The source of every file in src/<folder>/ (not its subfolders). */
+  function sources(folder: string): [string, string][] {
+    const dir = new URL(`../src/${folder}/`, import.meta.url);
+    return readdirSync(dir)
+      .filter((file) => file.endsWith('.ts'))
+      .map((file) => [`src/${folder}/${file}`, readFileSync(new URL(file, dir), 'utf8')]);
+  }
+
+  it('flow names only tasks that wait for others: the core, where the limits gate lives, never says flow', () => {
+    const saying = sources('core')
+      .filter(([, text]) => /\bflow/i.test(text))
+      .map(([file]) => file);
+    expect(saying).toEqual([]);
   });
 });

@@ -6,7 +6,7 @@
 import { CONTENDERS, type Capability } from '../contenders/index.js';
 import type { Outcome } from './spawn.js';
 
-export type Workload = 'oneshot' | 'recurring' | 'drain' | 'precision' | 'next-run' | 'flow';
+export type Workload = 'oneshot' | 'recurring' | 'drain' | 'precision' | 'next-run' | 'limits';
 
 export interface Measurement {
   workload: Workload;
@@ -63,7 +63,7 @@ export const QUICK: Mode = {
 const fmt = (n: number): string => n.toLocaleString('en-US');
 
 export function plan(mode: Mode): Measurement[] {
-  const list = [...oneShot(mode), ...recurring(mode), ...drain(mode), ...precision(mode), ...nextRun(mode), ...flow(mode)];
+  const list = [...oneShot(mode), ...recurring(mode), ...drain(mode), ...precision(mode), ...nextRun(mode), ...limits(mode)];
   for (const m of list) m.params.budgetMs = mode.budgetMs;
   return list;
 }
@@ -154,21 +154,21 @@ function nextRun(mode: Mode): Measurement[] {
 
 /**
  * taskheap alone: scheduling and draining N tasks due now with no options, a
- * priority, a serial key or a rate-limit key on each (bench/workloads/flow.ts).
+ * priority, a serial key or a rate-limit key on each (bench/workloads/limits.ts).
  * Ratios are against no options.
  */
-function flow(mode: Mode): Measurement[] {
+function limits(mode: Mode): Measurement[] {
   const variants = ['none', 'priority', 'serial', 'rate'] as const;
   const labels = { none: 'no options', priority: 'priority', serial: 'serial (1,000 keys)', rate: 'rate (1,000 keys)' };
   return mode.sizes.flatMap((n) =>
     variants.map((variant) => ({
-      workload: 'flow' as const,
+      workload: 'limits' as const,
       contender: 'taskheap',
       label: labels[variant],
       group: fmt(n),
       n,
       ref: variant === 'none',
-      chain: `flow:${variant}`,
+      chain: `limits:${variant}`,
       needs: 'drain' as const,
       params: { n, variant },
     })),

@@ -79,7 +79,7 @@ const TABLES: TableSpec[] = [
   },
   {
     title: '7. Rate limits, serial keys and priorities: their cost (taskheap only)',
-    workload: 'flow',
+    workload: 'limits',
     note:
       'N no-op tasks due now, scheduled then drained with 16 workers, each with no options, a priority (0-9), one of 1,000 serial keys, or one of 1,000 rate-limit keys whose limit never binds: ' +
       'the bookkeeping alone. Ratios are against no options, which is also the path of every scheduler that never uses these options.',
@@ -242,6 +242,6 @@ export function renderTargets(list: Target[], note: string): string {
 }
 
 export function renderTables(all: Measurement[]): string {
-  const table = (flow: boolean) => TABLES.filter((spec) => (spec.workload === 'flow') === flow).map((spec) => renderTable(spec, all));
+  const table = (limits: boolean) => TABLES.filter((spec) => (spec.workload === 'limits') === limits).map((spec) => renderTable(spec, all));
   return [...table(false), renderNextRun(all), ...table(true)].filter(Boolean).join('\n\n');
 }

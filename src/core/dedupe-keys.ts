@@ -2,7 +2,7 @@
 // accepted, and what a new add with the key does under its `dedupe` mode.
 import TinyQueue from 'tinyqueue';
 import { CancelledError } from './errors.js';
-import type { Dedupe, DedupeOutcome } from './flow-options.js';
+import type { Dedupe, DedupeOutcome } from './limit-options.js';
 import { MAX_TIME, describe } from './validate.js';
 import { Run, State, type Task } from './task.js';
 
@@ -35,7 +35,7 @@ export class DedupeKeys {
     const entry = this.#entries.get(dedupe.key);
     const last = entry?.task;
     const state = last?._state;
-    const unfinished = state === State.Pending || state === State.Held || state === State.Running;
+    const unfinished = state === State.Waiting || state === State.Held || state === State.Running;
     // Waiting: not started yet (a run waiting for its retry has started).
     const waiting = unfinished && state !== State.Running && !(last!._run instanceof Run);
     const mode = dedupe.mode;
@@ -73,7 +73,7 @@ export class DedupeKeys {
       const entry = this.#entries.get(top.key);
       if (entry === undefined || entry.until > now) continue;
       const state = entry.task._state;
-      if (state !== State.Pending && state !== State.Held && state !== State.Running) this.#entries.delete(top.key);
+      if (state !== State.Waiting && state !== State.Held && state !== State.Running) this.#entries.delete(top.key);
     }
   }
 

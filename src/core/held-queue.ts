@@ -1,9 +1,9 @@
-// The heaps the flow orders waiting tasks in (by due time, or by priority
+// The heaps the gate orders waiting tasks in (by due time, or by priority
 // then due time), with removal of a task from the middle.
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
 
-/** What the flow's heaps order: a task, or an entry standing for the head of a rate key's line or a queue's best task. @internal */
+/** What the gate's heaps order: a task, or an entry standing for the head of a rate key's line or a queue's best task. @internal */
 export type Queued = Pick<Task, '_time' | 'id' | '_settings' | '_state'>;
 
 /** Earliest due time first; equal times in scheduling order. @internal */
@@ -13,14 +13,14 @@ export function byDueTime(a: Queued, b: Queued): number {
 
 /** Higher priority first, then earliest due time, then scheduling order. @internal */
 export function byPriority(a: Queued, b: Queued): number {
-  return (b._settings.flow?.priority ?? 0) - (a._settings.flow?.priority ?? 0) || a._time - b._time || a.id - b.id;
+  return (b._settings.limits?.priority ?? 0) - (a._settings.limits?.priority ?? 0) || a._time - b._time || a.id - b.id;
 }
 
 // Below this many entries a rebuild is not worth its cost.
 const MIN_COMPACT = 1024;
 
 /**
- * A heap of held tasks (state `Held`: due, waiting in the flow). As in
+ * A heap of held tasks (state `Held`: due, waiting in the gate). As in
  * TaskQueue, a cancelled task stays as a tombstone (its state changed) and
  * is skipped when it reaches the top; `live` counts the others.
  * @internal

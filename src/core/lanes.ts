@@ -1,7 +1,7 @@
 // The lines due tasks wait in for a key or a queue: `KeyLane` (a concurrency
 // or serial key), `RateLane` (a rate key), `QueueLane` (a named queue), and
-// the entries that stand for their heads in the flow's heaps.
-import type { Rate } from './flow-options.js';
+// the entries that stand for their heads in the gate's heaps.
+import type { Rate } from './limit-options.js';
 import { byDueTime, byPriority, HeldQueue, type Queued } from './held-queue.js';
 import { RateWindow } from './rate-window.js';
 import { State, type Task, type TaskSettings } from './task.js';
@@ -79,7 +79,7 @@ export class LaneEntry extends Entry {
  * order holds whatever their priorities), until they start. While the
  * bucket has room the head is in a ready heap through one `entry`; a head
  * the bucket has no room for waits for `blockedAt`, the instant the window
- * frees, as one entry in the flow's wake heap: no timer of its own. It is made when a task naming the key is scheduled, and
+ * frees, as one entry in the gate's wake heap: no timer of its own. It is made when a task naming the key is scheduled, and
  * dropped once none is unfinished and its window has expired (at once, or
  * at the first pump after the window expires).
  * @internal
@@ -92,9 +92,9 @@ export class RateLane {
   entry: LaneEntry | undefined = undefined;
   /** When the blocked head may go (elapsed time); Infinity when not blocked. */
   blockedAt = Infinity;
-  /** Removed from the flow: its entries in the wake heap are stale. */
+  /** Removed from the gate: its entries in the wake heap are stale. */
   dropped = false;
-  /** Tasks naming the key that have not reached a final state (pending, waiting here, running, or waiting for a retry). */
+  /** Tasks naming the key that have not reached a final state (waiting in the heap or here, running, or waiting for a retry). */
   unfinished = 0;
 
   constructor(key: string, limit: number, interval: number) {
@@ -128,7 +128,7 @@ export class QueueEntry extends Entry {
  * priority order, and its best one stands in the scheduler's ready heap (an
  * `entry`) only while the queue is open: not paused, fewer than `limit` of
  * its tasks running, room in its rate window. A queue blocked by its rate
- * waits in the flow's wake heap (`blockedAt`), one blocked by its
+ * waits in the gate's wake heap (`blockedAt`), one blocked by its
  * concurrency for one of its runs to end. So a closed queue holds back its
  * own tasks only.
  * @internal

@@ -33,11 +33,11 @@ export abstract class LoopClock {
   readonly unref: boolean;
   /** Reads elapsed time: the clock's monotonic(), or its now() if it has none. */
   protected readonly readElapsed: () => number;
-  /** The due time the timer is armed for: Infinity when none is, -Infinity while a yield is pending. */
+  /** The due time the timer is armed for: Infinity when none is, -Infinity while a yield is under way. */
   protected timerAt = Infinity;
   /** The timer's handle, or the yield's immediate. */
   #timer: unknown = undefined;
-  /** Wall minus elapsed time, as the pending elapsed-time tasks were placed. */
+  /** Wall minus elapsed time, as the waiting elapsed-time tasks were placed. */
   #offset: number;
   /** Elapsed time the current slice (the pumps of this event-loop turn) began; NaN when none is open. */
   #sliceStart = NaN;
@@ -70,7 +70,7 @@ export abstract class LoopClock {
 
   /**
    * The wall time to give an elapsed-time task (settings.elapsed) due at the
-   * elapsed time `elapsed`: on the same footing as the pending ones, so a
+   * elapsed time `elapsed`: on the same footing as the waiting ones, so a
    * clock jump noticed later moves them all alike.
    */
   wallOf(elapsed: number): number {
@@ -137,7 +137,7 @@ export abstract class LoopClock {
     this.#timer = immediate;
   }
 
-  /** Clears the timer, or the pending yield's immediate. */
+  /** Clears the timer, or the yield's immediate under way. */
   protected disarm(): void {
     if (this.#timer === undefined) return;
     if (this.timerAt === -Infinity) clearImmediate(this.#timer as NodeJS.Immediate);

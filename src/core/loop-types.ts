@@ -3,7 +3,7 @@
 // pool size. Types and one check only, so the public API (index.ts, ops/,
 // dashboard/) can name them without reaching into the engine.
 import type { Clock } from './clock.js';
-import type { Rate } from './flow-options.js';
+import type { Rate } from './limit-options.js';
 import type { Lateness } from './lateness.js';
 import type { Task } from './task.js';
 import type { TaskLogLine } from './journal.js';
@@ -76,7 +76,7 @@ export interface Cancellable {
 /** The loop's settings, validated by the scheduler. @internal */
 export interface LoopOptions {
   workers: number;
-  maxPending: number;
+  maxWaiting: number;
   unref: boolean;
   clock: Clock;
   onError: (error: unknown, info: ErrorInfo) => void;

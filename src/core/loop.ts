@@ -1,18 +1,18 @@
-// The in-memory engine: the heap of pending tasks, the pool of workers, the
-// pump that starts due tasks (through the flow when rate limits, serial keys
+// The in-memory engine: the heap of waiting tasks, the pool of workers, the
+// pump that starts due tasks (through the gate when rate limits, serial keys
 // or priorities are in use), and what becomes of each run: success, retry,
 // failure, timeout, cancellation; then `close()`. Its timer and its reading
 // of time are its base class (loop-clock.ts), its types are in loop-types.ts,
-// its read-only views of the pending tasks in pending.ts.
+// its read-only views of the waiting tasks in waiting.ts.
 import type { Emitter } from './emitter.js';
 import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
-import { Flow } from './flow.js';
-import { toRate, type Rate, type RateLimit } from './flow-options.js';
+import { Gate } from './gate.js';
+import { toRate, type Rate, type RateLimit } from './limit-options.js';
 import { LatenessRecorder } from './lateness.js';
 import { Journal, type TaskLogLine } from './journal.js';
 import { assertWorkers, type Cancellable, type ErrorInfo, type LoopOptions, type SchedulerStats, type TaskEvents } from './loop-types.js';
 import { LoopClock } from './loop-clock.js';
-import { countByName, listPending, type WaitingCounts } from './pending.js';
+import { countByName, listWaiting, type WaitingCounts } from './waiting.js';
 import { retryDelay } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
 import { toSettings, type TaskOptions } from './task-options.js';
@@ -26,7 +26,7 @@ let nextId = 1;
 const NOTHING: TaskFunction = () => undefined;
 
 /**
- * The in-memory engine behind `Scheduler`: pending tasks sit in one min-heap,
+ * The in-memory engine behind `Scheduler`: waiting tasks sit in one min-heap,
  * a single timer is armed for the earliest, and due tasks run on a bounded,
  * resizable pool of worker slots. Jobs and durable work feed it through
  * `push()`; it knows nothing of either.
@@ -48,7 +48,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   readonly #lateness = new LatenessRecorder();
   readonly #onError: (error: unknown, info: ErrorInfo) => void;
   #workers: number;
-  readonly maxPending: number;
+  readonly maxWaiting: number;
 
   #running = 0;
   /** Runs of async tasks in flight, so `close({ abort: true })` can reach them. */
@@ -57,8 +57,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   #current: Run | undefined = undefined;
   #pumpQueued = false;
   #pumping = false;
-  /** Pending tasks whose time follows elapsed time (settings.elapsed). */
-  #elapsedPending = 0;
+  /** Waiting tasks whose time follows elapsed time (settings.elapsed). */
+  #elapsedWaiting = 0;
   #closed = false;
   #idleWaiters: (() => void)[] = [];
 
@@ -74,17 +74,17 @@ export class TaskLoop extends LoopClock implements TaskOwner {
    * passes through it. Undefined until then, so a scheduler that uses none
    * pumps exactly as before: one check per pump.
    */
-  #flow: Flow | undefined = undefined;
+  #gate: Gate | undefined = undefined;
   /** The scheduler-wide limit as given (for the `rate` getter). */
   #rate: RateLimit | undefined = undefined;
-  /** Starts made before the flow exists, and the last one's elapsed time: a first `rate` counts them. */
+  /** Starts made before the gate exists, and the last one's elapsed time: a first `rate` counts them. */
   #starts = 0;
   #lastStart = -Infinity;
 
   constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
     super(options.clock, options.unref);
     this.#workers = options.workers;
-    this.maxPending = options.maxPending;
+    this.maxWaiting = options.maxWaiting;
     this.#onError = options.onError;
     this.#events = events;
     if (options.rate !== undefined) this.#setRate(options.rate);
@@ -108,17 +108,17 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   #setRate(rate: Rate | undefined): void {
     this.#rate = rate === undefined ? undefined : { limit: rate.limit, interval: rate.interval };
-    this.flow().setRate(rate, this.readElapsed());
+    this.gate().setRate(rate, this.readElapsed());
   }
 
-  /** The flow, made on first use (issue 22: queues use it too); it learns what ran before it. */
-  flow(): Flow {
-    return (this.#flow ??= new Flow(this.#running, this.#starts, this.#lastStart));
+  /** The gate, made on first use (issue 22: queues use it too); it learns what ran before it. */
+  gate(): Gate {
+    return (this.#gate ??= new Gate(this.#running, this.#starts, this.#lastStart));
   }
 
-  /** The flow if it exists: reading a queue's settings never makes it. */
-  get currentFlow(): Flow | undefined {
-    return this.#flow;
+  /** The gate if it exists: reading a queue's settings never makes it. */
+  get currentGate(): Gate | undefined {
+    return this.#gate;
   }
 
   /** Starts what a changed setting allows (a queue's), at once. */
@@ -126,10 +126,10 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.#pump();
   }
 
-  /** Calls `fn` for every pending task (the time heap's, then the flow's), in no particular order. */
-  forEachPending(fn: (task: Task) => void): void {
+  /** Calls `fn` for every waiting task (the time heap's, then the gate's), in no particular order. */
+  forEachWaiting(fn: (task: Task) => void): void {
     this.#queue.forEach(fn);
-    this.#flow?.forEach(fn);
+    this.#gate?.forEach(fn);
   }
 
   /** Calls `fn` for the task of every run in flight (a synchronous run ends before anyone can look). */
@@ -148,7 +148,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   get size(): number {
-    return this.#flow === undefined ? this.#queue.size : this.#queue.size + this.#flow.size;
+    return this.#gate === undefined ? this.#queue.size : this.#queue.size + this.#gate.size;
   }
 
   get running(): number {
@@ -162,7 +162,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   /** The checks every new piece of work passes: open, room left. */
   assertAccepting(): void {
     if (this.#closed) throw new ClosedError();
-    if (this.size >= this.maxPending) throw new QueueFullError(this.maxPending);
+    if (this.size >= this.maxWaiting) throw new QueueFullError(this.maxWaiting);
   }
 
   /** A user's task: validated, checked against the limits, then queued. */
@@ -173,9 +173,9 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.assertAccepting();
     const signal = settings.signal;
     if (signal?.aborted) throw signal.reason;
-    // A dedupe key: the flow's keys decide whether (and when) to insert.
-    const dedupe = settings.flow?.dedupe;
-    if (dedupe !== undefined) return this.flow().dedupe.add(dedupe, time, this.readElapsed(), (at) => this.#insert(at, fn, settings));
+    // A dedupe key: the gate's keys decide whether (and when) to insert.
+    const dedupe = settings.limits?.dedupe;
+    if (dedupe !== undefined) return this.gate().dedupe.add(dedupe, time, this.readElapsed(), (at) => this.#insert(at, fn, settings));
     return this.#insert(time, fn, settings);
   }
 
@@ -188,14 +188,14 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   /** A new task into the heap, past every check: jobs and the store's claims land here too. */
   push(time: number, fn: TaskFunction, settings: TaskSettings): Task {
     const task = new Task(nextId++, time, fn, settings);
-    if (settings.flow !== undefined) this.#scheduled(task);
+    if (settings.limits !== undefined) this.#scheduled(task);
     this.#enqueue(task);
     return task;
   }
 
-  /** A task with flow options is scheduled: the flow comes into use, and its key's limit is this task's. */
+  /** A task with limit options is scheduled: the gate comes into use, and its key's limit is this task's. */
   #scheduled(task: Task): void {
-    this.flow().scheduled(task, this.readElapsed());
+    this.gate().scheduled(task, this.readElapsed());
   }
 
   /** Cancels `member` when `signal` aborts (one listener per signal, however many members). */
@@ -238,7 +238,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   stats(): SchedulerStats {
-    const held = this.#flow === undefined ? 0 : this.#flow.size;
+    const held = this.#gate === undefined ? 0 : this.#gate.size;
     const waiting = this.#queue.size + held;
     return {
       waiting,
@@ -256,25 +256,25 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     };
   }
 
-  pendingTasks(limit = Infinity): Task[] {
-    return listPending(this.#queue, this.#flow, limit);
+  waitingTasks(limit = Infinity): Task[] {
+    return listWaiting(this.#queue, this.#gate, limit);
   }
 
-  /** Pending and due-and-waiting counts per task name ('' for unnamed), in one pass over the heap. */
-  pendingByName(): Map<string, WaitingCounts> {
-    return countByName(this.#queue, this.#flow, this.clock.now());
+  /** Waiting and due counts per task name ('' for unnamed), in one pass over the heap. */
+  waitingByName(): Map<string, WaitingCounts> {
+    return countByName(this.#queue, this.#gate, this.clock.now());
   }
 
-  /** Stops taking work and cancels every pending task; resolves when running ones settle. */
+  /** Stops taking work and cancels every waiting task; resolves when running ones settle. */
   close(): Promise<void> {
     this.#closed = true;
     this.disarm();
     const reason = new ClosedError();
-    this.#elapsedPending = 0;
-    // Held tasks first: the flow is emptied before any serial key could be handed on.
-    const held = this.#flow === undefined ? [] : this.#flow.clear();
-    for (const task of this.#queue.clear()) this.#cancelPending(task, reason, false);
-    for (const task of held) this.#cancelPending(task, reason, false);
+    this.#elapsedWaiting = 0;
+    // Held tasks first: the gate is emptied before any serial key could be handed on.
+    const held = this.#gate === undefined ? [] : this.#gate.clear();
+    for (const task of this.#queue.clear()) this.#cancelWaiting(task, reason, false);
+    for (const task of held) this.#cancelWaiting(task, reason, false);
     return this.onIdle();
   }
 
@@ -286,10 +286,10 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   /** @internal the `task.cancel()` implementation */
   cancelTask(task: Task, reason: unknown): boolean {
-    if (task._state === State.Pending || task._state === State.Held) {
-      this.#cancelPending(task, reason, true);
+    if (task._state === State.Waiting || task._state === State.Held) {
+      this.#cancelWaiting(task, reason, true);
       // A cancelled key holder or bucket head lets the next task of its key go.
-      if (task._settings.flow !== undefined) this.#pump();
+      if (task._settings.limits !== undefined) this.#pump();
       this.#checkIdle();
       return true;
     }
@@ -324,7 +324,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   #enqueue(task: Task): void {
     this.#queue.push(task);
-    if (task._settings.elapsed === true) this.#elapsedPending++;
+    if (task._settings.elapsed === true) this.#elapsedWaiting++;
     // Arming is deferred to a microtask: scheduling a burst of tasks in one
     // tick then costs one timer update, not one per task, and tasks already
     // due in the same tick still start in due-time order.
@@ -348,7 +348,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   #pump(): void {
     // A task that resizes the pool or settles synchronously calls back in
     // here; the loop below already re-reads everything it depends on.
-    // A yield pending (timerAt -Infinity): its immediate pumps once the event loop has turned.
+    // A yield under way (timerAt -Infinity): its immediate pumps once the event loop has turned.
     if (this.#pumping || this.#closed || this.timerAt === -Infinity) return;
     this.#pumping = true;
     const queue = this.#queue;
@@ -357,8 +357,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     const deadline = this.sliceEnd(elapsed);
     const offset = this.wallOffset(elapsed);
     try {
-      if (this.#flow !== undefined) {
-        if (this.#pumpFlow(this.#flow, offset, deadline)) return;
+      if (this.#gate !== undefined) {
+        if (this.#pumpGate(this.#gate, offset, deadline)) return;
       } else
         while (this.#running < this.#workers) {
           const task = queue.peek();
@@ -369,7 +369,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
           if (task._time > now) break;
           if (current > deadline) return this.yieldTurn();
           queue.pop();
-          if (task._settings.elapsed === true) this.#elapsedPending--;
+          if (task._settings.elapsed === true) this.#elapsedWaiting--;
           this.#starts++;
           this.#lastStart = current;
           this.#dispatch(task, now);
@@ -381,11 +381,11 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   /**
-   * The pump once the flow is in use: every due task enters the flow first
-   * (so the best of them is chosen, not merely the earliest), then the flow
+   * The pump once the gate is in use: every due task enters the gate first
+   * (so the best of them is chosen, not merely the earliest), then the gate
    * hands out what may start. Returns true if it yielded.
    */
-  #pumpFlow(flow: Flow, offset: number, deadline: number): boolean {
+  #pumpGate(gate: Gate, offset: number, deadline: number): boolean {
     const queue = this.#queue;
     const monotonic = this.readElapsed;
     while (this.#running < this.#workers) {
@@ -396,17 +396,17 @@ export class TaskLoop extends LoopClock implements TaskOwner {
           return true;
         }
         queue.pop();
-        if (task._settings.elapsed === true) this.#elapsedPending--;
-        flow.admit(task, current);
+        if (task._settings.elapsed === true) this.#elapsedWaiting--;
+        gate.admit(task, current);
         current = monotonic();
       }
-      flow.wake(current);
-      if (!flow.hasReady()) break;
+      gate.wake(current);
+      if (!gate.hasReady()) break;
       if (current > deadline) {
         this.yieldTurn();
         return true;
       }
-      const task = flow.take(current);
+      const task = gate.take(current);
       if (task === undefined) break;
       this.#dispatch(task, current + offset);
     }
@@ -418,23 +418,23 @@ export class TaskLoop extends LoopClock implements TaskOwner {
    * it (an interval job set back an hour keeps its pace), wall-time tasks stay.
    */
   protected override jumped(delta: number): void {
-    if (this.#elapsedPending === 0) return;
+    if (this.#elapsedWaiting === 0) return;
     this.#queue.shift(delta, (task) => task._settings.elapsed === true);
     this.disarm();
   }
 
   #arm(): void {
     const next = this.#running < this.#workers ? this.#queue.peek() : undefined;
-    if (this.#flow !== undefined && this.#running < this.#workers) return this.armAt(this.#flowWake(next));
+    if (this.#gate !== undefined && this.#running < this.#workers) return this.armAt(this.#gateWake(next));
     // With no free worker, the next settling task pumps; no timer needed.
     if (next === undefined) return this.disarm();
     this.armAt(next._time);
   }
 
-  /** The earliest of the next due task and the flow's next wake, as a wall time. */
-  #flowWake(next: Task | undefined): number {
+  /** The earliest of the next due task and the gate's next wake, as a wall time. */
+  #gateWake(next: Task | undefined): number {
     const elapsed = this.readElapsed();
-    const wake = this.#flow!.wakeAt(elapsed);
+    const wake = this.#gate!.wakeAt(elapsed);
     const at = next === undefined ? Infinity : next._time;
     return wake === Infinity ? at : Math.min(at, wake + (this.clock.now() - elapsed));
   }
@@ -485,7 +485,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   /** An occurrence its job skipped: it ends without running, reported by the job's `skip` event only. */
   #skipRun(task: Task): void {
-    this.#flow?.ended(task);
+    this.#gate?.ended(task);
     this.#detach(task);
     this.#finish(task, State.Succeeded, undefined);
     this.#afterRun();
@@ -515,7 +515,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       if (this.#events.has('cancel')) this.#events.emit('cancel', task, error);
     } else if (retry !== undefined && run.attempt < retry.attempts && !this.#closed) {
       const delay = retryDelay(retry, run.attempt);
-      task._state = State.Pending;
+      task._state = State.Waiting;
       task._time = this.clock.now() + delay;
       this.#enqueue(task);
       this.#retried++;
@@ -546,7 +546,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     if (run.timer !== undefined) this.clock.clearTimer(run.timer);
     this.#active.delete(run);
     // Its queue runs one task fewer.
-    this.#flow?.ended(run.task);
+    this.#gate?.ended(run.task);
   }
 
   #afterRun(): void {
@@ -554,14 +554,14 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.#checkIdle();
   }
 
-  #cancelPending(task: Task, reason: unknown, inQueue: boolean): void {
+  #cancelWaiting(task: Task, reason: unknown, inQueue: boolean): void {
     const held = task._state === State.Held;
     task._state = State.Cancelled;
     if (inQueue && held) {
-      this.#flow!.discard(task, this.readElapsed());
+      this.#gate!.discard(task, this.readElapsed());
     } else if (inQueue) {
       this.#queue.discard();
-      if (task._settings.elapsed === true) this.#elapsedPending--;
+      if (task._settings.elapsed === true) this.#elapsedWaiting--;
     }
     this.#detach(task);
     this.#finish(task, State.Cancelled, reason);
@@ -571,7 +571,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   #finish(task: Task, state: State, outcome: unknown): void {
     // Its serial key goes to the next task of the key (which may start at the next pump).
-    if (task._settings.flow !== undefined) this.#flow?.settled(task, this.readElapsed());
+    if (task._settings.limits !== undefined) this.#gate?.settled(task, this.readElapsed());
     task._finish(state, outcome);
     task._settings.observer?.settled(task, state, outcome);
   }

@@ -3,23 +3,23 @@
 // - run options (`timeout`, `retry`): how each run is bounded and repeated;
 // - limit options (`rate`, `serial`, `concurrency`, `priority`, `queue`):
 //   which limits a task starts under (declared beside the limits' own
-//   validators, flow-options.ts, and exported from here too);
+//   validators, limit-options.ts, and exported from here too);
 // - dedupe options (`key`, `dedupe`): how a task meets one with its key;
 // - job policy (`overlap`, `misfire`, `catchUp`, `jitter`): a recurring job's.
 // The public option types (`TaskOptions`, `JobOptions`, `DurableTaskOptions`,
-// `StoredJobOptions`, a flow's `FlowTask`) extend these groups. Each group's
+// `StoredJobOptions`, a DAG's tasks) extend these groups. Each group's
 // keys come from a record typed by the group, so a field added to a group
 // and not to its record does not compile, and every list of known keys is
-// built from the records. Memory, the durable enqueue, flows and jobs call the
+// built from the records. Memory, the durable enqueue, DAGs and jobs call the
 // same validator of each group; a store passes its tighter rules
 // (`StoreRules`: what its columns hold), which is the one place memory and a
 // store differ.
 import { toDuration, type Duration } from './duration.js';
-import { toFlow, type DedupeMode, type LimitOptions, type TaskFlow } from './flow-options.js';
+import type { DedupeMode } from './limit-options.js';
 import { toRetryPolicy, type RetryOptions, type RetryPolicy } from './retry.js';
-import { describe, keysOf } from './validate.js';
+import { describe, keysOf, type StoreRules } from './validate.js';
 
-export { LIMIT_KEYS, type LimitOptions } from './flow-options.js';
+export { LIMIT_KEYS, toLimits, type LimitOptions } from './limit-options.js';
 
 /** How each run is bounded and repeated. */
 export interface RunOptions {
@@ -101,26 +101,10 @@ export interface JobPolicyOptions {
   jitter?: Duration;
 }
 
-/** The keys of each group (the limit options' are beside them, in flow-options.ts). */
+/** The keys of each group (the limit options' are beside them, in limit-options.ts). */
 export const RUN_KEYS = keysOf<RunOptions>({ timeout: true, retry: true });
 export const DEDUPE_KEYS = keysOf<DedupeOptions>({ key: true, dedupe: true });
 export const JOB_POLICY_KEYS = keysOf<JobPolicyOptions>({ overlap: true, misfire: true, catchUp: true, jitter: true });
-
-/**
- * What a store's columns hold, applied on top of the checks memory makes
- * (durable/validate.ts gives them): the one difference between a task in
- * memory and a stored one.
- */
-export interface StoreRules {
-  /** Checks a key or queue name a column and an index must hold (`what`: the option). */
-  key(value: unknown, what: string): void;
-  /** The longest `timeout` (a timer's limit). */
-  readonly maxTimeout: number;
-  /** The most `retry.attempts` and `catchUp` (an integer column). */
-  readonly maxCount: number;
-  /** The longest throttle or debounce period (a due time must stay storable). */
-  readonly longestPeriod: { readonly ms: number; readonly words: string };
-}
 
 /** Run options validated: `timeout` in ms (Infinity for none), `retry` as a policy. */
 export interface RunSettings {
@@ -143,31 +127,6 @@ export function toRun(options: RunOptions, store?: StoreRules): RunSettings {
     );
   }
   return { timeout, retry };
-}
-
-/**
- * Validates the limit options into what a task carries (undefined: none);
- * with `store`, the keys and the queue name must also fit its columns.
- */
-export function toLimits(options: LimitOptions, store?: StoreRules): TaskFlow | undefined {
-  if (store !== undefined) {
-    // A store's own rules for names speak first: keys go into JSON the database parses and indexed columns.
-    if (options.queue !== undefined) store.key(options.queue, 'queue');
-    if (options.serial !== undefined) store.key(options.serial, 'serial');
-  }
-  const limits =
-    options.rate === undefined &&
-    options.serial === undefined &&
-    options.priority === undefined &&
-    options.concurrency === undefined &&
-    options.queue === undefined
-      ? undefined
-      : toFlow(options);
-  if (store !== undefined && limits !== undefined) {
-    if (limits.concurrency !== undefined && options.serial === undefined) store.key(limits.concurrency.key, 'concurrency.key');
-    if (limits.rate !== undefined) store.key(limits.rate.key, 'rate.key');
-  }
-  return limits;
 }
 
 /** A recurring job's policies validated. */

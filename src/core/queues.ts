@@ -1,8 +1,8 @@
 // Named queues (issue 22): the public handle and the validation of their
-// settings. Their state lives in the flow (QueueLane in lanes.ts); a
+// settings. Their state lives in the gate (QueueLane in lanes.ts); a
 // scheduler that never configures or names a queue never makes it.
-import { assertLimit, assertQueueName, DEFAULT_QUEUE, toRate, type Rate, type RateLimit } from './flow-options.js';
-import type { QueueSettings } from './flow.js';
+import { assertLimit, assertQueueName, DEFAULT_QUEUE, toRate, type Rate, type RateLimit } from './limit-options.js';
+import type { QueueSettings } from './gate.js';
 import type { QueueLane } from './lanes.js';
 import type { TaskLoop } from './loop.js';
 import { State, type Task } from './task.js';
@@ -105,9 +105,9 @@ export function toQueues(value: unknown): Map<string, QueueSettings> {
 
 /** Sets up the validated `queues` option on a new scheduler's loop. @internal */
 export function configureQueues(loop: TaskLoop, queues: Map<string, QueueSettings>): void {
-  const flow = loop.flow();
+  const gate = loop.gate();
   const now = loop.monotonic();
-  for (const [name, settings] of queues) flow.configure(name, settings, now);
+  for (const [name, settings] of queues) gate.configure(name, settings, now);
 }
 
 function rateOf(lane: QueueLane | undefined): RateLimit | undefined {
@@ -123,12 +123,12 @@ function countAll(loop: TaskLoop): Map<string, QueueCounts> {
     if (entry === undefined) counts.set(name, (entry = noCounts()));
     return entry;
   };
-  const flow = loop.currentFlow;
-  if (flow === undefined) of(DEFAULT_QUEUE).running = loop.running;
-  else for (const lane of flow.queues()) of(lane.name).running = lane.running;
+  const gate = loop.currentGate;
+  if (gate === undefined) of(DEFAULT_QUEUE).running = loop.running;
+  else for (const lane of gate.queues()) of(lane.name).running = lane.running;
   const now = loop.clock.now();
-  loop.forEachPending((task: Task) => {
-    const entry = of(task._settings.flow?.queue ?? DEFAULT_QUEUE);
+  loop.forEachWaiting((task: Task) => {
+    const entry = of(task._settings.limits?.queue ?? DEFAULT_QUEUE);
     entry.waiting++;
     entry.pending++;
     // Held tasks are all due (waiting for their queue, keys or a worker).
@@ -140,7 +140,7 @@ function countAll(loop: TaskLoop): Map<string, QueueCounts> {
 /** Every queue: the default one, then the others in order of first use. @internal */
 export function listQueues(loop: TaskLoop): QueueInfo[] {
   const counts = countAll(loop);
-  const lanes = loop.currentFlow === undefined ? [] : [...loop.currentFlow.queues()];
+  const lanes = loop.currentGate === undefined ? [] : [...loop.currentGate.queues()];
   if (lanes.length === 0) return [info(DEFAULT_QUEUE, undefined, counts)];
   return lanes.map((lane) => info(lane.name, lane, counts));
 }
@@ -193,11 +193,11 @@ export class Queue {
 
   /** The queue's state, if it exists yet (reading never makes it). */
   get #lane(): QueueLane | undefined {
-    return this.#loop.currentFlow?.findQueue(this.name);
+    return this.#loop.currentGate?.findQueue(this.name);
   }
 
   #configure(settings: QueueSettings): void {
-    this.#loop.flow().configure(this.name, settings, this.#loop.monotonic());
+    this.#loop.gate().configure(this.name, settings, this.#loop.monotonic());
     this.#loop.pump();
   }
 

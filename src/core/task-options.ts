@@ -1,6 +1,6 @@
 // The options of `schedule()` and `after()`, validated once into the
 // settings a task carries (plain tasks share one settings object).
-import { toDedupe } from './flow-options.js';
+import { toDedupe } from './limit-options.js';
 import { DEDUPE_KEYS, LIMIT_KEYS, RUN_KEYS, toLimits, toRun, type DedupeOptions, type LimitOptions, type RunOptions } from './options.js';
 import type { TaskSettings } from './task.js';
 import { assertKnownKeys, assertOptionsObject, describe } from './validate.js';
@@ -33,9 +33,9 @@ export function toSettings(options: TaskOptions, defaults: TaskSettings): TaskSe
   }
   if (name !== undefined && typeof name !== 'string') throw new TypeError(`Expected \`name\` to be a string, got ${describe(name)}`);
   const { timeout, retry: policy } = toRun(options);
-  let flow = toLimits(options);
+  let limits = toLimits(options);
   const dedupe = options.key === undefined && options.dedupe === undefined ? undefined : toDedupe(options.key, options.dedupe);
-  if (dedupe !== undefined) flow = { ...(flow ?? { rate: undefined, serial: undefined, priority: 0 }), dedupe };
-  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined && flow === undefined) return defaults;
-  return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined, flow };
+  if (dedupe !== undefined) limits = { ...(limits ?? { rate: undefined, serial: undefined, priority: 0 }), dedupe };
+  if (signal === undefined && name === undefined && timeout === Infinity && policy === undefined && limits === undefined) return defaults;
+  return { owner: defaults.owner, name, timeout, retry: policy, signal, observer: undefined, limits };
 }

@@ -1,4 +1,4 @@
-// The timer heap (`TaskQueue`): pending tasks by due time, then scheduling
+// The timer heap (`TaskQueue`): waiting tasks by due time, then scheduling
 // order; cancelled tasks leave it at once.
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
@@ -12,10 +12,10 @@ function byDueTime(a: Task, b: Task): number {
 const MIN_COMPACT = 1024;
 
 /**
- * The pending tasks, a binary min-heap on due time.
+ * The waiting tasks, a binary min-heap on due time.
  *
  * tinyqueue cannot remove from the middle, so a cancelled task stays in the
- * heap as a tombstone (its state is no longer pending) and is dropped when it
+ * heap as a tombstone (its state is no longer waiting) and is dropped when it
  * reaches the top. Once tombstones outnumber live tasks the heap is rebuilt
  * without them in O(n): cancel stays O(1) amortised and a heap full of
  * cancelled tasks never holds more than twice the live ones.
@@ -24,7 +24,7 @@ export class TaskQueue {
   #heap = new TinyQueue<Task>([], byDueTime);
   #dead = 0;
 
-  /** Live (pending) tasks. */
+  /** Live (waiting) tasks. */
   get size(): number {
     return this.#heap.length - this.#dead;
   }
@@ -37,7 +37,7 @@ export class TaskQueue {
   peek(): Task | undefined {
     const heap = this.#heap;
     let top = heap.peek();
-    while (top !== undefined && top._state !== State.Pending) {
+    while (top !== undefined && top._state !== State.Waiting) {
       heap.pop();
       this.#dead--;
       top = heap.peek();
@@ -50,7 +50,7 @@ export class TaskQueue {
     this.#heap.pop();
   }
 
-  /** Call after a queued task stopped being pending (was cancelled). */
+  /** Call after a queued task stopped waiting (was cancelled). */
   discard(): void {
     this.#dead++;
     if (this.#dead > MIN_COMPACT && this.#dead > this.#heap.length - this.#dead) this.#compact();
@@ -67,7 +67,7 @@ export class TaskQueue {
       const task = data[i]!;
       // Tombstones keep their old due time, so the heap order still holds below them.
       if (task._time > now) continue;
-      if (task._state === State.Pending) count++;
+      if (task._state === State.Waiting) count++;
       if (2 * i + 1 < length) stack.push(2 * i + 1);
       if (2 * i + 2 < length) stack.push(2 * i + 2);
     }
@@ -76,7 +76,7 @@ export class TaskQueue {
 
   /** Empties the queue, returning the live tasks in no particular order. */
   clear(): Task[] {
-    const live = this.#heap.data.filter((task) => task._state === State.Pending);
+    const live = this.#heap.data.filter((task) => task._state === State.Waiting);
     this.#heap = new TinyQueue<Task>([], byDueTime);
     this.#dead = 0;
     return live;
@@ -84,7 +84,7 @@ export class TaskQueue {
 
   /** Calls `fn` for each live task, in no particular order. */
   forEach(fn: (task: Task) => void): void {
-    for (const task of this.#heap.data) if (task._state === State.Pending) fn(task);
+    for (const task of this.#heap.data) if (task._state === State.Waiting) fn(task);
   }
 
   /**
@@ -99,7 +99,7 @@ export class TaskQueue {
     const frontier = new TinyQueue<number>([0], (a, b) => byDueTime(data[a]!, data[b]!));
     while (frontier.length > 0 && out.length < limit) {
       const i = frontier.pop()!;
-      if (data[i]!._state === State.Pending) out.push(data[i]!);
+      if (data[i]!._state === State.Waiting) out.push(data[i]!);
       if (2 * i + 1 < length) frontier.push(2 * i + 1);
       if (2 * i + 2 < length) frontier.push(2 * i + 2);
     }
@@ -108,11 +108,11 @@ export class TaskQueue {
 
   /** Live tasks, earliest first (a copy; for introspection, not the hot path). */
   toSortedArray(): Task[] {
-    return this.#heap.data.filter((task) => task._state === State.Pending).sort(byDueTime);
+    return this.#heap.data.filter((task) => task._state === State.Waiting).sort(byDueTime);
   }
 
   /**
-   * Moves the pending tasks `select` picks by `delta` ms and restores the heap
+   * Moves the waiting tasks `select` picks by `delta` ms and restores the heap
    * order: O(n), for the rare wall-clock jump.
    */
   shift(delta: number, select: (task: Task) => boolean): void {

@@ -1,15 +1,14 @@
 // A task: the handle users get (`Task`), its context, settings and states,
 // and the interfaces by which its owner and observers hear how it ends.
 import { CancelledError } from './errors.js';
-import type { DedupeOutcome, TaskFlow } from './flow-options.js';
+import type { DedupeOutcome, TaskLimits } from './limit-options.js';
 import type { RetryPolicy } from './retry.js';
 import { toLogLine, toProgress, type Journal, type TaskLogLine } from './journal.js';
 
 /**
  * The life of a task: `waiting` until it starts (for its time, a worker, or its
  * queue, keys or rate), then `running`, then one of the final states. The same
- * words as a stored task's (`StoredState`); taskheap 0.1 named `waiting`
- * `pending` (see docs/design.md, "One vocabulary").
+ * words as a stored task's (`StoredState`; see docs/design.md, "One vocabulary").
  */
 export type TaskState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
 
@@ -65,8 +64,8 @@ export interface TaskSettings {
    * when the wall clock is set back or forward, the loop moves it by as much.
    */
   readonly elapsed?: boolean;
-  /** Rate limit key, serial key and priority (see flow-options.ts); undefined for tasks using none. */
-  readonly flow?: TaskFlow | undefined;
+  /** Rate limit key, serial key and priority (see limit-options.ts); undefined for tasks using none. */
+  readonly limits?: TaskLimits | undefined;
   /**
    * The attempt the task's first run is (default 1): a durable task claimed
    * for its third attempt runs here as attempt 3, so `onError` and
@@ -103,7 +102,7 @@ export interface TaskOwner {
 }
 
 export enum State {
-  Pending,
+  Waiting,
   Running,
   Succeeded,
   Failed,
@@ -111,7 +110,7 @@ export enum State {
   Cancelled,
   /**
    * Due, but held back by a rate limit, a serial key or a full pool of
-   * workers in the flow (flow.ts): still `waiting` to users. Last, so the
+   * workers in the gate (gate.ts): still `waiting` to users. Last, so the
    * numbering of the others does not change.
    */
   Held,
@@ -185,12 +184,12 @@ export class Task<T = unknown> {
   /** @internal */
   _fn: TaskFunction;
   /** @internal */
-  _state: State = State.Pending;
+  _state: State = State.Waiting;
   /** @internal */
   _settings: TaskSettings;
   /**
    * @internal One slot for the run and the outcome, because every field of
-   * a Task costs 8 bytes on each of a million pending tasks: the current or
+   * a Task costs 8 bytes on each of a million waiting tasks: the current or
    * last `Run` (its `attempt` counts the runs so far; it carries `result`'s
    * Deferred and the outcome), or, before any run, the Deferred of a `result`
    * that was read, or the outcome of a task that finished without running.

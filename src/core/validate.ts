@@ -162,3 +162,19 @@ type EveryKey<T> = { readonly [K in keyof Required<T>]: true };
 export function keysOf<T>(record: EveryKey<T>): readonly (keyof T & string)[] {
   return Object.keys(record) as (keyof T & string)[];
 }
+
+/**
+ * What a store's columns hold, applied on top of the checks memory makes
+ * (durable/validate.ts gives them; core/options.ts's validators take them): the one difference between a task in
+ * memory and a stored one.
+ */
+export interface StoreRules {
+  /** Checks a key or queue name a column and an index must hold (`what`: the option). */
+  key(value: unknown, what: string): void;
+  /** The longest `timeout` (a timer's limit). */
+  readonly maxTimeout: number;
+  /** The most `retry.attempts` and `catchUp` (an integer column). */
+  readonly maxCount: number;
+  /** The longest throttle or debounce period (a due time must stay storable). */
+  readonly longestPeriod: { readonly ms: number; readonly words: string };
+}

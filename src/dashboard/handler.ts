@@ -38,7 +38,7 @@ export interface DashboardOptions {
   /** @default 'taskheap' */
   title?: string;
   /**
-   * Most pending and stored tasks listed.
+   * Most waiting and stored tasks listed.
    * @default 100
    */
   limit?: number;
@@ -79,7 +79,7 @@ function json(status: number, value: unknown): Outgoing {
 }
 
 /**
- * The dashboard: one page listing jobs, pending tasks and stored tasks with
+ * The dashboard: one page listing jobs, waiting tasks and stored tasks with
  * their state, next and last run, errors and lateness, refreshed every
  * second; actions only when enabled; every request through `authorize`.
  * Mount `handle` on `node:http` or Express, or `fetch` on Hono and other

@@ -1,4 +1,4 @@
-// The JSON the dashboard draws: the scheduler's stats, its jobs, its pending
+// The JSON the dashboard draws: the scheduler's stats, its jobs, its waiting
 // tasks and the stored ones, as plain views.
 import type { SchedulerStats } from '../core/loop-types.js';
 import { toDuration } from '../core/duration.js';
@@ -34,7 +34,7 @@ export interface JobView {
   lastError: string | null;
 }
 
-/** A pending in-memory task as the page shows it. */
+/** A waiting in-memory task as the page shows it. */
 export interface TaskView {
   /** The task's `id`. */
   id: number;
@@ -119,9 +119,9 @@ export interface DashboardState {
   };
   /** The in-memory jobs. */
   jobs: JobView[];
-  /** The earliest pending one-off tasks. */
+  /** The earliest waiting one-off tasks. */
   tasks: TaskView[];
-  /** More pending tasks than shown. */
+  /** More waiting tasks than shown. */
   moreTasks: number;
   /** Stored tasks (the page asked for: its filter and cursor), or null without a store. */
   stored: StoredTask[] | null;
@@ -186,7 +186,7 @@ function jobView(job: Job): JobView {
 }
 
 /**
- * A snapshot of the scheduler: its jobs, its first `limit` pending one-off
+ * A snapshot of the scheduler: its jobs, its first `limit` waiting one-off
  * tasks and, with a store, the first `limit` stored tasks and stored jobs;
  * with `counts`, the stored tasks counted by state and the queues (a scan of
  * every stored task: the page's first state leaves them out, so its rows

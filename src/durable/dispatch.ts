@@ -7,7 +7,7 @@ import type { Run, TaskFunction, TaskContext, TaskObserver, TaskSettings } from 
 import { toLogLine, toProgress } from '../core/journal.js';
 import { JournalWriter } from './journal-writer.js';
 import { describe } from '../core/validate.js';
-import { toFlow } from '../core/flow-options.js';
+import { toLimits } from '../core/limit-options.js';
 import type { DurableContext, StoredOptions } from './options.js';
 import { UnknownHandlerError, type ClaimedTask, type QueryClient } from './store.js';
 import { toResult } from './validate.js';
@@ -99,8 +99,8 @@ export class Dispatcher {
     };
     // Tasks without a priority (most) pay nothing more.
     if (options.priority === undefined) return settings;
-    const flow = toFlow({ priority: options.priority });
-    return flow === undefined ? settings : { ...settings, flow };
+    const limits = toLimits({ priority: options.priority });
+    return limits === undefined ? settings : { ...settings, limits };
   }
 
   /** ctx.dependencies() (flows): what the task's dependencies ended as, those its rule ignores left out. */

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { RetryOptions, RetryPolicy } from '../core/retry.js';
 import { describe, toEpoch } from '../core/validate.js';
-import { toDedupe } from '../core/flow-options.js';
+import { toDedupe } from '../core/limit-options.js';
 import { DEDUPE_KEYS, JOB_POLICY_KEYS, LIMIT_KEYS, RUN_KEYS, toJobPolicy, toLimits, toRun } from '../core/options.js';
 import type { DurableTaskOptions, StoredJobOptions, StoredOptions } from './options.js';
 import { ruleToJson } from './rule-json.js';

@@ -74,7 +74,7 @@ export class Holdings {
   /** Queue `queue` was paused: hands back the claims of it held here that have not started (prefetched). */
   handBack(queue: string): void {
     for (const [task, held] of this.#byTask) {
-      if ((held.options.queue ?? DEFAULT_QUEUE) !== queue || (task._state !== State.Pending && task._state !== State.Held)) continue;
+      if ((held.options.queue ?? DEFAULT_QUEUE) !== queue || (task._state !== State.Waiting && task._state !== State.Held)) continue;
       this.handedBack.add(held.claim.id);
       if (!task.cancel()) this.handedBack.delete(held.claim.id);
     }

@@ -5,7 +5,7 @@
 // (`paused`, `globalConcurrency`, `rate`) lives in the store's queue rows,
 // written through `store.setQueue` and read through `store.listQueues`, and
 // the claim applies it in the database.
-import { toRate, type RateLimit } from '../core/flow-options.js';
+import { toRate, type RateLimit } from '../core/limit-options.js';
 import { describe } from '../core/validate.js';
 import type { QueueChange, QueueRooms, Store, StoredQueue, StoredState } from './store.js';
 import { assertKey } from './validate.js';

@@ -3,7 +3,7 @@
 // the stores (final states, the schema version; rules as stored are in
 // rule-json.ts).
 import { TaskheapError } from '../core/errors.js';
-import type { ConcurrencyLimit, DedupeOutcome } from '../core/flow-options.js';
+import type { ConcurrencyLimit, DedupeOutcome } from '../core/limit-options.js';
 import type { TaskLogLine } from '../core/journal.js';
 import type { Rule } from '../rules/rule.js';
 

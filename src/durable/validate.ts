@@ -1,7 +1,6 @@
 // What the durable layer checks at the call, before anything reaches a
 // database: values a column cannot hold, and payloads JSON would change.
-import { assertStorableText, describe, label } from '../core/validate.js';
-import type { StoreRules } from '../core/options.js';
+import { assertStorableText, describe, label, type StoreRules } from '../core/validate.js';
 import { TASK_STATES } from './store.js';
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */

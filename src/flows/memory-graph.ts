@@ -6,8 +6,8 @@
 // the loop tells the graph of every final state through the task's
 // observer, and the graph moves the dependents: blocked, waiting, or sunk by
 // a `'fail'` dependency. `cancel()`, `retry()` and `waitFor()` by id; a
-// flow's status as the stores give it. (Not the rate-limit admission of
-// core/flow.ts, which is another "flow".)
+// flow's status as the stores give it. (Not the limits gate of core/gate.ts,
+// which decides when due tasks may start.)
 import { ClosedError } from '../core/errors.js';
 import type { TaskLoop } from '../core/loop.js';
 import { materialize, State, type Task, type TaskContext, type TaskSettings } from '../core/task.js';

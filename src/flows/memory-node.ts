@@ -90,7 +90,7 @@ export class MemoryNode {
 
   /** A copy as a `StoredTask`, the shape of a flow's task on every backend. */
   snapshot(): StoredTask {
-    const flow = this.settings.flow;
+    const limits = this.settings.limits;
     const task = this.task;
     return {
       id: this.id,
@@ -107,11 +107,11 @@ export class MemoryNode {
       updatedAt: new Date(this.updatedAt),
       result: this.state === 'succeeded' ? this.result : undefined,
       errors: [...this.errors],
-      serial: flow?.serial ?? null,
-      priority: flow?.priority ?? 0,
+      serial: limits?.serial ?? null,
+      priority: limits?.priority ?? 0,
       startedAt: this.startedAt === null ? null : new Date(this.startedAt),
       rate: null,
-      queue: flow?.queue ?? 'default',
+      queue: limits?.queue ?? 'default',
       ...(task === undefined ? {} : { progress: task.progress, logs: task.logs }),
     };
   }

@@ -140,7 +140,7 @@ export class Job {
       signal: undefined,
       observer: this,
       elapsed,
-      flow: base.flow,
+      limits: base.limits,
     };
     this.#planAt(plan.first);
   }

@@ -3,7 +3,7 @@ import { CancelledError } from '../../src/index.js';
 import { START, setup } from '../helpers.js';
 
 describe('cancel', () => {
-  it('a cancelled pending task leaves the heap at once and never runs', async () => {
+  it('a cancelled waiting task leaves the heap at once and never runs', async () => {
     const { clock, scheduler } = setup();
     const ran: string[] = [];
     const task = scheduler.after(10, () => ran.push('cancelled'));
@@ -83,7 +83,7 @@ describe('AbortSignal', () => {
     expect(scheduler.size).toBe(0);
   });
 
-  it('aborting a signal cancels every pending task that shares it', async () => {
+  it('aborting a signal cancels every waiting task that shares it', async () => {
     const { clock, scheduler } = setup();
     const controller = new AbortController();
     const ran: number[] = [];

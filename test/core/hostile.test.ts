@@ -3,7 +3,7 @@ import { Scheduler, MAX_NEXT_RUNS, MAX_TIME } from '../../src/index.js';
 import { START, setup } from '../helpers.js';
 
 describe('bounds: every accepted value is safe', () => {
-  it('refuses times outside the Date range at the call, instead of leaving a task pending forever', () => {
+  it('refuses times outside the Date range at the call, instead of leaving a task waiting forever', () => {
     const { scheduler } = setup();
     scheduler.after(10, () => {});
     expect(() => scheduler.schedule(1e300, () => {})).toThrow(RangeError);

@@ -19,7 +19,7 @@ describe('memory', () => {
     controller.abort();
     expect(scheduler.size).toBe(0);
     const after = heapUsed();
-    // While they were pending the tasks held tens of MB; afterwards less than 2 MB may remain.
+    // While they were waiting the tasks held tens of MB; afterwards less than 2 MB may remain.
     expect(loaded - before).toBeGreaterThan(20_000_000);
     expect(after - before).toBeLessThan(2_000_000);
   });

@@ -382,7 +382,7 @@ describe('rate limit per key', () => {
     ]);
   });
 
-  it('a key with no pending work and an expired window keeps no state', async () => {
+  it('a key with no waiting work and an expired window keeps no state', async () => {
     const { clock, scheduler } = setup();
     for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });
     await clock.advance(10);

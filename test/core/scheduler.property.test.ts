@@ -27,7 +27,7 @@ interface ModelTask {
   id: number;
   time: number;
   duration: number;
-  state: 'pending' | 'running' | 'done' | 'cancelled';
+  state: 'waiting' | 'running' | 'done' | 'cancelled';
   end: number;
   abortRequested: boolean;
 }
@@ -48,7 +48,7 @@ class Model {
   }
 
   startDue() {
-    const due = this.tasks.filter((t) => t.state === 'pending' && t.time <= this.now).sort((a, b) => a.time - b.time || a.id - b.id);
+    const due = this.tasks.filter((t) => t.state === 'waiting' && t.time <= this.now).sort((a, b) => a.time - b.time || a.id - b.id);
     for (const task of due) {
       if (this.running().length >= this.workers) break;
       task.state = 'running';
@@ -64,10 +64,10 @@ class Model {
       for (const t of this.running()) if (t.end <= this.now) t.state = 'done';
       this.startDue();
       for (const t of this.running()) if (t.end <= this.now) t.state = 'done';
-      if (this.tasks.some((t) => t.state === 'pending' && t.time <= this.now) && this.running().length < this.workers) continue;
+      if (this.tasks.some((t) => t.state === 'waiting' && t.time <= this.now) && this.running().length < this.workers) continue;
       const ends = this.running().map((t) => t.end);
       const free = this.running().length < this.workers;
-      const dues = free ? this.tasks.filter((t) => t.state === 'pending').map((t) => t.time) : [];
+      const dues = free ? this.tasks.filter((t) => t.state === 'waiting').map((t) => t.time) : [];
       const next = Math.min(...ends, ...dues);
       if (next > target) break;
       this.now = next;
@@ -107,7 +107,7 @@ describe('scheduler against a reference model', () => {
               id: index,
               time: model.now + step.delay,
               duration: step.duration,
-              state: 'pending',
+              state: 'waiting',
               end: 0,
               abortRequested: false,
             };
@@ -115,8 +115,8 @@ describe('scheduler against a reference model', () => {
             model.tasks.push(task);
           } else if (step.kind === 'cancel' && tasks.length > 0) {
             const i = step.pick % tasks.length;
-            const expected = modelTasks[i]!.state === 'pending' || (modelTasks[i]!.state === 'running' && !modelTasks[i]!.abortRequested);
-            if (modelTasks[i]!.state === 'pending') modelTasks[i]!.state = 'cancelled';
+            const expected = modelTasks[i]!.state === 'waiting' || (modelTasks[i]!.state === 'running' && !modelTasks[i]!.abortRequested);
+            if (modelTasks[i]!.state === 'waiting') modelTasks[i]!.state = 'cancelled';
             else if (modelTasks[i]!.state === 'running') modelTasks[i]!.abortRequested = true;
             expect(tasks[i]!.cancel()).toBe(expected);
           } else if (step.kind === 'advance') {

@@ -181,7 +181,7 @@ describe('maxPending', () => {
     expect(ran).toEqual(['first', 'second']);
   });
 
-  it('frees capacity when a pending task is cancelled', () => {
+  it('frees capacity when a waiting task is cancelled', () => {
     const { scheduler } = setup({ maxPending: 1 });
     const task = scheduler.after(10, () => {});
     expect(() => scheduler.after(10, () => {})).toThrow(QueueFullError);
@@ -284,7 +284,7 @@ describe('events and introspection', () => {
     expect(seen).toEqual([]);
   });
 
-  it('onIdle resolves when nothing is pending or running', async () => {
+  it('onIdle resolves when nothing is waiting or running', async () => {
     const { clock, scheduler } = setup();
     await scheduler.onIdle();
     let idle = false;
@@ -311,7 +311,7 @@ describe('events and introspection', () => {
     expect(stats.lateness.max).toBe(30);
   });
 
-  it('lists pending tasks earliest first', () => {
+  it('lists waiting tasks earliest first', () => {
     const { scheduler } = setup();
     const b = scheduler.after(20, () => {});
     const a = scheduler.after(10, () => {});
@@ -321,7 +321,7 @@ describe('events and introspection', () => {
 });
 
 describe('close', () => {
-  it('cancels pending tasks with ClosedError and waits for running ones', async () => {
+  it('cancels waiting tasks with ClosedError and waits for running ones', async () => {
     const { clock, scheduler } = setup();
     let finish!: () => void;
     let sawAbort = true;

@@ -147,7 +147,7 @@ describe('unref', () => {
     return { out, ms: Date.now() - started };
   }
 
-  it('pending tasks keep the process alive by default, and do not with unref: true', async () => {
+  it('waiting tasks keep the process alive by default, and do not with unref: true', async () => {
     // The released one is due in 10 s: the process must have exited long before (tsx may keep
     // the loop busy a moment after the module ran, writing its cache; a loaded machine is slow).
     const [kept, released] = await Promise.all([runFixture(false, 400), runFixture(true, 10_000)]);

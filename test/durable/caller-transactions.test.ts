@@ -12,7 +12,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
-import { Gate } from './flow-helpers.js';
+import { Gate } from './handler-gates.js';
 import type { PgServer } from './pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
 

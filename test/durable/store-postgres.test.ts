@@ -3,7 +3,7 @@
 // server's, so scenarios run in real time here (short delays, bounded waits).
 // PostgreSQL-only behaviour (NOTIFY, worker processes, the server stopped,
 // frozen or restarted, query plans, its options) is in postgres.test.ts,
-// postgres-delivery.test.ts, postgres-batching.test.ts and flow-postgres.test.ts.
+// postgres-delivery.test.ts, postgres-batching.test.ts and serial-postgres.test.ts.
 import type pg from 'pg';
 import { postgresStore } from '../../src/postgres.js';
 import { storeConformance } from './conformance/index.js';

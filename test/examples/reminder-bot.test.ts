@@ -252,14 +252,14 @@ describe('reminder bot, in-process with a ManualClock', () => {
     await send('every 1m tick', 'remind 2m a', 'every day at 09:00 standup');
     const snoozed = await send('snooze 3 3m');
     expect(snoozed).toEqual(['#3 snoozed until Thu 2026-01-01 12:03:00']);
-    expect(bot.pendingOneShots).toBe(2);
+    expect(bot.waitingOneShots).toBe(2);
     let done = false;
     void bot.oneShotsDone().then(() => (done = true));
     await advance(2 * MINUTE);
     expect(done).toBe(false);
     await advance(MINUTE);
     expect(done).toBe(true); // the recurring jobs are still scheduled
-    expect(bot.pendingOneShots).toBe(0);
+    expect(bot.waitingOneShots).toBe(0);
     expect(scheduler.jobs()).toHaveLength(2);
 
     expect(await send('quit')).toEqual(['bye']);
@@ -272,7 +272,7 @@ describe('reminder bot, in-process with a ManualClock', () => {
   it('a paused one-shot does not keep the bot waiting', async () => {
     const { send, bot } = setup();
     await send('remind 1m a', 'pause 1');
-    expect(bot.pendingOneShots).toBe(0);
+    expect(bot.waitingOneShots).toBe(0);
     await expect(bot.oneShotsDone()).resolves.toBeUndefined();
   });
 });
@@ -298,7 +298,7 @@ describe('reminder bot, through a real pipe', () => {
     expect(out[5]).toBe('bye');
   }, 60_000);
 
-  it('quit exits at once, dropping pending reminders', async () => {
+  it('quit exits at once, dropping waiting reminders', async () => {
     const result = await runExample('examples/reminder-bot.ts', {
       args: ['--memory'],
       input: 'remind 1h later\nquit\nlist\n',
@@ -413,7 +413,7 @@ describe('reminder bot, kept in a SQLite file', () => {
       );
       expect(listed[2]).toMatch(/^#3  once   paused     (59m\S*|1h) left +later$/);
       expect(second.err).toContain('(3 reminders restored from');
-      // Ids go on after the stored ones (the cancelled #4 included), and quit keeps what is pending.
+      // Ids go on after the stored ones (the cancelled #4 included), and quit keeps what is waiting.
       second.send('remind 1h next');
       await second.until(/^#5 scheduled for /);
       second.send('quit');

@@ -10,7 +10,7 @@ describe.concurrent('examples run on their own and exit 0', { timeout: 60_000 },
     expect(code).toBe(0);
     expect(stdout).toMatch(/^scheduled 20,000 reminders in \d+ ms/m);
     expect(stdout).toMatch(/heap: \d+ bytes per reminder/);
-    expect(stdout).toMatch(/^cancelled [\d,]+ reminders in \d+ ms; pending now 0$/m);
+    expect(stdout).toMatch(/^cancelled [\d,]+ reminders in \d+ ms; waiting now 0$/m);
     expect(stdout).toMatch(/^memory after cancel: heap \d+ MB/m);
   });
 

@@ -4,7 +4,7 @@
 // taken over a bounded number of times, then the task fails saying so.
 // Times are real (Date.now()): a store may compare due times on its server's
 // clock, so due tasks lie in the past and the others an hour ahead.
-// (Formerly copied between flow-sqlite and flow-postgres, and the lease
+// (Formerly copied between the SQLite and PostgreSQL serial-key tests, and the lease
 // bound of postgres-delivery.)
 import { describe, expect } from 'vitest';
 import { advanceJob } from '../../../src/durable/advance-job.js';

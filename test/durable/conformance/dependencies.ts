@@ -6,7 +6,7 @@
 // starts without polling (poll of an hour) once its last dependency ends.
 import { describe, expect } from 'vitest';
 import { FlowError, type DependencyInfo, type Scheduler } from '../../../src/index.js';
-import { Gate } from '../flow-helpers.js';
+import { Gate } from '../handler-gates.js';
 import { HOUR, itWhen, type Backend, type Env } from './backend.js';
 
 const FINAL = new Set(['succeeded', 'failed', 'timed-out', 'cancelled']);

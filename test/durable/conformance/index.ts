@@ -9,7 +9,7 @@ import { batchingScenarios } from './batching.js';
 import { claimScenarios } from './claims.js';
 import { dedupeScenarios } from './dedupe.js';
 import { dependencyScenarios } from './dependencies.js';
-import { flowScenarios } from './flow.js';
+import { serialScenarios } from './serial.js';
 import { limitScenarios } from './limits.js';
 import { queueRateScenarios } from './queue-rates.js';
 import { queueScenarios } from './queues.js';
@@ -29,7 +29,7 @@ export function storeConformance(backend: Backend): void {
     taskScenarios(backend, setup);
     batchingScenarios(backend, setup);
     claimScenarios(backend, setup);
-    flowScenarios(backend, setup);
+    serialScenarios(backend, setup);
     limitScenarios(backend, setup);
     queueScenarios(backend, setup);
     queueRateScenarios(backend, setup);

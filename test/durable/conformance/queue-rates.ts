@@ -11,7 +11,7 @@
 import { describe, expect } from 'vitest';
 import { advanceJob } from '../../../src/durable/advance-job.js';
 import type { ClaimLimits, NewTask, Store } from '../../../src/durable/store.js';
-import { Gate } from '../flow-helpers.js';
+import { Gate } from '../handler-gates.js';
 import { itWhen, TAKEOVER_TIMEOUT, type Backend, type Env } from './backend.js';
 
 const HOUR = 3_600_000;

@@ -8,7 +8,7 @@
 import { describe, expect } from 'vitest';
 import { advanceJob } from '../../../src/durable/advance-job.js';
 import type { NewTask, Store } from '../../../src/durable/store.js';
-import { Gate } from '../flow-helpers.js';
+import { Gate } from '../handler-gates.js';
 import { itWhen, type Backend, type Env } from './backend.js';
 
 function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTask {

@@ -1,4 +1,4 @@
-// Helpers of the issue-16 durable tests: gates a test opens to let a handler
+// Helpers of the durable tests: gates a test opens to let a handler
 // finish, and awaits of a condition (bounded in real time, naming what hung).
 
 /** Handlers wait at a named gate until the test opens it (opened first: no wait). */

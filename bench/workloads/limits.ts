@@ -16,17 +16,17 @@
 import { Scheduler, type TaskOptions } from '../../src/index.js';
 import { median, now, rounds, runChild, type Effort } from '../lib/child-runtime.js';
 
-export type FlowVariant = 'none' | 'priority' | 'serial' | 'rate';
+export type LimitsVariant = 'none' | 'priority' | 'serial' | 'rate';
 
 interface Params extends Effort {
   n: number;
-  variant: FlowVariant;
+  variant: LimitsVariant;
 }
 
 const KEYS = 1_000;
 
 /** The options of task i, made before timing starts (the options objects are the caller's, not taskheap's cost). */
-function optionsOf(variant: FlowVariant, n: number): (TaskOptions | undefined)[] {
+function optionsOf(variant: LimitsVariant, n: number): (TaskOptions | undefined)[] {
   const serial = Array.from({ length: KEYS }, (_, k) => ({ serial: `chat:${k}` }));
   const rate = Array.from({ length: KEYS }, (_, k) => ({ rate: { key: `chat:${k}`, limit: 1_000_000, interval: 1_000 } }));
   const priority = Array.from({ length: 10 }, (_, p) => ({ priority: p }));

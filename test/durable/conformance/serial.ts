@@ -2,13 +2,13 @@
 // time in due order, held through retries and let go of on a final state or a
 // cancel; recurring jobs pass their key and priority on; the rate, serial and
 // priority options are validated at the call and stored with the task.
-// (Formerly only in flow-sqlite.test.ts, on a ManualClock.)
+// (Formerly only in the SQLite serial-key test, on a ManualClock.)
 import { describe, expect } from 'vitest';
 import type { StoredTask } from '../../../src/index.js';
-import { Gate } from '../flow-helpers.js';
+import { Gate } from '../handler-gates.js';
 import { HOUR, itWhen, type Backend, type Env, type StoreOptions } from './backend.js';
 
-export function flowScenarios(_backend: Backend, setup: () => Promise<Env>): void {
+export function serialScenarios(_backend: Backend, setup: () => Promise<Env>): void {
   const it = itWhen(true, '');
 
   async function openSteps(store: StoreOptions = {}) {

@@ -2,7 +2,7 @@
 // announced through NOTIFY; two worker processes keep each key's order; a
 // version 3 database upgrades keeping its rows. Claim order, serial keys, the
 // lease bound and claimers racing on the same keys (every store's behaviour)
-// are in the conformance suite (test/durable/conformance/claims.ts, flow.ts),
+// are in the conformance suite (test/durable/conformance/claims.ts, serial.ts),
 // run here by store-postgres.test.ts.
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';

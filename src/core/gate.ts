@@ -1,9 +1,9 @@
 // Where due tasks wait once rate limits, concurrency and serial keys,
-// priorities or named queues are in use (`Flow`): which may start now, and
+// priorities or named queues are in use (`Gate`): which may start now, and
 // when to look again; plain tasks never enter it.
 import TinyQueue from 'tinyqueue';
 import { DedupeKeys } from './dedupe-keys.js';
-import { DEFAULT_QUEUE, type Rate } from './flow-options.js';
+import { DEFAULT_QUEUE, type Rate } from './limit-options.js';
 import { byPriority, HeldQueue } from './held-queue.js';
 import { KeyLane, LaneEntry, QueueEntry, QueueLane, RateLane } from './lanes.js';
 import { RateWindow } from './rate-window.js';
@@ -29,7 +29,7 @@ export interface QueueSettings {
 
 /**
  * Where due tasks wait once rate limits, concurrency (or serial) keys,
- * priorities or queues are in use (the loop's `#pumpFlow`). A due task leaves
+ * priorities or queues are in use (the loop's `#pumpGate`). A due task leaves
  * the loop's time heap and passes, in order:
  *
  * 1. its concurrency key (KeyLane): while the key has a free place, its
@@ -46,7 +46,7 @@ export interface QueueSettings {
  *
  * Only the priority order needs every due task in one place: that is why
  * due tasks leave the time heap at once (when a worker is free), and why a
- * scheduler that never uses these options never makes a Flow.
+ * scheduler that never uses these options never makes a Gate.
  *
  * Tasks here are in state `Held`; cancelling one leaves a tombstone, as in
  * the time heap. Blocked lanes and queues sit in one wake heap, so the loop
@@ -54,7 +54,7 @@ export interface QueueSettings {
  * scheduler-wide window: no timer per key, no polling.
  * @internal
  */
-export class Flow {
+export class Gate {
   /** Tasks that may start as far as their keys go, heads of rate keys with room, and open queues' best items. */
   readonly #ready = new HeldQueue<Ready | QueueEntry>(byPriority);
   readonly #keys = new Map<string, KeyLane>();
@@ -76,7 +76,7 @@ export class Flow {
   readonly dedupe = new DedupeKeys();
 
   /**
-   * @param running tasks running when the flow is made (all of the default queue)
+   * @param running tasks running when the gate is made (all of the default queue)
    * @param starts starts made before, and `lastStart` the newest (elapsed time), which a first limit counts
    */
   constructor(running = 0, starts = 0, lastStart = -Infinity) {
@@ -101,14 +101,14 @@ export class Flow {
   }
 
   /**
-   * A task with flow options was scheduled. Its rate key's lane lives while
+   * A task with limit options was scheduled. Its rate key's lane lives while
    * tasks naming the key are unfinished (it counts them), and its limit is
    * the one of the most recently scheduled of them: this one. The same goes
    * for its concurrency key. Its queue exists from then on.
    */
   scheduled(task: Task, now: number): void {
-    const flow = task._settings.flow!;
-    const rate = flow.rate;
+    const limits = task._settings.limits!;
+    const rate = limits.rate;
     if (rate !== undefined) {
       let lane = this.#rate.get(rate.key);
       if (lane === undefined) {
@@ -120,7 +120,7 @@ export class Flow {
       }
       lane.unfinished++;
     }
-    const concurrency = flow.concurrency;
+    const concurrency = limits.concurrency;
     if (concurrency !== undefined) {
       let lane = this.#keys.get(concurrency.key);
       if (lane === undefined) {
@@ -131,16 +131,16 @@ export class Flow {
       }
       lane.unfinished++;
     }
-    if (flow.queue !== undefined) this.queue(flow.queue);
+    if (limits.queue !== undefined) this.queue(limits.queue);
   }
 
   /** A due task from the loop's time heap. */
   admit(task: Task, now: number): void {
     task._state = State.Held;
     this.#size++;
-    const flow = task._settings.flow;
-    if (flow === undefined) return this.#toReady(task, now);
-    const concurrency = flow.concurrency;
+    const limits = task._settings.limits;
+    if (limits === undefined) return this.#toReady(task, now);
+    const concurrency = limits.concurrency;
     // A task that started before holds its place (back from a retry wait): it goes on.
     if (concurrency !== undefined && !(task._run instanceof Run)) {
       const lane = this.#keys.get(concurrency.key)!;
@@ -205,12 +205,12 @@ export class Flow {
   #started(task: Task, queue: QueueLane | undefined, now: number): void {
     this.#size--;
     this.#global.record(now);
-    const flow = task._settings.flow;
+    const limits = task._settings.limits;
     const mine = queue ?? this.#queueOf(task);
     mine.running++;
     mine.window.record(now);
     if (queue !== undefined) this.#releaseQueue(queue, now);
-    const concurrency = flow?.concurrency;
+    const concurrency = limits?.concurrency;
     if (concurrency === undefined) return;
     const lane = this.#keys.get(concurrency.key)!;
     if (lane.next !== task) return;
@@ -275,20 +275,20 @@ export class Flow {
   }
 
   /**
-   * A task with flow options reached its final state: its rate key counts
+   * A task with limit options reached its final state: its rate key counts
    * one task fewer, and its concurrency key a place fewer if it had started
    * (the next task of the key may go).
    */
   settled(task: Task, now: number): void {
-    const flow = task._settings.flow!;
-    if (flow.dedupe !== undefined) this.dedupe.settled(task, flow.dedupe.key, now);
-    const lane = flow.rate === undefined ? undefined : this.#rate.get(flow.rate.key);
+    const limits = task._settings.limits!;
+    if (limits.dedupe !== undefined) this.dedupe.settled(task, limits.dedupe.key, now);
+    const lane = limits.rate === undefined ? undefined : this.#rate.get(limits.rate.key);
     if (lane !== undefined && --lane.unfinished === 0) {
       // Its last starts still count for a while: the lane goes when they stop counting.
       if (lane.window.expired(now)) this.#drop(lane);
       else this.#expiries.push({ at: lane.window.expiresAt(), lane });
     }
-    const concurrency = flow.concurrency;
+    const concurrency = limits.concurrency;
     const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.key);
     if (key === undefined) return;
     if (task._run instanceof Run) key.active--;
@@ -299,15 +299,15 @@ export class Flow {
   /** A held task was cancelled (its state already changed): it leaves where it waits. */
   discard(task: Task, now: number): void {
     this.#size--;
-    const flow = task._settings.flow;
-    const concurrency = flow?.concurrency;
+    const limits = task._settings.limits;
+    const concurrency = limits?.concurrency;
     const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.key)!;
     if (key !== undefined) {
       if (key.next === task) key.next = undefined;
       else if (!(task._run instanceof Run)) return key.parked.discard();
     }
-    if (flow?.rate !== undefined) {
-      const lane = this.#rate.get(flow.rate.key)!;
+    if (limits?.rate !== undefined) {
+      const lane = this.#rate.get(limits.rate.key)!;
       lane.parked.discard();
       // If it was the head, its entry goes and the next head gets one.
       this.#releaseRate(lane, now);
@@ -328,7 +328,7 @@ export class Flow {
     for (const lane of this.#rate.values()) lane.parked.forEach(fn);
   }
 
-  /** Empties the flow (the scheduler closing), returning the held tasks; bucket history goes too. */
+  /** Empties the gate (the scheduler closing), returning the held tasks; bucket history goes too. */
   clear(): Task[] {
     const held: Task[] = [];
     this.forEach((task) => held.push(task));
@@ -382,7 +382,7 @@ export class Flow {
       queue.window.resize(settings.rate.limit, settings.rate.interval, now);
       queue.blockedAt = Infinity;
     }
-    if (!queue.gated && (queue.paused || queue.limit !== Infinity || queue.rate !== undefined)) this.#gate(queue);
+    if (!queue.gated && (queue.paused || queue.limit !== Infinity || queue.rate !== undefined)) this.#gateQueue(queue);
     if (!queue.gated) return;
     const entry = queue.entry;
     if (entry !== undefined) {
@@ -394,7 +394,7 @@ export class Flow {
   }
 
   /** Counts and moves the queue's ready items out of the scheduler's ready heap into its own: O(n), once per queue. */
-  #gate(queue: QueueLane): void {
+  #gateQueue(queue: QueueLane): void {
     queue.gated = true;
     this.#gated++;
     const moved = this.#ready.extract((item) => !(item instanceof QueueEntry) && this.#queueOf(item as Ready) === queue);
@@ -402,7 +402,7 @@ export class Flow {
   }
 
   #queueOf(item: Ready): QueueLane {
-    const name = item._settings.flow?.queue;
+    const name = item._settings.limits?.queue;
     return name === undefined ? this.#default : this.#queues.get(name)!;
   }
 
@@ -423,7 +423,7 @@ export class Flow {
 
   /** Into the task's rate lane, or on to a ready heap without one. */
   #toBucket(task: Task, now: number): void {
-    const rate = task._settings.flow?.rate;
+    const rate = task._settings.limits?.rate;
     if (rate === undefined) return this.#toReady(task, now);
     // Made when the task was scheduled, and kept while it is unfinished.
     const lane = this.#rate.get(rate.key)!;

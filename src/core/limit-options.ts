@@ -1,9 +1,9 @@
-// The options that shape how due work flows to the pool (issues 16 and 22):
+// The limit options, which decide when due work may start (issues 16 and 22):
 // rate limits, serial and concurrency keys, priorities and queues. Their types
 // and validation live here so the in-memory loop and the durable stores read
 // them the same way.
 import { toDuration, type Duration } from './duration.js';
-import { assertWellFormed, describe, keysOf } from './validate.js';
+import { assertWellFormed, describe, keysOf, type StoreRules } from './validate.js';
 
 /**
  * A rate limit: at most `limit` runs start in any window of `interval`
@@ -146,7 +146,7 @@ function assertPriority(value: unknown, option = 'priority'): asserts value is n
  * scheduled with the same settings, and absent (undefined) from tasks that
  * use none of them, which is how the loop keeps their path unchanged.
  */
-export interface TaskFlow {
+export interface TaskLimits {
   /** The keyed bucket the task also needs room in. */
   readonly rate: KeyedRate | undefined;
   /** The serial key as given (its limit-1 concurrency key is `concurrency`). */
@@ -290,16 +290,16 @@ export interface LimitOptions {
 export const LIMIT_KEYS = keysOf<LimitOptions>({ rate: true, serial: true, concurrency: true, priority: true, queue: true });
 
 /**
- * Validates the flow options into what `TaskSettings.flow` holds; undefined
+ * Validates the limit options into what `TaskSettings.limits` holds; undefined
  * when none is given (or only `priority: 0` and the default queue), so such
  * tasks stay plain. `serial` and `concurrency` exclude each other (a
  * TypeError): `serial: key` is the concurrency key `{ key, limit: 1 }`. The
  * durable runner calls it with a claimed task's stored options (a stored
  * rate's interval is already a number of milliseconds, which `toRate` accepts).
  * @example
- * toFlow({ rate: { key: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
+ * toLimits({ rate: { key: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
  */
-export function toFlow(options: LimitOptions): TaskFlow | undefined {
+function checkLimits(options: LimitOptions): TaskLimits | undefined {
   const { rate, serial, priority, queue } = options;
   const bucket = rate === undefined ? undefined : (toRate(rate, 'rate', true) as KeyedRate);
   if (serial !== undefined) assertKey(serial, 'serial');
@@ -315,4 +315,29 @@ export function toFlow(options: LimitOptions): TaskFlow | undefined {
     return undefined;
   if (concurrency === undefined && named === undefined) return { rate: bucket, serial, priority: priority ?? 0 };
   return { rate: bucket, serial, concurrency, priority: priority ?? 0, queue: named };
+}
+
+/**
+ * Validates the limit options (`checkLimits`); with `store`, the keys and the
+ * queue name must also fit its columns, and its rules speak first.
+ */
+export function toLimits(options: LimitOptions, store?: StoreRules): TaskLimits | undefined {
+  if (store !== undefined) {
+    // Keys go into JSON the database parses and into indexed columns.
+    if (options.serial !== undefined) store.key(options.serial, 'serial');
+    if (options.queue !== undefined) store.key(options.queue, 'queue');
+  }
+  const limits =
+    options.rate === undefined &&
+    options.serial === undefined &&
+    options.priority === undefined &&
+    options.concurrency === undefined &&
+    options.queue === undefined
+      ? undefined
+      : checkLimits(options);
+  if (store !== undefined && limits !== undefined) {
+    if (limits.concurrency !== undefined && options.serial === undefined) store.key(limits.concurrency.key, 'concurrency.key');
+    if (limits.rate !== undefined) store.key(limits.rate.key, 'rate.key');
+  }
+  return limits;
 }

@@ -1,7 +1,7 @@
 // Issue 16 on SQLite alone: a version 3 file upgrades to version 4 keeping
 // its rows. The claim order, serial keys and the rate/serial/priority options
 // every store shares are in the conformance suite (test/durable/conformance/
-// claims.ts and flow.ts), run on SQLite by store-sqlite.test.ts.
+// claims.ts and serial.ts), run on SQLite by store-sqlite.test.ts.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,11 +12,11 @@ import { ManualClock } from '../../src/testing.js';
 import { openDatabase } from '../../src/durable/sqlite/driver.js';
 import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
 import { START } from '../helpers.js';
-import { until } from './flow-helpers.js';
+import { until } from './handler-gates.js';
 import { SCHEMA_VERSION } from '../../src/durable/store.js';
 
 function tempDb(): string {
-  return join(mkdtempSync(join(tmpdir(), 'taskheap-flow-')), 'store.db');
+  return join(mkdtempSync(join(tmpdir(), 'taskheap-serial-')), 'store.db');
 }
 
 describe('schema version 4 (SQLite)', () => {

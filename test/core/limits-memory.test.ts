@@ -3,12 +3,12 @@ import { Scheduler } from '../../src/index.js';
 import { ManualClock } from '../../src/testing.js';
 import { heapUsed } from '../helpers.js';
 
-describe('keys with no pending work cost nothing', () => {
+describe('keys with no waiting work cost nothing', () => {
   it('100,000 rate, serial or concurrency, and dedupe keys, each used once: their state is gone once their windows expire', async () => {
     const clock = new ManualClock(0);
     const scheduler = new Scheduler({ clock, workers: Infinity });
     const noop = () => {};
-    // Warm up: the flow exists from the first such task on, and a burst of
+    // Warm up: the gate exists from the first such task on, and a burst of
     // 100,000 plain tasks grows the heaps' arrays (8 B a slot) to their size.
     scheduler.after(0, noop, { serial: 'warm', rate: { key: 'warm', limit: 1, interval: 1 } });
     for (let i = 0; i < 100_000; i++) scheduler.after(0, noop);

@@ -1,7 +1,7 @@
 // Read-only views of the waiting tasks (state `waiting`), the heap's and the
-// flow's held ones together: `waitingTasks()` and the per-name counts of `metrics()`.
+// gate's held ones together: `waitingTasks()` and the per-name counts of `metrics()`.
 // Introspection, off the hot path: a copy, a sort, or one pass over both.
-import type { Flow } from './flow.js';
+import type { Gate } from './gate.js';
 import { byDueTime } from './held-queue.js';
 import type { Task } from './task.js';
 import type { TaskQueue } from './task-queue.js';
@@ -13,18 +13,18 @@ export interface WaitingCounts {
 }
 
 /** Waiting tasks, earliest due first: all of them, or the `limit` earliest. @internal */
-export function listPending(queue: TaskQueue, flow: Flow | undefined, limit: number): Task[] {
+export function listWaiting(queue: TaskQueue, gate: Gate | undefined, limit: number): Task[] {
   const tasks = limit >= queue.size ? queue.toSortedArray() : queue.earliest(limit);
-  if (flow === undefined || flow.size === 0) return tasks;
+  if (gate === undefined || gate.size === 0) return tasks;
   // Held tasks are all due, so they come before most of the heap's; merged by a sort (introspection, not the hot path).
-  flow.forEach((task) => tasks.push(task));
+  gate.forEach((task) => tasks.push(task));
   tasks.sort(byDueTime);
   if (tasks.length > limit) tasks.length = limit;
   return tasks;
 }
 
 /** Waiting counts per task name ('' for unnamed), and of them the due ones, in one pass; held tasks are all due. @internal */
-export function countByName(queue: TaskQueue, flow: Flow | undefined, now: number): Map<string, WaitingCounts> {
+export function countByName(queue: TaskQueue, gate: Gate | undefined, now: number): Map<string, WaitingCounts> {
   const counts = new Map<string, WaitingCounts>();
   const count = (task: Task, due: boolean): void => {
     const name = task._settings.name ?? '';
@@ -34,6 +34,6 @@ export function countByName(queue: TaskQueue, flow: Flow | undefined, now: numbe
     if (due) entry.due++;
   };
   queue.forEach((task) => count(task, task._time <= now));
-  flow?.forEach((task) => count(task, true));
+  gate?.forEach((task) => count(task, true));
   return counts;
 }

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { setup } from '../helpers.js';
 
-describe('pendingTasks(limit)', () => {
+describe('waitingTasks(limit)', () => {
   it('gives the same tasks, in the same order, as the first `limit` of the full sorted list', () => {
     fc.assert(
       fc.property(
@@ -12,8 +12,8 @@ describe('pendingTasks(limit)', () => {
           const { scheduler } = setup();
           const tasks = plan.map(({ delay }) => scheduler.after(delay, () => {}));
           plan.forEach(({ cancel }, i) => cancel && tasks[i]!.cancel());
-          const all = scheduler.pendingTasks().map((task) => task.id);
-          expect(scheduler.pendingTasks(limit).map((task) => task.id)).toEqual(all.slice(0, limit));
+          const all = scheduler.waitingTasks().map((task) => task.id);
+          expect(scheduler.waitingTasks(limit).map((task) => task.id)).toEqual(all.slice(0, limit));
           void scheduler.close();
         },
       ),
@@ -23,7 +23,7 @@ describe('pendingTasks(limit)', () => {
 
   it('rejects a limit that is not a whole number', () => {
     const { scheduler } = setup();
-    expect(() => scheduler.pendingTasks(-1)).toThrow(RangeError);
-    expect(() => scheduler.pendingTasks(1.5)).toThrow(/`limit` to be an integer >= 0, got 1.5/);
+    expect(() => scheduler.waitingTasks(-1)).toThrow(RangeError);
+    expect(() => scheduler.waitingTasks(1.5)).toThrow(/`limit` to be an integer >= 0, got 1.5/);
   });
 });
