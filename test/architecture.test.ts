@@ -1,6 +1,6 @@
 // The layout of src/ is part of the design: each folder may import only the
-// folders below it (CONTRIBUTING.md, "The layout of `src/`"), and no file may reach itself through
-// its imports. This test reads every import (type-only and dynamic ones too)
+// folders below it (CONTRIBUTING.md, "The layout of `src/`"), no file may reach itself through
+// its imports, and a file past 800 lines of code says why its role is that large. This test reads every import (type-only and dynamic ones too)
 // with TypeScript's own pre-processor and fails on a cycle or a forbidden edge.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
@@ -58,6 +58,21 @@ function importsOf(file: string): string[] {
 }
 
 const graph = new Map(sourceFiles().map((file) => [file, importsOf(file)]));
+
+/** Past this many lines of code a file's opening comment says why its role is that large. */
+const MAX_CODE_LINES = 800;
+
+/** Lines that are neither blank nor comment-only. */
+function codeLines(text: string): number {
+  return text.split('\n').filter((line) => !/^\s*(\/\/|\*|\/\*\*?|\*\/|$)/.test(line)).length;
+}
+
+/** The comment lines a file opens with. */
+function openingComment(text: string): string {
+  const lines = text.split('\n');
+  const end = lines.findIndex((line) => !/^\s*(\/\/|\/\*|\*)/.test(line));
+  return lines.slice(0, end === -1 ? lines.length : end).join('\n');
+}
 
 function folderOf(file: string): string {
   return dirname(file);
@@ -119,6 +134,23 @@ describe('src/ layout', () => {
       }
     }
     expect(forbidden).toEqual([]);
+  });
+
+  it('a file past 800 lines of code (comments and blank lines not counted) says in its opening comment why its role is that large', () => {
+    // Files are sized by their role, never split or merged to meet a line count (CONTRIBUTING.md, "The layout of `src/`").
+    const unexplained = sourceFiles().filter((file) => {
+      const text = readFileSync(join(SRC, file), 'utf8');
+      return codeLines(text) > MAX_CODE_LINES && !/\b(lines|large)\b/i.test(openingComment(text));
+    });
+    expect(unexplained).toEqual([]);
+  });
+
+  it('the file rule counts code, not comments', () => {
+    // Guards the guard: 801 lines of code with no reason fail it; TSDoc does not count.
+    const code = Array.from({ length: MAX_CODE_LINES + 1 }, (_, i) => `const x${i} = ${i};`).join('\n');
+    expect(codeLines(`// one role\n${code}`)).toBe(MAX_CODE_LINES + 1);
+    expect(codeLines(`/**\n * docs\n */\n\n// why\nconst a = 1;`)).toBe(1);
+    expect(/\b(lines|large)\b/i.test(openingComment(`// The parser: one grammar, so its role is large.\n${code}`))).toBe(true);
   });
 
   it('the in-memory scheduler loads no database driver', () => {
