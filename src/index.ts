@@ -1,6 +1,7 @@
 /**
  * `import { Scheduler } from 'taskheap'`: the scheduler, its tasks and jobs,
- * calendar rules, errors, and the types of the durable layer.
+ * calendar rules, errors, and the types of the durable layer that users
+ * read and pass (a store's own contract is `taskheap/store`).
  * @module
  */
 export { Scheduler } from './scheduler.js';
@@ -40,46 +41,23 @@ export type { Rule } from './rules/rule.js';
 export { LeaseExpiredError } from './durable/expiries.js';
 export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
 export type {
-  Store,
   StoredTask,
   EnqueuedTask,
   StoredJob,
   StoredState,
   TaskFilter,
   TaskCountFilter,
-  NewTask,
-  NewJob,
-  ClaimedTask,
-  DueJob,
-  JobAdvance,
-  Outcome,
-  FinalState,
   AttemptError,
   JobFilter,
-  QueryClient,
 } from './durable/store.js';
 export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';
-export type { StoredQueue, QueueChange, QueueRate, QueueRooms, ClaimLimits } from './durable/store.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';
 export { Flows } from './scheduler-flows.js';
 export { FlowError } from './durable/flow-graph.js';
-export type {
-  Dependency,
-  DependencyRule,
-  EdgeEnd,
-  FlowContext,
-  FlowFunction,
-  FlowSpec,
-  FlowTask,
-  FlowStore,
-  NewFlow,
-  NewEdge,
-  StoredEdge,
-  StoredFlowGraph,
-} from './durable/flow-graph.js';
+export type { Dependency, DependencyRule, FlowContext, FlowFunction, FlowSpec, FlowTask } from './durable/flow-graph.js';
 export type { OnFailure, DependencyInfo } from './durable/options.js';
 export type { StoredFlow, FlowStatus, FlowTaskStatus, FlowDependencyStatus } from './durable/flows.js';
-export type { TaskLinks, TaskLink, LinkStore } from './durable/links.js';
+export type { TaskLinks, TaskLink } from './durable/links.js';
 export { ThreadError } from './threads/errors.js';
 export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';

@@ -35,6 +35,7 @@ const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
   'index.ts': ['.', 'core', 'rules', 'durable', 'jobs', 'threads'],
   'sqlite.ts': ['durable/sqlite'],
   'postgres.ts': ['durable/postgres'],
+  'store.ts': ['durable'],
   'testing.ts': ['testing'],
   'metrics.ts': ['ops'],
   'otel.ts': ['ops'],

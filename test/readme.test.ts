@@ -83,6 +83,7 @@ const ENTRY: Record<string, string> = {
   'taskheap/testing': 'src/testing.ts',
   'taskheap/sqlite': 'src/sqlite.ts',
   'taskheap/postgres': 'src/postgres.ts',
+  'taskheap/store': 'src/store.ts',
   'taskheap/metrics': 'src/metrics.ts',
   'taskheap/otel': 'src/otel.ts',
   'taskheap/dashboard': 'src/dashboard.ts',

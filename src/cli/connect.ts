@@ -4,7 +4,8 @@
 // unreachable server or a schema not migrated into one clear line.
 import { existsSync } from 'node:fs';
 import { loadPeer } from '../core/peer.js';
-import { Scheduler, type Store } from '../index.js';
+import { Scheduler } from '../index.js';
+import type { Store } from '../store.js';
 import { postgresStore, type PgPoolLike } from '../postgres.js';
 import { sqliteStore } from '../sqlite.js';
 import { CliError, EXIT, type Invocation } from './args.js';

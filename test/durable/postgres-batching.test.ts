@@ -8,7 +8,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type Outcome, type Store } from '../../src/index.js';
+import { Scheduler } from '../../src/index.js';
+import type { Outcome, Store } from '../../src/store.js';
 import { postgresStore } from '../../src/postgres.js';
 import { statements } from '../../src/durable/postgres/sql.js';
 import type { PgServer } from './pg-server.js';

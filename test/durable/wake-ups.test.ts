@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type Store } from '../../src/index.js';
+import { Scheduler } from '../../src/index.js';
+import type { Store } from '../../src/store.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { gate } from '../helpers.js';
 

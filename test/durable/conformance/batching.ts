@@ -3,7 +3,7 @@
 // defined handlers, prefetched claims handed back on close, scheduleMany() all
 // or nothing. (Formerly copied between sqlite-batching and postgres-batching.)
 import { describe, expect } from 'vitest';
-import type { Outcome, Store } from '../../../src/index.js';
+import type { Outcome, Store } from '../../../src/store.js';
 import { HOUR, itWhen, type Backend, type Env } from './backend.js';
 
 /** The real store, with the batch sizes of its settle() calls recorded. */
