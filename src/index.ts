@@ -29,7 +29,7 @@ export { MissingPeerError } from './core/peer.js';
 export { Job, MAX_NEXT_RUNS } from './jobs/job.js';
 export { DEFAULT_CATCH_UP } from './rules/plan.js';
 export type { JobState, OverlapPolicy, MisfirePolicy, SkipInfo } from './jobs/job.js';
-export { Every, CronBuilder, OnceBuilder, JobBuilder } from './jobs/builders.js';
+export { Every, CronBuilder, AtBuilder, JobBuilder } from './jobs/builders.js';
 export type { JobOptions, ModuleJobOptions } from './jobs/builders.js';
 export { CronRule } from './rules/cron.js';
 export { CalendarRule } from './rules/calendar.js';

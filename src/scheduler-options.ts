@@ -9,7 +9,7 @@ import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from
 import type { QueueSettings } from './core/gate.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
 import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
-import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME } from './core/validate.js';
+import { assertKnownKeys, assertOptionsObject, describe, MAX_TIME } from './core/validate.js';
 import { TaskheapError } from './core/errors.js';
 import type { DurableTaskItem } from './durable/options.js';
 import { DEFAULT_RETENTION, type Retention } from './durable/runner.js';
@@ -153,26 +153,6 @@ const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>([
   'log',
   'idle',
 ]);
-
-/**
- * Which reading of `once(x, listener?)` is meant: true for an event (an
- * event name, a fixed short list, or anything with a listener: then it must
- * be an event name), false for a time. A string that is neither an event
- * name nor an ISO-8601 instant with an offset throws naming both uses.
- * @internal
- */
-export function onceIsEvent(whenOrEvent: unknown, listener: unknown): boolean {
-  if (listener !== undefined || (typeof whenOrEvent === 'string' && EVENTS.has(whenOrEvent))) {
-    assertEvent(whenOrEvent);
-    return true;
-  }
-  if (typeof whenOrEvent === 'string' && !isIsoInstant(whenOrEvent)) {
-    throw new TypeError(
-      `Expected once() to get a time (a Date, epoch ms, a DateTime or an ISO-8601 string with an offset or Z) or an event name (${[...EVENTS].join(', ')}) with a listener, got ${describe(whenOrEvent)}`,
-    );
-  }
-  return false;
-}
 
 /** Why `retry(id)` found nothing to retry: no such task, or one that is not finished. @internal */
 export function notRetryable(id: number, task: StoredTask | undefined): Error {

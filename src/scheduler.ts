@@ -20,7 +20,7 @@ import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } f
 import { DurableRunner } from './durable/runner.js';
 import type { DefineOptions } from './durable/handlers.js';
 import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
-import { CronBuilder, Every, OnceBuilder, type ModuleJobOptions } from './jobs/builders.js';
+import { AtBuilder, CronBuilder, Every, type ModuleJobOptions } from './jobs/builders.js';
 import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
 import type { JobBounds, RulePlan } from './rules/plan.js';
@@ -32,7 +32,6 @@ import {
   delayEnd,
   jobNotFound,
   notRetryable,
-  onceIsEvent,
   toSchedulerSettings,
   toAbort,
   toStoredItems,
@@ -185,6 +184,19 @@ export class Scheduler extends SchedulerAliases {
    */
   cron(expression: string, options: { timezone?: string } = {}): CronBuilder {
     return new CronBuilder(this, expression, cronZone(options, this.#timezone));
+  }
+
+  /**
+   * A one-shot job at `when`: like `schedule()`, but with the `Job` handle and
+   * options (`pause()`, `trigger()`, `lastRunAt`, `overlap`...). `when` is a
+   * `Date`, epoch milliseconds, a luxon `DateTime` or an ISO-8601 string with
+   * an offset or Z.
+   * @example
+   * const job = scheduler.at(new Date('2026-12-24T18:00:00Z')).run(sendGreetings);
+   * scheduler.at('2026-12-24T18:00:00Z').run(sendGreetings);
+   */
+  at(when: When): AtBuilder {
+    return new AtBuilder(this, when);
   }
 
   /** Jobs that are scheduled or paused, in creation order. */
@@ -551,27 +563,14 @@ export class Scheduler extends SchedulerAliases {
   }
 
   /**
-   * A one-shot job: like `schedule()`, but with the `Job` handle and options
-   * (`pause`, `trigger`, `lastRunAt`...). `when` may be an ISO-8601 string
-   * with an offset or Z; it can never be taken for an event name, as no
-   * event name looks like a time.
-   * @example
-   * const job = scheduler.once(new Date('2026-12-24T18:00:00Z')).run(sendGreetings);
-   * scheduler.once('2026-12-24T18:00:00Z').run(sendGreetings);
-   */
-  once(when: When): OnceBuilder;
-  /**
    * Listens to the next occurrence of an event only.
    * @example
    * scheduler.once('idle', () => console.log('all done'));
    */
-  once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this;
-  once<K extends keyof SchedulerEvents>(whenOrEvent: When | K, listener?: (...args: SchedulerEvents[K]) => void): OnceBuilder | this {
-    if (onceIsEvent(whenOrEvent, listener)) {
-      this.#events.once(whenOrEvent as K, listener!);
-      return this;
-    }
-    return new OnceBuilder(this, whenOrEvent as When);
+  once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
+    assertEvent(event);
+    this.#events.once(event, listener);
+    return this;
   }
 
   /**

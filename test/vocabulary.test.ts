@@ -145,4 +145,18 @@ describe('one meaning per name', () => {
       .map(([file]) => file);
     expect(saying).toEqual([]);
   });
+
+  it('once is only the event method: a one-shot job is at(when)', async () => {
+    const clock = new ManualClock(START);
+    const scheduler = new Scheduler({ clock });
+    const job = scheduler.at(START + 1_000).run(() => 'done');
+    expect(job.nextRunAt).toEqual(new Date(START + 1_000));
+    expect(() => (scheduler.once as (when: unknown) => unknown)(START + 1_000)).toThrow(/Unknown event/);
+    let idle = 0;
+    scheduler.once('idle', () => void idle++);
+    await clock.advance(1_000);
+    expect(job.state).toBe('done');
+    expect(idle).toBe(1);
+    await scheduler.close();
+  });
 });
