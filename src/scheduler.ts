@@ -12,7 +12,7 @@ import type { TaskOptions } from './core/task-options.js';
 import type { RateLimit } from './core/limit-options.js';
 import { configureQueues } from './core/queues.js';
 import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
-import { Flows } from './scheduler-flows.js';
+import { cancelFlowTask, Flows, retryFlowTask, waitForFlowTask } from './scheduler-flows.js';
 import type { Task, TaskFunction } from './core/task.js';
 import type { Duration } from './core/duration.js';
 import { toEpoch, type When } from './core/validate.js';
@@ -298,12 +298,18 @@ export class Scheduler extends SchedulerAliases {
 
   /**
    * Cancels a stored task by id, from any process sharing the store; if it is running somewhere, its `ctx.signal`
-   * aborts there. (An in-memory `Task`: `task.cancel()`.)
+   * aborts there. Without a store, a task of an in-memory flow (`flows.add()`); a `Task` of `schedule()` has
+   * `task.cancel()`. A cancelled task of a flow (`blocked` ones too) is followed by its dependents' rules. Resolves
+   * false if the task was already final or there is none.
    * @example
    * await scheduler.cancelTask(task.id);
    */
   cancelTask(id: number): Promise<boolean> {
-    return this.#requireStore('cancelTask()').cancel(id);
+    if (this.#runner === undefined) {
+      assertId(id);
+      return cancelFlowTask(this.#loop, id);
+    }
+    return this.#runner.cancel(id);
   }
 
   /**
@@ -311,29 +317,31 @@ export class Scheduler extends SchedulerAliases {
    * any process: its `result` is what the handler returned, `lastError` and `errors` why it failed. Rejects with
    * `TaskNotFoundError` if there is no such task, `WaitTimeoutError` after `timeout` (the task goes on), the signal's
    * reason when `signal` aborts, and `ClosedError` when the scheduler closes. Needs no `start()`. PostgreSQL wakes it
-   * through LISTEN/NOTIFY.
+   * through LISTEN/NOTIFY. Without a store, a task of an in-memory flow (`flows.add()`).
    * @example
    * const task = await scheduler.schedule(Date.now(), 'resize', { payload: { image } });
    * const { state, result } = await scheduler.waitFor(task.id, { timeout: '30s' });
    */
   waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
-    const runner = this.#requireStore('waitFor()');
     assertId(id);
     const { signal, timeout } = toWaitOptions(options);
-    return runner.waitFor(id, signal, timeout);
+    if (this.#runner === undefined) return waitForFlowTask(this.#loop, id, signal, timeout);
+    return this.#runner.waitFor(id, signal, timeout);
   }
 
   /**
    * Runs a failed, timed-out or cancelled stored task again: back to `waiting`, due now, with all its attempts
    * (`attempts` starts again at 0; the errors of earlier attempts stay in `errors`). Resolves with the task, or rejects
    * with `TaskNotFoundError` if there is none with this id, and with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it
-   * is waiting, running or succeeded.
+   * is waiting, running or succeeded. A task of a flow comes back with the failed tasks above it that stopped it, and
+   * what their failure stopped is revived (docs/flows.md). Without a store, a task of an in-memory flow (`flows.add()`).
    * @example
    * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retryTask(task.id);
    */
   async retryTask(id: number): Promise<StoredTask> {
-    const runner = this.#requireStore('retryTask()');
     assertId(id);
+    if (this.#runner === undefined) return retryFlowTask(this.#loop, id);
+    const runner = this.#runner;
     const task = await runner.requeue(id);
     if (task !== undefined) return task;
     throw notRetryable(id, await runner.getTask(id));

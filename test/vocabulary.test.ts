@@ -111,9 +111,9 @@ describe('deprecated aliases give what their replacements give', () => {
     expect((await scheduler.retryTask(b!.id)).state).toBe('waiting');
     await expect(scheduler.retry(a!.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
     await expect(scheduler.retryTask(a!.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
-    // Without a store, the error names the new method.
-    expect(() => new Scheduler().cancelTask(1)).toThrow(/cancelTask\(\) needs a scheduler created with a `store`/);
-    expect(() => new Scheduler().cancel(1)).toThrow(/cancelTask\(\)/);
+    // Without a store, both take the ids of in-memory flows' tasks (none here).
+    expect(await new Scheduler().cancelTask(1)).toBe(false);
+    expect(await new Scheduler().cancel(1)).toBe(false);
     await scheduler.close();
   });
 
@@ -157,6 +157,31 @@ describe('one meaning per name', () => {
     await clock.advance(1_000);
     expect(job.state).toBe('done');
     expect(idle).toBe(1);
+    await scheduler.close();
+  });
+
+  it('the task verbs act on the tasks of in-memory flows; flows has no cancel, retry or waitFor of its own', async () => {
+    const clock = new ManualClock(START);
+    const scheduler = new Scheduler({ clock, onError: () => {} });
+    let up = false;
+    const flow = await scheduler.flows.add({
+      tasks: {
+        fetch: {
+          handler: () => {
+            if (!up) throw new Error('down');
+            return 'rows';
+          },
+        },
+        parse: { handler: () => 'parsed', after: ['fetch'] },
+        later: { handler: () => 'never', when: START + 60_000 },
+      },
+    });
+    expect(await scheduler.cancelTask(flow.tasks.later!.id)).toBe(true);
+    expect((await scheduler.waitFor(flow.tasks.parse!.id)).state).toBe('failed');
+    up = true;
+    expect((await scheduler.retryTask(flow.tasks.parse!.id)).state).toBe('blocked');
+    expect(await scheduler.waitFor(flow.tasks.parse!.id)).toMatchObject({ state: 'succeeded', result: 'parsed' });
+    for (const verb of ['cancel', 'retry', 'waitFor']) expect(verb in scheduler.flows).toBe(false);
     await scheduler.close();
   });
 });
