@@ -4,7 +4,6 @@
  * @module
  */
 export { Scheduler } from './scheduler.js';
-export type { SchedulerAliases } from './scheduler-aliases.js';
 export type { SchedulerOptions, SchedulerEvents } from './scheduler-options.js';
 export type { ErrorInfo, SchedulerStats } from './core/loop-types.js';
 export type { TaskOptions } from './core/task-options.js';

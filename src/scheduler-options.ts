@@ -31,8 +31,6 @@ export interface SchedulerOptions {
    * @default Infinity
    */
   maxWaiting?: number;
-  /** @deprecated Renamed `maxWaiting` (giving both with different values throws a TypeError). */
-  maxPending?: number;
   /**
    * The IANA time zone calendar rules use unless they name their own.
    * @default the system zone
@@ -195,7 +193,6 @@ export function assertId(id: unknown): asserts id is number {
 const SCHEDULER_KEYS = new Set([
   'workers',
   'maxWaiting',
-  'maxPending',
   'timezone',
   'unref',
   'clock',
@@ -227,17 +224,11 @@ export interface SchedulerSettings {
   threads: { size: number; settings: ThreadSettings };
 }
 
-/** The option `maxWaiting`, or its deprecated name `maxPending`, checked. */
-function toMaxWaiting({ maxWaiting, maxPending }: SchedulerOptions): number {
-  if (maxWaiting !== undefined && maxPending !== undefined && maxWaiting !== maxPending)
-    throw new TypeError(
-      `Expected one of \`maxWaiting\` and \`maxPending\` (its deprecated name), got ${describe(maxWaiting)} and ${describe(maxPending)}`,
-    );
-  const name = maxWaiting === undefined && maxPending !== undefined ? 'maxPending' : 'maxWaiting';
-  const value = maxWaiting ?? maxPending ?? Infinity;
-  if (value !== Infinity && (!Number.isInteger(value) || value < 1))
-    throw new RangeError(`Expected \`${name}\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
-  return value;
+/** The option `maxWaiting`, checked. */
+function toMaxWaiting({ maxWaiting = Infinity }: SchedulerOptions): number {
+  if (maxWaiting !== Infinity && (!Number.isInteger(maxWaiting) || maxWaiting < 1))
+    throw new RangeError(`Expected \`maxWaiting\` to be an integer >= 1 or Infinity, got ${describe(maxWaiting)}`);
+  return maxWaiting;
 }
 
 /** Checks the options of `new Scheduler()`; throws on the first bad one. @internal */

@@ -15,7 +15,7 @@ import type { DurableRunner } from './durable/runner.js';
  * A queue's tasks by state, as `counts()` and `queues()` give them. Both
  * modes have `waiting` (every task not started yet, due or not) and
  * `running`; in memory (`QueueCounts`) also `due` (the waiting ones already
- * due) and the deprecated `pending` (= `waiting`), with a store
+ * due), with a store
  * (`DurableQueueCounts`) every stored state.
  */
 export type SchedulerQueueCounts = Pick<QueueCounts, 'waiting' | 'running'> & Partial<QueueCounts> & Partial<DurableQueueCounts>;

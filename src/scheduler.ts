@@ -39,7 +39,6 @@ import {
   type SchedulerEvents,
   type SchedulerOptions,
 } from './scheduler-options.js';
-import { SchedulerAliases } from './scheduler-aliases.js';
 import { ThreadPool } from './threads/pool.js';
 import { assertThreads, threadHandler, threadTask, type ThreadTaskOptions } from './threads/options.js';
 
@@ -61,7 +60,7 @@ type Added<R> = Task<Awaited<R>> | Promise<EnqueuedTask>; // what schedule() and
  * scheduler.schedule(new Date('2030-01-01'), async ({ signal }) => fetch(url, { signal }));
  * await scheduler.close();
  */
-export class Scheduler extends SchedulerAliases {
+export class Scheduler {
   readonly #loop: TaskLoop;
   readonly #events = new Emitter<SchedulerEvents>();
   readonly #jobs: JobSet;
@@ -73,7 +72,6 @@ export class Scheduler extends SchedulerAliases {
 
   /** @param options see `SchedulerOptions` */
   constructor(options: SchedulerOptions = {}) {
-    super();
     const { loop, timezone, store, handlers, retention: ages, queues, durableQueues, threads } = toSchedulerSettings(options);
     this.#timezone = timezone;
     this.#threads = new ThreadPool(threads.size, threads.settings);

@@ -31,7 +31,6 @@ const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
   'scheduler-options.ts': ['core', 'rules', 'durable', 'jobs', 'threads'],
   'scheduler-queues.ts': ['core', 'durable'],
   'scheduler-flows.ts': ['core', 'durable', 'flows'],
-  'scheduler-aliases.ts': ['core', 'durable'],
   'index.ts': ['.', 'core', 'rules', 'durable', 'jobs', 'threads'],
   'sqlite.ts': ['durable/sqlite'],
   'postgres.ts': ['durable/postgres'],

@@ -199,10 +199,6 @@ describe('published declarations (stripInternal)', { timeout: 180_000 }, () => {
         ].map((m) => `Scheduler.${m}`),
       ),
     );
-    // taskheap 0.1's names, deprecated aliases for one release (docs/design.md, "One vocabulary").
-    expect(members('taskheap:SchedulerAliases')).toEqual(
-      expect.arrayContaining(['pendingTasks', 'cancel', 'retry', 'maxPending'].map((m) => `SchedulerAliases.${m}`)),
-    );
     expect(members('taskheap:Task')).toEqual(
       expect.arrayContaining(['id', 'name', 'runAt', 'state', 'attempts', 'result', 'cancel'].map((m) => `Task.${m}`)),
     );

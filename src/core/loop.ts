@@ -245,7 +245,6 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       // Held tasks are all due: waiting for their key, their bucket or a worker.
       due: this.#queue.countDue(this.clock.now()) + held,
       running: this.#running,
-      pending: waiting,
       workers: this.#workers,
       succeeded: this.#succeeded,
       failed: this.#failed,
