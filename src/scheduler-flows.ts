@@ -1,4 +1,4 @@
-// Flows (issue 28) behind `scheduler.flows`: with a store, the durable flows
+// Flows behind `scheduler.flows`: with a store, the durable flows
 // of durable/flows.ts, which every process sharing the store sees (the
 // graph's checks and the births in durable/flow-graph.ts); without one, the
 // in-memory flows of function tasks (flows/memory-graph.ts), one graph per

@@ -1,4 +1,4 @@
-// The one queue API of `Scheduler` (issue 22): `scheduler.queue(name)` and
+// The one queue API of `Scheduler` (docs/queues.md): `scheduler.queue(name)` and
 // `scheduler.queues()` reach the in-memory queues (core/queues.ts) without a
 // store and the durable ones (durable/queues.ts) with one. Both handles have
 // the same members; what needs the store (every setting shared by the

@@ -145,4 +145,9 @@ describe('src/ layout', () => {
     const silent = sourceFiles().filter((file) => !/^(#![^\n]*\n)?(\/\/|\/\*)/.test(readFileSync(join(SRC, file), 'utf8')));
     expect(silent).toEqual([]);
   });
+
+  it('comments point to the docs pages, not to issue numbers', () => {
+    const citing = sourceFiles().filter((file) => /\bissues? \d/i.test(readFileSync(join(SRC, file), 'utf8')));
+    expect(citing).toEqual([]);
+  });
 });

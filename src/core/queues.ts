@@ -1,4 +1,4 @@
-// Named queues (issue 22): the public handle and the validation of their
+// Named queues (docs/queues.md): the public handle and the validation of their
 // settings. Their state lives in the gate (QueueLane in lanes.ts); a
 // scheduler that never configures or names a queue never makes it.
 import { assertLimit, assertQueueName, DEFAULT_QUEUE, toRate, type Rate, type RateLimit } from './limit-options.js';

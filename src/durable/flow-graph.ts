@@ -1,4 +1,4 @@
-// Flows (issue 28): the types of a flow as users write it and as stores take
+// Flows (docs/flows.md): the types of a flow as users write it and as stores take
 // it, the checks of its graph (names, references, cycles) made before
 // anything is written, and `birth()`, the state each task of a flow is
 // stored in given the states of the stored tasks it depends on. Shared by

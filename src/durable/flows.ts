@@ -1,6 +1,6 @@
-// Flows with a store (issue 28): `scheduler.flow()` checks a whole flow
+// Flows with a store (docs/flows.md): `scheduler.flows.add()` checks a whole flow
 // (handlers, options, the graph) before anything is written and hands it to
-// the store in one transaction; `scheduler.getFlow()` reads it back as a
+// the store in one transaction; `scheduler.flows.get()` reads it back as a
 // status: counts per state and, for each blocked task, what it waits for.
 import { describe, toEpoch } from '../core/validate.js';
 import { toNewTask } from './enqueue.js';

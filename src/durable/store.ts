@@ -232,7 +232,7 @@ export interface NewTask {
 }
 
 /**
- * What a claim must respect besides the stored limits (issue 22): the free
+ * What a claim must respect besides the stored limits (docs/limits.md): the free
  * workers (limited tasks are claimed only to start at once, never
  * prefetched), and whether this process applies the scheduler-wide bucket.
  */

@@ -1,4 +1,4 @@
-// In-memory flows (issue 28), one task of a flow: what the graph keeps of it
+// In-memory flows (docs/flows.md), one task of a flow: what the graph keeps of it
 // (its state, outcome and edges both ways), its view as a `StoredTask` (the
 // shape `flows.get()` and `scheduler.waitFor()` give on every backend) and the
 // context its function receives (a task's, plus its id and

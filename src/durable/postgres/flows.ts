@@ -1,4 +1,4 @@
-// Flows on PostgreSQL (issue 28): adding a whole flow in one transaction
+// Flows on PostgreSQL (docs/flows.md): adding a whole flow in one transaction
 // (the caller's with `client`), reading a flow and a task's dependencies.
 // What happens when a dependency ends (or is retried) is the trigger of
 // migrations.ts (FLOWS), fired by whatever statement ends it.

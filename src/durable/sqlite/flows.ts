@@ -1,4 +1,4 @@
-// Flows on SQLite (issue 28): adding a whole flow in the caller's
+// Flows on SQLite (docs/flows.md): adding a whole flow in the caller's
 // transaction, reading a flow and a task's dependencies, and which
 // dependents an outcome made due (the store wakes its claimer with it).
 // What happens when a dependency ends or is retried is the triggers of

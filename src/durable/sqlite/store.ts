@@ -137,7 +137,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
 
 class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   readonly lease: number;
-  /** Flows (issue 28): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
+  /** Flows (docs/flows.md): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
   #flows = false;
   #onWake: ((runAt: number) => void) | undefined = undefined;
   #onDone: ((id: number | null) => void) | undefined = undefined;
