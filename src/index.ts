@@ -23,8 +23,8 @@ export type { DateTimeLike, IsoInstant, When } from './core/validate.js';
 export { parseDuration } from './core/duration.js';
 export type { Duration } from './core/duration.js';
 export { MAX_TIME } from './core/validate.js';
-export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError } from './core/errors.js';
-export { MissingPeerError } from './core/peer.js';
+export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError, MissingPeerError } from './core/errors.js';
+export type { TaskheapErrorCode } from './core/errors.js';
 export { Job, MAX_NEXT_RUNS } from './jobs/job.js';
 export { DEFAULT_CATCH_UP } from './rules/plan.js';
 export type { JobState, OverlapPolicy, MisfirePolicy, SkipInfo } from './jobs/job.js';
@@ -35,8 +35,15 @@ export { CalendarRule } from './rules/calendar.js';
 export type { CalendarRuleOptions } from './rules/calendar.js';
 export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
-export { LeaseExpiredError } from './durable/expiries.js';
-export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
+export {
+  FlowError,
+  LeaseExpiredError,
+  LeaseLostError,
+  SchemaVersionError,
+  TaskNotFoundError,
+  UnknownHandlerError,
+  WaitTimeoutError,
+} from './durable/errors.js';
 export type {
   Store,
   StoredTask,
@@ -61,7 +68,6 @@ export type { StoredQueue, QueueChange, QueueRate, QueueRooms, ClaimLimits } fro
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';
 export { Flows } from './scheduler-flows.js';
-export { FlowError } from './durable/flow-graph.js';
 export type {
   Dependency,
   DependencyRule,

@@ -13,7 +13,8 @@ import { assertKnownKeys, assertOptionsObject, describe, MAX_TIME } from './core
 import { TaskheapError } from './core/errors.js';
 import type { DurableTaskItem } from './durable/options.js';
 import { DEFAULT_RETENTION, type Retention } from './durable/runner.js';
-import { TaskNotFoundError, type StoredTask, type Store } from './durable/store.js';
+import { TaskNotFoundError } from './durable/errors.js';
+import type { StoredTask, Store } from './durable/store.js';
 import type { SkipInfo } from './jobs/job.js';
 import { systemZone, validateZone } from './rules/wall-time.js';
 import { assertThreads, defaultThreads, toThreadSettings, type ThreadOptions } from './threads/options.js';

@@ -7,7 +7,8 @@ import { loadPeer } from '../core/peer.js';
 import { Scheduler, type Store } from '../index.js';
 import { postgresStore, type PgPoolLike } from '../postgres.js';
 import { sqliteStore } from '../sqlite.js';
-import { CliError, EXIT, type Invocation } from './args.js';
+import type { Invocation } from './args.js';
+import { CliError, EXIT } from './errors.js';
 
 /** What a command works with. */
 export interface Connection {

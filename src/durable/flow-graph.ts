@@ -3,10 +3,10 @@
 // anything is written, and `birth()`, the state each task of a flow is
 // stored in given the states of the stored tasks it depends on. Shared by
 // both stores, so they decide alike.
-import { TaskheapError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
 import type { When } from '../core/validate.js';
 import type { TaskContext } from '../core/task.js';
+import { FlowError } from './errors.js';
 import type { DependencyInfo, DurableTaskOptions, OnFailure } from './options.js';
 import { FINAL_STATES, type NewTask, type StoredState, type StoredTask } from './store.js';
 
@@ -147,13 +147,6 @@ export interface FlowStore {
 /** Whether a store has flows. */
 export function hasFlows(store: object): store is FlowStore {
   return typeof (store as Partial<FlowStore>).addFlow === 'function';
-}
-
-/** A flow that cannot be stored (a cycle, a dependency on an unknown name); nothing was written. */
-export class FlowError extends TaskheapError {
-  constructor(message: string) {
-    super(message, 'ERR_FLOW');
-  }
 }
 
 const RULES: ReadonlySet<string> = new Set(['fail', 'continue', 'ignore']);

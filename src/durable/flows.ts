@@ -4,7 +4,8 @@
 // status: counts per state and, for each blocked task, what it waits for.
 import { describe, toEpoch } from '../core/validate.js';
 import { toNewTask } from './enqueue.js';
-import { FlowError, hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask, type StoredFlowGraph } from './flow-graph.js';
+import { FlowError } from './errors.js';
+import { hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask, type StoredFlowGraph } from './flow-graph.js';
 import type { OnFailure } from './options.js';
 import type { Handlers } from './handlers.js';
 import { FINAL_STATES, type Store, type StoredState, type StoredTask } from './store.js';

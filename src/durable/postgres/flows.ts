@@ -5,7 +5,7 @@
 import { birth, countedAtBirth, toDependency, type DependencyRow, type FlowStore, type NewFlow, type StoredEdge } from '../flow-graph.js';
 import type { OnFailure } from '../options.js';
 import type { StoredState, StoredTask } from '../store.js';
-import { TaskNotFoundError } from '../store.js';
+import { TaskNotFoundError } from '../errors.js';
 import { toTask, type TaskRow } from '../rows.js';
 import { applyLimits, setLimits, ts, upsertLimits } from './claim-sql.js';
 import type { Connection } from './connection.js';

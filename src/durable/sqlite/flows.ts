@@ -5,7 +5,8 @@
 // migrations.ts (FLOWS), fired by whatever statement ends it.
 import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo, OnFailure } from '../options.js';
-import { TaskNotFoundError, type StoredState, type StoredTask } from '../store.js';
+import { TaskNotFoundError } from '../errors.js';
+import type { StoredState, StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
 import type { Prepare } from './claim.js';
 import { taskRow } from './add.js';
