@@ -24,7 +24,7 @@ function hex(char: string, digits: number): string {
  * else as it is: one line, safe to write to a terminal. Backslashes are left
  * alone (paths and patterns read as they are); --json gives the exact value.
  */
-export function printable(text: string): string {
+function printable(text: string): string {
   return text.replace(CONTROL, (char) => SHORT[char] ?? (char <= '\u00ff' ? `\\x${hex(char, 2)}` : `\\u${hex(char, 4)}`));
 }
 
