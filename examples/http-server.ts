@@ -204,7 +204,7 @@ export function createServer(options: ServerOptions = {}): JobServer {
         when = new Date(body.at).getTime();
         entry.spec = { at: body.at };
       }
-      entry.job = field('at', () => scheduler.once(new Date(when)).run(work(entry), runOptions));
+      entry.job = field('at', () => scheduler.at(new Date(when)).run(work(entry), runOptions));
       entry.at = when;
     } else if (type === 'cron') {
       const { expression, timezone: zone } = body;
@@ -254,11 +254,11 @@ export function createServer(options: ServerOptions = {}): JobServer {
     const { job } = entry;
     if (job.state !== 'paused') throw new HttpError(409, `Job "${entry.id}" cannot be resumed: it is ${job.state}`);
     if (entry.type === 'once') {
-      // Job.resume() plans "the next occurrence after now", and a once() rule
+      // Job.resume() plans "the next occurrence after now", and an at() rule
       // has none, so resuming a paused one-shot would end it without running.
       // Re-create it instead: at its original time, or now if that passed.
       job.cancel();
-      entry.job = scheduler.once(new Date(Math.max(entry.at!, scheduler.clock.now()))).run(work(entry), { name: entry.name });
+      entry.job = scheduler.at(new Date(Math.max(entry.at!, scheduler.clock.now()))).run(work(entry), { name: entry.name });
       return;
     }
     job.resume();

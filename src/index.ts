@@ -5,7 +5,6 @@
  * @module
  */
 export { Scheduler } from './scheduler.js';
-export type { SchedulerAliases } from './scheduler-aliases.js';
 export type { SchedulerOptions, SchedulerEvents } from './scheduler-options.js';
 export type { ErrorInfo, SchedulerStats } from './core/loop-types.js';
 export type { TaskOptions } from './core/task-options.js';
@@ -25,21 +24,28 @@ export type { DateTimeLike, IsoInstant, When } from './core/validate.js';
 export { parseDuration } from './core/duration.js';
 export type { Duration } from './core/duration.js';
 export { MAX_TIME } from './core/validate.js';
-export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError } from './core/errors.js';
-export { MissingPeerError } from './core/peer.js';
+export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError, MissingPeerError } from './core/errors.js';
+export type { TaskheapErrorCode } from './core/errors.js';
 export { Job, MAX_NEXT_RUNS } from './jobs/job.js';
 export { DEFAULT_CATCH_UP } from './rules/plan.js';
 export type { JobState, SkipInfo } from './jobs/job.js';
 export type { DedupeOptions, JobPolicyOptions, LimitOptions, MisfirePolicy, OverlapPolicy, RunOptions } from './core/options.js';
-export { Every, CronBuilder, OnceBuilder, JobBuilder } from './jobs/builders.js';
+export { Every, CronBuilder, AtBuilder, JobBuilder } from './jobs/builders.js';
 export type { JobOptions, ModuleJobOptions } from './jobs/builders.js';
 export { CronRule } from './rules/cron.js';
 export { CalendarRule } from './rules/calendar.js';
 export type { CalendarRuleOptions } from './rules/calendar.js';
 export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
-export { LeaseExpiredError } from './durable/expiries.js';
-export { LeaseLostError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './durable/store.js';
+export {
+  FlowError,
+  LeaseExpiredError,
+  LeaseLostError,
+  SchemaVersionError,
+  TaskNotFoundError,
+  UnknownHandlerError,
+  WaitTimeoutError,
+} from './durable/errors.js';
 export type {
   StoredTask,
   EnqueuedTask,
@@ -54,7 +60,6 @@ export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, Stor
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';
 export { Flows } from './scheduler-flows.js';
-export { FlowError } from './durable/flow-graph.js';
 export type { Dependency, DependencyRule, FlowContext, FlowFunction, FlowSpec, FlowTask } from './durable/flow-graph.js';
 export type { OnFailure, DependencyInfo } from './durable/options.js';
 export type { StoredFlow, FlowStatus, FlowTaskStatus, FlowDependencyStatus } from './durable/flows.js';

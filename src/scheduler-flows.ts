@@ -1,9 +1,10 @@
-// Flows (issue 28) behind `scheduler.flows`: with a store, the durable flows
+// Flows behind `scheduler.flows`: with a store, the durable flows
 // of durable/flows.ts, which every process sharing the store sees (the
 // graph's checks and the births in durable/flow-graph.ts); without one, the
 // in-memory flows of function tasks (flows/memory-graph.ts), one graph per
-// scheduler. One API for both. See docs/flows.md.
-import type { Duration } from './core/duration.js';
+// scheduler. One API for both. Without a store, `scheduler.cancelTask()`,
+// `retryTask()` and `waitFor()` reach an in-memory flow's tasks through the
+// functions at the end. See docs/flows.md.
 import { ClosedError } from './core/errors.js';
 import type { TaskLoop } from './core/loop.js';
 import type { Task } from './core/task.js';
@@ -15,7 +16,8 @@ import type { LimitKey } from './durable/limit-list.js';
 import { describe } from './core/validate.js';
 import type { StoredTask } from './durable/store.js';
 import { MemoryFlowGraph } from './flows/memory-graph.js';
-import { assertId, notRetryable, toWaitOptions } from './scheduler-options.js';
+import { TaskNotFoundError } from './durable/errors.js';
+import { assertId, notRetryable } from './scheduler-options.js';
 
 /** The in-memory flows of each scheduler without a store (made on first use). */
 const graphs = new WeakMap<TaskLoop, MemoryFlowGraph>();
@@ -57,7 +59,7 @@ export class Flows {
    *     mail: { handler: 'mail', after: ['render'] },
    *   },
    * });
-   * const mailed = await scheduler.flows.waitFor(flow.tasks.mail.id);
+   * const mailed = await scheduler.waitFor(flow.tasks.mail.id);
    */
   add(spec: FlowSpec): Promise<StoredFlow> {
     if (this.#loop.closed) throw new ClosedError();
@@ -139,53 +141,37 @@ export class Flows {
   runsTask(task: Task): number | undefined {
     return this.#runner === undefined ? graphs.get(this.#loop)?.flowTaskOf(task) : this.#runner.claimedId(task);
   }
+}
 
-  /**
-   * Resolves with a flow's task once it is in a final state (at once if it
-   * is); rejects after `timeout` (`WaitTimeoutError`), on `signal`, or for
-   * an unknown id (`TaskNotFoundError`). With a store, the same as
-   * `scheduler.waitFor(id)`.
-   * @example
-   * const { state, result, lastError } = await scheduler.flows.waitFor(flow.tasks.mail.id, { timeout: '1m' });
-   */
-  waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
-    assertId(id);
-    const { signal, timeout } = toWaitOptions(options);
-    if (this.#runner === undefined) return this.#memory.waitFor(id, signal, timeout);
-    return this.#runner.waitFor(id, signal, timeout);
-  }
+/**
+ * `scheduler.cancelTask(id)` without a store: cancels an in-memory flow's
+ * task (`blocked`, `waiting` or `running`; a running one sees its
+ * `ctx.signal` abort); the tasks that depend on it follow their rule. False
+ * if it was already final or there is none.
+ * @internal
+ */
+export function cancelFlowTask(loop: TaskLoop, id: number): Promise<boolean> {
+  return Promise.resolve(graphs.get(loop)?.cancel(id) ?? false);
+}
 
-  /**
-   * Cancels a task of a flow (`blocked`, `waiting` or `running`; a running
-   * one in memory sees its `ctx.signal` abort, as `task.cancel()`); the
-   * tasks that depend on it follow their rule. Resolves false if it was
-   * already final or there is none. With a store, the same as
-   * `scheduler.cancelTask(id)`.
-   * @example
-   * await scheduler.flows.cancel(flow.tasks.charge.id); // 'fail' dependents end cancelled too
-   */
-  cancel(id: number): Promise<boolean> {
-    assertId(id);
-    if (this.#runner === undefined) return Promise.resolve(this.#memory.cancel(id));
-    return this.#runner.cancel(id);
-  }
+/**
+ * `scheduler.retryTask(id)` without a store: runs a failed, timed-out or
+ * cancelled task of an in-memory flow again, with the failed tasks above it
+ * that stopped it, and revives what their failure stopped.
+ * @internal
+ */
+export function retryFlowTask(loop: TaskLoop, id: number): Promise<StoredTask> {
+  const graph = graphs.get(loop);
+  const task = graph?.retry(id);
+  return task === undefined ? Promise.reject(notRetryable(id, graph?.getTask(id))) : Promise.resolve(task);
+}
 
-  /**
-   * Runs a failed, timed-out or cancelled task of a flow again, with the
-   * failed tasks above it that stopped it, and revives what their failure
-   * stopped (docs/flows.md). Rejects with `TaskNotFoundError`, or
-   * `ERR_TASK_NOT_FINISHED` for a task that is not failed, timed-out or
-   * cancelled. With a store, the same as `scheduler.retryTask(id)`.
-   * @example
-   * await scheduler.flows.retry(flow.tasks.charge.id);
-   */
-  async retry(id: number): Promise<StoredTask> {
-    assertId(id);
-    if (this.#runner === undefined) {
-      const memory = this.#memory;
-      return memory.retry(id) ?? Promise.reject(notRetryable(id, memory.getTask(id)));
-    }
-    const task = await this.#runner.requeue(id);
-    return task ?? Promise.reject(notRetryable(id, await this.#runner.getTask(id)));
-  }
+/**
+ * `scheduler.waitFor(id)` without a store: an in-memory flow's task once it
+ * is final (at once if it is); `TaskNotFoundError` for an unknown id.
+ * @internal
+ */
+export function waitForFlowTask(loop: TaskLoop, id: number, signal: AbortSignal | undefined, timeout: number): Promise<StoredTask> {
+  const graph = graphs.get(loop);
+  return graph === undefined ? Promise.reject(new TaskNotFoundError(id)) : graph.waitFor(id, signal, timeout);
 }

@@ -9,11 +9,12 @@ import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from
 import type { QueueSettings } from './core/gate.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
 import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
-import { assertKnownKeys, assertOptionsObject, describe, isIsoInstant, MAX_TIME } from './core/validate.js';
+import { assertKnownKeys, assertOptionsObject, describe, MAX_TIME } from './core/validate.js';
 import { TaskheapError } from './core/errors.js';
 import type { DurableTaskItem } from './durable/options.js';
 import { DEFAULT_RETENTION, type Retention } from './durable/runner.js';
-import { TaskNotFoundError, type StoredTask, type Store } from './durable/store.js';
+import { TaskNotFoundError } from './durable/errors.js';
+import type { StoredTask, Store } from './durable/store.js';
 import type { SkipInfo } from './jobs/job.js';
 import { systemZone, validateZone } from './rules/wall-time.js';
 import { assertThreads, defaultThreads, toThreadSettings, type ThreadOptions } from './threads/options.js';
@@ -31,8 +32,6 @@ export interface SchedulerOptions {
    * @default Infinity
    */
   maxWaiting?: number;
-  /** @deprecated Renamed `maxWaiting` (giving both with different values throws a TypeError). */
-  maxPending?: number;
   /**
    * The IANA time zone calendar rules use unless they name their own.
    * @default the system zone
@@ -154,26 +153,6 @@ const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>([
   'idle',
 ]);
 
-/**
- * Which reading of `once(x, listener?)` is meant: true for an event (an
- * event name, a fixed short list, or anything with a listener: then it must
- * be an event name), false for a time. A string that is neither an event
- * name nor an ISO-8601 instant with an offset throws naming both uses.
- * @internal
- */
-export function onceIsEvent(whenOrEvent: unknown, listener: unknown): boolean {
-  if (listener !== undefined || (typeof whenOrEvent === 'string' && EVENTS.has(whenOrEvent))) {
-    assertEvent(whenOrEvent);
-    return true;
-  }
-  if (typeof whenOrEvent === 'string' && !isIsoInstant(whenOrEvent)) {
-    throw new TypeError(
-      `Expected once() to get a time (a Date, epoch ms, a DateTime or an ISO-8601 string with an offset or Z) or an event name (${[...EVENTS].join(', ')}) with a listener, got ${describe(whenOrEvent)}`,
-    );
-  }
-  return false;
-}
-
 /** Why `retry(id)` found nothing to retry: no such task, or one that is not finished. @internal */
 export function notRetryable(id: number, task: StoredTask | undefined): Error {
   if (task === undefined) return new TaskNotFoundError(id);
@@ -215,7 +194,6 @@ export function assertId(id: unknown): asserts id is number {
 const SCHEDULER_KEYS = new Set([
   'workers',
   'maxWaiting',
-  'maxPending',
   'timezone',
   'unref',
   'clock',
@@ -247,17 +225,11 @@ export interface SchedulerSettings {
   threads: { size: number; settings: ThreadSettings };
 }
 
-/** The option `maxWaiting`, or its deprecated name `maxPending`, checked. */
-function toMaxWaiting({ maxWaiting, maxPending }: SchedulerOptions): number {
-  if (maxWaiting !== undefined && maxPending !== undefined && maxWaiting !== maxPending)
-    throw new TypeError(
-      `Expected one of \`maxWaiting\` and \`maxPending\` (its deprecated name), got ${describe(maxWaiting)} and ${describe(maxPending)}`,
-    );
-  const name = maxWaiting === undefined && maxPending !== undefined ? 'maxPending' : 'maxWaiting';
-  const value = maxWaiting ?? maxPending ?? Infinity;
-  if (value !== Infinity && (!Number.isInteger(value) || value < 1))
-    throw new RangeError(`Expected \`${name}\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
-  return value;
+/** The option `maxWaiting`, checked. */
+function toMaxWaiting({ maxWaiting = Infinity }: SchedulerOptions): number {
+  if (maxWaiting !== Infinity && (!Number.isInteger(maxWaiting) || maxWaiting < 1))
+    throw new RangeError(`Expected \`maxWaiting\` to be an integer >= 1 or Infinity, got ${describe(maxWaiting)}`);
+  return maxWaiting;
 }
 
 /** Checks the options of `new Scheduler()`; throws on the first bad one. @internal */

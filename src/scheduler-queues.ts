@@ -1,4 +1,4 @@
-// The one queue API of `Scheduler` (issue 22): `scheduler.queue(name)` and
+// The one queue API of `Scheduler` (docs/queues.md): `scheduler.queue(name)` and
 // `scheduler.queues()` reach the in-memory queues (core/queues.ts) without a
 // store and the durable ones (durable/queues.ts) with one. Both handles have
 // the same members; what needs the store (every setting shared by the
@@ -15,7 +15,7 @@ import type { DurableRunner } from './durable/runner.js';
  * A queue's tasks by state, as `counts()` and `queues()` give them. Both
  * modes have `waiting` (every task not started yet, due or not) and
  * `running`; in memory (`QueueCounts`) also `due` (the waiting ones already
- * due) and the deprecated `pending` (= `waiting`), with a store
+ * due), with a store
  * (`DurableQueueCounts`) every stored state.
  */
 export type SchedulerQueueCounts = Pick<QueueCounts, 'waiting' | 'running'> & Partial<QueueCounts> & Partial<DurableQueueCounts>;

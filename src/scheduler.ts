@@ -12,7 +12,7 @@ import type { TaskOptions } from './core/task-options.js';
 import type { RateLimit } from './core/limit-options.js';
 import { configureQueues } from './core/queues.js';
 import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
-import { Flows } from './scheduler-flows.js';
+import { cancelFlowTask, Flows, retryFlowTask, waitForFlowTask } from './scheduler-flows.js';
 import type { Task, TaskFunction } from './core/task.js';
 import type { Duration } from './core/duration.js';
 import { toEpoch, type When } from './core/validate.js';
@@ -20,7 +20,7 @@ import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } f
 import { DurableRunner } from './durable/runner.js';
 import type { DefineOptions } from './durable/handlers.js';
 import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
-import { CronBuilder, Every, OnceBuilder, type ModuleJobOptions } from './jobs/builders.js';
+import { AtBuilder, CronBuilder, Every, type ModuleJobOptions } from './jobs/builders.js';
 import type { Job } from './jobs/job.js';
 import { JobSet } from './jobs/job-set.js';
 import type { JobBounds, RulePlan } from './rules/plan.js';
@@ -32,7 +32,6 @@ import {
   delayEnd,
   jobNotFound,
   notRetryable,
-  onceIsEvent,
   toSchedulerSettings,
   toAbort,
   toStoredItems,
@@ -40,7 +39,6 @@ import {
   type SchedulerEvents,
   type SchedulerOptions,
 } from './scheduler-options.js';
-import { SchedulerAliases } from './scheduler-aliases.js';
 import { ThreadPool } from './threads/pool.js';
 import { assertThreads, threadHandler, threadTask, type ThreadTaskOptions } from './threads/options.js';
 
@@ -62,7 +60,7 @@ type Added<R> = Task<Awaited<R>> | Promise<EnqueuedTask>; // what schedule() and
  * scheduler.schedule(new Date('2030-01-01'), async ({ signal }) => fetch(url, { signal }));
  * await scheduler.close();
  */
-export class Scheduler extends SchedulerAliases {
+export class Scheduler {
   readonly #loop: TaskLoop;
   readonly #events = new Emitter<SchedulerEvents>();
   readonly #jobs: JobSet;
@@ -74,7 +72,6 @@ export class Scheduler extends SchedulerAliases {
 
   /** @param options see `SchedulerOptions` */
   constructor(options: SchedulerOptions = {}) {
-    super();
     const { loop, timezone, store, handlers, retention: ages, queues, durableQueues, threads } = toSchedulerSettings(options);
     this.#timezone = timezone;
     this.#threads = new ThreadPool(threads.size, threads.settings);
@@ -187,6 +184,19 @@ export class Scheduler extends SchedulerAliases {
     return new CronBuilder(this, expression, cronZone(options, this.#timezone));
   }
 
+  /**
+   * A one-shot job at `when`: like `schedule()`, but with the `Job` handle and
+   * options (`pause()`, `trigger()`, `lastRunAt`, `overlap`...). `when` is a
+   * `Date`, epoch milliseconds, a luxon `DateTime` or an ISO-8601 string with
+   * an offset or Z.
+   * @example
+   * const job = scheduler.at(new Date('2026-12-24T18:00:00Z')).run(sendGreetings);
+   * scheduler.at('2026-12-24T18:00:00Z').run(sendGreetings);
+   */
+  at(when: When): AtBuilder {
+    return new AtBuilder(this, when);
+  }
+
   /** Jobs that are scheduled or paused, in creation order. */
   jobs(): Job[] {
     return this.#jobs.list();
@@ -286,12 +296,18 @@ export class Scheduler extends SchedulerAliases {
 
   /**
    * Cancels a stored task by id, from any process sharing the store; if it is running somewhere, its `ctx.signal`
-   * aborts there. (An in-memory `Task`: `task.cancel()`.)
+   * aborts there. Without a store, a task of an in-memory flow (`flows.add()`); a `Task` of `schedule()` has
+   * `task.cancel()`. A cancelled task of a flow (`blocked` ones too) is followed by its dependents' rules. Resolves
+   * false if the task was already final or there is none.
    * @example
    * await scheduler.cancelTask(task.id);
    */
   cancelTask(id: number): Promise<boolean> {
-    return this.#requireStore('cancelTask()').cancel(id);
+    if (this.#runner === undefined) {
+      assertId(id);
+      return cancelFlowTask(this.#loop, id);
+    }
+    return this.#runner.cancel(id);
   }
 
   /**
@@ -299,29 +315,31 @@ export class Scheduler extends SchedulerAliases {
    * any process: its `result` is what the handler returned, `lastError` and `errors` why it failed. Rejects with
    * `TaskNotFoundError` if there is no such task, `WaitTimeoutError` after `timeout` (the task goes on), the signal's
    * reason when `signal` aborts, and `ClosedError` when the scheduler closes. Needs no `start()`. PostgreSQL wakes it
-   * through LISTEN/NOTIFY.
+   * through LISTEN/NOTIFY. Without a store, a task of an in-memory flow (`flows.add()`).
    * @example
    * const task = await scheduler.schedule(Date.now(), 'resize', { payload: { image } });
    * const { state, result } = await scheduler.waitFor(task.id, { timeout: '30s' });
    */
   waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
-    const runner = this.#requireStore('waitFor()');
     assertId(id);
     const { signal, timeout } = toWaitOptions(options);
-    return runner.waitFor(id, signal, timeout);
+    if (this.#runner === undefined) return waitForFlowTask(this.#loop, id, signal, timeout);
+    return this.#runner.waitFor(id, signal, timeout);
   }
 
   /**
    * Runs a failed, timed-out or cancelled stored task again: back to `waiting`, due now, with all its attempts
    * (`attempts` starts again at 0; the errors of earlier attempts stay in `errors`). Resolves with the task, or rejects
    * with `TaskNotFoundError` if there is none with this id, and with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it
-   * is waiting, running or succeeded.
+   * is waiting, running or succeeded. A task of a flow comes back with the failed tasks above it that stopped it, and
+   * what their failure stopped is revived (docs/flows.md). Without a store, a task of an in-memory flow (`flows.add()`).
    * @example
    * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retryTask(task.id);
    */
   async retryTask(id: number): Promise<StoredTask> {
-    const runner = this.#requireStore('retryTask()');
     assertId(id);
+    if (this.#runner === undefined) return retryFlowTask(this.#loop, id);
+    const runner = this.#runner;
     const task = await runner.requeue(id);
     if (task !== undefined) return task;
     throw notRetryable(id, await runner.getTask(id));
@@ -551,27 +569,14 @@ export class Scheduler extends SchedulerAliases {
   }
 
   /**
-   * A one-shot job: like `schedule()`, but with the `Job` handle and options
-   * (`pause`, `trigger`, `lastRunAt`...). `when` may be an ISO-8601 string
-   * with an offset or Z; it can never be taken for an event name, as no
-   * event name looks like a time.
-   * @example
-   * const job = scheduler.once(new Date('2026-12-24T18:00:00Z')).run(sendGreetings);
-   * scheduler.once('2026-12-24T18:00:00Z').run(sendGreetings);
-   */
-  once(when: When): OnceBuilder;
-  /**
    * Listens to the next occurrence of an event only.
    * @example
    * scheduler.once('idle', () => console.log('all done'));
    */
-  once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this;
-  once<K extends keyof SchedulerEvents>(whenOrEvent: When | K, listener?: (...args: SchedulerEvents[K]) => void): OnceBuilder | this {
-    if (onceIsEvent(whenOrEvent, listener)) {
-      this.#events.once(whenOrEvent as K, listener!);
-      return this;
-    }
-    return new OnceBuilder(this, whenOrEvent as When);
+  once<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
+    assertEvent(event);
+    this.#events.once(event, listener);
+    return this;
   }
 
   /**

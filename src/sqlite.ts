@@ -5,6 +5,6 @@
  * @module
  */
 export { sqliteStore } from './durable/sqlite/store.js';
-export { StoreInUseError } from './durable/sqlite/owner.js';
+export { StoreInUseError } from './durable/sqlite/errors.js';
 export type { SqliteStoreOptions } from './durable/sqlite/store.js';
 export type { SqliteDriver } from './durable/sqlite/driver.js';

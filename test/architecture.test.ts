@@ -31,7 +31,6 @@ const TOP_MAY_IMPORT: Record<string, readonly string[]> = {
   'scheduler-options.ts': ['core', 'rules', 'durable', 'jobs', 'threads'],
   'scheduler-queues.ts': ['core', 'durable'],
   'scheduler-flows.ts': ['core', 'durable', 'flows'],
-  'scheduler-aliases.ts': ['core', 'durable'],
   'index.ts': ['.', 'core', 'rules', 'durable', 'jobs', 'threads'],
   'sqlite.ts': ['durable/sqlite'],
   'postgres.ts': ['durable/postgres'],
@@ -178,5 +177,32 @@ describe('src/ layout', () => {
     // A program (the `bin` entry) may start with its `#!` line first.
     const silent = sourceFiles().filter((file) => !/^(#![^\n]*\n)?(\/\/|\/\*)/.test(readFileSync(join(SRC, file), 'utf8')));
     expect(silent).toEqual([]);
+  });
+
+  it("each folder's error classes are in its errors.ts, and each code given to a TaskheapError is a TaskheapErrorCode", () => {
+    const elsewhere = sourceFiles().filter(
+      (file) => posix.basename(file) !== 'errors.ts' && /\bclass \w+ extends \w*Error\b/.test(readFileSync(join(SRC, file), 'utf8')),
+    );
+    expect(elsewhere).toEqual([]);
+    const union = readFileSync(join(SRC, 'core/errors.ts'), 'utf8');
+    const declared = new Set(
+      union
+        .slice(union.indexOf('export type TaskheapErrorCode'), union.indexOf(';', union.indexOf('export type TaskheapErrorCode')))
+        .match(/ERR_[A-Z_]+/g),
+    );
+    const given = new Set(
+      sourceFiles()
+        .flatMap((file) => readFileSync(join(SRC, file), 'utf8').match(/'ERR_[A-Z_]+'/g) ?? [])
+        .map((code) => code.slice(1, -1)),
+    );
+    // Node's own codes that taskheap reads (loading a peer dependency, a worker thread out of memory).
+    for (const node of ['ERR_MODULE_NOT_FOUND', 'ERR_DLOPEN_FAILED', 'ERR_WORKER_OUT_OF_MEMORY']) given.delete(node);
+    expect([...given].filter((code) => !declared.has(code))).toEqual([]);
+    expect([...declared].filter((code) => !given.has(code))).toEqual([]);
+  });
+
+  it('comments point to the docs pages, not to issue numbers', () => {
+    const citing = sourceFiles().filter((file) => /\bissues? \d/i.test(readFileSync(join(SRC, file), 'utf8')));
+    expect(citing).toEqual([]);
   });
 });

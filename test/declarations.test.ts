@@ -8,7 +8,7 @@
 //   2. walks every export of every entry point, and every member of each: none
 //      is marked @internal in src/, and none is named `_...`;
 //   3. finds the public API still there (a spot list).
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -143,6 +143,31 @@ describe('published declarations (stripInternal)', { timeout: 180_000 }, () => {
     expect(format(ts.getPreEmitDiagnostics(consumer))).toEqual([]);
   });
 
+  it('type TaskheapError.code as TaskheapErrorCode: a code that does not exist is a compile error', () => {
+    const file = join(out, 'codes.ts');
+    writeFileSync(
+      file,
+      [
+        "import { TaskheapError, ThreadError, type TaskheapErrorCode } from './index.js';",
+        'export function check(error: TaskheapError): TaskheapErrorCode {',
+        "  if (error.code === 'ERR_QUEUE_FULL') return error.code;",
+        "  if (error.code === 'ERR_QUEUE_FULLL') return error.code;",
+        "  new TaskheapError('a typo', 'ERR_SCHEDULER_CLOSD');",
+        "  new ThreadError('not a thread code', 'ERR_QUEUE_FULL');",
+        "  return new ThreadError('a thread code', 'ERR_THREAD_EXIT').code;",
+        '}',
+      ].join('\n'),
+    );
+    const program = ts.createProgram([file], consumer.getCompilerOptions());
+    const errors = ts.getPreEmitDiagnostics(program).map((d) => [d.file?.getLineAndCharacterOfPosition(d.start ?? 0).line, d.code]);
+    // Line 3 (0-based): a comparison with no overlap (TS2367); 4 and 5: an argument not assignable (TS2345).
+    expect(errors).toEqual([
+      [3, 2367],
+      [4, 2345],
+      [5, 2345],
+    ]);
+  });
+
   it('src/ marks the internals this test looks for', () => {
     // Guards the guard: if these were no longer @internal, the checks below would prove nothing.
     for (const name of [
@@ -182,6 +207,7 @@ describe('published declarations (stripInternal)', { timeout: 180_000 }, () => {
           'after',
           'every',
           'cron',
+          'at',
           'once',
           'on',
           'off',
@@ -198,10 +224,6 @@ describe('published declarations (stripInternal)', { timeout: 180_000 }, () => {
           'waitFor',
         ].map((m) => `Scheduler.${m}`),
       ),
-    );
-    // taskheap 0.1's names, deprecated aliases for one release (docs/design.md, "One vocabulary").
-    expect(members('taskheap:SchedulerAliases')).toEqual(
-      expect.arrayContaining(['pendingTasks', 'cancel', 'retry', 'maxPending'].map((m) => `SchedulerAliases.${m}`)),
     );
     expect(members('taskheap:Task')).toEqual(
       expect.arrayContaining(['id', 'name', 'runAt', 'state', 'attempts', 'result', 'cancel'].map((m) => `Task.${m}`)),

@@ -1,6 +1,6 @@
-// One vocabulary (issue 25, docs/design.md "One vocabulary"): the in-memory and
-// the stored side say the same words, and every name taskheap 0.1 used is a
-// deprecated alias that gives what its replacement gives.
+// One vocabulary (docs/design.md "One vocabulary"): the in-memory and the
+// stored side say the same words, the names taskheap 0.1 used for them are
+// gone, and each name has one meaning.
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,7 +38,7 @@ describe('one word for a task not started yet: waiting', () => {
     await scheduler.close();
   });
 
-  it('counts: waiting is every task not started (as countTasks() counts it), due the waiting ones already due; pending is waiting', async () => {
+  it('counts: waiting is every task not started (as countTasks() counts it), due the waiting ones already due', async () => {
     const clock = new ManualClock(START);
     const scheduler = new Scheduler({ clock, workers: 1 });
     let release = () => {};
@@ -48,85 +48,55 @@ describe('one word for a task not started yet: waiting', () => {
     await clock.advance(100);
     const stats = scheduler.stats();
     expect(stats).toMatchObject({ waiting: 2, due: 1, running: 1 });
-    expect(stats.pending).toBe(stats.waiting);
+    expect('pending' in stats).toBe(false);
     const counts = await scheduler.queue('emails').counts();
     expect(counts).toMatchObject({ waiting: 2, due: 1, running: 0 });
-    expect(counts.pending).toBe(counts.waiting);
+    expect('pending' in counts).toBe(false);
     const send = metrics(scheduler).get('send');
     expect(send).toMatchObject({ waiting: 2, due: 1 });
-    expect(send.pending).toBe(send.waiting);
+    expect('pending' in send).toBe(false);
     expect(scheduler.size).toBe(stats.waiting);
     release();
     await scheduler.close();
   });
 });
 
-describe('deprecated aliases give what their replacements give', () => {
-  it('pendingTasks() is waitingTasks()', async () => {
-    const clock = new ManualClock(START);
-    const scheduler = new Scheduler({ clock });
-    const tasks = [30, 10, 20].map((delay) => scheduler.after(delay, () => {}));
-    expect(scheduler.waitingTasks()).toEqual([tasks[1], tasks[2], tasks[0]]);
-    expect(scheduler.pendingTasks()).toEqual(scheduler.waitingTasks());
-    expect(scheduler.pendingTasks(1)).toEqual(scheduler.waitingTasks(1));
-    expect(() => scheduler.pendingTasks(-1)).toThrow(RangeError);
-    await scheduler.close();
+describe("taskheap 0.1's names are gone", () => {
+  it('the scheduler has no pendingTasks, cancel, retry or maxPending; the option maxPending is refused', () => {
+    const scheduler = new Scheduler({ clock: new ManualClock(START) });
+    for (const name of ['pendingTasks', 'cancel', 'retry', 'maxPending']) expect(name in scheduler).toBe(false);
+    expect(() => new Scheduler({ maxPending: 1 } as never)).toThrow(/Unknown Scheduler option `maxPending`/);
   });
 
-  it('the option maxPending is maxWaiting, and so is the getter; both given must agree', () => {
+  it('maxWaiting bounds the waiting tasks', () => {
     const clock = new ManualClock(START);
     const bounded = new Scheduler({ clock, maxWaiting: 2 });
     expect(bounded.maxWaiting).toBe(2);
-    expect(bounded.maxPending).toBe(2);
     bounded.after(10, () => {});
     bounded.after(10, () => {});
     expect(() => bounded.after(10, () => {})).toThrow(QueueFullError);
     expect(() => bounded.after(10, () => {})).toThrow(/2 tasks are already waiting \(maxWaiting\)/);
-
-    const old = new Scheduler({ clock, maxPending: 1 });
-    expect(old.maxWaiting).toBe(1);
-    old.after(10, () => {});
-    expect(() => old.after(10, () => {})).toThrow(QueueFullError);
-
     expect(new Scheduler({ clock }).maxWaiting).toBe(Infinity);
-    expect(new Scheduler({ clock, maxWaiting: 3, maxPending: 3 }).maxWaiting).toBe(3);
-    expect(() => new Scheduler({ clock, maxWaiting: 3, maxPending: 4 })).toThrow(TypeError);
     expect(() => new Scheduler({ clock, maxWaiting: 0 })).toThrow(/`maxWaiting`.*got 0/);
-    expect(() => new Scheduler({ clock, maxPending: 1.5 })).toThrow(/`maxPending`.*got 1\.5/);
   });
 
-  it('cancel(id) is cancelTask(id), retry(id) is retryTask(id)', async () => {
+  it('cancelTask(id) and retryTask(id) act on stored tasks', async () => {
     const scheduler = stored();
     scheduler.define('work', () => {});
-    const [a, b] = await scheduler.scheduleMany([
-      { when: Date.now() + 3_600_000, name: 'work' },
-      { when: Date.now() + 3_600_000, name: 'work' },
-    ]);
-    expect(await scheduler.cancel(a!.id)).toBe(true);
-    expect(await scheduler.cancelTask(b!.id)).toBe(true);
-    expect(await scheduler.cancel(a!.id)).toBe(false);
-    expect(await scheduler.cancelTask(a!.id)).toBe(false);
-    const retried = await scheduler.retry(a!.id);
-    expect(retried.state).toBe('waiting');
-    expect((await scheduler.retryTask(b!.id)).state).toBe('waiting');
-    await expect(scheduler.retry(a!.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
-    await expect(scheduler.retryTask(a!.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
-    // Without a store, the error names the new method.
-    expect(() => new Scheduler().cancelTask(1)).toThrow(/cancelTask\(\) needs a scheduler created with a `store`/);
-    expect(() => new Scheduler().cancel(1)).toThrow(/cancelTask\(\)/);
+    const task = await scheduler.schedule(Date.now() + 3_600_000, 'work');
+    expect(await scheduler.cancelTask(task.id)).toBe(true);
+    expect(await scheduler.cancelTask(task.id)).toBe(false);
+    expect((await scheduler.retryTask(task.id)).state).toBe('waiting');
+    await expect(scheduler.retryTask(task.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
     await scheduler.close();
   });
 
-  it('every alias is marked @deprecated and names its replacement', () => {
-    const source = readFileSync(new URL('../src/scheduler-aliases.ts', import.meta.url), 'utf8');
-    for (const [alias, replacement] of [
-      ['pendingTasks', 'waitingTasks'],
-      ['cancel', 'cancelTask'],
-      ['retry', 'retryTask'],
-      ['maxPending', 'maxWaiting'],
-    ]) {
-      expect(source).toMatch(new RegExp(`@deprecated Renamed \`${replacement}[^\\n]*\\*/\\n  (get )?${alias}\\(`));
-    }
+  it('nothing in src/ is @deprecated', () => {
+    const files = (readdirSync(new URL('../src/', import.meta.url), { recursive: true }) as string[]).filter((file) =>
+      file.endsWith('.ts'),
+    );
+    const deprecated = files.filter((file) => readFileSync(new URL(`../src/${file}`, import.meta.url), 'utf8').includes('@deprecated'));
+    expect(deprecated).toEqual([]);
   });
 });
 
@@ -139,10 +109,56 @@ describe('one meaning per name', () => {
       .map((file) => [`src/${folder}/${file}`, readFileSync(new URL(file, dir), 'utf8')]);
   }
 
+  it('the core says waiting: never pending', () => {
+    const saying = sources('core')
+      .filter(([, text]) => /pending/i.test(text))
+      .map(([file]) => file);
+    expect(saying).toEqual([]);
+  });
+
   it('flow names only tasks that wait for others: the core, where the limits gate lives, never says flow', () => {
     const saying = sources('core')
       .filter(([, text]) => /\bflow/i.test(text))
       .map(([file]) => file);
     expect(saying).toEqual([]);
+  });
+
+  it('once is only the event method: a one-shot job is at(when)', async () => {
+    const clock = new ManualClock(START);
+    const scheduler = new Scheduler({ clock });
+    const job = scheduler.at(START + 1_000).run(() => 'done');
+    expect(job.nextRunAt).toEqual(new Date(START + 1_000));
+    expect(() => (scheduler.once as (when: unknown) => unknown)(START + 1_000)).toThrow(/Unknown event/);
+    let idle = 0;
+    scheduler.once('idle', () => void idle++);
+    await clock.advance(1_000);
+    expect(job.state).toBe('done');
+    expect(idle).toBe(1);
+    await scheduler.close();
+  });
+
+  it('the task verbs act on the tasks of in-memory flows; flows has no cancel, retry or waitFor of its own', async () => {
+    const clock = new ManualClock(START);
+    const scheduler = new Scheduler({ clock, onError: () => {} });
+    let up = false;
+    const flow = await scheduler.flows.add({
+      tasks: {
+        fetch: {
+          handler: () => {
+            if (!up) throw new Error('down');
+            return 'rows';
+          },
+        },
+        parse: { handler: () => 'parsed', after: ['fetch'] },
+        later: { handler: () => 'never', when: START + 60_000 },
+      },
+    });
+    expect(await scheduler.cancelTask(flow.tasks.later!.id)).toBe(true);
+    expect((await scheduler.waitFor(flow.tasks.parse!.id)).state).toBe('failed');
+    up = true;
+    expect((await scheduler.retryTask(flow.tasks.parse!.id)).state).toBe('blocked');
+    expect(await scheduler.waitFor(flow.tasks.parse!.id)).toMatchObject({ state: 'succeeded', result: 'parsed' });
+    for (const verb of ['cancel', 'retry', 'waitFor']) expect(verb in scheduler.flows).toBe(false);
+    await scheduler.close();
   });
 });

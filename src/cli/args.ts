@@ -1,21 +1,7 @@
 // The command line's arguments: the commands, their options (node:util
-// parseArgs), the usage text, and the errors a script can tell apart by
-// exit code.
+// parseArgs) and the usage text; a bad one is a usage error (errors.ts).
 import { parseArgs } from 'node:util';
-
-/** Exit codes: 0 done, 1 an error (the database, the action refused), 2 a usage error, 3 not found. */
-export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3 } as const;
-
-/** An error the command line reports in one line and exits with `code`. */
-export class CliError extends Error {
-  readonly code: number;
-
-  constructor(message: string, code: number = EXIT.error) {
-    super(message);
-    this.name = 'CliError';
-    this.code = code;
-  }
-}
+import { CliError, EXIT } from './errors.js';
 
 /** What each command takes: its positional argument, and its own options besides the connection ones. */
 const COMMANDS: Record<string, { argument?: string; options: readonly string[]; summary: string }> = {

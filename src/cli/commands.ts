@@ -4,7 +4,8 @@
 import { parseDuration } from '../core/duration.js';
 import { assertJobFilter, assertKey, assertTaskFilter } from '../durable/validate.js';
 import type { JobFilter, StoredJob, StoredState, StoredTask, TaskCountFilter, TaskFilter } from '../index.js';
-import { CliError, EXIT, type Invocation } from './args.js';
+import type { Invocation } from './args.js';
+import { CliError, EXIT } from './errors.js';
 import type { Connection } from './connect.js';
 import { record, table } from './format.js';
 

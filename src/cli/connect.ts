@@ -8,7 +8,8 @@ import { Scheduler } from '../index.js';
 import type { Store } from '../store.js';
 import { postgresStore, type PgPoolLike } from '../postgres.js';
 import { sqliteStore } from '../sqlite.js';
-import { CliError, EXIT, type Invocation } from './args.js';
+import type { Invocation } from './args.js';
+import { CliError, EXIT } from './errors.js';
 
 /** What a command works with. */
 export interface Connection {

@@ -4,7 +4,8 @@
 // code scripts can test (0 done, 1 error, 2 usage, 3 not found).
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { CliError, EXIT, parse, USAGE } from './args.js';
+import { parse, USAGE } from './args.js';
+import { CliError, EXIT } from './errors.js';
 import { commands } from './commands.js';
 import { connect } from './connect.js';
 import { printableLines, toJson } from './format.js';

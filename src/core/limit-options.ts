@@ -1,4 +1,4 @@
-// The limit options, which decide when due work may start (issues 16 and 22):
+// The limit options, which decide when due work may start (docs/limits.md):
 // rate limits, serial and concurrency keys, priorities and queues. Their types
 // and validation live here so the in-memory loop and the durable stores read
 // them the same way.

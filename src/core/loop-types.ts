@@ -27,8 +27,6 @@ export interface SchedulerStats {
   due: number;
   /** Tasks running now. */
   running: number;
-  /** @deprecated The same as `waiting` (its name in taskheap 0.1); read `waiting`. */
-  pending: number;
   /** The pool size. */
   workers: number;
   /** Tasks that succeeded, since the scheduler was created. */

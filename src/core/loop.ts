@@ -111,7 +111,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.gate().setRate(rate, this.readElapsed());
   }
 
-  /** The gate, made on first use (issue 22: queues use it too); it learns what ran before it. */
+  /** The gate, made on first use (queues use it too); it learns what ran before it. */
   gate(): Gate {
     return (this.#gate ??= new Gate(this.#running, this.#starts, this.#lastStart));
   }
@@ -245,7 +245,6 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       // Held tasks are all due: waiting for their key, their bucket or a worker.
       due: this.#queue.countDue(this.clock.now()) + held,
       running: this.#running,
-      pending: waiting,
       workers: this.#workers,
       succeeded: this.#succeeded,
       failed: this.#failed,

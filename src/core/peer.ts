@@ -1,24 +1,6 @@
 // Optional peer dependencies (database drivers, OpenTelemetry): loaded only
 // when used, with a clear error when one is missing.
-import { TaskheapError } from './errors.js';
-
-/**
- * Thrown at the first call that needs an optional peer dependency (a
- * database driver, `@opentelemetry/api`) that is not installed.
- */
-export class MissingPeerError extends TaskheapError {
-  /** The package to install. */
-  readonly package: string;
-
-  constructor(name: string, feature: string, options?: ErrorOptions) {
-    super(
-      `${feature} needs the optional peer dependency "${name}", which is not installed: npm install ${name}`,
-      'ERR_MISSING_PEER',
-      options,
-    );
-    this.package = name;
-  }
-}
+import { MissingPeerError } from './errors.js';
 
 /**
  * Imports an optional peer dependency on first use. A missing package becomes

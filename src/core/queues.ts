@@ -1,4 +1,4 @@
-// Named queues (issue 22): the public handle and the validation of their
+// Named queues (docs/queues.md): the public handle and the validation of their
 // settings. Their state lives in the gate (QueueLane in lanes.ts); a
 // scheduler that never configures or names a queue never makes it.
 import { assertLimit, assertQueueName, DEFAULT_QUEUE, toRate, type Rate, type RateLimit } from './limit-options.js';
@@ -49,13 +49,11 @@ export interface QueueCounts {
   due: number;
   /** Tasks running now. */
   running: number;
-  /** @deprecated The same as `waiting` (its name in taskheap 0.1); read `waiting`. */
-  pending: number;
 }
 
 /** Counts of nothing. */
 function noCounts(): QueueCounts {
-  return { waiting: 0, due: 0, running: 0, pending: 0 };
+  return { waiting: 0, due: 0, running: 0 };
 }
 
 /** One queue as `scheduler.queues()` lists it. */
@@ -130,7 +128,6 @@ function countAll(loop: TaskLoop): Map<string, QueueCounts> {
   loop.forEachWaiting((task: Task) => {
     const entry = of(task._settings.limits?.queue ?? DEFAULT_QUEUE);
     entry.waiting++;
-    entry.pending++;
     // Held tasks are all due (waiting for their queue, keys or a worker).
     if (task._state === State.Held || task._time <= now) entry.due++;
   });

@@ -54,11 +54,6 @@ export const MAX_TIME = 8.64e15;
 // exactly the ambiguity a scheduler must not guess at.
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)$/i;
 
-/** Whether `text` has the shape of an ISO-8601 instant with an offset (it may still be invalid, like month 13). */
-export function isIsoInstant(text: string): boolean {
-  return ISO_INSTANT.test(text);
-}
-
 function inRange(ms: number, what: string, when: unknown): number {
   if (ms >= -MAX_TIME && ms <= MAX_TIME) return ms;
   throw new RangeError(`Expected \`${what}\` to be within ±8.64e15 epoch milliseconds (the Date range), got ${describe(when)}`);

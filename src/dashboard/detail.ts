@@ -1,8 +1,8 @@
 // The dashboard's reads beside a task's detail and a stored job's row: a
-// task's dependencies and dependents with the status of its flow (issue 28:
+// task's dependencies and dependents with the status of its flow (docs/flows.md:
 // counts per state, what is blocked on what; a stored task's, or without a
 // store an in-memory flow's task's), and a recurring job's recent
-// runs, newest first, paged (issue 24). Each answer is bounded, whatever the
+// runs, newest first, paged (docs/operations-console.md). Each answer is bounded, whatever the
 // size of the flow or the job's history.
 import type { TaskLink, TaskLinks } from '../durable/links.js';
 import { FINAL_STATES, type StoredState, type StoredTask } from '../durable/store.js';

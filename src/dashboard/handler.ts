@@ -8,6 +8,7 @@ import type { Scheduler } from '../scheduler.js';
 import { page } from './page.js';
 import { snapshot } from './state.js';
 import { bulk, parseCursor, parseFilter, type ConsoleFilter } from './console.js';
+import { BodyTooLargeError } from './errors.js';
 import { jobRuns, linksView } from './detail.js';
 import { memoryFlowTask, memoryTaskView } from './memory.js';
 import { limitsView } from './limits.js';
@@ -418,9 +419,6 @@ function parsedBody(request: IncomingMessage): Promise<string> | undefined {
   const text = typeof body === 'string' ? body : Buffer.isBuffer(body) ? body.toString('utf8') : JSON.stringify(body);
   return Buffer.byteLength(text) > MAX_BODY ? Promise.reject(new BodyTooLargeError()) : Promise.resolve(text);
 }
-
-/** An action body over MAX_BODY bytes: answered 413. */
-class BodyTooLargeError extends Error {}
 
 function tooLarge(): Outgoing {
   const out = json(413, { error: `The request body is larger than ${MAX_BODY} bytes` });

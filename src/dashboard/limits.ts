@@ -1,4 +1,4 @@
-// The dashboard's `api/limits` (issue 24): the per-key limits in use with a
+// The dashboard's `api/limits` (docs/operations-console.md): the per-key limits in use with a
 // store (rate, concurrency and serial keys, durable/limit-list.ts), the keys
 // with the most waiting tasks first, bounded by the query's `limit`. Without
 // a store the answer lists none (`keys: null`): in memory the loop keeps its

@@ -1,4 +1,4 @@
-// The dashboard's task detail in memory (issue 28): an in-memory flow's task
+// The dashboard's task detail in memory: an in-memory flow's task
 // (a scheduler without a store; `#task-<id>`, the ids of `scheduler.flows`)
 // as the stored detail shows one, with its dependencies and dependents, and
 // an in-memory `Task` (`#memory-task-<id>`, the Waiting tasks table's rows)

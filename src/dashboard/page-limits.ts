@@ -1,4 +1,4 @@
-// The dashboard page's Limits panel (issue 24): the per-key limits stored
+// The dashboard page's Limits panel (docs/operations-console.md): the per-key limits stored
 // tasks name (rate, concurrency and serial keys) with their limit, what is
 // in use now and how many tasks wait for each, drawn from api/limits, the
 // keys with the most waiting first. Script and markup that page.ts puts in

@@ -1,7 +1,11 @@
 // The errors of stored work that callers catch by class: a task not found,
-// a wait that timed out, a lease lost inside ctx.transaction(), an unknown
-// handler name (store.ts re-exports them; SchemaVersionError stays there).
+// a wait that timed out, a lease lost inside ctx.transaction(), a lease that
+// expired too often, an unknown handler name, a flow that cannot be stored,
+// a database newer than this library. (SQLite's StoreInUseError is in
+// sqlite/errors.ts; every code is in TaskheapErrorCode, core/errors.ts.)
 import { TaskheapError } from '../core/errors.js';
+import { expiredMessage } from './expiries.js';
+import { SCHEMA_VERSION } from './store.js';
 
 /** `waitFor(id)` or `retry(id)` named a task the store does not have (never added, or deleted by retention). */
 export class TaskNotFoundError extends TaskheapError {
@@ -45,5 +49,49 @@ export class UnknownHandlerError extends TaskheapError {
       `No handler named "${name}"; define it with scheduler.define("${name}", handler) or, in a process that only adds work, list it in the scheduler's \`handlers\` option`,
       'ERR_UNKNOWN_HANDLER',
     );
+  }
+}
+
+/**
+ * A stored task failed without running again: its lease ran out
+ * `maxLeaseExpiries + 1` times while it ran (its process died, or blocked
+ * its event loop for longer than the lease). The process whose claim
+ * decided it emits `failure` and calls `onError` with this error, once.
+ * @example
+ * scheduler.on('failure', (task, error) => {
+ *   if (error instanceof LeaseExpiredError) log.warn(`stored task ${error.id} kept killing its workers`);
+ * });
+ */
+export class LeaseExpiredError extends TaskheapError {
+  /** The stored task's id. */
+  readonly id: number;
+  /** How many times its lease expired. */
+  readonly expiries: number;
+
+  constructor(id: number, expiries: number) {
+    super(`Task ${id}: ${expiredMessage(expiries)}`, 'ERR_LEASE_EXPIRED');
+    this.id = id;
+    this.expiries = expiries;
+  }
+}
+
+/** A flow that cannot be stored (a cycle, a dependency on an unknown name); nothing was written. */
+export class FlowError extends TaskheapError {
+  constructor(message: string) {
+    super(message, 'ERR_FLOW');
+  }
+}
+
+/** A database written by a newer taskheap: refusing it beats corrupting it. */
+export class SchemaVersionError extends TaskheapError {
+  /** The version found in the database. */
+  readonly found: number;
+
+  constructor(found: number) {
+    super(
+      `The taskheap schema in this database is version ${found}, newer than this library's ${SCHEMA_VERSION}; upgrade taskheap`,
+      'ERR_SCHEMA_TOO_NEW',
+    );
+    this.found = found;
   }
 }

@@ -1,12 +1,12 @@
-// Flows (issue 28): the types of a flow as users write it and as stores take
+// Flows (docs/flows.md): the types of a flow as users write it and as stores take
 // it, the checks of its graph (names, references, cycles) made before
 // anything is written, and `birth()`, the state each task of a flow is
 // stored in given the states of the stored tasks it depends on. Shared by
 // both stores, so they decide alike.
-import { TaskheapError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
 import type { When } from '../core/validate.js';
 import type { TaskContext } from '../core/task.js';
+import { FlowError } from './errors.js';
 import type { DependencyInfo, OnFailure } from './options.js';
 import type { LimitOptions, RunOptions } from '../core/options.js';
 import { FINAL_STATES, type NewTask, type StoredState, type StoredTask } from './store.js';
@@ -150,13 +150,6 @@ export interface FlowStore {
 /** Whether a store has flows. */
 export function hasFlows(store: object): store is FlowStore {
   return typeof (store as Partial<FlowStore>).addFlow === 'function';
-}
-
-/** A flow that cannot be stored (a cycle, a dependency on an unknown name); nothing was written. */
-export class FlowError extends TaskheapError {
-  constructor(message: string) {
-    super(message, 'ERR_FLOW');
-  }
 }
 
 const RULES: ReadonlySet<string> = new Set(['fail', 'continue', 'ignore']);

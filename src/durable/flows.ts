@@ -1,11 +1,12 @@
-// Flows with a store (issue 28): `scheduler.flow()` checks a whole flow
+// Flows with a store (docs/flows.md): `scheduler.flows.add()` checks a whole flow
 // (handlers, options, the graph) before anything is written and hands it to
-// the store in one transaction; `scheduler.getFlow()` reads it back as a
+// the store in one transaction; `scheduler.flows.get()` reads it back as a
 // status: counts per state and, for each blocked task, what it waits for.
 import { LIMIT_KEYS, RUN_KEYS } from '../core/options.js';
 import { describe, toEpoch } from '../core/validate.js';
 import { toNewTask } from './enqueue.js';
-import { FlowError, hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask, type StoredFlowGraph } from './flow-graph.js';
+import { FlowError } from './errors.js';
+import { hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask, type StoredFlowGraph } from './flow-graph.js';
 import type { OnFailure } from './options.js';
 import type { Handlers } from './handlers.js';
 import { FINAL_STATES, type Store, type StoredState, type StoredTask } from './store.js';

@@ -4,7 +4,7 @@
 // runs them.
 import { describe } from '../core/validate.js';
 import type { Handler } from './options.js';
-import { UnknownHandlerError } from './store.js';
+import { UnknownHandlerError } from './errors.js';
 import { assertName } from './validate.js';
 import { assertQueueName } from './queues.js';
 

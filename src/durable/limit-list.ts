@@ -1,4 +1,4 @@
-// The per-key limits in use (issue 24, for the dashboard's Limits panel):
+// The per-key limits in use (for the dashboard's Limits panel, docs/operations-console.md):
 // each rate key, concurrency key and serial key a stored task names, with
 // its limit, what it holds now and how many waiting tasks name it. The
 // stores read them (sqlite/limit-list.ts, postgres/limit-list.ts) from

@@ -1,4 +1,4 @@
-// A task's place in the graph of flows (issue 28, for the dashboard's task
+// A task's place in the graph of flows (docs/flows.md; for the dashboard's task
 // detail): the flow it belongs to, the tasks it depends on and the tasks that
 // depend on it, each with its state and the rule between them. The stores
 // read them (sqlite/links.ts, postgres/links.ts); `scheduler.flows.links(id)`

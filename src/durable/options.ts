@@ -90,13 +90,13 @@ export interface StoredOptions {
   overlap?: 'skip' | 'allow';
   misfire?: 'once' | 'skip' | 'all';
   catchUp?: number;
-  /** The key's rate limit, interval in ms (issue 16). */
+  /** The key's rate limit, interval in ms. */
   rate?: { key: string; limit: number; interval: number };
-  /** The key's concurrency limit (issue 22); the serial column holds its key. */
+  /** The key's concurrency limit; the serial column holds its key. */
   concurrency?: { key: string; limit: number };
   serial?: string;
   priority?: number;
-  /** The named queue (issue 22); absent: 'default'. */
+  /** The named queue; absent: 'default'. */
   queue?: string;
 }
 

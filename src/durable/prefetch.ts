@@ -59,7 +59,7 @@ export class Prefetch {
    * for the database; long ones (a round trip is little next to one) claim
    * none ahead, only what the workers can start, as River and BullMQ do: a
    * task held here waiting for a worker is one an idle process cannot run
-   * (issue 23: with the workers' worth ahead, a process that added 8 tasks
+   * (with the workers' worth ahead, a process that added 8 tasks
    * of 300 ms kept them all, batch after batch, while another sat idle).
    * Until a task has finished, nothing is measured: the workers' worth.
    */

@@ -1,4 +1,4 @@
-// Durable named queues (issue 22): the settings of each queue in this
+// Durable named queues (docs/queues.md): the settings of each queue in this
 // process, the room a claim may take for each, and the handle
 // `scheduler.queue(name)` returns on a scheduler with a store. What is per
 // process (`concurrency`) lives here; what is shared by every process

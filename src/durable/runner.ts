@@ -8,7 +8,7 @@
 //   maintenance.ts  the retention sweep
 //   waiters.ts      waitFor() and what wakes it
 //   manage.ts       reads, lists and job management by id or key
-//   flows.ts        flows: tasks that wait for others (issue 28; the graph in flow-graph.ts)
+//   flows.ts        flows: tasks that wait for others (the graph in flow-graph.ts)
 // sharing runner-context.ts (store, loop, owner, timings, shutdown flags),
 // holdings.ts (the claims held in memory) and handlers.ts (the named handlers).
 // This file wires them and keeps the one API the scheduler calls.

@@ -2,12 +2,9 @@
 // (stored tasks and jobs, claims, outcomes, filters), with what is shared by
 // the stores (final states, the schema version; rules as stored are in
 // rule-json.ts).
-import { TaskheapError } from '../core/errors.js';
 import type { ConcurrencyLimit, DedupeOutcome } from '../core/limit-options.js';
 import type { TaskLogLine } from '../core/journal.js';
 import type { Rule } from '../rules/rule.js';
-
-export { LeaseLostError, TaskNotFoundError, UnknownHandlerError, WaitTimeoutError } from './errors.js';
 
 /** The life of a stored task. */
 export type StoredState = 'blocked' | 'waiting' | 'running' | 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
@@ -232,7 +229,7 @@ export interface NewTask {
 }
 
 /**
- * What a claim must respect besides the stored limits (issue 22): the free
+ * What a claim must respect besides the stored limits (docs/limits.md): the free
  * workers (limited tasks are claimed only to start at once, never
  * prefetched), and whether this process applies the scheduler-wide bucket.
  */
@@ -587,17 +584,3 @@ export interface Store {
 
 /** The schema version this library writes. */
 export const SCHEMA_VERSION = 7;
-
-/** A database written by a newer taskheap: refusing it beats corrupting it. */
-export class SchemaVersionError extends TaskheapError {
-  /** The version found in the database. */
-  readonly found: number;
-
-  constructor(found: number) {
-    super(
-      `The taskheap schema in this database is version ${found}, newer than this library's ${SCHEMA_VERSION}; upgrade taskheap`,
-      'ERR_SCHEMA_TOO_NEW',
-    );
-    this.found = found;
-  }
-}

@@ -6,7 +6,8 @@
 // tasks are over (endedAmong), so 10,000 waiters cost what one does.
 // Apart from the claim path: it only reads tasks.
 import { ClosedError } from '../core/errors.js';
-import { FINAL_STATES, TaskNotFoundError, WaitTimeoutError, type StoredTask } from './store.js';
+import { TaskNotFoundError, WaitTimeoutError } from './errors.js';
+import { FINAL_STATES, type StoredTask } from './store.js';
 import type { RunnerContext } from './runner-context.js';
 
 /** Task ids one sweep read asks about. */

@@ -1,4 +1,4 @@
-// In-memory flows (issue 28): flows of function tasks in a scheduler without
+// In-memory flows: flows of function tasks in a scheduler without
 // a store, with the rules of the stores' flows (docs/flows.md). A flow is
 // checked whole by the shared graph checks (durable/flow-graph.ts) before a
 // task exists; each of its tasks is born in the state `birth()` gives, and

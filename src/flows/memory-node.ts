@@ -1,6 +1,6 @@
-// In-memory flows (issue 28), one task of a flow: what the graph keeps of it
+// In-memory flows (docs/flows.md), one task of a flow: what the graph keeps of it
 // (its state, outcome and edges both ways), its view as a `StoredTask` (the
-// shape `flows.get()` and `flows.waitFor()` give on every backend) and the
+// shape `flows.get()` and `scheduler.waitFor()` give on every backend) and the
 // context its function receives (a task's, plus its id and
 // `dependencies()`). The graph that moves it is memory-graph.ts.
 import type { Task, TaskContext, TaskSettings } from '../core/task.js';
@@ -44,7 +44,7 @@ export class MemoryNode {
   /** Its dependencies in the order of its `after`, and the edges of the tasks that depend on it. */
   readonly deps: MemoryEdge[] = [];
   readonly dependents: MemoryEdge[] = [];
-  /** Told when it reaches a final state (`flows.waitFor()`). */
+  /** Told when it reaches a final state (`scheduler.waitFor()`). */
   waiters: (() => void)[] = [];
 
   constructor(

@@ -1,4 +1,4 @@
-// The fluent builders of recurring jobs (`every()`, `cron()`, `once()`) and
+// The fluent builders of recurring jobs (`every()`, `cron()`, `at()`) and
 // the options of `run()`: they check a rule as it is built and hand it to the
 // scheduler, for a function (in memory) or a handler name (stored).
 import { DateTime } from 'luxon';
@@ -471,14 +471,14 @@ export class CronBuilder extends JobBuilder {
   }
 }
 
-/** A rule with a single occurrence, for `scheduler.once()`. */
+/** A rule with a single occurrence, for `scheduler.at()`. */
 const NEVER_AGAIN: Rule = { next: () => undefined };
 
-/** The builder returned by `scheduler.once(when)`. */
-export class OnceBuilder extends JobBuilder {
+/** The builder returned by `scheduler.at(when)`: a one-shot job. */
+export class AtBuilder extends JobBuilder {
   readonly #at: number;
 
-  /** @internal use `scheduler.once()` */
+  /** @internal use `scheduler.at()` */
   constructor(factory: JobFactory, when: When) {
     super(factory);
     this.#at = toEpoch(when);

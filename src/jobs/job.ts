@@ -73,7 +73,7 @@ export const MAX_NEXT_RUNS = 10_000;
 // name a member that the published types strip (it is internal).
 
 /**
- * A recurring (or one-shot) job made by `every()`, `cron()` or `once()`. It
+ * A recurring (or one-shot) job made by `every()`, `cron()` or `at()`. It
  * keeps exactly one entry in the scheduler's heap: its next occurrence.
  *
  * @example
@@ -116,11 +116,11 @@ export class Job {
    * Interval rules run on elapsed time: the job's own time line is the wall
    * time it was created at plus elapsed time since, and this is that wall
    * time minus the elapsed reading then. Undefined for calendar, cron and
-   * once() rules, which follow the wall clock.
+   * at() rules, which follow the wall clock.
    */
   readonly #axis: number | undefined;
 
-  /** @internal use `scheduler.every()`, `cron()` or `once()` */
+  /** @internal use `scheduler.every()`, `cron()` or `at()` */
   constructor(host: JobHost, fn: TaskFunction, plan: JobPlan) {
     this.#host = host;
     this.#fn = fn;
@@ -162,7 +162,7 @@ export class Job {
 
   /**
    * The rule the job follows: a `CronRule` (its `expression`), a
-   * `CalendarRule`, or an `IntervalRule`; `once()` jobs have a rule with no
+   * `CalendarRule`, or an `IntervalRule`; `at()` jobs have a rule with no
    * further occurrences.
    */
   get rule(): Rule {
@@ -246,7 +246,7 @@ export class Job {
     this.#state = 'scheduled';
     const now = this.#now();
     // The occurrence that was next when paused still stands if it has not
-    // passed: a rule cannot always recompute it (once(), immediately()).
+    // passed: a rule cannot always recompute it (at(), immediately()).
     const pausedAt = this.#pausedAt;
     this.#planAt(pausedAt !== undefined && pausedAt > now ? pausedAt : this.#plan.rule.next(now));
     return true;

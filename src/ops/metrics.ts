@@ -29,8 +29,6 @@ export interface NameMetrics {
   waiting: number;
   /** Waiting tasks of this name already due, waiting for a free worker. */
   due: number;
-  /** @deprecated The same as `waiting` (its name in taskheap 0.1); read `waiting`. */
-  pending: number;
   /** How late runs started, ms (last 1,024 runs; `max` over all). */
   lateness: Lateness;
   /** How long runs took, ms (last 1,024 runs; `max` over all). */
@@ -178,7 +176,6 @@ export class SchedulerMetrics {
       running: s.running,
       waiting: queued?.waiting ?? 0,
       due: queued?.due ?? 0,
-      pending: queued?.waiting ?? 0,
       lateness: s.lateness.summary(),
       duration: s.duration.summary(),
     };
@@ -223,7 +220,6 @@ export class SchedulerMetrics {
     family('running', 'gauge', 'Runs in progress.', (s) => s.running);
     family('waiting', 'gauge', 'Tasks waiting for their time or for a worker.', (_s, key) => waiting.get(key)?.waiting ?? 0);
     family('due', 'gauge', 'Waiting tasks already due, waiting for a free worker.', (_s, key) => waiting.get(key)?.due ?? 0);
-    family('pending', 'gauge', 'Deprecated: the same as waiting (its name in taskheap 0.1).', (_s, key) => waiting.get(key)?.waiting ?? 0);
     const summary = (
       name: string,
       help: string,

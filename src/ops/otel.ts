@@ -40,8 +40,7 @@ const OTEL_KEYS = new Set(['meterProvider', 'tracerProvider', 'spans']);
  * Instruments (attributes `taskheap.task.name`, and `outcome` or `reason`):
  * `taskheap.task.runs`, `taskheap.task.outcomes`, `taskheap.job.skips`,
  * `taskheap.task.lateness`, `taskheap.task.duration`, `taskheap.tasks.waiting`,
- * `taskheap.tasks.due`, `taskheap.tasks.running`, `taskheap.workers`, and
- * `taskheap.tasks.pending` (deprecated: the same as `taskheap.tasks.waiting`).
+ * `taskheap.tasks.due`, `taskheap.tasks.running` and `taskheap.workers`.
  *
  * @example
  * import { otel } from 'taskheap/otel';
@@ -88,15 +87,13 @@ class Instrumentation implements OtelInstrumentation {
     const gauge = (name: string, description: string) => meter.createObservableGauge(name, { description });
     const waiting = gauge('taskheap.tasks.waiting', 'Tasks waiting for their time or for a worker');
     const due = gauge('taskheap.tasks.due', 'Waiting tasks already due, waiting for a free worker');
-    const pending = gauge('taskheap.tasks.pending', 'Deprecated: the same as taskheap.tasks.waiting');
     const running = gauge('taskheap.tasks.running', 'Runs in progress');
     const workers = gauge('taskheap.workers', 'The size of the worker pool');
-    const gauges = [waiting, due, pending, running, workers];
+    const gauges = [waiting, due, running, workers];
     const callback = (result: { observe(gauge: unknown, value: number): void }) => {
       const stats = scheduler.stats();
       result.observe(waiting, stats.waiting);
       result.observe(due, stats.due);
-      result.observe(pending, stats.waiting);
       result.observe(running, stats.running);
       result.observe(workers, stats.workers === Infinity ? Number.MAX_SAFE_INTEGER : stats.workers);
     };

@@ -2,7 +2,7 @@
 // exited or ran out of memory under a task, or an outcome that could not
 // cross the boundary), and the rebuilding of an error a handler threw in its
 // thread into an Error of the main thread.
-import { TaskheapError } from '../core/errors.js';
+import { TaskheapError, type TaskheapErrorCode } from '../core/errors.js';
 
 /**
  * The failure of a task run in a pool thread for a reason other than its
@@ -21,7 +21,11 @@ import { TaskheapError } from '../core/errors.js';
  *   if (error instanceof ThreadError && error.code === 'ERR_THREAD_OUT_OF_MEMORY') alert(task.name);
  * });
  */
-export class ThreadError extends TaskheapError {}
+export class ThreadError extends TaskheapError {
+  constructor(message: string, code: Extract<TaskheapErrorCode, `ERR_THREAD_${string}`>, options?: ErrorOptions) {
+    super(message, code, options);
+  }
+}
 
 /** The shape in which the thread posts an error it caught (see bootstrap.ts). @internal */
 export interface ErrorMessage {

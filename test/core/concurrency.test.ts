@@ -134,7 +134,7 @@ describe('concurrency keys', () => {
   it('refuses bad values and serial together with concurrency, naming them; nothing is scheduled', async () => {
     const { clock, scheduler } = setup();
     const fn = () => {};
-    const { length } = scheduler.pendingTasks();
+    const { length } = scheduler.waitingTasks();
     expect(() => scheduler.after(0, fn, { serial: 'k', concurrency: { key: 'k', limit: 2 } })).toThrow(
       /either `serial` or `concurrency`, not both/,
     );
@@ -154,7 +154,7 @@ describe('concurrency keys', () => {
         .seconds()
         .run(fn, { concurrency: { key: 'k', limit: -1 } }),
     ).toThrow(/`concurrency.limit`.*-1/);
-    expect(scheduler.pendingTasks()).toHaveLength(length);
+    expect(scheduler.waitingTasks()).toHaveLength(length);
     expect(scheduler.jobs()).toEqual([]);
     // A key a refused task named keeps the limit of the last task accepted.
     const log: string[] = [];
@@ -170,7 +170,7 @@ describe('concurrency keys', () => {
     const { clock, scheduler } = setup({ workers: Infinity });
     for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { concurrency: { key: `tenant:${i % 50}`, limit: 1 } });
     await clock.advance(10);
-    expect(scheduler.stats()).toMatchObject({ pending: 0, succeeded: 5_000 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 0, succeeded: 5_000 });
     expect(clock.pendingTimers).toBe(0);
   });
 });

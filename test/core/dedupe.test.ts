@@ -103,7 +103,7 @@ describe('dedupe keys', () => {
     expect(runs).toEqual([]);
     await clock.advance(1);
     expect(runs).toEqual(['c@1200']);
-    expect(scheduler.stats()).toMatchObject({ pending: 0, cancelled: 2 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 0, cancelled: 2 });
   });
 
   it('refuses bad values, naming them, and changes nothing', () => {
@@ -166,7 +166,7 @@ describe('dedupe keys', () => {
         expect(added.filter((x) => x.task.state === 'cancelled')).toHaveLength(replaced);
         expect(added.every((x) => x.task.state === 'succeeded' || x.task.state === 'cancelled')).toBe(true);
         for (const task of last.values()) expect(task.state).toBe('succeeded');
-        expect(scheduler.stats()).toMatchObject({ pending: 0, running: 0 });
+        expect(scheduler.stats()).toMatchObject({ waiting: 0, running: 0 });
       }),
       { numRuns: 200, interruptAfterTimeLimit: 15_000 },
     );

@@ -11,7 +11,7 @@ describe('bounds: every accepted value is safe', () => {
     expect(() => scheduler.schedule(-MAX_TIME - 1, () => {})).toThrow(RangeError);
     expect(() => scheduler.after(2 ** 53, () => {})).toThrow(RangeError);
     expect(() => scheduler.after(MAX_TIME - START + 1, () => {})).toThrow(/delay/);
-    expect(() => scheduler.once(1e300)).toThrow(RangeError);
+    expect(() => scheduler.at(1e300)).toThrow(RangeError);
     expect(() => scheduler.every(1).second().from(1e300)).toThrow(RangeError);
     expect(scheduler.size).toBe(1);
     // The very edges are fine.
@@ -149,14 +149,15 @@ describe('events: one unambiguous reading per call', () => {
     expect(task.state).toBe('succeeded');
   });
 
-  it('reads once(isoString) as a one-shot job, never as an event', async () => {
+  it('at(isoString) makes a one-shot job; once() is only the event method', async () => {
     const { clock, scheduler } = setup();
     let ran = 0;
-    const job = scheduler.once('2026-01-01T12:00:05Z').run(() => void ran++);
+    const job = scheduler.at('2026-01-01T12:00:05Z').run(() => void ran++);
     expect(job.nextRunAt).toEqual(new Date('2026-01-01T12:00:05Z'));
     await clock.advance(5_000);
     expect(ran).toBe(1);
-    expect(() => scheduler.once('next tuesday' as never)).toThrow(/event name.*got "next tuesday"/);
+    expect(() => scheduler.at('next tuesday' as never)).toThrow(/ISO-8601.*got "next tuesday"/);
+    expect(() => scheduler.once('2026-01-01T12:00:05Z' as never, () => {})).toThrow(/Unknown event/);
     let idle = 0;
     scheduler.once('idle', () => void idle++);
     scheduler.after(0, () => {});

@@ -262,7 +262,7 @@ describe('concurrency keys and queues with async tasks, a small pool and cancell
         }
         expect(handles.every((h) => h.state === 'succeeded' || h.state === 'cancelled')).toBe(true);
         expect(scheduler.stats()).toMatchObject({ waiting: 0, due: 0, running: 0 });
-        expect((await scheduler.queues()).every((q) => q.counts.pending === 0 && q.counts.running === 0)).toBe(true);
+        expect((await scheduler.queues()).every((q) => q.counts.waiting === 0 && q.counts.running === 0)).toBe(true);
         expect(clock.pendingTimers).toBe(0);
       }),
       { numRuns: 300, interruptAfterTimeLimit: 20_000 },

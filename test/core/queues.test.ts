@@ -27,7 +27,7 @@ describe('named queues', () => {
     scheduler.after(0, task('u', 100));
     await clock.advance(0);
     expect(started(log)).toEqual(['e0+0', 'e1+0', 's0+0', 's1+0', 's2+0', 'u+0']);
-    expect(await scheduler.queue('emails').counts()).toEqual({ waiting: 3, due: 3, running: 2, pending: 3 });
+    expect(await scheduler.queue('emails').counts()).toEqual({ waiting: 3, due: 3, running: 2 });
     await clock.advance(1_000);
     expect(started(log).filter((e) => e.startsWith('e'))).toEqual(['e0+0', 'e1+0', 'e2+100', 'e3+100', 'e4+200']);
   });
@@ -57,7 +57,7 @@ describe('named queues', () => {
     await clock.advance(1_000);
     expect(started(log)).toEqual(['e0+0', 'u+10']);
     expect(log).toContain('e0-100');
-    expect(await emails.counts()).toEqual({ waiting: 3, due: 3, running: 0, pending: 3 });
+    expect(await emails.counts()).toEqual({ waiting: 3, due: 3, running: 0 });
     expect(scheduler.stats()).toMatchObject({ waiting: 3, due: 3 });
     await emails.resume();
     expect((await emails.info()).paused).toBe(false);
@@ -114,7 +114,7 @@ describe('named queues', () => {
     await clock.advance(0);
     // Three run already: no b starts until fewer than two do; 'other' is not held back.
     expect(started(log)).toEqual(['a0+0', 'a1+0', 'a2+0', 'o+0']);
-    expect(await scheduler.queue('default').counts()).toEqual({ waiting: 2, due: 2, running: 3, pending: 2 });
+    expect(await scheduler.queue('default').counts()).toEqual({ waiting: 2, due: 2, running: 3 });
     await clock.advance(100);
     expect(started(log).slice(4)).toEqual(['b0+100', 'b1+100']);
   });
@@ -182,7 +182,7 @@ describe('named queues', () => {
         globalConcurrency: Infinity,
         rate: undefined,
         paused: false,
-        counts: { waiting: 0, due: 0, running: 0, pending: 0 },
+        counts: { waiting: 0, due: 0, running: 0 },
       },
       {
         name: 'emails',
@@ -190,7 +190,7 @@ describe('named queues', () => {
         globalConcurrency: Infinity,
         rate: { limit: 10, interval: 1_000 },
         paused: true,
-        counts: { waiting: 1, due: 1, running: 0, pending: 1 },
+        counts: { waiting: 1, due: 1, running: 0 },
       },
       {
         name: 'sms',
@@ -198,7 +198,7 @@ describe('named queues', () => {
         globalConcurrency: Infinity,
         rate: undefined,
         paused: false,
-        counts: { waiting: 1, due: 0, running: 1, pending: 1 },
+        counts: { waiting: 1, due: 0, running: 1 },
       },
     ]);
     expect(scheduler.queue('sms')).toBeInstanceOf(Queue);
@@ -218,7 +218,7 @@ describe('named queues', () => {
         globalConcurrency: Infinity,
         rate: undefined,
         paused: false,
-        counts: { waiting: 1, due: 0, running: 1, pending: 1 },
+        counts: { waiting: 1, due: 0, running: 1 },
       },
     ]);
     hold.open();

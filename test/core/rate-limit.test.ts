@@ -386,7 +386,7 @@ describe('rate limit per key', () => {
     const { clock, scheduler } = setup();
     for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });
     await clock.advance(10);
-    expect(scheduler.stats()).toMatchObject({ pending: 0, succeeded: 5_000 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 0, succeeded: 5_000 });
     // No timer for any key, and the next task of a key starts at once (its window expired).
     expect(clock.pendingTimers).toBe(0);
     await clock.advance(1_000);
@@ -443,7 +443,7 @@ describe('rate limit per key', () => {
     await scheduler.onIdle();
   });
 
-  it('pendingTasks() lists waiting tasks, earliest first, and close() cancels them', async () => {
+  it('waitingTasks() lists waiting tasks, earliest first, and close() cancels them', async () => {
     const { clock, scheduler } = setup();
     const rate = { key: 'k', limit: 1, interval: 1_000 };
     const a = scheduler.after(0, () => {}, { rate });
@@ -452,8 +452,8 @@ describe('rate limit per key', () => {
     const later = scheduler.after(50_000, () => {});
     await clock.advance(20);
     expect(a.state).toBe('succeeded');
-    expect(scheduler.pendingTasks()).toEqual([b, c, later]);
-    expect(scheduler.pendingTasks(1)).toEqual([b]);
+    expect(scheduler.waitingTasks()).toEqual([b, c, later]);
+    expect(scheduler.waitingTasks(1)).toEqual([b]);
     expect(scheduler.waitingByName().get('b')).toEqual({ waiting: 1, due: 1 });
     await scheduler.close();
     expect([b.state, c.state, later.state]).toEqual(['cancelled', 'cancelled', 'cancelled']);
@@ -461,8 +461,8 @@ describe('rate limit per key', () => {
     expect(scheduler.stats()).toMatchObject({ waiting: 0, due: 0 });
   });
 
-  it('maxPending counts waiting tasks', async () => {
-    const { clock, scheduler } = setup({ maxPending: 3 });
+  it('maxWaiting counts waiting tasks', async () => {
+    const { clock, scheduler } = setup({ maxWaiting: 3 });
     const rate = { key: 'k', limit: 1, interval: 1_000 };
     for (let i = 0; i < 3; i++) scheduler.after(0, () => {}, { rate });
     await clock.advance(0);

@@ -136,7 +136,7 @@ describe('bad input', () => {
     expect(() => new Scheduler({ workers: -1 })).toThrow(RangeError);
     expect(() => new Scheduler({ workers: 1.5 })).toThrow(RangeError);
     expect(() => new Scheduler({ workers: NaN })).toThrow(RangeError);
-    expect(() => new Scheduler({ maxPending: 0 })).toThrow(/maxPending/);
+    expect(() => new Scheduler({ maxWaiting: 0 })).toThrow(/maxWaiting/);
     expect(() => new Scheduler({ timezone: 'Mars/Olympus' })).toThrow(RangeError);
     expect(() => new Scheduler({ clock: {} as never })).toThrow(/clock/);
     expect(() => new Scheduler({ onError: 1 as never })).toThrow(/onError/);
@@ -152,9 +152,9 @@ describe('bad input', () => {
   });
 });
 
-describe('maxPending', () => {
+describe('maxWaiting', () => {
   it('throws QueueFullError at once, without disturbing what is scheduled', async () => {
-    const { clock, scheduler } = setup({ maxPending: 2 });
+    const { clock, scheduler } = setup({ maxWaiting: 2 });
     const ran: number[] = [];
     scheduler.after(10, () => ran.push(1));
     scheduler.after(20, () => ran.push(2));
@@ -171,7 +171,7 @@ describe('maxPending', () => {
   });
 
   it('lets a task schedule another without deadlock once its own slot is free', async () => {
-    const { clock, scheduler } = setup({ maxPending: 1 });
+    const { clock, scheduler } = setup({ maxWaiting: 1 });
     const ran: string[] = [];
     scheduler.after(10, () => {
       ran.push('first');
@@ -182,7 +182,7 @@ describe('maxPending', () => {
   });
 
   it('frees capacity when a waiting task is cancelled', () => {
-    const { scheduler } = setup({ maxPending: 1 });
+    const { scheduler } = setup({ maxWaiting: 1 });
     const task = scheduler.after(10, () => {});
     expect(() => scheduler.after(10, () => {})).toThrow(QueueFullError);
     task.cancel();
@@ -303,11 +303,11 @@ describe('events and introspection', () => {
     scheduler.after(10, () => {});
     await clock.advance(0);
     await clock.advance(40);
-    expect(scheduler.stats()).toMatchObject({ pending: 1, running: 1, waiting: 1, workers: 1, succeeded: 0 });
+    expect(scheduler.stats()).toMatchObject({ running: 1, waiting: 1, workers: 1, succeeded: 0 });
     release();
     await clock.advance(0);
     const stats = scheduler.stats();
-    expect(stats).toMatchObject({ pending: 0, running: 0, waiting: 0, succeeded: 2 });
+    expect(stats).toMatchObject({ running: 0, waiting: 0, succeeded: 2 });
     expect(stats.lateness.max).toBe(30);
   });
 
@@ -316,7 +316,7 @@ describe('events and introspection', () => {
     const b = scheduler.after(20, () => {});
     const a = scheduler.after(10, () => {});
     scheduler.after(30, () => {}).cancel();
-    expect(scheduler.pendingTasks()).toEqual([a, b]);
+    expect(scheduler.waitingTasks()).toEqual([a, b]);
   });
 });
 

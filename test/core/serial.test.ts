@@ -68,7 +68,7 @@ describe('serial keys', () => {
     expect(log).toEqual(['a+0', 'a-10', 'c+20']);
     await clock.advance(100);
     expect(log).toEqual(['a+0', 'a-10', 'c+20', 'c-30']);
-    expect(scheduler.stats()).toMatchObject({ pending: 0, cancelled: 2, succeeded: 1 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 0, cancelled: 2, succeeded: 1 });
   });
 
   it('cancelling a running holder: the next task starts once the run ends', async () => {
@@ -114,7 +114,7 @@ describe('serial keys', () => {
     expect(waiting.state).toBe('cancelled');
     hold.open();
     await closed;
-    expect(scheduler.stats()).toMatchObject({ pending: 0, running: 0, succeeded: 1, cancelled: 1 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 0, running: 0, succeeded: 1, cancelled: 1 });
   });
 
   it('serial keys and rate keys together (a chat: one message at a time, one a second)', async () => {

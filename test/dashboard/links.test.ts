@@ -120,9 +120,9 @@ for (const [backend, store] of BACKENDS) {
         expect((await app.get(`api/links?id=${y}`)).body.flow).toMatchObject({ id: y, total: 1, blocked: [{ id: y, waitingFor: [x] }] });
 
         // `b` cancelled: `c` counts it done ('continue'); `a` cancelled: `c` and `d` are cancelled with it ('fail').
-        await app.scheduler.cancel(b);
+        await app.scheduler.cancelTask(b);
         expect((await app.get(`api/links?id=${c}`)).body.dependencies[1]).toMatchObject({ id: b, state: 'cancelled', done: true });
-        await app.scheduler.cancel(a);
+        await app.scheduler.cancelTask(a);
         const after = (await app.get(`api/links?id=${d}`)).body;
         expect(after.dependencies).toEqual([{ id: c, name: 'step', state: 'cancelled', onFailure: 'fail', done: false }]);
         expect(after.flow).toMatchObject({ done: true, counts: { cancelled: 4, blocked: 0 }, blocked: [], blockedCount: 0 });
@@ -204,7 +204,7 @@ for (const [backend, store] of BACKENDS) {
           await eventually(() => page.locator('#detail-title').textContent()).toBe(`Task ${a} · step`);
           expect(await page.locator('#detail-deps tr[data-id]').count()).toBe(0);
           expect(await cells(`#detail-dependents tr[data-id="${c}"]`)).toEqual([String(c), 'step', 'blocked', 'fail', 'no']);
-          await app.scheduler.cancel(a);
+          await app.scheduler.cancelTask(a);
           await eventually(() => cells(`#detail-dependents tr[data-id="${c}"]`)).toEqual([String(c), 'step', 'cancelled', 'fail', 'no']);
           await eventually(() => page.locator('#detail-flow-summary').textContent()).toBe('waiting 1 · cancelled 3');
           expect(await page.locator('#detail-flow-blocked').textContent()).toBe('Nothing is blocked');

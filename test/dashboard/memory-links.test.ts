@@ -144,7 +144,7 @@ describe('the task detail of in-memory tasks', () => {
       expect(ofA.dependents).toEqual([{ id: c, name: 'c', state: 'blocked', onFailure: 'fail', done: false }]);
 
       // `b` cancelled: `c` counts it done ('continue'); an hour on, `a`, `c` and `d` run, and the links follow.
-      expect(await app.scheduler.flows.cancel(b)).toBe(true);
+      expect(await app.scheduler.cancelTask(b)).toBe(true);
       expect((await app.get(`api/links?id=${c}`)).body.dependencies[1]).toEqual({
         id: b,
         name: 'b',
@@ -153,7 +153,7 @@ describe('the task detail of in-memory tasks', () => {
         done: true,
       });
       await app.clock.advance(HOUR);
-      await app.scheduler.flows.waitFor(d, { timeout: 10_000 });
+      await app.scheduler.waitFor(d, { timeout: 10_000 });
       expect(app.ran).toEqual(['a', 'c', 'd']);
       const after = (await app.get(`api/links?id=${d}`)).body;
       expect(after.dependencies).toEqual([{ id: c, name: 'c', state: 'succeeded', onFailure: 'fail', done: true }]);
@@ -215,7 +215,7 @@ describe('the task detail of in-memory tasks', () => {
 
       // Finished: the heap keeps nothing of it, and says so.
       app.held.open();
-      await app.scheduler.flows.waitFor(slow, { timeout: 10_000 });
+      await app.scheduler.waitFor(slow, { timeout: 10_000 });
       const gone = await app.get(`api/memory-task?id=${found}`);
       expect(gone.status).toBe(404);
       expect(gone.body.error).toBe(`No in-memory task #${found} waiting or running (a finished one is not kept)`);
@@ -281,7 +281,7 @@ describe('the task detail of in-memory tasks', () => {
       // A finished flow is kept until 1,000 more have finished, then forgotten: its tasks are 404s, not errors.
       const first = await app.scheduler.flows.add({ tasks: { once: { handler: () => 1 } } });
       await app.clock.advance(0);
-      await app.scheduler.flows.waitFor(first.id);
+      await app.scheduler.waitFor(first.id);
       expect((await app.get(`api/task?id=${first.id}`)).status).toBe(200);
       for (let i = 0; i < 1_000; i++) await app.scheduler.flows.add({ tasks: { more: { handler: () => i } } });
       await app.clock.advance(0);
@@ -325,7 +325,7 @@ describe('the task detail of in-memory tasks, in Chromium', () => {
       await expect.poll(() => page.locator('#detail-title').textContent()).toBe(`Task ${b} · b · in memory`);
       expect(await page.locator('#detail-deps tr[data-id]').count()).toBe(0);
       expect(await cells(`#detail-dependents tr[data-id="${c}"]`)).toEqual([String(c), 'c', 'blocked', 'continue', 'no']);
-      await app.scheduler.flows.cancel(b);
+      await app.scheduler.cancelTask(b);
       await expect.poll(() => page.locator('#detail-fields dd').first().textContent()).toBe('cancelled');
       await expect.poll(() => cells(`#detail-dependents tr[data-id="${c}"]`)).toEqual([String(c), 'c', 'blocked', 'continue', 'yes']);
 

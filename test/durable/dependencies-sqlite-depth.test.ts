@@ -33,14 +33,14 @@ describe('SQLite: the depth of a sinking', () => {
     const head = flow.tasks.t0!.id;
     const last = flow.tasks.t1499!.id;
     await scheduler.start();
-    expect(await scheduler.flows.waitFor(last)).toMatchObject({ state: 'failed', lastError: `DependencyError: dependency ${head} failed` });
+    expect(await scheduler.waitFor(last)).toMatchObject({ state: 'failed', lastError: `DependencyError: dependency ${head} failed` });
     expect(await scheduler.countTasks()).toMatchObject({ failed: 1_500 });
     expect(steps).toBe(0);
     // Every sunk task names the head, the root of its sinking: a retry of it revives them all.
     expect((await scheduler.getTask(flow.tasks.t750!.id))?.lastError).toMatch(`DependencyError: dependency ${head} failed`);
     fail = false;
-    await scheduler.retry(head);
-    expect(await scheduler.flows.waitFor(flow.tasks.t2!.id)).toMatchObject({ state: 'succeeded' });
+    await scheduler.retryTask(head);
+    expect(await scheduler.waitFor(flow.tasks.t2!.id)).toMatchObject({ state: 'succeeded' });
     // Revived in one go: nothing is left failed, the rest of the chain runs on (not waited for here).
     expect((await scheduler.countTasks()).failed ?? 0).toBe(0);
     expect(steps).toBeGreaterThanOrEqual(2);
@@ -55,8 +55,8 @@ describe('SQLite: the depth of a sinking', () => {
     tasks.t200 = { handler: 'step', after: [{ task: 't199', onFailure: 'continue' }] };
     const flow = await scheduler.flows.add({ tasks });
     await scheduler.start();
-    await scheduler.cancel(flow.tasks.t0!.id);
-    await scheduler.flows.waitFor(flow.tasks.t399!.id);
+    await scheduler.cancelTask(flow.tasks.t0!.id);
+    await scheduler.waitFor(flow.tasks.t399!.id);
     expect(await scheduler.countTasks()).toMatchObject({ cancelled: 200, succeeded: 200 });
     expect((await scheduler.getTask(flow.tasks.t199!.id))?.state).toBe('cancelled');
     await scheduler.close();

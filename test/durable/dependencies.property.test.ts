@@ -207,16 +207,16 @@ async function runInMemory(graph: Graph, ops: Op[]): Promise<void> {
       for (const i of list) settle.get(i)!(ok);
       await flush();
     },
-    cancel: (i) => scheduler.flows.cancel(ids[i]!),
+    cancel: (i) => scheduler.cancelTask(ids[i]!),
     retry: (i) =>
-      scheduler.flows.retry(ids[i]!).then(
+      scheduler.retryTask(ids[i]!).then(
         () => true,
         () => false,
       ),
     // In memory only a flow's tasks can be depended on, and they take no key: nothing can reuse one.
     reuse: async () => {},
   });
-  const last = await scheduler.flows.waitFor(ids[graph.n - 1]!);
+  const last = await scheduler.waitFor(ids[graph.n - 1]!);
   expect(last.state).toBe(model.state[graph.n - 1]);
   await scheduler.close();
 }

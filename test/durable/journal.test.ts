@@ -261,7 +261,7 @@ describe.each(Object.keys(PLACES))('progress and logs on %s', (kind) => {
     for (let i = 0; i < 6; i++) await add(i, 'mail', i % 2 === 0 ? 'emails' : 'default');
     for (let i = 0; i < 3; i++) await add(i, 'sms', 'texts');
     const mails = await scheduler.listTasks({ name: 'mail' });
-    await scheduler.cancel(mails[0]!.id);
+    await scheduler.cancelTask(mails[0]!.id);
     expect((await scheduler.listTasks({ queue: 'emails' })).map((t) => t.key)).toEqual(['mail:0', 'mail:2', 'mail:4']);
     expect((await scheduler.listTasks({ queue: 'emails', state: 'waiting' })).map((t) => t.key)).toEqual(['mail:2', 'mail:4']);
     const page = await scheduler.listTasks({ queue: 'emails', limit: 2 });

@@ -138,7 +138,7 @@ describe.each(Object.keys(STORES) as (keyof typeof STORES)[])('management on %s'
         }),
       );
     }
-    await scheduler.cancel(added[4]!.id);
+    await scheduler.cancelTask(added[4]!.id);
     const all = await scheduler.listTasks({ limit: 1_000 });
     expect(all.map((t) => t.id)).toEqual(added.map((t) => t.id));
 

@@ -365,7 +365,7 @@ describe('postgresStore: the database goes away and comes back', () => {
       const b = open(schema);
       b.scheduler.define('long', () => {});
       await b.scheduler.start();
-      expect(await b.scheduler.cancel(long.id)).toBe(true);
+      expect(await b.scheduler.cancelTask(long.id)).toBe(true);
       await waitFor('the cancel to reach the running task after the restart (through the listener)', () => longRun.abortedAt > 0);
       expect((await a.scheduler.getTask(long.id))!.state).toBe('cancelled');
       expect(unhandled).toEqual([]);

@@ -43,7 +43,7 @@ describe('producers on SQLite', () => {
     await clock.advance(120_000);
     // Due for two minutes, yet waiting: a producer never claims.
     expect((await producer.listTasks()).map((t) => t.state)).toEqual(['waiting', 'waiting']);
-    expect(await producer.cancel(b.id)).toBe(true);
+    expect(await producer.cancelTask(b.id)).toBe(true);
     expect((await producer.getTask(b.id))?.state).toBe('cancelled');
     await producer.close();
 
@@ -158,7 +158,7 @@ describe('producers on PostgreSQL', () => {
     const tasks = [];
     for (let n = 0; n < 5; n++) tasks.push(await web.schedule(Date.now(), 'double', { payload: { n } }));
     const dropped = await web.after('1h', 'double', { payload: { n: 99 } });
-    expect(await web.cancel(dropped.id)).toBe(true);
+    expect(await web.cancelTask(dropped.id)).toBe(true);
     await sleep(300);
     // Due, but nobody runs them yet: the producer does not claim.
     expect((await web.listTasks({ state: 'waiting' })).length).toBe(5);

@@ -125,7 +125,7 @@ describe('results and waiting on SQLite', () => {
 
     await expect(scheduler.waitFor(999_999)).rejects.toBeInstanceOf(TaskNotFoundError);
     const cancelled = scheduler.waitFor(task.id);
-    await scheduler.cancel(task.id);
+    await scheduler.cancelTask(task.id);
     expect((await cancelled).state).toBe('cancelled');
 
     expect(() => scheduler.waitFor(0)).toThrow(TypeError);
@@ -178,19 +178,19 @@ describe('results and waiting on SQLite', () => {
     await clock.advance(60_000);
     expect(await waiting).toMatchObject({ state: 'failed', attempts: 2 });
     fail = false;
-    const again = await scheduler.retry(task.id);
+    const again = await scheduler.retryTask(task.id);
     expect(again).toMatchObject({ state: 'waiting', attempts: 0 });
     waiting = scheduler.waitFor(task.id);
     await clock.advance(0);
     const done = await waiting;
     expect(done).toMatchObject({ state: 'succeeded', attempts: 1, result: 'up' });
     expect(done.errors).toHaveLength(2); // the earlier attempts' errors stay
-    await expect(scheduler.retry(task.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
-    await expect(scheduler.retry(424_242)).rejects.toBeInstanceOf(TaskNotFoundError);
+    await expect(scheduler.retryTask(task.id)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
+    await expect(scheduler.retryTask(424_242)).rejects.toBeInstanceOf(TaskNotFoundError);
     const later = await scheduler.schedule(START + 3_600_000, 'flaky');
-    await expect(scheduler.retry(later.id)).rejects.toThrow(/is waiting/);
-    await scheduler.cancel(later.id);
-    expect((await scheduler.retry(later.id)).state).toBe('waiting');
+    await expect(scheduler.retryTask(later.id)).rejects.toThrow(/is waiting/);
+    await scheduler.cancelTask(later.id);
+    expect((await scheduler.retryTask(later.id)).state).toBe('waiting');
     await scheduler.close();
   });
 
@@ -307,7 +307,7 @@ describe('results and waiting on PostgreSQL', () => {
     expect(failed.errors.map((e) => e.attempt)).toEqual([1, 2, 3]);
     expect(failed.errors[0]!.error).toMatch(/boom on attempt 1/);
     expect(failed.lastError).toMatch(/boom on attempt 3/);
-    expect((await web.retry(task.id)).state).toBe('waiting');
+    expect((await web.retryTask(task.id)).state).toBe('waiting');
     const again = await web.waitFor(task.id, { timeout: '20s' });
     expect(again).toMatchObject({ state: 'failed', attempts: 3 });
     expect(again.errors.map((e) => e.attempt)).toEqual([1, 2, 3, 1, 2, 3]);
@@ -326,7 +326,7 @@ describe('results and waiting on PostgreSQL', () => {
     expect(errors.map((e) => (e as Error).message)).toEqual(['boom 12']);
     const slow = await s.schedule(Date.now() + 3_600_000, 'slow');
     const waiting = s.waitFor(slow.id);
-    await s.cancel(slow.id);
+    await s.cancelTask(slow.id);
     expect((await waiting).state).toBe('cancelled');
   }, 60_000);
 

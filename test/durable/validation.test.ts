@@ -120,7 +120,7 @@ describe('durable input', () => {
     expect(await scheduler.listTasks()).toEqual([]);
     const emoji = await scheduler.schedule(later, 'known', { key: 'x\ud83d\ude00', serial: '\ud83d\ude00' });
     expect((await scheduler.getTask(emoji.id))!.key).toBe('x😀');
-    await scheduler.cancel(emoji.id);
+    await scheduler.cancelTask(emoji.id);
     await scheduler.close();
   });
 

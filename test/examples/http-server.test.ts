@@ -94,7 +94,7 @@ describe('http-server example', () => {
     expect((await api('GET', '/jobs/1')).body).toMatchObject({ state: 'done', running: false, runs: 1 });
 
     const stats = (await api('GET', '/stats')).body;
-    expect(stats).toMatchObject({ pending: 1, running: 0, workers: 4, failed: 0 });
+    expect(stats).toMatchObject({ waiting: 1, running: 0, workers: 4, failed: 0 });
     expect(stats.succeeded).toBe(3);
     expect(stats.lateness).toEqual({ p50: 0, p99: 0, max: 0 });
   });
@@ -149,7 +149,7 @@ describe('http-server example', () => {
     expect((await api('GET', '/log')).body).toEqual([]);
     expect((await api('GET', '/jobs')).body).toEqual([]);
     expect((await api('GET', '/jobs/2')).status).toBe(404);
-    expect(app.scheduler.stats()).toMatchObject({ pending: 0, running: 0, cancelled: 2 });
+    expect(app.scheduler.stats()).toMatchObject({ waiting: 0, running: 0, cancelled: 2 });
   });
 
   it('bounds concurrency by workers', async () => {
@@ -158,7 +158,7 @@ describe('http-server example', () => {
     await clock.advance(1);
     expect((await api('GET', '/stats')).body).toMatchObject({ running: 2, waiting: 3, due: 3, workers: 2 });
     await clock.advance(100);
-    expect((await api('GET', '/stats')).body).toMatchObject({ running: 2, pending: 1, succeeded: 2 });
+    expect((await api('GET', '/stats')).body).toMatchObject({ running: 2, waiting: 1, succeeded: 2 });
     await clock.advance(200);
     expect((await api('GET', '/log')).body.map((entry: any) => entry.message)).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
   });

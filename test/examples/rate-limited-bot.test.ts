@@ -57,7 +57,7 @@ describe('rate-limited-bot example', () => {
       for (let n = count - 1; n >= 0; n--) delivery.remind(chat, texts[n]!, START + Math.floor((n * 5_000) / count));
     }
     await clock.advance(20 * 60_000);
-    expect(scheduler.stats()).toMatchObject({ pending: 0, running: 0, succeeded: 1_500, failed: 0 });
+    expect(scheduler.stats()).toMatchObject({ waiting: 0, running: 0, succeeded: 1_500, failed: 0 });
     expect(
       respects(
         attempts.map((s) => s.at),

@@ -33,7 +33,7 @@ describe('in-memory flows', () => {
     });
     expect(flow.id).toBe(1);
     await clock.advance(0);
-    const post = await scheduler.flows.waitFor(flow.tasks.post.id);
+    const post = await scheduler.waitFor(flow.tasks.post.id);
     expect(post).toMatchObject({ state: 'succeeded', result: 'summer: b=b2.jpg, a=a.jpg', name: 'post', attempts: 1 });
     expect(log).toEqual(['a', 'b', 'post 1']);
     const status = (await scheduler.flows.get(flow.id))!;
@@ -74,7 +74,7 @@ describe('in-memory flows', () => {
     });
     await clock.advance(0);
     const [ship, notify, report, cleanup] = await Promise.all(
-      ['ship', 'notify', 'report', 'cleanup'].map((name) => scheduler.flows.waitFor(flow.tasks[name]!.id)),
+      ['ship', 'notify', 'report', 'cleanup'].map((name) => scheduler.waitFor(flow.tasks[name]!.id)),
     );
     expect(ship).toMatchObject({ state: 'failed', lastError: 'DependencyError: dependency 1 failed', attempts: 0 });
     expect(notify).toMatchObject({ state: 'failed', lastError: 'DependencyError: dependency 1 failed' });
@@ -105,13 +105,13 @@ describe('in-memory flows', () => {
     });
     await clock.advance(0);
     expect((await scheduler.flows.get(flow.id))!.counts).toMatchObject({ running: 1, blocked: 2 });
-    expect(await scheduler.flows.cancel(flow.tasks.blockedOne!.id)).toBe(true);
-    expect(await scheduler.flows.cancel(flow.tasks.blockedOne!.id)).toBe(false);
-    expect((await scheduler.flows.waitFor(flow.tasks.after!.id)).state).toBe('succeeded');
-    expect(await scheduler.flows.cancel(flow.tasks.long!.id)).toBe(true);
+    expect(await scheduler.cancelTask(flow.tasks.blockedOne!.id)).toBe(true);
+    expect(await scheduler.cancelTask(flow.tasks.blockedOne!.id)).toBe(false);
+    expect((await scheduler.waitFor(flow.tasks.after!.id)).state).toBe('succeeded');
+    expect(await scheduler.cancelTask(flow.tasks.long!.id)).toBe(true);
     await clock.advance(0);
     expect(aborted).toBeInstanceOf(CancelledError);
-    expect((await scheduler.flows.waitFor(flow.tasks.long!.id)).state).toBe('cancelled');
+    expect((await scheduler.waitFor(flow.tasks.long!.id)).state).toBe('cancelled');
     // A chain under a cancelled task: every 'fail' dependent ends cancelled, naming it.
     const chain = await scheduler.flows.add({
       tasks: {
@@ -120,8 +120,8 @@ describe('in-memory flows', () => {
         c: { handler: () => 3, after: ['b'] },
       },
     });
-    expect(await scheduler.flows.cancel(chain.tasks.a!.id)).toBe(true);
-    expect(await scheduler.flows.waitFor(chain.tasks.c!.id)).toMatchObject({
+    expect(await scheduler.cancelTask(chain.tasks.a!.id)).toBe(true);
+    expect(await scheduler.waitFor(chain.tasks.c!.id)).toMatchObject({
       state: 'cancelled',
       lastError: `DependencyError: dependency ${chain.tasks.a!.id} was cancelled`,
     });
@@ -146,16 +146,16 @@ describe('in-memory flows', () => {
     });
     await clock.advance(0);
     expect((await scheduler.flows.get(flow.id))!.counts).toMatchObject({ failed: 3 });
-    await expect(scheduler.flows.retry(flow.tasks.parse!.id + 100)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FOUND' });
+    await expect(scheduler.retryTask(flow.tasks.parse!.id + 100)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FOUND' });
     fail = false;
     // parse was sunk by fetch: retrying it retries fetch.
-    const retried = await scheduler.flows.retry(flow.tasks.store!.id);
+    const retried = await scheduler.retryTask(flow.tasks.store!.id);
     expect(retried.state).toBe('blocked');
     await clock.advance(0);
-    expect(await scheduler.flows.waitFor(flow.tasks.store!.id)).toMatchObject({ state: 'succeeded', lastError: null });
-    expect((await scheduler.flows.waitFor(flow.tasks.parse!.id)).result).toBe('data');
+    expect(await scheduler.waitFor(flow.tasks.store!.id)).toMatchObject({ state: 'succeeded', lastError: null });
+    expect((await scheduler.waitFor(flow.tasks.parse!.id)).result).toBe('data');
     expect(runs).toEqual(['fetch', 'fetch', 'parse', 'store']);
-    const error = await scheduler.flows.retry(flow.tasks.store!.id).catch((e: unknown) => e);
+    const error = await scheduler.retryTask(flow.tasks.store!.id).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(TaskheapError);
     expect(error).toMatchObject({ code: 'ERR_TASK_NOT_FINISHED' });
   });
@@ -186,7 +186,7 @@ describe('in-memory flows', () => {
     expect(status.tasks.map((t) => t.task.state)).toEqual(['waiting', 'blocked', 'timed-out', 'failed']);
     expect(status.tasks[0]!.task.errors.map((e) => e.error.split('\n')[0])).toEqual(['Error: attempt 1', 'Error: attempt 2']);
     await clock.advance('1m');
-    expect(await scheduler.flows.waitFor(flow.tasks.next!.id)).toMatchObject({ state: 'succeeded', result: 'next' });
+    expect(await scheduler.waitFor(flow.tasks.next!.id)).toMatchObject({ state: 'succeeded', result: 'next' });
     expect((await scheduler.flows.get(flow.id))!.tasks[0]!.task).toMatchObject({ state: 'succeeded', attempts: 3 });
   });
 
@@ -239,7 +239,7 @@ describe('in-memory flows', () => {
     });
     expect(second.tasks.b!.state).toBe('blocked');
     await clock.advance('1s');
-    expect((await scheduler.flows.waitFor(second.tasks.b!.id)).result).toEqual(['a']);
+    expect((await scheduler.waitFor(second.tasks.b!.id)).result).toEqual(['a']);
     const third = await scheduler.flows.add({ tasks: { c: { handler: () => 'c', after: [first.tasks.a!.id] } } });
     expect(third.tasks.c!.state).toBe('waiting');
   });
@@ -247,17 +247,17 @@ describe('in-memory flows', () => {
   it('waitFor: a timeout, a signal, an unknown id', async () => {
     const { clock, scheduler } = setup();
     const flow = await scheduler.flows.add({ tasks: { a: { handler: () => 1, when: START + 60_000 } } });
-    const late = scheduler.flows.waitFor(flow.id, { timeout: '10s' }).catch((e: unknown) => e);
+    const late = scheduler.waitFor(flow.id, { timeout: '10s' }).catch((e: unknown) => e);
     await clock.advance('10s');
     expect(await late).toMatchObject({ code: 'ERR_WAIT_TIMEOUT' });
     const controller = new AbortController();
-    const stopped = scheduler.flows.waitFor(flow.id, { signal: controller.signal }).catch((e: unknown) => e);
+    const stopped = scheduler.waitFor(flow.id, { signal: controller.signal }).catch((e: unknown) => e);
     controller.abort(new Error('enough'));
     expect(await stopped).toMatchObject({ message: 'enough' });
-    await expect(scheduler.flows.waitFor(42)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FOUND' });
-    expect(() => scheduler.flows.waitFor(0)).toThrow(TypeError);
+    await expect(scheduler.waitFor(42)).rejects.toMatchObject({ code: 'ERR_TASK_NOT_FOUND' });
+    expect(() => scheduler.waitFor(0)).toThrow(TypeError);
     await clock.advance('1m');
-    expect((await scheduler.flows.waitFor(flow.id)).result).toBe(1);
+    expect((await scheduler.waitFor(flow.id)).result).toBe(1);
   });
 
   it('close(): waiting tasks are cancelled and blocked ones follow their rules, so every waitFor ends', async () => {
@@ -269,7 +269,7 @@ describe('in-memory flows', () => {
         c: { handler: () => 3, after: [{ task: 'a', onFailure: 'ignore' }] },
       },
     });
-    const all = Promise.all(Object.values(flow.tasks).map((task) => scheduler.flows.waitFor(task.id)));
+    const all = Promise.all(Object.values(flow.tasks).map((task) => scheduler.waitFor(task.id)));
     await scheduler.close();
     expect((await all).map((task) => task.state)).toEqual(['cancelled', 'cancelled', 'cancelled']);
     expect(() => scheduler.flows.add({ tasks: { a: { handler: () => 1 } } })).toThrow(/closed/);

@@ -224,11 +224,11 @@ describe('calendar units', () => {
   });
 });
 
-describe('once and cron', () => {
-  it('once(when).run() runs one time and is then done', async () => {
+describe('at and cron', () => {
+  it('at(when).run() runs one time and is then done', async () => {
     const { clock, scheduler } = setup();
     let runs = 0;
-    const job = scheduler.once(START + 1_000).run(() => void runs++);
+    const job = scheduler.at(START + 1_000).run(() => void runs++);
     expect(job.nextRunAt).toEqual(new Date(START + 1_000));
     await clock.advance(5_000);
     expect(runs).toBe(1);
@@ -236,10 +236,10 @@ describe('once and cron', () => {
     expect(job.lastRunAt).toEqual(new Date(START + 1_000));
   });
 
-  it('once() with a past time runs at once', async () => {
+  it('at() with a past time runs at once', async () => {
     const { clock, scheduler } = setup();
     let runs = 0;
-    scheduler.once(START - DAY).run(() => void runs++);
+    scheduler.at(START - DAY).run(() => void runs++);
     await clock.advance(0);
     expect(runs).toBe(1);
   });
@@ -303,7 +303,7 @@ describe('rules are validated when built', () => {
     expect(() => scheduler.cron('* * * *')).toThrow(RangeError);
     expect(() => scheduler.cron('* * * * *', { timezone: 'Nowhere' })).toThrow(RangeError);
     expect(() => scheduler.cron('* * * * *', { zone: 'UTC' } as never)).toThrow(/Unknown cron option/);
-    expect(() => scheduler.once(NaN)).toThrow(RangeError);
+    expect(() => scheduler.at(NaN)).toThrow(RangeError);
   });
 
   it('rejects bad run() arguments and leaves existing jobs alone', async () => {

@@ -343,10 +343,10 @@ describe('jitter and retry inside a job', () => {
 });
 
 describe('pause and resume keep a pending occurrence the rule cannot recompute', () => {
-  it('a paused once() job still runs at its time after resume', async () => {
+  it('a paused at() job still runs at its time after resume', async () => {
     const { clock, scheduler } = setup();
     let runs = 0;
-    const job = scheduler.once(START + 10 * MINUTE).run(() => void runs++);
+    const job = scheduler.at(START + 10 * MINUTE).run(() => void runs++);
     job.pause();
     await clock.advance(MINUTE);
     job.resume();
@@ -356,10 +356,10 @@ describe('pause and resume keep a pending occurrence the rule cannot recompute',
     expect(job.state).toBe('done');
   });
 
-  it('a once() job whose time passed during the pause does not run', async () => {
+  it('an at() job whose time passed during the pause does not run', async () => {
     const { clock, scheduler } = setup();
     let runs = 0;
-    const job = scheduler.once(START + MINUTE).run(() => void runs++);
+    const job = scheduler.at(START + MINUTE).run(() => void runs++);
     job.pause();
     await clock.advance(2 * MINUTE);
     job.resume();

@@ -92,7 +92,7 @@ describe('metrics()', () => {
     await scheduler.close();
   });
 
-  it('counts waiting tasks per name, and of them the due ones; pending is the deprecated name of waiting', async () => {
+  it('counts waiting tasks per name, and of them the due ones', async () => {
     const { clock, scheduler } = setup({ workers: 1 });
     const m = metrics(scheduler);
     const hold = gate();
@@ -103,7 +103,6 @@ describe('metrics()', () => {
     await clock.advance(100);
     expect(m.get('send')).toMatchObject({ waiting: 3, due: 2, running: 0 });
     expect(m.get('busy')).toMatchObject({ waiting: 0, running: 1 });
-    expect(m.get('send').pending).toBe(m.get('send').waiting);
     expect(m.snapshot().names.send).toMatchObject({ waiting: 3, due: 2 });
     hold.open();
     await scheduler.close();
@@ -145,8 +144,8 @@ describe('metrics()', () => {
     expect(values.get(key('taskheap_waiting', { name: '' }))).toBe(1);
     expect(values.get(key('taskheap_waiting', { name: 'b' }))).toBe(0);
     expect(values.get(key('taskheap_due', { name: '' }))).toBe(0);
-    // The deprecated name of taskheap_waiting, for one release.
-    expect(values.get(key('taskheap_pending', { name: '' }))).toBe(1);
+    // taskheap 0.1's name of taskheap_waiting is gone.
+    expect(values.has(key('taskheap_pending', { name: '' }))).toBe(false);
     expect(values.get(key('taskheap_workers'))).toBe(10);
     expect(values.get(key('taskheap_lateness_seconds_count', { name: 'b' }))).toBe(1);
     expect(values.has(key('taskheap_lateness_seconds', { name: 'b', quantile: '0.99' }))).toBe(true);

@@ -56,7 +56,7 @@ describe('otel()', () => {
     expect((lateness[0]!.value as Histogram).count).toBe(2);
     expect(metrics.get('taskheap.tasks.waiting')![0]!.value).toBe(1);
     expect(metrics.get('taskheap.tasks.due')![0]!.value).toBe(0);
-    expect(metrics.get('taskheap.tasks.pending')![0]!.value).toBe(1); // deprecated: the same as waiting
+    expect(metrics.has('taskheap.tasks.pending')).toBe(false); // taskheap 0.1's name of taskheap.tasks.waiting is gone
     expect(metrics.get('taskheap.workers')![0]!.value).toBe(2);
 
     const spans = exporter.getFinishedSpans();

@@ -49,7 +49,7 @@ function durableSuite(makeStore: (lease: number) => Store, lease: number, replic
     await scheduler.start();
     const task = await scheduler.schedule(Date.now(), 'wait', { payload: { log } });
     await expect.poll(() => existsSync(log) && readFileSync(log, 'utf8'), { timeout: 60_000 }).toBe(`started ${task.id}\n`);
-    expect(await scheduler.cancel(task.id)).toBe(true);
+    expect(await scheduler.cancelTask(task.id)).toBe(true);
     const done = await scheduler.waitFor(task.id);
     expect(done.state).toBe('cancelled');
   });

@@ -1,4 +1,4 @@
-// The claim statement and the SQL pieces of issue 22's durable limits and
+// The claim statement and the SQL pieces of the durable limits and
 // queues: concurrency keys (`serial` is the key of limit 1) and rate buckets
 // that hold across every process, kept in `taskheap_limits` (migrations.ts,
 // version 6), and named queues (`taskheap_queues`, version 5: pause, global
@@ -180,7 +180,7 @@ const PLAIN_WAITING = `state = 'waiting' AND serial IS NULL AND rate_key IS NULL
  * an ORDER BY ... LIMIT 1, not a max(): on a table not analyzed yet (a bulk
  * enqueue) the planner priced max() as an aggregate over an index-only scan
  * of every waiting task, and the next-due query took 6 ms at 20,000 waiting
- * tasks and 26 ms at 100,000, where the probes take 0.3 ms (issue 27).
+ * tasks and 26 ms at 100,000, where the probes take 0.3 ms.
  */
 const descending = (T: string, name: string, v: string, column: string) => `${name}(${v}) AS (
     SELECT (SELECT ${column} FROM ${T} WHERE ${PLAIN_WAITING} ORDER BY ${column} DESC LIMIT 1)
@@ -214,8 +214,8 @@ const queueRoom = (Q: string, name: string) => `LEAST(COALESCE((SELECT n FROM ro
  * one index probe each (a skip scan of the queue-leading waiting index),
  * from the last name down: a probe from the first name up started at the
  * queue's oldest entries, those of the tasks claimed since the last vacuum,
- * and walked every one of them (3.3 of a claim's 8 ms after 10,000 claims,
- * issue 27), where the newest entries of a queue are those of tasks still
+ * and walked every one of them (3.3 of a claim's 8 ms after 10,000 claims),
+ * where the newest entries of a queue are those of tasks still
  * waiting;
  * \`open\` keeps those a claim may take from, with the room each has (see
  * queueRoom; rooms \`rooms\` names, \`counts\` counts). The claim then reads
@@ -347,7 +347,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
   // When every candidate is a plain task (no key, not a takeover), no task failed for its expiries,
   // no candidate's queue has a global concurrency or a rate, and this process has neither queue rooms
   // nor the scheduler-wide bucket, the bookkeeping (six window sorts) passes every candidate in its
-  // order: the claim then takes them in that order at once (issue 27, bench/pg-plans.ts: a claim of
+  // order: the claim then takes them in that order at once (bench/pg-plans.ts: a claim of
   // 273 plain tasks 4.6 -> 3.2-3.6 ms in its generic plan, 4.9 -> 3.5-3.8 in a custom one).
   const plainOnly = `SELECT $9::text[] IS NULL AND NOT $7::boolean AND NOT EXISTS (SELECT 1 FROM failed) AND NOT EXISTS (SELECT 1 FROM qlocked)
       AND NOT EXISTS (SELECT 1 FROM cand WHERE serial IS NOT NULL OR rate_key IS NOT NULL OR expired) AS yes`;
@@ -428,8 +428,8 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
     -- ones into the free workers left, in claim order; the rest is prefetched and marked started
     -- later, when it does (renew). A lease that runs out counts against a task only if it started.
     -- Computed on the rows of due itself, not joined back to it: a join the planner, misled by a table
-    -- not analyzed yet, ran as a nested loop that recomputed this window once per row (issue 27:
-    -- 133 of a claim's 172 ms at 273 rows).
+    -- not analyzed yet, ran as a nested loop that recomputed this window once per row
+    -- (133 of a claim's 172 ms at 273 rows).
     -- Only plain tasks, no limit in play (plainOnly): the bookkeeping above is skipped (a one-time
     -- filter: its sorts never run), and the candidates taken in its order.
     plain_only AS (${plainOnly}),

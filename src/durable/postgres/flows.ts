@@ -1,11 +1,11 @@
-// Flows on PostgreSQL (issue 28): adding a whole flow in one transaction
+// Flows on PostgreSQL (docs/flows.md): adding a whole flow in one transaction
 // (the caller's with `client`), reading a flow and a task's dependencies.
 // What happens when a dependency ends (or is retried) is the trigger of
 // migrations.ts (FLOWS), fired by whatever statement ends it.
 import { birth, countedAtBirth, toDependency, type DependencyRow, type FlowStore, type NewFlow, type StoredEdge } from '../flow-graph.js';
 import type { OnFailure } from '../options.js';
 import type { StoredState, StoredTask } from '../store.js';
-import { TaskNotFoundError } from '../store.js';
+import { TaskNotFoundError } from '../errors.js';
 import { toTask, type TaskRow } from '../rows.js';
 import { applyLimits, setLimits, ts, upsertLimits } from './claim-sql.js';
 import type { Connection } from './connection.js';

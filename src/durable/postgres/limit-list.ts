@@ -1,4 +1,4 @@
-// The limit keys in use on PostgreSQL (issue 24, durable/limit-list.ts): the
+// The limit keys in use on PostgreSQL (durable/limit-list.ts): the
 // rows of taskheap_limits but the scheduler-wide bucket (key ''), each with
 // its holders or its starts within the window at the database's now() (the
 // clock the claims use), and the waiting tasks naming it (through the serial

@@ -1,4 +1,4 @@
-// A task's links on PostgreSQL (issue 28, durable/links.ts): its flow, the
+// A task's links on PostgreSQL (durable/links.ts): its flow, the
 // tasks it depends on and those that depend on it, in one statement through
 // the taskheap_deps edges and their indexes (the primary key for a
 // dependent's edges, taskheap_deps_dep for a dependency's).

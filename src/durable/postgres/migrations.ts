@@ -18,7 +18,7 @@ export interface Migration {
 }
 
 /**
- * Issue 28, flows (part of version 6): a task may depend on others. A task
+ * Flows (docs/flows.md; part of version 6): a task may depend on others. A task
  * with unfinished dependencies is \`blocked\`, a state no claim reads, so
  * claims cost what they did. \`taskheap_deps\` holds the edges (the
  * dependent, the dependency, its failure rule, whether the dependent counted
@@ -326,7 +326,7 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
   },
   {
-    // Issue 16: serial keys and priorities. The waiting index leads with
+    // Serial keys and priorities (docs/limits.md). The waiting index leads with
     // priority, walked one priority level at a time (see `levels` in sql.ts);
     // a partial index finds the head of a serial key; a key row exists only
     // while a task holds the key (see taskheap_serial_keys in docs/stores.md, "Schema").
@@ -346,7 +346,7 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE UNIQUE INDEX taskheap_tasks_occurrence ON :SCHEMA.taskheap_tasks (job_key, scheduled_at) WHERE job_key IS NOT NULL;`,
   },
   {
-    // Issue 22: named queues. Every task is in one (the constant default
+    // Named queues (docs/queues.md). Every task is in one (the constant default
     // costs no table rewrite). The claim walks the waiting tasks queue by
     // queue (the queue-leading index), so a paused or full queue's tasks are
     // never read; a queue row holds the settings shared by every process
@@ -366,7 +366,7 @@ export const MIGRATIONS: readonly Migration[] = [
       );`,
   },
   {
-    // Issue 22: limits that hold across every process. One row per limit:
+    // Limits that hold across every process (docs/limits.md). One row per limit:
     // a concurrency key (`serial` is the key with lim 1; `holders` are the
     // tasks holding its slots, from their first start to their final state)
     // or a rate bucket (`interval_ms`; `starts`/`counts`: how many tasks

@@ -1,5 +1,5 @@
 // The plain claim: the claim of claim-sql.ts for the common case where no
-// limit of any kind is in play, as a statement of its own (issue 27).
+// limit of any kind is in play, as a statement of its own (docs/performance.md).
 //
 // Why a second statement: the full claim plans and runs everything a claim
 // may meet (takeovers of expired leases, keyed tasks and their limit rows,

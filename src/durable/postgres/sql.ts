@@ -174,7 +174,7 @@ export function statements(schema: string | undefined) {
      * back as its id, due time and creation time (the statement's now()):
      * everything else of a row just inserted is what the caller gave or a
      * default, and reading every column of every row back cost a quarter of
-     * a bulk enqueue (issue 27: 1,000 per call, 73,000-82,000 tasks/s against
+     * a bulk enqueue (1,000 per call, 73,000-82,000 tasks/s against
      * 103,000-107,000).
      */
     addTasks: `WITH saved AS (
@@ -422,7 +422,7 @@ export function statements(schema: string | undefined) {
       FROM done`,
     /**
      * A finished task back to waiting, due now, with all its attempts again; its past errors stay.
-     * Flows (issue 28): with the failed tasks it depends on by the 'fail' rule, and theirs (\`up\`),
+     * Flows (docs/flows.md): with the failed tasks it depends on by the 'fail' rule, and theirs (\`up\`),
      * so the path to it runs again; one with unfinished dependencies is \`blocked\`, not waiting.
      * (The trigger of migrations.ts FLOWS revives what they sank.)
      */

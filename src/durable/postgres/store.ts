@@ -2,10 +2,9 @@
 // statement of sql.ts (or a few in one transaction) turned into rows of
 // rows.ts. Its connections (connection.ts), its listener (listener.ts), its
 // options (options.ts) and its schema (migrations.ts) live beside it.
+import { LeaseLostError, SchemaVersionError } from '../errors.js';
 import {
-  LeaseLostError,
   SCHEMA_VERSION,
-  SchemaVersionError,
   enqueued,
   type ClaimedTask,
   type EnqueuedTask,

@@ -1,11 +1,12 @@
-// Flows on SQLite (issue 28): adding a whole flow in the caller's
+// Flows on SQLite (docs/flows.md): adding a whole flow in the caller's
 // transaction, reading a flow and a task's dependencies, and which
 // dependents an outcome made due (the store wakes its claimer with it).
 // What happens when a dependency ends or is retried is the triggers of
 // migrations.ts (FLOWS), fired by whatever statement ends it.
 import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo, OnFailure } from '../options.js';
-import { TaskNotFoundError, type StoredState, type StoredTask } from '../store.js';
+import { TaskNotFoundError } from '../errors.js';
+import type { StoredState, StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
 import type { Prepare } from './claim.js';
 import { taskRow } from './add.js';

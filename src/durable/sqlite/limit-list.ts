@@ -1,4 +1,4 @@
-// The limit keys in use on SQLite (issue 24, durable/limit-list.ts): the
+// The limit keys in use on SQLite (durable/limit-list.ts): the
 // rows of taskheap_limits but the scheduler-wide bucket (key ''), each with
 // its holders or its starts within the window at the store's `now`, and the
 // waiting tasks naming it (through the serial index and taskheap_tasks_rated:

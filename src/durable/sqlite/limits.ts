@@ -1,4 +1,4 @@
-// Limits and queues on SQLite (issue 22): concurrency keys and rate buckets
+// Limits and queues on SQLite (docs/limits.md, docs/queues.md): concurrency keys and rate buckets
 // in `taskheap_limits`, and named queues (`taskheap_queues`: pause, global
 // concurrency, a rate bucket on the row), the same model as PostgreSQL's
 // (see postgres/claim-sql.ts). One process owns the file and claims in one

@@ -16,7 +16,7 @@ export interface Migration {
 }
 
 /**
- * Issue 28, flows (part of version 6): PostgreSQL's model (see FLOWS in
+ * Flows (docs/flows.md; part of version 6): PostgreSQL's model (see FLOWS in
  * postgres/migrations.ts): \`blocked\` tasks, the \`taskheap_deps\` edges, and
  * triggers that count a dependency down, sink (\`'fail'\` rule) and revive
  * dependents in the statement that ends or retries it. Sinking (\`'fail'\`
@@ -152,7 +152,7 @@ export const MIGRATIONS: readonly Migration[] = [
    CREATE INDEX taskheap_tasks_finished ON taskheap_tasks (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
   },
   {
-    // Issue 16: serial keys and priorities. The due index gains the priority,
+    // Serial keys and priorities (docs/limits.md). The due index gains the priority,
     // walked one level at a time (see claim in store.ts); a partial index
     // finds the head of a serial key; a key row exists only while a task
     // holds the key.
@@ -165,7 +165,7 @@ export const MIGRATIONS: readonly Migration[] = [
    CREATE TABLE taskheap_serial_keys (key TEXT PRIMARY KEY, held_by INTEGER NOT NULL UNIQUE);`,
   },
   {
-    // Issue 22: named queues. Every task is in one; the claim walks the due
+    // Named queues (docs/queues.md). Every task is in one; the claim walks the due
     // tasks queue by queue (the queue-leading index), so a paused or full
     // queue's tasks are never read; a queue row holds its settings.
     version: 5,
@@ -179,7 +179,7 @@ export const MIGRATIONS: readonly Migration[] = [
    );`,
   },
   {
-    // Issue 22: the limits of PostgreSQL's version 6, in the same model (one
+    // The limits of PostgreSQL's version 6 (docs/limits.md), in the same model (one
     // process owns the file, so they hold by construction): one row per
     // concurrency key (its holders, a JSON array) or rate bucket (its recent
     // starts, a JSON array of [ms, count]); keyed tasks leave the plain due

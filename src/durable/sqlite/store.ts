@@ -3,9 +3,9 @@
 // sql.ts, in transactions of the chosen driver (driver.ts); adds in add.ts,
 // the claim in claim.ts, the file's ownership in owner.ts.
 import { DEFAULT_MAX_LEASE_EXPIRIES, leaseExpiredText } from '../expiries.js';
+import { SchemaVersionError } from '../errors.js';
 import {
   SCHEMA_VERSION,
-  SchemaVersionError,
   enqueued,
   type ClaimedTask,
   type EnqueuedTask,
@@ -34,7 +34,8 @@ import { openDatabase, type Database, type SqliteDriver, type Statement } from '
 import { addOne, upsertJob } from './add.js';
 import { claimDue, materialize, nextDueAt, type Expiries, type StoredJobRow } from './claim.js';
 import { LIMITS_SQL, upsertLimits } from './limits.js';
-import { dropOwner, isBusy, readOwner, StoreInUseError, writeOwner } from './owner.js';
+import { StoreInUseError } from './errors.js';
+import { dropOwner, isBusy, readOwner, writeOwner } from './owner.js';
 import { MIGRATIONS, SQL } from './sql.js';
 import { countTasks, deleteTasks, writeJournal } from './inspect.js';
 import type { TaskLogLine } from '../../core/journal.js';
@@ -137,7 +138,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
 
 class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   readonly lease: number;
-  /** Flows (issue 28): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
+  /** Flows (docs/flows.md): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
   #flows = false;
   #onWake: ((runAt: number) => void) | undefined = undefined;
   #onDone: ((id: number | null) => void) | undefined = undefined;

@@ -140,7 +140,7 @@ export function dependencyScenarios(backend: Backend, setup: () => Promise<Env>)
         },
       });
       await time.until(() => starts.includes('root'), 'root starts');
-      expect(await scheduler.cancel(flow.tasks.root!.id)).toBe(true);
+      expect(await scheduler.cancelTask(flow.tasks.root!.id)).toBe(true);
       gate.open('root');
       const grandchild = await finished(flow.tasks.grandchild!.id);
       expect(grandchild.state).toBe('cancelled');
@@ -156,7 +156,7 @@ export function dependencyScenarios(backend: Backend, setup: () => Promise<Env>)
           last: { handler: 'step', payload: { id: 'last' }, after: ['next'] },
         },
       });
-      expect(await scheduler.cancel(more.tasks.next!.id)).toBe(true);
+      expect(await scheduler.cancelTask(more.tasks.next!.id)).toBe(true);
       expect(await state(scheduler, more.tasks.last!.id)).toBe('cancelled');
       gate.open('slow');
       expect((await finished(more.tasks.slow!.id)).state).toBe('succeeded');
@@ -172,7 +172,7 @@ export function dependencyScenarios(backend: Backend, setup: () => Promise<Env>)
         },
       });
       expect((await finished(flow.tasks.c!.id)).state).toBe('failed');
-      const again = await scheduler.retry(flow.tasks.a!.id);
+      const again = await scheduler.retryTask(flow.tasks.a!.id);
       expect(again.state).toBe('waiting');
       expect((await finished(flow.tasks.c!.id)).state).toBe('succeeded');
       expect(starts).toEqual(['a', 'a', 'b', 'c']);
@@ -184,7 +184,7 @@ export function dependencyScenarios(backend: Backend, setup: () => Promise<Env>)
         },
       });
       expect((await finished(second.tasks.y!.id)).state).toBe('failed');
-      expect((await scheduler.retry(second.tasks.y!.id)).state).toBe('blocked');
+      expect((await scheduler.retryTask(second.tasks.y!.id)).state).toBe('blocked');
       expect((await finished(second.tasks.y!.id)).state).toBe('succeeded');
       expect(starts.slice(4)).toEqual(['x', 'x', 'y']);
     });

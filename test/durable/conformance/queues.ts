@@ -92,7 +92,7 @@ export function queueScenarios(_backend: Backend, setup: () => Promise<Env>): vo
       ]);
       for (const row of rows) expect((await scheduler.getTask(row.id))!.queue).toBe(row.queue);
       // A finished task's key renewed: the new queue is stored too.
-      expect(await scheduler.cancel(first.id)).toBe(true);
+      expect(await scheduler.cancelTask(first.id)).toBe(true);
       const renewed = await scheduler.schedule(at, 'mail', { key: 'k1', queue: 'late' });
       expect([renewed.enqueued, renewed.id, renewed.queue]).toEqual(['inserted', first.id, 'late']);
       expect((await scheduler.queues()).map((q) => [q.name, q.counts.waiting])).toEqual([

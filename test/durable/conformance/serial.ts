@@ -105,7 +105,7 @@ export function serialScenarios(_backend: Backend, setup: () => Promise<Env>): v
       );
       await time.pass(50);
       expect(log).toEqual(['start a1', 'end a1']);
-      expect(await scheduler.cancel(first.id)).toBe(true);
+      expect(await scheduler.cancelTask(first.id)).toBe(true);
       // No time passes on a ManualClock (advance(0) fires timers due now); in real time the wait has the
       // machine's slack, far below the hour of poll: a2 starts only if the cancel woke the claimer.
       await time.until(() => log.includes('start a2'), 'a2 starts once a1 is cancelled (woken by the cancel: the poll is an hour)', 0);

@@ -117,13 +117,13 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       await scheduler.start();
       // Cancelled at once, well before its time (in real time, only a round trip has to beat it).
       const waiting = await scheduler.schedule(time.now() + (time.exact ? 1_000 : 2_000), 'later');
-      expect(await scheduler.cancel(waiting.id)).toBe(true);
+      expect(await scheduler.cancelTask(waiting.id)).toBe(true);
       const running = await scheduler.schedule(time.now(), 'long');
       await time.until(() => started, 'the long task starts', 10);
-      expect(await scheduler.cancel(running.id)).toBe(true);
+      expect(await scheduler.cancelTask(running.id)).toBe(true);
       await time.until(() => aborted, 'the running task sees its signal abort');
-      expect(await scheduler.cancel(running.id)).toBe(false);
-      expect(await scheduler.cancel(999_999)).toBe(false);
+      expect(await scheduler.cancelTask(running.id)).toBe(false);
+      expect(await scheduler.cancelTask(999_999)).toBe(false);
       expect((await scheduler.getTask(waiting.id))!.state).toBe('cancelled');
       expect((await scheduler.getTask(running.id))!.state).toBe('cancelled');
       await time.pass(Math.max(0, waiting.runAt.getTime() - time.now()) + 200); // past the cancelled task's time: it must not run
@@ -205,8 +205,8 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         const running = await a.scheduler.schedule(time.now(), 'long');
         const waiting = await a.scheduler.schedule(time.now() + 3_000, 'later');
         await time.until(() => long.started, 'the long task starts');
-        expect(await b.scheduler.cancel(running.id)).toBe(true);
-        expect(await b.scheduler.cancel(waiting.id)).toBe(true);
+        expect(await b.scheduler.cancelTask(running.id)).toBe(true);
+        expect(await b.scheduler.cancelTask(waiting.id)).toBe(true);
         await time.until(
           () => long.abortedAt > 0,
           'the running task in the other instance aborts (told by the cancel: no renewal comes in time)',
