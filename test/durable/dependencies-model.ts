@@ -45,10 +45,10 @@ export const graphArb = (maxNodes: number): fc.Arbitrary<Graph> =>
 
 /**
  * `reuse`: a task added with the key of task 0 (on a store, a task stored on
- * its own with a key, which the flow depends on by id). It changes nothing
- * in the model: a waiting task 0 is replaced in place (still waiting), a
- * running one is answered, and a finished one stays as it ended (the key
- * goes to a new task, which the model does not follow).
+ * its own with a key, which the flow depends on by id), with dedupe 'keep'.
+ * It changes nothing in the model: a waiting or running task 0 is answered
+ * as it is, and a finished one that tasks depend on stays as it ended (the
+ * key goes to a new task, which the model does not follow).
  */
 export type Op =
   | { op: 'finish'; pick: number; ok: boolean }
