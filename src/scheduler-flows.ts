@@ -10,14 +10,15 @@ import type { TaskLoop } from './core/loop.js';
 import type { Task } from './core/task.js';
 import type { FlowSpec } from './durable/flow-graph.js';
 import type { StoredFlow, FlowStatus } from './durable/flows.js';
-import type { DurableRunner } from './durable/runner.js';
+import type { DurableWorker } from './durable/worker.js';
 import { MAX_LINKS, type TaskLinks } from './durable/links.js';
 import type { LimitKey } from './durable/limit-list.js';
 import { describe } from './core/validate.js';
 import type { StoredTask } from './durable/store.js';
 import { MemoryFlowGraph } from './flows/memory-graph.js';
 import { TaskNotFoundError } from './durable/errors.js';
-import { assertId, notRetryable } from './scheduler-options.js';
+import { notRetryable } from './durable/errors.js';
+import { assertId } from './scheduler-options.js';
 
 /** The in-memory flows of each scheduler without a store (made on first use). */
 const graphs = new WeakMap<TaskLoop, MemoryFlowGraph>();
@@ -31,12 +32,12 @@ const graphs = new WeakMap<TaskLoop, MemoryFlowGraph>();
  */
 export class Flows {
   readonly #loop: TaskLoop;
-  readonly #runner: DurableRunner | undefined;
+  readonly #worker: DurableWorker | undefined;
 
   /** @internal */
-  constructor(loop: TaskLoop, runner: DurableRunner | undefined) {
+  constructor(loop: TaskLoop, worker: DurableWorker | undefined) {
     this.#loop = loop;
-    this.#runner = runner;
+    this.#worker = worker;
   }
 
   get #memory(): MemoryFlowGraph {
@@ -63,8 +64,8 @@ export class Flows {
    */
   add(spec: FlowSpec): Promise<StoredFlow> {
     if (this.#loop.closed) throw new ClosedError();
-    if (this.#runner === undefined) return Promise.resolve(this.#memory.add(spec));
-    return this.#runner.flow(spec);
+    if (this.#worker === undefined) return Promise.resolve(this.#memory.add(spec));
+    return this.#worker.client.flow(spec);
   }
 
   /**
@@ -77,8 +78,8 @@ export class Flows {
    */
   get(id: number): Promise<FlowStatus | undefined> {
     assertId(id);
-    if (this.#runner === undefined) return Promise.resolve(this.#memory.get(id));
-    return this.#runner.getFlow(id);
+    if (this.#worker === undefined) return Promise.resolve(this.#memory.get(id));
+    return this.#worker.client.getFlow(id);
   }
 
   /**
@@ -99,13 +100,13 @@ export class Flows {
     assertId(id);
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LINKS)
       throw new RangeError(`Expected \`limit\` to be an integer from 1 to ${MAX_LINKS}, got ${describe(limit)}`);
-    if (this.#runner === undefined) return Promise.resolve(graphs.get(this.#loop)?.links(id, limit));
-    return this.#runner.getTaskLinks(id, limit);
+    if (this.#worker === undefined) return Promise.resolve(graphs.get(this.#loop)?.links(id, limit));
+    return this.#worker.client.getTaskLinks(id, limit);
   }
 
   /** @internal the dashboard's Limits panel: the stored limit keys with the most waiting tasks, or null without a store that lists them. */
   limitKeys(limit: number): Promise<LimitKey[] | null> {
-    return this.#runner === undefined ? Promise.resolve(null) : this.#runner.getLimitKeys(limit);
+    return this.#worker === undefined ? Promise.resolve(null) : this.#worker.client.getLimitKeys(limit);
   }
 
   /**
@@ -115,7 +116,7 @@ export class Flows {
    * tasks are the store's.
    */
   memoryTask(id: number): StoredTask | undefined | null {
-    return this.#runner !== undefined ? null : graphs.get(this.#loop)?.getTask(id);
+    return this.#worker !== undefined ? null : graphs.get(this.#loop)?.getTask(id);
   }
 
   /**
@@ -139,7 +140,7 @@ export class Flows {
    * in-memory flow's task, without one), or undefined for a task of its own.
    */
   runsTask(task: Task): number | undefined {
-    return this.#runner === undefined ? graphs.get(this.#loop)?.flowTaskOf(task) : this.#runner.claimedId(task);
+    return this.#worker === undefined ? graphs.get(this.#loop)?.flowTaskOf(task) : this.#worker.claimedId(task);
   }
 }
 

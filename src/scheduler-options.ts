@@ -1,6 +1,6 @@
 // The options and events of `Scheduler`, and the checks of what its
 // constructor and its methods are given (options objects, event names, ids,
-// limits), turned into what the loop, the jobs and the durable runner take.
+// limits), turned into what the loop, the jobs and the durable worker take.
 // The scheduler's hot path (`schedule()`, `after()`) needs none of it.
 import { assertClock, systemClock, type Clock } from './core/clock.js';
 import { toDuration, type Duration } from './core/duration.js';
@@ -10,11 +10,9 @@ import type { QueueSettings } from './core/gate.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
 import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
 import { assertKnownKeys, assertOptionsObject, describe, MAX_TIME } from './core/validate.js';
-import { TaskheapError } from './core/errors.js';
 import type { DurableTaskItem } from './durable/options.js';
-import { DEFAULT_RETENTION, type Retention } from './durable/runner.js';
-import { TaskNotFoundError } from './durable/errors.js';
-import type { StoredTask, Store } from './durable/store.js';
+import { DEFAULT_RETENTION, type Retention } from './durable/worker.js';
+import type { Store } from './durable/store.js';
 import type { SkipInfo } from './jobs/job.js';
 import { systemZone, validateZone } from './rules/wall-time.js';
 import { assertThreads, defaultThreads, toThreadSettings, type ThreadOptions } from './threads/options.js';
@@ -153,23 +151,6 @@ const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>([
   'idle',
 ]);
 
-/** Why `retry(id)` found nothing to retry: no such task, or one that is not finished. @internal */
-export function notRetryable(id: number, task: StoredTask | undefined): Error {
-  if (task === undefined) return new TaskNotFoundError(id);
-  return new TaskheapError(
-    `Task ${id} is ${task.state}; only a failed, timed-out or cancelled task can be retried`,
-    'ERR_TASK_NOT_FINISHED',
-  );
-}
-
-/** `triggerJob(key)` found no job that can run. @internal */
-export function jobNotFound(key: string): never {
-  throw new TaskheapError(
-    `No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`,
-    'ERR_JOB_NOT_FOUND',
-  );
-}
-
 /** The time `delay` from `now`, checked (`after()`). @internal */
 export function delayEnd(now: number, delay: Duration): number {
   const time = now + toDuration(delay, 'delay');
@@ -210,7 +191,7 @@ const RETENTION_KEYS = new Set(['succeeded', 'failed']);
 const CRON_KEYS = new Set(['timezone']);
 const WAIT_KEYS = new Set(['signal', 'timeout']);
 
-/** The options of `new Scheduler()`, checked, in the shapes the loop and the durable runner take. @internal */
+/** The options of `new Scheduler()`, checked, in the shapes the loop and the durable worker take. @internal */
 export interface SchedulerSettings {
   loop: LoopOptions;
   timezone: string;
@@ -313,7 +294,7 @@ export function toWaitOptions(options: { signal?: AbortSignal; timeout?: Duratio
   return { signal, timeout };
 }
 
-/** The items of `scheduleMany()` as the runner takes them; each one is checked there, by index. @internal */
+/** The items of `scheduleMany()` as the durable client takes them; each one is checked there, by index. @internal */
 export function toStoredItems(items: readonly DurableTaskItem[]): { runAt: unknown; name: unknown; options: object }[] {
   if (!Array.isArray(items)) throw new TypeError(`Expected \`items\` of scheduleMany() to be an array, got ${describe(items)}`);
   return items.map((item, i) => {

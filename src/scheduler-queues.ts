@@ -9,7 +9,8 @@ import type { RateLimit } from './core/limit-options.js';
 import { listQueues, Queue, type QueueCounts } from './core/queues.js';
 import type { TaskLoop } from './core/loop.js';
 import type { DurableQueueCounts } from './durable/queues.js';
-import type { DurableRunner } from './durable/runner.js';
+import type { DurableClient } from './durable/client.js';
+import type { DurableWorker } from './durable/worker.js';
 
 /**
  * A queue's tasks by state, as `counts()` and `queues()` give them. Both
@@ -73,11 +74,11 @@ export interface SchedulerQueue {
 }
 
 /** `scheduler.queue(name)`: the durable handle with a store, the in-memory one without. @internal */
-export function queueOf(loop: TaskLoop, runner: DurableRunner | undefined, name: string): SchedulerQueue {
-  return runner === undefined ? new Queue(loop, name) : runner.queue(name);
+export function queueOf(loop: TaskLoop, worker: DurableWorker | undefined, name: string): SchedulerQueue {
+  return worker === undefined ? new Queue(loop, name) : worker.queue(name);
 }
 
 /** `scheduler.queues()`: the store's queues with one, the loop's without. @internal */
-export function queuesOf(loop: TaskLoop, runner: DurableRunner | undefined): Promise<SchedulerQueueInfo[]> {
-  return runner === undefined ? Promise.resolve(listQueues(loop)) : runner.queues();
+export function queuesOf(loop: TaskLoop, client: DurableClient | undefined): Promise<SchedulerQueueInfo[]> {
+  return client === undefined ? Promise.resolve(listQueues(loop)) : client.queues();
 }

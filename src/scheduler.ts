@@ -17,7 +17,8 @@ import type { Task, TaskFunction } from './core/task.js';
 import type { Duration } from './core/duration.js';
 import { toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
-import { DurableRunner } from './durable/runner.js';
+import { DurableWorker } from './durable/worker.js';
+import type { DurableClient } from './durable/client.js';
 import type { DefineOptions } from './durable/handlers.js';
 import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
 import { AtBuilder, CronBuilder, Every, type ModuleJobOptions } from './jobs/builders.js';
@@ -30,8 +31,6 @@ import {
   assertLimit,
   cronZone,
   delayEnd,
-  jobNotFound,
-  notRetryable,
   toSchedulerSettings,
   toAbort,
   toStoredItems,
@@ -64,8 +63,10 @@ export class Scheduler {
   readonly #loop: TaskLoop;
   readonly #events = new Emitter<SchedulerEvents>();
   readonly #jobs: JobSet;
-  /** Claims durable work from the store, when there is one. */
-  readonly #runner: DurableRunner | undefined;
+  /** Claims and runs durable work from the store, when there is one. */
+  readonly #worker: DurableWorker | undefined;
+  /** Adds, reads and manages stored work (the worker's client), when there is a store. */
+  readonly #client: DurableClient | undefined;
   readonly #timezone: string;
   readonly #threads: ThreadPool;
   #closing: Promise<void> | undefined = undefined;
@@ -78,18 +79,19 @@ export class Scheduler {
     this.#loop = new TaskLoop(loop, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
     if (queues !== undefined) configureQueues(this.#loop, queues);
-    this.#runner = store === undefined ? undefined : new DurableRunner(store, this.#loop, handlers, ages, durableQueues);
+    this.#worker = store === undefined ? undefined : new DurableWorker(store, this.#loop, handlers, ages, durableQueues);
+    this.#client = this.#worker?.client;
     // A stored job has no Job object: the event names it by key.
-    if (this.#runner !== undefined)
-      this.#runner.onSkip = (key, name, at, reason) => {
+    if (this.#worker !== undefined)
+      this.#worker.onSkip = (key, name, at, reason) => {
         if (this.#events.has('skip')) this.#events.emit('skip', { job: undefined, name, key, scheduledAt: new Date(at), reason });
       };
   }
 
-  #requireStore(what: string, open = false): DurableRunner {
-    if (this.#runner === undefined) throw new TypeError(`${what} needs a scheduler created with a \`store\``);
+  #requireStore(what: string, open = false): DurableClient {
+    if (this.#client === undefined) throw new TypeError(`${what} needs a scheduler created with a \`store\``);
     if (open && this.#loop.closed) throw new ClosedError();
-    return this.#runner;
+    return this.#client;
   }
 
   /**
@@ -122,7 +124,7 @@ export class Scheduler {
   #add<R>(time: number, fn: TaskFunction<R> | string | URL, options: TaskOptions | DurableTaskOptions | undefined) {
     if (typeof fn === 'function') return this.#loop.add(time, fn, options as TaskOptions | undefined);
     if (fn instanceof URL) return this.#loop.add(time, ...threadTask(this.#threads, fn, options)) as Task<Awaited<R>>;
-    return this.#requireStore('Scheduling a handler by name', true).schedule(time, fn, options as DurableTaskOptions | undefined);
+    return this.#requireStore('Scheduling a handler by name', true).enqueue.schedule(time, fn, options as DurableTaskOptions | undefined);
   }
 
   /**
@@ -136,7 +138,7 @@ export class Scheduler {
    * })));
    */
   scheduleMany(items: readonly DurableTaskItem[]): Promise<EnqueuedTask[]> {
-    return this.#requireStore('scheduleMany()', true).scheduleMany(toStoredItems(items));
+    return this.#requireStore('scheduleMany()', true).enqueue.scheduleMany(toStoredItems(items));
   }
 
   /**
@@ -214,7 +216,7 @@ export class Scheduler {
 
   /** @internal `run(name)` of a builder lands here */
   createStoredJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob> {
-    return this.#requireStore('A job with a handler name', true).addJob(name, options, plan, bounds);
+    return this.#requireStore('A job with a handler name', true).enqueue.addJob(name, options, plan, bounds);
   }
 
   /**
@@ -227,7 +229,7 @@ export class Scheduler {
    */
   // biome-ignore lint/suspicious/noExplicitAny: a handler defined without a payload type accepts any JSON payload
   define<P = any>(name: string, handler: Handler<P> | URL, options?: DefineOptions): this {
-    this.#requireStore('define()').define(name, handler instanceof URL ? threadHandler(this.#threads, handler) : handler, options);
+    this.#requireStore('define()').handlers.define(name, handler instanceof URL ? threadHandler(this.#threads, handler) : handler, options);
     return this;
   }
 
@@ -250,7 +252,7 @@ export class Scheduler {
    * await scheduler.start();
    */
   start(): Promise<void> {
-    return this.#runner?.start() ?? Promise.resolve();
+    return this.#worker?.start() ?? Promise.resolve();
   }
 
   /**
@@ -303,11 +305,11 @@ export class Scheduler {
    * await scheduler.cancelTask(task.id);
    */
   cancelTask(id: number): Promise<boolean> {
-    if (this.#runner === undefined) {
+    if (this.#client === undefined) {
       assertId(id);
       return cancelFlowTask(this.#loop, id);
     }
-    return this.#runner.cancel(id);
+    return this.#client.cancel(id);
   }
 
   /**
@@ -323,8 +325,8 @@ export class Scheduler {
   waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
     assertId(id);
     const { signal, timeout } = toWaitOptions(options);
-    if (this.#runner === undefined) return waitForFlowTask(this.#loop, id, signal, timeout);
-    return this.#runner.waitFor(id, signal, timeout);
+    if (this.#client === undefined) return waitForFlowTask(this.#loop, id, signal, timeout);
+    return this.#client.waitFor(id, signal, timeout);
   }
 
   /**
@@ -338,11 +340,8 @@ export class Scheduler {
    */
   async retryTask(id: number): Promise<StoredTask> {
     assertId(id);
-    if (this.#runner === undefined) return retryFlowTask(this.#loop, id);
-    const runner = this.#runner;
-    const task = await runner.requeue(id);
-    if (task !== undefined) return task;
-    throw notRetryable(id, await runner.getTask(id));
+    if (this.#client === undefined) return retryFlowTask(this.#loop, id);
+    return this.#client.retry(id);
   }
 
   /**
@@ -401,9 +400,7 @@ export class Scheduler {
    * await scheduler.waitFor(task.id);
    */
   triggerJob(key: string): Promise<StoredTask> {
-    return this.#requireStore('triggerJob()')
-      .triggerJob(key)
-      .then((task) => task ?? jobNotFound(key));
+    return this.#requireStore('triggerJob()').triggerJob(key);
   }
 
   /**
@@ -470,7 +467,7 @@ export class Scheduler {
    * await emails.pause();
    */
   queue(name: string): SchedulerQueue {
-    return queueOf(this.#loop, this.#runner, name);
+    return queueOf(this.#loop, this.#worker, name);
   }
 
   /**
@@ -481,12 +478,12 @@ export class Scheduler {
    * for (const { name, paused, counts } of await scheduler.queues()) console.log(name, paused, counts.waiting);
    */
   queues(): Promise<SchedulerQueueInfo[]> {
-    return queuesOf(this.#loop, this.#runner);
+    return queuesOf(this.#loop, this.#client);
   }
 
   /** Flows (docs/flows.md): tasks that wait for others, stored all or none (`flows.add()`), and their status (`flows.get()`). */
   get flows(): Flows {
-    return new Flows(this.#loop, this.#runner);
+    return new Flows(this.#loop, this.#worker);
   }
 
   /** The most tasks that may be waiting at once (the option `maxWaiting`). @default Infinity */
@@ -589,10 +586,10 @@ export class Scheduler {
   close(options: { abort?: boolean } = {}): Promise<void> {
     const abort = toAbort(options);
     if (this.#closing === undefined) {
-      this.#runner?.stop();
+      this.#worker?.stop();
       this.#jobs.stop();
       const idle = this.#loop.close();
-      this.#closing = (this.#runner === undefined ? idle : this.#runner.close(idle)).finally(() => this.#threads.close());
+      this.#closing = (this.#worker === undefined ? idle : this.#worker.close(idle)).finally(() => this.#threads.close());
     }
     if (abort) this.#loop.abortRunning(new ClosedError('The scheduler was closed with abort: true'));
     return this.#closing;

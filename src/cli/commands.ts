@@ -1,5 +1,5 @@
 // The command line's commands: each checks its argument and options, then,
-// once connected, calls the scheduler's (or the store's) public API, and
+// once connected, calls the durable client (or the store), and
 // returns what to print as JSON and as text, with the exit code.
 import { parseDuration } from '../core/duration.js';
 import { assertJobFilter, assertKey, assertTaskFilter } from '../durable/validate.js';
@@ -188,8 +188,8 @@ export const commands: Record<string, Command> = {
 
   tasks(_argument, options) {
     const filter = taskFilter(options);
-    return async ({ scheduler }) => {
-      const tasks = await scheduler.listTasks(filter);
+    return async ({ client }) => {
+      const tasks = await client.listTasks(filter);
       const next = tasks.length === filter.limit ? cursorOf(tasks.at(-1)!) : null;
       const text = table(tasks.map(taskRow), TASK_COLUMNS) + (next === null ? '' : `\nnext page: --after ${next}`);
       return ok({ tasks, next }, text);
@@ -198,8 +198,8 @@ export const commands: Record<string, Command> = {
 
   task(argument) {
     const taskId = id(argument);
-    return async ({ scheduler }) => {
-      const task = await scheduler.getTask(taskId);
+    return async ({ client }) => {
+      const task = await client.getTask(taskId);
       if (task === undefined) throw new CliError(`No stored task with id ${taskId}`, EXIT.notFound);
       return ok(task, record(task as unknown as Record<string, unknown>));
     };
@@ -207,8 +207,8 @@ export const commands: Record<string, Command> = {
 
   jobs(_argument, options) {
     const filter = jobFilter(options);
-    return async ({ scheduler }) => {
-      const jobs = await scheduler.listJobs(filter);
+    return async ({ client }) => {
+      const jobs = await client.listJobs(filter);
       const next = jobs.length === filter.limit ? jobs.at(-1)!.key : null;
       const text = table(jobs as unknown as Record<string, unknown>[], JOB_COLUMNS) + (next === null ? '' : `\nnext page: --after ${next}`);
       return ok({ jobs, next }, text);
@@ -217,8 +217,8 @@ export const commands: Record<string, Command> = {
 
   job(argument) {
     const key = jobKey(argument);
-    return async ({ scheduler }) => {
-      const job = await scheduler.getJob(key);
+    return async ({ client }) => {
+      const job = await client.getJob(key);
       if (job === undefined) throw new CliError(`No stored job with key ${JSON.stringify(key)}`, EXIT.notFound);
       return ok(job, record(job as unknown as Record<string, unknown>));
     };
@@ -226,9 +226,9 @@ export const commands: Record<string, Command> = {
 
   retry(argument) {
     const taskId = id(argument);
-    return async ({ scheduler }) => {
+    return async ({ client }) => {
       try {
-        const task = await scheduler.retryTask(taskId);
+        const task = await client.retry(taskId);
         return ok(task, `Task ${task.id} is ${task.state} again, due now.`);
       } catch (error) {
         if (codeOf(error) === 'ERR_TASK_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
@@ -239,9 +239,9 @@ export const commands: Record<string, Command> = {
 
   cancel(argument) {
     const taskId = id(argument);
-    return async ({ scheduler }) => {
-      if (await scheduler.cancelTask(taskId)) return ok({ cancelled: true, id: taskId }, `Task ${taskId} is cancelled.`);
-      const task = await scheduler.getTask(taskId);
+    return async ({ client }) => {
+      if (await client.cancel(taskId)) return ok({ cancelled: true, id: taskId }, `Task ${taskId} is cancelled.`);
+      const task = await client.getTask(taskId);
       if (task === undefined) throw new CliError(`No stored task with id ${taskId}`, EXIT.notFound);
       throw new CliError(`Task ${taskId} is ${task.state}: only a waiting or running task can be cancelled`);
     };
@@ -259,9 +259,9 @@ export const commands: Record<string, Command> = {
 
   trigger(argument) {
     const key = jobKey(argument);
-    return async ({ scheduler }) => {
+    return async ({ client }) => {
       try {
-        const task = await scheduler.triggerJob(key);
+        const task = await client.triggerJob(key);
         return ok(task, `Job ${JSON.stringify(key)} triggered: task ${task.id}, due now.`);
       } catch (error) {
         if (codeOf(error) === 'ERR_JOB_NOT_FOUND') throw new CliError((error as Error).message, EXIT.notFound);
@@ -287,17 +287,17 @@ export const commands: Record<string, Command> = {
   stats(_argument, options) {
     const filter = selection(options);
     checked(() => assertTaskFilter(filter, true));
-    return async ({ scheduler }) => {
+    return async ({ client }) => {
       // Counted by the store, under the same filters as `tasks`.
-      const counts = await scheduler.countTasks(filter);
+      const counts = await client.countTasks(filter);
       const total = Object.values(counts).reduce((sum, n) => sum + n, 0);
       return ok({ ...counts, total }, table([{ ...counts, total }], [...TASK_STATES, 'total']));
     };
   },
 
   queues() {
-    return async ({ scheduler }) => {
-      const queues = await scheduler.queues();
+    return async ({ client }) => {
+      const queues = await client.queues();
       const rows = queues.map((queue) => ({
         name: queue.name,
         paused: queue.paused,
@@ -310,14 +310,15 @@ export const commands: Record<string, Command> = {
   },
 };
 
-async function jobState({ scheduler }: Connection, key: string, action: 'pause' | 'resume'): Promise<Outcome> {
-  const changed = action === 'pause' ? await scheduler.pauseJob(key) : await scheduler.resumeJob(key);
+async function jobState({ client }: Connection, key: string, action: 'pause' | 'resume'): Promise<Outcome> {
+  const changed =
+    action === 'pause' ? await client.setJobState(key, 'scheduled', 'paused') : await client.setJobState(key, 'paused', 'scheduled');
   if (changed)
     return ok(
       { [action === 'pause' ? 'paused' : 'resumed']: true, key },
       `Job ${JSON.stringify(key)} is ${action === 'pause' ? 'paused' : 'scheduled'}.`,
     );
-  const job = await scheduler.getJob(key);
+  const job = await client.getJob(key);
   if (job === undefined) throw new CliError(`No stored job with key ${JSON.stringify(key)}`, EXIT.notFound);
   throw new CliError(
     `Job ${JSON.stringify(key)} is ${job.state}: only a ${action === 'pause' ? 'scheduled' : 'paused'} job can be ${action}d`,

@@ -1,10 +1,10 @@
-// The command line's connection: a producer-only Scheduler (never started:
+// The command line's connection: a durable client (no scheduler, no worker:
 // it claims and runs nothing) on the store named by --sqlite or
 // --database-url / DATABASE_URL, with the checks that turn a bad URL, an
 // unreachable server or a schema not migrated into one clear line.
 import { existsSync } from 'node:fs';
 import { loadPeer } from '../core/peer.js';
-import { Scheduler } from '../index.js';
+import { storeClient, type DurableClient } from '../durable/client.js';
 import type { Store } from '../store.js';
 import { postgresStore, type PgPoolLike } from '../postgres.js';
 import { sqliteStore } from '../sqlite.js';
@@ -13,9 +13,9 @@ import { CliError, EXIT } from './errors.js';
 
 /** What a command works with. */
 export interface Connection {
-  scheduler: Scheduler;
+  client: DurableClient;
   store: Store;
-  /** Closes the scheduler, the store and the pool this opened. */
+  /** Closes the store and the pool this opened. */
   close(): Promise<void>;
 }
 
@@ -54,14 +54,14 @@ async function openSqlite(path: string, migrate: boolean): Promise<Connection> {
   } catch (error) {
     throw new CliError((error as Error).message, EXIT.usage);
   }
-  const scheduler = new Scheduler({ store });
+  const client = storeClient(store);
   try {
-    await scheduler.migrate();
+    await client.ready();
   } catch (error) {
-    await scheduler.close().catch(() => {});
+    await store.close().catch(() => {});
     throw new CliError(`Cannot open the SQLite database ${JSON.stringify(path)}: ${(error as Error).message}`);
   }
-  return { scheduler, store, close: () => scheduler.close() };
+  return { client, store, close: () => store.close() };
 }
 
 /** The URL without its password, to print. */
@@ -115,16 +115,16 @@ async function openPostgres(text: string, schema: string | undefined, migrate: b
     await pool.end().catch(() => {});
     throw new CliError((error as Error).message, EXIT.usage);
   }
-  const scheduler = new Scheduler({ store });
+  const client = storeClient(store);
   const close = async () => {
-    await scheduler.close().catch(() => {});
+    await store.close().catch(() => {});
     await pool.end().catch(() => {});
   };
   try {
-    await scheduler.migrate();
+    await client.ready();
   } catch (error) {
     await close();
     throw new CliError(`Cannot ${migrate ? 'migrate' : 'open'} the taskheap schema at ${where}: ${(error as Error).message}`);
   }
-  return { scheduler, store, close };
+  return { client, store, close };
 }

@@ -32,7 +32,7 @@ const JOB_KEYS: ReadonlySet<string> = new Set([
 export class Enqueuer {
   readonly #store: Store;
   readonly #handlers: Handlers;
-  /** Opens and migrates the store once (the runner's `ready()`). */
+  /** Opens and migrates the store once (the client's `ready()`). */
   readonly #ready: () => Promise<void>;
   /** Tells the claimer that work is due at a time: it may need to look sooner. */
   readonly #wake: (runAt: number) => void;

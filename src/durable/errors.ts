@@ -95,3 +95,12 @@ export class SchemaVersionError extends TaskheapError {
     this.found = found;
   }
 }
+
+/** Why a task cannot be retried (`retryTask`): there is none, or it is not failed, timed-out or cancelled. */
+export function notRetryable(id: number, task: { readonly state: string } | undefined): Error {
+  if (task === undefined) return new TaskNotFoundError(id);
+  return new TaskheapError(
+    `Task ${id} is ${task.state}; only a failed, timed-out or cancelled task can be retried`,
+    'ERR_TASK_NOT_FINISHED',
+  );
+}

@@ -5,13 +5,29 @@
 // arguments (Holdings, a callback), so each file's inputs are in its constructor.
 import { randomUUID } from 'node:crypto';
 import type { TaskLoop } from '../core/loop.js';
+import type { Clock } from '../core/clock.js';
 import type { Store } from './store.js';
+
+/** What the client (and the waiters) work with: the worker's context, or a plain one where nothing runs. */
+export interface StoreContext {
+  readonly store: Store;
+  /** The scheduler's clock: due times, throttles and job times are on it. */
+  readonly clock: Clock;
+  /** ms between looks when nothing is announced (waiters' sweeps). */
+  readonly poll: number;
+  /** Closing: waiters let go, and no new ones start. */
+  readonly closed: boolean;
+  /** Whether the waiters' timers may let the process exit (the scheduler's `unref`). */
+  readonly unref: boolean;
+  /** A store error for `onError`. */
+  report(error: unknown): void;
+}
 
 /** Backoff of failed store calls: 100 ms doubling up to this. */
 const MAX_BACKOFF = 5_000;
 
 /** @internal */
-export class RunnerContext {
+export class RunnerContext implements StoreContext {
   readonly store: Store;
   readonly loop: TaskLoop;
   /** The owner of this process's claims and leases. */
@@ -24,6 +40,16 @@ export class RunnerContext {
   closed = false;
   /** close() is over: no more outcome writes, nor renewals. */
   finished = false;
+
+  /** The loop's clock (StoreContext). */
+  get clock(): Clock {
+    return this.loop.clock;
+  }
+
+  /** Whether the loop's timers let the process exit (StoreContext). */
+  get unref(): boolean {
+    return this.loop.unref;
+  }
 
   constructor(store: Store, loop: TaskLoop) {
     this.store = store;

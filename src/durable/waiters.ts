@@ -8,7 +8,7 @@
 import { ClosedError } from '../core/errors.js';
 import { TaskNotFoundError, WaitTimeoutError } from './errors.js';
 import { FINAL_STATES, type StoredTask } from './store.js';
-import type { RunnerContext } from './runner-context.js';
+import type { StoreContext } from './runner-context.js';
 
 /** Task ids one sweep read asks about. */
 const SWEEP_IDS = 1_000;
@@ -21,7 +21,7 @@ interface Waiter {
 
 /** @internal */
 export class Waiters {
-  readonly #ctx: RunnerContext;
+  readonly #ctx: StoreContext;
   /** waitFor() calls by task id. */
   readonly #byId = new Map<number, Set<Waiter>>();
   /** The store's watch(), once somebody waits. */
@@ -29,13 +29,13 @@ export class Waiters {
   /** The sweep's timer while anybody waits. */
   #sweep: unknown = undefined;
 
-  constructor(ctx: RunnerContext) {
+  constructor(ctx: StoreContext) {
     this.#ctx = ctx;
   }
 
   /**
    * Resolves with the task once it is in a final state (the store is ready).
-   * Rejects on `signal`, after `timeout` ms, and when the runner closes.
+   * Rejects on `signal`, after `timeout` ms, and when the scheduler closes.
    */
   async waitFor(id: number, signal: AbortSignal | undefined, timeout: number): Promise<StoredTask> {
     signal?.throwIfAborted();
@@ -62,15 +62,15 @@ export class Waiters {
 
   /** close(): every waiter rejects with ClosedError. */
   closeAll(): void {
-    if (this.#sweep !== undefined) this.#ctx.loop.clock.clearTimer(this.#sweep);
+    if (this.#sweep !== undefined) this.#ctx.clock.clearTimer(this.#sweep);
     this.#sweep = undefined;
     for (const set of this.#byId.values()) for (const waiter of set) waiter.fail(new ClosedError());
   }
 
   /** Every poll interval while anybody waits: a sweep. */
   #swept = (): void => {
-    const { loop, poll } = this.#ctx;
-    this.#sweep = this.#byId.size === 0 ? undefined : loop.clock.setTimer(this.#swept, poll, loop.unref);
+    const { clock, poll, unref } = this.#ctx;
+    this.#sweep = this.#byId.size === 0 ? undefined : clock.setTimer(this.#swept, poll, unref);
     this.#sweepOnce();
   };
 
@@ -95,8 +95,7 @@ export class Waiters {
     resolve: (task: StoredTask) => void,
     reject: (error: unknown) => void,
   ): void {
-    const { store, loop, poll: every } = this.#ctx;
-    const clock = loop.clock;
+    const { store, clock, poll: every, unref } = this.#ctx;
     let settled = false;
     let looking = false;
     let again = false;
@@ -142,9 +141,9 @@ export class Waiters {
     set.add(waiter);
     signal?.addEventListener('abort', aborted, { once: true });
     if (timeout !== Infinity) {
-      deadline = clock.setTimer(() => finish(() => reject(new WaitTimeoutError(id, timeout))), timeout, loop.unref);
+      deadline = clock.setTimer(() => finish(() => reject(new WaitTimeoutError(id, timeout))), timeout, unref);
     }
-    this.#sweep ??= clock.setTimer(this.#swept, every, loop.unref);
+    this.#sweep ??= clock.setTimer(this.#swept, every, unref);
     look();
   }
 }
