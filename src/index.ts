@@ -49,6 +49,7 @@ export type {
   NewTask,
   NewJob,
   ClaimedTask,
+  EndedTasks,
   DueJob,
   JobAdvance,
   Outcome,

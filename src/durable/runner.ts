@@ -262,8 +262,10 @@ export class DurableRunner {
   /**
    * Resolves with the task once it is in a final state. Woken by this
    * process's own writes and, where the store has them, by other processes'
-   * announcements (PostgreSQL NOTIFY); a look every poll interval covers an
-   * announcement lost while the listener reconnected.
+   * announcements (PostgreSQL NOTIFY); a sweep of every waited task covers
+   * what was not announced: after a reconnect of the listener, and every
+   * poll where nothing is announced (SQLite, PgBouncer without a listening
+   * connection), a minute or so where announcements come (waiters.ts).
    */
   async waitFor(id: number, signal: AbortSignal | undefined, timeout: number): Promise<StoredTask> {
     await this.ready();
