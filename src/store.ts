@@ -14,6 +14,7 @@ export type {
   NewJob,
   ClaimedTask,
   ClaimLimits,
+  EndedTasks,
   DueJob,
   JobAdvance,
   Outcome,

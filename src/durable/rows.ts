@@ -4,7 +4,7 @@
 import type { TaskLogLine } from '../core/journal.js';
 import { ruleFromJson } from './rule-json.js';
 import type { Rule } from '../rules/rule.js';
-import type { AttemptError, ClaimedTask, DueJob, NewTask, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
+import type { AttemptError, ClaimedTask, DueJob, EndedTasks, NewTask, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
 
 /** A `taskheap_tasks` row. */
 export interface TaskRow {
@@ -120,6 +120,16 @@ export function toQueues(rows: QueueRow[]): StoredQueue[] {
     if (row.state !== null) queue.counts[row.state] = Number(row.n);
   }
   return [...queues.values()];
+}
+
+/** The rows of an endedTasks read: a task's columns, or none but the id asked about (gone). */
+export function toEnded(rows: readonly (TaskRow & { asked: number | string })[]): EndedTasks {
+  const ended: EndedTasks = { tasks: [], gone: [] };
+  for (const row of rows) {
+    if (row.id === null) ended.gone.push(Number(row.asked));
+    else ended.tasks.push(toTask(row));
+  }
+  return ended;
 }
 
 function optional(value: number | string | null | undefined): number | null {

@@ -34,7 +34,7 @@ export class RunnerContext implements StoreContext {
   readonly owner = randomUUID();
   /** ms a claim lasts without renewal. */
   readonly lease: number;
-  /** ms between looks for work when nothing wakes the process (and between waiters' safety-net looks). */
+  /** ms between looks for work when nothing wakes the process (and between waiters' sweeps where nothing is announced). */
   readonly poll: number;
   /** stop() came: no more claims, sweeps end, and a task cancelled from now on is handed back unrun. */
   closed = false;

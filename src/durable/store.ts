@@ -74,6 +74,14 @@ export interface StoredTask {
   };
 }
 
+/** What `Store.endedTasks()` found among the ids it was asked about. */
+export interface EndedTasks {
+  /** The tasks that are over, whole. */
+  tasks: StoredTask[];
+  /** The ids whose task does not exist. */
+  gone: number[];
+}
+
 /** A named queue as the store keeps it: its shared settings and its tasks by state. */
 export interface StoredQueue {
   /** The queue's name. */
@@ -500,8 +508,12 @@ export interface Store {
   cancelJob(key: string): Promise<boolean>;
   /** One task by id. */
   getTask(id: number): Promise<StoredTask | undefined>;
-  /** Of `ids`, those whose task is over (a final state) or gone: one read for every waitFor() of a process. */
-  endedAmong(ids: readonly number[]): Promise<number[]>;
+  /**
+   * Of `ids`, the tasks that are over (a final state), whole, and the ids
+   * of those that do not exist (`gone`); tasks still to run are left out.
+   * One read for many waitFor() calls of a process.
+   */
+  endedTasks(ids: readonly number[]): Promise<EndedTasks>;
   /** Tasks matching `filter`, earliest first. */
   listTasks(filter: TaskFilter): Promise<StoredTask[]>;
   /** Tasks matching `filter` (`state`, `after` and `limit` aside) counted by state. */
@@ -535,10 +547,15 @@ export interface Store {
   requeue(id: number, now: number): Promise<StoredTask | undefined>;
   /**
    * Calls `onDone` with the id of a task another process brought to a final
-   * state (`null`: some announcements may have been missed). Stores whose
-   * writers all live in this process (SQLite) need not have it.
+   * state (`null`: some announcements may have been missed, e.g. while the
+   * listening connection reconnected). Resolves with whether other
+   * processes' final states are announced to this one at all: false where
+   * nothing can listen (PostgreSQL behind PgBouncer without
+   * `listenConnectionString`) or nothing announces (SQLite, whose writers
+   * all live in this process), where waiters must look for themselves every
+   * poll. Stores without announcements need not have it.
    */
-  watch?(onDone: (id: number | null) => void): Promise<void>;
+  watch?(onDone: (id: number | null) => void): Promise<boolean>;
   /**
    * Retention: deletes at most `limit` finished tasks last changed more than
    * `succeeded` ms ago (succeeded ones) or `failed` ms ago (failed, timed-out,

@@ -1,22 +1,49 @@
-// Waiters: waitFor(id) and what wakes it. A waiter reads the task again when
-// this process settles or cancels it (done()), when another process
-// announces it (the store's watch(): PostgreSQL NOTIFY), and, as a safety net
-// for an announcement lost while the listener reconnected, when the sweep
-// finds it over: every poll interval one read asks which of all the waited
-// tasks are over (endedAmong), so 10,000 waiters cost what one does.
-// Apart from the claim path: it only reads tasks.
+// Waiters: waitFor(id) and what wakes it. A waited task is read when a
+// waiter of it starts, when this process settles or cancels it (done()), and
+// when another process announces its final state (the store's watch():
+// PostgreSQL NOTIFY on taskheap_done, whose ids wake only their own
+// waiters). Reads asked for in the same turn go together, one statement per
+// 1,000 ids that returns only the tasks over (endedTasks): 10,000 waitFor()
+// calls made at once cost ten reads, not 10,000. Waiting itself reads
+// nothing but the sweep, one timer for all waiters, which asks the same of
+// every waited task, as does a reconnect of the listener (announcements may
+// have been lost meanwhile). Where announcements reach this process the
+// sweep is only a safety net and runs every safetyPoll(); where none do
+// (SQLite, PgBouncer without a listening connection) it is how waiters learn
+// and runs every poll. Apart from the claim path: it only reads tasks.
 import { ClosedError } from '../core/errors.js';
 import { TaskNotFoundError, WaitTimeoutError } from './errors.js';
-import { FINAL_STATES, type StoredTask } from './store.js';
+import type { EndedTasks, StoredTask } from './store.js';
 import type { StoreContext } from './runner-context.js';
 
-/** Task ids one sweep read asks about. */
-const SWEEP_IDS = 1_000;
+/** Task ids one read asks about. */
+const READ_IDS = 1_000;
 
-/** One waitFor() call: `look` reads the task again, `fail` rejects it. */
+/** The longest between two safety sweeps where announcements reach this process (unless `poll` is longer). */
+const SAFETY_POLL_MAX = 60_000;
+
+/**
+ * ms between sweeps where final states are announced to this process:
+ * 12 polls, at most a minute, never more often than the poll (a minute at
+ * the default 5 s poll). Announcements carry the latency; this net only
+ * catches what none told: an announcement lost on a listening connection
+ * that died unnoticed (TCP keepalive takes minutes to give up on a silent
+ * peer; a reconnect it sees sweeps at once), or a task that ended without
+ * one (failed by another process's claim when its lease ran out for the
+ * last time). Those are rare and already late by a lease, so up to a
+ * minute more is acceptable, and one read per 1,000 waited tasks a minute
+ * is next to nothing (10,000 waiters: 10 reads a minute, where every poll
+ * cost 120). Tied to the poll so that a process that chose a short poll
+ * for latency gets a proportionally quicker net.
+ */
+export function safetyPoll(poll: number): number {
+  return Math.max(poll, Math.min(12 * poll, SAFETY_POLL_MAX));
+}
+
+/** One waitFor() call. */
 interface Waiter {
-  look(): void;
-  fail(error: unknown): void;
+  resolve(task: StoredTask): void;
+  reject(error: unknown): void;
 }
 
 /** @internal */
@@ -24,13 +51,22 @@ export class Waiters {
   readonly #ctx: StoreContext;
   /** waitFor() calls by task id. */
   readonly #byId = new Map<number, Set<Waiter>>();
+  /** Ids to read at the end of this turn. */
+  readonly #toRead = new Set<number>();
+  /** Ids whose read is on its way. */
+  readonly #reading = new Set<number>();
+  /** Ids woken while their read was on its way: read again after it, unless it found them over. */
+  readonly #again = new Set<number>();
   /** The store's watch(), once somebody waits. */
   #watching: Promise<void> | undefined = undefined;
   /** The sweep's timer while anybody waits. */
   #sweep: unknown = undefined;
+  /** ms between sweeps: the poll, or safetyPoll() once the store said other processes' final states reach this one. */
+  #every: number;
 
   constructor(ctx: StoreContext) {
     this.#ctx = ctx;
+    this.#every = ctx.poll;
   }
 
   /**
@@ -43,10 +79,15 @@ export class Waiters {
     if (store.watch !== undefined) {
       this.#watching ??= store
         .watch((done) => (done === null ? this.#sweepOnce() : this.done(done)))
-        .catch((error: unknown) => {
-          this.#watching = undefined;
-          throw error;
-        });
+        .then(
+          (announced) => {
+            this.#every = announced ? safetyPoll(this.#ctx.poll) : this.#ctx.poll;
+          },
+          (error: unknown) => {
+            this.#watching = undefined;
+            throw error;
+          },
+        );
       await this.#watching;
     }
     // close() came while we were getting ready: it has already let its waiters go.
@@ -54,38 +95,88 @@ export class Waiters {
     return new Promise<StoredTask>((resolve, reject) => this.#wait(id, signal, timeout, resolve, reject));
   }
 
-  /** Task `id` reached a final state: whoever waits for it looks. */
+  /** Task `id` reached a final state: if anybody waits for it, it is read (with the others of this turn). */
   done(id: number): void {
-    const set = this.#byId.get(id);
-    if (set !== undefined) for (const waiter of set) waiter.look();
+    if (!this.#byId.has(id)) return;
+    if (this.#reading.has(id)) {
+      this.#again.add(id);
+      return;
+    }
+    if (this.#toRead.size === 0) queueMicrotask(this.#readAll);
+    this.#toRead.add(id);
   }
 
   /** close(): every waiter rejects with ClosedError. */
   closeAll(): void {
     if (this.#sweep !== undefined) this.#ctx.clock.clearTimer(this.#sweep);
     this.#sweep = undefined;
-    for (const set of this.#byId.values()) for (const waiter of set) waiter.fail(new ClosedError());
+    for (const set of [...this.#byId.values()]) for (const waiter of [...set]) waiter.reject(new ClosedError());
   }
 
-  /** Every poll interval while anybody waits: a sweep. */
+  /** End of the turn: the ids asked for are read, READ_IDS to a read; a failed read rejects their waiters. */
+  #readAll = (): void => {
+    const ids = [...this.#toRead].filter((id) => this.#byId.has(id));
+    this.#toRead.clear();
+    for (const id of ids) this.#reading.add(id);
+    for (let i = 0; i < ids.length; i += READ_IDS) {
+      const chunk = ids.slice(i, i + READ_IDS);
+      this.#ctx.store.endedTasks(chunk).then(
+        (ended) => {
+          for (const id of chunk) this.#reading.delete(id);
+          this.#found(ended);
+          for (const id of chunk) if (this.#again.delete(id)) this.done(id);
+        },
+        (error: unknown) => {
+          for (const id of chunk) {
+            this.#reading.delete(id);
+            this.#again.delete(id);
+            for (const waiter of [...(this.#byId.get(id) ?? [])]) waiter.reject(error);
+          }
+        },
+      );
+    }
+  };
+
+  /** Every #every ms while anybody waits: a sweep. */
   #swept = (): void => {
-    const { clock, poll, unref } = this.#ctx;
-    this.#sweep = this.#byId.size === 0 ? undefined : clock.setTimer(this.#swept, poll, unref);
+    const { clock, unref } = this.#ctx;
+    this.#sweep = this.#byId.size === 0 ? undefined : clock.setTimer(this.#swept, this.#every, unref);
     this.#sweepOnce();
   };
 
-  /** Which waited tasks are over (also right after the listener reconnected), in one read per SWEEP_IDS; their waiters look. */
+  /**
+   * Which waited tasks are over (also right after the listener reconnected),
+   * READ_IDS to a read; their waiters resolve. The reads go one after
+   * another: a sweep never needs more than one connection (ten at once
+   * opened pooled connections that closed again before the next sweep, and
+   * a server process started costs more than the reads).
+   */
   #sweepOnce(): void {
     const ids = [...this.#byId.keys()];
-    for (let i = 0; i < ids.length; i += SWEEP_IDS) {
-      // A failed sweep is retried by the next; a waiter's own read reports a lasting failure.
-      this.#ctx.store.endedAmong(ids.slice(i, i + SWEEP_IDS)).then(
+    const next = (i: number): void => {
+      if (i >= ids.length || this.#ctx.closed) return;
+      this.#ctx.store.endedTasks(ids.slice(i, i + READ_IDS)).then(
         (ended) => {
-          for (const id of ended) this.done(id);
+          this.#found(ended);
+          next(i + READ_IDS);
         },
+        // A failed sweep is retried by the next; a task's own read reports a lasting failure.
         (error: unknown) => this.#ctx.report(error),
       );
+    };
+    next(0);
+  }
+
+  /** Waiters of the tasks over resolve (each with a copy of its own), those of tasks gone reject. */
+  #found({ tasks, gone }: EndedTasks): void {
+    for (const task of tasks) {
+      let first = true;
+      for (const waiter of [...(this.#byId.get(task.id) ?? [])]) {
+        waiter.resolve(first ? task : structuredClone(task));
+        first = false;
+      }
     }
+    for (const id of gone) for (const waiter of [...(this.#byId.get(id) ?? [])]) waiter.reject(new TaskNotFoundError(id));
   }
 
   #wait(
@@ -95,55 +186,30 @@ export class Waiters {
     resolve: (task: StoredTask) => void,
     reject: (error: unknown) => void,
   ): void {
-    const { store, clock, poll: every, unref } = this.#ctx;
-    let settled = false;
-    let looking = false;
-    let again = false;
+    const { clock, unref } = this.#ctx;
     let deadline: unknown;
+    let set = this.#byId.get(id);
+    if (set === undefined) this.#byId.set(id, (set = new Set()));
+    const waiters = set;
     const finish = (outcome: () => void) => {
-      if (settled) return;
-      settled = true;
-      const set = this.#byId.get(id);
-      set?.delete(waiter);
-      if (set?.size === 0) this.#byId.delete(id);
+      if (!waiters.delete(waiter)) return;
+      if (waiters.size === 0 && this.#byId.get(id) === waiters) this.#byId.delete(id);
       if (deadline !== undefined) clock.clearTimer(deadline);
       signal?.removeEventListener('abort', aborted);
       outcome();
     };
-    const look = (): void => {
-      if (settled) return;
-      // One read at a time; a wake during it reads again afterwards.
-      if (looking) {
-        again = true;
-        return;
-      }
-      looking = true;
-      store.getTask(id).then(
-        (task) => {
-          looking = false;
-          if (task === undefined) finish(() => reject(new TaskNotFoundError(id)));
-          else if (FINAL_STATES.has(task.state)) finish(() => resolve(task));
-          else if (again) {
-            again = false;
-            look();
-          }
-        },
-        (error: unknown) => {
-          looking = false;
-          finish(() => reject(error));
-        },
-      );
+    const waiter: Waiter = {
+      resolve: (task) => finish(() => resolve(task)),
+      reject: (error) => finish(() => reject(error)),
     };
-    const waiter: Waiter = { look, fail: (error) => finish(() => reject(error)) };
     const aborted = () => finish(() => reject(signal!.reason));
-    let set = this.#byId.get(id);
-    if (set === undefined) this.#byId.set(id, (set = new Set()));
-    set.add(waiter);
+    waiters.add(waiter);
     signal?.addEventListener('abort', aborted, { once: true });
     if (timeout !== Infinity) {
       deadline = clock.setTimer(() => finish(() => reject(new WaitTimeoutError(id, timeout))), timeout, unref);
     }
-    this.#sweep ??= clock.setTimer(this.#swept, every, unref);
-    look();
+    this.#sweep ??= clock.setTimer(this.#swept, this.#every, unref);
+    // Its first look: the task may be over already.
+    this.done(id);
   }
 }

@@ -52,15 +52,21 @@ export class Listener {
     if (this.#listener === undefined && this.#reconnectTimer === undefined) await this.#listen();
   }
 
-  async watch(onDone: (id: number | null) => void): Promise<void> {
+  /**
+   * Listens for final states too (DONE), connecting the listener if need be;
+   * resolves with whether it can listen at all (not behind PgBouncer without
+   * a direct connection): whether final states elsewhere reach `onDone`.
+   */
+  async watch(onDone: (id: number | null) => void): Promise<boolean> {
     const first = this.#onDone === undefined;
     this.#onDone = onDone;
-    if (!this.#connection.canListen) return;
+    if (!this.#connection.canListen) return false;
     if (this.#listener !== undefined) {
       if (first) await this.#listener.query(this.#statements.listenDone);
     } else if (this.#reconnectTimer === undefined) {
       await this.#listen();
     }
+    return true;
   }
 
   /** Connects the listening client; rejects if it cannot. Once connected, a drop reconnects with backoff. */

@@ -253,9 +253,9 @@ export function statements(schema: string | undefined) {
     /** Limit changes an add in a caller's transaction makes, applied first on the store's own connection (claim-sql.ts). */
     setLimits: setLimits(L),
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
-    /** Of the ids $1, those of tasks over or gone (one probe of the primary key each). */
-    endedAmong: `SELECT i::float8 AS id FROM unnest($1::bigint[]) AS i
-      WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = i AND t.state IN ('blocked', 'waiting', 'running'))`,
+    /** Of the ids $1, the tasks over, and those gone (no columns but \`asked\`): one probe of the primary key each, nothing read of the others. */
+    endedTasks: `SELECT i::float8 AS asked, ${taskColumns('t')} FROM unnest($1::bigint[]) AS i LEFT JOIN ${T} AS t ON t.id = i
+      WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
     /**
      * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
      * the previous page as the caller saw it, in ms: rows are ordered by
@@ -454,11 +454,14 @@ export function statements(schema: string | undefined) {
       SELECT was, CASE WHEN was = 'running' THEN pg_notify('${CANCEL}', $2) END, pg_notify('${DONE}', $2),
         CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $3 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM cancelled`,
+    /** The job and its waiting occurrences, whose final state is announced on DONE ($2: the payload prefix) as a settle's are. */
     cancelJob: `WITH
         job AS (UPDATE ${J} SET state = 'cancelled', next_run_at = NULL, updated_at = now() WHERE key = $1 AND state <> 'cancelled' RETURNING key),
         occurrences AS (UPDATE ${T} SET state = 'cancelled', updated_at = now() WHERE job_key = $1 AND state = 'waiting' RETURNING id, serial),
         ${letGo(L, 'freed', 'occurrences')}
-      SELECT (SELECT count(*) FROM job) AS n`,
+      SELECT (SELECT count(*) FROM job) AS n,
+        (SELECT count(*) FROM (SELECT pg_notify('${DONE}', $2 || string_agg(id::text, ',')) AS sent
+          FROM (SELECT id, (row_number() OVER () - 1) / ${DONE_IDS} AS part FROM occurrences) AS ended GROUP BY part) AS announced) AS announced`,
     /**
      * Retention: deletes up to $3 finished tasks older than their age ($1 ms
      * for succeeded ones, $2 for the others; null: kept), oldest first, by

@@ -7,6 +7,7 @@ import {
   SCHEMA_VERSION,
   enqueued,
   type ClaimedTask,
+  type EndedTasks,
   type EnqueuedTask,
   type ClaimLimits,
   type JobFilter,
@@ -29,6 +30,7 @@ import {
   toDueJob,
   toJob,
   toQueues,
+  toEnded,
   toTask,
   type InsertedRow,
   type QueueRow,
@@ -423,7 +425,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
   }
 
   async cancelJob(key: string): Promise<boolean> {
-    const { rows } = await this.#db.query<{ n: string | number }>(this.#sql.cancelJob, [key]);
+    const { rows } = await this.#db.query<{ n: string | number }>(this.#sql.cancelJob, [key, this.#prefix]);
     return Number(rows[0]?.n ?? 0) > 0;
   }
 
@@ -432,7 +434,7 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
-  watch(onDone: (id: number | null) => void): Promise<void> {
+  watch(onDone: (id: number | null) => void): Promise<boolean> {
     return this.#listener.watch(onDone);
   }
 
@@ -473,9 +475,9 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     return rows[0] === undefined ? undefined : toTask(rows[0]);
   }
 
-  async endedAmong(ids: readonly number[]): Promise<number[]> {
-    const { rows } = await this.#db.query<{ id: number }>(this.#sql.endedAmong, [ids]);
-    return rows.map((row) => row.id);
+  async endedTasks(ids: readonly number[]): Promise<EndedTasks> {
+    const { rows } = await this.#db.query<TaskRow & { asked: number }>(this.#sql.endedTasks, [ids]);
+    return toEnded(rows);
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {

@@ -83,9 +83,9 @@ export const SQL = {
       ON c.queue = n.name
     ORDER BY n.name`,
   taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
-  /** Of the ids ? (a JSON array), those of tasks over or gone. */
-  endedAmong: `SELECT value AS id FROM json_each(?)
-    WHERE NOT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id = value AND state IN ('blocked', 'waiting', 'running'))`,
+  /** Of the ids ? (a JSON array), the tasks over, and those gone (no columns but \`asked\`). */
+  endedTasks: `SELECT j.value AS asked, t.* FROM json_each(?) AS j LEFT JOIN taskheap_tasks AS t ON t.id = j.value
+    WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
   insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
     VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateKey, @queue, @now, @at)`,
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,

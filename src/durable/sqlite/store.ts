@@ -8,6 +8,7 @@ import {
   SCHEMA_VERSION,
   enqueued,
   type ClaimedTask,
+  type EndedTasks,
   type EnqueuedTask,
   type JobFilter,
   type Outcome,
@@ -44,6 +45,7 @@ import {
   toDueJob,
   toJob,
   toQueues,
+  toEnded,
   toTask,
   type ClaimRow,
   type DueJobRow,
@@ -402,9 +404,13 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     this.#onWake?.(0);
   }
 
-  /** Only for flows: a task sunk by its dependency's outcome is final without an outcome of its own (see #wakeDependents). */
-  async watch(onDone: (id: number | null) => void): Promise<void> {
+  /**
+   * Only for flows: a task sunk by its dependency's outcome is final without an outcome of its own (see #wakeDependents).
+   * Nothing announces other writers' final states (there are none but this process): false, waiters look every poll.
+   */
+  async watch(onDone: (id: number | null) => void): Promise<boolean> {
     this.#onDone = onDone;
+    return false;
   }
 
   async addFlow(flow: NewFlow, via?: unknown, now = Date.now()): Promise<StoredTask[]> {
@@ -483,9 +489,8 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     return row === undefined ? undefined : toTask(row);
   }
 
-  async endedAmong(ids: readonly number[]): Promise<number[]> {
-    const rows = this.#named(() => this.#statement(SQL.endedAmong).all(JSON.stringify(ids)) as { id: number }[]);
-    return rows.map((row) => row.id);
+  async endedTasks(ids: readonly number[]): Promise<EndedTasks> {
+    return toEnded(this.#named(() => this.#statement(SQL.endedTasks).all(JSON.stringify(ids)) as (TaskRow & { asked: number })[]));
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
