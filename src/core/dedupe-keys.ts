@@ -1,6 +1,8 @@
 // Dedupe keys of in-memory tasks (`DedupeKeys`): the last task each key
-// accepted, and what a new add with the key does under its `dedupe` mode.
+// accepted, and what a new add with the key does under its `dedupe` mode
+// (the decision shared with the stores: dedupe-decision.ts).
 import TinyQueue from 'tinyqueue';
+import { decideKeyedAdd, dueAt } from './dedupe-decision.js';
 import { CancelledError } from './errors.js';
 import type { Dedupe, DedupeOutcome } from './limit-options.js';
 import { MAX_TIME, describe } from './validate.js';
@@ -35,19 +37,26 @@ export class DedupeKeys {
     const entry = this.#entries.get(dedupe.key);
     const last = entry?.task;
     const state = last?._state;
-    const unfinished = state === State.Waiting || state === State.Held || state === State.Running;
     // Waiting: not started yet (a run waiting for its retry has started).
-    const waiting = unfinished && state !== State.Running && !(last!._run instanceof Run);
+    const started = state === State.Running || last?._run instanceof Run;
+    const unfinished = state === State.Waiting || state === State.Held || state === State.Running;
     const mode = dedupe.mode;
-    if ((mode === 'keep' && unfinished) || (mode === 'throttle' && entry !== undefined && now < entry.at + dedupe.period)) {
+    const action = decideKeyedAdd(
+      mode,
+      dedupe.period,
+      entry && { state: !unfinished ? 'finished' : started ? 'started' : 'waiting', createdAt: entry.at },
+      now,
+      false,
+    );
+    if (action === 'existing') {
       last!.enqueued = 'existing';
       return last!;
     }
-    const at = mode === 'debounce' ? time + dedupe.period : time;
+    const at = dueAt(mode, dedupe.period, time);
     if (at > MAX_TIME)
       throw new RangeError(`Expected the debounced time to be within the Date range (${MAX_TIME} epoch ms), got ${describe(at)}`);
     let outcome: DedupeOutcome = 'inserted';
-    if ((mode === 'replace' || mode === 'debounce') && waiting) {
+    if (action === 'replace') {
       last!.cancel(new CancelledError(`Replaced by a newer task with the key ${JSON.stringify(dedupe.key)}`));
       outcome = 'replaced';
     }

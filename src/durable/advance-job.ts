@@ -1,5 +1,7 @@
 // A due stored job's advance: which occurrences to insert and when it is due
-// next, under its misfire and overlap policies (the same rules as in memory).
+// next, under its misfire and overlap policies (the decisions of in-memory
+// jobs: rules/job-policy.ts).
+import { misfireStep, overlapStep } from '../rules/job-policy.js';
 import { DEFAULT_CATCH_UP } from '../rules/plan.js';
 import type { StoredOptions } from './options.js';
 import { ruleFromJson } from './rule-json.js';
@@ -19,8 +21,9 @@ export function resumedAt(job: DueJob, now: number): number | null {
 
 /**
  * Which occurrences of a due job to insert, and its next due time, by its
- * misfire policy: the same rules as in-memory jobs, including the catch-up
- * cap of misfire 'all' (`DEFAULT_CATCH_UP`, or the job's `catchUp` option). `running` says an
+ * misfire policy: the decisions of in-memory jobs (rules/job-policy.ts),
+ * stepped through every occurrence due by `now` at once, including the
+ * catch-up cap of misfire 'all' (`DEFAULT_CATCH_UP`, or the job's `catchUp` option). `running` says an
  * occurrence is still running under a live lease (overlap 'skip').
  */
 export function advanceJob(job: DueJob, now: number, running = false): JobAdvance {
@@ -31,28 +34,20 @@ export function advanceJob(job: DueJob, now: number, running = false): JobAdvanc
   let occurrences: number[] = [];
   let next: number | undefined;
   let skipped: JobAdvance['skipped'];
-  const following = rule.next(job.nextRunAt);
-  const missed = following !== undefined && following <= now;
-  if (!missed) {
-    occurrences.push(job.nextRunAt);
-    next = following;
-  } else if (misfire === 'all') {
-    // At most `catchUp` rows, whatever the outage: the rest are dropped and
-    // the job goes on from its next future occurrence.
-    let at: number | undefined = job.nextRunAt;
-    while (at !== undefined && at <= now && occurrences.length < catchUp) {
-      occurrences.push(at);
-      at = rule.next(at);
-    }
-    // Reported as in memory: one event, at the first dropped occurrence.
-    if (at !== undefined && at <= now) skipped = { at, reason: 'misfire' };
-    next = at !== undefined && at <= now ? rule.next(now) : at;
-  } else {
-    if (misfire === 'once') occurrences.push(job.nextRunAt);
-    else skipped = { at: job.nextRunAt, reason: 'misfire' };
-    next = rule.next(now);
+  // At most `catchUp` rows, whatever the outage: the rest are dropped and the
+  // job goes on from its next future occurrence, reported as in memory (one
+  // event, at the first dropped occurrence).
+  for (let at = job.nextRunAt, caughtUp = 0; ; ) {
+    const step = misfireStep(rule, at, now, misfire, caughtUp, catchUp);
+    if (step.runs) occurrences.push(at);
+    else skipped = { at, reason: 'misfire' };
+    if (step.capped !== undefined) skipped = { at: step.capped, reason: 'misfire' };
+    next = step.next;
+    if (!step.late) break;
+    at = step.next!;
+    caughtUp = step.caughtUp;
   }
-  if (running && (options.overlap ?? 'skip') === 'skip' && occurrences.length > 0) {
+  if (overlapStep(options.overlap ?? 'skip', running) !== 'run' && occurrences.length > 0) {
     skipped ??= { at: occurrences[0]!, reason: 'overlap' };
     occurrences = [];
   }

@@ -1,9 +1,12 @@
 // Deduplication of keyed durable tasks (the `dedupe` option, validated with
 // the other option groups in core/options.ts): the decision one add takes
-// against the row stored with its key. SQLite runs `decide` in its
-// transaction; PostgreSQL runs the same rules in SQL (`addKeyed` in
-// postgres/sql.ts), under the key's row lock: the conformance and property
-// tests hold both to the same cases.
+// against the row stored with its key. The decision is the in-memory keys'
+// too (core/dedupe-decision.ts), with one task per key; here it becomes what
+// is done to the row. SQLite runs `decide` in its transaction; PostgreSQL
+// runs the same rules in SQL (`addKeyed` in postgres/sql.ts), under the
+// key's row lock: the conformance and property tests hold both to the same
+// cases.
+import { decideKeyedAdd } from '../core/dedupe-decision.js';
 import type { NewTask, StoredState } from './store.js';
 
 /** The modes, as a task carries them. */
@@ -28,15 +31,15 @@ export interface KeyedRow {
   hasDependents: boolean;
 }
 
+/** The decision of core/dedupe-decision.ts with one task per key, as what is done to the row. */
 export function decide(mode: DedupeKind, period: number, row: KeyedRow | undefined, now: number): DedupeAction {
   if (row === undefined) return 'insert';
-  if (mode === 'throttle' && row.createdAt > now - period) return 'existing';
-  if (row.state === 'running') return 'existing';
-  if (row.state === 'waiting') return mode === 'keep' ? 'existing' : 'replace';
-  return row.hasDependents ? 'detach' : 'renew';
+  const state = row.state === 'waiting' ? 'waiting' : row.state === 'running' ? 'started' : 'finished';
+  const action = decideKeyedAdd(mode, period, { state, createdAt: row.createdAt }, now, true);
+  // Inserted over a finished row: overwritten, or left as it ended (a final task stays final) if tasks depend on it.
+  if (action === 'insert') return row.hasDependents ? 'detach' : 'renew';
+  return action;
 }
 
 /** When the task is due: `when`, or for debounce `period` after it (as in memory). */
-export function dueAt(mode: DedupeKind, period: number, runAt: number): number {
-  return mode === 'debounce' ? runAt + period : runAt;
-}
+export { dueAt } from '../core/dedupe-decision.js';

@@ -5,6 +5,7 @@ import type { Rule } from '../rules/rule.js';
 import { CancelledError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
 import { IntervalRule } from '../rules/rule.js';
+import { misfireStep, overlapStep } from '../rules/job-policy.js';
 import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskSettings } from '../core/task.js';
 
 /** The life of a recurring job. */
@@ -341,41 +342,30 @@ export class Job {
     if (task._fn !== Job.#due || task.attempts > 0) return true;
     const at = this.#nextAt!;
     const late = this.#late;
-    const now = this.#now();
-    const rule = this.#plan.rule;
-    // Missed: a later occurrence is already due, so whole periods went by
-    // (the loop was blocked, the machine slept, or the clock jumped).
-    const following = rule.next(at);
-    const missed = following !== undefined && following <= now;
-    const misfire = this.#plan.misfire;
-    let run = true;
-    if (missed && misfire === 'skip') {
-      run = false;
+    const plan = this.#plan;
+    // The policies' decisions are the stored jobs' too (rules/job-policy.ts).
+    const step = misfireStep(plan.rule, at, this.#now(), plan.misfire, this.#caughtUp, plan.catchUp);
+    let run = step.runs;
+    if (!run) {
       this.#host.skipped(this, at, 'misfire');
-    } else if (this.#busy() && this.#plan.overlap !== 'allow') {
-      run = false;
-      if (this.#plan.overlap === 'queue') {
-        this.#queued++;
-        this.#scheduledRuns++;
-      } else {
-        this.#host.skipped(this, at, 'overlap');
+    } else {
+      const overlap = overlapStep(plan.overlap, this.#busy());
+      if (overlap !== 'run') {
+        run = false;
+        if (overlap === 'queue') {
+          this.#queued++;
+          this.#scheduledRuns++;
+        } else {
+          this.#host.skipped(this, at, 'overlap');
+        }
       }
     }
     if (run) this.#scheduledRuns++;
-    if (!missed) {
-      this.#caughtUp = 0;
-      this.#planAt(following);
-    } else if (misfire !== 'all') {
-      this.#planAt(rule.next(now));
-    } else if (++this.#caughtUp < this.#plan.catchUp) {
-      this.#planAt(following, true);
-    } else {
-      // The cap is reached: the rest of the missed occurrences are dropped,
-      // reported once, and the job resumes with its next future occurrence.
-      this.#caughtUp = 0;
-      this.#host.skipped(this, following!, 'misfire');
-      this.#planAt(rule.next(now));
-    }
+    this.#caughtUp = step.caughtUp;
+    // The catch-up cap reached: the rest of the missed occurrences are dropped,
+    // reported once, and the job resumes with its next future occurrence.
+    if (step.capped !== undefined) this.#host.skipped(this, step.capped, 'misfire');
+    this.#planAt(step.next, step.late);
     if (run) this.#admitted = { task, at, late };
     return run;
   }

@@ -12,6 +12,9 @@
 // decides, so there the sequences have no ticks, every `when` is in the
 // past, the periods are an hour (every stored task is within them) and a
 // debounced task is due an hour after its past time (not claimed here).
+// In memory (a Scheduler without a store, on a ManualClock; claims are a
+// paused queue let go of for as many starts) the model states the
+// documented difference (docs/dedupe.md, "Dedupe keys"): see `MemoryModel`.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +23,9 @@ import { describe, expect, it } from 'vitest';
 import { sqliteStore } from '../../src/sqlite.js';
 import { postgresStore } from '../../src/postgres.js';
 import { advanceJob } from '../../src/durable/advance-job.js';
-import type { DedupeOutcome } from '../../src/index.js';
+import { Scheduler, type DedupeOutcome, type Task } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
+import { START } from '../helpers.js';
 import type { NewTask, Store } from '../../src/durable/store.js';
 import type { PgServer } from './pg-server.js';
 import { schemaNamer, usePostgres } from './use-postgres.js';
@@ -38,15 +43,21 @@ type Op =
   | { op: 'many'; adds: AddStep[] }
   | { op: 'claim'; limit: number }
   | { op: 'complete'; pick: number }
+  | { op: 'retry'; pick: number }
   | { op: 'tick'; by: number };
 
 const addArb = fc.record({ key: fc.constantFrom('a', 'b', 'c'), mode: fc.integer({ min: 0, max: 3 }), at: fc.integer({ min: 0, max: 5 }) });
-const opArb = (ticks: boolean): fc.Arbitrary<Op> =>
+/** Ticks where the model drives the clock; in memory no batches (one task per call) and a run may fail and wait for its retry. */
+const opArb = (ticks: boolean, memory = false): fc.Arbitrary<Op> =>
   fc.oneof(
     { weight: 5, arbitrary: fc.record({ op: fc.constant('add' as const), add: addArb }) },
-    { weight: 1, arbitrary: fc.record({ op: fc.constant('many' as const), adds: fc.array(addArb, { minLength: 1, maxLength: 4 }) }) },
+    {
+      weight: memory ? 0 : 1,
+      arbitrary: fc.record({ op: fc.constant('many' as const), adds: fc.array(addArb, { minLength: 1, maxLength: 4 }) }),
+    },
     { weight: 2, arbitrary: fc.record({ op: fc.constant('claim' as const), limit: fc.integer({ min: 1, max: 3 }) }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant('complete' as const), pick: fc.nat() }) },
+    { weight: memory ? 2 : 0, arbitrary: fc.record({ op: fc.constant('retry' as const), pick: fc.nat() }) },
     { weight: ticks ? 3 : 0, arbitrary: fc.record({ op: fc.constant('tick' as const), by: fc.integer({ min: 1, max: 4 }) }) },
   );
 
@@ -162,7 +173,7 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
         const r = running[step.pick % running.length]!;
         await store.settle('me', [{ id: r.id, kind: 'complete', state: 'succeeded', error: null }], h.now());
         r.state = 'succeeded';
-      } else {
+      } else if (step.op === 'tick') {
         h.tick(step.by);
       }
       // The whole table: one row per key, as the model has it.
@@ -172,6 +183,139 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
     }
   } finally {
     await h.close();
+  }
+}
+
+/**
+ * The model in memory. Each add meets the key's last task, which the key
+ * keeps while it is unfinished and, once it is finished, for the throttle
+ * period of the add that wrote it (if that add throttled); then the key is
+ * free again. A throttle within the period of the last write: existing.
+ * The rules are the stores', but for one task per key: a finished task is
+ * never written over (a new task); a started one (running, or waiting for
+ * its retry) is returned by 'keep' and otherwise has a new task added
+ * beside it; a waiting one is returned by 'keep', cancelled and replaced by
+ * a new task with 'replace' and debounce ('replaced'), and has a new task
+ * added beside it by a throttle past its period ('inserted'). Every write
+ * starts the key's period at that add; a debounced task is due its period
+ * after its `when`.
+ */
+class MemoryModel {
+  readonly tasks: MemoryRow[] = [];
+  readonly #keys = new Map<string, { row: MemoryRow; at: number; throttled: boolean }>();
+
+  constructor(readonly period: number) {}
+
+  add(step: AddStep, now: number): { what: DedupeOutcome; row: MemoryRow } {
+    const mode = MODES[step.mode]!;
+    const when = now + step.at;
+    const entry = this.#keys.get(step.key);
+    const finished = entry !== undefined && (entry.row.state === 'succeeded' || entry.row.state === 'cancelled');
+    const kept = entry !== undefined && (!finished || (entry.throttled && now < entry.at + this.period));
+    const insert = (what: DedupeOutcome) => {
+      const row: MemoryRow = { state: 'waiting', runAt: mode === 'debounce' ? when + this.period : when, task: undefined };
+      this.tasks.push(row);
+      this.#keys.set(step.key, { row, at: now, throttled: mode === 'throttle' });
+      return { what, row };
+    };
+    if (!kept) return insert('inserted');
+    if (mode === 'throttle' && entry.at > now - this.period) return { what: 'existing', row: entry.row };
+    if (finished) return insert('inserted');
+    if (mode === 'keep') return { what: 'existing', row: entry.row };
+    if (entry.row.state !== 'waiting' || mode === 'throttle') return insert('inserted');
+    entry.row.state = 'cancelled';
+    return insert('replaced');
+  }
+
+  /** The tasks that start when `limit` more may: the due waiting ones (a retry too), earliest due first, then in scheduling order. */
+  due(now: number, limit: number): MemoryRow[] {
+    return this.tasks
+      .filter((r) => (r.state === 'waiting' || r.state === 'retrying') && r.runAt <= now)
+      .sort((a, b) => a.runAt - b.runAt || a.task!.id - b.task!.id)
+      .slice(0, limit);
+  }
+}
+
+interface MemoryRow {
+  state: 'waiting' | 'running' | 'retrying' | 'succeeded' | 'cancelled';
+  runAt: number;
+  /** The scheduler's handle, and how the test ends its run. */
+  task: Task | undefined;
+  end?: (ok: boolean) => void;
+}
+
+/** The operations on a Scheduler without a store: its tasks in a paused queue, which a claim lets go of for `limit` starts. */
+async function checkMemory(ops: Op[]): Promise<void> {
+  const clock = new ManualClock(START);
+  const scheduler = new Scheduler({ clock, workers: Infinity, onError: () => {}, queues: { w: { paused: true } } });
+  const queue = scheduler.queue('w');
+  const model = new MemoryModel(6);
+  const seen = new Set<Task>();
+  /** The tasks whose runs started since the last look. */
+  const started: MemoryRow[] = [];
+  const flush = () => clock.advance(0);
+  try {
+    for (const step of ops) {
+      const now = clock.now();
+      if (step.op === 'add') {
+        const mode = MODES[step.add.mode]!;
+        const slot: { row?: MemoryRow } = {};
+        const got = scheduler.schedule(
+          now + step.add.at,
+          (ctx) =>
+            new Promise<void>((resolve, reject) => {
+              started.push(slot.row!);
+              slot.row!.end = (ok) => (ok ? resolve() : reject(new Error('again')));
+              ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
+            }),
+          {
+            queue: 'w',
+            key: step.add.key,
+            dedupe: mode === 'throttle' ? { throttle: model.period } : mode === 'debounce' ? { debounce: model.period } : mode,
+            retry: { attempts: 99, delay: 0, backoff: 'fixed' },
+          },
+        );
+        const want = model.add(step.add, now);
+        expect(got.enqueued, JSON.stringify(step)).toBe(want.what);
+        if (want.what === 'existing') expect(got, JSON.stringify(step)).toBe(want.row.task);
+        else {
+          expect(seen.has(got), 'a new task').toBe(false);
+          want.row.task = got;
+          slot.row = want.row;
+        }
+        seen.add(got);
+      } else if (step.op === 'claim') {
+        const want = model.due(now, step.limit);
+        // Every due task is held by the paused queue; it lets go of `limit` more, earliest due first.
+        await flush();
+        expect(started).toEqual([]);
+        queue.concurrency = model.tasks.filter((r) => r.state === 'running').length + step.limit;
+        await queue.resume();
+        await flush();
+        await queue.pause();
+        expect(started.splice(0).map((r) => r.task!.id)).toEqual(want.map((r) => r.task!.id));
+        for (const r of want) r.state = 'running';
+      } else if (step.op === 'complete' || step.op === 'retry') {
+        const running = model.tasks.filter((r) => r.state === 'running');
+        if (running.length === 0) continue;
+        const r = running[step.pick % running.length]!;
+        r.end!(step.op === 'complete');
+        await flush();
+        // A failed run waits for its retry, due at once (delay 0): started, not yet running again.
+        if (step.op === 'complete') r.state = 'succeeded';
+        else Object.assign(r, { state: 'retrying', runAt: clock.now() });
+      } else if (step.op === 'tick') {
+        await clock.advance(step.by);
+      }
+      // Nothing starts but what a claim lets go of, and every task is as the model has it.
+      expect(started, JSON.stringify(step)).toEqual([]);
+      for (const r of model.tasks) {
+        const state = r.state === 'retrying' ? 'waiting' : r.state;
+        expect([r.task!.id, r.task!.state, r.task!.runAt.getTime()], JSON.stringify(step)).toEqual([r.task!.id, state, r.runAt]);
+      }
+    }
+  } finally {
+    await scheduler.close({ abort: true });
   }
 }
 
@@ -233,4 +377,13 @@ describe('dedupe against a reference model on PostgreSQL (fast-check)', () => {
       { numRuns: 25 },
     );
   }, 120_000);
+});
+
+describe('dedupe against a reference model in memory (fast-check)', () => {
+  it('every add returns and leaves what the model says, every mode, with starts, completions, retries and time passing', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb(true, true), { minLength: 5, maxLength: 40 }), (ops) => checkMemory(ops)),
+      { numRuns: 200 },
+    );
+  }, 60_000);
 });

@@ -8,6 +8,15 @@
 // (windows of 5 ms, ticks of 1 to 3); PostgreSQL on its own clock (windows of
 // an hour: every start of a run is in one window). On SQLite, draining at the
 // end (the clock moved past every window) runs every task: nothing is stuck.
+// In memory (a Scheduler without a store, on a ManualClock, windows of 5 ms)
+// the same operations run on tasks of a paused queue, which a claim lets go
+// of for `limit` more starts; the models are the same, with two differences
+// stated where they apply: memory claims nothing ahead of its workers (every
+// start is into a free one), so a claim's `free` has no meaning there; and a
+// key lets its tasks go on in due order as they fall due, so a task added
+// with a due time already past does not overtake one of its key let go of
+// before it (a store orders all of a key's waiting tasks at each claim):
+// there every task is added due now or later.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +26,9 @@ import { sqliteStore } from '../../src/sqlite.js';
 import { postgresStore } from '../../src/postgres.js';
 import { advanceJob } from '../../src/durable/advance-job.js';
 import type { Store } from '../../src/durable/store.js';
+import { Scheduler, type Task } from '../../src/index.js';
+import { ManualClock } from '../../src/testing.js';
+import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';
 import { schemaNamer, usePostgres } from './use-postgres.js';
 
@@ -68,40 +80,135 @@ interface ModelTask {
   holds: boolean;
 }
 
-/** Runs `ops` on a store and checks every claim against the models; returns the model's tasks. */
-async function check(
-  store: Store,
-  ops: Op[],
-  clock: { now: () => number; tick: (by: number) => void },
-  interval: number,
-): Promise<ModelTask[]> {
-  const tasks: ModelTask[] = [];
-  const starts = new Map<string, number[]>();
-  for (const step of ops) {
-    const now = clock.now();
-    if (step.op === 'add') {
+/** What the models drive: a store, or a scheduler without one. */
+interface Engine {
+  now(): number;
+  tick(by: number): Promise<void>;
+  /** Adds a task due at `runAt`, with a concurrency key (limit `LIMITS[key]`) and a rate bucket (`BUCKETS[bucket]` per `interval`); its id. */
+  add(runAt: number, key: string | null, bucket: string | null): Promise<number>;
+  /** The ids of the tasks one claim starts: at most `limit`, limited ones only into `free` workers where the engine claims ahead. */
+  claim(limit: number, free: number): Promise<readonly number[]>;
+  settle(id: number, kind: 'complete' | 'retry'): Promise<void>;
+  /**
+   * Whether it claims ahead of its workers (a store's prefetch), so that a
+   * claim's `free` bounds its limited tasks. Memory does not: every task it
+   * starts runs in a worker at once.
+   */
+  claimsAhead: boolean;
+}
+
+/** A store as an Engine, on the clock `clock`. */
+function storeEngine(store: Store, clock: { now: () => number; tick: (by: number) => void }, interval: number): Engine {
+  return {
+    now: clock.now,
+    tick: async (by) => clock.tick(by),
+    async add(runAt, key, bucket) {
       const options = JSON.stringify({
-        concurrency: step.key === null ? undefined : { key: step.key, limit: LIMITS[step.key] },
-        rate: step.bucket === null ? undefined : { key: step.bucket, limit: BUCKETS[step.bucket], interval },
+        concurrency: key === null ? undefined : { key, limit: LIMITS[key] },
+        rate: bucket === null ? undefined : { key: bucket, limit: BUCKETS[bucket], interval },
       });
       const row = await store.addTask({
         name: 'w',
         key: null,
         payload: '{}',
-        runAt: now + step.at,
+        runAt,
         maxAttempts: 99,
         options,
-        serial: step.key,
-        rateKey: step.bucket,
+        serial: key,
+        rateKey: bucket,
       });
-      tasks.push({ id: row.id, runAt: now + step.at, key: step.key, bucket: step.bucket, state: 'waiting', holds: false });
-    } else if (step.op === 'claim') {
-      const got = await store.claim('me', now, LEASE, step.limit, advanceJob, undefined, undefined, { free: step.free, rate: undefined });
-      expect(got.length).toBeLessThanOrEqual(step.limit);
-      const claimed = got.map((c) => tasks.find((t) => t.id === c.id)!);
-      expect(claimed.filter((t) => t.key !== null || t.bucket !== null).length, 'limited tasks only into free workers').toBeLessThanOrEqual(
-        step.free,
+      return row.id;
+    },
+    async claim(limit, free) {
+      const got = await store.claim('me', clock.now(), LEASE, limit, advanceJob, undefined, undefined, { free, rate: undefined });
+      return got.map((c) => c.id);
+    },
+    async settle(id, kind) {
+      await store.settle(
+        'me',
+        [kind === 'complete' ? { id, kind: 'complete', state: 'succeeded', error: null } : { id, kind: 'retry', delay: 0, error: 'again' }],
+        clock.now(),
       );
+    },
+    claimsAhead: true,
+  };
+}
+
+/**
+ * A Scheduler without a store as an Engine: its tasks in a paused queue,
+ * which a claim lets go of for `limit` more starts (the workers are not a
+ * limit); a run ends when the test settles it, a retry due at once.
+ */
+function memoryEngine(
+  interval: number,
+): Engine & { scheduler: Scheduler; clock: ManualClock; started: number[]; running: Map<number, (ok: boolean) => void> } {
+  const clock = new ManualClock(START);
+  const scheduler = new Scheduler({ clock, workers: Infinity, onError: () => {}, queues: { w: { paused: true } } });
+  const queue = scheduler.queue('w');
+  const started: number[] = [];
+  const running = new Map<number, (ok: boolean) => void>();
+  return {
+    scheduler,
+    clock,
+    started,
+    running,
+    now: () => clock.now(),
+    tick: (by) => clock.advance(by),
+    async add(runAt, key, bucket) {
+      const task: Task = scheduler.schedule(
+        runAt,
+        (ctx) =>
+          new Promise<void>((resolve, reject) => {
+            started.push(task.id);
+            running.set(task.id, (ok) => (ok ? resolve() : reject(new Error('again'))));
+            ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
+          }),
+        {
+          queue: 'w',
+          retry: { attempts: 99, delay: 0, backoff: 'fixed' },
+          ...(key === null ? {} : { concurrency: { key, limit: LIMITS[key]! } }),
+          ...(bucket === null ? {} : { rate: { key: bucket, limit: BUCKETS[bucket]!, interval } }),
+        },
+      );
+      return task.id;
+    },
+    async claim(limit) {
+      // Every due task is held by the paused queue first, then let go of for `limit` more starts.
+      await clock.advance(0);
+      queue.concurrency = running.size + limit;
+      await queue.resume();
+      await clock.advance(0);
+      await queue.pause();
+      return started.splice(0);
+    },
+    async settle(id, kind) {
+      const end = running.get(id)!;
+      running.delete(id);
+      end(kind === 'complete');
+      await clock.advance(0);
+    },
+    claimsAhead: false,
+  };
+}
+
+/** Runs `ops` on an engine and checks every claim against the models; returns the model's tasks. */
+async function check(engine: Engine, ops: Op[], interval: number): Promise<ModelTask[]> {
+  const tasks: ModelTask[] = [];
+  const starts = new Map<string, number[]>();
+  for (const step of ops) {
+    const now = engine.now();
+    if (step.op === 'add') {
+      const id = await engine.add(now + step.at, step.key, step.bucket);
+      tasks.push({ id, runAt: now + step.at, key: step.key, bucket: step.bucket, state: 'waiting', holds: false });
+    } else if (step.op === 'claim') {
+      const got = await engine.claim(step.limit, step.free);
+      expect(got.length).toBeLessThanOrEqual(step.limit);
+      const claimed = got.map((id) => tasks.find((t) => t.id === id)!);
+      if (engine.claimsAhead)
+        expect(
+          claimed.filter((t) => t.key !== null || t.bucket !== null).length,
+          'limited tasks only into free workers',
+        ).toBeLessThanOrEqual(step.free);
       for (const t of claimed) {
         expect(t.state, `task ${t.id} claimed while ${t.state}`).toBe('waiting');
         // Due order within a key: every earlier waiting task of the key that holds no slot is claimed too.
@@ -127,18 +234,10 @@ async function check(
       const running = tasks.filter((t) => t.state === 'running');
       if (running.length === 0) continue;
       const t = running[step.pick % running.length]!;
-      await store.settle(
-        'me',
-        [
-          step.kind === 'complete'
-            ? { id: t.id, kind: 'complete', state: 'succeeded', error: null }
-            : { id: t.id, kind: 'retry', delay: 0, error: 'again' },
-        ],
-        now,
-      );
+      await engine.settle(t.id, step.kind);
       t.state = step.kind === 'complete' ? 'done' : 'waiting';
       if (step.kind === 'complete') t.holds = false;
-    } else clock.tick(step.by);
+    } else await engine.tick(step.by);
   }
   return tasks;
 }
@@ -151,7 +250,7 @@ describe('limits against reference models on SQLite (fast-check)', () => {
         await store.migrate();
         let now = 1_000;
         try {
-          const tasks = await check(store, ops, { now: () => now, tick: (by) => (now += by) }, 5);
+          const tasks = await check(storeEngine(store, { now: () => now, tick: (by) => (now += by) }, 5), ops, 5);
           // Drain: the clock past every window, claims and completions until nothing is left.
           for (let round = 0; round < 200 && tasks.some((t) => t.state !== 'done'); round++) {
             now += 5;
@@ -177,6 +276,44 @@ describe('limits against reference models on SQLite (fast-check)', () => {
   }, 60_000);
 });
 
+describe('limits against reference models in memory (fast-check)', () => {
+  it('never more than N of a key, in due order; never more than `limit` starts in a window; draining runs everything', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 50 }), async (ops) => {
+        const engine = memoryEngine(5);
+        try {
+          // Due now or later: in memory a key's due order is the order its tasks fall due (see above).
+          const tasks = await check(
+            engine,
+            ops.map((op) => (op.op === 'add' ? { ...op, at: Math.max(0, op.at) } : op)),
+            5,
+          );
+          // Drain: the clock past every window, every due task let go of and finished, until nothing is left.
+          const queue = engine.scheduler.queue('w');
+          queue.concurrency = Infinity;
+          await queue.resume();
+          for (let round = 0; round < 200 && tasks.some((t) => t.state !== 'done'); round++) {
+            await engine.clock.advance(5);
+            for (const [id, end] of [...engine.running]) {
+              engine.running.delete(id);
+              end(true);
+              tasks.find((t) => t.id === id)!.state = 'done';
+            }
+            await engine.clock.advance(0);
+          }
+          expect(
+            tasks.filter((t) => t.state !== 'done'),
+            'tasks left after draining',
+          ).toEqual([]);
+        } finally {
+          await engine.scheduler.close({ abort: true });
+        }
+      }),
+      { numRuns: 100 },
+    );
+  }, 60_000);
+});
+
 let server: PgServer;
 usePostgres((started) => {
   server = started;
@@ -194,9 +331,8 @@ describe('limits against reference models on PostgreSQL (fast-check)', () => {
           const base = Date.now();
           const clock = { now: () => base, tick: () => {} };
           await check(
-            store,
+            storeEngine(store, clock, 3_600_000),
             ops.map((op) => (op.op === 'add' ? { ...op, at: op.at <= 0 ? -60_000 : 3_600_000 } : op)),
-            clock,
             3_600_000,
           );
         } finally {

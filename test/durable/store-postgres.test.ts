@@ -22,7 +22,18 @@ const freshSchema = schemaNamer('c');
 
 storeConformance({
   name: 'postgres',
-  caps: { clockDriven: false, multiProcess: true, notify: true, transactionsWithClient: true },
+  caps: {
+    store: true,
+    oneTaskPerKey: true,
+    storedJobs: true,
+    cancelIsFinal: true,
+    handlerNames: true,
+    batches: true,
+    clockDriven: false,
+    multiProcess: true,
+    notify: true,
+    transactionsWithClient: true,
+  },
   async fresh() {
     const schema = freshSchema();
     const q = (sql: string) => sql.replaceAll('{s}', `"${schema}".`);

@@ -17,6 +17,12 @@ function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backen
     name: `sqlite (${driver})`,
     ...(reason === undefined ? {} : { unavailable: reason }),
     caps: {
+      store: true,
+      oneTaskPerKey: true,
+      storedJobs: true,
+      cancelIsFinal: true,
+      handlerNames: true,
+      batches: true,
       clockDriven: true,
       // One store owns a file at a time (StoreInUseError): see sqlite-delivery.test.ts.
       multiProcess: false,

@@ -2,8 +2,9 @@
 // know of a backend: how to open a store on a fresh database, a fresh one
 // per test, what the backend can do (its capabilities), and a few hooks
 // into the database for what a test cannot do through the Store interface.
-// A backend-specific test file (store-sqlite.test.ts, store-postgres.test.ts)
-// describes its backend and hands it to storeConformance().
+// A backend-specific test file (store-sqlite.test.ts, store-postgres.test.ts,
+// store-memory.test.ts: a Scheduler without a store) describes its backend
+// and hands it to storeConformance().
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, it } from 'vitest';
 import { Scheduler, type Clock, type SchedulerOptions } from '../../../src/index.js';
@@ -12,6 +13,47 @@ import { ManualClock } from '../../../src/testing.js';
 import { START } from '../../helpers.js';
 
 export interface Capabilities {
+  /**
+   * There is a Store: scenarios may call the Store interface directly
+   * (`openStore()`, claim, settle, nextDue...) and the database hooks of
+   * `Database`. False in memory (a Scheduler without a store), where only
+   * the scenarios that go through the Scheduler run.
+   */
+  store: boolean;
+  /**
+   * A key names one task (one row per key): an add meeting the key's
+   * running task returns it, one meeting its waiting task overwrites it in
+   * place (same id), one meeting its finished task writes over it. False in
+   * memory, where a key meets its last task and a new task is added beside
+   * a running one or in place of a waiting one, under a new id
+   * (docs/dedupe.md, "Beside the in-memory keys").
+   */
+  oneTaskPerKey: boolean;
+  /**
+   * Recurring jobs of a handler name registered by `key` and managed by it
+   * (`triggerJob`, `listTasks({ jobKey })`). False in memory, whose jobs
+   * are `Job` objects (no key, no stored occurrences).
+   */
+  storedJobs: boolean;
+  /**
+   * Cancelling a running task ends it `cancelled` whatever its handler then
+   * does (the stored state). False in memory, where cancellation of a run is
+   * cooperative: it ends `cancelled` if it then fails, `succeeded` if it
+   * finishes anyway (docs/cancel-retry-timeout.md).
+   */
+  cancelIsFinal: boolean;
+  /**
+   * Work names its handler (`define()`): a task's `name` is its handler's
+   * name. False in memory, where handlers are functions and a flow's task is
+   * named by its name in the flow (docs/flows.md).
+   */
+  handlerNames: boolean;
+  /**
+   * `scheduleMany()`: a batch checked whole before anything is added, all
+   * or nothing, a bad item named by its index. False in memory, which adds
+   * one task per call (the backend adds a batch's items one by one).
+   */
+  batches: boolean;
   /**
    * Due times are compared on the `now` the scheduler passes in (its Clock),
    * so a ManualClock drives the store: true for SQLite. False where the
@@ -80,13 +122,18 @@ export interface Database {
 }
 
 export interface Backend {
-  /** As it appears in test names: 'sqlite (node:sqlite)', 'postgres'. */
+  /** As it appears in test names: 'sqlite (node:sqlite)', 'postgres', 'memory'. */
   name: string;
   /** Why this backend cannot run here (its tests are then skipped, naming the reason), or undefined. */
   unavailable?: string;
   caps: Capabilities;
   /** A fresh database for one test. */
   fresh(): Promise<Database>;
+  /**
+   * The Scheduler a scenario opens (`Env.open`); by default a `Scheduler`
+   * on `options.store`. A backend without a store (memory) makes its own.
+   */
+  scheduler?: (options: SchedulerOptions) => Scheduler;
 }
 
 /**
@@ -212,12 +259,13 @@ export function envFor(backend: Backend): () => Promise<Env> {
       open(options = {}) {
         const { store = tracked.store(), clock = time.clock, ...rest } = options;
         const errors: unknown[] = [];
-        const scheduler = new Scheduler({
+        const settings: SchedulerOptions = {
           store,
           onError: (error) => errors.push(error),
           ...(clock === undefined ? {} : { clock }),
           ...rest,
-        });
+        };
+        const scheduler = backend.scheduler?.(settings) ?? new Scheduler(settings);
         schedulers.push(scheduler);
         return { scheduler, store, errors };
       },

@@ -21,10 +21,11 @@ const none = () => ({ occurrences: [], nextRunAt: null, remaining: null });
 
 export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): void {
   const { caps } = backend;
-  const it = itWhen(true, '');
+  const itStore = itWhen(caps.store, 'needs store: calls the Store interface');
+  const itBatches = itWhen(caps.batches, 'needs batches: scheduleMany() decides a batch whole');
 
   describe('batched outcomes and claims', () => {
-    it('tasks finishing together share settle() calls, far fewer than tasks; each runs exactly once', async () => {
+    itStore('tasks finishing together share settle() calls, far fewer than tasks; each runs exactly once', async () => {
       const { open, time, db } = await setup();
       // The default prefetch adapts to how long claims and handlers take in real time, and how many tasks
       // claims bring decides where batches split (24 prefetched behind 16 workers: 16, 16, 8, ..., 28 batches).
@@ -53,43 +54,46 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       expect(errors).toEqual([]);
     });
 
-    it('one settle() records a completion, a failure, a retry and a release together, and ignores tasks it does not hold', async () => {
-      const { openStore } = await setup();
-      const store = await openStore();
-      const task = (key: string) =>
-        store.addTask({ name: 'x', key, payload: '{}', runAt: Date.now() - 1_000, maxAttempts: 3, options: '{}' });
-      const ids = [(await task('a')).id, (await task('b')).id, (await task('c')).id, (await task('d')).id, (await task('e')).id];
-      const claimed = await store.claim('me', Date.now(), 30_000, 4, none);
-      expect(claimed.map((c) => c.id)).toEqual(ids.slice(0, 4));
-      const theirs = await store.claim('them', Date.now(), 30_000, 4, none);
-      expect(theirs.map((c) => c.id)).toEqual([ids[4]]);
-      const before = Date.now();
-      await store.settle(
-        'me',
-        [
-          { id: ids[0]!, kind: 'complete', state: 'succeeded', error: null },
-          { id: ids[1]!, kind: 'complete', state: 'failed', error: 'Error: boom' },
-          { id: ids[2]!, kind: 'retry', delay: 60_000, error: 'Error: again' },
-          { id: ids[3]!, kind: 'release' },
-          // Not ours: left alone.
-          { id: ids[4]!, kind: 'complete', state: 'succeeded', error: null },
-        ],
-        Date.now(),
-      );
-      const found = (await store.listTasks({})).sort((a, b) => a.id - b.id);
-      expect(found.map((row) => [row.state, row.attempts, row.lastError])).toEqual([
-        ['succeeded', 1, null],
-        ['failed', 1, 'Error: boom'],
-        ['waiting', 1, 'Error: again'],
-        ['waiting', 0, null],
-        ['running', 1, null],
-      ]);
-      // The retry is due a minute after now (the store's or the server's: same machine).
-      expect(found[2]!.runAt.getTime()).toBeGreaterThan(before + 55_000);
-      expect(found[2]!.runAt.getTime()).toBeLessThan(Date.now() + 65_000);
-    });
+    itStore(
+      'one settle() records a completion, a failure, a retry and a release together, and ignores tasks it does not hold',
+      async () => {
+        const { openStore } = await setup();
+        const store = await openStore();
+        const task = (key: string) =>
+          store.addTask({ name: 'x', key, payload: '{}', runAt: Date.now() - 1_000, maxAttempts: 3, options: '{}' });
+        const ids = [(await task('a')).id, (await task('b')).id, (await task('c')).id, (await task('d')).id, (await task('e')).id];
+        const claimed = await store.claim('me', Date.now(), 30_000, 4, none);
+        expect(claimed.map((c) => c.id)).toEqual(ids.slice(0, 4));
+        const theirs = await store.claim('them', Date.now(), 30_000, 4, none);
+        expect(theirs.map((c) => c.id)).toEqual([ids[4]]);
+        const before = Date.now();
+        await store.settle(
+          'me',
+          [
+            { id: ids[0]!, kind: 'complete', state: 'succeeded', error: null },
+            { id: ids[1]!, kind: 'complete', state: 'failed', error: 'Error: boom' },
+            { id: ids[2]!, kind: 'retry', delay: 60_000, error: 'Error: again' },
+            { id: ids[3]!, kind: 'release' },
+            // Not ours: left alone.
+            { id: ids[4]!, kind: 'complete', state: 'succeeded', error: null },
+          ],
+          Date.now(),
+        );
+        const found = (await store.listTasks({})).sort((a, b) => a.id - b.id);
+        expect(found.map((row) => [row.state, row.attempts, row.lastError])).toEqual([
+          ['succeeded', 1, null],
+          ['failed', 1, 'Error: boom'],
+          ['waiting', 1, 'Error: again'],
+          ['waiting', 0, null],
+          ['running', 1, null],
+        ]);
+        // The retry is due a minute after now (the store's or the server's: same machine).
+        expect(found[2]!.runAt.getTime()).toBeGreaterThan(before + 55_000);
+        expect(found[2]!.runAt.getTime()).toBeLessThan(Date.now() + 65_000);
+      },
+    );
 
-    itWhen(caps.clockDriven, 'needs clockDriven: a ManualClock drives the poll')(
+    itWhen(caps.store && caps.clockDriven, 'needs store and clockDriven: a ManualClock drives the poll of a store')(
       'an idle worker asks the store one question per poll, and still finds work added behind its back within the poll',
       async () => {
         const { open, time, db } = await setup();
@@ -153,7 +157,7 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       },
     );
 
-    it('claims only tasks of defined handlers: others stay waiting, not failed, and run once a process defines them', async () => {
+    itStore('claims only tasks of defined handlers: others stay waiting, not failed, and run once a process defines them', async () => {
       const { open, time, db } = await setup();
       const first = open();
       const ran: string[] = [];
@@ -206,7 +210,7 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       },
     );
 
-    it('claims ahead of free workers, and hands prefetched tasks back unrun (attempt not counted) on close', async () => {
+    itStore('claims ahead of free workers, and hands prefetched tasks back unrun (attempt not counted) on close', async () => {
       const { open, time, db } = await setup();
       const { scheduler } = open({ workers: 1 });
       let release: () => void = () => {};
@@ -237,7 +241,7 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
   });
 
   describe('scheduleMany', () => {
-    it('adds every item, returning the stored rows in order, each with its own time, payload, key and retry', async () => {
+    itBatches('adds every item, returning the stored rows in order, each with its own time, payload, key and retry', async () => {
       const { open, time } = await setup();
       const { scheduler } = open();
       scheduler.define('a', () => {});
@@ -258,7 +262,7 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       expect(await scheduler.getTask(added[1]!.id)).toEqual(added[1]);
     });
 
-    it('a batch without keys returns each task as getTask() reads it back, its limits and priority too', async () => {
+    itBatches('a batch without keys returns each task as getTask() reads it back, its limits and priority too', async () => {
       // Such a batch reads back only each row's id and times: the rest is built from the items (issue 27).
       const { open, time } = await setup();
       const { scheduler } = open();
@@ -276,30 +280,33 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       ]);
     });
 
-    it('keys are idempotent within a call (the last item wins, reported at every index) and across calls (replaced, not added)', async () => {
-      const { open, time } = await setup();
-      const { scheduler } = open();
-      scheduler.define('a', () => {});
-      await scheduler.start();
-      const t = time.now() + 3_600_000;
-      const rows = await scheduler.scheduleMany([
-        { when: t + 10, name: 'a', payload: { n: 1 }, key: 'k' },
-        { when: t + 20, name: 'a', payload: { n: 2 } },
-        { when: t + 30, name: 'a', payload: { n: 3 }, key: 'k' },
-      ]);
-      expect(rows.map((row) => [row.key, row.payload, row.runAt.getTime()])).toEqual([
-        ['k', { n: 3 }, t + 30],
-        [null, { n: 2 }, t + 20],
-        ['k', { n: 3 }, t + 30],
-      ]);
-      expect(rows[0]!.id).toBe(rows[2]!.id);
-      const again = await scheduler.scheduleMany([{ when: t + 40, name: 'a', key: 'k', payload: 4 }]);
-      expect(again[0]!.id).toBe(rows[0]!.id);
-      expect(again[0]).toMatchObject({ payload: 4, key: 'k' });
-      expect((await scheduler.listTasks({})).length).toBe(2);
-    });
+    itBatches(
+      'keys are idempotent within a call (the last item wins, reported at every index) and across calls (replaced, not added)',
+      async () => {
+        const { open, time } = await setup();
+        const { scheduler } = open();
+        scheduler.define('a', () => {});
+        await scheduler.start();
+        const t = time.now() + 3_600_000;
+        const rows = await scheduler.scheduleMany([
+          { when: t + 10, name: 'a', payload: { n: 1 }, key: 'k' },
+          { when: t + 20, name: 'a', payload: { n: 2 } },
+          { when: t + 30, name: 'a', payload: { n: 3 }, key: 'k' },
+        ]);
+        expect(rows.map((row) => [row.key, row.payload, row.runAt.getTime()])).toEqual([
+          ['k', { n: 3 }, t + 30],
+          [null, { n: 2 }, t + 20],
+          ['k', { n: 3 }, t + 30],
+        ]);
+        expect(rows[0]!.id).toBe(rows[2]!.id);
+        const again = await scheduler.scheduleMany([{ when: t + 40, name: 'a', key: 'k', payload: 4 }]);
+        expect(again[0]!.id).toBe(rows[0]!.id);
+        expect(again[0]).toMatchObject({ payload: 4, key: 'k' });
+        expect((await scheduler.listTasks({})).length).toBe(2);
+      },
+    );
 
-    it('a key whose task is running is left alone (reported as it is), while the other items are written', async () => {
+    itBatches('a key whose task is running is left alone (reported as it is), while the other items are written', async () => {
       const { open, time } = await setup();
       const { scheduler, store } = open();
       scheduler.define('a', () => {});
@@ -315,7 +322,7 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       ]);
     });
 
-    it('a bad item throws at the call, naming its index, and nothing is written', async () => {
+    itBatches('a bad item throws at the call, naming its index, and nothing is written', async () => {
       const { open, time } = await setup();
       const { scheduler } = open();
       scheduler.define('a', () => {});
@@ -338,7 +345,7 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       expect(await scheduler.scheduleMany([])).toEqual([]);
     });
 
-    it('all or nothing in the database too: a failing statement writes none of the items', async () => {
+    itBatches('all or nothing in the database too: a failing statement writes none of the items', async () => {
       const { open, time, db } = await setup();
       await db.refuseLongPayloads();
       const { scheduler } = open();
@@ -353,7 +360,7 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       expect(await scheduler.listTasks({})).toEqual([]);
     });
 
-    it('wakes a started scheduler: tasks added in bulk run promptly', async () => {
+    itBatches('wakes a started scheduler: tasks added in bulk run promptly', async () => {
       const { open, time, db } = await setup();
       // A poll of an hour: the tasks run only if adding them woke the scheduler (for their due time).
       const store = db.store({ poll: HOUR });

@@ -6,6 +6,10 @@
 // time (PostgreSQL, the server's clock) a period that must not pass is long
 // (a minute) and one that must pass is short and waited out, so a slow
 // machine changes nothing.
+// In memory (a scheduler without a store) a key meets its last task and
+// adds beside a running one, under a new id: where that differs
+// (docs/dedupe.md, "Beside the in-memory keys") a scenario expects what
+// `caps.oneTaskPerKey` says, and the id a store keeps is a new one in memory.
 import { describe, expect } from 'vitest';
 import type { EnqueuedTask, Scheduler } from '../../../src/index.js';
 import { advanceJob } from '../../../src/durable/advance-job.js';
@@ -34,9 +38,13 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
   const { caps } = backend;
   const it = itWhen(true, '');
   const itShared = itWhen(caps.multiProcess, 'no two stores share a database');
+  const itStore = itWhen(caps.store, 'needs store: calls the Store interface');
+  const itBatches = itWhen(caps.batches, 'needs batches: scheduleMany() decides a batch whole');
+  /** Whether an add kept the id of the task its key named: one task per key (a store); a new task in memory. */
+  const sameTask = (task: { id: number }, before: { id: number }) => expect(task.id === before.id).toBe(caps.oneTaskPerKey);
 
   describe('dedupe (keyed tasks)', () => {
-    it("'replace' (the default): replaces a waiting task, returns a running one unchanged, runs a finished one again; each add says what it did", async () => {
+    it("'replace' (the default): replaces a waiting task, returns a running one unchanged (in memory: adds one beside it), runs a finished one again; each add says what it did", async () => {
       const env = await setup();
       const { scheduler } = env.open();
       const t = env.time.now() + MINUTE;
@@ -44,23 +52,31 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const first = await scheduler.schedule(t, 'idle', { key: 'r', payload: 1 });
       expect(first.enqueued).toBe('inserted');
       const second = await scheduler.schedule(t + 1, 'idle', { key: 'r', payload: 2, dedupe: 'replace' });
-      expect([second.enqueued, second.id, second.payload, second.runAt.getTime()]).toEqual(['replaced', first.id, 2, t + 1]);
+      expect([second.enqueued, second.payload, second.runAt.getTime()]).toEqual(['replaced', 2, t + 1]);
+      sameTask(second, first);
+      // In memory the replaced task is cancelled.
+      if (!caps.oneTaskPerKey) expect((await scheduler.getTask(first.id))!.state).toBe('cancelled');
       // Not part of the record: the task still equals what getTask reads, which has no `enqueued`.
-      const read = await scheduler.getTask(first.id);
+      const read = await scheduler.getTask(second.id);
       expect(read).toEqual(second);
       expect(read).not.toHaveProperty('enqueued');
       expect(Object.keys(second)).not.toContain('enqueued');
 
       const { task, release } = await running(env, scheduler, 'held', 'busy');
       const again = await scheduler.schedule(env.time.now(), 'held', { key: 'busy', payload: 'second' });
-      expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      if (caps.oneTaskPerKey)
+        expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      // In memory a task is added beside the running one.
+      else expect([again.enqueued, again.state, again.payload]).toEqual(['inserted', 'waiting', 'second']);
       release();
-      await env.time.until(async () => (await scheduler.getTask(task.id))?.state === 'succeeded', 'the held task succeeds', 0);
+      for (const done of new Set([task.id, again.id]))
+        await env.time.until(async () => (await scheduler.getTask(done))?.state === 'succeeded', `task ${done} succeeds`, 0);
       const rerun = await scheduler.schedule(env.time.now() + MINUTE, 'held', { key: 'busy', payload: 'third' });
-      expect([rerun.enqueued, rerun.id, rerun.state, rerun.payload]).toEqual(['inserted', task.id, 'waiting', 'third']);
+      expect([rerun.enqueued, rerun.state, rerun.payload]).toEqual(['inserted', 'waiting', 'third']);
+      sameTask(rerun, task);
     });
 
-    it('a task added over a finished one of its key starts afresh: no result, errors or lease expiries of the old one', async () => {
+    itStore('a task added over a finished one of its key starts afresh: no result, errors or lease expiries of the old one', async () => {
       const { openStore } = await setup();
       const store = await openStore();
       const add = (payload: string) =>
@@ -109,8 +125,10 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       release();
       await env.time.until(async () => (await scheduler.getTask(task.id))?.state === 'succeeded', 'the held task succeeds', 0);
       const next = await scheduler.schedule(env.time.now() + MINUTE, 'held', { key: 'busy', payload: 'third', dedupe: 'keep' });
-      expect([next.enqueued, next.id, next.state, next.payload, next.attempts]).toEqual(['inserted', task.id, 'waiting', 'third', 0]);
-      expect(await scheduler.listTasks()).toHaveLength(2);
+      expect([next.enqueued, next.state, next.payload, next.attempts]).toEqual(['inserted', 'waiting', 'third', 0]);
+      sameTask(next, task);
+      // In memory the finished task is a task of its own beside the new one.
+      expect(await scheduler.listTasks()).toHaveLength(caps.oneTaskPerKey ? 2 : 3);
     });
 
     it('throttle: within the period (from the add that wrote the task) the task is returned, finished or not; after it, a new one', async () => {
@@ -141,14 +159,15 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       await time.pass(period);
       const before = Date.now();
       const renewed = await scheduler.schedule(time.now(), 'digest', { key: 's', payload: 2, dedupe: { throttle: period } });
-      expect([renewed.enqueued, renewed.id, renewed.payload]).toEqual(['inserted', short.id, 2]);
+      expect([renewed.enqueued, renewed.payload]).toEqual(['inserted', 2]);
+      sameTask(renewed, short);
       if (time.exact) expect(renewed.createdAt.getTime()).toBe(time.now());
       else expect(renewed.createdAt.getTime()).toBeGreaterThanOrEqual(before - 50);
       await time.until(() => seen.length === 3, 'the renewed one runs', 0);
       expect(seen).toEqual([1, 1, 2]);
     });
 
-    it('throttle: past the period a waiting task is replaced (its period starts again); a running one is returned', async () => {
+    it('throttle: past the period a waiting task is replaced (its period starts again); a running one is returned (in memory: a task is added beside either)', async () => {
       const env = await setup();
       const { time } = env;
       const { scheduler } = env.open();
@@ -157,7 +176,10 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const first = await scheduler.schedule(time.now() + 10 * MINUTE, 'idle', { key: 'w', payload: 1, dedupe: { throttle: period } });
       await time.pass(period);
       const replaced = await scheduler.schedule(time.now() + 10 * MINUTE, 'idle', { key: 'w', payload: 2, dedupe: { throttle: period } });
-      expect([replaced.enqueued, replaced.id, replaced.payload]).toEqual(['replaced', first.id, 2]);
+      // In memory a new task is added beside the waiting one, which goes on.
+      expect([replaced.enqueued, replaced.payload]).toEqual([caps.oneTaskPerKey ? 'replaced' : 'inserted', 2]);
+      sameTask(replaced, first);
+      if (!caps.oneTaskPerKey) expect((await scheduler.getTask(first.id))!.state).toBe('waiting');
       expect(replaced.createdAt.getTime()).toBeGreaterThan(first.createdAt.getTime());
       // The replacement started a period: the next add within it is turned away.
       const turned = await scheduler.schedule(time.now(), 'idle', { key: 'w', payload: 3, dedupe: { throttle: MINUTE } });
@@ -166,7 +188,10 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const { task, release } = await running(env, scheduler, 'held', 'busy');
       await time.pass(period);
       const again = await scheduler.schedule(time.now(), 'held', { key: 'busy', payload: 'second', dedupe: { throttle: period } });
-      expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      if (caps.oneTaskPerKey)
+        expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      // In memory a task is added beside the running one.
+      else expect([again.enqueued, again.state, again.payload]).toEqual(['inserted', 'waiting', 'second']);
       release();
     });
 
@@ -183,7 +208,8 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       expect([first.enqueued, first.runAt.getTime()]).toEqual(['inserted', at + period]);
       await time.pass(3_000);
       const second = await scheduler.schedule(time.now(), 'reindex', { key: 'doc', payload: 2, dedupe: { debounce: period } });
-      expect([second.enqueued, second.id, second.payload]).toEqual(['replaced', first.id, 2]);
+      expect([second.enqueued, second.payload]).toEqual(['replaced', 2]);
+      sameTask(second, first);
       expect(second.runAt.getTime()).toBeGreaterThanOrEqual(first.runAt.getTime() + 3_000);
       // A later \`when\` is pushed back the same way.
       const far = time.now() + 10 * MINUTE;
@@ -192,7 +218,9 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const lastAt = time.now();
       const last = await scheduler.schedule(lastAt, 'reindex', { key: 'doc', payload: 4, dedupe: { debounce: '2s' } });
       expect([last.enqueued, last.runAt.getTime()]).toEqual(['replaced', lastAt + 2_000]);
-      expect(await scheduler.listTasks()).toHaveLength(1);
+      expect((await scheduler.listTasks({ state: 'waiting' })).map((task) => task.id)).toEqual([last.id]);
+      // In memory each replaced task was cancelled.
+      expect(await scheduler.listTasks()).toHaveLength(caps.oneTaskPerKey ? 1 : 4);
 
       // The last one wins, once, after the quiet period.
       await scheduler.start();
@@ -207,48 +235,61 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       // Finished: the next add is a new task, debounced again.
       const nextAt = time.now();
       const next = await scheduler.schedule(nextAt, 'reindex', { key: 'doc', payload: 5, dedupe: { debounce: period } });
-      expect([next.enqueued, next.id, next.runAt.getTime()]).toEqual(['inserted', first.id, nextAt + period]);
+      expect([next.enqueued, next.runAt.getTime()]).toEqual(['inserted', nextAt + period]);
+      sameTask(next, first);
     });
 
-    it('debounce: a running task is left alone and returned', async () => {
+    it('debounce: a running task is left alone and returned (in memory: one is added beside it)', async () => {
       const env = await setup();
       const { scheduler } = env.open();
       const { task, release } = await running(env, scheduler, 'held', 'busy');
       const again = await scheduler.schedule(env.time.now(), 'held', { key: 'busy', payload: 'second', dedupe: { debounce: '1m' } });
-      expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      if (caps.oneTaskPerKey)
+        expect([again.enqueued, again.id, again.state, again.payload]).toEqual(['existing', task.id, 'running', 'first']);
+      // In memory a task is added beside the running one, due its period after its time.
+      else
+        expect([again.enqueued, again.state, again.payload, again.runAt.getTime()]).toEqual([
+          'inserted',
+          'waiting',
+          'second',
+          env.time.now() + MINUTE,
+        ]);
       release();
     });
 
-    it('scheduleMany: each item meets its key as its mode says, items of one key in order, each reporting the final row and its own add', async () => {
-      const env = await setup();
-      const { scheduler } = env.open();
-      scheduler.define('idle', () => {});
-      const t = env.time.now() + MINUTE;
-      await scheduler.schedule(t, 'idle', { key: 'a', payload: 'a0' });
-      const rows = await scheduler.scheduleMany([
-        { when: t, name: 'idle', key: 'a', payload: 'a1', dedupe: 'keep' },
-        { when: t, name: 'idle', key: 'b', payload: 'b1', dedupe: 'keep' },
-        { when: t, name: 'idle', payload: 'none' },
-        { when: t, name: 'idle', key: 'b', payload: 'b2', dedupe: 'keep' },
-        { when: t, name: 'idle', key: 'c', payload: 'c1' },
-        { when: t + 1, name: 'idle', key: 'c', payload: 'c2', dedupe: 'replace' },
-        { when: t, name: 'idle', key: 'd', payload: 'd1', dedupe: { throttle: '1h' } },
-        { when: t, name: 'idle', key: 'd', payload: 'd2', dedupe: { throttle: '1h' } },
-      ]);
-      expect(rows.map((row) => [row.key, row.payload, row.enqueued])).toEqual([
-        ['a', 'a0', 'existing'],
-        ['b', 'b1', 'inserted'],
-        [null, 'none', 'inserted'],
-        ['b', 'b1', 'existing'],
-        ['c', 'c2', 'inserted'],
-        ['c', 'c2', 'replaced'],
-        ['d', 'd1', 'inserted'],
-        ['d', 'd1', 'existing'],
-      ]);
-      expect(rows[3]!.id).toBe(rows[1]!.id);
-      expect(await scheduler.getTask(rows[4]!.id)).toEqual(rows[4]);
-      expect(await scheduler.listTasks()).toHaveLength(5);
-    });
+    itBatches(
+      'scheduleMany: each item meets its key as its mode says, items of one key in order, each reporting the final row and its own add',
+      async () => {
+        const env = await setup();
+        const { scheduler } = env.open();
+        scheduler.define('idle', () => {});
+        const t = env.time.now() + MINUTE;
+        await scheduler.schedule(t, 'idle', { key: 'a', payload: 'a0' });
+        const rows = await scheduler.scheduleMany([
+          { when: t, name: 'idle', key: 'a', payload: 'a1', dedupe: 'keep' },
+          { when: t, name: 'idle', key: 'b', payload: 'b1', dedupe: 'keep' },
+          { when: t, name: 'idle', payload: 'none' },
+          { when: t, name: 'idle', key: 'b', payload: 'b2', dedupe: 'keep' },
+          { when: t, name: 'idle', key: 'c', payload: 'c1' },
+          { when: t + 1, name: 'idle', key: 'c', payload: 'c2', dedupe: 'replace' },
+          { when: t, name: 'idle', key: 'd', payload: 'd1', dedupe: { throttle: '1h' } },
+          { when: t, name: 'idle', key: 'd', payload: 'd2', dedupe: { throttle: '1h' } },
+        ]);
+        expect(rows.map((row) => [row.key, row.payload, row.enqueued])).toEqual([
+          ['a', 'a0', 'existing'],
+          ['b', 'b1', 'inserted'],
+          [null, 'none', 'inserted'],
+          ['b', 'b1', 'existing'],
+          ['c', 'c2', 'inserted'],
+          ['c', 'c2', 'replaced'],
+          ['d', 'd1', 'inserted'],
+          ['d', 'd1', 'existing'],
+        ]);
+        expect(rows[3]!.id).toBe(rows[1]!.id);
+        expect(await scheduler.getTask(rows[4]!.id)).toEqual(rows[4]);
+        expect(await scheduler.listTasks()).toHaveLength(5);
+      },
+    );
 
     itShared(
       'ten stores adding one new key at once end as the mode promises: one task, one insert, the rest as the mode says',
@@ -319,10 +360,17 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
         [{ key: 'k', dedupe: { debounce: -5 } }, /`dedupe.debounce`/, RangeError],
         [{ key: 'k', dedupe: { debounce: 'soon' } }, /`dedupe.debounce`/, RangeError],
         [{ key: 'k', dedupe: { throttle: Infinity } }, /`dedupe.throttle`/, RangeError],
-        [{ key: 'k', dedupe: { throttle: 1e12 } }, /`dedupe.throttle` to be at most ten years/, RangeError],
+        // A store's periods go up to ten years, its times to the year 9999; in memory, a day and the Date range.
         [
-          { key: 'k', dedupe: { debounce: '1d' }, when: 253_402_300_000_000 },
-          /the due time of a debounce \(when \+ dedupe.debounce\) of a stored task to be between years 1 and 9999/,
+          { key: 'k', dedupe: { throttle: 1e12 } },
+          caps.store ? /`dedupe.throttle` to be at most ten years/ : /`dedupe.throttle` to be at most a day/,
+          RangeError,
+        ],
+        [
+          { key: 'k', dedupe: { debounce: '1d' }, when: caps.store ? 253_402_300_000_000 : 8.64e15 },
+          caps.store
+            ? /the due time of a debounce \(when \+ dedupe.debounce\) of a stored task to be between years 1 and 9999/
+            : /the debounced time to be within the Date range/,
           RangeError,
         ],
       ];
@@ -330,21 +378,32 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
         expect(() => scheduler.schedule(when, 'work', { payload: 2, ...options } as never), JSON.stringify(options)).toThrow(message);
         expect(() => scheduler.schedule(when, 'work', { payload: 2, ...options } as never)).toThrow(kind);
       }
-      expect(() =>
-        scheduler.scheduleMany([
-          { when: t, name: 'work', key: 'k', payload: 3 },
-          { when: t, name: 'work', key: 'j', dedupe: 'later' as never },
-        ]),
-      ).toThrow(/scheduleMany\(\) item 1: Expected `dedupe`/);
-      // A stored job has one row per key already: dedupe is a task option.
-      expect(() =>
-        scheduler
-          .every(1_000)
-          .milliseconds()
-          .run('work', { key: 'job', dedupe: 'keep' } as never),
-      ).toThrow(/Unknown durable job option `dedupe`/);
       expect(await scheduler.listTasks()).toEqual([kept]);
-      expect(await scheduler.listJobs()).toEqual([]);
     });
+
+    itWhen(caps.batches && caps.storedJobs, 'needs batches and storedJobs: scheduleMany() and jobs by key')(
+      'refuses a bad dedupe in a batch, naming the item, and on a stored job (one row per key already); nothing is stored',
+      async () => {
+        const env = await setup();
+        const { scheduler } = env.open();
+        scheduler.define('work', () => {});
+        const t = env.time.now() + MINUTE;
+        expect(() =>
+          scheduler.scheduleMany([
+            { when: t, name: 'work', key: 'k', payload: 3 },
+            { when: t, name: 'work', key: 'j', dedupe: 'later' as never },
+          ]),
+        ).toThrow(/scheduleMany\(\) item 1: Expected `dedupe`/);
+        // A stored job has one row per key already: dedupe is a task option.
+        expect(() =>
+          scheduler
+            .every(1_000)
+            .milliseconds()
+            .run('work', { key: 'job', dedupe: 'keep' } as never),
+        ).toThrow(/Unknown durable job option `dedupe`/);
+        expect(await scheduler.listTasks()).toEqual([]);
+        expect(await scheduler.listJobs()).toEqual([]);
+      },
+    );
   });
 }

@@ -1,8 +1,9 @@
 // The store conformance suite: every scenario of store behaviour, written
 // once, run against each backend by a small test file per backend
-// (test/durable/store-sqlite.test.ts, store-postgres.test.ts). A scenario a
-// backend cannot run is skipped through a declared capability, saying why in
-// its name. A new store (or driver) passes the same suite, or says why not.
+// (test/durable/store-sqlite.test.ts, store-postgres.test.ts, and
+// store-memory.test.ts: a Scheduler without a store). A scenario a backend
+// cannot run is skipped through a declared capability, saying why in its
+// name. A new store (or driver) passes the same suite, or says why not.
 import { describe, it } from 'vitest';
 import { envFor, type Backend } from './backend.js';
 import { batchingScenarios } from './batching.js';

@@ -41,7 +41,8 @@ const names = (claimed: { name: string }[]) => claimed.map((c) => c.name).sort()
 const done = (id: number) => ({ id, kind: 'complete' as const, state: 'succeeded' as const, error: null });
 
 export function limitScenarios(backend: Backend, setup: () => Promise<Env>): void {
-  const it = itWhen(true, '');
+  // Every scenario here drives the Store interface.
+  const it = itWhen(backend.caps.store, 'needs store: calls the Store interface');
 
   describe('limits across processes (store level, issue 22)', () => {
     it('concurrency N: at most N of a key at once, in due order; a full key blocks no other; a retry keeps its slot', async () => {

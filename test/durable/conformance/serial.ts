@@ -8,7 +8,8 @@ import type { StoredTask } from '../../../src/index.js';
 import { Gate } from '../handler-gates.js';
 import { HOUR, itWhen, type Backend, type Env, type StoreOptions } from './backend.js';
 
-export function serialScenarios(_backend: Backend, setup: () => Promise<Env>): void {
+export function serialScenarios(backend: Backend, setup: () => Promise<Env>): void {
+  const { caps } = backend;
   const it = itWhen(true, '');
 
   async function openSteps(store: StoreOptions = {}) {
@@ -139,23 +140,28 @@ export function serialScenarios(_backend: Backend, setup: () => Promise<Env>): v
       const from = time.now();
       // misfire 'all': on a loaded machine the second occurrence may be inserted after the third
       // is due, and 'once' would then run the third alone (correctly, but not what this checks).
+      // In memory a job has no key (caps.storedJobs) and no stored occurrences to read: its starts tell.
       await scheduler
         .every(300)
         .milliseconds()
         .from(from)
-        .run('tick', { key: 'ticker', serial: 'ticks', priority: 2, overlap: 'allow', misfire: 'all' });
+        .run('tick', { ...(caps.storedJobs ? { key: 'ticker' } : {}), serial: 'ticks', priority: 2, overlap: 'allow', misfire: 'all' });
       await time.until(() => started.length === 1 || errors.length > 0, 'the first occurrence starts', 300);
       expect(errors).toEqual([]);
-      await time.until(
-        async () => (await scheduler.listTasks({ state: 'waiting', jobKey: 'ticker' })).length > 0,
-        'the second occurrence is due',
-        300,
-      );
+      if (caps.storedJobs)
+        await time.until(
+          async () => (await scheduler.listTasks({ state: 'waiting', jobKey: 'ticker' })).length > 0,
+          'the second occurrence is due',
+          300,
+        );
+      else await time.pass(from + 600 - time.now());
       await time.pass(50);
       // The second occurrence is due but waits for the first: one serial key.
       expect(started).toEqual([from + 300]);
-      const [waiting] = await scheduler.listTasks({ state: 'waiting', jobKey: 'ticker' });
-      expect(waiting).toMatchObject({ serial: 'ticks', priority: 2 });
+      if (caps.storedJobs) {
+        const [waiting] = await scheduler.listTasks({ state: 'waiting', jobKey: 'ticker' });
+        expect(waiting).toMatchObject({ serial: 'ticks', priority: 2 });
+      }
       gate.open('tick');
       await time.until(() => started.length >= 2, 'the second occurrence starts once the first is over');
       expect(started.slice(0, 2)).toEqual([from + 300, from + 600]);
@@ -172,24 +178,29 @@ export function serialScenarios(_backend: Backend, setup: () => Promise<Env>): v
         [{ priority: 1.5 }, /`priority` to be an integer/, RangeError],
         [{ priority: 2 ** 31 }, /`priority` to be an integer from -2147483648 to 2147483647/, RangeError],
         [{ priority: '1' }, /`priority`/, RangeError],
-        [{ serial: '' }, /`serial` to be a non-empty string/, TypeError],
-        [{ serial: 7 }, /`serial` to be a non-empty string, got 7/, TypeError],
-        [{ serial: 'x'.repeat(513) }, /`serial` to be at most 512/, RangeError],
-        [{ serial: 'a\0b' }, /`serial` to contain no NUL/, TypeError],
         [{ rate: { limit: 1, interval: '1s' } }, /`rate.key`/, TypeError],
         [{ rate: { key: 'k', limit: 0, interval: '1s' } }, /`rate.limit` to be an integer from 1/, RangeError],
         [{ rate: { key: 'k', limit: 1, interval: 'soon' } }, /`rate.interval`/, Error],
         [{ rate: { key: 'k', limit: 1, interval: '1s', burst: 2 } }, /Unknown `rate` option "burst"|Unknown `rate` option/, TypeError],
-        [{ rate: { key: 'k\0', limit: 1, interval: '1s' } }, /`rate.key` to contain no NUL/, TypeError],
         [{ rate: 5 }, /`rate` to be an object/, TypeError],
         // Issue 22: concurrency per key.
         [{ concurrency: 3 }, /`concurrency` to be an object like \{ key: 'tenant:1', limit: 2 \}, got 3/, TypeError],
         [{ concurrency: { key: 't', limit: 0 } }, /`concurrency.limit` to be an integer from 1 to 2147483647, got 0/, RangeError],
         [{ concurrency: { key: 't', limit: 2.5 } }, /`concurrency.limit` to be an integer/, RangeError],
         [{ concurrency: { key: '', limit: 2 } }, /`concurrency.key`/, RangeError],
-        [{ concurrency: { key: 't\0', limit: 2 } }, /`concurrency.key` to contain no NUL/, TypeError],
         [{ concurrency: { key: 't', limit: 2, burst: 1 } }, /Unknown `concurrency` option "burst"/, TypeError],
         [{ concurrency: { key: 't', limit: 2 }, serial: 't' }, /`serial` or `concurrency`, not both/, TypeError],
+        // A store's checks of the keys it keeps as text (no NUL); in memory test/core covers a key's own.
+        ...((caps.store
+          ? [
+              [{ serial: '' }, /`serial` to be a non-empty string/, TypeError],
+              [{ serial: 7 }, /`serial` to be a non-empty string, got 7/, TypeError],
+              [{ serial: 'x'.repeat(513) }, /`serial` to be at most 512/, RangeError],
+              [{ serial: 'a\0b' }, /`serial` to contain no NUL/, TypeError],
+              [{ rate: { key: 'k\0', limit: 1, interval: '1s' } }, /`rate.key` to contain no NUL/, TypeError],
+              [{ concurrency: { key: 't\0', limit: 2 } }, /`concurrency.key` to contain no NUL/, TypeError],
+            ]
+          : []) as [object, RegExp, ErrorConstructor][]),
       ];
       for (const [options, message, kind] of bad) {
         expect(() => scheduler.schedule(time.now(), 'work', options as never), JSON.stringify(options)).toThrow(message);
@@ -203,15 +214,25 @@ export function serialScenarios(_backend: Backend, setup: () => Promise<Env>): v
           JSON.stringify(options),
         ).toThrow(message);
       }
-      expect(() =>
-        scheduler.scheduleMany([
-          { when: time.now(), name: 'work', serial: 'ok' },
-          { when: time.now(), name: 'work', priority: -0.5 },
-        ]),
-      ).toThrow(/scheduleMany\(\) item 1: Expected `priority`/);
       expect(await scheduler.listTasks()).toEqual([]);
       expect(await scheduler.listJobs()).toEqual([]);
     });
+
+    itWhen(caps.batches, 'needs batches: scheduleMany() decides a batch whole')(
+      'scheduleMany() refuses a bad priority, naming the item; nothing is stored',
+      async () => {
+        const { open, time } = await setup();
+        const { scheduler } = open();
+        scheduler.define('work', () => {});
+        expect(() =>
+          scheduler.scheduleMany([
+            { when: time.now(), name: 'work', serial: 'ok' },
+            { when: time.now(), name: 'work', priority: -0.5 },
+          ]),
+        ).toThrow(/scheduleMany\(\) item 1: Expected `priority`/);
+        expect(await scheduler.listTasks()).toEqual([]);
+      },
+    );
 
     it('stores the options with the task and the job; listTasks and getTask show them', async () => {
       const { open, time } = await setup();
