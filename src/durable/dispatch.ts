@@ -115,7 +115,7 @@ export class Dispatcher {
     if (typeof fn !== 'function')
       return Promise.reject(new TypeError(`Expected the ctx.transaction() callback to be a function, got ${describe(fn)}`));
     const store = this.#ctx.store;
-    if (store.completeWithin === undefined) {
+    if (!store.capabilities.transactionsWithClient || store.completeWithin === undefined) {
       return Promise.reject(new TypeError('ctx.transaction() needs postgresStore(): a SQLite store cannot hand its connection out'));
     }
     return store.completeWithin(this.#ctx.owner, claim.id, fn, toResult);

@@ -9,7 +9,7 @@ import type { TaskContext } from '../core/task.js';
 import { FlowError } from './errors.js';
 import type { DependencyInfo, OnFailure } from './options.js';
 import type { LimitOptions, RunOptions } from '../core/options.js';
-import { FINAL_STATES, type NewTask, type StoredState, type StoredTask } from './store.js';
+import { FINAL_STATES, type NewTask, type Store, type StoredState, type StoredTask } from './store.js';
 
 /** A dependency with its failure rule. */
 export interface DependencyRule {
@@ -147,9 +147,9 @@ export interface FlowStore {
   getDependencies(id: number): Promise<DependencyInfo[]>;
 }
 
-/** Whether a store has flows. */
-export function hasFlows(store: object): store is FlowStore {
-  return typeof (store as Partial<FlowStore>).addFlow === 'function';
+/** Whether a store has flows: it says so in its capabilities. */
+export function hasFlows(store: Store): store is Store & FlowStore {
+  return store.capabilities.flows;
 }
 
 const RULES: ReadonlySet<string> = new Set(['fail', 'continue', 'ignore']);

@@ -52,6 +52,5 @@ export function toLimitKey(row: LimitKeyRow): LimitKey {
 
 /** The store's limit keys, or null for a store that does not list them. */
 export function limitKeys(store: Store, limit: number, now: number): Promise<LimitKey[]> | null {
-  const lister = store as Partial<LimitListStore>;
-  return typeof lister.listLimitKeys === 'function' ? lister.listLimitKeys(limit, now) : null;
+  return store.capabilities.limitList ? (store as Store & LimitListStore).listLimitKeys(limit, now) : null;
 }

@@ -48,9 +48,9 @@ export interface LinkStore {
 /** The most dependencies and dependents `links()` lists. */
 export const MAX_LINKS = 1_000;
 
-/** Whether a store reads links. */
-function hasLinks(store: object): store is LinkStore {
-  return typeof (store as Partial<LinkStore>).getTaskLinks === 'function';
+/** Whether a store reads links: one with flows does (its capabilities). */
+function hasLinks(store: Store): store is Store & LinkStore {
+  return store.capabilities.flows;
 }
 
 /** Task `id`'s links, or undefined; a store without flows has none to read. @internal */

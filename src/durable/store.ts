@@ -378,6 +378,26 @@ export type TaskCountFilter = Omit<TaskFilter, 'state' | 'after' | 'limit' | 'or
 /** The final states a claimed task can be recorded in. */
 export type FinalState = 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
 
+/** What a store can do (`Store.capabilities`). */
+export interface StoreCapabilities {
+  /**
+   * Due times are compared on the \`now\` the scheduler passes in (its
+   * clock), so a \`ManualClock\` drives the store. False where the database
+   * server's clock decides.
+   */
+  readonly clockDriven: boolean;
+  /** Several processes may share one database and its work. */
+  readonly multiProcess: boolean;
+  /** Work added, cancels and final states reach the other processes at once (LISTEN/NOTIFY): \`watch()\` and \`subscribe()\` are told. */
+  readonly notify: boolean;
+  /** Adds through a caller's \`client\`, in their transaction, and \`completeWithin()\` (\`ctx.transaction()\`). */
+  readonly transactionsWithClient: boolean;
+  /** Flows: \`FlowStore\` and \`LinkStore\` (dependencies between tasks, a task's links). */
+  readonly flows: boolean;
+  /** \`LimitListStore\`: the limit keys in use, for the dashboard. */
+  readonly limitList: boolean;
+}
+
 /**
  * How a claimed run ended, as the runner hands it to the store. The runner
  * keeps the task under lease until the store confirms the outcome.
@@ -405,6 +425,8 @@ export type Outcome =
  * database server's clock instead, so process clocks may disagree.
  */
 export interface Store {
+  /** What this store can do, as data: the scheduler and the conformance suite read it (nothing is guessed from its methods). */
+  readonly capabilities: StoreCapabilities;
   /** ms a claim lasts without renewal (default 30 s). */
   readonly lease?: number;
   /** ms between checks for work when nothing wakes the process (default 5 s). */

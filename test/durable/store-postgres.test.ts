@@ -4,6 +4,7 @@
 // PostgreSQL-only behaviour (NOTIFY, worker processes, the server stopped,
 // frozen or restarted, query plans, its options) is in postgres.test.ts,
 // postgres-delivery.test.ts, postgres-batching.test.ts and serial-postgres.test.ts.
+import { POSTGRES_CAPABILITIES } from '../../src/durable/postgres/store.js';
 import type pg from 'pg';
 import { postgresStore } from '../../src/postgres.js';
 import { storeConformance } from './conformance/index.js';
@@ -29,10 +30,8 @@ storeConformance({
     cancelIsFinal: true,
     handlerNames: true,
     batches: true,
-    clockDriven: false,
-    multiProcess: true,
-    notify: true,
-    transactionsWithClient: true,
+    // What the store says it can do (clockDriven, multiProcess, notify, transactionsWithClient), as the scheduler reads it.
+    ...POSTGRES_CAPABILITIES,
   },
   async fresh() {
     const schema = freshSchema();

@@ -4,6 +4,7 @@
 // native build for this Node's ABI) is skipped, saying why.
 // SQLite-only behaviour (one owner per file, a second process, SIGKILL of the
 // owner, the drivers themselves) is in sqlite.test.ts and sqlite-delivery.test.ts.
+import { SQLITE_CAPABILITIES } from '../../src/durable/sqlite/store.js';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,11 +24,8 @@ function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backen
       cancelIsFinal: true,
       handlerNames: true,
       batches: true,
-      clockDriven: true,
-      // One store owns a file at a time (StoreInUseError): see sqlite-delivery.test.ts.
-      multiProcess: false,
-      notify: false,
-      transactionsWithClient: false,
+      // What the store says it can do (clockDriven, multiProcess, notify, transactionsWithClient), as the scheduler reads it.
+      ...SQLITE_CAPABILITIES,
     },
     async fresh() {
       const path = join(mkdtempSync(join(tmpdir(), 'taskheap-store-')), 'store.db');

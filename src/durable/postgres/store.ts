@@ -17,6 +17,7 @@ import {
   type NewJob,
   type NewTask,
   type Store,
+  type StoreCapabilities,
   type StoredJob,
   type StoredState,
   type StoredTask,
@@ -86,7 +87,18 @@ export function postgresStore(
   return new PostgresStore(readOptions(poolOrOptions));
 }
 
+/** What a PostgreSQL store can do: many processes, the server's clock, NOTIFY, the caller's transactions. @internal */
+export const POSTGRES_CAPABILITIES: StoreCapabilities = {
+  clockDriven: false,
+  multiProcess: true,
+  notify: true,
+  transactionsWithClient: true,
+  flows: true,
+  limitList: true,
+};
+
 class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
+  readonly capabilities = POSTGRES_CAPABILITIES;
   readonly lease: number;
   readonly poll: number;
   readonly closeTimeout: number;

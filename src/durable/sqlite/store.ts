@@ -18,6 +18,7 @@ import {
   type NewJob,
   type NewTask,
   type Store,
+  type StoreCapabilities,
   type StoredJob,
   type StoredState,
   type StoredTask,
@@ -138,7 +139,20 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   return new SqliteStore(path, lease, maxLeaseExpiries, driver);
 }
 
+/** What a SQLite store can do: one process owns the file, and the scheduler's clock decides. @internal */
+export const SQLITE_CAPABILITIES: StoreCapabilities = {
+  clockDriven: true,
+  // One store owns a file at a time (StoreInUseError).
+  multiProcess: false,
+  notify: false,
+  // The store holds its file exclusively: no other handle can share a transaction with it.
+  transactionsWithClient: false,
+  flows: true,
+  limitList: true,
+};
+
 class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
+  readonly capabilities = SQLITE_CAPABILITIES;
   readonly lease: number;
   /** Flows (docs/flows.md): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
   #flows = false;

@@ -12,6 +12,12 @@ import type { Store } from '../../../src/durable/store.js';
 import { ManualClock } from '../../../src/testing.js';
 import { START } from '../../helpers.js';
 
+/**
+ * What a backend can do. For a store, `clockDriven`, `multiProcess`,
+ * `notify` and `transactionsWithClient` are the store's own
+ * `capabilities` (the data the scheduler reads too); the others say where a
+ * Scheduler without a store (memory) differs.
+ */
 export interface Capabilities {
   /**
    * There is a Store: scenarios may call the Store interface directly
