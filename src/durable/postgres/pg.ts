@@ -3,7 +3,7 @@
 // or every user of taskheap/postgres would need `@types/pg` (TS7016 with
 // `skipLibCheck: false`, and the pool option silently becoming `any` with
 // `skipLibCheck: true`); see `DateTimeLike` for luxon. A `pg.Pool` matches
-// `PgPoolLike` (test/durable/pg-types.test.ts checks it against @types/pg);
+// `PgPoolLike` (test/durable/postgres/pg-types.test.ts checks it against @types/pg);
 // at run time `pg` is still loaded lazily (connection.ts).
 
 /** What a query resolves to. */

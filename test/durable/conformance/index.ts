@@ -1,6 +1,6 @@
 // The store conformance suite: every scenario of store behaviour, written
 // once, run against each backend by a small test file per backend
-// (test/durable/store-sqlite.test.ts, store-postgres.test.ts, and
+// (test/durable/conformance/store-sqlite.test.ts, store-postgres.test.ts, and
 // store-memory.test.ts: a Scheduler without a store). A scenario a backend
 // cannot run is skipped through a declared capability, saying why in its
 // name. A new store (or driver) passes the same suite, or says why not.

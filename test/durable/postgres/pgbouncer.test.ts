@@ -11,12 +11,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/index.js';
-import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
-import type { PgServer } from './pg-server.js';
+import { Scheduler } from '../../../src/index.js';
+import { postgresStore, type PostgresStoreOptions } from '../../../src/postgres.js';
+import type { PgServer } from '../pg-server.js';
 import { startPgBouncer, type PgBouncer } from './pgbouncer.js';
-import { bothRunNewWork, GATE } from './both-run.js';
-import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+import { bothRunNewWork, GATE } from '../both-run.js';
+import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;

@@ -31,12 +31,12 @@ import {
   type TaskContext,
   type TaskOptions,
   type When,
-} from '../../src/index.js';
-import type { FlowSpec, FlowTask } from '../../src/durable/flow-graph.js';
-import type { Store } from '../../src/durable/store.js';
-import type { JobBounds, RulePlan } from '../../src/rules/plan.js';
-import { storeConformance } from './conformance/index.js';
-import type { StoreOptions } from './conformance/backend.js';
+} from '../../../src/index.js';
+import type { FlowSpec, FlowTask } from '../../../src/durable/flow-graph.js';
+import type { Store } from '../../../src/durable/store.js';
+import type { JobBounds, RulePlan } from '../../../src/rules/plan.js';
+import { storeConformance } from './index.js';
+import type { StoreOptions } from './backend.js';
 
 /** A task added through `schedule()`: its handle, and what the call gave. */
 interface Added {

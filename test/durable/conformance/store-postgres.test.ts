@@ -4,12 +4,12 @@
 // PostgreSQL-only behaviour (NOTIFY, worker processes, the server stopped,
 // frozen or restarted, query plans, its options) is in postgres.test.ts,
 // postgres-delivery.test.ts, postgres-batching.test.ts and serial-postgres.test.ts.
-import { POSTGRES_CAPABILITIES } from '../../src/durable/postgres/store.js';
+import { POSTGRES_CAPABILITIES } from '../../../src/durable/postgres/store.js';
 import type pg from 'pg';
-import { postgresStore } from '../../src/postgres.js';
-import { storeConformance } from './conformance/index.js';
-import type { PgServer } from './pg-server.js';
-import { schemaNamer, usePostgres } from './use-postgres.js';
+import { postgresStore } from '../../../src/postgres.js';
+import { storeConformance } from './index.js';
+import type { PgServer } from '../pg-server.js';
+import { schemaNamer, usePostgres } from '../use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;

@@ -6,13 +6,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openDatabase } from '../../src/durable/sqlite/driver.js';
+import { openDatabase } from '../../../src/durable/sqlite/driver.js';
 import { describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/index.js';
-import { sqliteStore, StoreInUseError, type SqliteStoreOptions } from '../../src/sqlite.js';
-import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
-import { SCHEMA_VERSION } from '../../src/durable/store.js';
-import { compiled } from '../compiled-fixture.js';
+import { Scheduler } from '../../../src/index.js';
+import { sqliteStore, StoreInUseError, type SqliteStoreOptions } from '../../../src/sqlite.js';
+import { MIGRATIONS, SQL } from '../../../src/durable/sqlite/sql.js';
+import { SCHEMA_VERSION } from '../../../src/durable/store.js';
+import { compiled } from '../../compiled-fixture.js';
 
 /** A task row as versions 1 to 3 of the SQLite schema hold it (the store's own insert has version 4's columns). */
 const V1_INSERT = `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;

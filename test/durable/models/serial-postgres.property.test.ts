@@ -6,11 +6,11 @@
 // past due time) or in an hour.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { postgresStore } from '../../src/postgres.js';
-import { advanceJob } from '../../src/durable/advance-job.js';
-import type { Outcome } from '../../src/durable/store.js';
-import type { PgServer } from './pg-server.js';
-import { usePostgres } from './use-postgres.js';
+import { postgresStore } from '../../../src/postgres.js';
+import { advanceJob } from '../../../src/durable/advance-job.js';
+import type { Outcome } from '../../../src/durable/store.js';
+import type { PgServer } from '../pg-server.js';
+import { usePostgres } from '../use-postgres.js';
 
 let server: PgServer;
 usePostgres((started) => {

@@ -8,8 +8,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type FlowTask } from '../../src/index.js';
-import { sqliteStore } from '../../src/sqlite.js';
+import { Scheduler, type FlowTask } from '../../../src/index.js';
+import { sqliteStore } from '../../../src/sqlite.js';
 
 /** A chain of `n` tasks, each after the one before by `rule` (the first one's handler: `head`). */
 function chain(n: number, head: string, rule: 'fail' | 'continue' = 'fail'): Record<string, FlowTask> {

@@ -7,12 +7,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type Clock } from '../../src/index.js';
-import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
-import { statements } from '../../src/durable/postgres/sql.js';
-import type { PgServer } from './pg-server.js';
-import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
-import { SCHEMA_VERSION } from '../../src/durable/store.js';
+import { Scheduler, type Clock } from '../../../src/index.js';
+import { postgresStore, type PostgresStoreOptions } from '../../../src/postgres.js';
+import { statements } from '../../../src/durable/postgres/sql.js';
+import type { PgServer } from '../pg-server.js';
+import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
+import { SCHEMA_VERSION } from '../../../src/durable/store.js';
 
 let server: PgServer;
 let admin: pg.Pool;

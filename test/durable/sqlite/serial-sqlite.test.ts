@@ -6,14 +6,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/index.js';
-import { sqliteStore } from '../../src/sqlite.js';
-import { ManualClock } from '../../src/testing.js';
-import { openDatabase } from '../../src/durable/sqlite/driver.js';
-import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
-import { START } from '../helpers.js';
-import { until } from './handler-gates.js';
-import { SCHEMA_VERSION } from '../../src/durable/store.js';
+import { Scheduler } from '../../../src/index.js';
+import { sqliteStore } from '../../../src/sqlite.js';
+import { ManualClock } from '../../../src/testing.js';
+import { openDatabase } from '../../../src/durable/sqlite/driver.js';
+import { MIGRATIONS, SQL } from '../../../src/durable/sqlite/sql.js';
+import { START } from '../../helpers.js';
+import { until } from '../handler-gates.js';
+import { SCHEMA_VERSION } from '../../../src/durable/store.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-serial-')), 'store.db');

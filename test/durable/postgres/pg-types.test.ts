@@ -4,8 +4,8 @@
 // only makes sure the file is loaded.
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import type { PgModule, PgPoolLike } from '../../src/durable/postgres/pg.js';
-import { postgresStore } from '../../src/postgres.js';
+import type { PgModule, PgPoolLike } from '../../../src/durable/postgres/pg.js';
+import { postgresStore } from '../../../src/postgres.js';
 
 describe('pg types', () => {
   it('a pg.Pool is a PgPoolLike, and the pg module a PgModule', () => {

@@ -6,15 +6,15 @@
 // run here by store-postgres.test.ts.
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, SchemaVersionError, type DurableTaskItem } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
-import { advanceJob } from '../../src/durable/advance-job.js';
-import { statements } from '../../src/durable/postgres/sql.js';
-import type { NewTask, Store } from '../../src/durable/store.js';
-import type { PgServer } from './pg-server.js';
-import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
-import { workerProcesses } from './worker-process.js';
-import { SCHEMA_VERSION } from '../../src/durable/store.js';
+import { Scheduler, SchemaVersionError, type DurableTaskItem } from '../../../src/index.js';
+import { postgresStore } from '../../../src/postgres.js';
+import { advanceJob } from '../../../src/durable/advance-job.js';
+import { statements } from '../../../src/durable/postgres/sql.js';
+import type { NewTask, Store } from '../../../src/durable/store.js';
+import type { PgServer } from '../pg-server.js';
+import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
+import { workerProcesses } from '../worker-process.js';
+import { SCHEMA_VERSION } from '../../../src/durable/store.js';
 
 let server: PgServer;
 let admin: pg.Pool;

@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { sqliteStore } from '../../src/sqlite.js';
-import { advanceJob } from '../../src/durable/advance-job.js';
-import type { Outcome } from '../../src/durable/store.js';
+import { sqliteStore } from '../../../src/sqlite.js';
+import { advanceJob } from '../../../src/durable/advance-job.js';
+import type { Outcome } from '../../../src/durable/store.js';
 
 const LEASE = 1_000_000;
 

@@ -8,11 +8,11 @@
 // Every start time is the claim's, read from the database.
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type DurableTaskItem } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
-import type { PgServer } from './pg-server.js';
-import { schemaNamer, usePostgres } from './use-postgres.js';
-import { workerProcesses, type WorkerProcess } from './worker-process.js';
+import { Scheduler, type DurableTaskItem } from '../../../src/index.js';
+import { postgresStore } from '../../../src/postgres.js';
+import type { PgServer } from '../pg-server.js';
+import { schemaNamer, usePostgres } from '../use-postgres.js';
+import { workerProcesses, type WorkerProcess } from '../worker-process.js';
 
 let server: PgServer;
 let admin: pg.Pool;
@@ -180,8 +180,8 @@ describe('a claim with blocked work (issue 22)', () => {
     try {
       await store.migrate();
       const past = Date.now() - 60_000;
-      const { advanceJob } = await import('../../src/durable/advance-job.js');
-      const { statements } = await import('../../src/durable/postgres/sql.js');
+      const { advanceJob } = await import('../../../src/durable/advance-job.js');
+      const { statements } = await import('../../../src/durable/postgres/sql.js');
       await store.addTask({
         name: 'x',
         key: null,

@@ -11,13 +11,13 @@
 // poll, as before.
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Scheduler, TaskNotFoundError, type StoredTask } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
-import { ManualClock } from '../../src/testing.js';
-import { statements } from '../../src/durable/postgres/sql.js';
-import { safetyPoll } from '../../src/durable/waiters.js';
-import type { PgServer } from './pg-server.js';
-import { schemaNamer, usePostgres } from './use-postgres.js';
+import { Scheduler, TaskNotFoundError, type StoredTask } from '../../../src/index.js';
+import { postgresStore } from '../../../src/postgres.js';
+import { ManualClock } from '../../../src/testing.js';
+import { statements } from '../../../src/durable/postgres/sql.js';
+import { safetyPoll } from '../../../src/durable/waiters.js';
+import type { PgServer } from '../pg-server.js';
+import { schemaNamer, usePostgres } from '../use-postgres.js';
 
 /** The store's default poll. */
 const POLL = 5_000;

@@ -12,8 +12,8 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { postgresBinaries } from '../binaries.js';
-import { freePort, osUser, type PgServer } from './pg-server.js';
+import { postgresBinaries } from '../../binaries.js';
+import { freePort, osUser, type PgServer } from '../pg-server.js';
 
 const run = promisify(execFile);
 

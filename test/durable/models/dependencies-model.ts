@@ -8,7 +8,7 @@
 // failed 'fail' dependencies above it, and what their failure sank is
 // unsunk (then blocked or waiting as its dependencies say).
 import fc from 'fast-check';
-import type { OnFailure } from '../../src/index.js';
+import type { OnFailure } from '../../../src/index.js';
 
 export type ModelState = 'blocked' | 'waiting' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 

@@ -8,10 +8,10 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postgresStore } from '../../src/postgres.js';
-import type { PgServer } from './pg-server.js';
-import { schemaNamer, usePostgres } from './use-postgres.js';
-import { compiled } from '../compiled-fixture.js';
+import { postgresStore } from '../../../src/postgres.js';
+import type { PgServer } from '../pg-server.js';
+import { schemaNamer, usePostgres } from '../use-postgres.js';
+import { compiled } from '../../compiled-fixture.js';
 
 let server: PgServer;
 let admin: pg.Pool;

@@ -10,11 +10,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
+import { Scheduler } from '../../../src/index.js';
+import { postgresStore } from '../../../src/postgres.js';
 import { startForwarder, startReplica, type Forwarder, type PgReplica } from './pg-replica.js';
-import { startPgServer, type PgServer } from './pg-server.js';
-import { bothRunNewWork, GATE } from './both-run.js';
+import { startPgServer, type PgServer } from '../pg-server.js';
+import { bothRunNewWork, GATE } from '../both-run.js';
 
 const LEASE = 3_000;
 

@@ -8,13 +8,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/index.js';
-import type { Outcome, Store } from '../../src/store.js';
-import { postgresStore } from '../../src/postgres.js';
-import { statements } from '../../src/durable/postgres/sql.js';
-import type { PgServer } from './pg-server.js';
-import { gate } from '../helpers.js';
-import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+import { Scheduler } from '../../../src/index.js';
+import type { Outcome, Store } from '../../../src/store.js';
+import { postgresStore } from '../../../src/postgres.js';
+import { statements } from '../../../src/durable/postgres/sql.js';
+import type { PgServer } from '../pg-server.js';
+import { gate } from '../../helpers.js';
+import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;

@@ -9,12 +9,12 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type Clock } from '../../src/index.js';
-import { postgresStore, type PostgresStoreOptions } from '../../src/postgres.js';
-import type { PgServer } from './pg-server.js';
-import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
-import { SCHEMA_VERSION } from '../../src/durable/store.js';
-import { compiled } from '../compiled-fixture.js';
+import { Scheduler, type Clock } from '../../../src/index.js';
+import { postgresStore, type PostgresStoreOptions } from '../../../src/postgres.js';
+import type { PgServer } from '../pg-server.js';
+import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
+import { SCHEMA_VERSION } from '../../../src/durable/store.js';
+import { compiled } from '../../compiled-fixture.js';
 
 let server: PgServer;
 let admin: pg.Pool;

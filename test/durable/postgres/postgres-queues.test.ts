@@ -12,11 +12,11 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
-import type { PgServer } from './pg-server.js';
-import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
-import { compiled } from '../compiled-fixture.js';
+import { Scheduler } from '../../../src/index.js';
+import { postgresStore } from '../../../src/postgres.js';
+import type { PgServer } from '../pg-server.js';
+import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
+import { compiled } from '../../compiled-fixture.js';
 
 interface Worker {
   pid: number;

@@ -4,14 +4,14 @@
 // native build for this Node's ABI) is skipped, saying why.
 // SQLite-only behaviour (one owner per file, a second process, SIGKILL of the
 // owner, the drivers themselves) is in sqlite.test.ts and sqlite-delivery.test.ts.
-import { SQLITE_CAPABILITIES } from '../../src/durable/sqlite/store.js';
+import { SQLITE_CAPABILITIES } from '../../../src/durable/sqlite/store.js';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../src/durable/sqlite/driver.js';
-import { sqliteStore } from '../../src/sqlite.js';
-import { unavailable } from './sqlite-drivers.js';
-import { storeConformance, type Backend } from './conformance/index.js';
+import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../../src/durable/sqlite/driver.js';
+import { sqliteStore } from '../../../src/sqlite.js';
+import { unavailable } from '../sqlite-drivers.js';
+import { storeConformance, type Backend } from './index.js';
 
 function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backend {
   return {
@@ -68,6 +68,6 @@ function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backen
 
 for (const driver of SQLITE_DRIVERS) {
   const reason = await unavailable(driver);
-  if (reason !== undefined) console.warn(`test/durable/store-sqlite.test.ts: skipping driver ${driver}: ${reason}`);
+  if (reason !== undefined) console.warn(`test/durable/conformance/store-sqlite.test.ts: skipping driver ${driver}: ${reason}`);
   storeConformance(sqliteBackend(driver, reason));
 }

@@ -8,13 +8,13 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/index.js';
-import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../src/durable/sqlite/driver.js';
-import { sqliteStore } from '../../src/sqlite.js';
-import { unavailable } from './sqlite-drivers.js';
-import { ManualClock } from '../../src/testing.js';
-import { START } from '../helpers.js';
-import { compiled } from '../compiled-fixture.js';
+import { Scheduler } from '../../../src/index.js';
+import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../../src/durable/sqlite/driver.js';
+import { sqliteStore } from '../../../src/sqlite.js';
+import { unavailable } from '../sqlite-drivers.js';
+import { ManualClock } from '../../../src/testing.js';
+import { START } from '../../helpers.js';
+import { compiled } from '../../compiled-fixture.js';
 
 function tempDb(): string {
   return join(mkdtempSync(join(tmpdir(), 'taskheap-')), 'store.db');
@@ -27,7 +27,7 @@ const DRIVERS = await Promise.all(SQLITE_DRIVERS.map(async (driver) => ({ driver
 const AVAILABLE = DRIVERS.filter((d) => d.reason === undefined);
 for (const { driver, reason } of DRIVERS) {
   if (reason === undefined) continue;
-  console.warn(`test/durable/sqlite.test.ts: skipping driver ${driver}: ${reason}`);
+  console.warn(`test/durable/sqlite/sqlite.test.ts: skipping driver ${driver}: ${reason}`);
   describe.skip(`sqliteStore on ${driver} (skipped: ${reason.split('\n')[0]})`, () => {
     it('every SQLite store test', () => {});
   });
@@ -194,7 +194,7 @@ describe('choosing the SQLite driver', () => {
   it.skipIf(!loads('node:sqlite'))(
     'loading node:sqlite prints no ExperimentalWarning, and other warnings still show',
     async () => {
-      const script = `import { openDatabase } from './src/durable/sqlite/driver.ts';
+      const script = `import { openDatabase } from '../src/durable/sqlite/driver.ts';
       (await openDatabase(':memory:')).close();
       process.emitWarning('still here', 'ExperimentalWarning');`;
       const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {

@@ -9,11 +9,11 @@
 // at-least-once of SPEC §5), never because two processes saw it unblocked.
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type FlowTask } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
-import type { PgServer } from './pg-server.js';
-import { schemaNamer, usePostgres } from './use-postgres.js';
-import { workerProcesses } from './worker-process.js';
+import { Scheduler, type FlowTask } from '../../../src/index.js';
+import { postgresStore } from '../../../src/postgres.js';
+import type { PgServer } from '../pg-server.js';
+import { schemaNamer, usePostgres } from '../use-postgres.js';
+import { workerProcesses } from '../worker-process.js';
 
 let server: PgServer;
 let admin: pg.Pool;

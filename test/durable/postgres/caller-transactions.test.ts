@@ -10,11 +10,11 @@
 // a lease of the task's end), and after the commit the added work runs once.
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/index.js';
-import { postgresStore } from '../../src/postgres.js';
-import { Gate } from './handler-gates.js';
-import type { PgServer } from './pg-server.js';
-import { closedAfterEach, schemaNamer, usePostgres } from './use-postgres.js';
+import { Scheduler } from '../../../src/index.js';
+import { postgresStore } from '../../../src/postgres.js';
+import { Gate } from '../handler-gates.js';
+import type { PgServer } from '../pg-server.js';
+import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
 
 let server: PgServer;
 let admin: pg.Pool;

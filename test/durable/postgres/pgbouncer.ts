@@ -10,8 +10,8 @@ import { createConnection } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pgbouncerBinary } from '../binaries.js';
-import { freePort, osUser, type PgServer } from './pg-server.js';
+import { pgbouncerBinary } from '../../binaries.js';
+import { freePort, osUser, type PgServer } from '../pg-server.js';
 
 export interface PgBouncer {
   readonly port: number;
