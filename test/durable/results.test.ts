@@ -13,7 +13,7 @@ import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
 import { openDatabase } from '../../src/durable/sqlite/driver.js';
-import { MIGRATIONS, SQL } from '../../src/durable/sqlite/sql.js';
+import { MIGRATION_SQL as MIGRATIONS, VERSION_SQL as SQL } from '../../src/durable/sqlite/migrations.js';
 import { statements } from '../../src/durable/postgres/sql.js';
 import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';

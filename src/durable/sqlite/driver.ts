@@ -26,6 +26,9 @@ export interface Statement {
   all(...params: unknown[]): unknown[];
 }
 
+/** The store's prepared statement for an SQL text (compiled once per open database). @internal */
+export type Prepare = (sql: string) => Statement;
+
 /** An open database, whichever driver is underneath. */
 export interface Database {
   readonly driver: SqliteDriver;

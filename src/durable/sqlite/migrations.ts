@@ -234,3 +234,14 @@ ${FLOWS}`,
  * runs, so a file of any version, or none, can be read the same way.
  */
 export const META = `CREATE TABLE IF NOT EXISTS taskheap_meta (version INTEGER NOT NULL)`;
+
+/** The schema's SQL, one entry per version: entry N-1 migrates version N-1 to N. */
+export const MIGRATION_SQL: readonly string[] = MIGRATIONS.map((migration) => migration.sql);
+
+/** The statements of the version row. */
+export const VERSION_SQL = {
+  createMeta: META,
+  readVersion: `SELECT version FROM taskheap_meta`,
+  insertVersion: `INSERT INTO taskheap_meta (version) VALUES (?)`,
+  updateVersion: `UPDATE taskheap_meta SET version = ?`,
+} as const;

@@ -32,13 +32,15 @@ import { TaskheapError } from '../../core/errors.js';
 import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
-import { addOne, upsertJob } from './add.js';
-import { claimDue, materialize, nextDueAt, type Expiries, type StoredJobRow } from './claim.js';
+import { addOne } from './add.js';
+import { claimDue, nextDueAt, type Expiries } from './claim.js';
+import { JOBS_SQL, materialize, upsertJob, type StoredJobRow } from './jobs.js';
 import { LIMITS_SQL, upsertLimits } from './limits.js';
+import { requeue, SETTLE_SQL } from './settle.js';
 import { StoreInUseError } from './errors.js';
 import { dropOwner, isBusy, readOwner, writeOwner } from './owner.js';
-import { MIGRATIONS, SQL } from './sql.js';
-import { countTasks, deleteTasks, writeJournal } from './inspect.js';
+import { MIGRATION_SQL, VERSION_SQL } from './migrations.js';
+import { countTasks, deleteTasks, getTaskLinks, INSPECT_SQL, listLimitKeys, writeJournal } from './inspect.js';
 import type { TaskLogLine } from '../../core/journal.js';
 import {
   toClaims,
@@ -55,11 +57,9 @@ import {
 } from '../rows.js';
 import type { FlowStore, NewFlow, StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo } from '../options.js';
-import { addFlow, anyDependency, getDependencies, getFlow, hadDependents, requeue } from './flows.js';
+import { addFlow, anyDependency, getDependencies, getFlow, hadDependents } from './flows.js';
 import type { LinkStore, TaskLinks } from '../links.js';
-import { getTaskLinks } from './links.js';
 import type { LimitKey, LimitListStore } from '../limit-list.js';
-import { listLimitKeys } from './limit-list.js';
 
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
@@ -188,14 +188,14 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   #migrate(db: Database): void {
     this.#named(() => {
       this.#flows = false;
-      db.exec(SQL.createMeta);
-      const row = this.#statement(SQL.readVersion).get() as { version: number } | undefined;
+      db.exec(VERSION_SQL.createMeta);
+      const row = this.#statement(VERSION_SQL.readVersion).get() as { version: number } | undefined;
       const found = row?.version ?? 0;
       if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
       db.transaction(() => {
-        for (let version = found; version < SCHEMA_VERSION; version++) db.exec(MIGRATIONS[version]!);
-        if (row === undefined) this.#statement(SQL.insertVersion).run(SCHEMA_VERSION);
-        else this.#statement(SQL.updateVersion).run(SCHEMA_VERSION);
+        for (let version = found; version < SCHEMA_VERSION; version++) db.exec(MIGRATION_SQL[version]!);
+        if (row === undefined) this.#statement(VERSION_SQL.insertVersion).run(SCHEMA_VERSION);
+        else this.#statement(VERSION_SQL.updateVersion).run(SCHEMA_VERSION);
       })();
       this.#flows = anyDependency((sql) => this.#statement(sql));
     });
@@ -262,7 +262,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     const db = this.#open;
     const rows = this.#named(() =>
       db.transaction(() => {
-        const back = this.#statement(SQL.recover).all({ now: Date.now(), limit: this.#expiries.max, error: this.#expiries.text });
+        const back = this.#statement(SETTLE_SQL.recover).all({ now: Date.now(), limit: this.#expiries.max, error: this.#expiries.text });
         this.#statement(LIMITS_SQL.prune).run();
         return back as (ClaimRow & { state: string })[];
       })(),
@@ -323,7 +323,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   async setQueue(name: string, change: QueueChange): Promise<void> {
     const paused = change.paused === undefined ? null : change.paused ? 1 : 0;
     this.#named(() =>
-      this.#statement(SQL.setQueue).run({
+      this.#statement(LIMITS_SQL.setQueue).run({
         name,
         paused,
         setGlobal: change.globalConcurrency === undefined ? 0 : 1,
@@ -337,7 +337,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   }
 
   async listQueues(name?: string): Promise<StoredQueue[]> {
-    return toQueues(this.#named(() => this.#statement(SQL.listQueues).all({ name: name ?? null })) as QueueRow[]);
+    return toQueues(this.#named(() => this.#statement(INSPECT_SQL.listQueues).all({ name: name ?? null })) as QueueRow[]);
   }
 
   async nextDue(now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
@@ -356,8 +356,8 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     started: readonly number[] = [],
   ): Promise<number[]> {
     const db = this.#open;
-    const stmt = this.#statement(SQL.renew);
-    const mark = this.#statement(SQL.renewMark);
+    const stmt = this.#statement(SETTLE_SQL.renew);
+    const mark = this.#statement(SETTLE_SQL.renewMark);
     const until = now + lease;
     return this.#named(() =>
       db.transaction(() => {
@@ -374,7 +374,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
       db.transaction(() => {
         for (const outcome of outcomes) {
           if (outcome.kind === 'complete') {
-            const { changes } = this.#statement(SQL.complete).run({
+            const { changes } = this.#statement(SETTLE_SQL.complete).run({
               state: outcome.state,
               error: outcome.error,
               result: outcome.result ?? null,
@@ -385,8 +385,8 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
             // Final: its serial key goes to the next task (a retried or released one keeps it: strict order).
             if (Number(changes) > 0) this.#statement(LIMITS_SQL.letGo).run({ id: outcome.id });
           } else if (outcome.kind === 'retry') {
-            this.#statement(SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
-          } else this.#statement(SQL.release).run(at, outcome.id, owner);
+            this.#statement(SETTLE_SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
+          } else this.#statement(SETTLE_SQL.release).run(at, outcome.id, owner);
         }
       })(),
     );
@@ -443,7 +443,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     const db = this.#open;
     const cancelled = this.#named(() =>
       db.transaction(() => {
-        const { changes } = this.#statement(SQL.cancel).run(Date.now(), id);
+        const { changes } = this.#statement(SETTLE_SQL.cancel).run(Date.now(), id);
         if (Number(changes) > 0) this.#statement(LIMITS_SQL.letGo).run({ id });
         return Number(changes) > 0;
       })(),
@@ -456,9 +456,9 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     const db = this.#open;
     return this.#named(() =>
       db.transaction(() => {
-        const { changes } = this.#statement(SQL.cancelJob).run(Date.now(), key);
+        const { changes } = this.#statement(JOBS_SQL.cancelJob).run(Date.now(), key);
         this.#statement(LIMITS_SQL.letGoOccurrences).run({ job: key });
-        this.#statement(SQL.cancelOccurrences).run(Date.now(), key);
+        this.#statement(JOBS_SQL.cancelOccurrences).run(Date.now(), key);
         return changes > 0;
       })(),
     );
@@ -476,8 +476,8 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     const now = Date.now();
     const params = { succeeded: succeeded === null ? NEVER : now - succeeded, failed: failed === null ? NEVER : now - failed, limit };
     return this.#named(() => {
-      const { changes } = this.#statement(SQL.pruneTasks).run(params);
-      const jobs = failed === null ? 0 : this.#statement(SQL.pruneJobs).run({ failed: params.failed, limit }).changes;
+      const { changes } = this.#statement(INSPECT_SQL.pruneTasks).run(params);
+      const jobs = failed === null ? 0 : this.#statement(JOBS_SQL.pruneJobs).run({ failed: params.failed, limit }).changes;
       this.#statement(LIMITS_SQL.prune).run();
       const idle = this.#statement(LIMITS_SQL.pruneIdle).run({ now }).changes;
       return Number(changes) + Number(jobs) + Number(idle);
@@ -485,18 +485,18 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
-    const row = this.#named(() => this.#statement(SQL.taskById).get(id) as TaskRow | undefined);
+    const row = this.#named(() => this.#statement(INSPECT_SQL.taskById).get(id) as TaskRow | undefined);
     return row === undefined ? undefined : toTask(row);
   }
 
   async endedTasks(ids: readonly number[]): Promise<EndedTasks> {
-    return toEnded(this.#named(() => this.#statement(SQL.endedTasks).all(JSON.stringify(ids)) as (TaskRow & { asked: number })[]));
+    return toEnded(this.#named(() => this.#statement(INSPECT_SQL.endedTasks).all(JSON.stringify(ids)) as (TaskRow & { asked: number })[]));
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
     const rows = this.#named(
       () =>
-        this.#statement(filter.order === 'desc' ? SQL.listTasksDesc : SQL.listTasks).all({
+        this.#statement(filter.order === 'desc' ? INSPECT_SQL.listTasksDesc : INSPECT_SQL.listTasks).all({
           state: filter.state ?? null,
           name: filter.name ?? null,
           jobKey: filter.jobKey ?? null,
@@ -538,14 +538,14 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   }
 
   async getJob(key: string): Promise<StoredJob | undefined> {
-    const row = this.#named(() => this.#statement(SQL.jobByKey).get(key) as StoredJobRow | undefined);
+    const row = this.#named(() => this.#statement(JOBS_SQL.jobByKey).get(key) as StoredJobRow | undefined);
     return row === undefined ? undefined : this.#withStats([row])[0];
   }
 
   async listJobs(filter: JobFilter): Promise<StoredJob[]> {
     const rows = this.#named(
       () =>
-        this.#statement(SQL.listJobs).all({
+        this.#statement(JOBS_SQL.listJobs).all({
           state: filter.state ?? null,
           name: filter.name ?? null,
           keyPrefix: filter.keyPrefix ?? null,
@@ -559,13 +559,13 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   #withStats(rows: StoredJobRow[]): StoredJob[] {
     if (rows.length === 0) return [];
     const stats = this.#named(
-      () => this.#statement(SQL.jobStats).all({ keys: JSON.stringify(rows.map((row) => row.key)) }) as JobStatsRow[],
+      () => this.#statement(JOBS_SQL.jobStats).all({ keys: JSON.stringify(rows.map((row) => row.key)) }) as JobStatsRow[],
     );
     return rows.map((row) => toJob(row, stats));
   }
 
   async setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
-    const { changes } = this.#named(() => this.#statement(SQL.setJobState).run({ key, from, to, now: Date.now() }));
+    const { changes } = this.#named(() => this.#statement(JOBS_SQL.setJobState).run({ key, from, to, now: Date.now() }));
     return Number(changes) > 0;
   }
 
@@ -573,9 +573,9 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     const db = this.#open;
     return this.#named(() =>
       db.transaction(() => {
-        const row = this.#statement(SQL.pausedJob).get(key) as DueJobRow | undefined;
+        const row = this.#statement(JOBS_SQL.pausedJob).get(key) as DueJobRow | undefined;
         if (row === undefined) return false;
-        this.#statement(SQL.resumeJob).run({ key, next: resumedAt(toDueJob(row), now), now: Date.now() });
+        this.#statement(JOBS_SQL.resumeJob).run({ key, next: resumedAt(toDueJob(row), now), now: Date.now() });
         return true;
       })(),
     );
@@ -583,7 +583,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
 
   async triggerJob(key: string, now: number): Promise<StoredTask | undefined> {
     const row = this.#named(() => {
-      const added = this.#statement(SQL.triggerJob).get({ key, now, at: Date.now() }) as TaskRow | undefined;
+      const added = this.#statement(JOBS_SQL.triggerJob).get({ key, now, at: Date.now() }) as TaskRow | undefined;
       if (added !== undefined) upsertLimits((sql) => this.#statement(sql), added.options, added.serial, added.rate_key);
       return added;
     });
