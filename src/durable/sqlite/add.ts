@@ -2,18 +2,18 @@
 // key's row, if any, deciding between insert, replace and keeping the
 // existing one, see dedupe.ts; the limit rows it names made, limits.ts)
 // and a recurring job (re-registering the same schedule keeps its place).
-import { enqueued, type EnqueuedTask, type NewTask } from '../store.js';
+import { enqueued, type EnqueuedTask, type NewTask, type StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
 import { decide, dueAt } from '../dedupe.js';
 import type { Prepare } from './driver.js';
-import { INSPECT_SQL } from './inspect.js';
-import { LIMITS_SQL, upsertLimits } from './limits.js';
+import { getTask } from './inspect.js';
+import { letGo, upsertLimits } from './limits.js';
 
 /** The default `dedupe`: a keyed task replaces a waiting one. */
 const REPLACE = { mode: 'replace', period: 0 } as const;
 
 /** The statements of an add. */
-export const ADD_SQL = {
+const ADD_SQL = {
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   /** A finished task that others depend on gives its key to a new one and stays as it ended (dedupe.ts, 'detach'). */
   detachKey: `UPDATE taskheap_tasks SET key = NULL WHERE id = ?`,
@@ -69,15 +69,28 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
     else if (action !== 'insert') {
       const id = existing!.id;
       // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
-      statement(LIMITS_SQL.letGo).run({ id });
+      letGo(statement, id);
       statement(ADD_SQL.replaceTask).run({ ...row, id });
       upsertLimits(statement, task.options, task.serial, task.rateKey);
       // A throttle's period starts at the add that wrote the task.
       if (mode === 'throttle') statement(ADD_SQL.setCreated).run(now, id);
-      return enqueued(toTask(statement(INSPECT_SQL.taskById).get(id) as TaskRow), action === 'replace' ? 'replaced' : 'inserted');
+      return enqueued(getTask(statement, id)!, action === 'replace' ? 'replaced' : 'inserted');
     }
   }
   const { lastInsertRowid } = statement(ADD_SQL.insertTask).run({ ...row, key: task.key, now });
   upsertLimits(statement, task.options, task.serial, task.rateKey);
-  return enqueued(toTask(statement(INSPECT_SQL.taskById).get(lastInsertRowid) as TaskRow), 'inserted');
+  return enqueued(getTask(statement, lastInsertRowid)!, 'inserted');
+}
+
+/**
+ * Many adds in order, in the caller's transaction. A key given twice in one
+ * call: the adds meet in order, and every item reports the row as it ends
+ * up, with what its own add did.
+ * @internal
+ */
+export function addTasks(statement: Prepare, tasks: readonly NewTask[], at: number, now: number): EnqueuedTask[] {
+  const rows = tasks.map((task) => addOne(statement, task, at, now));
+  const last = new Map<string, StoredTask>();
+  for (const row of rows) if (row.key !== null) last.set(row.key, row);
+  return rows.map((row) => (row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued)));
 }

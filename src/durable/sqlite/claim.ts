@@ -5,7 +5,7 @@
 // `nextDue`, when the next claim may find work (tasks that cannot start do
 // not count).
 import type { Prepare } from './driver.js';
-import { decide, globalRefill, keyedCandidates, keyedDue, LIMITS_SQL, queueRefill, queueRooms, type Candidate } from './limits.js';
+import { decide, globalRefill, keyedCandidates, keyedDue, letGo, queueRefill, queueRooms, type Candidate } from './limits.js';
 import type { ClaimLimits, QueueRooms } from '../store.js';
 import type { ClaimRow } from '../rows.js';
 
@@ -13,7 +13,7 @@ import type { ClaimRow } from '../rows.js';
 const PLAIN = `t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL`;
 
 /** The statements of the claim and of next-due. */
-export const CLAIM_SQL = {
+const CLAIM_SQL = {
   /**
    * Named queues: the first queue with plain waiting tasks, then the next
    * after ? (one probe each of the queue-leading plain index), and one
@@ -120,7 +120,7 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): ClaimRow[] {
     // Expired too often: a task that kills or stalls its process must not be retried forever.
     if (row.started && row.expiries >= ask.expiries.max) {
       failed.push(fail.get(ask.expiries.text, now, row.id) as ClaimRow);
-      prepare(LIMITS_SQL.letGo).run({ id: row.id });
+      letGo(prepare, row.id);
       continue;
     }
     candidates.push({ ...row, expired: true, holds: true, usable: true, effective: row.priority });
@@ -185,7 +185,7 @@ export function nextDueAt(
 }
 
 /** The queues with plain waiting tasks (one probe each of the queue-leading index), in name order. */
-export function* plainQueues(prepare: Prepare): Generator<string> {
+function* plainQueues(prepare: Prepare): Generator<string> {
   const after = prepare(CLAIM_SQL.queueAfter);
   for (let q = (prepare(CLAIM_SQL.firstQueue).get() as { q: string | null }).q; q !== null; q = (after.get(q) as { q: string | null }).q)
     yield q;
@@ -198,7 +198,7 @@ export function* plainQueues(prepare: Prepare): Generator<string> {
  * part of the index, each an exact range of due tasks, so future tasks of a
  * higher level, and the tasks of paused or full queues, are never read.
  */
-export function plainDue(
+function plainDue(
   prepare: Prepare,
   now: number,
   limit: number,

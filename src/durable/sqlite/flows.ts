@@ -11,7 +11,7 @@ import { toTask, type TaskRow } from '../rows.js';
 import type { Prepare } from './driver.js';
 import { taskRow } from './add.js';
 import { upsertLimits } from './limits.js';
-import { INSPECT_SQL } from './inspect.js';
+import { getTask } from './inspect.js';
 
 const FLOW_SQL = {
   /** Inserted blocked, without dependents: no trigger fires until the flow is whole. */
@@ -77,7 +77,7 @@ export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number
   for (const edge of flow.edges) {
     prepare(FLOW_SQL.edge).run(ids[edge.task]!, depId(edge.dep), edge.ord, edge.onFailure, countedAtBirth(edge, births, external) ? 1 : 0);
   }
-  return ids.map((id) => toTask(prepare(INSPECT_SQL.taskById).get(id) as TaskRow));
+  return ids.map((id) => getTask(prepare, id)!);
 }
 
 /** Flow `id`'s tasks and edges, or undefined. */

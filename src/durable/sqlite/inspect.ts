@@ -3,15 +3,15 @@
 // and the write of handlers' progress and log lines (in the caller's
 // transaction, bounded to the latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
-import { logsJson, toCounts } from '../rows.js';
-import type { StoredState, TaskFilter } from '../store.js';
+import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
+import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter } from '../store.js';
 import type { Prepare } from './driver.js';
 import { toLink, type LinkRow, type TaskLinks } from '../links.js';
 import { toLimitKey, type LimitKey } from '../limit-list.js';
 import { spent, type LimitRow } from './limits.js';
 
-/** @internal */
-export const INSPECT_SQL = {
+/** The statements of this file. */
+const INSPECT_SQL = {
   /** Every filter is optional (NULL), as listTasks's. */
   countTasks: `SELECT state, count(*) AS n FROM taskheap_tasks
     WHERE (@name IS NULL OR name = @name) AND (@jobKey IS NULL OR job_key = @jobKey)
@@ -69,6 +69,47 @@ export const INSPECT_SQL = {
 /** A filter's time as epoch ms, or null. */
 function epoch(time: Date | number | undefined): number | null {
   return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
+}
+
+/** Task `id`, or undefined. */
+export function getTask(prepare: Prepare, id: TaskRow['id'] | bigint): StoredTask | undefined {
+  const row = prepare(INSPECT_SQL.taskById).get(id) as TaskRow | undefined;
+  return row === undefined ? undefined : toTask(row);
+}
+
+/** Of `ids`, the tasks over, and those gone. */
+export function endedTasks(prepare: Prepare, ids: readonly number[]): EndedTasks {
+  return toEnded(prepare(INSPECT_SQL.endedTasks).all(JSON.stringify(ids)) as (TaskRow & { asked: number })[]);
+}
+
+/** A page of tasks under `filter`, in due order or (`order: 'desc'`) newest first. */
+export function listTasks(prepare: Prepare, filter: TaskFilter): StoredTask[] {
+  const rows = prepare(filter.order === 'desc' ? INSPECT_SQL.listTasksDesc : INSPECT_SQL.listTasks).all({
+    state: filter.state ?? null,
+    name: filter.name ?? null,
+    jobKey: filter.jobKey ?? null,
+    keyPrefix: filter.keyPrefix ?? null,
+    queue: filter.queue ?? null,
+    from: epoch(filter.from),
+    to: epoch(filter.to),
+    afterRunAt: epoch(filter.after?.runAt),
+    afterId: filter.after?.id ?? null,
+    limit: filter.limit ?? 100,
+  }) as TaskRow[];
+  return rows.map(toTask);
+}
+
+/** Every queue (`name` undefined) or one: its settings and its tasks by state. */
+export function listQueues(prepare: Prepare, name: string | undefined): StoredQueue[] {
+  return toQueues(prepare(INSPECT_SQL.listQueues).all({ name: name ?? null }) as QueueRow[]);
+}
+
+/**
+ * Retention: up to `limit` finished tasks last changed before their cutoff
+ * (`succeeded` for succeeded ones, `failed` for the others); how many went.
+ */
+export function pruneTasks(prepare: Prepare, succeeded: number, failed: number, limit: number): number {
+  return Number(prepare(INSPECT_SQL.pruneTasks).run({ succeeded, failed, limit }).changes);
 }
 
 /** Tasks under `filter` (its state, cursor and limit aside) counted by state. @internal */

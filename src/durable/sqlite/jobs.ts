@@ -4,16 +4,16 @@
 // occurrences' counts, paused, resumed, triggered, cancelled, pruned).
 import { sameSchedule } from '../rule-json.js';
 import type { StoredOptions } from '../options.js';
-import type { DueJob, JobAdvance, NewJob, StoredJob } from '../store.js';
-import { toDueJob, toJob, type DueJobRow, type JobRow } from '../rows.js';
+import type { DueJob, JobAdvance, JobFilter, NewJob, StoredJob } from '../store.js';
+import { toDueJob, toJob, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
 import type { Prepare } from './driver.js';
-import { upsertLimits } from './limits.js';
+import { letGoOccurrences, upsertLimits } from './limits.js';
 
 /** The concurrency key and the rate key a job's options (JSON, the parameter ?) give its occurrences. */
 const SERIAL_OF = `COALESCE(json_extract(?, '$.serial'), json_extract(?, '$.concurrency.key'))`;
 
 /** The statements of stored jobs. */
-export const JOBS_SQL = {
+const JOBS_SQL = {
   jobByKey: `SELECT * FROM taskheap_jobs WHERE key = ?`,
   upsertJob: `INSERT INTO taskheap_jobs (key, name, payload, rule, state, next_run_at, remaining, until, options, created_at, updated_at)
     VALUES (@key, @name, @payload, @rule, @state, @nextRunAt, @remaining, @until, @options, @now, @now)
@@ -55,8 +55,8 @@ export const JOBS_SQL = {
     FROM taskheap_jobs WHERE key = @key AND state <> 'cancelled' RETURNING *`,
 } as const;
 
-/** A whole `taskheap_jobs` row, numbers as SQLite returns them. @internal */
-export type StoredJobRow = JobRow & DueJobRow & { state: JobRow['state']; next_run_at: number | null; remaining: number | null };
+/** A whole `taskheap_jobs` row, numbers as SQLite returns them. */
+type StoredJobRow = JobRow & DueJobRow & { state: JobRow['state']; next_run_at: number | null; remaining: number | null };
 
 /** A recurring job written (inserted, or updated in place), in the caller's transaction. @internal */
 export function upsertJob(statement: Prepare, job: NewJob, now: number): StoredJob {
@@ -89,4 +89,68 @@ export function materialize(prepare: Prepare, now: number, advance: (job: DueJob
     }
     update.run(plan.nextRunAt, plan.remaining, plan.nextRunAt === null ? 'done' : 'scheduled', plan.occurrences.length, now, job.key);
   }
+}
+
+/** Job `key`, with its occurrences' counts, or undefined. */
+export function getJob(prepare: Prepare, key: string): StoredJob | undefined {
+  const row = prepare(JOBS_SQL.jobByKey).get(key) as StoredJobRow | undefined;
+  return row === undefined ? undefined : withStats(prepare, [row])[0];
+}
+
+/** The jobs under `filter`, in key order, with their occurrences' counts. */
+export function listJobs(prepare: Prepare, filter: JobFilter): StoredJob[] {
+  const rows = prepare(JOBS_SQL.listJobs).all({
+    state: filter.state ?? null,
+    name: filter.name ?? null,
+    keyPrefix: filter.keyPrefix ?? null,
+    after: filter.after ?? null,
+    limit: filter.limit ?? 100,
+  }) as StoredJobRow[];
+  return withStats(prepare, rows);
+}
+
+function withStats(prepare: Prepare, rows: StoredJobRow[]): StoredJob[] {
+  if (rows.length === 0) return [];
+  const stats = prepare(JOBS_SQL.jobStats).all({ keys: JSON.stringify(rows.map((row) => row.key)) }) as JobStatsRow[];
+  return rows.map((row) => toJob(row, stats));
+}
+
+/** Pauses or resumes job `key` if it is in state `from`; whether it was. */
+export function setJobState(prepare: Prepare, key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused', at: number): boolean {
+  const { changes } = prepare(JOBS_SQL.setJobState).run({ key, from, to, now: at });
+  return Number(changes) > 0;
+}
+
+/** Resumes paused job `key`, due next when `resumedAt` says, in the caller's transaction; whether it was paused. */
+export function resumeJob(
+  prepare: Prepare,
+  key: string,
+  now: number,
+  resumedAt: (job: DueJob, now: number) => number | null,
+  at: number,
+): boolean {
+  const row = prepare(JOBS_SQL.pausedJob).get(key) as DueJobRow | undefined;
+  if (row === undefined) return false;
+  prepare(JOBS_SQL.resumeJob).run({ key, next: resumedAt(toDueJob(row), now), now: at });
+  return true;
+}
+
+/** An extra occurrence of job `key` due `now` (and the limit rows it names), or undefined if the job is gone or cancelled. */
+export function triggerJob(prepare: Prepare, key: string, now: number, at: number): TaskRow | undefined {
+  const added = prepare(JOBS_SQL.triggerJob).get({ key, now, at }) as TaskRow | undefined;
+  if (added !== undefined) upsertLimits(prepare, added.options, added.serial, added.rate_key);
+  return added;
+}
+
+/** Cancels job `key` and its waiting occurrences, in the caller's transaction; whether the job was not cancelled already. */
+export function cancelJob(prepare: Prepare, key: string): boolean {
+  const { changes } = prepare(JOBS_SQL.cancelJob).run(Date.now(), key);
+  letGoOccurrences(prepare, key);
+  prepare(JOBS_SQL.cancelOccurrences).run(Date.now(), key);
+  return changes > 0;
+}
+
+/** Retention: up to `limit` jobs over (done or cancelled) last changed before `cutoff`; how many went. */
+export function pruneJobs(prepare: Prepare, cutoff: number, limit: number): number {
+  return Number(prepare(JOBS_SQL.pruneJobs).run({ failed: cutoff, limit }).changes);
 }

@@ -8,10 +8,11 @@
 // room, never the tasks behind a full key, an empty bucket or a paused,
 // full or rate-spent queue), the rows' upkeep, and when keyed work is due.
 import type { Prepare } from './driver.js';
-import type { ClaimLimits, QueueRooms } from '../store.js';
+import type { ClaimLimits, QueueChange, QueueRooms } from '../store.js';
+import type { TaskRow } from '../rows.js';
 
 /** Statements of this file, run through the store's prepared-statement cache. */
-export const LIMITS_SQL = {
+const LIMITS_SQL = {
   /** Makes the limit row a task names, or sets its limit (the most recently added task's applies); its holders and starts stay. */
   upsert: `INSERT INTO taskheap_limits (kind, key, lim, interval_ms) VALUES (?, ?, ?, ?)
     ON CONFLICT (kind, key) DO UPDATE SET lim = excluded.lim, interval_ms = excluded.interval_ms`,
@@ -143,6 +144,46 @@ export function upsertLimits(
   if (rateKey !== null && rateKey !== undefined && parsed.rate !== undefined) {
     prepare(LIMITS_SQL.upsert).run('rate', rateKey, parsed.rate.limit, parsed.rate.interval);
   }
+}
+
+/** Task `id` lets go of the slot it holds under its key (its final state, a cancel, a replacement). */
+export function letGo(prepare: Prepare, id: TaskRow['id']): void {
+  prepare(LIMITS_SQL.letGo).run({ id });
+}
+
+/** The waiting occurrences of `job` let go of their slots (the job is cancelled). */
+export function letGoOccurrences(prepare: Prepare, job: string): void {
+  prepare(LIMITS_SQL.letGoOccurrences).run({ job });
+}
+
+/** Holders gone or finished let go of their slots (after recovery, and with retention). */
+export function pruneHolders(prepare: Prepare): void {
+  prepare(LIMITS_SQL.prune).run();
+}
+
+/** Retention of limit rows that limit nothing at `now` (see LIMITS_SQL.pruneIdle); how many went. */
+export function pruneIdle(prepare: Prepare, now: number): number {
+  return Number(prepare(LIMITS_SQL.pruneIdle).run({ now }).changes);
+}
+
+/** The scheduler-wide bucket: this process's rate. */
+export function setRate(prepare: Prepare, rate: { limit: number; interval: number }): void {
+  prepare(LIMITS_SQL.setRate).run(rate.limit, rate.interval);
+}
+
+/** A queue's settings changed (what `change` leaves out stays), at `now`. */
+export function setQueue(prepare: Prepare, name: string, change: QueueChange, now: number): void {
+  const paused = change.paused === undefined ? null : change.paused ? 1 : 0;
+  prepare(LIMITS_SQL.setQueue).run({
+    name,
+    paused,
+    setGlobal: change.globalConcurrency === undefined ? 0 : 1,
+    global: change.globalConcurrency ?? null,
+    setRate: change.rate === undefined ? 0 : 1,
+    rateLimit: change.rate?.limit ?? null,
+    rateInterval: change.rate?.interval ?? null,
+    now,
+  });
 }
 
 /**

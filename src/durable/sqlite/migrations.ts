@@ -8,6 +8,10 @@
 // schema they build with a reviewed snapshot, and
 // test/durable/upgrade.test.ts upgrades every earlier version.
 
+import { SchemaVersionError } from '../errors.js';
+import { SCHEMA_VERSION } from '../store.js';
+import type { Database, Prepare } from './driver.js';
+
 /** One version of the schema. */
 export interface Migration {
   /** The version the SQL upgrades to (the one before it is `version - 1`). */
@@ -245,3 +249,20 @@ export const VERSION_SQL = {
   insertVersion: `INSERT INTO taskheap_meta (version) VALUES (?)`,
   updateVersion: `UPDATE taskheap_meta SET version = ?`,
 } as const;
+
+/**
+ * Brings the open file to SCHEMA_VERSION: the version row made if missing,
+ * then the versions past the file's, in one transaction. A file of a newer
+ * version is refused (SchemaVersionError).
+ */
+export function migrate(db: Database, prepare: Prepare): void {
+  db.exec(VERSION_SQL.createMeta);
+  const row = prepare(VERSION_SQL.readVersion).get() as { version: number } | undefined;
+  const found = row?.version ?? 0;
+  if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
+  db.transaction(() => {
+    for (let version = found; version < SCHEMA_VERSION; version++) db.exec(MIGRATION_SQL[version]!);
+    if (row === undefined) prepare(VERSION_SQL.insertVersion).run(SCHEMA_VERSION);
+    else prepare(VERSION_SQL.updateVersion).run(SCHEMA_VERSION);
+  })();
+}

@@ -2,8 +2,11 @@
 // start-up, lease renewals, a batch of outcomes (a final state, a retry, a
 // release), a cancel, and a retry asked for by a caller (requeue: with the
 // failed tasks of its flow above it).
-import type { TaskRow } from '../rows.js';
+import type { Outcome } from '../store.js';
+import type { ClaimRow, TaskRow } from '../rows.js';
+import type { Expiries } from './claim.js';
 import type { Prepare } from './driver.js';
+import { letGo, pruneHolders } from './limits.js';
 
 /** How many attempts' errors a task keeps (the latest). */
 const MAX_ERRORS = 10;
@@ -18,7 +21,7 @@ const APPEND_ERROR = `(SELECT json_group_array(json(value)) FROM (SELECT key, va
     ORDER BY key DESC LIMIT ${MAX_ERRORS}) ORDER BY key))`;
 
 /** The statements of outcomes. */
-export const SETTLE_SQL = {
+const SETTLE_SQL = {
   /**
    * At start-up, whatever is still running was held by a previous owner that
    * died: back to waiting, and if it had started, one lease expiry counted,
@@ -62,6 +65,63 @@ export const SETTLE_SQL = {
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND state IN ('blocked', 'waiting', 'running')`,
 } as const;
+
+/**
+ * At start-up, in the caller's transaction: this store owns the file (it
+ * holds the lock), so anything still marked running was running in an
+ * owner that died: back to waiting at once, one lease expiry counted,
+ * failed past the limit. Those failed let go of their serial keys; the
+ * others still hold theirs (they are first in line). Returns the failed
+ * ones (this process reports them).
+ */
+export function recover(prepare: Prepare, now: number, expiries: Expiries): ClaimRow[] {
+  const back = prepare(SETTLE_SQL.recover).all({ now, limit: expiries.max, error: expiries.text }) as (ClaimRow & { state: string })[];
+  pruneHolders(prepare);
+  return back.filter((row) => row.state === 'failed');
+}
+
+/**
+ * Renews the leases of `ids` that `owner` holds until `until`, after
+ * marking `started` as started, in the caller's transaction; returns the
+ * ids it no longer holds.
+ */
+export function renew(prepare: Prepare, owner: string, ids: readonly number[], until: number, started: readonly number[]): number[] {
+  const stmt = prepare(SETTLE_SQL.renew);
+  const mark = prepare(SETTLE_SQL.renewMark);
+  for (const id of started) mark.run(id, owner);
+  return ids.filter((id) => stmt.run(until, id, owner).changes === 0);
+}
+
+/**
+ * A batch of outcomes of tasks `owner` holds, in the caller's transaction.
+ * `now`: the scheduler's clock (a retry's due time); `at`: this machine's
+ * (updated_at).
+ */
+export function settle(prepare: Prepare, owner: string, outcomes: readonly Outcome[], now: number, at: number): void {
+  for (const outcome of outcomes) {
+    if (outcome.kind === 'complete') {
+      const { changes } = prepare(SETTLE_SQL.complete).run({
+        state: outcome.state,
+        error: outcome.error,
+        result: outcome.result ?? null,
+        at,
+        id: outcome.id,
+        owner,
+      });
+      // Final: its serial key goes to the next task (a retried or released one keeps it: strict order).
+      if (Number(changes) > 0) letGo(prepare, outcome.id);
+    } else if (outcome.kind === 'retry') {
+      prepare(SETTLE_SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
+    } else prepare(SETTLE_SQL.release).run(at, outcome.id, owner);
+  }
+}
+
+/** Cancels task `id` unless it is over, in the caller's transaction; whether it did. */
+export function cancel(prepare: Prepare, id: number, at: number): boolean {
+  const { changes } = prepare(SETTLE_SQL.cancel).run(at, id);
+  if (Number(changes) > 0) letGo(prepare, id);
+  return Number(changes) > 0;
+}
 
 /**
  * retry(id), in the caller's transaction: the task and the failed tasks it
