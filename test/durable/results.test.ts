@@ -14,7 +14,7 @@ import { sqliteStore } from '../../src/sqlite.js';
 import { ManualClock } from '../../src/testing.js';
 import { openDatabase } from '../../src/durable/sqlite/driver.js';
 import { MIGRATION_SQL as MIGRATIONS, VERSION_SQL as SQL } from '../../src/durable/sqlite/migrations.js';
-import { statements } from '../../src/durable/postgres/sql.js';
+import { statements } from '../../src/durable/postgres/store.js';
 import { START } from '../helpers.js';
 import type { PgServer } from './pg-server.js';
 import { usePostgres } from './use-postgres.js';

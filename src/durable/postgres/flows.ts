@@ -7,21 +7,16 @@ import type { OnFailure } from '../options.js';
 import type { StoredState, StoredTask } from '../store.js';
 import { TaskNotFoundError } from '../errors.js';
 import { toTask, type TaskRow } from '../rows.js';
-import { applyLimits, setLimits, ts, upsertLimits } from './claim-sql.js';
+import { applyLimits, setLimits, upsertLimits } from './limits.js';
 import type { Connection } from './connection.js';
-import { inSchema, MIGRATIONS, quote } from './migrations.js';
-import type { Listener } from './listener.js';
-import type { PgPoolClient } from './pg.js';
-import { taskColumns, WAKE } from './sql.js';
+import { WAKE } from './listener.js';
+import { tables, taskColumns, ts } from './tables.js';
 
 type Query = (text: string, values: unknown[]) => Promise<{ rows: unknown[] }>;
 
 /** The flow statements of a store whose tables live in `schema`. */
 function flowStatements(schema: string | undefined) {
-  const t = (name: string) => (schema === undefined ? name : `${quote(schema)}.${name}`);
-  const T = t('taskheap_tasks');
-  const D = t('taskheap_deps');
-  const L = t('taskheap_limits');
+  const { T, D, L } = tables(schema);
   return {
     /**
      * The stored tasks a flow depends on, as the statement sees them: their
@@ -64,7 +59,7 @@ function flowStatements(schema: string | undefined) {
 /** The flow operations of a PostgreSQL store. */
 export function postgresFlows(db: Connection, schema: string | undefined, prefix: string): FlowStore {
   const sql = flowStatements(schema);
-  const table = schema === undefined ? 'taskheap_tasks' : `${quote(schema)}.taskheap_tasks`;
+  const table = tables(schema).T;
   const write = async (query: Query, flow: NewFlow): Promise<StoredTask[]> => {
     const external = new Map<number, StoredState>();
     if (flow.external.length > 0) {
@@ -140,23 +135,4 @@ export function postgresFlows(db: Connection, schema: string | undefined, prefix
       return rows.map(toDependency);
     },
   };
-}
-
-/**
- * The migrations a store runs (migrate(), in its transaction): with a
- * \`schema\` option its own; without one, with the connection's
- * current_schema() spelled out, so that the flows trigger's function names
- * its tables whatever the search_path of the statement that fires it (see
- * FLOWS in migrations.ts). The listener learns that schema: the trigger's
- * payloads name it.
- */
-export async function migrationsIn(
-  client: PgPoolClient,
-  schema: string | undefined,
-  own: readonly string[],
-  listener: Listener,
-): Promise<readonly string[]> {
-  const current = (await client.query<{ s: string }>('SELECT current_schema() AS s')).rows[0]!.s;
-  listener.ownSchema(current);
-  return schema === undefined ? MIGRATIONS.map((m) => inSchema(m.sql, current)) : own;
 }

@@ -5,14 +5,42 @@
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts } from '../rows.js';
 import type { StoredState, TaskFilter } from '../store.js';
-import { ts } from './claim-sql.js';
+import { toLink, type LinkRow, type LinkStore, type TaskLinks } from '../links.js';
+import { toLimitKey, type LimitKey, type LimitKeyRow, type LimitListStore } from '../limit-list.js';
 import type { Connection } from './connection.js';
-import { quote } from './migrations.js';
-import { epoch } from './params.js';
+import { millis, tables, taskColumns, ts } from './tables.js';
+
+/**
+ * The due time cut to ms, as listings order by it (the cursor is in ms): in
+ * UTC, so it is immutable and the index taskheap_tasks_listing (migrations.ts)
+ * serves it; the first page of 100,000 tasks reads 50 index entries.
+ */
+const LISTING = (a: string) => `date_trunc('milliseconds', ${a}.run_at AT TIME ZONE 'UTC')`;
+
+/** A filter's time as epoch ms, or null. */
+function epoch(time: Date | number | undefined): number | null {
+  return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
+}
+
+/** listTasks's parameters $1 to $10. */
+export function listParams(filter: TaskFilter): unknown[] {
+  return [
+    filter.state ?? null,
+    filter.name ?? null,
+    filter.jobKey ?? null,
+    filter.limit ?? 100,
+    filter.keyPrefix ?? null,
+    epoch(filter.from),
+    epoch(filter.to),
+    epoch(filter.after?.runAt),
+    filter.after?.id ?? null,
+    filter.queue ?? null,
+  ];
+}
 
 /** The statements of this file for tables in `schema` (undefined: the search_path). @internal */
 export function inspectStatements(schema: string | undefined) {
-  const T = schema === undefined ? 'taskheap_tasks' : `${quote(schema)}.taskheap_tasks`;
+  const { T, Q } = tables(schema);
   return {
     /** Every filter is optional (NULL), as listTasks's. */
     countTasks: `SELECT t.state, count(*) AS n FROM ${T} AS t
@@ -38,6 +66,41 @@ export function inspectStatements(schema: string | undefined) {
           ORDER BY x.o DESC LIMIT ${MAX_LOG_LINES}) AS k) END
       FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, progress, lines)
       WHERE t.id = u.id AND t.locked_by = $1 AND t.state = 'running'`,
+    taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
+    /** Of the ids $1, the tasks over, and those gone (no columns but \`asked\`): one probe of the primary key each, nothing read of the others. */
+    endedTasks: `SELECT i::float8 AS asked, ${taskColumns('t')} FROM unnest($1::bigint[]) AS i LEFT JOIN ${T} AS t ON t.id = i
+      WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
+    /**
+     * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
+     * the previous page as the caller saw it, in ms: rows are ordered by
+     * their due time cut to ms, then id, so a cursor never skips a row.
+     */
+    listTasks: `SELECT ${taskColumns('t')} FROM ${T} AS t
+      WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
+        AND ($5::text IS NULL OR left(t.key, length($5)) = $5) AND ($10::text IS NULL OR t.queue = $10)
+        AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
+        AND ($8::float8 IS NULL OR (${LISTING('t')}, t.id) > (${ts('$8')} AT TIME ZONE 'UTC', $9::bigint))
+      ORDER BY ${LISTING('t')}, t.id LIMIT $4`,
+    /**
+     * Retention: deletes up to $3 finished tasks older than their age ($1 ms
+     * for succeeded ones, $2 for the others; null: kept), oldest first, by
+     * the server's clock. Rows another process is deleting are skipped.
+     */
+    pruneTasks: `WITH doomed AS (SELECT id FROM ${T}
+        WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
+          AND updated_at < now() - ${millis('LEAST($1::float8, $2::float8)')}
+          AND updated_at < now() - ${millis(`CASE WHEN state = 'succeeded' THEN $1::float8 ELSE $2::float8 END`)}
+        ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
+    /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
+    // One scan of the tasks: the counts also name the queues that have tasks.
+    listQueues: `WITH c AS (SELECT queue, state, count(*) AS n FROM ${T} WHERE $1::text IS NULL OR queue = $1 GROUP BY queue, state)
+      SELECT n.name, COALESCE(q.paused, false) AS paused, q.global_concurrency, q.rate_limit, q.rate_interval_ms, c.state,
+        COALESCE(c.n, 0) AS n
+      FROM (SELECT name FROM ${Q} WHERE $1::text IS NULL OR name = $1 UNION SELECT queue FROM c) AS n
+      LEFT JOIN ${Q} AS q ON q.name = n.name
+      LEFT JOIN c ON c.queue = n.name
+      ORDER BY n.name`,
   };
 }
 
@@ -111,4 +174,80 @@ function journalParams(
 function refusedData(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^(?:22|23|54)[0-9A-Z]{3}$/.test(code);
+}
+
+/** The newest-first listing of a store whose tables live in `schema`; the cursor ($8, $9) is the last row of the previous page. */
+export function listNewestFirst(schema: string | undefined): string {
+  const { T } = tables(schema);
+  return `SELECT ${taskColumns('t')} FROM ${T} AS t
+    WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
+      AND ($5::text IS NULL OR left(t.key, length($5)) = $5) AND ($10::text IS NULL OR t.queue = $10)
+      AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
+      AND ($8::float8 IS NULL OR (${LISTING('t')}, t.id) < (${ts('$8')} AT TIME ZONE 'UTC', $9::bigint))
+    ORDER BY ${LISTING('t')} DESC, t.id DESC LIMIT $4`;
+}
+
+/** The links statement of a store whose tables live in `schema`: the task's row, or none. */
+function linksStatement(schema: string | undefined): string {
+  const { T, D } = tables(schema);
+  const link = `json_build_object('id', l.id::float8, 'name', l.name, 'state', l.state, 'on_failure', d.on_failure, 'counted', d.counted)`;
+  return `SELECT s.state, s.flow_id::float8 AS flow_id,
+      (SELECT COALESCE(json_agg(x.j ORDER BY x.ord), '[]') FROM (SELECT ${link} AS j, d.ord FROM ${D} AS d JOIN ${T} AS l ON l.id = d.dep_id
+        WHERE d.task_id = s.id ORDER BY d.ord LIMIT $2) AS x) AS dependencies,
+      (SELECT count(*)::int FROM ${D} WHERE task_id = s.id) AS dependency_count,
+      (SELECT COALESCE(json_agg(x.j ORDER BY x.id), '[]') FROM (SELECT ${link} AS j, d.task_id AS id FROM ${D} AS d JOIN ${T} AS l ON l.id = d.task_id
+        WHERE d.dep_id = s.id ORDER BY d.task_id LIMIT $2) AS x) AS dependents,
+      (SELECT count(*)::int FROM ${D} WHERE dep_id = s.id) AS dependent_count
+    FROM ${T} AS s WHERE s.id = $1`;
+}
+
+interface LinksRow {
+  state: StoredState;
+  flow_id: number | null;
+  dependencies: LinkRow[];
+  dependency_count: number;
+  dependents: LinkRow[];
+  dependent_count: number;
+}
+
+/** The link reads of a PostgreSQL store. */
+export function postgresLinks(db: Connection, schema: string | undefined): LinkStore {
+  const sql = linksStatement(schema);
+  return {
+    async getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined> {
+      const row = (await db.query<LinksRow>(sql, [id, limit])).rows[0];
+      if (row === undefined) return undefined;
+      return {
+        id,
+        state: row.state,
+        flowId: row.flow_id === null ? null : Number(row.flow_id),
+        dependencies: row.dependencies.map(toLink),
+        dependencyCount: Number(row.dependency_count),
+        dependents: row.dependents.map(toLink),
+        dependentCount: Number(row.dependent_count),
+      };
+    },
+  };
+}
+
+/** The listing statement of a store whose tables live in `schema`. */
+function listStatement(schema: string | undefined): string {
+  const { t, T } = tables(schema);
+  return `SELECT l.kind, l.key, l.lim, l.interval_ms,
+      CASE WHEN l.kind = 'concurrency' THEN cardinality(l.holders)
+        ELSE (SELECT COALESCE(sum(c), 0) FROM unnest(l.starts, l.counts) AS x(s, c)
+          WHERE s > now() - l.interval_ms * interval '1 millisecond') END::int AS in_use,
+      CASE WHEN l.kind = 'concurrency' THEN (SELECT count(*) FROM ${T} AS t WHERE t.serial = l.key AND t.state = 'waiting')
+        ELSE (SELECT count(*) FROM ${T} AS t WHERE t.rate_key = l.key AND t.state IN ('waiting', 'running') AND t.state = 'waiting') END::int AS waiting
+    FROM ${t('taskheap_limits')} AS l WHERE l.key <> '' ORDER BY waiting DESC, l.kind, l.key LIMIT $1`;
+}
+
+/** The limit-key listing of a PostgreSQL store. */
+export function postgresLimitList(db: Connection, schema: string | undefined): LimitListStore {
+  const sql = listStatement(schema);
+  return {
+    async listLimitKeys(limit: number): Promise<LimitKey[]> {
+      return (await db.query<LimitKeyRow>(sql, [limit])).rows.map(toLimitKey);
+    },
+  };
 }

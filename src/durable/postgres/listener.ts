@@ -7,7 +7,36 @@
 // store then learns of others' work by polling.
 import { bounded, type Connection } from './connection.js';
 import type { PgClient, PgNotification } from './pg.js';
-import { CANCEL, DONE, QUEUES, WAKE } from './sql.js';
+
+/** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
+export const WAKE = 'taskheap_wake';
+export const CANCEL = 'taskheap_cancel';
+
+/**
+ * Tasks reached a final state (payload `<id>` or `<id>,<id>,...`); only
+ * processes waiting for a task (`waitFor`) listen.
+ */
+export const DONE = 'taskheap_done';
+
+/**
+ * Ids in one DONE notification at most: 300 ids of up to 19 digits and a
+ * schema prefix stay under the 8,000 bytes a payload may hold.
+ */
+export const DONE_IDS = 300;
+
+/**
+ * A queue was paused (payload \`<name>\`, or \`<schema>:<name>\`): processes
+ * hand back the tasks of that queue they claimed but have not started.
+ */
+export const QUEUES = 'taskheap_queue';
+
+/** The LISTEN statements of the listener. */
+export function listenStatements() {
+  return {
+    listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}; LISTEN ${QUEUES}`,
+    listenDone: `LISTEN ${DONE}`,
+  };
+}
 
 const LISTENER_NAME = 'taskheap-listener';
 const RECONNECT_MIN = 100;

@@ -9,6 +9,10 @@
 // index name is written `:SCHEMA.name`, which `inSchema()` turns into
 // `"the schema".name`, or a bare `name` (the connection's search_path).
 
+import type { Listener } from './listener.js';
+import type { PgPoolClient } from './pg.js';
+import { quote, tables } from './tables.js';
+
 /** One version of the schema. */
 export interface Migration {
   /** The version the SQL upgrades to (the one before it is `version - 1`). */
@@ -438,12 +442,42 @@ ${FLOWS}`,
  */
 export const META = `CREATE TABLE IF NOT EXISTS :SCHEMA.taskheap_meta (version integer NOT NULL)`;
 
-/** Quotes an identifier (a schema name). */
-export function quote(identifier: string): string {
-  return `"${identifier.replace(/"/g, '""')}"`;
-}
-
 /** `sql` with its names in `schema` (undefined: unqualified, for the connection's search_path). */
 export function inSchema(sql: string, schema: string | undefined): string {
   return sql.replaceAll(':SCHEMA.', schema === undefined ? '' : `${quote(schema)}.`);
+}
+
+/** The statements of migrate() for tables in `schema` (undefined: the search_path). */
+export function migrationStatements(schema: string | undefined) {
+  const { M } = tables(schema);
+  return {
+    /** Entry \`v\` upgrades version \`v\` to \`v + 1\` (see migrations.ts). */
+    migrations: MIGRATIONS.map((migration) => inSchema(migration.sql, schema)),
+    /** Processes starting together migrate one at a time. */
+    migrationLock: `SELECT pg_advisory_xact_lock(hashtext('taskheap:' || $1::text))`,
+    createSchema: schema === undefined ? undefined : `CREATE SCHEMA IF NOT EXISTS ${quote(schema)}`,
+    createMeta: inSchema(META, schema),
+    readVersion: `SELECT version FROM ${M}`,
+    insertVersion: `INSERT INTO ${M} (version) VALUES ($1)`,
+    updateVersion: `UPDATE ${M} SET version = $1`,
+  };
+}
+
+/**
+ * The migrations a store runs (migrate(), in its transaction): with a
+ * \`schema\` option its own; without one, with the connection's
+ * current_schema() spelled out, so that the flows trigger's function names
+ * its tables whatever the search_path of the statement that fires it (see
+ * FLOWS in migrations.ts). The listener learns that schema: the trigger's
+ * payloads name it.
+ */
+export async function migrationsIn(
+  client: PgPoolClient,
+  schema: string | undefined,
+  own: readonly string[],
+  listener: Listener,
+): Promise<readonly string[]> {
+  const current = (await client.query<{ s: string }>('SELECT current_schema() AS s')).rows[0]!.s;
+  listener.ownSchema(current);
+  return schema === undefined ? MIGRATIONS.map((m) => inSchema(m.sql, current)) : own;
 }

@@ -40,23 +40,48 @@ import {
   type TaskRow,
 } from '../rows.js';
 import { leaseExpiredText } from '../expiries.js';
-import { Claims, type Advance } from './claims.js';
-import { applyLimits } from './claim-sql.js';
+import { Claims, claimStatements, roomArrays, type Advance } from './claim.js';
+import { applyLimits, limitStatements } from './limits.js';
 import { Connection, WARM_CONNECTIONS } from './connection.js';
-import { Listener } from './listener.js';
+import { Listener, listenStatements } from './listener.js';
 import { readOptions, type PostgresSettings, type PostgresStoreOptions } from './options.js';
 import type { PgPoolLike } from './pg.js';
-import { statements, type Statements } from './sql.js';
 import { dueAt } from '../dedupe.js';
-import { listParams, outcomeArrays, roomArrays } from './params.js';
-import { countTasks, deleteTasks, inspectStatements, writeJournal, type InspectStatements } from './inspect.js';
+import { addStatements } from './add.js';
+import { outcomeArrays, settleStatements } from './settle.js';
+import { jobStatements } from './jobs.js';
+import { migrationsIn, migrationStatements } from './migrations.js';
+import {
+  countTasks,
+  deleteTasks,
+  inspectStatements,
+  listNewestFirst,
+  listParams,
+  postgresLimitList,
+  postgresLinks,
+  writeJournal,
+} from './inspect.js';
 import type { FlowStore } from '../flow-graph.js';
 import type { LinkStore } from '../links.js';
 import type { LimitListStore } from '../limit-list.js';
-import { postgresLinks } from './links.js';
-import { postgresLimitList } from './limit-list.js';
-import { listNewestFirst } from './listing.js';
-import { migrationsIn, postgresFlows } from './flows.js';
+import { postgresFlows } from './flows.js';
+
+/** The statements of a store whose tables live in `schema` (undefined: the search_path), by role. */
+export function statements(schema: string | undefined) {
+  return {
+    ...migrationStatements(schema),
+    ...addStatements(schema),
+    ...claimStatements(schema),
+    ...settleStatements(schema),
+    ...limitStatements(schema),
+    ...jobStatements(schema),
+    ...inspectStatements(schema),
+    ...listenStatements(),
+  };
+}
+
+/** The statements of one store. */
+type Statements = ReturnType<typeof statements>;
 
 /** A query through the store's pool or the caller's client. */
 type Query = <R = TaskRow>(text: string, values: unknown[]) => Promise<{ rows: R[] }>;
@@ -94,7 +119,6 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
   readonly #timeout: number;
   readonly #schema: string | undefined;
   readonly #sql: Statements;
-  readonly #inspect: InspectStatements;
   /** Prefix of NOTIFY payloads, so stores in other schemas of the same database ignore ours. */
   readonly #prefix: string;
   readonly #db: Connection;
@@ -110,7 +134,6 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     this.#timeout = options.timeout;
     this.#schema = options.schema;
     this.#sql = statements(options.schema);
-    this.#inspect = inspectStatements(options.schema);
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
     this.#claims = new Claims(this.#db, this.#sql, options.maxLeaseExpiries, leaseExpiredText(options.maxLeaseExpiries + 1));
@@ -486,15 +509,15 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
   }
 
   countTasks(filter: TaskFilter): Promise<Record<StoredState, number>> {
-    return countTasks(this.#db, this.#inspect, filter);
+    return countTasks(this.#db, this.#sql, filter);
   }
 
   deleteTasks(filter: TaskFilter): Promise<number> {
-    return deleteTasks(this.#db, this.#inspect, filter);
+    return deleteTasks(this.#db, this.#sql, filter);
   }
 
   journal(owner: string, writes: Parameters<typeof writeJournal>[3], lost: (id: number, error: unknown) => void): Promise<void> {
-    return writeJournal(this.#db, this.#inspect, owner, writes, lost);
+    return writeJournal(this.#db, this.#sql, owner, writes, lost);
   }
 
   completeWithin<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T> {
