@@ -2,8 +2,12 @@
 // each meeting its key's stored task as its dedupe mode says (decided in
 // SQL, under the key's row lock), the limit rows they name made, and one
 // wake for the earliest.
+import { dueAt } from '../dedupe.js';
+import { insertedTask, toTask, type InsertedRow, type TaskRow } from '../rows.js';
+import { enqueued, type EnqueuedTask, type NewTask, type QueryClient } from '../store.js';
+import type { Connection } from './connection.js';
 import { WAKE } from './listener.js';
-import { upsertLimits } from './limits.js';
+import { applyLimits, upsertLimits, type LimitStatements } from './limits.js';
 import { millis, ms, tables, taskColumns, ts } from './tables.js';
 
 /** The columns \`taskColumns\` names, read from \`a\` (a CTE that returned them). */
@@ -143,4 +147,210 @@ export function addStatements(schema: string | undefined) {
         UNION ALL SELECT ${TASK_COLUMNS('o')}, p.ord, 'existing' FROM plan AS p JOIN old AS o ON o.id = p.old_id WHERE p.action = 'existing') AS r
       LEFT JOIN wake ON true`,
   };
+}
+
+/** The statements of an add. */
+type AddStatements = ReturnType<typeof addStatements>;
+
+/** The statements an add runs: its own, and the limit changes made first for a caller's transaction. */
+type AddSql = AddStatements & Pick<LimitStatements, 'setLimits'>;
+
+/** A query through the store's pool or the caller's client. */
+type Query = <R = TaskRow>(text: string, values: unknown[]) => Promise<{ rows: R[] }>;
+
+/** How many times an add runs again when its key was added by a concurrent one after its snapshot (see addKeyed). */
+const MAX_ROUNDS = 10;
+
+/** One task: a keyed one meets its key's stored task (addKeyed); through `via`, in the caller's transaction. */
+export async function addTask(
+  db: Connection,
+  sql: AddSql,
+  prefix: string,
+  task: NewTask,
+  via: QueryClient | undefined,
+): Promise<EnqueuedTask> {
+  // Through the caller's client: their transaction decides, and the NOTIFY goes out at its commit.
+  if (via !== undefined) await setLimitsFirst(db, sql, [task]);
+  const query = queryVia(db, via);
+  if (task.key !== null) return (await addKeyed(sql, prefix, query, [task]))[0]!;
+  const { rows } = await query(sql.addTask, [
+    task.name,
+    task.key,
+    task.payload,
+    task.runAt,
+    task.maxAttempts,
+    task.options,
+    `${prefix}${Math.round(task.runAt)}`,
+    task.serial ?? null,
+    task.priority ?? 0,
+    task.queue ?? 'default',
+    task.rateKey ?? null,
+  ]);
+  return enqueued(toTask(rows[0]!), 'inserted');
+}
+
+/**
+ * Before an add in a caller's transaction: the limits it changes, set on
+ * the store's own connection, so that the caller's transaction holds no
+ * limit row a claim or an outcome would wait for (see upsertLimits).
+ */
+function setLimitsFirst(db: Connection, sql: AddSql, tasks: readonly NewTask[]): Promise<void> {
+  return applyLimits((text, values) => db.query(text, values), sql.setLimits, tasks);
+}
+
+/** Queries through the caller's client (in their transaction), or the store's pool. */
+function queryVia(db: Connection, via: QueryClient | undefined): Query {
+  return via === undefined
+    ? <R>(text: string, values: unknown[]) => db.query<R>(text, values)
+    : async <R>(text: string, values: unknown[]) => ({ rows: (await via.query(text, values)).rows as R[] });
+}
+
+/**
+ * Adds tasks with distinct keys (keyless ones may come along), each
+ * meeting its key's stored task as its dedupe mode says (see the
+ * statement addKeyed). An add that found its key inserted by a concurrent one after
+ * the statement's snapshot comes back without a row: it runs again, and
+ * the next statement sees that row. Each statement is atomic on its own,
+ * so this needs no transaction.
+ */
+async function addKeyed(sql: AddSql, prefix: string, query: Query, tasks: readonly NewTask[]): Promise<EnqueuedTask[]> {
+  const results: (EnqueuedTask | undefined)[] = tasks.map(() => undefined);
+  let pending = tasks.map((_, i) => i);
+  for (let round = 0; pending.length > 0; round++) {
+    if (round === MAX_ROUNDS) {
+      throw new Error(
+        `The tasks with keys ${pending.map((i) => JSON.stringify(tasks[i]!.key)).join(', ')} were added and removed by others ${MAX_ROUNDS} times while this add ran; try again`,
+      );
+    }
+    const batch = pending.map((i) => tasks[i]!);
+    const { rows } = await query(sql.addKeyed, [
+      batch.map((t) => t.name),
+      batch.map((t) => t.key),
+      batch.map((t) => t.payload),
+      batch.map((t) => dueAt(t.dedupe?.mode ?? 'replace', t.dedupe?.period ?? 0, t.runAt)),
+      batch.map((t) => t.maxAttempts),
+      batch.map((t) => t.options),
+      prefix,
+      batch.map((t) => t.serial ?? null),
+      batch.map((t) => t.priority ?? 0),
+      batch.map((t) => t.dedupe?.mode ?? 'replace'),
+      batch.map((t) => t.dedupe?.period ?? 0),
+      batch.map((t) => t.queue ?? 'default'),
+      batch.map((t) => t.rateKey ?? null),
+    ]);
+    const byKey = new Map<string, number>();
+    const keyless: number[] = [];
+    batch.forEach((task, j) => (task.key === null ? keyless.push(j) : byKey.set(task.key, j)));
+    const fresh: TaskRow[] = [];
+    for (const row of rows as (TaskRow & { ord: string | number | null; action: string })[]) {
+      const j = row.ord !== null ? Number(row.ord) - 1 : row.key !== null ? byKey.get(row.key) : undefined;
+      if (j === undefined) {
+        fresh.push(row);
+        continue;
+      }
+      const what = row.action === 'existing' ? 'existing' : row.action === 'replace' ? 'replaced' : 'inserted';
+      results[pending[j]!] = enqueued(toTask(row), what);
+    }
+    // New keyless rows are numbered in the order given.
+    fresh
+      .sort((a, b) => Number(a.id) - Number(b.id))
+      .forEach((row, n) => {
+        results[pending[keyless[n]!]!] = enqueued(toTask(row), 'inserted');
+      });
+    pending = pending.filter((i) => results[i] === undefined);
+  }
+  return results as EnqueuedTask[];
+}
+
+/** Many tasks: all are written or none (in one transaction, or the caller's through `via`). */
+export async function addTasks(
+  db: Connection,
+  sql: AddSql,
+  prefix: string,
+  tasks: readonly NewTask[],
+  via: QueryClient | undefined,
+): Promise<EnqueuedTask[]> {
+  if (tasks.length === 0) return [];
+  if (tasks.every((task) => task.key === null)) {
+    if (via !== undefined) await setLimitsFirst(db, sql, tasks);
+    return addUnkeyed(db, sql, prefix, tasks, via);
+  }
+  // A key given twice in one call: its adds meet in order, the n-th item of each key in the n-th statement.
+  const rounds: number[][] = [];
+  const seen = new Map<string, number>();
+  tasks.forEach((task, i) => {
+    const n = task.key === null ? 0 : (seen.get(task.key) ?? 0);
+    if (task.key !== null) seen.set(task.key, n + 1);
+    (rounds[n] ??= []).push(i);
+  });
+  const write = async (client: QueryClient): Promise<EnqueuedTask[]> => {
+    const query = queryVia(db, client);
+    const results: EnqueuedTask[] = [];
+    for (const round of rounds) {
+      const rows = await addKeyed(
+        sql,
+        prefix,
+        query,
+        round.map((i) => tasks[i]!),
+      );
+      round.forEach((i, j) => (results[i] = rows[j]!));
+    }
+    // Every item of a key reports the row as it ends up, with what its own add did.
+    const last = new Map<string, EnqueuedTask>();
+    for (const row of results) if (row.key !== null) last.set(row.key, row);
+    return results.map((row) => (row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued)));
+  };
+  // Through the caller's client: their transaction decides, all or none, and the NOTIFY goes out at its commit.
+  if (via === undefined) return db.transaction(write);
+  await setLimitsFirst(db, sql, tasks);
+  return write(via);
+}
+
+/** Tasks without keys: one insert of them all, numbered in the order given. */
+async function addUnkeyed(
+  db: Connection,
+  sql: AddSql,
+  prefix: string,
+  tasks: readonly NewTask[],
+  via?: QueryClient,
+): Promise<EnqueuedTask[]> {
+  const columns = {
+    name: [] as string[],
+    key: [] as (string | null)[],
+    payload: [] as string[],
+    at: [] as number[],
+    max: [] as number[],
+    options: [] as string[],
+    serial: [] as (string | null)[],
+    priority: [] as number[],
+    queue: [] as string[],
+    rateKey: [] as (string | null)[],
+  };
+  for (const task of tasks) {
+    columns.name.push(task.name);
+    columns.key.push(task.key);
+    columns.payload.push(task.payload);
+    columns.at.push(task.runAt);
+    columns.max.push(task.maxAttempts);
+    columns.options.push(task.options);
+    columns.serial.push(task.serial ?? null);
+    columns.priority.push(task.priority ?? 0);
+    columns.queue.push(task.queue ?? 'default');
+    columns.rateKey.push(task.rateKey ?? null);
+  }
+  // One statement: atomic on its own, in the caller's transaction or not.
+  const { rows } = await queryVia(db, via)<InsertedRow>(sql.addTasks, [
+    columns.name,
+    columns.key,
+    columns.payload,
+    columns.at,
+    columns.max,
+    columns.options,
+    prefix,
+    columns.serial,
+    columns.priority,
+    columns.queue,
+    columns.rateKey,
+  ]);
+  return rows.map((row, i) => enqueued(insertedTask(tasks[i]!, row), 'inserted'));
 }

@@ -112,12 +112,34 @@ export class Claims {
     return { claims: claimsOf(rows), limited, jobsDue: rows[0]?.jobs_due === true };
   }
 
-  /** The statements to ready on a fresh connection (Connection.warm): each claim, of nothing. */
+  /**
+   * ms until the next claim may find work (0: now), by the server's clock,
+   * or undefined: nothing is due. `rated`: this process applies the
+   * scheduler-wide bucket; `lease`: a takeover waits for the server to have
+   * been up, and this process to have reached it, for that long.
+   */
+  async nextDue(
+    names: readonly string[] | undefined,
+    rooms: QueueRooms | undefined,
+    rated: boolean,
+    lease: number,
+  ): Promise<number | undefined> {
+    const { rows } = await this.#db.query<{ t: number | string | null }>(
+      this.#sql.nextDue,
+      [names ?? null, rated, ...roomArrays(rooms), lease, this.#db.takeoverWait(lease)],
+      true,
+    );
+    const t = rows[0]?.t;
+    return t === null || t === undefined ? undefined : Math.max(0, Number(t));
+  }
+
+  /** The statements to ready on a fresh connection (Connection.warm): each claim, of nothing, and a next-due question. */
   warmups(owner: string, lease: number, names: readonly string[] | undefined) {
     const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0 };
     return [
       { text: this.#sql.claimPlain, values: [0, owner, lease, names ?? null, 0] },
       { text: this.#sql.claimUnlessJobsDue, values: this.#fullParams(full) },
+      { text: this.#sql.nextDue, values: [names ?? null, false, null, null, lease, 0] },
     ];
   }
 
@@ -142,7 +164,7 @@ function claimsOf(rows: FlaggedRow[]): ClaimedTask[] {
 }
 
 /** The claim's parameters $9 and $10: the queues this process limits, and the room it has for each. */
-export function roomArrays(rooms: QueueRooms | undefined): [string[] | null, number[] | null] {
+function roomArrays(rooms: QueueRooms | undefined): [string[] | null, number[] | null] {
   if (rooms === undefined || rooms.size === 0) return [null, null];
   return [[...rooms.keys()], [...rooms.values()]];
 }
@@ -160,8 +182,8 @@ export function claimStatements(schema: string | undefined) {
   };
 }
 
-/** @internal */
-export type ClaimStatements = ReturnType<typeof claimStatements>;
+/** The statements of the claim and next-due. */
+type ClaimStatements = ReturnType<typeof claimStatements>;
 
 /**
  * SQL: since when this server has been up as the one the stores reach, from

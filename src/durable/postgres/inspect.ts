@@ -3,10 +3,10 @@
 // and the batched write of handlers' progress and log lines (one statement
 // for every task of a flush, bounded to the latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
-import { logsJson, toCounts } from '../rows.js';
-import type { StoredState, TaskFilter } from '../store.js';
-import { toLink, type LinkRow, type LinkStore, type TaskLinks } from '../links.js';
-import { toLimitKey, type LimitKey, type LimitKeyRow, type LimitListStore } from '../limit-list.js';
+import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
+import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter } from '../store.js';
+import { toLink, type LinkRow, type TaskLinks } from '../links.js';
+import { toLimitKey, type LimitKey, type LimitKeyRow } from '../limit-list.js';
 import type { Connection } from './connection.js';
 import { millis, tables, taskColumns, ts } from './tables.js';
 
@@ -23,7 +23,7 @@ function epoch(time: Date | number | undefined): number | null {
 }
 
 /** listTasks's parameters $1 to $10. */
-export function listParams(filter: TaskFilter): unknown[] {
+function listParams(filter: TaskFilter): unknown[] {
   return [
     filter.state ?? null,
     filter.name ?? null,
@@ -40,7 +40,8 @@ export function listParams(filter: TaskFilter): unknown[] {
 
 /** The statements of this file for tables in `schema` (undefined: the search_path). @internal */
 export function inspectStatements(schema: string | undefined) {
-  const { T, Q } = tables(schema);
+  const { t, T, Q, D } = tables(schema);
+  const link = `json_build_object('id', l.id::float8, 'name', l.name, 'state', l.state, 'on_failure', d.on_failure, 'counted', d.counted)`;
   return {
     /** Every filter is optional (NULL), as listTasks's. */
     countTasks: `SELECT t.state, count(*) AS n FROM ${T} AS t
@@ -81,6 +82,13 @@ export function inspectStatements(schema: string | undefined) {
         AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
         AND ($8::float8 IS NULL OR (${LISTING('t')}, t.id) > (${ts('$8')} AT TIME ZONE 'UTC', $9::bigint))
       ORDER BY ${LISTING('t')}, t.id LIMIT $4`,
+    /** listTasks newest first (`order: 'desc'`), on the same index read backwards; the cursor ($8, $9) is the last row of the previous page. */
+    listTasksDesc: `SELECT ${taskColumns('t')} FROM ${T} AS t
+    WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
+      AND ($5::text IS NULL OR left(t.key, length($5)) = $5) AND ($10::text IS NULL OR t.queue = $10)
+      AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
+      AND ($8::float8 IS NULL OR (${LISTING('t')}, t.id) < (${ts('$8')} AT TIME ZONE 'UTC', $9::bigint))
+    ORDER BY ${LISTING('t')} DESC, t.id DESC LIMIT $4`,
     /**
      * Retention: deletes up to $3 finished tasks older than their age ($1 ms
      * for succeeded ones, $2 for the others; null: kept), oldest first, by
@@ -101,11 +109,40 @@ export function inspectStatements(schema: string | undefined) {
       LEFT JOIN ${Q} AS q ON q.name = n.name
       LEFT JOIN c ON c.queue = n.name
       ORDER BY n.name`,
+    /**
+     * A task's links (docs/flows.md): its flow, the tasks it depends on and
+     * those that depend on it, $2 of each at most, in one statement through
+     * the taskheap_deps edges and their indexes (the primary key for a
+     * dependent's edges, taskheap_deps_dep for a dependency's); no row: no task $1.
+     */
+    taskLinks: `SELECT s.state, s.flow_id::float8 AS flow_id,
+      (SELECT COALESCE(json_agg(x.j ORDER BY x.ord), '[]') FROM (SELECT ${link} AS j, d.ord FROM ${D} AS d JOIN ${T} AS l ON l.id = d.dep_id
+        WHERE d.task_id = s.id ORDER BY d.ord LIMIT $2) AS x) AS dependencies,
+      (SELECT count(*)::int FROM ${D} WHERE task_id = s.id) AS dependency_count,
+      (SELECT COALESCE(json_agg(x.j ORDER BY x.id), '[]') FROM (SELECT ${link} AS j, d.task_id AS id FROM ${D} AS d JOIN ${T} AS l ON l.id = d.task_id
+        WHERE d.dep_id = s.id ORDER BY d.task_id LIMIT $2) AS x) AS dependents,
+      (SELECT count(*)::int FROM ${D} WHERE dep_id = s.id) AS dependent_count
+    FROM ${T} AS s WHERE s.id = $1`,
+    /**
+     * The limit keys in use (durable/limit-list.ts), $1 at most: the rows of
+     * taskheap_limits but the scheduler-wide bucket (key ''), each with its
+     * holders or its starts within the window at the database's now() (the
+     * clock the claims use), and the waiting tasks naming it (through the
+     * serial index and taskheap_tasks_rated, whose condition the `state IN`
+     * repeats).
+     */
+    limitKeys: `SELECT l.kind, l.key, l.lim, l.interval_ms,
+      CASE WHEN l.kind = 'concurrency' THEN cardinality(l.holders)
+        ELSE (SELECT COALESCE(sum(c), 0) FROM unnest(l.starts, l.counts) AS x(s, c)
+          WHERE s > now() - l.interval_ms * interval '1 millisecond') END::int AS in_use,
+      CASE WHEN l.kind = 'concurrency' THEN (SELECT count(*) FROM ${T} AS t WHERE t.serial = l.key AND t.state = 'waiting')
+        ELSE (SELECT count(*) FROM ${T} AS t WHERE t.rate_key = l.key AND t.state IN ('waiting', 'running') AND t.state = 'waiting') END::int AS waiting
+    FROM ${t('taskheap_limits')} AS l WHERE l.key <> '' ORDER BY waiting DESC, l.kind, l.key LIMIT $1`,
   };
 }
 
-/** @internal */
-export type InspectStatements = ReturnType<typeof inspectStatements>;
+/** The statements of the reads and writes of this file. */
+type InspectStatements = ReturnType<typeof inspectStatements>;
 
 /** Tasks under `filter` (its state, cursor and limit aside) counted by state. @internal */
 export async function countTasks(db: Connection, sql: InspectStatements, filter: TaskFilter): Promise<Record<StoredState, number>> {
@@ -176,29 +213,39 @@ function refusedData(error: unknown): boolean {
   return typeof code === 'string' && /^(?:22|23|54)[0-9A-Z]{3}$/.test(code);
 }
 
-/** The newest-first listing of a store whose tables live in `schema`; the cursor ($8, $9) is the last row of the previous page. */
-export function listNewestFirst(schema: string | undefined): string {
-  const { T } = tables(schema);
-  return `SELECT ${taskColumns('t')} FROM ${T} AS t
-    WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
-      AND ($5::text IS NULL OR left(t.key, length($5)) = $5) AND ($10::text IS NULL OR t.queue = $10)
-      AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
-      AND ($8::float8 IS NULL OR (${LISTING('t')}, t.id) < (${ts('$8')} AT TIME ZONE 'UTC', $9::bigint))
-    ORDER BY ${LISTING('t')} DESC, t.id DESC LIMIT $4`;
+/** Task `id`, or undefined. */
+export async function getTask(db: Connection, sql: InspectStatements, id: number): Promise<StoredTask | undefined> {
+  const { rows } = await db.query<TaskRow>(sql.taskById, [id]);
+  return rows[0] === undefined ? undefined : toTask(rows[0]);
 }
 
-/** The links statement of a store whose tables live in `schema`: the task's row, or none. */
-function linksStatement(schema: string | undefined): string {
-  const { T, D } = tables(schema);
-  const link = `json_build_object('id', l.id::float8, 'name', l.name, 'state', l.state, 'on_failure', d.on_failure, 'counted', d.counted)`;
-  return `SELECT s.state, s.flow_id::float8 AS flow_id,
-      (SELECT COALESCE(json_agg(x.j ORDER BY x.ord), '[]') FROM (SELECT ${link} AS j, d.ord FROM ${D} AS d JOIN ${T} AS l ON l.id = d.dep_id
-        WHERE d.task_id = s.id ORDER BY d.ord LIMIT $2) AS x) AS dependencies,
-      (SELECT count(*)::int FROM ${D} WHERE task_id = s.id) AS dependency_count,
-      (SELECT COALESCE(json_agg(x.j ORDER BY x.id), '[]') FROM (SELECT ${link} AS j, d.task_id AS id FROM ${D} AS d JOIN ${T} AS l ON l.id = d.task_id
-        WHERE d.dep_id = s.id ORDER BY d.task_id LIMIT $2) AS x) AS dependents,
-      (SELECT count(*)::int FROM ${D} WHERE dep_id = s.id) AS dependent_count
-    FROM ${T} AS s WHERE s.id = $1`;
+/** Of `ids`, the tasks over, and those gone. */
+export async function endedTasks(db: Connection, sql: InspectStatements, ids: readonly number[]): Promise<EndedTasks> {
+  const { rows } = await db.query<TaskRow & { asked: number }>(sql.endedTasks, [ids]);
+  return toEnded(rows);
+}
+
+/** A page of tasks under `filter`, in due order or (`order: 'desc'`) newest first. */
+export async function listTasks(db: Connection, sql: InspectStatements, filter: TaskFilter): Promise<StoredTask[]> {
+  const { rows } = await db.query<TaskRow>(filter.order === 'desc' ? sql.listTasksDesc : sql.listTasks, listParams(filter));
+  return rows.map(toTask);
+}
+
+/** Every queue (`name` undefined) or one: its settings and its tasks by state. */
+export async function listQueues(db: Connection, sql: InspectStatements, name: string | undefined): Promise<StoredQueue[]> {
+  const { rows } = await db.query<QueueRow>(sql.listQueues, [name ?? null]);
+  return toQueues(rows);
+}
+
+/** Retention: up to `limit` finished tasks older than their age (`succeeded` ms for succeeded ones, `failed` for the others; null: kept); how many went. */
+export async function pruneTasks(
+  db: Connection,
+  sql: InspectStatements,
+  succeeded: number | null,
+  failed: number | null,
+  limit: number,
+): Promise<number> {
+  return (await db.query(sql.pruneTasks, [succeeded, failed, limit])).rowCount ?? 0;
 }
 
 interface LinksRow {
@@ -210,44 +257,22 @@ interface LinksRow {
   dependent_count: number;
 }
 
-/** The link reads of a PostgreSQL store. */
-export function postgresLinks(db: Connection, schema: string | undefined): LinkStore {
-  const sql = linksStatement(schema);
+/** Task `id`'s links (at most `limit` of each kind), or undefined if there is no such task. */
+export async function getTaskLinks(db: Connection, sql: InspectStatements, id: number, limit: number): Promise<TaskLinks | undefined> {
+  const row = (await db.query<LinksRow>(sql.taskLinks, [id, limit])).rows[0];
+  if (row === undefined) return undefined;
   return {
-    async getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined> {
-      const row = (await db.query<LinksRow>(sql, [id, limit])).rows[0];
-      if (row === undefined) return undefined;
-      return {
-        id,
-        state: row.state,
-        flowId: row.flow_id === null ? null : Number(row.flow_id),
-        dependencies: row.dependencies.map(toLink),
-        dependencyCount: Number(row.dependency_count),
-        dependents: row.dependents.map(toLink),
-        dependentCount: Number(row.dependent_count),
-      };
-    },
+    id,
+    state: row.state,
+    flowId: row.flow_id === null ? null : Number(row.flow_id),
+    dependencies: row.dependencies.map(toLink),
+    dependencyCount: Number(row.dependency_count),
+    dependents: row.dependents.map(toLink),
+    dependentCount: Number(row.dependent_count),
   };
 }
 
-/** The listing statement of a store whose tables live in `schema`. */
-function listStatement(schema: string | undefined): string {
-  const { t, T } = tables(schema);
-  return `SELECT l.kind, l.key, l.lim, l.interval_ms,
-      CASE WHEN l.kind = 'concurrency' THEN cardinality(l.holders)
-        ELSE (SELECT COALESCE(sum(c), 0) FROM unnest(l.starts, l.counts) AS x(s, c)
-          WHERE s > now() - l.interval_ms * interval '1 millisecond') END::int AS in_use,
-      CASE WHEN l.kind = 'concurrency' THEN (SELECT count(*) FROM ${T} AS t WHERE t.serial = l.key AND t.state = 'waiting')
-        ELSE (SELECT count(*) FROM ${T} AS t WHERE t.rate_key = l.key AND t.state IN ('waiting', 'running') AND t.state = 'waiting') END::int AS waiting
-    FROM ${t('taskheap_limits')} AS l WHERE l.key <> '' ORDER BY waiting DESC, l.kind, l.key LIMIT $1`;
-}
-
-/** The limit-key listing of a PostgreSQL store. */
-export function postgresLimitList(db: Connection, schema: string | undefined): LimitListStore {
-  const sql = listStatement(schema);
-  return {
-    async listLimitKeys(limit: number): Promise<LimitKey[]> {
-      return (await db.query<LimitKeyRow>(sql, [limit])).rows.map(toLimitKey);
-    },
-  };
+/** The `limit` limit keys with the most waiting tasks. */
+export async function listLimitKeys(db: Connection, sql: InspectStatements, limit: number): Promise<LimitKey[]> {
+  return (await db.query<LimitKeyRow>(sql.limitKeys, [limit])).rows.map(toLimitKey);
 }

@@ -4,8 +4,9 @@
 // process gets there first, by the unique key), and its management: read,
 // listed with its occurrences' counts, paused, resumed, triggered,
 // cancelled, pruned.
-import type { DueJob, JobAdvance } from '../store.js';
-import { toDueJob, type DueJobRow } from '../rows.js';
+import type { DueJob, JobAdvance, JobFilter, NewJob, StoredJob, StoredTask } from '../store.js';
+import { toDueJob, toJob, toTask, type DueJobRow, type JobRow, type JobStatsRow, type TaskRow } from '../rows.js';
+import type { Connection } from './connection.js';
 import { DONE, DONE_IDS, WAKE } from './listener.js';
 import { letGo, upsertLimits } from './limits.js';
 import type { PgPoolClient } from './pg.js';
@@ -127,7 +128,7 @@ export function jobStatements(schema: string | undefined) {
   };
 }
 
-/** @internal */
+/** The statements of stored jobs. */
 export type JobStatements = ReturnType<typeof jobStatements>;
 
 type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
@@ -184,4 +185,92 @@ export async function materialize(client: PgPoolClient, sql: JobStatements, adva
     ]);
   }
   await client.query(sql.advanceJobs, [updates.key, updates.next, updates.remaining, updates.state, updates.added]);
+}
+
+/** A job written: re-registering the same schedule keeps its place in it (see the statement). */
+export async function addJob(db: Connection, sql: JobStatements, prefix: string, job: NewJob): Promise<StoredJob> {
+  const { rows } = await db.query<JobRow>(sql.addJob, [
+    job.key,
+    job.name,
+    job.payload,
+    job.rule,
+    job.nextRunAt === null ? 'done' : 'scheduled',
+    job.nextRunAt,
+    job.remaining,
+    job.until,
+    job.options,
+    prefix,
+  ]);
+  return toJob(rows[0]!);
+}
+
+/** Job `key`, with its occurrences' counts, or undefined. */
+export async function getJob(db: Connection, sql: JobStatements, key: string): Promise<StoredJob | undefined> {
+  const { rows } = await db.query<JobRow>(sql.jobByKey, [key]);
+  return (await withStats(db, sql, rows))[0];
+}
+
+/** The jobs under `filter`, in key order, with their occurrences' counts. */
+export async function listJobs(db: Connection, sql: JobStatements, filter: JobFilter): Promise<StoredJob[]> {
+  const { rows } = await db.query<JobRow>(sql.listJobs, [
+    filter.state ?? null,
+    filter.name ?? null,
+    filter.keyPrefix ?? null,
+    filter.after ?? null,
+    filter.limit ?? 100,
+  ]);
+  return withStats(db, sql, rows);
+}
+
+async function withStats(db: Connection, sql: JobStatements, rows: JobRow[]): Promise<StoredJob[]> {
+  if (rows.length === 0) return [];
+  const stats = await db.query<JobStatsRow>(sql.jobStats, [rows.map((row) => row.key)]);
+  return rows.map((row) => toJob(row, stats.rows));
+}
+
+/** Pauses or resumes job `key` if it is in state `from` (a resumed job wakes the workers); whether it was. */
+export async function setJobState(
+  db: Connection,
+  sql: JobStatements,
+  prefix: string,
+  key: string,
+  from: 'scheduled' | 'paused',
+  to: 'scheduled' | 'paused',
+): Promise<boolean> {
+  const { rows } = await db.query(sql.setJobState, [key, from, to, prefix]);
+  return rows.length > 0;
+}
+
+/** Resumes paused job `key`, due next when `resumedAt` says on the server's clock; whether it was paused. */
+export async function resumeJob(
+  db: Connection,
+  sql: JobStatements,
+  prefix: string,
+  key: string,
+  resumedAt: (job: DueJob, now: number) => number | null,
+): Promise<boolean> {
+  return db.transaction(async (client) => {
+    const [job] = (await client.query<DueJobRow & { now: number }>(sql.pausedJob, [key])).rows;
+    if (job === undefined) return false;
+    // The server's now decides which occurrences fell in the pause: the one clock.
+    await client.query(sql.resumeJob, [key, resumedAt(toDueJob(job), Number(job.now)), prefix]);
+    return true;
+  });
+}
+
+/** An extra occurrence of job `key` due now, or undefined if the job is gone or cancelled. */
+export async function triggerJob(db: Connection, sql: JobStatements, prefix: string, key: string): Promise<StoredTask | undefined> {
+  const { rows } = await db.query<TaskRow>(sql.triggerJob, [key, prefix]);
+  return rows[0] === undefined ? undefined : toTask(rows[0]);
+}
+
+/** Cancels job `key` and its waiting occurrences; whether the job was not cancelled already. */
+export async function cancelJob(db: Connection, sql: JobStatements, prefix: string, key: string): Promise<boolean> {
+  const { rows } = await db.query<{ n: string | number }>(sql.cancelJob, [key, prefix]);
+  return Number(rows[0]?.n ?? 0) > 0;
+}
+
+/** Retention: up to `limit` jobs over (done or cancelled) older than `age` ms; how many went. */
+export async function pruneJobs(db: Connection, sql: JobStatements, age: number, limit: number): Promise<number> {
+  return (await db.query(sql.pruneJobs, [age, limit])).rowCount ?? 0;
 }

@@ -7,6 +7,8 @@
 // tasks that end, the buckets' arithmetic and the queue rows' locks that the
 // claim (claim.ts) and the outcomes (settle.ts) build on, the scheduler-wide
 // bucket, a queue's settings, and the rows' retention.
+import type { QueueChange } from '../store.js';
+import type { Connection } from './connection.js';
 import { QUEUES, WAKE } from './listener.js';
 import { millis, tables } from './tables.js';
 
@@ -48,7 +50,7 @@ export const upsertLimits = (L: string, name: string, source: string) => `${name
  * own connection before an add in a caller's transaction, so that the add
  * finds its limits set and takes no lock a claim or an outcome waits for.
  */
-export const setLimits = (L: string) => `WITH src AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
+const setLimits = (L: string) => `WITH src AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
         AS s(serial, rate_key, options, id)),
       wanted AS (${limitsOf('src')})
     UPDATE ${L} AS l SET lim = w.lim, interval_ms = w.iv, updated_at = now() FROM wanted AS w
@@ -206,4 +208,43 @@ export function limitStatements(schema: string | undefined) {
       SELECT CASE WHEN NOT paused THEN pg_notify('${WAKE}', $5 || (extract(epoch from now()) * 1000)::bigint::text)
         WHEN $2::boolean THEN pg_notify('${QUEUES}', $5 || $1) END FROM saved`,
   };
+}
+
+/** The statements of limit rows and queue settings. */
+export type LimitStatements = ReturnType<typeof limitStatements>;
+
+/** The scheduler-wide bucket: this process's rate. */
+export async function setRate(db: Connection, sql: LimitStatements, rate: { limit: number; interval: number } | undefined): Promise<void> {
+  // Removing it is this process's business only: others that set it keep the bucket (and its starts).
+  if (rate !== undefined) await db.query(sql.setSchedulerRate, [rate.limit, rate.interval]);
+}
+
+/** A queue's settings changed (what `change` leaves out stays); a resume wakes every process, a pause tells them. */
+export async function setQueue(db: Connection, sql: LimitStatements, prefix: string, name: string, change: QueueChange): Promise<void> {
+  const { globalConcurrency: global, rate } = change;
+  await db.query(sql.setQueue, [
+    name,
+    change.paused ?? null,
+    global !== undefined,
+    global ?? null,
+    prefix,
+    rate !== undefined,
+    rate?.limit ?? null,
+    rate?.interval ?? null,
+  ]);
+}
+
+/**
+ * Retention of limit rows, up to `limit`: holders gone or finished let go
+ * (a safety net), rows that limit nothing now deleted, and those a task
+ * named meanwhile made again; how many went.
+ */
+export async function pruneLimits(db: Connection, sql: LimitStatements, limit: number): Promise<number> {
+  await db.query(sql.pruneKeys);
+  const { rows: idle } = await db.query<{ kind: string; key: string }>(sql.pruneLimits, [limit]);
+  if (idle.length > 0) {
+    const keys = (kind: string) => idle.filter((row) => row.kind === kind).map((row) => row.key);
+    await db.query(sql.repairLimits, [keys('concurrency'), keys('rate')]);
+  }
+  return idle.length;
 }

@@ -30,13 +30,11 @@ export const DONE_IDS = 300;
  */
 export const QUEUES = 'taskheap_queue';
 
-/** The LISTEN statements of the listener. */
-export function listenStatements() {
-  return {
-    listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}; LISTEN ${QUEUES}`,
-    listenDone: `LISTEN ${DONE}`,
-  };
-}
+/** The listener's statements: what every store listens on, and final states once someone waits. */
+const LISTEN_SQL = {
+  listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}; LISTEN ${QUEUES}`,
+  listenDone: `LISTEN ${DONE}`,
+} as const;
 
 const LISTENER_NAME = 'taskheap-listener';
 const RECONNECT_MIN = 100;
@@ -46,7 +44,6 @@ function noop(): void {}
 
 export class Listener {
   readonly #connection: Connection;
-  readonly #statements: { listen: string; listenDone: string };
   /** Prefix of NOTIFY payloads, so stores in other schemas of the same database ignore ours. */
   readonly #prefix: string;
   readonly #timeout: number;
@@ -61,9 +58,8 @@ export class Listener {
   /** Set by watch(): told of tasks reaching a final state anywhere (null: notifications may have been lost). */
   #onDone: ((id: number | null) => void) | undefined = undefined;
 
-  constructor(connection: Connection, statements: { listen: string; listenDone: string }, prefix: string, timeout: number) {
+  constructor(connection: Connection, prefix: string, timeout: number) {
     this.#connection = connection;
-    this.#statements = statements;
     this.#prefix = prefix;
     this.#timeout = timeout;
   }
@@ -91,7 +87,7 @@ export class Listener {
     this.#onDone = onDone;
     if (!this.#connection.canListen) return false;
     if (this.#listener !== undefined) {
-      if (first) await this.#listener.query(this.#statements.listenDone);
+      if (first) await this.#listener.query(LISTEN_SQL.listenDone);
     } else if (this.#reconnectTimer === undefined) {
       await this.#listen();
     }
@@ -115,8 +111,8 @@ export class Listener {
     client.on('notification', this.#notified);
     try {
       await client.connect();
-      await client.query(this.#statements.listen);
-      if (this.#onDone !== undefined) await client.query(this.#statements.listenDone);
+      await client.query(LISTEN_SQL.listen);
+      if (this.#onDone !== undefined) await client.query(LISTEN_SQL.listenDone);
     } catch (error) {
       await client.end().catch(noop);
       throw error;

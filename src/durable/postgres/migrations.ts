@@ -9,6 +9,8 @@
 // index name is written `:SCHEMA.name`, which `inSchema()` turns into
 // `"the schema".name`, or a bare `name` (the connection's search_path).
 
+import { SchemaVersionError } from '../errors.js';
+import { SCHEMA_VERSION } from '../store.js';
 import type { Listener } from './listener.js';
 import type { PgPoolClient } from './pg.js';
 import { quote, tables } from './tables.js';
@@ -471,7 +473,7 @@ export function migrationStatements(schema: string | undefined) {
  * FLOWS in migrations.ts). The listener learns that schema: the trigger's
  * payloads name it.
  */
-export async function migrationsIn(
+async function migrationsIn(
   client: PgPoolClient,
   schema: string | undefined,
   own: readonly string[],
@@ -480,4 +482,36 @@ export async function migrationsIn(
   const current = (await client.query<{ s: string }>('SELECT current_schema() AS s')).rows[0]!.s;
   listener.ownSchema(current);
   return schema === undefined ? MIGRATIONS.map((m) => inSchema(m.sql, current)) : own;
+}
+
+/** The statements of migrate(). */
+type MigrationStatements = ReturnType<typeof migrationStatements>;
+
+/**
+ * Creates the schema, or upgrades it from the version it is at, in the
+ * transaction of `client`; processes starting together take turns (an
+ * advisory lock). A database of a newer version is refused
+ * (SchemaVersionError).
+ */
+export async function migrate(
+  client: PgPoolClient,
+  sql: MigrationStatements,
+  schema: string | undefined,
+  listener: Listener,
+): Promise<void> {
+  await client.query(sql.migrationLock, [schema ?? '']);
+  if (sql.createSchema !== undefined) await client.query(sql.createSchema);
+  await client.query(sql.createMeta);
+  const { rows } = await client.query<{ version: number }>(sql.readVersion);
+  const found = rows[0] === undefined ? 0 : Number(rows[0].version);
+  if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
+  // Flows: without a schema option, the trigger's function names its tables in the current schema.
+  const migrations = await migrationsIn(client, schema, sql.migrations, listener);
+  for (let version = found; version < SCHEMA_VERSION; version++) {
+    const migration = migrations[version];
+    if (migration === undefined) throw new Error(`taskheap's PostgreSQL store has no migration to schema version ${version + 1}`);
+    await client.query(migration);
+  }
+  if (rows[0] === undefined) await client.query(sql.insertVersion, [SCHEMA_VERSION]);
+  else if (found !== SCHEMA_VERSION) await client.query(sql.updateVersion, [SCHEMA_VERSION]);
 }

@@ -3,7 +3,10 @@
 // the handler's own transaction, a cancel, and a retry asked for by a caller
 // (requeue: with the failed tasks of its flow above it). Each lets go of the
 // slots and queue places its tasks held, in the one lock order (claim.ts).
-import type { Outcome } from '../store.js';
+import { LeaseLostError } from '../errors.js';
+import { toTask, type TaskRow } from '../rows.js';
+import type { Outcome, QueryClient, StoredState, StoredTask } from '../store.js';
+import type { Connection } from './connection.js';
 import { CANCEL, DONE, DONE_IDS, WAKE } from './listener.js';
 import { freeSlots, letGo } from './limits.js';
 import { millis, ms, tables, taskColumns } from './tables.js';
@@ -37,7 +40,7 @@ const batch = (arrays: string) =>
     .join(', ')})`;
 
 /** A settle's outcomes as the statement's parallel arrays: id, kind, state, delay, error, result. */
-export function outcomeArrays(
+function outcomeArrays(
   outcomes: readonly Outcome[],
 ): [number[], string[], (string | null)[], (number | null)[], (string | null)[], (string | null)[]] {
   const id: number[] = [];
@@ -165,4 +168,73 @@ export function settleStatements(schema: string | undefined) {
         CASE WHEN EXISTS (SELECT 1 FROM freed) OR EXISTS (SELECT 1 FROM unslotted WHERE was_full) THEN pg_notify('${WAKE}', $3 || (extract(epoch from now()) * 1000)::bigint::text) END
       FROM cancelled`,
   };
+}
+
+/** The statements of outcomes. */
+type SettleStatements = ReturnType<typeof settleStatements>;
+
+/**
+ * Renews the leases of `ids` that `owner` holds for `lease` ms, marks
+ * `started` as started and (with `handBack`) hands back the running tasks it
+ * holds but does not know of, claimed more than `lostAfter` ms ago; returns
+ * the ids it no longer holds.
+ */
+export async function renew(
+  db: Connection,
+  sql: SettleStatements,
+  owner: string,
+  ids: readonly number[],
+  lease: number,
+  lostAfter: number,
+  handBack: boolean,
+  started: readonly number[],
+): Promise<number[]> {
+  // Runs with no ids too: it also hands back claims whose answer was lost.
+  const { rows } = await db.query<{ id: string | number }>(sql.renew, [lease, ids, owner, lostAfter, handBack, started]);
+  const kept = new Set(rows.map((row) => Number(row.id)));
+  return ids.filter((id) => !kept.has(id));
+}
+
+/** One statement for the whole batch: an outcome costs a row of arrays, not a round trip. */
+export async function settle(
+  db: Connection,
+  sql: SettleStatements,
+  prefix: string,
+  owner: string,
+  outcomes: readonly Outcome[],
+): Promise<void> {
+  if (outcomes.length === 0) return;
+  const [id, kind, state, delay, error, result] = outcomeArrays(outcomes);
+  await db.query(sql.settle, [id, kind, state, delay, error, owner, prefix, result], true);
+}
+
+/** Runs `fn` in a transaction that also completes task `id` (succeeded, with `result`), if `owner` still holds it. */
+export function completeWithin<T>(
+  db: Connection,
+  sql: SettleStatements,
+  prefix: string,
+  owner: string,
+  id: number,
+  fn: (client: QueryClient) => Promise<T>,
+  result: (value: T) => string | null,
+): Promise<T> {
+  return db.transaction(async (client) => {
+    const value = await fn(client);
+    const { rows } = await client.query(sql.complete, ['succeeded', null, id, owner, result(value), prefix]);
+    // Not ours any more: the handler's writes must not commit without the task.
+    if (rows.length === 0) throw new LeaseLostError(id);
+    return value;
+  });
+}
+
+/** Cancels task `id` unless it is over (a running one is told on CANCEL); whether it did. */
+export async function cancel(db: Connection, sql: SettleStatements, prefix: string, id: number): Promise<boolean> {
+  const { rows } = await db.query<{ was: StoredState }>(sql.cancel, [id, `${prefix}${id}`, prefix]);
+  return rows.length > 0;
+}
+
+/** retry(id): task `id`, with the failed tasks of its flow above it, back to waiting (see the statement); undefined if it was not over. */
+export async function requeue(db: Connection, sql: SettleStatements, prefix: string, id: number): Promise<StoredTask | undefined> {
+  const { rows } = await db.query<TaskRow>(sql.requeue, [id, prefix]);
+  return rows[0] === undefined ? undefined : toTask(rows[0]);
 }
