@@ -2,7 +2,7 @@
 // the other option groups in core/options.ts): the decision one add takes
 // against the row stored with its key. SQLite runs `decide` in its
 // transaction; PostgreSQL runs the same rules in SQL (`addKeyed` in
-// postgres/sql.ts), under the key's row lock: the conformance and property
+// postgres/add.ts), under the key's row lock: the conformance and property
 // tests hold both to the same cases.
 import type { NewTask, StoredState } from './store.js';
 

@@ -1,7 +1,10 @@
 // Adding tasks on PostgreSQL: tasks without keys in one insert, keyed ones
 // each meeting its key's stored task as its dedupe mode says (decided in
-// SQL, under the key's row lock), the limit rows they name made, and one
-// wake for the earliest.
+// SQL, under the key's row lock, by the rules of durable/dedupe.ts), the
+// limit rows they name made, and one wake for the earliest. In the caller's
+// transaction (`client`), the limit changes an add makes go first, on the
+// store's own connection. (A recurring job's add is jobs.ts's, a flow's
+// flows.ts's.)
 import { dueAt } from '../dedupe.js';
 import { insertedTask, toTask, type InsertedRow, type TaskRow } from '../rows.js';
 import { enqueued, type EnqueuedTask, type NewTask, type QueryClient } from '../store.js';

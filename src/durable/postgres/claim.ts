@@ -1,7 +1,10 @@
-// Which claim statement a claim sends: the plain claim (plain-claim-sql.ts)
-// while no limit is in play, else the full one (claim-sql.ts); and the due
-// recurring jobs materialized first, in one transaction with the claim, when
-// a claim finds some (materialize.ts).
+// The PostgreSQL claim and next-due. Which claim statement a claim sends:
+// the plain claim while no limit is in play, else the full one; and the due
+// recurring jobs materialised first (jobs.ts), in one transaction with the
+// claim, when a claim finds some. Below, the statements: the full claim,
+// next-due, and the plain claim, with the SQL pieces only they use (the
+// pieces of limit rows and queue rows they share with the outcomes are
+// limits.ts's).
 //
 // How a claim stays exact across processes: it picks candidates from its
 // snapshot, then locks the queue rows (by name) and limit rows (in (kind,
@@ -556,7 +559,7 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string): stri
         (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`;
 }
 
-// The plain claim: the claim of claim-sql.ts for the common case where no
+// The plain claim: the full claim above for the common case where no
 // limit of any kind is in play, as a statement of its own (docs/performance.md).
 //
 // Why a second statement: the full claim plans and runs everything a claim
@@ -583,7 +586,9 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string): stri
  * Claims nothing if a recurring job is due (`jobs_due`) or a limit is in
  * play (`limited`): the first row carries both flags (with a null id if
  * nothing was claimed). Used only by a process without queue rooms or the
- * scheduler-wide bucket (the full claim's $9 and $7).
+ * scheduler-wide bucket (the full claim's $9 and $7). (Its SQL comment's
+ * claim-sql.ts is this file's full claim: the text stays as it is, it names
+ * the prepared statement.)
  */
 function plainClaimSql(T: string, J: string, L: string, Q: string, M: string): string {
   return `WITH RECURSIVE

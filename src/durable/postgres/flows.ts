@@ -1,7 +1,8 @@
-// Flows on PostgreSQL (docs/flows.md): adding a whole flow in one transaction
-// (the caller's with `client`), reading a flow and a task's dependencies.
-// What happens when a dependency ends (or is retried) is the trigger of
-// migrations.ts (FLOWS), fired by whatever statement ends it.
+// Flows on PostgreSQL (docs/flows.md): adding a whole flow in one
+// transaction (the caller's with `client`), reading a flow and a task's
+// dependencies. What happens when a dependency ends (or is retried) is the
+// trigger of migrations.ts (version 6), fired by whatever statement ends it;
+// a retry with the failed tasks above it is settle.ts's requeue.
 import {
   birth,
   countedAtBirth,
@@ -30,7 +31,7 @@ export function flowStatements(schema: string | undefined) {
      * must hold nothing a worker running one of them writes. An outcome that
      * slips between this read and the commit is applied to the new edges at
      * the commit, by the deferred trigger of their \`external\` mark
-     * (EXTERNAL_EDGES in migrations.ts), which also marks the task as having
+     * (migrations.ts, version 7), which also marks the task as having
      * dependents.
      */
     readExternal: `SELECT id::float8 AS id, state FROM ${T} WHERE id = ANY($1::bigint[])`,

@@ -1,7 +1,12 @@
-// The PostgreSQL store's reads and writes for operators and handlers that are
-// not part of claiming: tasks counted by state under a listing's filters,
-// and the batched write of handlers' progress and log lines (one statement
-// for every task of a flush, bounded to the latest MAX_LOG_LINES lines).
+// The PostgreSQL store's reads and writes for callers, operators and
+// handlers that are not part of claiming: a task, the tasks of waiters that
+// are over, a page of tasks in due order or newest first (one index, read
+// either way), tasks counted by state under a listing's filters, finished
+// tasks deleted and pruned (retention), the queues with their settings and
+// counts, a task's links (durable/links.ts) and the limit keys in use
+// (durable/limit-list.ts), each in one statement, and the batched write of
+// handlers' progress and log lines (one statement for every task of a
+// flush, bounded to the latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
 import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter } from '../store.js';

@@ -3,10 +3,12 @@
 // hold across every process, kept in `taskheap_limits` (migrations.ts,
 // version 6), and named queues (`taskheap_queues`, version 5: pause, global
 // slots; version 6: a queue's rate bucket on its row). This file owns the
-// limit rows: made or updated by the tasks that name them, let go of by the
-// tasks that end, the buckets' arithmetic and the queue rows' locks that the
-// claim (claim.ts) and the outcomes (settle.ts) build on, the scheduler-wide
-// bucket, a queue's settings, and the rows' retention.
+// limit rows and queue rows: the SQL pieces that make or update the rows the
+// tasks name, let go of the slots of the tasks that end, count a bucket's
+// starts and lock the queue rows in the one lock order (claim.ts), which
+// the adds, the claim, the outcomes and the jobs build their statements
+// with; and the scheduler-wide bucket, a queue's settings, and the rows'
+// retention.
 import type { QueueChange } from '../store.js';
 import type { Connection } from './connection.js';
 import { QUEUES, WAKE } from './listener.js';
@@ -32,7 +34,7 @@ const limitsOf = (source: string) => `SELECT DISTINCT ON (kind, key) kind, key, 
  * commit, and conflicts with no claim or outcome, which update it under a
  * no-key lock. So an add in a caller's open transaction holds nothing a
  * worker waits for, unless it changes a limit: the store applies a change
- * first, on its own connection (\`setLimits\` in sql.ts), for that reason.
+ * first, on its own connection (\`setLimits\`, see add.ts and flows.ts), for that reason.
  */
 export const upsertLimits = (L: string, name: string, source: string) => `${name}_wanted AS (${limitsOf(source)}),
     ${name}_kept AS (SELECT l.kind, l.key FROM ${L} AS l JOIN ${name}_wanted AS w ON l.kind = w.kind AND l.key = w.key

@@ -1,10 +1,12 @@
 // The PostgreSQL store's listening connection: one client of its own that
-// LISTENs for new work (WAKE), cancellations (CANCEL) and, once someone waits
-// for a task, final states (DONE); reads the payloads of its own schema
-// only; and reconnects with backoff when the connection drops, telling the
-// store to look again for whatever was announced meanwhile. Behind PgBouncer
-// without a direct connection to listen on it does not listen at all: the
-// store then learns of others' work by polling.
+// LISTENs for new work (WAKE), cancellations (CANCEL), paused queues
+// (QUEUES) and, once someone waits for a task, final states (DONE); reads
+// the payloads of its own schema only; and reconnects with backoff when the
+// connection drops, telling the store to look again for whatever was
+// announced meanwhile. Behind PgBouncer without a direct connection to
+// listen on it does not listen at all: the store then learns of others'
+// work by polling. The channels are named here, for the statements that
+// NOTIFY on them.
 import { bounded, type Connection } from './connection.js';
 import type { PgClient, PgNotification } from './pg.js';
 
@@ -148,7 +150,7 @@ export class Listener {
 
   /**
    * The schema the tables are in, for the flows trigger's payloads
-   * (\`<schema>:<ms>\`, see migrations.ts FLOWS): a store without a \`schema\`
+   * (\`<schema>:<ms>\`, see migrations.ts, version 6): a store without a \`schema\`
    * option (payload prefix '') accepts them too.
    */
   ownSchema(schema: string): void {

@@ -1,7 +1,9 @@
 // The PostgreSQL schema, one block of SQL per version: what a database at
 // version N - 1 runs to reach version N. A fresh database runs them all, in
-// order; an older one runs those past its version (store.ts, migrate()).
-// Released blocks are never edited: a change is a new version at the end.
+// order; an older one runs those past its version (migrate(), at the end).
+// Released blocks are never edited: a change is a new version at the end
+// (so their SQL comments name the files of their release: sql.ts's
+// statements are now in the role files, claim-sql.ts's in claim.ts).
 // test/durable/schema.test.ts compares the schema they build with a reviewed
 // snapshot, and test/durable/upgrade.test.ts upgrades every earlier version.
 //
@@ -83,7 +85,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     // Serial keys and priorities (docs/limits.md). The waiting index leads with
-    // priority, walked one priority level at a time (see `levels` in sql.ts);
+    // priority, walked one priority level at a time (see `levels` in claim.ts);
     // a partial index finds the head of a serial key; a key row exists only
     // while a task holds the key (see taskheap_serial_keys in docs/stores.md, "Schema").
     version: 4,
@@ -130,7 +132,7 @@ export const MIGRATIONS: readonly Migration[] = [
     // scheduler-wide bucket). Rows are made when a task names the limit, so
     // a claim only locks and updates them. The claim walks these rows, not
     // the tasks behind them: keyed tasks leave the plain waiting index, and
-    // each kind has its own (see claimSql in claim-sql.ts). `started_at`: the
+    // each kind has its own (see claimSql in claim.ts). `started_at`: the
     // database's time of the task's last start. A queue's rate is a bucket on
     // its row (`rate_limit` per `rate_interval_ms`; `rate_starts`/`rate_counts`
     // as a limit row's starts), taken by the claim that locks the row.
@@ -466,7 +468,7 @@ export function migrationStatements(schema: string | undefined) {
  * \`schema\` option its own; without one, with the connection's
  * current_schema() spelled out, so that the flows trigger's function names
  * its tables whatever the search_path of the statement that fires it (see
- * FLOWS in migrations.ts). The listener learns that schema: the trigger's
+ * version 6). The listener learns that schema: the trigger's
  * payloads name it.
  */
 async function migrationsIn(

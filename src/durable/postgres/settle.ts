@@ -137,7 +137,7 @@ export function settleStatements(schema: string | undefined) {
      * A finished task back to waiting, due now, with all its attempts again; its past errors stay.
      * Flows (docs/flows.md): with the failed tasks it depends on by the 'fail' rule, and theirs (\`up\`),
      * so the path to it runs again; one with unfinished dependencies is \`blocked\`, not waiting.
-     * (The trigger of migrations.ts FLOWS revives what they sank.)
+     * (The trigger of migrations.ts, version 6, revives what they sank.)
      */
     requeue: `WITH RECURSIVE up(id) AS (
           SELECT id FROM ${T} WHERE id = $1 AND state IN ('failed', 'timed-out', 'cancelled')

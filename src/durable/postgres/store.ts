@@ -1,7 +1,10 @@
-// The PostgreSQL store: `postgresStore()` and the Store operations, each a
-// statement of sql.ts (or a few in one transaction) turned into rows of
-// rows.ts. Its connections (connection.ts), its listener (listener.ts), its
-// options (options.ts) and its schema (migrations.ts) live beside it.
+// The PostgreSQL store (`postgresStore()`): the class that implements the
+// Store interface by wiring the role files: each operation runs a function
+// of add.ts, claim.ts, settle.ts, limits.ts, jobs.ts, flows.ts or
+// inspect.ts, beside the statement it sends. `statements()` builds every
+// statement of a store once, from its schema's table names (tables.ts). Its
+// connections (connection.ts), its listener (listener.ts), its options
+// (options.ts) and its schema (migrations.ts) live beside it.
 import type {
   ClaimedTask,
   ClaimLimits,

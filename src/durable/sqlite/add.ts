@@ -1,7 +1,9 @@
-// The SQLite store's adds, each in the caller's transaction: a task (its
-// key's row, if any, deciding between insert, replace and keeping the
-// existing one, see dedupe.ts; the limit rows it names made, limits.ts)
-// and a recurring job (re-registering the same schedule keeps its place).
+// Adding tasks on SQLite, each in the caller's transaction: a task's key
+// (if any) finds the stored task it meets, and the dedupe decision
+// (dedupe.ts) inserts, replaces, renews, detaches or keeps it; the limit
+// rows a written task names are made (limits.ts). Many tasks are added in
+// order, a key given twice meeting itself. (A recurring job's add is
+// jobs.ts's, a flow's flows.ts's.)
 import { enqueued, type EnqueuedTask, type NewTask, type StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
 import { decide, dueAt } from '../dedupe.js';

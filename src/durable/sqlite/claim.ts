@@ -1,9 +1,10 @@
-// The SQLite claim, in the store's one transaction: due recurring jobs
-// become their occurrences first (`materialize`), then the candidates
-// (expired leases taken over, plain tasks of open queues, keyed tasks from
-// the limit rows with room) are decided by limits.ts and claimed; and
-// `nextDue`, when the next claim may find work (tasks that cannot start do
-// not count).
+// The SQLite claim, in the store's one transaction (after jobs.ts has
+// turned due recurring jobs into occurrences): the candidates (expired
+// leases of another owner taken over, the due plain tasks of open queues
+// walked queue by queue and level by level, the keyed tasks limits.ts finds
+// from the limit rows with room) are decided by limits.ts and claimed, a
+// task that expired too often failed instead; and `nextDue`, when the next
+// claim may find work (tasks that cannot start do not count).
 import type { Prepare } from './driver.js';
 import { decide, globalRefill, keyedCandidates, keyedDue, letGo, queueRefill, queueRooms, type Candidate } from './limits.js';
 import type { ClaimLimits, QueueRooms } from '../store.js';

@@ -2,7 +2,8 @@
 // transaction, reading a flow and a task's dependencies, and which
 // dependents an outcome made due (the store wakes its claimer with it).
 // What happens when a dependency ends or is retried is the triggers of
-// migrations.ts (FLOWS), fired by whatever statement ends it.
+// migrations.ts (version 6), fired by whatever statement ends it; a retry
+// with the failed tasks above it is settle.ts's requeue.
 import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo, OnFailure } from '../options.js';
 import { TaskNotFoundError } from '../errors.js';

@@ -1,7 +1,11 @@
-// The SQLite store's reads and writes for operators and handlers that are
-// not part of claiming: tasks counted by state under a listing's filters,
-// and the write of handlers' progress and log lines (in the caller's
-// transaction, bounded to the latest MAX_LOG_LINES lines).
+// The SQLite store's reads and writes for callers, operators and handlers
+// that are not part of claiming: a task, the tasks of waiters that are over,
+// a page of tasks in due order or newest first, tasks counted by state under
+// a listing's filters, finished tasks deleted and pruned (retention), the
+// queues with their settings and counts, a task's links (durable/links.ts),
+// the limit keys in use (durable/limit-list.ts), and the write of handlers'
+// progress and log lines (in the caller's transaction, bounded to the
+// latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
 import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter } from '../store.js';
@@ -204,6 +208,11 @@ function refusedData(error: unknown): boolean {
   return typeof errcode === 'number' && (errcode & 0xff) >= 18 && (errcode & 0xff) <= 20;
 }
 
+/**
+ * A task's links: its flow, the tasks it depends on and those that depend
+ * on it, through the taskheap_deps edges and their indexes (the primary key
+ * for a dependent's edges, taskheap_deps_dep for a dependency's).
+ */
 const LINKS_SQL = {
   task: `SELECT state, flow_id FROM taskheap_tasks WHERE id = ?`,
   dependencies: `SELECT t.id, t.name, t.state, d.on_failure, d.counted FROM taskheap_deps AS d
@@ -230,6 +239,12 @@ export function getTaskLinks(prepare: Prepare, id: number, limit: number): TaskL
   };
 }
 
+/**
+ * The limit keys in use: the rows of taskheap_limits but the scheduler-wide
+ * bucket (key ''), each with its holders or its starts, and the waiting
+ * tasks naming it (through the serial index and taskheap_tasks_rated: the
+ * redundant `state IN` lets SQLite see that partial index applies).
+ */
 const LIST_SQL = `SELECT l.kind, l.key, l.lim, l.interval_ms, l.holders, l.starts,
     CASE l.kind WHEN 'concurrency' THEN (SELECT count(*) FROM taskheap_tasks AS t WHERE t.serial = l.key AND t.state = 'waiting')
       ELSE (SELECT count(*) FROM taskheap_tasks AS t WHERE t.rate_key = l.key AND t.state IN ('waiting', 'running') AND t.state = 'waiting') END AS waiting

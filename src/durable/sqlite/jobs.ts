@@ -1,7 +1,8 @@
 // Stored recurring jobs on SQLite: a job written (re-registering the same
 // schedule keeps its place), its due occurrences materialised at the start
-// of a claim, and the statements of its management (read, listed with its
-// occurrences' counts, paused, resumed, triggered, cancelled, pruned).
+// of a claim (advance-job.ts plans them), and its management: read, listed
+// with its occurrences' counts, paused, resumed, triggered, cancelled,
+// pruned.
 import { sameSchedule } from '../rule-json.js';
 import type { StoredOptions } from '../options.js';
 import type { DueJob, JobAdvance, JobFilter, NewJob, StoredJob } from '../store.js';

@@ -1,12 +1,15 @@
-// Limits and queues on SQLite (docs/limits.md, docs/queues.md): concurrency keys and rate buckets
-// in `taskheap_limits`, and named queues (`taskheap_queues`: pause, global
-// concurrency, a rate bucket on the row), the same model as PostgreSQL's
-// (see postgres/claim-sql.ts). One process owns the file and claims in one
-// transaction, so the claim decides in JavaScript, task by task, and what
-// it reads holds. This file owns that decision, the candidates it decides
-// on (plain tasks of open queues; keyed tasks found from the limit rows with
-// room, never the tasks behind a full key, an empty bucket or a paused,
-// full or rate-spent queue), the rows' upkeep, and when keyed work is due.
+// Limits and queues on SQLite (docs/limits.md, docs/queues.md): concurrency
+// keys and rate buckets in `taskheap_limits`, and named queues
+// (`taskheap_queues`: pause, global concurrency, a rate bucket on the row),
+// the same model as PostgreSQL's (postgres/limits.ts, postgres/claim.ts).
+// One process owns the file and claims in one transaction, so the claim
+// decides in JavaScript, task by task, and what it reads holds. This file
+// owns that decision, the keyed candidates it decides on (found from the
+// limit rows with room, never the tasks behind a full key, an empty bucket
+// or a paused, full or rate-spent queue), each queue's room, when keyed
+// work is due, and the rows' upkeep: made by the tasks that name them, let
+// go of by those that end, the scheduler-wide bucket, a queue's settings,
+// and their retention.
 import type { Prepare } from './driver.js';
 import type { ClaimLimits, QueueChange, QueueRooms } from '../store.js';
 import type { TaskRow } from '../rows.js';

@@ -1,6 +1,6 @@
 // The SQLite schema, one block of SQL per version: what a file at version
 // N - 1 runs to reach version N. A fresh file runs them all, in order; an
-// older one runs those past its version (store.ts, migrate()), in one
+// older one runs those past its version (migrate(), at the end), in one
 // transaction. Released blocks are never edited, not even their spacing:
 // SQLite keeps each CREATE statement's text as written (sqlite_master), so a
 // file's schema text is the text of the release that created it. A change

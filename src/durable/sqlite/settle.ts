@@ -1,7 +1,8 @@
-// Outcomes on SQLite: the handing back of a dead owner's running work at
-// start-up, lease renewals, a batch of outcomes (a final state, a retry, a
-// release), a cancel, and a retry asked for by a caller (requeue: with the
-// failed tasks of its flow above it).
+// Outcomes on SQLite, each in the caller's transaction: the handing back
+// of a dead owner's running work at start-up, lease renewals, a batch of
+// outcomes (a final state, a retry, a release), a cancel, and a retry asked
+// for by a caller (requeue: with the failed tasks of its flow above it). A
+// final state or a cancel lets go of the task's slot (limits.ts).
 import type { Outcome } from '../store.js';
 import type { ClaimRow, TaskRow } from '../rows.js';
 import type { Expiries } from './claim.js';
@@ -126,7 +127,7 @@ export function cancel(prepare: Prepare, id: number, at: number): boolean {
 /**
  * retry(id), in the caller's transaction: the task and the failed tasks it
  * depends on by the 'fail' rule (and theirs) back to waiting, or blocked
- * on what they wait for; the triggers (migrations.ts FLOWS) revive what
+ * on what they wait for; the triggers (migrations.ts, version 6) revive what
  * they sank. Returns the row of `id`, or undefined if it was not failed,
  * timed-out or cancelled.
  */

@@ -1,7 +1,11 @@
-// The SQLite store (`sqliteStore()`): one process owns a database file at a
-// time; claims, outcomes, jobs and management through the statements of
-// sql.ts, in transactions of the chosen driver (driver.ts); adds in add.ts,
-// the claim in claim.ts, the file's ownership in owner.ts.
+// The SQLite store (`sqliteStore()`): its options, and the class that
+// implements the Store interface by wiring the role files: each operation
+// runs the functions of add.ts, claim.ts, limits.ts, settle.ts, jobs.ts,
+// flows.ts or inspect.ts, whose statements sit beside them, in one
+// transaction of the chosen driver (driver.ts) through its cache of
+// prepared statements. It opens the file for itself alone (owner.ts,
+// errors.ts), brings its schema up to date (migrations.ts), and wakes its
+// claimer and waiters when an outcome made dependents due.
 import { DEFAULT_MAX_LEASE_EXPIRIES, leaseExpiredText } from '../expiries.js';
 import type {
   ClaimedTask,
@@ -206,7 +210,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
         db.exec('PRAGMA journal_mode = WAL');
         db.exec('PRAGMA synchronous = NORMAL');
         db.exec('BEGIN EXCLUSIVE; COMMIT');
-        // Flows: a sunk task's own trigger fires inside the one that sank it (migrations.ts FLOWS: two levels at most).
+        // Flows: a sunk task's own trigger fires inside the one that sank it (migrations.ts, version 6: two levels at most).
         db.exec('PRAGMA recursive_triggers = ON');
       });
     } catch (error) {
