@@ -25,7 +25,7 @@ import pg from 'pg';
 import { Scheduler, type DurableTaskItem } from '../src/index.js';
 import { postgresStore } from '../src/postgres.js';
 import { advanceJob } from '../src/durable/advance-job.js';
-import { statements } from '../src/durable/postgres/sql.js';
+import { statements } from '../src/durable/postgres/store.js';
 import type { NewTask, Store } from '../src/durable/store.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 

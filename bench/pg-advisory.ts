@@ -24,7 +24,7 @@
  */
 import pg from 'pg';
 import { postgresStore } from '../src/postgres.js';
-import { statements } from '../src/durable/postgres/sql.js';
+import { statements } from '../src/durable/postgres/store.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 import { addNoopTasks } from './lib/noop-tasks.js';
 import { serverCpuMs } from './peers/cpu.js';

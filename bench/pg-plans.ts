@@ -13,7 +13,7 @@
  */
 import pg from 'pg';
 import { postgresStore } from '../src/postgres.js';
-import { statements } from '../src/durable/postgres/sql.js';
+import { statements } from '../src/durable/postgres/store.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 import { addNoopTasks } from './lib/noop-tasks.js';
 
@@ -26,7 +26,7 @@ await store.migrate();
 await addNoopTasks(store, N, (i) => (DELAYED ? Date.now() + 2 * i : Date.now()));
 const c = new pg.Client({ connectionString: server.url });
 await c.connect();
-// --plain: the plain claim (plain-claim-sql.ts) instead of the full one.
+// --plain: the plain claim (src/durable/postgres/claim.ts, plainClaimSql) instead of the full one.
 const PLAIN = process.argv.includes('--plain');
 const sql = PLAIN ? statements(undefined).claimPlain : statements(undefined).claimUnlessJobsDue;
 const types = PLAIN ? 'int, text, float8, text[], int' : 'int, text, float8, int, text, text[], boolean, int, text[], int[], float8';

@@ -8,7 +8,7 @@
  */
 import pg from 'pg';
 import { advanceJob } from '../src/durable/advance-job.js';
-import { statements } from '../src/durable/postgres/sql.js';
+import { statements } from '../src/durable/postgres/store.js';
 import { postgresStore } from '../src/postgres.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 

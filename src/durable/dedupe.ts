@@ -3,7 +3,7 @@
 // against the row stored with its key. The decision is the in-memory keys'
 // too (core/dedupe-decision.ts), with one task per key; here it becomes what
 // is done to the row. SQLite runs `decide` in its transaction; PostgreSQL
-// runs the same rules in SQL (`addKeyed` in postgres/sql.ts), under the
+// runs the same rules in SQL (`addKeyed` in postgres/add.ts), under the
 // key's row lock: the conformance and property tests hold both to the same
 // cases.
 import { decideKeyedAdd } from '../core/dedupe-decision.js';

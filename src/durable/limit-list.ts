@@ -1,7 +1,7 @@
 // The per-key limits in use (for the dashboard's Limits panel, docs/operations-console.md):
 // each rate key, concurrency key and serial key a stored task names, with
 // its limit, what it holds now and how many waiting tasks name it. The
-// stores read them (sqlite/limit-list.ts, postgres/limit-list.ts) from
+// stores read them (their inspect.ts: sqlite/inspect.ts, postgres/inspect.ts) from
 // their limit rows (taskheap_limits); the dashboard's `api/limits` shows them.
 import type { Store } from './store.js';
 

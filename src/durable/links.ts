@@ -1,7 +1,7 @@
 // A task's place in the graph of flows (docs/flows.md; for the dashboard's task
 // detail): the flow it belongs to, the tasks it depends on and the tasks that
 // depend on it, each with its state and the rule between them. The stores
-// read them (sqlite/links.ts, postgres/links.ts); `scheduler.flows.links(id)`
+// read them (their inspect.ts: sqlite/inspect.ts, postgres/inspect.ts); `scheduler.flows.links(id)`
 // is the public call.
 import { TaskheapError } from '../core/errors.js';
 import type { OnFailure } from './options.js';

@@ -3,7 +3,8 @@
 // schema.test.ts (the dump against the committed snapshot) and
 // upgrade.test.ts (every earlier version upgraded, every row kept).
 import type pg from 'pg';
-import { MIGRATIONS as PG_MIGRATIONS, META as PG_META, inSchema, quote } from '../../src/durable/postgres/migrations.js';
+import { MIGRATIONS as PG_MIGRATIONS, META as PG_META, inSchema } from '../../src/durable/postgres/migrations.js';
+import { quote } from '../../src/durable/postgres/tables.js';
 import { MIGRATIONS as SQLITE_MIGRATIONS, META as SQLITE_META } from '../../src/durable/sqlite/migrations.js';
 import type { Database } from '../../src/durable/sqlite/driver.js';
 

@@ -14,7 +14,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
-import { quote } from '../../src/durable/postgres/migrations.js';
+import { quote } from '../../src/durable/postgres/tables.js';
 import { openDatabase, type Database } from '../../src/durable/sqlite/driver.js';
 import { SCHEMA_VERSION, type Store, type StoredTask } from '../../src/durable/store.js';
 import { dumpPostgres, dumpSqlite, postgresAt, ROWS, sqliteAt, TIME_COLUMNS, type Row } from './schema-helpers.js';

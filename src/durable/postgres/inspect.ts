@@ -1,18 +1,52 @@
-// The PostgreSQL store's reads and writes for operators and handlers that are
-// not part of claiming: tasks counted by state under a listing's filters,
-// and the batched write of handlers' progress and log lines (one statement
-// for every task of a flush, bounded to the latest MAX_LOG_LINES lines).
+// The PostgreSQL store's reads and writes for callers, operators and
+// handlers that are not part of claiming: a task, the tasks of waiters that
+// are over, a page of tasks in due order or newest first (one index, read
+// either way), tasks counted by state under a listing's filters, finished
+// tasks deleted and pruned (retention), the queues with their settings and
+// counts, a task's links (durable/links.ts) and the limit keys in use
+// (durable/limit-list.ts), each in one statement, and the batched write of
+// handlers' progress and log lines (one statement for every task of a
+// flush, bounded to the latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
-import { logsJson, toCounts } from '../rows.js';
-import type { StoredState, TaskFilter } from '../store.js';
-import { ts } from './claim-sql.js';
+import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
+import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter } from '../store.js';
+import { toLink, type LinkRow, type TaskLinks } from '../links.js';
+import { toLimitKey, type LimitKey, type LimitKeyRow } from '../limit-list.js';
 import type { Connection } from './connection.js';
-import { quote } from './migrations.js';
-import { epoch } from './params.js';
+import { millis, tables, taskColumns, ts } from './tables.js';
+
+/**
+ * The due time cut to ms, as listings order by it (the cursor is in ms): in
+ * UTC, so it is immutable and the index taskheap_tasks_listing (migrations.ts)
+ * serves it; the first page of 100,000 tasks reads 50 index entries.
+ */
+const LISTING = (a: string) => `date_trunc('milliseconds', ${a}.run_at AT TIME ZONE 'UTC')`;
+
+/** A filter's time as epoch ms, or null. */
+function epoch(time: Date | number | undefined): number | null {
+  return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
+}
+
+/** listTasks's parameters $1 to $10. */
+function listParams(filter: TaskFilter): unknown[] {
+  return [
+    filter.state ?? null,
+    filter.name ?? null,
+    filter.jobKey ?? null,
+    filter.limit ?? 100,
+    filter.keyPrefix ?? null,
+    epoch(filter.from),
+    epoch(filter.to),
+    epoch(filter.after?.runAt),
+    filter.after?.id ?? null,
+    filter.queue ?? null,
+  ];
+}
 
 /** The statements of this file for tables in `schema` (undefined: the search_path). @internal */
 export function inspectStatements(schema: string | undefined) {
-  const T = schema === undefined ? 'taskheap_tasks' : `${quote(schema)}.taskheap_tasks`;
+  const { t, T, Q, D } = tables(schema);
+  const link = `json_build_object('id', l.id::float8, 'name', l.name, 'state', l.state, 'on_failure', d.on_failure, 'counted', d.counted)`;
   return {
     /** Every filter is optional (NULL), as listTasks's. */
     countTasks: `SELECT t.state, count(*) AS n FROM ${T} AS t
@@ -38,11 +72,82 @@ export function inspectStatements(schema: string | undefined) {
           ORDER BY x.o DESC LIMIT ${MAX_LOG_LINES}) AS k) END
       FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, progress, lines)
       WHERE t.id = u.id AND t.locked_by = $1 AND t.state = 'running'`,
+    taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
+    /** Of the ids $1, the tasks over, and those gone (no columns but \`asked\`): one probe of the primary key each, nothing read of the others. */
+    endedTasks: `SELECT i::float8 AS asked, ${taskColumns('t')} FROM unnest($1::bigint[]) AS i LEFT JOIN ${T} AS t ON t.id = i
+      WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
+    /**
+     * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
+     * the previous page as the caller saw it, in ms: rows are ordered by
+     * their due time cut to ms, then id, so a cursor never skips a row.
+     */
+    listTasks: `SELECT ${taskColumns('t')} FROM ${T} AS t
+      WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
+        AND ($5::text IS NULL OR left(t.key, length($5)) = $5) AND ($10::text IS NULL OR t.queue = $10)
+        AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
+        AND ($8::float8 IS NULL OR (${LISTING('t')}, t.id) > (${ts('$8')} AT TIME ZONE 'UTC', $9::bigint))
+      ORDER BY ${LISTING('t')}, t.id LIMIT $4`,
+    /** listTasks newest first (`order: 'desc'`), on the same index read backwards; the cursor ($8, $9) is the last row of the previous page. */
+    listTasksDesc: `SELECT ${taskColumns('t')} FROM ${T} AS t
+    WHERE ($1::text IS NULL OR t.state = $1) AND ($2::text IS NULL OR t.name = $2) AND ($3::text IS NULL OR t.job_key = $3)
+      AND ($5::text IS NULL OR left(t.key, length($5)) = $5) AND ($10::text IS NULL OR t.queue = $10)
+      AND ($6::float8 IS NULL OR t.run_at >= ${ts('$6')}) AND ($7::float8 IS NULL OR t.run_at < ${ts('$7')})
+      AND ($8::float8 IS NULL OR (${LISTING('t')}, t.id) < (${ts('$8')} AT TIME ZONE 'UTC', $9::bigint))
+    ORDER BY ${LISTING('t')} DESC, t.id DESC LIMIT $4`,
+    /**
+     * Retention: deletes up to $3 finished tasks older than their age ($1 ms
+     * for succeeded ones, $2 for the others; null: kept), oldest first, by
+     * the server's clock. Rows another process is deleting are skipped.
+     */
+    pruneTasks: `WITH doomed AS (SELECT id FROM ${T}
+        WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
+          AND updated_at < now() - ${millis('LEAST($1::float8, $2::float8)')}
+          AND updated_at < now() - ${millis(`CASE WHEN state = 'succeeded' THEN $1::float8 ELSE $2::float8 END`)}
+        ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
+    /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
+    // One scan of the tasks: the counts also name the queues that have tasks.
+    listQueues: `WITH c AS (SELECT queue, state, count(*) AS n FROM ${T} WHERE $1::text IS NULL OR queue = $1 GROUP BY queue, state)
+      SELECT n.name, COALESCE(q.paused, false) AS paused, q.global_concurrency, q.rate_limit, q.rate_interval_ms, c.state,
+        COALESCE(c.n, 0) AS n
+      FROM (SELECT name FROM ${Q} WHERE $1::text IS NULL OR name = $1 UNION SELECT queue FROM c) AS n
+      LEFT JOIN ${Q} AS q ON q.name = n.name
+      LEFT JOIN c ON c.queue = n.name
+      ORDER BY n.name`,
+    /**
+     * A task's links (docs/flows.md): its flow, the tasks it depends on and
+     * those that depend on it, $2 of each at most, in one statement through
+     * the taskheap_deps edges and their indexes (the primary key for a
+     * dependent's edges, taskheap_deps_dep for a dependency's); no row: no task $1.
+     */
+    taskLinks: `SELECT s.state, s.flow_id::float8 AS flow_id,
+      (SELECT COALESCE(json_agg(x.j ORDER BY x.ord), '[]') FROM (SELECT ${link} AS j, d.ord FROM ${D} AS d JOIN ${T} AS l ON l.id = d.dep_id
+        WHERE d.task_id = s.id ORDER BY d.ord LIMIT $2) AS x) AS dependencies,
+      (SELECT count(*)::int FROM ${D} WHERE task_id = s.id) AS dependency_count,
+      (SELECT COALESCE(json_agg(x.j ORDER BY x.id), '[]') FROM (SELECT ${link} AS j, d.task_id AS id FROM ${D} AS d JOIN ${T} AS l ON l.id = d.task_id
+        WHERE d.dep_id = s.id ORDER BY d.task_id LIMIT $2) AS x) AS dependents,
+      (SELECT count(*)::int FROM ${D} WHERE dep_id = s.id) AS dependent_count
+    FROM ${T} AS s WHERE s.id = $1`,
+    /**
+     * The limit keys in use (durable/limit-list.ts), $1 at most: the rows of
+     * taskheap_limits but the scheduler-wide bucket (key ''), each with its
+     * holders or its starts within the window at the database's now() (the
+     * clock the claims use), and the waiting tasks naming it (through the
+     * serial index and taskheap_tasks_rated, whose condition the `state IN`
+     * repeats).
+     */
+    limitKeys: `SELECT l.kind, l.key, l.lim, l.interval_ms,
+      CASE WHEN l.kind = 'concurrency' THEN cardinality(l.holders)
+        ELSE (SELECT COALESCE(sum(c), 0) FROM unnest(l.starts, l.counts) AS x(s, c)
+          WHERE s > now() - l.interval_ms * interval '1 millisecond') END::int AS in_use,
+      CASE WHEN l.kind = 'concurrency' THEN (SELECT count(*) FROM ${T} AS t WHERE t.serial = l.key AND t.state = 'waiting')
+        ELSE (SELECT count(*) FROM ${T} AS t WHERE t.rate_key = l.key AND t.state IN ('waiting', 'running') AND t.state = 'waiting') END::int AS waiting
+    FROM ${t('taskheap_limits')} AS l WHERE l.key <> '' ORDER BY waiting DESC, l.kind, l.key LIMIT $1`,
   };
 }
 
-/** @internal */
-export type InspectStatements = ReturnType<typeof inspectStatements>;
+/** The statements of the reads and writes of this file. */
+type InspectStatements = ReturnType<typeof inspectStatements>;
 
 /** Tasks under `filter` (its state, cursor and limit aside) counted by state. @internal */
 export async function countTasks(db: Connection, sql: InspectStatements, filter: TaskFilter): Promise<Record<StoredState, number>> {
@@ -111,4 +216,68 @@ function journalParams(
 function refusedData(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^(?:22|23|54)[0-9A-Z]{3}$/.test(code);
+}
+
+/** Task `id`, or undefined. */
+export async function getTask(db: Connection, sql: InspectStatements, id: number): Promise<StoredTask | undefined> {
+  const { rows } = await db.query<TaskRow>(sql.taskById, [id]);
+  return rows[0] === undefined ? undefined : toTask(rows[0]);
+}
+
+/** Of `ids`, the tasks over, and those gone. */
+export async function endedTasks(db: Connection, sql: InspectStatements, ids: readonly number[]): Promise<EndedTasks> {
+  const { rows } = await db.query<TaskRow & { asked: number }>(sql.endedTasks, [ids]);
+  return toEnded(rows);
+}
+
+/** A page of tasks under `filter`, in due order or (`order: 'desc'`) newest first. */
+export async function listTasks(db: Connection, sql: InspectStatements, filter: TaskFilter): Promise<StoredTask[]> {
+  const { rows } = await db.query<TaskRow>(filter.order === 'desc' ? sql.listTasksDesc : sql.listTasks, listParams(filter));
+  return rows.map(toTask);
+}
+
+/** Every queue (`name` undefined) or one: its settings and its tasks by state. */
+export async function listQueues(db: Connection, sql: InspectStatements, name: string | undefined): Promise<StoredQueue[]> {
+  const { rows } = await db.query<QueueRow>(sql.listQueues, [name ?? null]);
+  return toQueues(rows);
+}
+
+/** Retention: up to `limit` finished tasks older than their age (`succeeded` ms for succeeded ones, `failed` for the others; null: kept); how many went. */
+export async function pruneTasks(
+  db: Connection,
+  sql: InspectStatements,
+  succeeded: number | null,
+  failed: number | null,
+  limit: number,
+): Promise<number> {
+  return (await db.query(sql.pruneTasks, [succeeded, failed, limit])).rowCount ?? 0;
+}
+
+interface LinksRow {
+  state: StoredState;
+  flow_id: number | null;
+  dependencies: LinkRow[];
+  dependency_count: number;
+  dependents: LinkRow[];
+  dependent_count: number;
+}
+
+/** Task `id`'s links (at most `limit` of each kind), or undefined if there is no such task. */
+export async function getTaskLinks(db: Connection, sql: InspectStatements, id: number, limit: number): Promise<TaskLinks | undefined> {
+  const row = (await db.query<LinksRow>(sql.taskLinks, [id, limit])).rows[0];
+  if (row === undefined) return undefined;
+  return {
+    id,
+    state: row.state,
+    flowId: row.flow_id === null ? null : Number(row.flow_id),
+    dependencies: row.dependencies.map(toLink),
+    dependencyCount: Number(row.dependency_count),
+    dependents: row.dependents.map(toLink),
+    dependentCount: Number(row.dependent_count),
+  };
+}
+
+/** The `limit` limit keys with the most waiting tasks. */
+export async function listLimitKeys(db: Connection, sql: InspectStatements, limit: number): Promise<LimitKey[]> {
+  return (await db.query<LimitKeyRow>(sql.limitKeys, [limit])).rows.map(toLimitKey);
 }

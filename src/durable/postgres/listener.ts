@@ -1,13 +1,42 @@
 // The PostgreSQL store's listening connection: one client of its own that
-// LISTENs for new work (WAKE), cancellations (CANCEL) and, once someone waits
-// for a task, final states (DONE); reads the payloads of its own schema
-// only; and reconnects with backoff when the connection drops, telling the
-// store to look again for whatever was announced meanwhile. Behind PgBouncer
-// without a direct connection to listen on it does not listen at all: the
-// store then learns of others' work by polling.
+// LISTENs for new work (WAKE), cancellations (CANCEL), paused queues
+// (QUEUES) and, once someone waits for a task, final states (DONE); reads
+// the payloads of its own schema only; and reconnects with backoff when the
+// connection drops, telling the store to look again for whatever was
+// announced meanwhile. Behind PgBouncer without a direct connection to
+// listen on it does not listen at all: the store then learns of others'
+// work by polling. The channels are named here, for the statements that
+// NOTIFY on them.
 import { bounded, type Connection } from './connection.js';
 import type { PgClient, PgNotification } from './pg.js';
-import { CANCEL, DONE, QUEUES, WAKE } from './sql.js';
+
+/** The channels every store listens on; payloads are `<ms>` / `<id>`, or `<schema>:<ms>` with a schema. */
+export const WAKE = 'taskheap_wake';
+export const CANCEL = 'taskheap_cancel';
+
+/**
+ * Tasks reached a final state (payload `<id>` or `<id>,<id>,...`); only
+ * processes waiting for a task (`waitFor`) listen.
+ */
+export const DONE = 'taskheap_done';
+
+/**
+ * Ids in one DONE notification at most: 300 ids of up to 19 digits and a
+ * schema prefix stay under the 8,000 bytes a payload may hold.
+ */
+export const DONE_IDS = 300;
+
+/**
+ * A queue was paused (payload \`<name>\`, or \`<schema>:<name>\`): processes
+ * hand back the tasks of that queue they claimed but have not started.
+ */
+export const QUEUES = 'taskheap_queue';
+
+/** The listener's statements: what every store listens on, and final states once someone waits. */
+const LISTEN_SQL = {
+  listen: `LISTEN ${WAKE}; LISTEN ${CANCEL}; LISTEN ${QUEUES}`,
+  listenDone: `LISTEN ${DONE}`,
+} as const;
 
 const LISTENER_NAME = 'taskheap-listener';
 const RECONNECT_MIN = 100;
@@ -17,7 +46,6 @@ function noop(): void {}
 
 export class Listener {
   readonly #connection: Connection;
-  readonly #statements: { listen: string; listenDone: string };
   /** Prefix of NOTIFY payloads, so stores in other schemas of the same database ignore ours. */
   readonly #prefix: string;
   readonly #timeout: number;
@@ -32,9 +60,8 @@ export class Listener {
   /** Set by watch(): told of tasks reaching a final state anywhere (null: notifications may have been lost). */
   #onDone: ((id: number | null) => void) | undefined = undefined;
 
-  constructor(connection: Connection, statements: { listen: string; listenDone: string }, prefix: string, timeout: number) {
+  constructor(connection: Connection, prefix: string, timeout: number) {
     this.#connection = connection;
-    this.#statements = statements;
     this.#prefix = prefix;
     this.#timeout = timeout;
   }
@@ -62,7 +89,7 @@ export class Listener {
     this.#onDone = onDone;
     if (!this.#connection.canListen) return false;
     if (this.#listener !== undefined) {
-      if (first) await this.#listener.query(this.#statements.listenDone);
+      if (first) await this.#listener.query(LISTEN_SQL.listenDone);
     } else if (this.#reconnectTimer === undefined) {
       await this.#listen();
     }
@@ -86,8 +113,8 @@ export class Listener {
     client.on('notification', this.#notified);
     try {
       await client.connect();
-      await client.query(this.#statements.listen);
-      if (this.#onDone !== undefined) await client.query(this.#statements.listenDone);
+      await client.query(LISTEN_SQL.listen);
+      if (this.#onDone !== undefined) await client.query(LISTEN_SQL.listenDone);
     } catch (error) {
       await client.end().catch(noop);
       throw error;
@@ -123,7 +150,7 @@ export class Listener {
 
   /**
    * The schema the tables are in, for the flows trigger's payloads
-   * (\`<schema>:<ms>\`, see migrations.ts FLOWS): a store without a \`schema\`
+   * (\`<schema>:<ms>\`, see migrations.ts, version 6): a store without a \`schema\`
    * option (payload prefix '') accepts them too.
    */
   ownSchema(schema: string): void {

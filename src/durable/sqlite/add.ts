@@ -1,17 +1,33 @@
-// The SQLite store's adds, each in the caller's transaction: a task (its
-// key's row, if any, deciding between insert, replace and keeping the
-// existing one, see dedupe.ts; the limit rows it names made, limits.ts)
-// and a recurring job (re-registering the same schedule keeps its place).
-import { enqueued, type EnqueuedTask, type NewJob, type NewTask, type StoredJob } from '../store.js';
-import { sameSchedule } from '../rule-json.js';
-import { toJob, toTask, type TaskRow } from '../rows.js';
+// Adding tasks on SQLite, each in the caller's transaction: a task's key
+// (if any) finds the stored task it meets, and the dedupe decision
+// (dedupe.ts) inserts, replaces, renews, detaches or keeps it; the limit
+// rows a written task names are made (limits.ts). Many tasks are added in
+// order, a key given twice meeting itself. (A recurring job's add is
+// jobs.ts's, a flow's flows.ts's.)
+import { enqueued, type EnqueuedTask, type NewTask, type StoredTask } from '../store.js';
+import { toTask, type TaskRow } from '../rows.js';
 import { decide, dueAt } from '../dedupe.js';
-import type { Prepare, StoredJobRow } from './claim.js';
-import { SQL } from './sql.js';
-import { LIMITS_SQL, upsertLimits } from './limits.js';
+import type { Prepare } from './driver.js';
+import { getTask } from './inspect.js';
+import { letGo, upsertLimits } from './limits.js';
 
 /** The default `dedupe`: a keyed task replaces a waiting one. */
 const REPLACE = { mode: 'replace', period: 0 } as const;
+
+/** The statements of an add. */
+const ADD_SQL = {
+  taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
+  /** A finished task that others depend on gives its key to a new one and stays as it ended (dedupe.ts, 'detach'). */
+  detachKey: `UPDATE taskheap_tasks SET key = NULL WHERE id = ?`,
+  replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = 'waiting', run_at = @runAt, attempts = 0,
+    max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateKey, queue = @queue,
+    locked_by = NULL, locked_until = NULL, last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
+    progress = NULL, logs = NULL, updated_at = @at WHERE id = @id`,
+  /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
+  setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
+  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
+    VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateKey, @queue, @now, @at)`,
+} as const;
 
 /** What every insert of a task writes (named parameters of insertTask, replaceTask and a flow's insert). @internal */
 export function taskRow(task: NewTask, runAt: number, at: number) {
@@ -41,7 +57,7 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
   const runAt = dueAt(mode, period, task.runAt);
   const row = taskRow(task, runAt, at);
   if (task.key !== null) {
-    const existing = statement(SQL.taskByKey).get(task.key) as (TaskRow & { has_dependents: number }) | undefined;
+    const existing = statement(ADD_SQL.taskByKey).get(task.key) as (TaskRow & { has_dependents: number }) | undefined;
     const action = decide(
       mode,
       period,
@@ -51,32 +67,32 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
       now,
     );
     if (action === 'existing') return enqueued(toTask(existing!), 'existing');
-    if (action === 'detach') statement(SQL.detachKey).run(existing!.id);
+    if (action === 'detach') statement(ADD_SQL.detachKey).run(existing!.id);
     else if (action !== 'insert') {
       const id = existing!.id;
       // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
-      statement(LIMITS_SQL.letGo).run({ id });
-      statement(SQL.replaceTask).run({ ...row, id });
+      letGo(statement, id);
+      statement(ADD_SQL.replaceTask).run({ ...row, id });
       upsertLimits(statement, task.options, task.serial, task.rateKey);
       // A throttle's period starts at the add that wrote the task.
-      if (mode === 'throttle') statement(SQL.setCreated).run(now, id);
-      return enqueued(toTask(statement(SQL.taskById).get(id) as TaskRow), action === 'replace' ? 'replaced' : 'inserted');
+      if (mode === 'throttle') statement(ADD_SQL.setCreated).run(now, id);
+      return enqueued(getTask(statement, id)!, action === 'replace' ? 'replaced' : 'inserted');
     }
   }
-  const { lastInsertRowid } = statement(SQL.insertTask).run({ ...row, key: task.key, now });
+  const { lastInsertRowid } = statement(ADD_SQL.insertTask).run({ ...row, key: task.key, now });
   upsertLimits(statement, task.options, task.serial, task.rateKey);
-  return enqueued(toTask(statement(SQL.taskById).get(lastInsertRowid) as TaskRow), 'inserted');
+  return enqueued(getTask(statement, lastInsertRowid)!, 'inserted');
 }
 
-/** A recurring job written (inserted, or updated in place), in the caller's transaction. @internal */
-export function upsertJob(statement: Prepare, job: NewJob, now: number): StoredJob {
-  const existing = statement(SQL.jobByKey).get(job.key) as StoredJobRow | undefined;
-  // Re-registering the same schedule (every start does) keeps the job's
-  // place in it: its rule's start point, next occurrence and count left.
-  // It keeps its state too: a pause survives the re-registration of every
-  // deploy, and so do the end of a finished job (done) and a cancel.
-  const keep = existing !== undefined && sameSchedule(existing.rule, job.rule);
-  const row = keep ? { ...job, rule: existing.rule, nextRunAt: existing.next_run_at, remaining: existing.remaining } : job;
-  statement(SQL.upsertJob).run({ ...row, state: keep ? existing.state : row.nextRunAt === null ? 'done' : 'scheduled', now });
-  return toJob(statement(SQL.jobByKey).get(job.key) as StoredJobRow);
+/**
+ * Many adds in order, in the caller's transaction. A key given twice in one
+ * call: the adds meet in order, and every item reports the row as it ends
+ * up, with what its own add did.
+ * @internal
+ */
+export function addTasks(statement: Prepare, tasks: readonly NewTask[], at: number, now: number): EnqueuedTask[] {
+  const rows = tasks.map((task) => addOne(statement, task, at, now));
+  const last = new Map<string, StoredTask>();
+  for (const row of rows) if (row.key !== null) last.set(row.key, row);
+  return rows.map((row) => (row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued)));
 }

@@ -1,33 +1,72 @@
-// The SQLite claim, in the store's one transaction: due recurring jobs
-// become their occurrences first (`materialize`), then the candidates
-// (expired leases taken over, plain tasks of open queues, keyed tasks from
-// the limit rows with room) are decided by limits.ts and claimed; and
-// `nextDue`, when the next claim may find work (tasks that cannot start do
-// not count).
-import type { Statement } from './driver.js';
-import { SQL } from './sql.js';
-import {
-  decide,
-  globalRefill,
-  keyedCandidates,
-  keyedDue,
-  LIMITS_SQL,
-  plainDue,
-  plainQueues,
-  queueRefill,
-  queueRooms,
-  upsertLimits,
-  type Candidate,
-} from './limits.js';
-import type { StoredOptions } from '../options.js';
-import type { ClaimLimits, DueJob, JobAdvance, QueueRooms } from '../store.js';
-import { toDueJob, type ClaimRow, type DueJobRow, type JobRow } from '../rows.js';
+// The SQLite claim, in the store's one transaction (after jobs.ts has
+// turned due recurring jobs into occurrences): the candidates (expired
+// leases of another owner taken over, the due plain tasks of open queues
+// walked queue by queue and level by level, the keyed tasks limits.ts finds
+// from the limit rows with room) are decided by limits.ts and claimed, a
+// task that expired too often failed instead; and `nextDue`, when the next
+// claim may find work (tasks that cannot start do not count).
+import type { Prepare } from './driver.js';
+import { decide, globalRefill, keyedCandidates, keyedDue, letGo, queueRefill, queueRooms, type Candidate } from './limits.js';
+import type { ClaimLimits, QueueRooms } from '../store.js';
+import type { ClaimRow } from '../rows.js';
 
-/** The store's prepared statement for an SQL text (compiled once per open database). @internal */
-export type Prepare = (sql: string) => Statement;
+/** Plain waiting tasks: no concurrency key and no rate key (keyed ones are found from their limit rows, limits.ts). */
+const PLAIN = `t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL`;
 
-/** A whole `taskheap_jobs` row, numbers as SQLite returns them. @internal */
-export type StoredJobRow = JobRow & DueJobRow & { state: JobRow['state']; next_run_at: number | null; remaining: number | null };
+/** The statements of the claim and of next-due. */
+const CLAIM_SQL = {
+  /**
+   * Named queues: the first queue with plain waiting tasks, then the next
+   * after ? (one probe each of the queue-leading plain index), and one
+   * queue's priority levels: the claim walks open queues only, level by level.
+   */
+  firstQueue: `SELECT MIN(queue) AS q FROM taskheap_tasks AS t WHERE ${PLAIN}`,
+  queueAfter: `SELECT MIN(queue) AS q FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue > ?`,
+  queueTopLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ?`,
+  queueLevelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ? AND priority < ?`,
+  /** Due plain waiting tasks of queue @queue and priority @p, in due order. */
+  dueWaiting: `SELECT t.id, t.run_at, t.queue FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
+    ORDER BY t.run_at, t.id LIMIT @limit`,
+  /** Only tasks whose handler is among the names of a JSON array: the ones this process has defined. */
+  dueWaitingNamed: `SELECT t.id, t.run_at, t.queue FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
+    AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT @limit`,
+  /** The first plain waiting task of queue @queue and priority @p (`nextDue`; keyed ones: limits.ts). */
+  firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
+    ORDER BY t.run_at, t.id LIMIT 1`,
+  firstWaitingNamed: `SELECT t.run_at FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
+    AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT 1`,
+  /**
+   * Expired leases of another owner. One store owns the file (it holds the
+   * lock), and recover() hands back a dead owner's work at start-up, so this
+   * finds nothing in normal use; our own expired leases (a handler blocking
+   * the event loop) are never taken from ourselves: this process is alive.
+   */
+  dueExpired: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue FROM taskheap_tasks
+    WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+    ORDER BY run_at, id LIMIT ?`,
+  dueExpiredNamed: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue FROM taskheap_tasks
+    WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
+    AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
+  /**
+   * A claim; `prefetched` for a task claimed beyond the free workers (until
+   * it starts: renewMark). An expired lease taken over counts one expiry if
+   * its task had started; one that never started is neither an attempt nor
+   * an expiry.
+   */
+  claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running' AND NOT prefetched),
+    attempts = attempts + (state = 'waiting' OR NOT prefetched), state = 'running', locked_by = ?, locked_until = ?,
+    started_at = ?, prefetched = ?, updated_at = ? WHERE id = ? RETURNING *`,
+  /** An expired task past the limit of expiries: failed instead of claimed. */
+  failExpired: `UPDATE taskheap_tasks SET state = 'failed', expiries = expiries + 1, last_error = ?, locked_by = NULL, locked_until = NULL,
+    updated_at = ? WHERE id = ? RETURNING *, 0 AS started, expiries AS failed_after`,
+  /** The earliest expiring lease or scheduled job; waiting tasks are looked up level by level (firstWaiting). */
+  nextDue: `SELECT MIN(t) AS t FROM (
+    SELECT MIN(locked_until) AS t FROM taskheap_tasks WHERE state = 'running'
+    UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
+  nextDueNamed: `SELECT MIN(t) AS t FROM (
+    SELECT MIN(locked_until) AS t FROM taskheap_tasks WHERE state = 'running' AND name IN (SELECT value FROM json_each(?))
+    UNION ALL SELECT MIN(next_run_at) FROM taskheap_jobs WHERE state = 'scheduled')`,
+} as const;
 
 /** How the claim treats expired leases: failed with `text` once `max` have expired. @internal */
 export interface Expiries {
@@ -46,26 +85,6 @@ interface ExpiredRow {
   serial: string | null;
   rate_key: string | null;
   queue: string;
-}
-
-/** Inserts the occurrences of the due recurring jobs (`advance` plans them) and moves the jobs on. @internal */
-export function materialize(prepare: Prepare, now: number, advance: (job: DueJob, now: number, running: boolean) => JobAdvance): void {
-  const due = prepare(SQL.dueJobs).all(now) as DueJobRow[];
-  const isRunning = prepare(SQL.jobRunning);
-  // (job_key, scheduled_at) is unique: an occurrence is inserted once, whoever gets there first.
-  const insert = prepare(SQL.insertOccurrence);
-  const update = prepare(SQL.advanceJob);
-  for (const job of due) {
-    const plan = advance(toDueJob(job), now, isRunning.get(job.key, now) !== undefined);
-    const maxAttempts = (JSON.parse(job.options) as { retry?: { attempts: number } }).retry?.attempts ?? 1;
-    const o = job.options;
-    for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, o, job.key, now, now, o, o, o, o, o);
-    if (plan.occurrences.length > 0) {
-      const options = JSON.parse(job.options) as StoredOptions;
-      upsertLimits(prepare, job.options, options.serial ?? options.concurrency?.key, options.rate?.key);
-    }
-    update.run(plan.nextRunAt, plan.remaining, plan.nextRunAt === null ? 'done' : 'scheduled', plan.occurrences.length, now, job.key);
-  }
 }
 
 /** What one claim is asked for. */
@@ -90,9 +109,11 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): ClaimRow[] {
   // makes SQLite sort every due row on each claim.
   const due = plainDue(prepare, now, limit, named, room);
   const expired = (
-    named === undefined ? prepare(SQL.dueExpired).all(now, owner, limit) : prepare(SQL.dueExpiredNamed).all(now, owner, named, limit)
+    named === undefined
+      ? prepare(CLAIM_SQL.dueExpired).all(now, owner, limit)
+      : prepare(CLAIM_SQL.dueExpiredNamed).all(now, owner, named, limit)
   ) as ExpiredRow[];
-  const fail = prepare(SQL.failExpired);
+  const fail = prepare(CLAIM_SQL.failExpired);
   const candidates: Candidate[] = [];
   // Returned with the claims (failed_after set): this process reports them.
   const failed: ClaimRow[] = [];
@@ -100,7 +121,7 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): ClaimRow[] {
     // Expired too often: a task that kills or stalls its process must not be retried forever.
     if (row.started && row.expiries >= ask.expiries.max) {
       failed.push(fail.get(ask.expiries.text, now, row.id) as ClaimRow);
-      prepare(LIMITS_SQL.letGo).run({ id: row.id });
+      letGo(prepare, row.id);
       continue;
     }
     candidates.push({ ...row, expired: true, holds: true, usable: true, effective: row.priority });
@@ -110,7 +131,7 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): ClaimRow[] {
   for (const keyed of keyedCandidates(prepare, now, limit, names === undefined ? undefined : new Set(names))) {
     if (room(keyed.queue) > 0) candidates.push(keyed);
   }
-  const take = prepare(SQL.claimOne);
+  const take = prepare(CLAIM_SQL.claimOne);
   // What starts at once (into a free worker): the first `free` in claim order, and every limited
   // task or takeover (claimed only into free workers); the rest is prefetched, marked when it starts.
   const free = ask.limits?.free ?? Infinity;
@@ -137,7 +158,7 @@ export function nextDueAt(
   rated: boolean,
 ): number | undefined {
   const named = names === undefined ? undefined : JSON.stringify(names);
-  let t = ((named === undefined ? prepare(SQL.nextDue).get() : prepare(SQL.nextDueNamed).get(named)) as { t: number | null }).t;
+  let t = ((named === undefined ? prepare(CLAIM_SQL.nextDue).get() : prepare(CLAIM_SQL.nextDueNamed).get(named)) as { t: number | null }).t;
   // A keyed task that cannot start does not count: settling its key's holder claims again, a bucket refills.
   const queues = queueRooms(prepare, rooms, now);
   const room = queues.room;
@@ -145,21 +166,64 @@ export function nextDueAt(
   // A queue whose rate bucket is empty is closed until it refills: look again then, whatever waits in it.
   const queueRefilled = queueRefill(queues, now);
   if (queueRefilled !== undefined && (waiting === undefined || queueRefilled < waiting)) waiting = queueRefilled;
-  const first = prepare(named === undefined ? SQL.firstWaiting : SQL.firstWaitingNamed);
+  const first = prepare(named === undefined ? CLAIM_SQL.firstWaiting : CLAIM_SQL.firstWaitingNamed);
   // Nor does a task of a paused or full queue: a resume, or a slot freed, claims again.
   for (const queue of plainQueues(prepare)) {
     if (room(queue) <= 0) continue;
-    let level = (prepare(SQL.queueTopLevel).get(queue) as { p: number | null }).p;
+    let level = (prepare(CLAIM_SQL.queueTopLevel).get(queue) as { p: number | null }).p;
     while (level !== null) {
       const row = first.get(named === undefined ? { queue, p: level } : { queue, p: level, names: named }) as
         | { run_at: number }
         | undefined;
       if (row !== undefined && (waiting === undefined || row.run_at < waiting)) waiting = row.run_at;
-      level = (prepare(SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
+      level = (prepare(CLAIM_SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
     }
   }
   const refilled = rated && waiting !== undefined ? globalRefill(prepare, now) : undefined;
   if (refilled !== undefined) waiting = Math.max(waiting!, refilled);
   if (waiting !== undefined && (t === null || waiting < t)) t = waiting;
   return t === null ? undefined : t;
+}
+
+/** The queues with plain waiting tasks (one probe each of the queue-leading index), in name order. */
+function* plainQueues(prepare: Prepare): Generator<string> {
+  const after = prepare(CLAIM_SQL.queueAfter);
+  for (let q = (prepare(CLAIM_SQL.firstQueue).get() as { q: string | null }).q; q !== null; q = (after.get(q) as { q: string | null }).q)
+    yield q;
+}
+
+/**
+ * Up to \`limit\` due plain waiting tasks (no key: keyed ones come from their
+ * limit rows) of open queues, each up to its room, by priority (highest
+ * first), then due time, then id. Each queue's levels are walked in its own
+ * part of the index, each an exact range of due tasks, so future tasks of a
+ * higher level, and the tasks of paused or full queues, are never read.
+ */
+function plainDue(
+  prepare: Prepare,
+  now: number,
+  limit: number,
+  named: string | undefined,
+  room: (queue: string) => number,
+): { id: number; run_at: number; queue: string; priority: number }[] {
+  const rows: { id: number; run_at: number; queue: string; priority: number }[] = [];
+  const statement = prepare(named === undefined ? CLAIM_SQL.dueWaiting : CLAIM_SQL.dueWaitingNamed);
+  for (const queue of plainQueues(prepare)) {
+    const open = Math.min(limit, room(queue));
+    let taken = 0;
+    let level = (prepare(CLAIM_SQL.queueTopLevel).get(queue) as { p: number | null }).p;
+    while (level !== null && taken < open) {
+      const args = { queue, p: level, now, limit: open - taken };
+      for (const row of statement.all(named === undefined ? args : { ...args, names: named }) as {
+        id: number;
+        run_at: number;
+        queue: string;
+      }[]) {
+        rows.push({ ...row, priority: level });
+        taken++;
+      }
+      level = (prepare(CLAIM_SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
+    }
+  }
+  return rows.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
 }

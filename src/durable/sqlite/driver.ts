@@ -2,7 +2,8 @@
 // the same store runs on Node's built-in `node:sqlite` (no native build) or
 // on the `better-sqlite3` package. Both are synchronous and nearly the same
 // shape; the differences (no `.transaction()` or `.pragma()` helper in
-// node:sqlite, stricter named parameters) are absorbed here, once.
+// node:sqlite, stricter named parameters) are absorbed here, once. The role
+// files run their statements through `Prepare`, the store's cache.
 
 import { loadPeer } from '../../core/peer.js';
 
@@ -25,6 +26,9 @@ export interface Statement {
   get(...params: unknown[]): unknown;
   all(...params: unknown[]): unknown[];
 }
+
+/** The store's prepared statement for an SQL text (compiled once per open database). @internal */
+export type Prepare = (sql: string) => Statement;
 
 /** An open database, whichever driver is underneath. */
 export interface Database {

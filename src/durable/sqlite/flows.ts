@@ -2,16 +2,17 @@
 // transaction, reading a flow and a task's dependencies, and which
 // dependents an outcome made due (the store wakes its claimer with it).
 // What happens when a dependency ends or is retried is the triggers of
-// migrations.ts (FLOWS), fired by whatever statement ends it.
+// migrations.ts (version 6), fired by whatever statement ends it; a retry
+// with the failed tasks above it is settle.ts's requeue.
 import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo, OnFailure } from '../options.js';
 import { TaskNotFoundError } from '../errors.js';
 import type { StoredState, StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
-import type { Prepare } from './claim.js';
+import type { Prepare } from './driver.js';
 import { taskRow } from './add.js';
 import { upsertLimits } from './limits.js';
-import { SQL } from './sql.js';
+import { getTask } from './inspect.js';
 
 const FLOW_SQL = {
   /** Inserted blocked, without dependents: no trigger fires until the flow is whole. */
@@ -77,7 +78,7 @@ export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number
   for (const edge of flow.edges) {
     prepare(FLOW_SQL.edge).run(ids[edge.task]!, depId(edge.dep), edge.ord, edge.onFailure, countedAtBirth(edge, births, external) ? 1 : 0);
   }
-  return ids.map((id) => toTask(prepare(SQL.taskById).get(id) as TaskRow));
+  return ids.map((id) => getTask(prepare, id)!);
 }
 
 /** Flow `id`'s tasks and edges, or undefined. */
@@ -117,28 +118,4 @@ export function hadDependents(prepare: Prepare, ids: readonly number[]): boolean
 /** Whether the file holds any dependency (a store without flows skips wokenBy). */
 export function anyDependency(prepare: Prepare): boolean {
   return Number((prepare(FLOW_SQL.any).get() as { any: number }).any) === 1;
-}
-
-/**
- * retry(id), in the caller's transaction: the task and the failed tasks it
- * depends on by the 'fail' rule (and theirs) back to waiting, or blocked
- * on what they wait for; the triggers (migrations.ts FLOWS) revive what
- * they sank. Returns the row of `id`, or undefined if it was not failed,
- * timed-out or cancelled.
- */
-export function requeue(prepare: Prepare, id: number, runAt: number, at: number): TaskRow | undefined {
-  const up = (prepare(FLOW_SQL.up).all(id) as { id: number }[]).map((row) => Number(row.id));
-  if (up.length === 0) return undefined;
-  const all = JSON.stringify(up);
-  let row: TaskRow | undefined;
-  for (const t of up) {
-    // What it waits for is counted just before it is requeued, not for all of them first: SQLite fires
-    // the triggers of each requeue at once, and one that revives a task this one counted as done (its
-    // 'ignore' or 'continue' dependency, sunk by a task requeued before it) makes that task wait again.
-    const waits = Number((prepare(FLOW_SQL.waits).get({ task: t, all }) as { n: number }).n);
-    const requeued = prepare(SQL.requeue).get({ waits, runAt, at, id: t }) as TaskRow | undefined;
-    if (requeued !== undefined) prepare(FLOW_SQL.uncount).run({ task: t, all });
-    if (t === id) row = requeued;
-  }
-  return row;
 }

@@ -1,18 +1,21 @@
-// Limits and queues on SQLite (docs/limits.md, docs/queues.md): concurrency keys and rate buckets
-// in `taskheap_limits`, and named queues (`taskheap_queues`: pause, global
-// concurrency, a rate bucket on the row), the same model as PostgreSQL's
-// (see postgres/claim-sql.ts). One process owns the file and claims in one
-// transaction, so the claim decides in JavaScript, task by task, and what
-// it reads holds. This file owns that decision, the candidates it decides
-// on (plain tasks of open queues; keyed tasks found from the limit rows with
-// room, never the tasks behind a full key, an empty bucket or a paused,
-// full or rate-spent queue), the rows' upkeep, and when keyed work is due.
-import type { Statement } from './driver.js';
-import type { ClaimLimits, QueueRooms } from '../store.js';
-import { SQL } from './sql.js';
+// Limits and queues on SQLite (docs/limits.md, docs/queues.md): concurrency
+// keys and rate buckets in `taskheap_limits`, and named queues
+// (`taskheap_queues`: pause, global concurrency, a rate bucket on the row),
+// the same model as PostgreSQL's (postgres/limits.ts, postgres/claim.ts).
+// One process owns the file and claims in one transaction, so the claim
+// decides in JavaScript, task by task, and what it reads holds. This file
+// owns that decision, the keyed candidates it decides on (found from the
+// limit rows with room, never the tasks behind a full key, an empty bucket
+// or a paused, full or rate-spent queue), each queue's room, when keyed
+// work is due, and the rows' upkeep: made by the tasks that name them, let
+// go of by those that end, the scheduler-wide bucket, a queue's settings,
+// and their retention.
+import type { Prepare } from './driver.js';
+import type { ClaimLimits, QueueChange, QueueRooms } from '../store.js';
+import type { TaskRow } from '../rows.js';
 
 /** Statements of this file, run through the store's prepared-statement cache. */
-export const LIMITS_SQL = {
+const LIMITS_SQL = {
   /** Makes the limit row a task names, or sets its limit (the most recently added task's applies); its holders and starts stay. */
   upsert: `INSERT INTO taskheap_limits (kind, key, lim, interval_ms) VALUES (?, ?, ?, ?)
     ON CONFLICT (kind, key) DO UPDATE SET lim = excluded.lim, interval_ms = excluded.interval_ms`,
@@ -58,6 +61,19 @@ export const LIMITS_SQL = {
   spend: `UPDATE taskheap_limits SET starts = ? WHERE kind = 'rate' AND key = ?`,
   setRate: `INSERT INTO taskheap_limits (kind, key, lim, interval_ms) VALUES ('rate', '', ?, ?)
     ON CONFLICT (kind, key) DO UPDATE SET lim = excluded.lim, interval_ms = excluded.interval_ms`,
+  /** Every queue row: its settings and its rate bucket's starts (few rows). */
+  queueSettings: `SELECT name, paused, global_concurrency, rate_limit, rate_interval_ms, rate_starts FROM taskheap_queues`,
+  /** Queue @name's rate bucket after a claim's starts (a JSON array of [ms, count]). */
+  queueSpend: `UPDATE taskheap_queues SET rate_starts = @starts WHERE name = @name`,
+  /** How many tasks of queue ? run. */
+  queueRunning: `SELECT count(*) AS n FROM taskheap_tasks WHERE state = 'running' AND queue = ?`,
+  /** A queue's settings: what is not set (@setGlobal, @setRate false; @paused null) stays; a new rate keeps the starts made. */
+  setQueue: `INSERT INTO taskheap_queues (name, paused, global_concurrency, rate_limit, rate_interval_ms, updated_at)
+    VALUES (@name, COALESCE(@paused, 0), @global, @rateLimit, @rateInterval, @now)
+    ON CONFLICT (name) DO UPDATE SET paused = COALESCE(@paused, paused),
+      global_concurrency = CASE WHEN @setGlobal THEN @global ELSE global_concurrency END,
+      rate_limit = CASE WHEN @setRate THEN @rateLimit ELSE rate_limit END,
+      rate_interval_ms = CASE WHEN @setRate THEN @rateInterval ELSE rate_interval_ms END, updated_at = @now`,
 } as const;
 
 /** A limit row as SQLite returns it: holders and starts as JSON. */
@@ -118,9 +134,6 @@ function refill(row: Bucket, now: number): number {
   return recent(row, now)[0]![0] + row.interval_ms!;
 }
 
-/** The store's hooks: its prepared statements. */
-type Prepare = (sql: string) => Statement;
-
 /** Writes the limit rows a new task names (from its stored options). */
 export function upsertLimits(
   prepare: Prepare,
@@ -134,6 +147,46 @@ export function upsertLimits(
   if (rateKey !== null && rateKey !== undefined && parsed.rate !== undefined) {
     prepare(LIMITS_SQL.upsert).run('rate', rateKey, parsed.rate.limit, parsed.rate.interval);
   }
+}
+
+/** Task `id` lets go of the slot it holds under its key (its final state, a cancel, a replacement). */
+export function letGo(prepare: Prepare, id: TaskRow['id']): void {
+  prepare(LIMITS_SQL.letGo).run({ id });
+}
+
+/** The waiting occurrences of `job` let go of their slots (the job is cancelled). */
+export function letGoOccurrences(prepare: Prepare, job: string): void {
+  prepare(LIMITS_SQL.letGoOccurrences).run({ job });
+}
+
+/** Holders gone or finished let go of their slots (after recovery, and with retention). */
+export function pruneHolders(prepare: Prepare): void {
+  prepare(LIMITS_SQL.prune).run();
+}
+
+/** Retention of limit rows that limit nothing at `now` (see LIMITS_SQL.pruneIdle); how many went. */
+export function pruneIdle(prepare: Prepare, now: number): number {
+  return Number(prepare(LIMITS_SQL.pruneIdle).run({ now }).changes);
+}
+
+/** The scheduler-wide bucket: this process's rate. */
+export function setRate(prepare: Prepare, rate: { limit: number; interval: number }): void {
+  prepare(LIMITS_SQL.setRate).run(rate.limit, rate.interval);
+}
+
+/** A queue's settings changed (what `change` leaves out stays), at `now`. */
+export function setQueue(prepare: Prepare, name: string, change: QueueChange, now: number): void {
+  const paused = change.paused === undefined ? null : change.paused ? 1 : 0;
+  prepare(LIMITS_SQL.setQueue).run({
+    name,
+    paused,
+    setGlobal: change.globalConcurrency === undefined ? 0 : 1,
+    global: change.globalConcurrency ?? null,
+    setRate: change.rate === undefined ? 0 : 1,
+    rateLimit: change.rate?.limit ?? null,
+    rateInterval: change.rate?.interval ?? null,
+    now,
+  });
 }
 
 /**
@@ -244,7 +297,7 @@ export function decide(
   const started = new Map<string, number>();
   for (const task of chosen) if (queues.buckets.has(task.queue)) started.set(task.queue, (started.get(task.queue) ?? 0) + 1);
   for (const [name, n] of started) {
-    prepare(SQL.queueSpend).run({ name, starts: JSON.stringify([...recent(queues.buckets.get(name)!, now), [now, n]]) });
+    prepare(LIMITS_SQL.queueSpend).run({ name, starts: JSON.stringify([...recent(queues.buckets.get(name)!, now), [now, n]]) });
   }
   return chosen;
 }
@@ -312,7 +365,7 @@ export function queueRooms(prepare: Prepare, rooms: QueueRooms | undefined, now:
   const settings = new Map<string, QueueRow>();
   const buckets = new Map<string, Bucket>();
   const paused = new Set<string>();
-  for (const row of prepare(SQL.queueSettings).all() as QueueRow[]) {
+  for (const row of prepare(LIMITS_SQL.queueSettings).all() as QueueRow[]) {
     settings.set(row.name, row);
     if (row.paused) paused.add(row.name);
     if (row.rate_limit !== null)
@@ -328,7 +381,7 @@ export function queueRooms(prepare: Prepare, rooms: QueueRooms | undefined, now:
     if (setting?.paused) room = 0;
     if (bucket !== undefined && room > 0) room = Math.min(room, tokens(bucket, now));
     if (setting?.global_concurrency !== null && setting?.global_concurrency !== undefined && room > 0) {
-      room = Math.min(room, setting.global_concurrency - (prepare(SQL.queueRunning).get(queue) as { n: number }).n);
+      room = Math.min(room, setting.global_concurrency - (prepare(LIMITS_SQL.queueRunning).get(queue) as { n: number }).n);
     }
     known.set(queue, room);
     return room;
@@ -345,46 +398,4 @@ export function queueRefill(queues: QueueView, now: number): number | undefined 
     if (t === undefined || at < t) t = at;
   }
   return t;
-}
-
-/** The queues with plain waiting tasks (one probe each of the queue-leading index), in name order. */
-export function* plainQueues(prepare: Prepare): Generator<string> {
-  const after = prepare(SQL.queueAfter);
-  for (let q = (prepare(SQL.firstQueue).get() as { q: string | null }).q; q !== null; q = (after.get(q) as { q: string | null }).q) yield q;
-}
-
-/**
- * Up to \`limit\` due plain waiting tasks (no key: keyed ones come from their
- * limit rows) of open queues, each up to its room, by priority (highest
- * first), then due time, then id. Each queue's levels are walked in its own
- * part of the index, each an exact range of due tasks, so future tasks of a
- * higher level, and the tasks of paused or full queues, are never read.
- */
-export function plainDue(
-  prepare: Prepare,
-  now: number,
-  limit: number,
-  named: string | undefined,
-  room: (queue: string) => number,
-): { id: number; run_at: number; queue: string; priority: number }[] {
-  const rows: { id: number; run_at: number; queue: string; priority: number }[] = [];
-  const statement = prepare(named === undefined ? SQL.dueWaiting : SQL.dueWaitingNamed);
-  for (const queue of plainQueues(prepare)) {
-    const open = Math.min(limit, room(queue));
-    let taken = 0;
-    let level = (prepare(SQL.queueTopLevel).get(queue) as { p: number | null }).p;
-    while (level !== null && taken < open) {
-      const args = { queue, p: level, now, limit: open - taken };
-      for (const row of statement.all(named === undefined ? args : { ...args, names: named }) as {
-        id: number;
-        run_at: number;
-        queue: string;
-      }[]) {
-        rows.push({ ...row, priority: level });
-        taken++;
-      }
-      level = (prepare(SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
-    }
-  }
-  return rows.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
 }

@@ -1,6 +1,6 @@
 // The SQLite schema, one block of SQL per version: what a file at version
 // N - 1 runs to reach version N. A fresh file runs them all, in order; an
-// older one runs those past its version (store.ts, migrate()), in one
+// older one runs those past its version (migrate(), at the end), in one
 // transaction. Released blocks are never edited, not even their spacing:
 // SQLite keeps each CREATE statement's text as written (sqlite_master), so a
 // file's schema text is the text of the release that created it. A change
@@ -8,96 +8,16 @@
 // schema they build with a reviewed snapshot, and
 // test/durable/upgrade.test.ts upgrades every earlier version.
 
+import { SchemaVersionError } from '../errors.js';
+import { SCHEMA_VERSION } from '../store.js';
+import type { Database, Prepare } from './driver.js';
+
 /** One version of the schema. */
 export interface Migration {
   /** The version the SQL upgrades to (the one before it is `version - 1`). */
   readonly version: number;
   readonly sql: string;
 }
-
-/**
- * Flows (docs/flows.md; part of version 6): PostgreSQL's model (see FLOWS in
- * postgres/migrations.ts): \`blocked\` tasks, the \`taskheap_deps\` edges, and
- * triggers that count a dependency down, sink (\`'fail'\` rule) and revive
- * dependents in the statement that ends or retries it. Sinking (\`'fail'\`
- * rule) takes the whole closure at once, as PostgreSQL does, but SQLite
- * fires a row's AFTER trigger as soon as that row is updated, before the
- * rest of the statement's rows: so the closure is first marked
- * (\`failed_dep\` = the ending task, no state change, nothing fires), then
- * sunk in one statement, and the firing of each sunk task finds its
- * dependents marked and leaves them alone. Two trigger levels however deep
- * the chain (the store turns recursive_triggers on for that second level);
- * recursing one level per task, a chain of 300 took 5 s to sink and SQLite
- * stopped at 1,000. Revived tasks name the root of their sinking
- * (\`failed_dep\`), so reviving takes one level too. Edges of deleted tasks go with them (foreign keys are off).
- */
-const FLOWS = `CREATE TABLE taskheap_deps (
-     task_id INTEGER NOT NULL,
-     dep_id INTEGER NOT NULL,
-     ord INTEGER NOT NULL,
-     on_failure TEXT NOT NULL DEFAULT 'fail',
-     counted INTEGER NOT NULL DEFAULT 0,
-     PRIMARY KEY (task_id, dep_id)
-   ) WITHOUT ROWID;
-   CREATE INDEX taskheap_deps_dep ON taskheap_deps (dep_id);
-   ALTER TABLE taskheap_tasks ADD COLUMN flow_id INTEGER;
-   ALTER TABLE taskheap_tasks ADD COLUMN pending_deps INTEGER NOT NULL DEFAULT 0;
-   ALTER TABLE taskheap_tasks ADD COLUMN has_dependents INTEGER NOT NULL DEFAULT 0;
-   ALTER TABLE taskheap_tasks ADD COLUMN failed_dep INTEGER;
-   CREATE INDEX taskheap_tasks_flow ON taskheap_tasks (flow_id) WHERE flow_id IS NOT NULL;
-   CREATE INDEX taskheap_tasks_failed_dep ON taskheap_tasks (failed_dep) WHERE failed_dep IS NOT NULL;
-   CREATE TRIGGER taskheap_deps_ended AFTER UPDATE OF state ON taskheap_tasks
-     WHEN NEW.has_dependents AND NEW.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
-       AND OLD.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled')
-   BEGIN
-     UPDATE taskheap_tasks SET pending_deps = pending_deps - 1,
-       state = CASE WHEN pending_deps = 1 AND state = 'blocked' THEN 'waiting' ELSE state END, updated_at = NEW.updated_at
-       WHERE id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND NOT counted AND (NEW.state = 'succeeded' OR on_failure <> 'fail'));
-     UPDATE taskheap_deps SET counted = 1 WHERE dep_id = NEW.id AND NOT counted AND (NEW.state = 'succeeded' OR on_failure <> 'fail');
-     UPDATE taskheap_tasks SET failed_dep = NEW.id
-       WHERE NEW.state <> 'succeeded' AND id IN (WITH RECURSIVE doomed(id) AS (
-           SELECT d.task_id FROM taskheap_deps AS d JOIN taskheap_tasks AS t ON t.id = d.task_id
-           WHERE d.dep_id = NEW.id AND d.on_failure = 'fail' AND t.state = 'blocked' AND (t.failed_dep IS NULL OR t.failed_dep < 0)
-           UNION
-           SELECT d.task_id FROM doomed JOIN taskheap_deps AS d ON d.dep_id = doomed.id JOIN taskheap_tasks AS t ON t.id = d.task_id
-           WHERE d.on_failure = 'fail' AND t.state = 'blocked' AND (t.failed_dep IS NULL OR t.failed_dep < 0))
-         SELECT id FROM doomed);
-     UPDATE taskheap_tasks SET state = CASE WHEN NEW.state = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
-       failed_dep = COALESCE(NEW.failed_dep, NEW.id),
-       last_error = 'DependencyError: dependency ' || COALESCE(NEW.failed_dep, NEW.id) || CASE WHEN NEW.state = 'cancelled' THEN ' was cancelled' ELSE ' failed' END,
-       updated_at = NEW.updated_at
-       WHERE NEW.state <> 'succeeded' AND failed_dep = NEW.id AND +state = 'blocked';
-   END;
-   CREATE TRIGGER taskheap_deps_revived AFTER UPDATE OF state ON taskheap_tasks
-     WHEN NEW.has_dependents AND OLD.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
-       AND NEW.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled')
-   BEGIN
-     UPDATE taskheap_tasks SET pending_deps = pending_deps + 1, state = CASE WHEN state = 'waiting' THEN 'blocked' ELSE state END,
-       updated_at = NEW.updated_at
-       WHERE attempts = 0 AND state <> 'running' AND id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND counted);
-     UPDATE taskheap_deps SET counted = 0 WHERE dep_id = NEW.id AND counted
-       AND (SELECT attempts = 0 AND state <> 'running' FROM taskheap_tasks WHERE id = task_id);
-     UPDATE taskheap_tasks SET state = 'blocked', failed_dep = -NEW.id, last_error = NULL, updated_at = NEW.updated_at
-       WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0;
-     UPDATE taskheap_tasks SET
-       state = CASE WHEN (SELECT f.state FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
-           WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1)
-         = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
-       failed_dep = (SELECT COALESCE(f.failed_dep, f.id) FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
-         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1),
-       last_error = 'DependencyError: dependency ' || (SELECT COALESCE(f.failed_dep, f.id) || CASE f.state WHEN 'cancelled' THEN ' was cancelled' ELSE ' failed' END
-         FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
-         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1),
-       updated_at = NEW.updated_at
-       WHERE failed_dep = -NEW.id AND state = 'blocked' AND EXISTS (SELECT 1 FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
-         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled'));
-     UPDATE taskheap_tasks SET failed_dep = NULL WHERE failed_dep = -NEW.id;
-   END;
-   CREATE TRIGGER taskheap_deps_deleted AFTER DELETE ON taskheap_tasks WHEN OLD.flow_id IS NOT NULL OR OLD.has_dependents
-   BEGIN
-     DELETE FROM taskheap_deps WHERE task_id = OLD.id;
-     DELETE FROM taskheap_deps WHERE dep_id = OLD.id;
-   END;`;
 
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -183,9 +103,24 @@ export const MIGRATIONS: readonly Migration[] = [
     // process owns the file, so they hold by construction): one row per
     // concurrency key (its holders, a JSON array) or rate bucket (its recent
     // starts, a JSON array of [ms, count]); keyed tasks leave the plain due
-    // index. \`started_at\`: when the task last started. A queue's rate is a
-    // bucket on its row (\`rate_limit\` per \`rate_interval_ms\`; \`rate_starts\`
+    // index. `started_at`: when the task last started. A queue's rate is a
+    // bucket on its row (`rate_limit` per `rate_interval_ms`; `rate_starts`
     // as a limit row's starts).
+    //
+    // Flows (docs/flows.md): PostgreSQL's model (see version 6 in
+    // postgres/migrations.ts): `blocked` tasks, the `taskheap_deps` edges, and
+    // triggers that count a dependency down, sink (`'fail'` rule) and revive
+    // dependents in the statement that ends or retries it. Sinking (`'fail'`
+    // rule) takes the whole closure at once, as PostgreSQL does, but SQLite
+    // fires a row's AFTER trigger as soon as that row is updated, before the
+    // rest of the statement's rows: so the closure is first marked
+    // (`failed_dep` = the ending task, no state change, nothing fires), then
+    // sunk in one statement, and the firing of each sunk task finds its
+    // dependents marked and leaves them alone. Two trigger levels however deep
+    // the chain (the store turns recursive_triggers on for that second level);
+    // recursing one level per task, a chain of 300 took 5 s to sink and SQLite
+    // stopped at 1,000. Revived tasks name the root of their sinking
+    // (`failed_dep`), so reviving takes one level too. Edges of deleted tasks go with them (foreign keys are off).
     version: 6,
     sql: `CREATE TABLE taskheap_limits (
      kind TEXT NOT NULL,
@@ -219,7 +154,73 @@ export const MIGRATIONS: readonly Migration[] = [
    ALTER TABLE taskheap_tasks ADD COLUMN progress TEXT;
    ALTER TABLE taskheap_tasks ADD COLUMN logs TEXT;
    CREATE INDEX taskheap_tasks_listing ON taskheap_tasks (run_at, id);
-${FLOWS}`,
+CREATE TABLE taskheap_deps (
+     task_id INTEGER NOT NULL,
+     dep_id INTEGER NOT NULL,
+     ord INTEGER NOT NULL,
+     on_failure TEXT NOT NULL DEFAULT 'fail',
+     counted INTEGER NOT NULL DEFAULT 0,
+     PRIMARY KEY (task_id, dep_id)
+   ) WITHOUT ROWID;
+   CREATE INDEX taskheap_deps_dep ON taskheap_deps (dep_id);
+   ALTER TABLE taskheap_tasks ADD COLUMN flow_id INTEGER;
+   ALTER TABLE taskheap_tasks ADD COLUMN pending_deps INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE taskheap_tasks ADD COLUMN has_dependents INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE taskheap_tasks ADD COLUMN failed_dep INTEGER;
+   CREATE INDEX taskheap_tasks_flow ON taskheap_tasks (flow_id) WHERE flow_id IS NOT NULL;
+   CREATE INDEX taskheap_tasks_failed_dep ON taskheap_tasks (failed_dep) WHERE failed_dep IS NOT NULL;
+   CREATE TRIGGER taskheap_deps_ended AFTER UPDATE OF state ON taskheap_tasks
+     WHEN NEW.has_dependents AND NEW.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
+       AND OLD.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled')
+   BEGIN
+     UPDATE taskheap_tasks SET pending_deps = pending_deps - 1,
+       state = CASE WHEN pending_deps = 1 AND state = 'blocked' THEN 'waiting' ELSE state END, updated_at = NEW.updated_at
+       WHERE id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND NOT counted AND (NEW.state = 'succeeded' OR on_failure <> 'fail'));
+     UPDATE taskheap_deps SET counted = 1 WHERE dep_id = NEW.id AND NOT counted AND (NEW.state = 'succeeded' OR on_failure <> 'fail');
+     UPDATE taskheap_tasks SET failed_dep = NEW.id
+       WHERE NEW.state <> 'succeeded' AND id IN (WITH RECURSIVE doomed(id) AS (
+           SELECT d.task_id FROM taskheap_deps AS d JOIN taskheap_tasks AS t ON t.id = d.task_id
+           WHERE d.dep_id = NEW.id AND d.on_failure = 'fail' AND t.state = 'blocked' AND (t.failed_dep IS NULL OR t.failed_dep < 0)
+           UNION
+           SELECT d.task_id FROM doomed JOIN taskheap_deps AS d ON d.dep_id = doomed.id JOIN taskheap_tasks AS t ON t.id = d.task_id
+           WHERE d.on_failure = 'fail' AND t.state = 'blocked' AND (t.failed_dep IS NULL OR t.failed_dep < 0))
+         SELECT id FROM doomed);
+     UPDATE taskheap_tasks SET state = CASE WHEN NEW.state = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
+       failed_dep = COALESCE(NEW.failed_dep, NEW.id),
+       last_error = 'DependencyError: dependency ' || COALESCE(NEW.failed_dep, NEW.id) || CASE WHEN NEW.state = 'cancelled' THEN ' was cancelled' ELSE ' failed' END,
+       updated_at = NEW.updated_at
+       WHERE NEW.state <> 'succeeded' AND failed_dep = NEW.id AND +state = 'blocked';
+   END;
+   CREATE TRIGGER taskheap_deps_revived AFTER UPDATE OF state ON taskheap_tasks
+     WHEN NEW.has_dependents AND OLD.state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
+       AND NEW.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled')
+   BEGIN
+     UPDATE taskheap_tasks SET pending_deps = pending_deps + 1, state = CASE WHEN state = 'waiting' THEN 'blocked' ELSE state END,
+       updated_at = NEW.updated_at
+       WHERE attempts = 0 AND state <> 'running' AND id IN (SELECT task_id FROM taskheap_deps WHERE dep_id = NEW.id AND counted);
+     UPDATE taskheap_deps SET counted = 0 WHERE dep_id = NEW.id AND counted
+       AND (SELECT attempts = 0 AND state <> 'running' FROM taskheap_tasks WHERE id = task_id);
+     UPDATE taskheap_tasks SET state = 'blocked', failed_dep = -NEW.id, last_error = NULL, updated_at = NEW.updated_at
+       WHERE failed_dep = NEW.id AND state IN ('failed', 'cancelled') AND attempts = 0;
+     UPDATE taskheap_tasks SET
+       state = CASE WHEN (SELECT f.state FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+           WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1)
+         = 'cancelled' THEN 'cancelled' ELSE 'failed' END,
+       failed_dep = (SELECT COALESCE(f.failed_dep, f.id) FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1),
+       last_error = 'DependencyError: dependency ' || (SELECT COALESCE(f.failed_dep, f.id) || CASE f.state WHEN 'cancelled' THEN ' was cancelled' ELSE ' failed' END
+         FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled') ORDER BY d.ord LIMIT 1),
+       updated_at = NEW.updated_at
+       WHERE failed_dep = -NEW.id AND state = 'blocked' AND EXISTS (SELECT 1 FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
+         WHERE d.task_id = taskheap_tasks.id AND d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled'));
+     UPDATE taskheap_tasks SET failed_dep = NULL WHERE failed_dep = -NEW.id;
+   END;
+   CREATE TRIGGER taskheap_deps_deleted AFTER DELETE ON taskheap_tasks WHEN OLD.flow_id IS NOT NULL OR OLD.has_dependents
+   BEGIN
+     DELETE FROM taskheap_deps WHERE task_id = OLD.id;
+     DELETE FROM taskheap_deps WHERE dep_id = OLD.id;
+   END;`,
   },
   {
     // Version 7 changes PostgreSQL only (a flow's edges to tasks outside it, checked at its
@@ -234,3 +235,31 @@ ${FLOWS}`,
  * runs, so a file of any version, or none, can be read the same way.
  */
 export const META = `CREATE TABLE IF NOT EXISTS taskheap_meta (version INTEGER NOT NULL)`;
+
+/** The schema's SQL, one entry per version: entry N-1 migrates version N-1 to N. */
+export const MIGRATION_SQL: readonly string[] = MIGRATIONS.map((migration) => migration.sql);
+
+/** The statements of the version row. */
+export const VERSION_SQL = {
+  createMeta: META,
+  readVersion: `SELECT version FROM taskheap_meta`,
+  insertVersion: `INSERT INTO taskheap_meta (version) VALUES (?)`,
+  updateVersion: `UPDATE taskheap_meta SET version = ?`,
+} as const;
+
+/**
+ * Brings the open file to SCHEMA_VERSION: the version row made if missing,
+ * then the versions past the file's, in one transaction. A file of a newer
+ * version is refused (SchemaVersionError).
+ */
+export function migrate(db: Database, prepare: Prepare): void {
+  db.exec(VERSION_SQL.createMeta);
+  const row = prepare(VERSION_SQL.readVersion).get() as { version: number } | undefined;
+  const found = row?.version ?? 0;
+  if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
+  db.transaction(() => {
+    for (let version = found; version < SCHEMA_VERSION; version++) db.exec(MIGRATION_SQL[version]!);
+    if (row === undefined) prepare(VERSION_SQL.insertVersion).run(SCHEMA_VERSION);
+    else prepare(VERSION_SQL.updateVersion).run(SCHEMA_VERSION);
+  })();
+}

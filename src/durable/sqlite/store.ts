@@ -1,71 +1,66 @@
-// The SQLite store (`sqliteStore()`): one process owns a database file at a
-// time; claims, outcomes, jobs and management through the statements of
-// sql.ts, in transactions of the chosen driver (driver.ts); adds in add.ts,
-// the claim in claim.ts, the file's ownership in owner.ts.
+// The SQLite store (`sqliteStore()`): its options, and the class that
+// implements the Store interface by wiring the role files: each operation
+// runs the functions of add.ts, claim.ts, limits.ts, settle.ts, jobs.ts,
+// flows.ts or inspect.ts, whose statements sit beside them, in one
+// transaction of the chosen driver (driver.ts) through its cache of
+// prepared statements. It opens the file for itself alone (owner.ts,
+// errors.ts), brings its schema up to date (migrations.ts), and wakes its
+// claimer and waiters when an outcome made dependents due.
 import { DEFAULT_MAX_LEASE_EXPIRIES, leaseExpiredText } from '../expiries.js';
-import { SchemaVersionError } from '../errors.js';
-import {
-  SCHEMA_VERSION,
-  enqueued,
-  type ClaimedTask,
-  type EndedTasks,
-  type EnqueuedTask,
-  type JobFilter,
-  type Outcome,
-  type QueryClient,
-  type DueJob,
-  type JobAdvance,
-  type NewJob,
-  type NewTask,
-  type Store,
-  type StoreCapabilities,
-  type StoredJob,
-  type StoredState,
-  type StoredTask,
-  type TaskFilter,
-  type QueueChange,
-  type QueueRooms,
-  type StoredQueue,
-  type ClaimLimits,
+import type {
+  ClaimedTask,
+  ClaimLimits,
+  DueJob,
+  EndedTasks,
+  EnqueuedTask,
+  JobAdvance,
+  JobFilter,
+  NewJob,
+  NewTask,
+  Outcome,
+  QueryClient,
+  QueueChange,
+  QueueRooms,
+  Store,
+  StoreCapabilities,
+  StoredJob,
+  StoredQueue,
+  StoredState,
+  StoredTask,
+  TaskFilter,
 } from '../store.js';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { TaskheapError } from '../../core/errors.js';
+import type { TaskLogLine } from '../../core/journal.js';
 import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
-import { openDatabase, type Database, type SqliteDriver, type Statement } from './driver.js';
-import { addOne, upsertJob } from './add.js';
-import { claimDue, materialize, nextDueAt, type Expiries, type StoredJobRow } from './claim.js';
-import { LIMITS_SQL, upsertLimits } from './limits.js';
-import { StoreInUseError } from './errors.js';
-import { dropOwner, isBusy, readOwner, writeOwner } from './owner.js';
-import { MIGRATIONS, SQL } from './sql.js';
-import { countTasks, deleteTasks, writeJournal } from './inspect.js';
-import type { TaskLogLine } from '../../core/journal.js';
-import {
-  toClaims,
-  toDueJob,
-  toJob,
-  toQueues,
-  toEnded,
-  toTask,
-  type ClaimRow,
-  type DueJobRow,
-  type QueueRow,
-  type JobStatsRow,
-  type TaskRow,
-} from '../rows.js';
+import { toClaims, toTask } from '../rows.js';
 import type { FlowStore, NewFlow, StoredFlowGraph } from '../flow-graph.js';
 import type { DependencyInfo } from '../options.js';
-import { addFlow, anyDependency, getDependencies, getFlow, hadDependents, requeue } from './flows.js';
 import type { LinkStore, TaskLinks } from '../links.js';
-import { getTaskLinks } from './links.js';
 import type { LimitKey, LimitListStore } from '../limit-list.js';
-import { listLimitKeys } from './limit-list.js';
-
-/** A filter's time as epoch ms, or null. */
-function epoch(time: Date | number | undefined): number | null {
-  return time === undefined ? null : typeof time === 'number' ? time : time.getTime();
-}
+import { openDatabase, type Database, type Prepare, type SqliteDriver, type Statement } from './driver.js';
+import { StoreInUseError } from './errors.js';
+import { dropOwner, isBusy, readOwner, writeOwner } from './owner.js';
+import { migrate } from './migrations.js';
+import { addOne, addTasks } from './add.js';
+import { claimDue, nextDueAt, type Expiries } from './claim.js';
+import { pruneHolders, pruneIdle, setQueue, setRate } from './limits.js';
+import { cancel, recover, renew, requeue, settle } from './settle.js';
+import { cancelJob, getJob, listJobs, materialize, pruneJobs, resumeJob, setJobState, triggerJob, upsertJob } from './jobs.js';
+import { addFlow, anyDependency, getDependencies, getFlow, hadDependents } from './flows.js';
+import {
+  countTasks,
+  deleteTasks,
+  endedTasks,
+  getTask,
+  getTaskLinks,
+  listLimitKeys,
+  listQueues,
+  listTasks,
+  pruneTasks,
+  writeJournal,
+} from './inspect.js';
 
 /** A cutoff no row is older than: retention disabled for that kind. */
 const NEVER = -8.64e15;
@@ -173,6 +168,9 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   /** Prepared statements by SQL text: each is compiled once per open database. */
   #statements = new Map<string, Statement>();
 
+  /** The role files' hook: their statements through this cache. */
+  readonly #prepare: Prepare = (sql) => this.#statement(sql);
+
   #statement(sql: string): Statement {
     let statement = this.#statements.get(sql);
     if (statement === undefined) {
@@ -202,16 +200,8 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   #migrate(db: Database): void {
     this.#named(() => {
       this.#flows = false;
-      db.exec(SQL.createMeta);
-      const row = this.#statement(SQL.readVersion).get() as { version: number } | undefined;
-      const found = row?.version ?? 0;
-      if (found > SCHEMA_VERSION) throw new SchemaVersionError(found);
-      db.transaction(() => {
-        for (let version = found; version < SCHEMA_VERSION; version++) db.exec(MIGRATIONS[version]!);
-        if (row === undefined) this.#statement(SQL.insertVersion).run(SCHEMA_VERSION);
-        else this.#statement(SQL.updateVersion).run(SCHEMA_VERSION);
-      })();
-      this.#flows = anyDependency((sql) => this.#statement(sql));
+      migrate(db, this.#prepare);
+      this.#flows = anyDependency(this.#prepare);
     });
   }
 
@@ -234,7 +224,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
         db.exec('PRAGMA journal_mode = WAL');
         db.exec('PRAGMA synchronous = NORMAL');
         db.exec('BEGIN EXCLUSIVE; COMMIT');
-        // Flows: a sunk task's own trigger fires inside the one that sank it (migrations.ts FLOWS: two levels at most).
+        // Flows: a sunk task's own trigger fires inside the one that sank it (migrations.ts, version 6: two levels at most).
         db.exec('PRAGMA recursive_triggers = ON');
       });
     } catch (error) {
@@ -269,19 +259,9 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   }
 
   async recover(): Promise<ClaimedTask[]> {
-    // This store owns the file (it holds the lock), so anything still marked
-    // running was running in an owner that died: back to waiting at once,
-    // one lease expiry counted, failed past the limit (returned: this process reports them).
-    // Those failed let go of their serial keys; the others still hold theirs (they are first in line).
     const db = this.#open;
-    const rows = this.#named(() =>
-      db.transaction(() => {
-        const back = this.#statement(SQL.recover).all({ now: Date.now(), limit: this.#expiries.max, error: this.#expiries.text });
-        this.#statement(LIMITS_SQL.prune).run();
-        return back as (ClaimRow & { state: string })[];
-      })(),
-    );
-    return toClaims(rows.filter((row) => row.state === 'failed'));
+    // Those failed are returned: this process reports them.
+    return toClaims(this.#named(() => db.transaction(() => recover(this.#prepare, Date.now(), this.#expiries))()));
   }
 
   async addTask(task: NewTask, via?: QueryClient, now = Date.now()): Promise<EnqueuedTask> {
@@ -289,7 +269,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
     const at = Date.now();
-    return this.#named(() => db.transaction(() => addOne((sql) => this.#statement(sql), task, at, now))());
+    return this.#named(() => db.transaction(() => addOne(this.#prepare, task, at, now))());
   }
 
   /** Many tasks, one transaction: all are written or none. */
@@ -297,16 +277,13 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
     const at = Date.now();
-    const rows = this.#named(() => db.transaction(() => tasks.map((task) => addOne((sql) => this.#statement(sql), task, at, now)))());
-    // A key given twice in one call: the adds meet in order, and every item reports the row as it ends up, with what its own add did.
-    const last = new Map<string, StoredTask>();
-    for (const row of rows) if (row.key !== null) last.set(row.key, row);
-    return rows.map((row) => (row.key === null || last.get(row.key) === row ? row : enqueued({ ...last.get(row.key)! }, row.enqueued)));
+    return this.#named(() => db.transaction(() => addTasks(this.#prepare, tasks, at, now))());
   }
+
   async addJob(job: NewJob): Promise<StoredJob> {
     const db = this.#open;
     const now = Date.now();
-    return this.#named(() => db.transaction(() => upsertJob((sql) => this.#statement(sql), job, now))());
+    return this.#named(() => db.transaction(() => upsertJob(this.#prepare, job, now))());
   }
 
   async claim(
@@ -320,42 +297,29 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     limits?: ClaimLimits,
   ): Promise<ClaimedTask[]> {
     const db = this.#open;
-    const statement = (sql: string) => this.#statement(sql);
     const ask = { owner, now, lease, limit, names, rooms, limits, expiries: this.#expiries };
     return this.#named(() =>
       db.transaction(() => {
-        materialize(statement, now, advance);
-        return toClaims(claimDue(statement, ask));
+        materialize(this.#prepare, now, advance);
+        return toClaims(claimDue(this.#prepare, ask));
       })(),
     );
   }
 
   async setRate(rate: { limit: number; interval: number } | undefined): Promise<void> {
-    if (rate !== undefined) this.#named(() => this.#statement(LIMITS_SQL.setRate).run(rate.limit, rate.interval));
+    if (rate !== undefined) this.#named(() => setRate(this.#prepare, rate));
   }
 
   async setQueue(name: string, change: QueueChange): Promise<void> {
-    const paused = change.paused === undefined ? null : change.paused ? 1 : 0;
-    this.#named(() =>
-      this.#statement(SQL.setQueue).run({
-        name,
-        paused,
-        setGlobal: change.globalConcurrency === undefined ? 0 : 1,
-        global: change.globalConcurrency ?? null,
-        setRate: change.rate === undefined ? 0 : 1,
-        rateLimit: change.rate?.limit ?? null,
-        rateInterval: change.rate?.interval ?? null,
-        now: Date.now(),
-      }),
-    );
+    this.#named(() => setQueue(this.#prepare, name, change, Date.now()));
   }
 
   async listQueues(name?: string): Promise<StoredQueue[]> {
-    return toQueues(this.#named(() => this.#statement(SQL.listQueues).all({ name: name ?? null })) as QueueRow[]);
+    return this.#named(() => listQueues(this.#prepare, name));
   }
 
   async nextDue(now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
-    const t = this.#named(() => nextDueAt((sql) => this.#statement(sql), now, names, rooms, rated));
+    const t = this.#named(() => nextDueAt(this.#prepare, now, names, rooms, rated));
     return t === undefined ? undefined : Math.max(0, t - now);
   }
 
@@ -370,40 +334,13 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     started: readonly number[] = [],
   ): Promise<number[]> {
     const db = this.#open;
-    const stmt = this.#statement(SQL.renew);
-    const mark = this.#statement(SQL.renewMark);
-    const until = now + lease;
-    return this.#named(() =>
-      db.transaction(() => {
-        for (const id of started) mark.run(id, owner);
-        return ids.filter((id) => stmt.run(until, id, owner).changes === 0);
-      })(),
-    );
+    return this.#named(() => db.transaction(() => renew(this.#prepare, owner, ids, now + lease, started))());
   }
 
   async settle(owner: string, outcomes: readonly Outcome[], now: number): Promise<void> {
     const db = this.#open;
     const at = Date.now();
-    this.#named(() =>
-      db.transaction(() => {
-        for (const outcome of outcomes) {
-          if (outcome.kind === 'complete') {
-            const { changes } = this.#statement(SQL.complete).run({
-              state: outcome.state,
-              error: outcome.error,
-              result: outcome.result ?? null,
-              at,
-              id: outcome.id,
-              owner,
-            });
-            // Final: its serial key goes to the next task (a retried or released one keeps it: strict order).
-            if (Number(changes) > 0) this.#statement(LIMITS_SQL.letGo).run({ id: outcome.id });
-          } else if (outcome.kind === 'retry') {
-            this.#statement(SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
-          } else this.#statement(SQL.release).run(at, outcome.id, owner);
-        }
-      })(),
-    );
+    this.#named(() => db.transaction(() => settle(this.#prepare, owner, outcomes, now, at))());
     this.#wakeDependents(outcomes.filter((outcome) => outcome.kind === 'complete').map((outcome) => outcome.id));
   }
 
@@ -412,7 +349,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
    * waitFor() looks again for dependents it sank (PostgreSQL's trigger NOTIFYs instead).
    */
   #wakeDependents(ids: readonly number[]): void {
-    if (!this.#flows || ids.length === 0 || !this.#named(() => hadDependents((sql) => this.#statement(sql), ids))) return;
+    if (!this.#flows || ids.length === 0 || !this.#named(() => hadDependents(this.#prepare, ids))) return;
     this.#onDone?.(null);
     // Due now or earlier (a dependent keeps its own due time): the claimer looks at once, and finds the earliest.
     this.#onWake?.(0);
@@ -430,7 +367,7 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   async addFlow(flow: NewFlow, via?: unknown, now = Date.now()): Promise<StoredTask[]> {
     if (via !== undefined) throw new TypeError(NO_CLIENT);
     const db = this.#open;
-    const rows = this.#named(() => db.transaction(() => addFlow((sql) => this.#statement(sql), flow, Date.now(), now))());
+    const rows = this.#named(() => db.transaction(() => addFlow(this.#prepare, flow, Date.now(), now))());
     this.#flows = true;
     const due = rows.filter((row) => row.state === 'waiting').map((row) => row.runAt.getTime());
     if (due.length > 0) this.#onWake?.(Math.min(...due));
@@ -438,100 +375,70 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
   }
 
   async getFlow(id: number): Promise<StoredFlowGraph | undefined> {
-    return this.#named(() => getFlow((sql) => this.#statement(sql), id));
+    return this.#named(() => getFlow(this.#prepare, id));
   }
 
   async getDependencies(id: number): Promise<DependencyInfo[]> {
-    return this.#named(() => getDependencies((sql) => this.#statement(sql), id));
+    return this.#named(() => getDependencies(this.#prepare, id));
   }
 
   async getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined> {
-    return this.#named(() => getTaskLinks((sql) => this.#statement(sql), id, limit));
+    return this.#named(() => getTaskLinks(this.#prepare, id, limit));
   }
 
   async listLimitKeys(limit: number, now: number): Promise<LimitKey[]> {
-    return this.#named(() => listLimitKeys((sql) => this.#statement(sql), limit, now));
+    return this.#named(() => listLimitKeys(this.#prepare, limit, now));
   }
 
   async cancel(id: number): Promise<boolean> {
     const db = this.#open;
-    const cancelled = this.#named(() =>
-      db.transaction(() => {
-        const { changes } = this.#statement(SQL.cancel).run(Date.now(), id);
-        if (Number(changes) > 0) this.#statement(LIMITS_SQL.letGo).run({ id });
-        return Number(changes) > 0;
-      })(),
-    );
+    const cancelled = this.#named(() => db.transaction(() => cancel(this.#prepare, id, Date.now()))());
     if (cancelled) this.#wakeDependents([id]);
     return cancelled;
   }
 
   async cancelJob(key: string): Promise<boolean> {
     const db = this.#open;
-    return this.#named(() =>
-      db.transaction(() => {
-        const { changes } = this.#statement(SQL.cancelJob).run(Date.now(), key);
-        this.#statement(LIMITS_SQL.letGoOccurrences).run({ job: key });
-        this.#statement(SQL.cancelOccurrences).run(Date.now(), key);
-        return changes > 0;
-      })(),
-    );
+    return this.#named(() => db.transaction(() => cancelJob(this.#prepare, key))());
   }
 
   async requeue(id: number, now: number): Promise<StoredTask | undefined> {
-    // Flows: the failed tasks it depends on come back too (flows.ts requeue).
+    // Flows: the failed tasks it depends on come back too (settle.ts requeue).
     const db = this.#open;
-    const row = this.#named(() => db.transaction(() => requeue((sql) => this.#statement(sql), id, now, Date.now()))());
+    const row = this.#named(() => db.transaction(() => requeue(this.#prepare, id, now, Date.now()))());
     return row === undefined ? undefined : toTask(row);
   }
 
   // One process: the cutoffs are this machine's clock, the one updated_at is written with.
   async prune(succeeded: number | null, failed: number | null, limit: number): Promise<number> {
     const now = Date.now();
-    const params = { succeeded: succeeded === null ? NEVER : now - succeeded, failed: failed === null ? NEVER : now - failed, limit };
+    const cutoff = (age: number | null) => (age === null ? NEVER : now - age);
     return this.#named(() => {
-      const { changes } = this.#statement(SQL.pruneTasks).run(params);
-      const jobs = failed === null ? 0 : this.#statement(SQL.pruneJobs).run({ failed: params.failed, limit }).changes;
-      this.#statement(LIMITS_SQL.prune).run();
-      const idle = this.#statement(LIMITS_SQL.pruneIdle).run({ now }).changes;
-      return Number(changes) + Number(jobs) + Number(idle);
+      const tasks = pruneTasks(this.#prepare, cutoff(succeeded), cutoff(failed), limit);
+      const jobs = failed === null ? 0 : pruneJobs(this.#prepare, cutoff(failed), limit);
+      pruneHolders(this.#prepare);
+      return tasks + jobs + pruneIdle(this.#prepare, now);
     });
   }
 
   async getTask(id: number): Promise<StoredTask | undefined> {
-    const row = this.#named(() => this.#statement(SQL.taskById).get(id) as TaskRow | undefined);
-    return row === undefined ? undefined : toTask(row);
+    return this.#named(() => getTask(this.#prepare, id));
   }
 
   async endedTasks(ids: readonly number[]): Promise<EndedTasks> {
-    return toEnded(this.#named(() => this.#statement(SQL.endedTasks).all(JSON.stringify(ids)) as (TaskRow & { asked: number })[]));
+    return this.#named(() => endedTasks(this.#prepare, ids));
   }
 
   async listTasks(filter: TaskFilter): Promise<StoredTask[]> {
-    const rows = this.#named(
-      () =>
-        this.#statement(filter.order === 'desc' ? SQL.listTasksDesc : SQL.listTasks).all({
-          state: filter.state ?? null,
-          name: filter.name ?? null,
-          jobKey: filter.jobKey ?? null,
-          keyPrefix: filter.keyPrefix ?? null,
-          queue: filter.queue ?? null,
-          from: epoch(filter.from),
-          to: epoch(filter.to),
-          afterRunAt: epoch(filter.after?.runAt),
-          afterId: filter.after?.id ?? null,
-          limit: filter.limit ?? 100,
-        }) as TaskRow[],
-    );
-    return rows.map(toTask);
+    return this.#named(() => listTasks(this.#prepare, filter));
   }
 
   async countTasks(filter: TaskFilter): Promise<Record<StoredState, number>> {
-    return this.#named(() => countTasks((sql) => this.#statement(sql), filter));
+    return this.#named(() => countTasks(this.#prepare, filter));
   }
 
   async deleteTasks(filter: TaskFilter): Promise<number> {
-    return this.#named(() => deleteTasks((sql) => this.#statement(sql), filter));
+    return this.#named(() => deleteTasks(this.#prepare, filter));
   }
 
   async journal(
@@ -540,67 +447,28 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     lost: (id: number, error: unknown) => void,
   ): Promise<void> {
     const db = this.#open;
-    this.#named(() =>
-      writeJournal(
-        (fn) => db.transaction(fn)(),
-        (sql) => this.#statement(sql),
-        owner,
-        writes,
-        lost,
-      ),
-    );
+    this.#named(() => writeJournal((fn) => db.transaction(fn)(), this.#prepare, owner, writes, lost));
   }
 
   async getJob(key: string): Promise<StoredJob | undefined> {
-    const row = this.#named(() => this.#statement(SQL.jobByKey).get(key) as StoredJobRow | undefined);
-    return row === undefined ? undefined : this.#withStats([row])[0];
+    return this.#named(() => getJob(this.#prepare, key));
   }
 
   async listJobs(filter: JobFilter): Promise<StoredJob[]> {
-    const rows = this.#named(
-      () =>
-        this.#statement(SQL.listJobs).all({
-          state: filter.state ?? null,
-          name: filter.name ?? null,
-          keyPrefix: filter.keyPrefix ?? null,
-          after: filter.after ?? null,
-          limit: filter.limit ?? 100,
-        }) as StoredJobRow[],
-    );
-    return this.#withStats(rows);
-  }
-
-  #withStats(rows: StoredJobRow[]): StoredJob[] {
-    if (rows.length === 0) return [];
-    const stats = this.#named(
-      () => this.#statement(SQL.jobStats).all({ keys: JSON.stringify(rows.map((row) => row.key)) }) as JobStatsRow[],
-    );
-    return rows.map((row) => toJob(row, stats));
+    return this.#named(() => listJobs(this.#prepare, filter));
   }
 
   async setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
-    const { changes } = this.#named(() => this.#statement(SQL.setJobState).run({ key, from, to, now: Date.now() }));
-    return Number(changes) > 0;
+    return this.#named(() => setJobState(this.#prepare, key, from, to, Date.now()));
   }
 
   async resumeJob(key: string, now: number, resumedAt: (job: DueJob, now: number) => number | null): Promise<boolean> {
     const db = this.#open;
-    return this.#named(() =>
-      db.transaction(() => {
-        const row = this.#statement(SQL.pausedJob).get(key) as DueJobRow | undefined;
-        if (row === undefined) return false;
-        this.#statement(SQL.resumeJob).run({ key, next: resumedAt(toDueJob(row), now), now: Date.now() });
-        return true;
-      })(),
-    );
+    return this.#named(() => db.transaction(() => resumeJob(this.#prepare, key, now, resumedAt, Date.now()))());
   }
 
   async triggerJob(key: string, now: number): Promise<StoredTask | undefined> {
-    const row = this.#named(() => {
-      const added = this.#statement(SQL.triggerJob).get({ key, now, at: Date.now() }) as TaskRow | undefined;
-      if (added !== undefined) upsertLimits((sql) => this.#statement(sql), added.options, added.serial, added.rate_key);
-      return added;
-    });
+    const row = this.#named(() => triggerJob(this.#prepare, key, now, Date.now()));
     return row === undefined ? undefined : toTask(row);
   }
 

@@ -181,7 +181,7 @@ describe('a claim with blocked work (issue 22)', () => {
       await store.migrate();
       const past = Date.now() - 60_000;
       const { advanceJob } = await import('../../../src/durable/advance-job.js');
-      const { statements } = await import('../../../src/durable/postgres/sql.js');
+      const { statements } = await import('../../../src/durable/postgres/store.js');
       await store.addTask({
         name: 'x',
         key: null,

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../../src/index.js';
 import type { Outcome, Store } from '../../../src/store.js';
 import { postgresStore } from '../../../src/postgres.js';
-import { statements } from '../../../src/durable/postgres/sql.js';
+import { statements } from '../../../src/durable/postgres/store.js';
 import type { PgServer } from '../pg-server.js';
 import { gate } from '../../helpers.js';
 import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';

@@ -9,7 +9,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler, type Clock } from '../../../src/index.js';
 import { postgresStore, type PostgresStoreOptions } from '../../../src/postgres.js';
-import { statements } from '../../../src/durable/postgres/sql.js';
+import { statements } from '../../../src/durable/postgres/store.js';
 import type { PgServer } from '../pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
 import { SCHEMA_VERSION } from '../../../src/durable/store.js';

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { Scheduler, SchemaVersionError, type DurableTaskItem } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres.js';
 import { advanceJob } from '../../../src/durable/advance-job.js';
-import { statements } from '../../../src/durable/postgres/sql.js';
+import { statements } from '../../../src/durable/postgres/store.js';
 import type { NewTask, Store } from '../../../src/durable/store.js';
 import type { PgServer } from '../pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';

@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, TaskNotFoundError, type StoredTask } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres.js';
 import { ManualClock } from '../../../src/testing.js';
-import { statements } from '../../../src/durable/postgres/sql.js';
+import { statements } from '../../../src/durable/postgres/store.js';
 import { safetyPoll } from '../../../src/durable/waiters.js';
 import type { PgServer } from '../pg-server.js';
 import { schemaNamer, usePostgres } from '../use-postgres.js';

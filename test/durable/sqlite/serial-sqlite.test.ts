@@ -10,7 +10,7 @@ import { Scheduler } from '../../../src/index.js';
 import { sqliteStore } from '../../../src/sqlite.js';
 import { ManualClock } from '../../../src/testing.js';
 import { openDatabase } from '../../../src/durable/sqlite/driver.js';
-import { MIGRATIONS, SQL } from '../../../src/durable/sqlite/sql.js';
+import { MIGRATION_SQL as MIGRATIONS, VERSION_SQL as SQL } from '../../../src/durable/sqlite/migrations.js';
 import { START } from '../../helpers.js';
 import { until } from '../handler-gates.js';
 import { SCHEMA_VERSION } from '../../../src/durable/store.js';

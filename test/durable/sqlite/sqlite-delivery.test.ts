@@ -10,7 +10,7 @@ import { openDatabase } from '../../../src/durable/sqlite/driver.js';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../../src/index.js';
 import { sqliteStore, StoreInUseError, type SqliteStoreOptions } from '../../../src/sqlite.js';
-import { MIGRATIONS, SQL } from '../../../src/durable/sqlite/sql.js';
+import { MIGRATION_SQL as MIGRATIONS, VERSION_SQL as SQL } from '../../../src/durable/sqlite/migrations.js';
 import { SCHEMA_VERSION } from '../../../src/durable/store.js';
 import { compiled } from '../../compiled-fixture.js';
 

@@ -1,9 +1,10 @@
-// The claim statement and the SQL pieces of the durable limits and
-// queues: concurrency keys (`serial` is the key of limit 1) and rate buckets
-// that hold across every process, kept in `taskheap_limits` (migrations.ts,
-// version 6), and named queues (`taskheap_queues`, version 5: pause, global
-// slots, per-process rooms; version 6: a queue's rate bucket on its row). The
-// other statements are in sql.ts, which uses the pieces exported here.
+// The PostgreSQL claim and next-due. Which claim statement a claim sends:
+// the plain claim while no limit is in play, else the full one; and the due
+// recurring jobs materialised first (jobs.ts), in one transaction with the
+// claim, when a claim finds some. Below, the statements: the full claim,
+// next-due, and the plain claim, with the SQL pieces only they use (the
+// pieces of limit rows and queue rows they share with the outcomes are
+// limits.ts's).
 //
 // How a claim stays exact across processes: it picks candidates from its
 // snapshot, then locks the queue rows (by name) and limit rows (in (kind,
@@ -26,12 +27,166 @@
 // as an unready one does), then queue rows in name order (lockQueues), then
 // limit rows in (kind, key) order; a settle locks the tasks it holds, then
 // the queue rows (freeSlots), then the limit rows (letGo, after `after`).
+import type { ClaimedTask, DueJob, JobAdvance, QueueRooms } from '../store.js';
+import { toClaims, type ClaimRow } from '../rows.js';
+import type { Connection } from './connection.js';
+import { materialize, type JobStatements } from './jobs.js';
+import { lockQueues, queueTokens, spent } from './limits.js';
+import { millis, ms, tables } from './tables.js';
 
-/** SQL: epoch ms (a parameter or expression) to timestamptz, and back. */
-export const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
-export const ms = (expression: string) => `(extract(epoch from ${expression}) * 1000)::float8`;
-/** SQL: $n milliseconds as an interval. */
-export const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
+/** How a due recurring job advances (the scheduler's rule): its next occurrence, or its end. @internal */
+export type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
+
+/** A claim's first row says whether a recurring job is due (then nothing was claimed); its id is null if nothing was. */
+type FlaggedRow = Omit<ClaimRow, 'id'> & { id: ClaimRow['id'] | null; jobs_due: boolean; limited?: boolean };
+
+/**
+ * Claims sent straight to the full statement after the plain one found a
+ * limit in play: a process whose tasks use limits would otherwise send two
+ * statements per claim. Counted in claims, not time: no clock to inject.
+ * The plain claim then asks again, and it costs one cheap statement.
+ */
+const FULL_AFTER_LIMITED = 32;
+
+/** What a claim asks for (the full claim's parameters, see claimSql). @internal */
+export interface ClaimAsk {
+  readonly owner: string;
+  readonly lease: number;
+  readonly limit: number;
+  readonly names: readonly string[] | undefined;
+  readonly rooms: QueueRooms | undefined;
+  /** This process applies the scheduler-wide bucket. */
+  readonly rated: boolean;
+  /** Free workers: the most limited tasks claimed, and how many start at once. */
+  readonly free: number;
+  /** ms this process still waits, since it reached the server again, before it takes over leases. */
+  readonly takeoverWait: number;
+}
+
+/** @internal */
+export class Claims {
+  readonly #db: Connection;
+  readonly #sql: ClaimStatements & JobStatements;
+  /** The full claim's $4 and $5: a task whose lease ran out more than this many times fails, with this error. */
+  readonly #maxExpiries: number;
+  readonly #expiredText: string;
+  /** Claims left to send straight to the full statement (see FULL_AFTER_LIMITED). */
+  #fullOnly = 0;
+
+  constructor(db: Connection, sql: ClaimStatements & JobStatements, maxExpiries: number, expiredText: string) {
+    this.#db = db;
+    this.#sql = sql;
+    this.#maxExpiries = maxExpiries;
+    this.#expiredText = expiredText;
+  }
+
+  /** Claims what `ask` asks for; due recurring jobs are materialized first (their occurrences may be claimed too). */
+  async claim(ask: ClaimAsk, advance: Advance): Promise<ClaimedTask[]> {
+    // The common case, no recurring job due: one statement claims, and says whether a job is due.
+    // Both claims are named statements, planned once per connection (prepared.ts). Due times and
+    // leases are the server's: this process's clock is not used.
+    const plain = ask.rated || (ask.rooms !== undefined && ask.rooms.size > 0) ? undefined : await this.#plain(ask);
+    if (plain !== undefined && !plain.limited && !plain.jobsDue) return plain.claims;
+    const params = this.#fullParams(ask);
+    if (plain === undefined || !plain.jobsDue) {
+      const { rows } = await this.#db.query<FlaggedRow>(this.#sql.claimUnlessJobsDue, params, true);
+      if (rows[0]?.jobs_due !== true) return claimsOf(rows);
+    }
+    return this.#db.transaction(async (client) => {
+      await materialize(client, this.#sql, advance);
+      const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
+      return toClaims(rows);
+    });
+  }
+
+  /** The plain claim, unless a recent one found a limit in play. */
+  async #plain(ask: ClaimAsk): Promise<{ claims: ClaimedTask[]; limited: boolean; jobsDue: boolean } | undefined> {
+    if (this.#fullOnly > 0) {
+      this.#fullOnly--;
+      return undefined;
+    }
+    const { rows } = await this.#db.query<FlaggedRow>(
+      this.#sql.claimPlain,
+      [ask.limit, ask.owner, ask.lease, ask.names ?? null, ask.free],
+      true,
+    );
+    const limited = rows[0]?.limited === true;
+    if (limited) this.#fullOnly = FULL_AFTER_LIMITED;
+    return { claims: claimsOf(rows), limited, jobsDue: rows[0]?.jobs_due === true };
+  }
+
+  /**
+   * ms until the next claim may find work (0: now), by the server's clock,
+   * or undefined: nothing is due. `rated`: this process applies the
+   * scheduler-wide bucket; `lease`: a takeover waits for the server to have
+   * been up, and this process to have reached it, for that long.
+   */
+  async nextDue(
+    names: readonly string[] | undefined,
+    rooms: QueueRooms | undefined,
+    rated: boolean,
+    lease: number,
+  ): Promise<number | undefined> {
+    const { rows } = await this.#db.query<{ t: number | string | null }>(
+      this.#sql.nextDue,
+      [names ?? null, rated, ...roomArrays(rooms), lease, this.#db.takeoverWait(lease)],
+      true,
+    );
+    const t = rows[0]?.t;
+    return t === null || t === undefined ? undefined : Math.max(0, Number(t));
+  }
+
+  /** The statements to ready on a fresh connection (Connection.warm): each claim, of nothing, and a next-due question. */
+  warmups(owner: string, lease: number, names: readonly string[] | undefined) {
+    const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0 };
+    return [
+      { text: this.#sql.claimPlain, values: [0, owner, lease, names ?? null, 0] },
+      { text: this.#sql.claimUnlessJobsDue, values: this.#fullParams(full) },
+      { text: this.#sql.nextDue, values: [names ?? null, false, null, null, lease, 0] },
+    ];
+  }
+
+  #fullParams(ask: ClaimAsk): unknown[] {
+    return [
+      ask.limit,
+      ask.owner,
+      ask.lease,
+      this.#maxExpiries,
+      this.#expiredText,
+      ask.names ?? null,
+      ask.rated,
+      ask.free,
+      ...roomArrays(ask.rooms),
+      ask.takeoverWait,
+    ];
+  }
+}
+
+function claimsOf(rows: FlaggedRow[]): ClaimedTask[] {
+  return toClaims(rows.filter((row): row is ClaimRow & FlaggedRow => row.id !== null));
+}
+
+/** The claim's parameters $9 and $10: the queues this process limits, and the room it has for each. */
+function roomArrays(rooms: QueueRooms | undefined): [string[] | null, number[] | null] {
+  if (rooms === undefined || rooms.size === 0) return [null, null];
+  return [[...rooms.keys()], [...rooms.values()]];
+}
+
+/** The statements of the claim and of next-due for tables in `schema` (undefined: the search_path). */
+export function claimStatements(schema: string | undefined) {
+  const { T, J, M, L, Q } = tables(schema);
+  return {
+    /** The common case, no recurring job due: claims in one statement and says whether a job is due. */
+    claimUnlessJobsDue: claimSql(T, J, L, Q, M, true),
+    claim: claimSql(T, J, L, Q, M, false),
+    /** The claim when no limit is in play anywhere; says so (`limited`), claiming nothing, when one is. */
+    claimPlain: plainClaimSql(T, J, L, Q, M),
+    nextDue: nextDueSql(T, J, L, Q, M),
+  };
+}
+
+/** The statements of the claim and next-due. */
+type ClaimStatements = ReturnType<typeof claimStatements>;
 
 /**
  * SQL: since when this server has been up as the one the stores reach, from
@@ -46,114 +201,11 @@ export const millis = (param: string) => `(${param}::float8 * interval '1 millis
 const serverUp = (M: string) => `COALESCE((SELECT server_seen FROM ${M} WHERE server_started = pg_postmaster_start_time()), now())`;
 
 /** A claim's CTE marking the server it runs on (serverUp): the meta row is written once per server start or promotion. */
-export const markServer = (M: string) => `server_mark AS (UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
+const markServer = (M: string) => `server_mark AS (UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
       WHERE server_started IS DISTINCT FROM pg_postmaster_start_time() RETURNING 1)`;
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
 const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
-
-/** SQL: the concurrency key and the rate key a stored job's options (JSON text) give its occurrences. */
-export const SERIAL_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'serial', ${options}::jsonb #>> '{concurrency,key}')`;
-export const RATE_KEY_OF = (options: string) => `(${options}::jsonb #>> '{rate,key}')`;
-
-/**
- * SQL: the limit each limit row named by the tasks of \`source\` (columns id,
- * serial, rate_key, options) should have: the most recently added task's.
- */
-const limitsOf = (source: string) => `SELECT DISTINCT ON (kind, key) kind, key, lim, iv FROM (
-        SELECT 'concurrency' AS kind, serial AS key, COALESCE((options::jsonb #>> '{concurrency,limit}')::int, 1) AS lim, NULL::float8 AS iv, id
-          FROM ${source} WHERE serial IS NOT NULL
-        UNION ALL SELECT 'rate', rate_key, (options::jsonb #>> '{rate,limit}')::int, (options::jsonb #>> '{rate,interval}')::float8, id
-          FROM ${source} WHERE rate_key IS NOT NULL) AS x
-      ORDER BY kind, key, id DESC`;
-
-/**
- * SQL: CTEs \`name\` making the limit rows the tasks of \`source\` (columns
- * id, serial, rate_key, options) name, or setting their limit (the most
- * recently added task's applies). Their past starts and holders stay. A row
- * that already has its limit is not written, only key-share locked
- * (\`name_kept\`): that keeps retention from deleting it before the tasks
- * commit, and conflicts with no claim or outcome, which update it under a
- * no-key lock. So an add in a caller's open transaction holds nothing a
- * worker waits for, unless it changes a limit: the store applies a change
- * first, on its own connection (\`setLimits\` in sql.ts), for that reason.
- */
-export const upsertLimits = (L: string, name: string, source: string) => `${name}_wanted AS (${limitsOf(source)}),
-    ${name}_kept AS (SELECT l.kind, l.key FROM ${L} AS l JOIN ${name}_wanted AS w ON l.kind = w.kind AND l.key = w.key
-      WHERE l.lim = w.lim AND l.interval_ms IS NOT DISTINCT FROM w.iv FOR KEY SHARE OF l),
-    ${name} AS (
-      INSERT INTO ${L} AS l (kind, key, lim, interval_ms)
-      SELECT w.kind, w.key, w.lim, w.iv FROM ${name}_wanted AS w
-      WHERE NOT EXISTS (SELECT 1 FROM ${name}_kept AS k WHERE k.kind = w.kind AND k.key = w.key)
-      ON CONFLICT (kind, key) DO UPDATE SET lim = EXCLUDED.lim, interval_ms = EXCLUDED.interval_ms, updated_at = now()
-      WHERE l.lim <> EXCLUDED.lim OR l.interval_ms IS DISTINCT FROM EXCLUDED.interval_ms)`;
-
-/**
- * SQL: sets the limit of existing limit rows that the tasks given as arrays
- * ($1 concurrency keys, $2 rate keys, $3 options) change; run on the store's
- * own connection before an add in a caller's transaction, so that the add
- * finds its limits set and takes no lock a claim or an outcome waits for.
- */
-export const setLimits = (L: string) => `WITH src AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
-        AS s(serial, rate_key, options, id)),
-      wanted AS (${limitsOf('src')})
-    UPDATE ${L} AS l SET lim = w.lim, interval_ms = w.iv, updated_at = now() FROM wanted AS w
-    WHERE l.kind = w.kind AND l.key = w.key AND (l.lim <> w.lim OR l.interval_ms IS DISTINCT FROM w.iv)`;
-
-/** A task as \`setLimits\` reads it. */
-interface Limited {
-  readonly options: string;
-  readonly serial?: string | null;
-  readonly rateKey?: string | null;
-}
-
-/**
- * Runs \`statement\` (\`setLimits\`) for the tasks that name a limit, through
- * \`query\` (the store's own connection: committed at once, whatever the
- * caller's transaction does later). Nothing when none names one.
- */
-export async function applyLimits(
-  query: (text: string, values: unknown[]) => Promise<unknown>,
-  statement: string,
-  tasks: readonly Limited[],
-): Promise<void> {
-  const named = tasks.filter((task) => (task.serial ?? null) !== null || (task.rateKey ?? null) !== null);
-  if (named.length === 0) return;
-  await query(statement, [named.map((t) => t.serial ?? null), named.map((t) => t.rateKey ?? null), named.map((t) => t.options)]);
-}
-
-/**
- * SQL: a CTE \`name\` letting the tasks of \`source\` (columns id, serial)
- * that match \`where\` go of the concurrency slots they hold; aggregated per
- * key (one statement updates a row once), the rows locked in key order
- * as the claim does, after the queue rows CTE \`after\` locked (if any), so
- * the two cannot deadlock. Returns the keys freed.
- */
-export const letGo = (L: string, name: string, source: string, where = 'true', after?: string) => `${name}_rows AS (
-      SELECT k.key FROM ${L} AS k WHERE k.kind = 'concurrency' AND k.key IN (SELECT serial FROM ${source} WHERE ${where})
-        ${after === undefined ? '' : `AND (SELECT count(*) FROM ${after}) >= 0`}
-      ORDER BY k.key FOR NO KEY UPDATE),
-    ${name} AS (
-      UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (g.ids)), updated_at = now()
-      FROM (SELECT serial, array_agg(id) AS ids FROM ${source} WHERE serial IS NOT NULL AND ${where} GROUP BY serial) AS g
-        JOIN ${name}_rows AS r ON r.key = g.serial
-      WHERE l.kind = 'concurrency' AND l.key = g.serial AND l.holders && g.ids RETURNING l.key)`;
-
-/**
- * SQL: the starts a bucket (its arrays of start times and counts, and its
- * window) counts in its window at now(). A claim records its starts at the
- * time it holds the bucket's lock (\`stamp\` in claimSql), later than its
- * now(): counting from now() counts a little more than the window at that
- * time holds, never less, so the limit holds on the recorded times, which
- * are in order per bucket (each is after the previous writer's commit).
- */
-const spentIn = (starts: string, counts: string, interval: string) =>
-  `(SELECT COALESCE(sum(c), 0) FROM unnest(${starts}, ${counts}) AS x(s, c) WHERE s > now() - ${millis(interval)})`;
-/** SQL: the starts limit row \`l\`'s bucket counts in its window at now() (see spentIn). */
-const spent = (l: string) => spentIn(`${l}.starts`, `${l}.counts`, `${l}.interval_ms`);
-/** SQL: the tokens queue row \`q\`'s rate bucket has left at now(), or NULL if the queue has no rate (see spentIn). */
-const queueTokens = (q: string) =>
-  `CASE WHEN ${q}.rate_limit IS NOT NULL THEN ${q}.rate_limit - ${spentIn(`${q}.rate_starts`, `${q}.rate_counts`, `${q}.rate_interval_ms`)} END`;
 
 /**
  * SQL: the starts arrays of a bucket after a claim at \`at\` started \`n\`
@@ -193,7 +245,7 @@ const descending = (T: string, name: string, v: string, column: string) => `${na
  * first (see descending): walking the priority-leading waiting index level by
  * level finds the due tasks of each level by an exact range.
  */
-export const levels = (T: string) => descending(T, 'levels', 'p', 'priority');
+const levels = (T: string) => descending(T, 'levels', 'p', 'priority');
 
 /** The most rows an int room stands for: no limit. */
 const NO_LIMIT = 2147483647;
@@ -228,7 +280,7 @@ const openQueues = (T: string, Q: string, rooms: string, counts: string) => `${q
     FROM queues WHERE queues.q IS NOT NULL) AS o WHERE o.room > 0 ORDER BY o.name)`;
 
 /** SQL: \`queues(q)\`, the queues that have plain waiting tasks, from the last name down (see descending and openQueues). */
-export const queuesWithWork = (T: string) => descending(T, 'queues', 'q', 'queue');
+const queuesWithWork = (T: string) => descending(T, 'queues', 'q', 'queue');
 
 /**
  * How many (open queue, priority level) pairs a claim reads at most, each up
@@ -240,37 +292,7 @@ export const queuesWithWork = (T: string) => descending(T, 'queues', 'q', 'queue
  * with EXPLAIN ANALYZE). Beyond this many pairs with due work, the claim
  * takes from the first ones in name and priority order.
  */
-export const QUEUE_LEVELS = 64;
-
-/**
- * SQL: the rows of queues \`names\` (a subquery) with a global concurrency
- * (and with \`metered\`, those with a rate: a claim takes their tokens),
- * locked in name order, so that statements updating several queue rows
- * (claims taking slots and tokens, outcomes giving slots back) cannot
- * deadlock; with the room (global slots left) and the tokens left of each,
- * NULL for none, at the row's latest version.
- */
-const lockQueues = (Q: string, names: string, metered = false) => `SELECT q.name, q.paused, q.global_concurrency - q.running AS room,
-      ${metered ? queueTokens('q') : 'NULL::int'} AS tokens
-    FROM ${Q} AS q
-    WHERE q.name IN (${names}) AND (q.global_concurrency IS NOT NULL${metered ? ' OR q.rate_limit IS NOT NULL' : ''}) ORDER BY q.name FOR UPDATE`;
-
-/**
- * SQL: two CTEs, \`unslotted_locks\` and \`unslotted\`: the queue rows of tasks
- * that stop running (\`cte\` has their \`queue\`) give back their slots;
- * \`was_full\`: the queue had no room left before, so its waiting tasks need
- * a wake-up. Only queues with a global concurrency count (the others have
- * no row to update, or never take the row's lock). Limit rows are locked
- * after these (pass \`unslotted_locks\` as letGo's \`after\`).
- */
-export const freeSlots = (Q: string, cte: string) => `unslotted_locks AS (${lockQueues(Q, `SELECT queue FROM ${cte}`)}),
-    unslotted AS (UPDATE ${Q} AS q SET running = GREATEST(q.running - f.n, 0)
-      FROM (SELECT queue, count(*)::int AS n FROM ${cte} GROUP BY queue) AS f
-      WHERE q.name = f.queue AND q.global_concurrency IS NOT NULL AND q.name IN (SELECT name FROM unslotted_locks)
-      RETURNING q.running + f.n >= q.global_concurrency AS was_full)`;
-
-/** SQL: the queue a stored job's options (JSON text) put its occurrences in. */
-export const QUEUE_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'queue', 'default')`;
+const QUEUE_LEVELS = 64;
 
 /**
  * SQL: keyed waiting tasks (columns id, run_at, priority, serial, rate_key,
@@ -343,7 +365,7 @@ const keyed = (T: string, L: string) => `
  * Tasks of one key are ordered by the priority of the key's first (priority
  * does not reorder a key), so every cut keeps each key's tasks a prefix.
  */
-export function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJobsDue: boolean): string {
+function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJobsDue: boolean): string {
   // When every candidate is a plain task (no key, not a takeover), no task failed for its expiries,
   // no candidate's queue has a global concurrency or a rate, and this process has neither queue rooms
   // nor the scheduler-wide bucket, the bookkeeping (six window sorts) passes every candidate in its
@@ -497,7 +519,7 @@ export function claimSql(T: string, J: string, L: string, Q: string, M: string, 
  * have a token, the server has been up for a lease ($5 ms), and this
  * process has reached it for a lease since it last lost it ($6 ms left).
  */
-export function nextDueSql(T: string, J: string, L: string, Q: string, M: string): string {
+function nextDueSql(T: string, J: string, L: string, Q: string, M: string): string {
   const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
   // When bucket \`l\` has room again: its oldest start in the window leaves it.
   const refill = (l: string) => `CASE WHEN ${spent(l)} < ${l}.lim THEN now() ELSE ${refillOf(`${l}.starts`, `${l}.interval_ms`)} END`;
@@ -535,4 +557,68 @@ export function nextDueSql(T: string, J: string, L: string, Q: string, M: string
         GREATEST((SELECT at FROM soonest), (SELECT at FROM refilled)),
         (SELECT MIN(at) FROM leases),
         (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`;
+}
+
+// The plain claim: the full claim above for the common case where no
+// limit of any kind is in play, as a statement of its own (docs/performance.md).
+//
+// Why a second statement: the full claim plans and runs everything a claim
+// may meet (takeovers of expired leases, keyed tasks and their limit rows,
+// queues with a global concurrency or a rate, the scheduler-wide bucket),
+// and pays for it when there is none of it: about 3.5 ms to plan each of
+// the five custom plans every connection makes, and about 0.7 ms a claim in
+// CTEs that find nothing. This one asks first, cheaply, whether any of that
+// exists anywhere (`limited`: any limit row, any queue with a global
+// concurrency or a rate, any lease that ran out and is not this process's
+// own); if it does, it claims nothing and says so, and the store sends the
+// full claim. If not, the full claim's candidates are plain waiting tasks
+// only and its bookkeeping would pass them all in their order, which is
+// what this claims: the same tasks, in the same order, with the same
+// columns set. The check is broader than the full claim's own (a limit row
+// with no task behind it, a lease the full claim would not take over yet),
+// never narrower, so it may send a claim the long way but never claims what
+// the full claim would not.
+/**
+ * Claims up to $1 plain waiting tasks that are due, by priority (highest
+ * first), then due time, then id, for owner $2 for $3 ms; $4 (text[], or
+ * null for any): only tasks of these handler names; $5: free workers (the
+ * first $5 start at once, the rest are prefetched, as in the full claim).
+ * Claims nothing if a recurring job is due (`jobs_due`) or a limit is in
+ * play (`limited`): the first row carries both flags (with a null id if
+ * nothing was claimed). Used only by a process without queue rooms or the
+ * scheduler-wide bucket (the full claim's $9 and $7). (Its SQL comment's
+ * claim-sql.ts is this file's full claim: the text stays as it is, it names
+ * the prepared statement.)
+ */
+function plainClaimSql(T: string, J: string, L: string, Q: string, M: string): string {
+  return `WITH RECURSIVE
+    flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),
+    limited AS (SELECT EXISTS (SELECT 1 FROM ${L})
+      OR EXISTS (SELECT 1 FROM ${Q} WHERE global_concurrency IS NOT NULL OR rate_limit IS NOT NULL)
+      OR EXISTS (SELECT 1 FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2) AS yes),
+    ${markServer(M)},
+    ${levels(T)},
+    ${queuesWithWork(T)},
+    open AS (SELECT queues.q AS name FROM queues
+      WHERE queues.q IS NOT NULL AND NOT COALESCE((SELECT paused FROM ${Q} WHERE name = queues.q), false)),
+    plain AS (SELECT w.id, w.run_at, w.priority FROM open CROSS JOIN levels CROSS JOIN LATERAL (
+        SELECT t.id, t.run_at, t.priority FROM ${T} AS t
+        WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p
+          AND t.run_at <= now() AND ($4::text[] IS NULL OR t.name = ANY($4::text[]))
+          AND NOT (SELECT jobs_due FROM flag) AND NOT (SELECT yes FROM limited)
+        ORDER BY t.run_at, t.id LIMIT $1 FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
+      WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
+    starting AS (SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) <= $5 AS now FROM plain
+      ORDER BY priority DESC, run_at, id LIMIT $1),
+    -- Read back as arrays (see claimed in claim-sql.ts): a few rows of unknown number, found by the primary key.
+    claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
+        attempts = t.attempts + 1, started_at = (SELECT clock_timestamp()), prefetched = NOT due.now, updated_at = now()
+      FROM (SELECT array_agg(id) AS ids, array_agg(now) AS now FROM starting) AS a
+        CROSS JOIN LATERAL unnest(a.ids, a.now) AS due(id, now)
+      WHERE t.id = due.id AND t.state = 'waiting'
+      RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
+        due.now AS started)
+    SELECT flag.jobs_due, limited.yes AS limited, c.* FROM flag CROSS JOIN limited LEFT JOIN (
+      SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after FROM claimed
+    ) AS c ON true`;
 }
