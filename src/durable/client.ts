@@ -82,7 +82,7 @@ export class DurableClient {
    * call tries again (the database may be back).
    */
   ready(): Promise<void> {
-    if (this.#ctx.closed) return Promise.reject(new ClosedError());
+    if (this.#ctx.finished) return Promise.reject(new ClosedError());
     this.#opened ??= this.#ctx.store.migrate().catch((error: unknown) => {
       this.#opened = undefined;
       throw error;
@@ -248,6 +248,14 @@ export class DurableClient {
  * tools): the system clock, no worker to tell, store errors left to the calls.
  */
 export function storeClient(store: Store): DurableClient {
-  const ctx: StoreContext = { store, clock: systemClock, poll: store.poll ?? 5_000, closed: false, unref: true, report: () => {} };
+  const ctx: StoreContext = {
+    store,
+    clock: systemClock,
+    poll: store.poll ?? 5_000,
+    closed: false,
+    finished: false,
+    unref: true,
+    report: () => {},
+  };
   return new DurableClient(ctx, new Handlers([]), new QueueBook(undefined));
 }

@@ -17,6 +17,8 @@ export interface StoreContext {
   readonly poll: number;
   /** Closing: waiters let go, and no new ones start. */
   readonly closed: boolean;
+  /** Closed: the store is closed, and calls reject with ClosedError. */
+  readonly finished: boolean;
   /** Whether the waiters' timers may let the process exit (the scheduler's `unref`). */
   readonly unref: boolean;
   /** A store error for `onError`. */
