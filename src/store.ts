@@ -10,6 +10,7 @@
  */
 export type {
   Store,
+  StoreCapabilities,
   NewTask,
   NewJob,
   ClaimedTask,
