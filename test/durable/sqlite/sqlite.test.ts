@@ -194,7 +194,7 @@ describe('choosing the SQLite driver', () => {
   it.skipIf(!loads('node:sqlite'))(
     'loading node:sqlite prints no ExperimentalWarning, and other warnings still show',
     async () => {
-      const script = `import { openDatabase } from '../src/durable/sqlite/driver.ts';
+      const script = `import { openDatabase } from './src/durable/sqlite/driver.ts';
       (await openDatabase(':memory:')).close();
       process.emitWarning('still here', 'ExperimentalWarning');`;
       const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
