@@ -33,18 +33,6 @@ const FLOW_SQL = {
   /** Whether any of the tasks ? (a JSON array of ids) has dependents. */
   anyDependents: `SELECT EXISTS (SELECT 1 FROM taskheap_tasks WHERE id IN (SELECT value FROM json_each(?)) AND has_dependents) AS any`,
   any: `SELECT EXISTS (SELECT 1 FROM taskheap_deps) AS any`,
-  /** retry(@id): it, and the failed tasks it depends on by the 'fail' rule, and theirs (the path to it runs again). */
-  up: `WITH RECURSIVE up(id) AS (
-      SELECT id FROM taskheap_tasks WHERE id = ? AND state IN ('failed', 'timed-out', 'cancelled')
-      UNION
-      SELECT d.dep_id FROM up JOIN taskheap_deps AS d ON d.task_id = up.id JOIN taskheap_tasks AS f ON f.id = d.dep_id
-      WHERE d.on_failure = 'fail' AND f.state IN ('failed', 'timed-out', 'cancelled'))
-    SELECT id FROM up`,
-  /** The dependencies task ? waits for once requeued with those of the JSON array ?: not final, or requeued with it. */
-  waits: `SELECT count(*) AS n FROM taskheap_deps AS d JOIN taskheap_tasks AS f ON f.id = d.dep_id
-    WHERE d.task_id = @task AND (f.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled') OR d.dep_id IN (SELECT value FROM json_each(@all)))`,
-  uncount: `UPDATE taskheap_deps SET counted = 0 WHERE task_id = @task AND counted
-    AND (dep_id IN (SELECT value FROM json_each(@all)) OR (SELECT state FROM taskheap_tasks WHERE id = dep_id) NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled'))`,
 } as const;
 
 /** Adds a flow, in the caller's transaction (see FlowStore.addFlow). `at`: this machine's clock (updated_at); `now`: the scheduler's. */
