@@ -72,10 +72,6 @@ export class DurableClient {
     this.waiters = new Waiters(ctx);
   }
 
-  get store(): Store {
-    return this.#ctx.store;
-  }
-
   /**
    * Opens the store and creates or upgrades its schema, once. Producers get
    * here from their first call; a failure is not remembered, so the next

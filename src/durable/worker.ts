@@ -136,16 +136,6 @@ export class DurableWorker {
     return this.#started;
   }
 
-  /** Whether start() was called. */
-  get started(): boolean {
-    return this.#started !== undefined;
-  }
-
-  /** Claimed tasks held by this process: running, or prefetched and about to. */
-  get inFlight(): number {
-    return this.#holdings.size;
-  }
-
   /**
    * Stops claiming; from now on a cancelled claim goes back to waiting.
    * Leases are still renewed until close() is over: running tasks and
