@@ -70,7 +70,16 @@ describe('the PostgreSQL schema', () => {
     try {
       await other.query('BEGIN');
       await other.query(`SELECT pg_advisory_xact_lock(hashtext('taskheap:' || $1::text))`, [schema]);
-      const store = postgresStore({ connectionString: server.url, schema, timeout: 100, lease: 300 });
+      // The server cancels any statement after 100 ms, as on a pool the store creates with `timeout: 100`; the
+      // connection itself may take longer (a loaded machine), which is not what this test is about.
+      const { default: pgModule } = await import('pg');
+      const pool = new pgModule.Pool({
+        connectionString: server.url,
+        statement_timeout: 100,
+        idle_in_transaction_session_timeout: 100,
+        connectionTimeoutMillis: 30_000,
+      });
+      const store = postgresStore({ pool, schema, timeout: 100, lease: 300 });
       opened.push(store);
       let migrated = false;
       const migrating = store.migrate().then(() => (migrated = true));
@@ -79,6 +88,8 @@ describe('the PostgreSQL schema', () => {
       await other.query('COMMIT');
       await migrating;
       expect(await store.listQueues()).toEqual([]);
+      await store.close();
+      await pool.end();
     } finally {
       other.release();
     }

@@ -232,6 +232,8 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       expect((seen[0] as [number, number])[0]).toBe(4);
       expect((seen[0] as [number, number])[1]).toBeGreaterThanOrEqual(last.runAt.getTime());
       if (time.exact) expect(seen[0]).toEqual([4, last.runAt.getTime()]);
+      // The handler has returned; the outcome is stored a moment later (until then the task is running).
+      await time.until(async () => (await scheduler.getTask(last.id))?.state === 'succeeded', 'the debounced task is stored succeeded', 0);
       // Finished: the next add is a new task, debounced again.
       const nextAt = time.now();
       const next = await scheduler.schedule(nextAt, 'reindex', { key: 'doc', payload: 5, dedupe: { debounce: period } });
