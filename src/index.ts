@@ -39,6 +39,7 @@ export { IntervalRule } from './rules/rule.js';
 export type { Rule } from './rules/rule.js';
 export {
   FlowError,
+  JobKeyError,
   LeaseExpiredError,
   LeaseLostError,
   SchemaVersionError,

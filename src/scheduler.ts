@@ -18,6 +18,7 @@ import type { Duration } from './core/duration.js';
 import { toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableWorker } from './durable/worker.js';
+import { warnLocalWork } from './durable/warnings.js';
 import type { DurableClient } from './durable/client.js';
 import type { DefineOptions } from './durable/handlers.js';
 import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
@@ -67,6 +68,8 @@ export class Scheduler {
   readonly #worker: DurableWorker | undefined;
   /** Adds, reads and manages stored work (the worker's client), when there is a store. */
   readonly #client: DurableClient | undefined;
+  /** Whether the store is shared by many processes: work given as a function then warns (warnings.ts). */
+  readonly #shared: boolean;
   readonly #timezone: string;
   readonly #threads: ThreadPool;
   #closing: Promise<void> | undefined = undefined;
@@ -81,6 +84,7 @@ export class Scheduler {
     if (queues !== undefined) configureQueues(this.#loop, queues);
     this.#worker = store === undefined ? undefined : new DurableWorker(store, this.#loop, handlers, ages, durableQueues);
     this.#client = this.#worker?.client;
+    this.#shared = store?.capabilities.multiProcess === true;
     // A stored job has no Job object: the event names it by key.
     if (this.#worker !== undefined)
       this.#worker.onSkip = (key, name, at, reason) => {
@@ -122,6 +126,7 @@ export class Scheduler {
   }
 
   #add<R>(time: number, fn: TaskFunction<R> | string | URL, options: TaskOptions | DurableTaskOptions | undefined) {
+    if (typeof fn !== 'string' && this.#shared) warnLocalWork();
     if (typeof fn === 'function') return this.#loop.add(time, fn, options as TaskOptions | undefined);
     if (fn instanceof URL) return this.#loop.add(time, ...threadTask(this.#threads, fn, options)) as Task<Awaited<R>>;
     return this.#requireStore('Scheduling a handler by name', true).enqueue.schedule(time, fn, options as DurableTaskOptions | undefined);
@@ -211,6 +216,7 @@ export class Scheduler {
 
   /** @internal `run()` of a builder lands here */
   createJob(fn: TaskFunction | URL, options: ModuleJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
+    if (this.#shared) warnLocalWork();
     return this.#jobs.create(...(fn instanceof URL ? threadTask(this.#threads, fn, options) : ([fn, options] as const)), plan, bounds);
   }
 

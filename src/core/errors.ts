@@ -19,6 +19,7 @@ export type TaskheapErrorCode =
   | 'ERR_TASK_NOT_FOUND'
   | 'ERR_TASK_NOT_FINISHED'
   | 'ERR_JOB_NOT_FOUND'
+  | 'ERR_JOB_KEY'
   | 'ERR_WAIT_TIMEOUT'
   | 'ERR_LEASE_LOST'
   | 'ERR_LEASE_EXPIRED'

@@ -3,7 +3,6 @@
 // checked at the call, before anything is written, so a bad option throws
 // where it was given; the stored options are then read back once per claim
 // (dispatch.ts).
-import { randomUUID } from 'node:crypto';
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { RetryOptions, RetryPolicy } from '../core/retry.js';
 import { describe, toEpoch } from '../core/validate.js';
@@ -14,6 +13,7 @@ import { ruleToJson } from './rule-json.js';
 import type { EnqueuedTask, NewJob, NewTask, QueryClient, Store, StoredJob } from './store.js';
 import { assertKey, assertStoredTime, MAX_ATTEMPTS, STORE_RULES, toPayload } from './validate.js';
 import type { Handlers } from './handlers.js';
+import { JobKeyError } from './errors.js';
 import { DEFAULT_QUEUE } from './queues.js';
 
 /** A stored task's options: a run's, its limits and its dedupe key, with its payload and the caller's transaction. */
@@ -38,6 +38,13 @@ export class Enqueuer {
   readonly #wake: (runAt: number) => void;
   /** The scheduler's clock (a store without its own clock measures throttle periods and writes createdAt on it). */
   readonly #now: () => number;
+  /**
+   * The handlers with a stored job this process registered without \`key\`.
+   * Such a job's key is its handler's name, so registering it again at every
+   * start (each deploy, each replica) updates the one job; a second keyless
+   * job of the handler in one process would silently replace the first.
+   */
+  readonly #keyless = new Set<string>();
 
   constructor(store: Store, handlers: Handlers, ready: () => Promise<void>, wake: (runAt: number) => void, now: () => number = Date.now) {
     this.#store = store;
@@ -108,8 +115,9 @@ export class Enqueuer {
     if (bounds.times !== Infinity && bounds.times > MAX_ATTEMPTS) {
       throw new RangeError(`Expected \`times\` of a stored job to be at most ${MAX_ATTEMPTS}, got ${describe(bounds.times)}`);
     }
+    if (key === null && this.#keyless.has(name)) throw new JobKeyError(name);
     const job: NewJob = {
-      key: key ?? `job:${randomUUID()}`,
+      key: key ?? name,
       name,
       payload,
       rule: ruleToJson(plan.rule),
@@ -118,6 +126,7 @@ export class Enqueuer {
       until: bounds.until === Infinity ? null : bounds.until,
       options: JSON.stringify(stored),
     };
+    if (key === null) this.#keyless.add(name);
     // Its counts and last run are read after: registration is rare, one more read is cheap. The
     // schedule is the one the registration wrote (a claim may already have advanced it since).
     const write = this.#ready().then(async () => {

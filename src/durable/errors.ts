@@ -75,6 +75,19 @@ export class LeaseExpiredError extends TaskheapError {
   }
 }
 
+/**
+ * A second stored job of one handler registered without a \`key\` by this
+ * process: a job's key defaults to its handler's name, which the first one has.
+ */
+export class JobKeyError extends TaskheapError {
+  constructor(name: string) {
+    super(
+      `A second stored job of handler '${name}' needs a \`key\`: without one a job's key is its handler's name ('${name}'), which the first one has`,
+      'ERR_JOB_KEY',
+    );
+  }
+}
+
 /** A flow that cannot be stored (a cycle, a dependency on an unknown name); nothing was written. */
 export class FlowError extends TaskheapError {
   constructor(message: string) {

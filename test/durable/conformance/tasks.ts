@@ -3,7 +3,7 @@
 // and their misfire policy, validation at the call, and a newer schema refused.
 // (Formerly copied between sqlite.test.ts and postgres.test.ts.)
 import { describe, expect } from 'vitest';
-import { SchemaVersionError, UnknownHandlerError, type SkipInfo } from '../../../src/index.js';
+import { JobKeyError, SchemaVersionError, UnknownHandlerError, type SkipInfo } from '../../../src/index.js';
 import { ManualClock } from '../../../src/testing.js';
 import { HOUR, itWhen, type Backend, type Env } from './backend.js';
 
@@ -361,6 +361,37 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       const changed = await scheduler.every(7).seconds().run('tick', { key: 'k' });
       expect(changed.nextRunAt).toEqual(new Date(base + 5_000 + 7_000));
     });
+
+    itJobs(
+      "without a key a job's key is its handler's name: three restarts that register it leave one job; a second keyless job of the handler throws ERR_JOB_KEY and changes nothing",
+      async () => {
+        const { open } = await setup();
+        // Three deploys in a row, each registering the daily report at start (and never starting: nothing claims).
+        for (let deploy = 1; deploy <= 3; deploy++) {
+          const { scheduler } = open();
+          scheduler.define('report', () => {});
+          const job = await scheduler.every().day().at('06:00', 'UTC').run('report', { payload: { deploy } });
+          expect([job.key, job.name, job.payload]).toEqual(['report', 'report', { deploy }]);
+          // In the same process a second keyless job of the handler would replace the first: refused at the call.
+          let refused: unknown;
+          try {
+            await scheduler.every().hour().run('report');
+          } catch (error) {
+            refused = error;
+          }
+          expect(refused).toBeInstanceOf(JobKeyError);
+          expect(refused).toMatchObject({ code: 'ERR_JOB_KEY', message: expect.stringMatching(/handler 'report' needs a `key`/) });
+          // A key of its own adds one beside it.
+          await scheduler.every().hour().run('report', { key: 'report:hourly' });
+          const jobs = await scheduler.listJobs({});
+          expect(jobs.map((stored) => [stored.key, stored.payload])).toEqual([
+            ['report', { deploy }],
+            ['report:hourly', null],
+          ]);
+          await scheduler.close();
+        }
+      },
+    );
 
     itWhen(
       caps.storedJobs && caps.clockDriven,
