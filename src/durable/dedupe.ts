@@ -15,20 +15,18 @@ type DedupeKind = NonNullable<NewTask['dedupe']>['mode'];
 /**
  * What one add does to the row stored with its key:
  * - `insert`: no row, a new one;
- * - `renew`: a finished row, overwritten as a new task (reported 'inserted');
  * - `replace`: the waiting row, overwritten (reported 'replaced');
- * - `detach`: a finished row that other tasks depend on, left as it ended
- *   (a final task stays final: its dependents counted its outcome) but for
+ * - `detach`: a finished row, left as it ended (a final task stays final:
+ *   its result, errors and anyone waiting for it keep what it was) but for
  *   its key, which a new row takes (reported 'inserted');
  * - `existing`: nothing written, the row returned.
  */
-export type DedupeAction = 'insert' | 'renew' | 'detach' | 'replace' | 'existing';
+export type DedupeAction = 'insert' | 'detach' | 'replace' | 'existing';
 
-/** The row an add meets: its state, when it was created (epoch ms, on the clock `now` is on), whether tasks depend on it. */
+/** The row an add meets: its state and when it was created (epoch ms, on the clock `now` is on). */
 export interface KeyedRow {
   state: StoredState;
   createdAt: number;
-  hasDependents: boolean;
 }
 
 /** The decision of core/dedupe-decision.ts with one task per key, as what is done to the row. */
@@ -36,9 +34,8 @@ export function decide(mode: DedupeKind, period: number, row: KeyedRow | undefin
   if (row === undefined) return 'insert';
   const state = row.state === 'waiting' ? 'waiting' : row.state === 'running' ? 'started' : 'finished';
   const action = decideKeyedAdd(mode, period, { state, createdAt: row.createdAt }, now, true);
-  // Inserted over a finished row: overwritten, or left as it ended (a final task stays final) if tasks depend on it.
-  if (action === 'insert') return row.hasDependents ? 'detach' : 'renew';
-  return action;
+  // Inserted over a finished row, which stays as it ended: the key moves to the new one.
+  return action === 'insert' ? 'detach' : action;
 }
 
 /** When the task is due: `when`, or for debounce `period` after it (as in memory). */

@@ -96,9 +96,9 @@ export function addStatements(schema: string | undefined) {
      * whatever the snapshot held, unless it is running: a running task is
      * only ever answered (\`existing\`), so \`old\` reads it without a lock,
      * which a caller's transaction would hold to its end while the worker
-     * running the task waited on it to renew its lease. A finished task that
-     * other tasks depend on stays as it ended (\`detach\`): its key goes to
-     * a new row (\`detached\` runs before the insert meets the key); an add whose key is
+     * running the task waited on it to renew its lease. A finished task stays
+     * as it ended (\`detach\`): its key goes to a new row (\`detached\` runs
+     * before the insert meets the key); an add whose key is
      * not in the snapshot inserts, and if a concurrent add inserted it first,
      * DO NOTHING returns no row for it: the store runs those again (the next
      * statement's snapshot sees the row, and locks it). A throttle's period
@@ -111,17 +111,16 @@ export function addStatements(schema: string | undefined) {
     addKeyed: `WITH
       u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::float8[], $12::text[],
           $13::text[]) WITH ORDINALITY AS u(name, key, payload, at, max_attempts, options, serial, priority, mode, period, queue, rate_key, ord)),
-      locked AS (SELECT ${taskColumns('t')}, t.created_at AS created_ts, t.has_dependents FROM ${T} AS t
+      locked AS (SELECT ${taskColumns('t')}, t.created_at AS created_ts FROM ${T} AS t
         WHERE t.key = ANY($2::text[]) AND t.state <> 'running' ORDER BY t.key FOR UPDATE),
       old AS (SELECT * FROM locked UNION ALL
-        SELECT ${taskColumns('t')}, t.created_at AS created_ts, t.has_dependents FROM ${T} AS t WHERE t.key = ANY($2::text[]) AND t.state = 'running'),
+        SELECT ${taskColumns('t')}, t.created_at AS created_ts FROM ${T} AS t WHERE t.key = ANY($2::text[]) AND t.state = 'running'),
       plan AS (SELECT u.*, o.id AS old_id,
           CASE WHEN o.id IS NULL THEN 'insert'
             WHEN u.mode = 'throttle' AND o.created_ts > statement_timestamp() - ${millis('u.period')} THEN 'existing'
             WHEN o.state = 'running' THEN 'existing'
             WHEN o.state = 'waiting' THEN CASE WHEN u.mode = 'keep' THEN 'existing' ELSE 'replace' END
-            WHEN o.has_dependents THEN 'detach'
-            ELSE 'renew' END AS action,
+            ELSE 'detach' END AS action,
           ${ts('u.at')} AS due
         FROM u LEFT JOIN old AS o ON o.key = u.key),
       detached AS (UPDATE ${T} AS t SET key = NULL FROM plan AS p WHERE t.id = p.old_id AND p.action = 'detach' RETURNING t.id),
@@ -130,7 +129,7 @@ export function addStatements(schema: string | undefined) {
           expiries = 0, result = NULL, errors = NULL, started_at = NULL, progress = NULL, logs = NULL, serial = p.serial, priority = p.priority, queue = p.queue, rate_key = p.rate_key,
           updated_at = now(),
           created_at = CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE t.created_at END
-        FROM plan AS p WHERE t.id = p.old_id AND p.action IN ('replace', 'renew')
+        FROM plan AS p WHERE t.id = p.old_id AND p.action = 'replace'
         RETURNING ${taskColumns('t')}, p.ord, p.action),
       ins AS (INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key, created_at)
         SELECT p.name, p.key, p.payload, p.due, p.max_attempts, p.options, p.serial, p.priority, p.queue, p.rate_key,

@@ -1,6 +1,7 @@
 // Adding tasks on SQLite, each in the caller's transaction: a task's key
 // (if any) finds the stored task it meets, and the dedupe decision
-// (dedupe.ts) inserts, replaces, renews, detaches or keeps it; the limit
+// (dedupe.ts) inserts, replaces, detaches (a finished task keeps its
+// outcome, a new one takes its key) or keeps it; the limit
 // rows a written task names are made (limits.ts). Many tasks are added in
 // order, a key given twice meeting itself. (A recurring job's add is
 // jobs.ts's, a flow's flows.ts's.)
@@ -17,7 +18,7 @@ const REPLACE = { mode: 'replace', period: 0 } as const;
 /** The statements of an add. */
 const ADD_SQL = {
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
-  /** A finished task that others depend on gives its key to a new one and stays as it ended (dedupe.ts, 'detach'). */
+  /** A finished task gives its key to a new one and stays as it ended (dedupe.ts, 'detach'). */
   detachKey: `UPDATE taskheap_tasks SET key = NULL WHERE id = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = 'waiting', run_at = @runAt, attempts = 0,
     max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateKey, queue = @queue,
@@ -57,18 +58,16 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
   const runAt = dueAt(mode, period, task.runAt);
   const row = taskRow(task, runAt, at);
   if (task.key !== null) {
-    const existing = statement(ADD_SQL.taskByKey).get(task.key) as (TaskRow & { has_dependents: number }) | undefined;
+    const existing = statement(ADD_SQL.taskByKey).get(task.key) as TaskRow | undefined;
     const action = decide(
       mode,
       period,
-      existing === undefined
-        ? undefined
-        : { state: existing.state, createdAt: Number(existing.created_at), hasDependents: Boolean(existing.has_dependents) },
+      existing === undefined ? undefined : { state: existing.state, createdAt: Number(existing.created_at) },
       now,
     );
     if (action === 'existing') return enqueued(toTask(existing!), 'existing');
     if (action === 'detach') statement(ADD_SQL.detachKey).run(existing!.id);
-    else if (action !== 'insert') {
+    else if (action === 'replace') {
       const id = existing!.id;
       // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
       letGo(statement, id);
@@ -76,7 +75,7 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
       upsertLimits(statement, task.options, task.serial, task.rateKey);
       // A throttle's period starts at the add that wrote the task.
       if (mode === 'throttle') statement(ADD_SQL.setCreated).run(now, id);
-      return enqueued(getTask(statement, id)!, action === 'replace' ? 'replaced' : 'inserted');
+      return enqueued(getTask(statement, id)!, 'replaced');
     }
   }
   const { lastInsertRowid } = statement(ADD_SQL.insertTask).run({ ...row, key: task.key, now });

@@ -1,7 +1,7 @@
 // Deduplication of keyed durable tasks (the `dedupe` option, issue 22) on
 // every store: 'replace' (the default), 'keep', throttle and debounce, what
 // each add reports (`enqueued`), a running task left alone, finished ones
-// overwritten, concurrent adds of one key from many stores, and bad values
+// left as they ended beside a new task, concurrent adds of one key from many stores, and bad values
 // refused at the call. Periods are exact on a ManualClock (SQLite); in real
 // time (PostgreSQL, the server's clock) a period that must not pass is long
 // (a minute) and one that must pass is short and waited out, so a slow
@@ -42,9 +42,16 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
   const itBatches = itWhen(caps.batches, 'needs batches: scheduleMany() decides a batch whole');
   /** Whether an add kept the id of the task its key named: one task per key (a store); a new task in memory. */
   const sameTask = (task: { id: number }, before: { id: number }) => expect(task.id === before.id).toBe(caps.oneTaskPerKey);
+  /** An add over a finished task of its key is a new task; the finished one stays as it ended (a store moves the key to the new one). */
+  const afresh = async (scheduler: Scheduler, task: { id: number }, finished: { id: number }) => {
+    expect(task.id).not.toBe(finished.id);
+    const old = (await scheduler.getTask(finished.id))!;
+    expect(old.state).toBe('succeeded');
+    if (caps.oneTaskPerKey) expect(old.key).toBeNull();
+  };
 
   describe('dedupe (keyed tasks)', () => {
-    it("'replace' (the default): replaces a waiting task, returns a running one unchanged (in memory: adds one beside it), runs a finished one again; each add says what it did", async () => {
+    it("'replace' (the default): replaces a waiting task, returns a running one unchanged (in memory: adds one beside it), adds a new task over a finished one (which stays as it ended); each add says what it did", async () => {
       const env = await setup();
       const { scheduler } = env.open();
       const t = env.time.now() + MINUTE;
@@ -73,37 +80,57 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
         await env.time.until(async () => (await scheduler.getTask(done))?.state === 'succeeded', `task ${done} succeeds`, 0);
       const rerun = await scheduler.schedule(env.time.now() + MINUTE, 'held', { key: 'busy', payload: 'third' });
       expect([rerun.enqueued, rerun.state, rerun.payload]).toEqual(['inserted', 'waiting', 'third']);
-      sameTask(rerun, task);
+      await afresh(scheduler, rerun, task);
     });
 
-    itStore('a task added over a finished one of its key starts afresh: no result, errors or lease expiries of the old one', async () => {
-      const { openStore } = await setup();
-      const store = await openStore();
-      const add = (payload: string) =>
-        store.addTask({
-          name: 'x',
+    itStore(
+      'a task added over a finished one of its key is a new task, with no result, errors or lease expiries; the finished one keeps them, and gives up its key',
+      async () => {
+        const { openStore } = await setup();
+        const store = await openStore();
+        const add = (payload: string) =>
+          store.addTask({
+            name: 'x',
+            key: 'k',
+            payload,
+            runAt: Date.now() - 1_000,
+            maxAttempts: 2,
+            options: '{}',
+            dedupe: { mode: 'replace', period: 0 },
+          });
+        const first = await add('"one"');
+        const claim = () => store.claim('p', Date.now(), 30_000, 10, advanceJob);
+        await claim();
+        await store.settle('p', [{ id: first.id, kind: 'retry', delay: 0, error: 'Error: first attempt' }], Date.now());
+        await claim();
+        await store.settle('p', [{ id: first.id, kind: 'complete', state: 'succeeded', error: null, result: '{"v":1}' }], Date.now());
+        expect(await store.getTask(first.id)).toMatchObject({ state: 'succeeded', result: { v: 1 }, errors: [{ attempt: 1 }] });
+        const again = await add('"two"');
+        expect(again.enqueued).toBe('inserted');
+        expect(again.id).not.toBe(first.id);
+        const fresh = (await store.getTask(again.id))!;
+        expect(fresh).toMatchObject({
+          state: 'waiting',
           key: 'k',
-          payload,
-          runAt: Date.now() - 1_000,
-          maxAttempts: 2,
-          options: '{}',
-          dedupe: { mode: 'replace', period: 0 },
+          payload: 'two',
+          attempts: 0,
+          result: undefined,
+          errors: [],
+          lastError: null,
         });
-      const first = await add('"one"');
-      const claim = () => store.claim('p', Date.now(), 30_000, 10, advanceJob);
-      await claim();
-      await store.settle('p', [{ id: first.id, kind: 'retry', delay: 0, error: 'Error: first attempt' }], Date.now());
-      await claim();
-      await store.settle('p', [{ id: first.id, kind: 'complete', state: 'succeeded', error: null, result: '{"v":1}' }], Date.now());
-      expect(await store.getTask(first.id)).toMatchObject({ state: 'succeeded', result: { v: 1 }, errors: [{ attempt: 1 }] });
-      const again = await add('"two"');
-      expect([again.enqueued, again.id]).toEqual(['inserted', first.id]);
-      const fresh = (await store.getTask(again.id))!;
-      expect(fresh).toMatchObject({ state: 'waiting', payload: 'two', attempts: 0, result: undefined, errors: [], lastError: null });
-      expect(fresh.startedAt ?? null).toBeNull();
-    });
+        expect(fresh.startedAt ?? null).toBeNull();
+        // The finished one stays as it ended, but for its key.
+        expect(await store.getTask(first.id)).toMatchObject({
+          state: 'succeeded',
+          key: null,
+          payload: 'one',
+          result: { v: 1 },
+          errors: [{ attempt: 1 }],
+        });
+      },
+    );
 
-    it("'keep': a waiting or running task is returned unchanged; a finished one is overwritten by the new task", async () => {
+    it("'keep': a waiting or running task is returned unchanged; over a finished one a new task is added, the finished one left as it ended", async () => {
       const env = await setup();
       const { scheduler } = env.open();
       const t = env.time.now() + MINUTE;
@@ -126,9 +153,9 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       await env.time.until(async () => (await scheduler.getTask(task.id))?.state === 'succeeded', 'the held task succeeds', 0);
       const next = await scheduler.schedule(env.time.now() + MINUTE, 'held', { key: 'busy', payload: 'third', dedupe: 'keep' });
       expect([next.enqueued, next.state, next.payload, next.attempts]).toEqual(['inserted', 'waiting', 'third', 0]);
-      sameTask(next, task);
-      // In memory the finished task is a task of its own beside the new one.
-      expect(await scheduler.listTasks()).toHaveLength(caps.oneTaskPerKey ? 2 : 3);
+      await afresh(scheduler, next, task);
+      // The finished task is a task of its own beside the new one, in memory as in a store.
+      expect(await scheduler.listTasks()).toHaveLength(3);
     });
 
     it('throttle: within the period (from the add that wrote the task) the task is returned, finished or not; after it, a new one', async () => {
@@ -152,7 +179,7 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       expect([kept.enqueued, kept.id, kept.payload, kept.state]).toEqual(['existing', later.id, 1, 'waiting']);
       expect(seen).toEqual([1]);
 
-      // Past the period: the finished task is written anew, and its period starts at this add.
+      // Past the period: a new task is added (the finished one left as it ended), and its period starts at this add.
       const period = time.exact ? MINUTE : 300;
       const short = await scheduler.schedule(time.now(), 'digest', { key: 's', payload: 1, dedupe: { throttle: period } });
       await time.until(async () => (await scheduler.getTask(short.id))?.state === 'succeeded', 'the short one runs', 0);
@@ -160,7 +187,7 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const before = Date.now();
       const renewed = await scheduler.schedule(time.now(), 'digest', { key: 's', payload: 2, dedupe: { throttle: period } });
       expect([renewed.enqueued, renewed.payload]).toEqual(['inserted', 2]);
-      sameTask(renewed, short);
+      await afresh(scheduler, renewed, short);
       if (time.exact) expect(renewed.createdAt.getTime()).toBe(time.now());
       else expect(renewed.createdAt.getTime()).toBeGreaterThanOrEqual(before - 50);
       await time.until(() => seen.length === 3, 'the renewed one runs', 0);
@@ -238,7 +265,7 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const nextAt = time.now();
       const next = await scheduler.schedule(nextAt, 'reindex', { key: 'doc', payload: 5, dedupe: { debounce: period } });
       expect([next.enqueued, next.runAt.getTime()]).toEqual(['inserted', nextAt + period]);
-      sameTask(next, first);
+      await afresh(scheduler, next, last);
     });
 
     it('debounce: a running task is left alone and returned (in memory: one is added beside it)', async () => {

@@ -98,8 +98,8 @@ export function queueScenarios(backend: Backend, setup: () => Promise<Env>): voi
       }
     });
 
-    itWhen(caps.batches && caps.oneTaskPerKey, 'needs batches and oneTaskPerKey: scheduleMany() and a finished task renewed')(
-      'keyed adds carry the queue in batches, and a finished task renewed takes the new one; queues() counts them',
+    itWhen(caps.batches && caps.oneTaskPerKey, 'needs batches and oneTaskPerKey: scheduleMany() and one task per key')(
+      'keyed adds carry the queue in batches, and a task added over a finished one takes the new one; queues() counts them',
       async () => {
         const { open } = await setup();
         const { scheduler } = open();
@@ -121,11 +121,12 @@ export function queueScenarios(backend: Backend, setup: () => Promise<Env>): voi
           ['inserted', 'keyless'],
         ]);
         for (const row of rows) expect((await scheduler.getTask(row.id))!.queue).toBe(row.queue);
-        // A finished task's key renewed: the new queue is stored too.
+        // Over a finished task of its key, a new task in the new queue; the cancelled one stays in its own.
         expect(await scheduler.cancelTask(first.id)).toBe(true);
-        const renewed = await scheduler.schedule(at, 'mail', { key: 'k1', queue: 'late' });
-        expect([renewed.enqueued, renewed.id, renewed.queue]).toEqual(['inserted', first.id, 'late']);
+        const added = await scheduler.schedule(at, 'mail', { key: 'k1', queue: 'late' });
+        expect([added.enqueued, added.id === first.id, added.queue]).toEqual(['inserted', false, 'late']);
         expect((await scheduler.queues()).map((q) => [q.name, q.counts.waiting])).toEqual([
+          ['again', 0],
           ['bulk', 3],
           ['emails', 1],
           ['keyless', 1],

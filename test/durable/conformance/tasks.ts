@@ -43,7 +43,7 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
     });
 
     itWhen(caps.oneTaskPerKey, 'needs oneTaskPerKey: one row per key (in memory see the dedupe scenarios)')(
-      'a key makes scheduling idempotent; a finished task scheduled again by key runs again, still one row',
+      'a key makes scheduling idempotent; a finished task scheduled again by key is a new task, the finished one left as it ended',
       async () => {
         const { open, time } = await setup();
         const { scheduler } = open();
@@ -58,10 +58,12 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         await time.until(async () => (await scheduler.getTask(first.id))?.state === 'succeeded', 'the task succeeds', 400);
         expect(seen).toEqual([2]);
         const third = await scheduler.schedule(time.now(), 'remind', { payload: 3, key: 'remind:42' });
-        expect(third.id).toBe(first.id);
+        expect(third.id).not.toBe(first.id);
         await time.until(() => seen.length === 2, 'the rerun', 0);
         expect(seen).toEqual([2, 3]);
-        expect(await scheduler.listTasks()).toHaveLength(1);
+        // The finished one is as it ended; the key names the new one.
+        expect(await scheduler.getTask(first.id)).toMatchObject({ state: 'succeeded', payload: 2, key: null });
+        expect((await scheduler.listTasks({ keyPrefix: 'remind:' })).map((task) => task.id)).toEqual([third.id]);
       },
     );
 

@@ -5,7 +5,8 @@
 // The model's rules, written out plainly: no task with the key: inserted.
 // Throttle, and the key's task created less than the period ago: existing.
 // A running task: existing. A waiting one: existing with 'keep', else
-// replaced. A finished one: overwritten as a new task (inserted, same id).
+// replaced. A finished one: stays as it ended but for its key, which a new
+// task takes (inserted, a new id).
 // A task written by a throttled add is created now; a debounced one is due
 // its period after its `when`.
 // On SQLite the model drives the clock. On PostgreSQL the server's clock
@@ -89,6 +90,8 @@ interface Harness {
 async function check(h: Harness, ops: Op[]): Promise<void> {
   const { store } = h;
   const rows = new Map<string, Row>();
+  /** Finished tasks whose key a later add took. */
+  const detached: Row[] = [];
   let payload = 0;
   const seenIds = new Set<number>();
   /** The model's add: its label; `rows` updated. */
@@ -108,7 +111,11 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
     if (mode === 'throttle' && row.createdAt > now - h.period) return { what: 'existing', row };
     if (row.state === 'running') return { what: 'existing', row };
     if (row.state === 'waiting') return mode === 'keep' ? { what: 'existing', row } : { what: 'replaced', row: write(row) };
-    return { what: 'inserted', row: write(row) };
+    // Finished: it stays as it ended, without its key, which a new task takes.
+    detached.push(row);
+    const fresh: Row = { id: -1, state: 'waiting', payload: value, runAt: due, createdAt: now };
+    rows.set(step.key, fresh);
+    return { what: 'inserted', row: fresh };
   };
   const task = (step: AddStep, value: number): NewTask => {
     const mode = MODES[step.mode]!;
@@ -176,10 +183,14 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
       } else if (step.op === 'tick') {
         h.tick(step.by);
       }
-      // The whole table: one row per key, as the model has it.
-      const table = await store.listTasks({ limit: 100 });
-      expect(table.map((t) => [t.key, t.id]).sort()).toEqual([...rows.entries()].map(([key, r]) => [key, r.id]).sort());
-      for (const t of table) same(t, rows.get(t.key!)!, `table ${t.key}`);
+      // The whole table: one row per key, as the model has it, and the finished ones that gave up their key.
+      const table = await store.listTasks({ limit: 1_000 });
+      const keyed = table.filter((t) => t.key !== null);
+      expect(keyed.map((t) => [t.key, t.id]).sort()).toEqual([...rows.entries()].map(([key, r]) => [key, r.id]).sort());
+      for (const t of keyed) same(t, rows.get(t.key!)!, `table ${t.key}`);
+      const loose = table.filter((t) => t.key === null);
+      expect(loose.map((t) => t.id).sort()).toEqual(detached.map((r) => r.id).sort());
+      for (const t of loose) same(t, detached.find((r) => r.id === t.id)!, `finished task ${t.id}`);
     }
   } finally {
     await h.close();

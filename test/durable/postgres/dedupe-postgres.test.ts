@@ -109,6 +109,12 @@ describe('postgresStore: ten processes adding one key at once', () => {
     return { results, rows, counts: [count('inserted'), count('replaced'), count('existing')] };
   }
 
+  /** Task `id`'s state and key. */
+  async function stateOf(id: number): Promise<[string, string | null]> {
+    const { rows } = await admin.query<{ state: string; key: string | null }>(t(`SELECT state, key FROM {t} WHERE id = $1`), [id]);
+    return [rows[0]!.state, rows[0]!.key];
+  }
+
   /** A task with `key` already stored in `state`, created `age` ms ago; its id. */
   async function stored(key: string, state: string, age: number): Promise<number> {
     const { rows } = await admin.query<{ id: string }>(
@@ -146,7 +152,10 @@ describe('postgresStore: ten processes adding one key at once', () => {
     const old = await stored('old-throttle', 'succeeded', 120_000);
     const { results, rows, counts } = await race('old-throttle', { throttle: '1m' });
     expect(counts).toEqual([1, 0, 9]);
-    expect(rows.map((row) => [Number(row.id), row.state])).toEqual([[old, 'waiting']]);
+    // A new task takes the key; the finished one stays as it ended.
+    expect(rows.map((row) => row.state)).toEqual(['waiting']);
+    expect(Number(rows[0]!.id)).not.toBe(old);
+    expect(await stateOf(old)).toEqual(['succeeded', null]);
     const inserted = results.find((r) => r.enqueued === 'inserted')!;
     expect(JSON.parse(rows[0]!.payload)).toBe(inserted.payload);
     // Its period starts at the add that wrote it (the database's clock).
@@ -158,11 +167,13 @@ describe('postgresStore: ten processes adding one key at once', () => {
     expect(again.rows.map((row) => [row.state, JSON.parse(row.payload)])).toEqual([['succeeded', inserted.payload]]);
   }, 60_000);
 
-  it("'keep' on a finished task: one insert over it, nine get it back; on a running task: all ten get it back, untouched", async () => {
+  it("'keep' on a finished task: one insert beside it, nine get it back; on a running task: all ten get it back, untouched", async () => {
     const finished = await stored('done-keep', 'failed', 0);
-    const renewed = await race('done-keep', 'keep');
-    expect(renewed.counts).toEqual([1, 0, 9]);
-    expect(renewed.rows.map((row) => [Number(row.id), row.state])).toEqual([[finished, 'waiting']]);
+    const added = await race('done-keep', 'keep');
+    expect(added.counts).toEqual([1, 0, 9]);
+    expect(added.rows.map((row) => row.state)).toEqual(['waiting']);
+    expect(Number(added.rows[0]!.id)).not.toBe(finished);
+    expect(await stateOf(finished)).toEqual(['failed', null]);
     const busy = await stored('busy-keep', 'running', 0);
     for (const dedupe of ['keep', 'replace', { debounce: '1m' }, { throttle: 1 }]) {
       const { rows, counts } = await race('busy-keep', dedupe);
