@@ -10,8 +10,8 @@ import { TaskLoop } from './core/loop.js';
 import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
 import type { RateLimit } from './core/limit-options.js';
-import { configureQueues } from './core/queues.js';
-import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
+import { configureQueues, listQueues, Queue } from './core/queues.js';
+import type { SchedulerQueue, SchedulerQueueInfo } from './scheduler-queues.js';
 import { cancelFlowTask, Flows, retryFlowTask, waitForFlowTask } from './scheduler-flows.js';
 import type { Task, TaskFunction } from './core/task.js';
 import type { Duration } from './core/duration.js';
@@ -467,7 +467,7 @@ export class Scheduler {
    * await emails.pause();
    */
   queue(name: string): SchedulerQueue {
-    return queueOf(this.#loop, this.#worker, name);
+    return this.#worker === undefined ? new Queue(this.#loop, name) : this.#worker.queue(name);
   }
 
   /**
@@ -478,7 +478,7 @@ export class Scheduler {
    * for (const { name, paused, counts } of await scheduler.queues()) console.log(name, paused, counts.waiting);
    */
   queues(): Promise<SchedulerQueueInfo[]> {
-    return queuesOf(this.#loop, this.#client);
+    return this.#client === undefined ? Promise.resolve(listQueues(this.#loop)) : this.#client.queues();
   }
 
   /** Flows (docs/flows.md): tasks that wait for others, stored all or none (`flows.add()`), and their status (`flows.get()`). */
