@@ -18,7 +18,7 @@ import type { Duration } from './core/duration.js';
 import { toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableWorker } from './durable/worker.js';
-import type { DurableClient } from './durable/client.js';
+import { schedulerClients, type DurableClient } from './durable/client.js';
 import type { DefineOptions } from './durable/handlers.js';
 import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
 import { AtBuilder, CronBuilder, Every, type ModuleJobOptions } from './jobs/builders.js';
@@ -81,6 +81,7 @@ export class Scheduler {
     if (queues !== undefined) configureQueues(this.#loop, queues);
     this.#worker = store === undefined ? undefined : new DurableWorker(store, this.#loop, handlers, ages, durableQueues);
     this.#client = this.#worker?.client;
+    if (this.#client !== undefined) schedulerClients.set(this, this.#client);
     // A stored job has no Job object: the event names it by key.
     if (this.#worker !== undefined)
       this.#worker.onSkip = (key, name, at, reason) => {

@@ -234,6 +234,9 @@ export class DurableClient {
   }
 }
 
+/** Each Scheduler's client, when it has a store: the Scheduler sets it, the dashboard's stored views read it (nothing on the public `Scheduler`). @internal */
+export const schedulerClients = new WeakMap<object, DurableClient>();
+
 /**
  * A client for a process that runs nothing (the command line, a producer's
  * tools): the system clock, no worker to tell, store errors left to the calls.
