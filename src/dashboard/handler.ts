@@ -329,7 +329,7 @@ export class Dashboard {
     } catch (error) {
       // A job or task that is gone, or a task not in a state the action fits: say so.
       if (error instanceof TaskheapError) return json(409, { error: error.message });
-      // A value the scheduler refuses (a key too long, a store call without a store): the request's fault.
+      // A value refused (a key too long, a stored call without a store): the request's fault.
       if (error instanceof TypeError || error instanceof RangeError) return json(400, { error: error.message });
       throw error;
     }
