@@ -12,7 +12,6 @@ import type { FlowSpec } from './durable/flow-graph.js';
 import type { StoredFlow, FlowStatus } from './durable/flows.js';
 import type { DurableWorker } from './durable/worker.js';
 import { MAX_LINKS, type TaskLinks } from './durable/links.js';
-import type { LimitKey } from './durable/limit-list.js';
 import { describe } from './core/validate.js';
 import type { StoredTask } from './durable/store.js';
 import { MemoryFlowGraph } from './flows/memory-graph.js';
@@ -104,19 +103,13 @@ export class Flows {
     return this.#worker.client.getTaskLinks(id, limit);
   }
 
-  /** @internal the dashboard's Limits panel: the stored limit keys with the most waiting tasks, or null without a store that lists them. */
-  limitKeys(limit: number): Promise<LimitKey[] | null> {
-    return this.#worker === undefined ? Promise.resolve(null) : this.#worker.client.getLimitKeys(limit);
-  }
-
   /**
    * @internal the dashboard's task detail without a store: an in-memory
    * flow's task by id (its links: `links()`), or undefined if there is none
-   * (never added, or a finished flow forgotten); null with a store, whose
-   * tasks are the store's.
+   * (never added, or a finished flow forgotten).
    */
-  memoryTask(id: number): StoredTask | undefined | null {
-    return this.#worker !== undefined ? null : graphs.get(this.#loop)?.getTask(id);
+  memoryTask(id: number): StoredTask | undefined {
+    return graphs.get(this.#loop)?.getTask(id);
   }
 
   /**

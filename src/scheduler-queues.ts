@@ -1,16 +1,13 @@
-// The one queue API of `Scheduler` (docs/queues.md): `scheduler.queue(name)` and
-// `scheduler.queues()` reach the in-memory queues (core/queues.ts) without a
-// store and the durable ones (durable/queues.ts) with one. Both handles have
-// the same members; what needs the store (every setting shared by the
-// processes: pause, global concurrency, rate) returns a Promise, in memory
-// too (resolved at once, the change already made), so code that uses queues
-// is the same in both modes.
+// The one queue API of `Scheduler` (docs/queues.md), its types: what
+// `scheduler.queue(name)` and `scheduler.queues()` return, the in-memory
+// queues (core/queues.ts) without a store and the durable ones
+// (durable/queues.ts) with one. Both handles have the same members; what
+// needs the store (every setting shared by the processes: pause, global
+// concurrency, rate) returns a Promise, in memory too (resolved at once, the
+// change already made), so code that uses queues is the same in both modes.
 import type { RateLimit } from './core/limit-options.js';
-import { listQueues, Queue, type QueueCounts } from './core/queues.js';
-import type { TaskLoop } from './core/loop.js';
+import type { QueueCounts } from './core/queues.js';
 import type { DurableQueueCounts } from './durable/queues.js';
-import type { DurableClient } from './durable/client.js';
-import type { DurableWorker } from './durable/worker.js';
 
 /**
  * A queue's tasks by state, as `counts()` and `queues()` give them. Both
@@ -71,14 +68,4 @@ export interface SchedulerQueue {
   counts(): Promise<SchedulerQueueCounts>;
   /** The queue's settings, paused flag and counts. */
   info(): Promise<SchedulerQueueInfo>;
-}
-
-/** `scheduler.queue(name)`: the durable handle with a store, the in-memory one without. @internal */
-export function queueOf(loop: TaskLoop, worker: DurableWorker | undefined, name: string): SchedulerQueue {
-  return worker === undefined ? new Queue(loop, name) : worker.queue(name);
-}
-
-/** `scheduler.queues()`: the store's queues with one, the loop's without. @internal */
-export function queuesOf(loop: TaskLoop, client: DurableClient | undefined): Promise<SchedulerQueueInfo[]> {
-  return client === undefined ? Promise.resolve(listQueues(loop)) : client.queues();
 }

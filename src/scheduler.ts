@@ -10,8 +10,8 @@ import { TaskLoop } from './core/loop.js';
 import type { SchedulerStats } from './core/loop-types.js';
 import type { TaskOptions } from './core/task-options.js';
 import type { RateLimit } from './core/limit-options.js';
-import { configureQueues } from './core/queues.js';
-import { queueOf, queuesOf, type SchedulerQueue, type SchedulerQueueInfo } from './scheduler-queues.js';
+import { configureQueues, listQueues, Queue } from './core/queues.js';
+import type { SchedulerQueue, SchedulerQueueInfo } from './scheduler-queues.js';
 import { cancelFlowTask, Flows, retryFlowTask, waitForFlowTask } from './scheduler-flows.js';
 import type { Task, TaskFunction } from './core/task.js';
 import type { Duration } from './core/duration.js';
@@ -19,7 +19,7 @@ import { toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import { DurableWorker } from './durable/worker.js';
 import { warnLocalWork } from './durable/warnings.js';
-import type { DurableClient } from './durable/client.js';
+import { schedulerClients, type DurableClient } from './durable/client.js';
 import type { DefineOptions } from './durable/handlers.js';
 import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
 import { AtBuilder, CronBuilder, Every, type ModuleJobOptions } from './jobs/builders.js';
@@ -85,6 +85,7 @@ export class Scheduler {
     this.#worker = store === undefined ? undefined : new DurableWorker(store, this.#loop, handlers, ages, durableQueues);
     this.#client = this.#worker?.client;
     this.#shared = store?.capabilities.multiProcess === true;
+    if (this.#client !== undefined) schedulerClients.set(this, this.#client);
     // A stored job has no Job object: the event names it by key.
     if (this.#worker !== undefined)
       this.#worker.onSkip = (key, name, at, reason) => {
@@ -473,7 +474,7 @@ export class Scheduler {
    * await emails.pause();
    */
   queue(name: string): SchedulerQueue {
-    return queueOf(this.#loop, this.#worker, name);
+    return this.#worker === undefined ? new Queue(this.#loop, name) : this.#worker.queue(name);
   }
 
   /**
@@ -484,7 +485,7 @@ export class Scheduler {
    * for (const { name, paused, counts } of await scheduler.queues()) console.log(name, paused, counts.waiting);
    */
   queues(): Promise<SchedulerQueueInfo[]> {
-    return queuesOf(this.#loop, this.#client);
+    return this.#client === undefined ? Promise.resolve(listQueues(this.#loop)) : this.#client.queues();
   }
 
   /** Flows (docs/flows.md): tasks that wait for others, stored all or none (`flows.add()`), and their status (`flows.get()`). */

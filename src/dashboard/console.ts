@@ -4,8 +4,8 @@
 // and the bulk actions on a filter (retry failed, cancel waiting, delete
 // finished).
 import { TASK_STATES, type StoredState, type StoredTask, type TaskFilter } from '../durable/store.js';
-import type { Scheduler } from '../scheduler.js';
-import type { SchedulerQueueInfo } from '../scheduler-queues.js';
+import type { DurableClient } from '../durable/client.js';
+import type { DurableQueueInfo } from '../durable/queues.js';
 
 /** The filter of the stored-task list, as the page sends it. */
 export interface ConsoleFilter {
@@ -61,33 +61,33 @@ export function parseCursor(value: string | null): TaskFilter['after'] {
 
 /** A page of stored tasks under `filter`, the counts per state (all states, the state filter aside; null without `queues`), and the next cursor. */
 export async function storedPage(
-  scheduler: Scheduler,
+  client: DurableClient,
   filter: ConsoleFilter,
   after: TaskFilter['after'],
   limit: number,
-  queues: Promise<SchedulerQueueInfo[]> | undefined,
+  queues: Promise<DurableQueueInfo[]> | undefined,
 ) {
   const { state, ...selection } = filter;
   const [tasks, counts] = await Promise.all([
-    scheduler.listTasks({ ...filter, limit, ...(after === undefined ? {} : { after }) }),
+    client.listTasks({ ...filter, limit, ...(after === undefined ? {} : { after }) }),
     // Without `queues`, no count (the page's first state: the rows first, the counts from its next request).
     queues === undefined
       ? null
       : // Filtered by nothing but a queue, the counts are the queues' (read anyway for the page): no second scan.
         Object.keys(selection).every((key) => key === 'queue')
         ? queues.then((list) => queueCounts(list, selection.queue))
-        : scheduler.countTasks(selection),
+        : client.countTasks(selection),
   ]);
   const last = tasks.at(-1);
   return { tasks, counts, next: tasks.length === limit && last !== undefined ? `${last.runAt.getTime()}:${last.id}` : null, state };
 }
 
 /** Tasks by state in one queue, or in all of them. */
-function queueCounts(queues: readonly SchedulerQueueInfo[], name: string | undefined): Record<StoredState, number> {
+function queueCounts(queues: readonly DurableQueueInfo[], name: string | undefined): Record<StoredState, number> {
   const counts: Record<StoredState, number> = { blocked: 0, waiting: 0, running: 0, succeeded: 0, failed: 0, 'timed-out': 0, cancelled: 0 };
   for (const queue of queues) {
     if (name !== undefined && queue.name !== name) continue;
-    for (const state of Object.keys(counts) as StoredState[]) counts[state] += (queue.counts as Record<StoredState, number>)[state] ?? 0;
+    for (const state of Object.keys(counts) as StoredState[]) counts[state] += queue.counts[state] ?? 0;
   }
   return counts;
 }
@@ -103,11 +103,11 @@ export interface BulkResult {
  * ones (or those of the filter's final state), `cancel` the waiting and
  * running ones, `delete` the finished ones (one statement in the store).
  */
-export async function bulk(scheduler: Scheduler, action: 'retry' | 'cancel' | 'delete', filter: ConsoleFilter): Promise<BulkResult> {
+export async function bulk(client: DurableClient, action: 'retry' | 'cancel' | 'delete', filter: ConsoleFilter): Promise<BulkResult> {
   if (action === 'delete') {
     if (filter.state === 'waiting' || filter.state === 'running')
       throw new RangeError('Only finished tasks can be deleted: cancel waiting and running ones first');
-    const count = await scheduler.deleteTasks({ ...filter, limit: BULK_LIMIT });
+    const count = await client.deleteTasks({ ...filter, limit: BULK_LIMIT });
     return { count, more: count === BULK_LIMIT };
   }
   const states: StoredState[] =
@@ -122,7 +122,7 @@ export async function bulk(scheduler: Scheduler, action: 'retry' | 'cancel' | 'd
   for (const state of states) {
     let after: TaskFilter['after'];
     for (;;) {
-      const page: StoredTask[] = await scheduler.listTasks({
+      const page: StoredTask[] = await client.listTasks({
         ...filter,
         state,
         limit: BULK_PAGE,
@@ -134,13 +134,13 @@ export async function bulk(scheduler: Scheduler, action: 'retry' | 'cancel' | 'd
           // Only what is finished and not succeeded is retried; a task that moved meanwhile is left alone.
           if (task.state === 'succeeded') continue;
           if (
-            await scheduler.retryTask(task.id).then(
+            await client.retry(task.id).then(
               () => true,
               () => false,
             )
           )
             count++;
-        } else if (await scheduler.cancelTask(task.id)) count++;
+        } else if (await client.cancel(task.id)) count++;
       }
       if (page.length < BULK_PAGE) break;
       const last = page.at(-1)!;

@@ -6,6 +6,7 @@
 // size of the flow or the job's history.
 import type { TaskLink, TaskLinks } from '../durable/links.js';
 import { FINAL_STATES, type StoredState, type StoredTask } from '../durable/store.js';
+import type { DurableClient } from '../durable/client.js';
 import type { Scheduler } from '../scheduler.js';
 import { parseCursor } from './console.js';
 
@@ -53,16 +54,20 @@ export interface LinksView {
  * an in-memory flow's task); undefined if there is no such task, null if the
  * store has no flows.
  */
-export async function linksView(scheduler: Scheduler, id: number): Promise<LinksView | undefined | null> {
+export async function linksView(
+  scheduler: Scheduler,
+  client: DurableClient | undefined,
+  id: number,
+): Promise<LinksView | undefined | null> {
   let links: TaskLinks | undefined;
   try {
-    links = await scheduler.flows.links(id, LINKS_SHOWN);
+    links = await (client?.getTaskLinks(id, LINKS_SHOWN) ?? scheduler.flows.links(id, LINKS_SHOWN));
   } catch (error) {
     if ((error as { code?: unknown }).code === 'ERR_FLOW') return null;
     throw error;
   }
   if (links === undefined) return undefined;
-  const status = links.flowId === null ? undefined : await scheduler.flows.get(links.flowId);
+  const status = links.flowId === null ? undefined : await (client?.getFlow(links.flowId) ?? scheduler.flows.get(links.flowId));
   let flow: FlowView | null = null;
   if (status !== undefined) {
     const blocked = status.tasks.filter((task) => task.task.state === 'blocked');
@@ -122,9 +127,9 @@ function runView(task: StoredTask): RunView {
  * first; `after` is the `next` cursor of the previous page. Throws a
  * TypeError for a bad cursor.
  */
-export async function jobRuns(scheduler: Scheduler, key: string, after: string | null, limit: number) {
+export async function jobRuns(client: DurableClient, key: string, after: string | null, limit: number) {
   const cursor = parseCursor(after);
-  const tasks = await scheduler.listTasks({ jobKey: key, order: 'desc', limit, ...(cursor === undefined ? {} : { after: cursor }) });
+  const tasks = await client.listTasks({ jobKey: key, order: 'desc', limit, ...(cursor === undefined ? {} : { after: cursor }) });
   const last = tasks.at(-1);
   return {
     key,

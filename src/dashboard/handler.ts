@@ -4,7 +4,9 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { TaskheapError } from '../core/errors.js';
 import { describe as describeValue } from '../core/validate.js';
+import { schedulerClients, type DurableClient } from '../durable/client.js';
 import type { Scheduler } from '../scheduler.js';
+import { assertId } from '../scheduler-options.js';
 import { page } from './page.js';
 import { snapshot } from './state.js';
 import { bulk, parseCursor, parseFilter, type ConsoleFilter } from './console.js';
@@ -88,6 +90,8 @@ function json(status: number, value: unknown): Outgoing {
  */
 export class Dashboard {
   readonly #scheduler: Scheduler;
+  /** The scheduler's client of stored work (its store), or undefined without one: every stored read and action. */
+  readonly #client: DurableClient | undefined;
   readonly #authorize: DashboardOptions['authorize'];
   readonly #actions: boolean;
   readonly #basePath: string;
@@ -120,6 +124,7 @@ export class Dashboard {
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
       throw new RangeError(`Expected \`limit\` to be an integer from 1 to 10000, got ${describeValue(limit)}`);
     this.#scheduler = scheduler;
+    this.#client = schedulerClients.get(scheduler);
     this.#authorize = authorize;
     this.#actions = actions;
     this.#basePath = basePath;
@@ -216,7 +221,7 @@ export class Dashboard {
         return { status: 308, headers: { ...COMMON_HEADERS, location: `${request.fullPath}/` }, body: '' };
       // The first state comes with the page: its first render waits for no second request.
       // The counts (a scan of every stored task) are left to the page's first api/state request: the rows come first.
-      return this.#page(await snapshot(this.#scheduler, this.#limit, this.#actions, {}, undefined, false));
+      return this.#page(await snapshot(this.#scheduler, this.#client, this.#limit, this.#actions, {}, undefined, false));
     }
     if (request.path === '/api/state' && request.method === 'GET') {
       const query = request.query;
@@ -228,17 +233,14 @@ export class Dashboard {
       } catch (error) {
         return json(400, { error: (error as Error).message });
       }
-      return json(200, await snapshot(this.#scheduler, this.#limit, this.#actions, filter, after));
+      return json(200, await snapshot(this.#scheduler, this.#client, this.#limit, this.#actions, filter, after));
     }
     if (request.path === '/api/task' && request.method === 'GET') {
       const id = Number(request.query.get('id'));
       if (!Number.isSafeInteger(id) || id < 1) return json(400, { error: 'Expected `id` to be a task id' });
       // Without a store, the ids of `scheduler.flows`: an in-memory flow's task.
-      const memory = memoryFlowTask(this.#scheduler, id);
-      if (memory === undefined) return json(404, { error: noFlowTask(id) });
-      if (memory !== null) return json(200, memory);
-      const task = await this.#scheduler.getTask(id);
-      return task === undefined ? json(404, { error: `No stored task #${id}` }) : json(200, task);
+      const task = this.#client === undefined ? memoryFlowTask(this.#scheduler, id) : await this.#client.getTask(id);
+      return task === undefined ? json(404, { error: this.#noTask(id) }) : json(200, task);
     }
     if (request.path === '/api/memory-task' && request.method === 'GET') {
       const id = Number(request.query.get('id'));
@@ -251,20 +253,21 @@ export class Dashboard {
     if (request.path === '/api/links' && request.method === 'GET') {
       const id = Number(request.query.get('id'));
       if (!Number.isSafeInteger(id) || id < 1) return json(400, { error: 'Expected `id` to be a task id' });
-      const view = await refused(linksView(this.#scheduler, id));
+      const view = await refused(linksView(this.#scheduler, this.#client, id));
       if (view instanceof Error) return json(400, { error: view.message });
-      if (view === undefined)
-        return json(404, { error: this.#scheduler.flows.memoryTask(id) === null ? `No stored task #${id}` : noFlowTask(id) });
+      if (view === undefined) return json(404, { error: this.#noTask(id) });
       return json(200, view === null ? { dependencies: [], dependencyCount: 0, dependents: [], dependentCount: 0, flow: null } : view);
     }
     if (request.path === '/api/limits' && request.method === 'GET') {
-      const view = await refused(Promise.resolve().then(() => limitsView(this.#scheduler, request.query.get('limit'))));
+      const view = await refused(Promise.resolve().then(() => limitsView(this.#client, request.query.get('limit'))));
       return view instanceof Error ? json(400, { error: view.message }) : json(200, view);
     }
     if (request.path === '/api/job-runs' && request.method === 'GET') {
       const key = request.query.get('key');
       if (key === null || key === '') return json(400, { error: "Expected `key`, a stored job's key" });
-      const runs = await refused(Promise.resolve().then(() => jobRuns(this.#scheduler, key, request.query.get('after'), this.#limit)));
+      const runs = await refused(
+        Promise.resolve().then(() => jobRuns(this.#stored('listTasks()'), key, request.query.get('after'), this.#limit)),
+      );
       return runs instanceof Error ? json(400, { error: runs.message }) : json(200, runs);
     }
     if (request.path === '/api/action') {
@@ -326,7 +329,7 @@ export class Dashboard {
     } catch (error) {
       // A job or task that is gone, or a task not in a state the action fits: say so.
       if (error instanceof TaskheapError) return json(409, { error: error.message });
-      // A value the scheduler refuses (a key too long, a store call without a store): the request's fault.
+      // A value refused (a key too long, a stored call without a store): the request's fault.
       if (error instanceof TypeError || error instanceof RangeError) return json(400, { error: error.message });
       throw error;
     }
@@ -343,7 +346,7 @@ export class Dashboard {
       return json(200, {
         ok: true,
         ...(await bulk(
-          this.#scheduler,
+          this.#stored(action === 'delete' ? 'deleteTasks()' : 'listTasks()'),
           action,
           parseFilter((key) => (filter as Record<string, unknown>)[key]),
         )),
@@ -364,14 +367,18 @@ export class Dashboard {
     if (kind === 'stored-job') {
       const key = (body as { key?: unknown }).key;
       if (typeof key !== 'string') return json(400, { error: 'Expected `key` to be a string' });
-      if (action === 'pause') return json(200, { ok: await this.#scheduler.pauseJob(key) });
-      if (action === 'resume') return json(200, { ok: await this.#scheduler.resumeJob(key) });
-      if (action === 'trigger') return json(200, { ok: (await this.#scheduler.triggerJob(key)) !== undefined });
-      if (action === 'cancel') return json(200, { ok: await this.#scheduler.cancelJob(key) });
+      if (action === 'pause') return json(200, { ok: await this.#stored('pauseJob()').setJobState(key, 'scheduled', 'paused') });
+      if (action === 'resume') return json(200, { ok: await this.#stored('resumeJob()').setJobState(key, 'paused', 'scheduled') });
+      if (action === 'trigger') return json(200, { ok: (await this.#stored('triggerJob()').triggerJob(key)) !== undefined });
+      if (action === 'cancel') return json(200, { ok: await this.#stored('cancelJob()').cancelJob(key) });
       return json(400, { error: `Unknown job action ${JSON.stringify(action)}` });
     }
     if (typeof id !== 'number' || !Number.isSafeInteger(id)) return json(400, { error: 'Expected `id` to be an integer' });
-    if (kind === 'stored' && action === 'retry') return json(200, { ok: (await this.#scheduler.retryTask(id)) !== undefined });
+    // Without a store, `stored` ids are an in-memory flow's tasks, which the scheduler's task verbs reach.
+    if (kind === 'stored' && action === 'retry') {
+      assertId(id);
+      return json(200, { ok: (await (this.#client?.retry(id) ?? this.#scheduler.retryTask(id))) !== undefined });
+    }
     if (action !== 'cancel') return json(400, { error: `Unknown task action ${JSON.stringify(action)}` });
     if (kind === 'task') {
       const task = this.#scheduler.waitingTasks().find((candidate) => candidate.id === id);
@@ -379,8 +386,20 @@ export class Dashboard {
       task.cancel();
       return json(200, { ok: true });
     }
-    if (kind === 'stored') return json(200, { ok: await this.#scheduler.cancelTask(id) });
+    if (kind === 'stored') return json(200, { ok: await (this.#client?.cancel(id) ?? this.#scheduler.cancelTask(id)) });
     return json(400, { error: `Unknown kind ${JSON.stringify(kind)}` });
+  }
+
+  /** The client of stored work; without a store, the TypeError the scheduler's `what` throws (the request's fault: 400). */
+  #stored(what: string): DurableClient {
+    if (this.#client === undefined) throw new TypeError(`${what} needs a scheduler created with a \`store\``);
+    return this.#client;
+  }
+
+  /** The 404 of a task that is not there: a stored one, or without a store an in-memory flow's. */
+  #noTask(id: number): string {
+    if (this.#client !== undefined) return `No stored task #${id}`;
+    return `No in-memory flow task #${id} (without a store, a flow's tasks are kept until 1,000 more flows have finished)`;
   }
 
   /** A browser says where a request comes from; anything but this very origin is refused. */
@@ -405,11 +424,6 @@ export class Dashboard {
 /** The value, or the TypeError or RangeError it was refused with (a bad value, no store): the request's fault. */
 function refused<T>(promise: Promise<T>): Promise<T | TypeError | RangeError> {
   return promise.catch((error: unknown) => (error instanceof TypeError || error instanceof RangeError ? error : Promise.reject(error)));
-}
-
-/** The 404 of an in-memory flow's task that is not there. */
-function noFlowTask(id: number): string {
-  return `No in-memory flow task #${id} (without a store, a flow's tasks are kept until 1,000 more flows have finished)`;
 }
 
 /** A body a framework's middleware already read (Express's `express.json()`, say): the stream is spent. */

@@ -4,7 +4,7 @@
 // a store the answer lists none (`keys: null`): in memory the loop keeps its
 // keys in its own structures, and the panel is for stored tasks.
 import type { LimitKey } from '../durable/limit-list.js';
-import type { Scheduler } from '../scheduler.js';
+import type { DurableClient } from '../durable/client.js';
 
 /** Keys listed when the query names no `limit`. */
 const KEYS_SHOWN = 100;
@@ -29,7 +29,7 @@ function parseLimitsQuery(raw: string | null): number {
 }
 
 /** The limit keys in use, or none without a store; a bad `limit` is a RangeError. */
-export async function limitsView(scheduler: Scheduler, raw: string | null): Promise<LimitsView> {
+export async function limitsView(client: DurableClient | undefined, raw: string | null): Promise<LimitsView> {
   const limit = parseLimitsQuery(raw);
-  return { keys: await scheduler.flows.limitKeys(limit), limit };
+  return { keys: client === undefined ? null : await client.getLimitKeys(limit), limit };
 }

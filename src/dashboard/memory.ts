@@ -28,10 +28,10 @@ function jsonSafe(value: unknown): unknown {
   return text.length <= JSON_SHOWN ? value : `(not shown: its JSON is ${text.length} characters, over ${JSON_SHOWN})`;
 }
 
-/** An in-memory flow's task as `api/task` answers it; undefined if there is none; null with a store (the store has the task). */
-export function memoryFlowTask(scheduler: Scheduler, id: number): StoredTask | undefined | null {
+/** An in-memory flow's task as `api/task` answers it (a scheduler without a store); undefined if there is none. */
+export function memoryFlowTask(scheduler: Scheduler, id: number): StoredTask | undefined {
   const task = scheduler.flows.memoryTask(id);
-  if (task === undefined || task === null) return task;
+  if (task === undefined) return task;
   const shown: StoredTask = { ...task, payload: jsonSafe(task.payload), result: jsonSafe(task.result) };
   if ('progress' in task) shown.progress = jsonSafe(task.progress);
   return shown;

@@ -2,6 +2,7 @@
 // tasks and the stored ones, as plain views.
 import type { SchedulerStats } from '../core/loop-types.js';
 import { toDuration } from '../core/duration.js';
+import type { DurableClient } from '../durable/client.js';
 import type { StoredJob, StoredState, StoredTask, TaskFilter } from '../durable/store.js';
 import { storedPage, type ConsoleFilter } from './console.js';
 import { Job } from '../jobs/job.js';
@@ -187,13 +188,14 @@ function jobView(job: Job): JobView {
 
 /**
  * A snapshot of the scheduler: its jobs, its first `limit` waiting one-off
- * tasks and, with a store, the first `limit` stored tasks and stored jobs;
+ * tasks and, with a store (its `client`), the first `limit` stored tasks and stored jobs;
  * with `counts`, the stored tasks counted by state and the queues (a scan of
  * every stored task: the page's first state leaves them out, so its rows
  * come at once and the counts with its first refresh).
  */
 export async function snapshot(
   scheduler: Scheduler,
+  client: DurableClient | undefined,
   limit: number,
   actions: boolean,
   filter: ConsoleFilter = {},
@@ -217,30 +219,30 @@ export async function snapshot(
   let storedJobs: StoredJobView[] | null = null;
   let queues: QueueView[] | null = null;
   let storedError: string | null = null;
-  try {
-    // Each call may throw at once (no store): all of them inside promises, so none is left unobserved.
-    // The queues' counts scan every stored task: without `counts` (the page's first state) they are left for the next request.
-    const queueRead = counts ? Promise.resolve().then(() => scheduler.queues()) : undefined;
-    const [page, storedJobList, queueList] = await Promise.all([
-      storedPage(scheduler, filter, after, limit, queueRead),
-      Promise.resolve().then(() => scheduler.listJobs({ limit })),
-      queueRead,
-    ]);
-    [stored, storedCounts, storedNext, storedJobs] = [page.tasks, page.counts, page.next, storedJobList.map(storedJobView)];
-    const limitOf = (n: number) => (n === Infinity ? null : n);
-    queues =
-      queueList?.map((q) => ({
-        name: q.name,
-        paused: q.paused,
-        concurrency: limitOf(q.concurrency),
-        globalConcurrency: limitOf(q.globalConcurrency),
-        rate: q.rate === undefined ? null : { limit: q.rate.limit, interval: toDuration(q.rate.interval, 'rate.interval') },
-        // With a store (the only way here) the counts are the stored tasks by state.
-        counts: q.counts as Record<StoredState, number>,
-      })) ?? null;
-  } catch (error) {
-    if (!(error instanceof TypeError && /needs a scheduler created with a `store`/.test(error.message))) storedError = describeError(error);
-  }
+  if (client !== undefined)
+    try {
+      // The queues' counts scan every stored task: without `counts` (the page's first state) they are left for the next request.
+      const queueRead = counts ? client.queues() : undefined;
+      const [page, storedJobList, queueList] = await Promise.all([
+        storedPage(client, filter, after, limit, queueRead),
+        // A refused filter throws at once: inside a promise, so the queues' read is not left unobserved.
+        Promise.resolve().then(() => client.listJobs({ limit })),
+        queueRead,
+      ]);
+      [stored, storedCounts, storedNext, storedJobs] = [page.tasks, page.counts, page.next, storedJobList.map(storedJobView)];
+      const limitOf = (n: number) => (n === Infinity ? null : n);
+      queues =
+        queueList?.map((q) => ({
+          name: q.name,
+          paused: q.paused,
+          concurrency: limitOf(q.concurrency),
+          globalConcurrency: limitOf(q.globalConcurrency),
+          rate: q.rate === undefined ? null : { limit: q.rate.limit, interval: toDuration(q.rate.interval, 'rate.interval') },
+          counts: q.counts,
+        })) ?? null;
+    } catch (error) {
+      storedError = describeError(error);
+    }
   return {
     now: scheduler.clock.now(),
     actions,

@@ -207,37 +207,35 @@ export class DurableClient {
   /** Pauses ('scheduled' to 'paused') or resumes a stored job; false if it was not in the state to leave. */
   setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
     assertKey(key, 'key');
-    return this.#setJobState(key, from, to);
-  }
-
-  async #setJobState(key: string, from: 'scheduled' | 'paused', to: 'scheduled' | 'paused'): Promise<boolean> {
-    await this.ready();
-    // A resume skips the occurrences that fell in the pause, as an in-memory job's does.
     const { store, clock } = this.#ctx;
-    const changed = to === 'scheduled' ? await store.resumeJob(key, clock.now(), resumedAt) : await store.setJobState(key, from, to);
-    if (changed && to === 'scheduled') this.#hooks.wake(this.#ctx.clock.now());
-    return changed;
+    return this.ready().then(async () => {
+      // A resume skips the occurrences that fell in the pause, as an in-memory job's does.
+      if (to !== 'scheduled') return store.setJobState(key, from, to);
+      const changed = await store.resumeJob(key, clock.now(), resumedAt);
+      if (changed) this.#hooks.wake(clock.now());
+      return changed;
+    });
   }
 
   /** Adds an occurrence of a job due now; rejects with ERR_JOB_NOT_FOUND if there is no such job or it was cancelled. */
   triggerJob(key: string): Promise<StoredTask> {
     assertKey(key, 'key');
-    return this.#triggerJob(key);
-  }
-
-  async #triggerJob(key: string): Promise<StoredTask> {
-    await this.ready();
-    const task = await this.#ctx.store.triggerJob(key, this.#ctx.clock.now());
-    if (task === undefined) {
-      throw new TaskheapError(
-        `No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`,
-        'ERR_JOB_NOT_FOUND',
-      );
-    }
-    this.#hooks.wake(task.runAt.getTime());
-    return task;
+    return this.ready().then(async () => {
+      const task = await this.#ctx.store.triggerJob(key, this.#ctx.clock.now());
+      if (task === undefined) {
+        throw new TaskheapError(
+          `No stored job with key ${JSON.stringify(key)} that can run (it does not exist or was cancelled)`,
+          'ERR_JOB_NOT_FOUND',
+        );
+      }
+      this.#hooks.wake(task.runAt.getTime());
+      return task;
+    });
   }
 }
+
+/** Each Scheduler's client, when it has a store: the Scheduler sets it, the dashboard's stored views read it (nothing on the public `Scheduler`). @internal */
+export const schedulerClients = new WeakMap<object, DurableClient>();
 
 /**
  * A client for a process that runs nothing (the command line, a producer's

@@ -1,5 +1,5 @@
 // The per-key limits in use as the dashboard's Limits panel reads them
-// (issue 24, durable/limit-list.ts): on a real SQLite file and a real
+// (issue 24, durable/limit-list.ts, through the scheduler's client): on a real SQLite file and a real
 // PostgreSQL server, tasks under a serial key, a concurrency key and a rate
 // key, some of each running (their handler held until the test lets go),
 // listed with their limits, what is in use and how many wait, the keys
@@ -8,6 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { schedulerClients } from '../../src/durable/client.js';
 import type { Store } from '../../src/durable/store.js';
 import { Scheduler } from '../../src/index.js';
 import { postgresStore } from '../../src/postgres.js';
@@ -27,6 +28,9 @@ const BACKENDS: [string, () => Store][] = [
   ['PostgreSQL', () => postgresStore({ connectionString: server.url, schema: schema() })],
 ];
 
+/** The limit keys of `scheduler`'s store, as the dashboard reads them. */
+const limitKeys = (scheduler: Scheduler, limit: number) => schedulerClients.get(scheduler)!.getLimitKeys(limit);
+
 /** Polls `check` until it holds (generous bound: the machine is loaded). */
 async function until(check: () => Promise<boolean>): Promise<void> {
   const end = Date.now() + 30_000;
@@ -44,14 +48,14 @@ for (const [backend, store] of BACKENDS) {
       const scheduler = new Scheduler({ store: store(), workers: 10, onError: () => {} });
       opened.push(scheduler);
       scheduler.define('hold', () => gate);
-      expect(await scheduler.flows.limitKeys(10)).toEqual([]);
+      expect(await limitKeys(scheduler, 10)).toEqual([]);
       const now = Date.now();
       for (let i = 0; i < 3; i++) await scheduler.schedule(now, 'hold', { serial: 'chat:1' });
       for (let i = 0; i < 5; i++) await scheduler.schedule(now, 'hold', { concurrency: { key: 'api', limit: 2 } });
       for (let i = 0; i < 4; i++) await scheduler.schedule(now, 'hold', { rate: { key: 'mail', limit: 2, interval: '1h' } });
       await scheduler.schedule(now + 3_600_000, 'hold', { serial: 'later' });
       // Before any start: nothing in use, everything waiting.
-      expect(await scheduler.flows.limitKeys(10)).toEqual([
+      expect(await limitKeys(scheduler, 10)).toEqual([
         { kind: 'concurrency', key: 'api', limit: 2, interval: null, inUse: 0, waiting: 5 },
         { kind: 'rate', key: 'mail', limit: 2, interval: 3_600_000, inUse: 0, waiting: 4 },
         { kind: 'serial', key: 'chat:1', limit: 1, interval: null, inUse: 0, waiting: 3 },
@@ -59,26 +63,26 @@ for (const [backend, store] of BACKENDS) {
       ]);
       await scheduler.start();
       await until(async () => (await scheduler.countTasks()).running === 5);
-      const listed = await scheduler.flows.limitKeys(10);
+      const listed = await limitKeys(scheduler, 10);
       expect(listed).toEqual([
         { kind: 'concurrency', key: 'api', limit: 2, interval: null, inUse: 2, waiting: 3 },
         { kind: 'serial', key: 'chat:1', limit: 1, interval: null, inUse: 1, waiting: 2 },
         { kind: 'rate', key: 'mail', limit: 2, interval: 3_600_000, inUse: 2, waiting: 2 },
         { kind: 'serial', key: 'later', limit: 1, interval: null, inUse: 0, waiting: 1 },
       ]);
-      expect(await scheduler.flows.limitKeys(1)).toEqual(listed!.slice(0, 1));
+      expect(await limitKeys(scheduler, 1)).toEqual(listed!.slice(0, 1));
       release();
       // Once the concurrency and serial tasks have all run, their keys hold nothing and nothing waits for them.
       await until(async () => (await scheduler.countTasks()).succeeded === 10);
-      const after = await scheduler.flows.limitKeys(10);
+      const after = await limitKeys(scheduler, 10);
       expect(after!.find((row) => row.key === 'mail')).toMatchObject({ inUse: 2, waiting: 2 });
       expect(after!.find((row) => row.key === 'api') ?? { inUse: 0, waiting: 0 }).toMatchObject({ inUse: 0, waiting: 0 });
     });
   });
 }
 
-it('a scheduler without a store lists no limit keys (null)', async () => {
+it('a scheduler without a store has no client (the dashboard lists no limit keys: test/dashboard/limits.test.ts)', async () => {
   const scheduler = new Scheduler();
   opened.push(scheduler);
-  expect(await scheduler.flows.limitKeys(10)).toBeNull();
+  expect(schedulerClients.get(scheduler)).toBeUndefined();
 });

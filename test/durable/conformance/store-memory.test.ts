@@ -181,7 +181,7 @@ class MemoryScheduler extends Scheduler {
   override getTask(id: number): Promise<StoredTask | undefined> {
     const added = this.#added.get(id);
     if (added !== undefined) return Promise.resolve(this.#view(added));
-    return Promise.resolve(this.#flowTasks.has(id) ? (this.#flows().memoryTask(id) ?? undefined) : undefined);
+    return Promise.resolve(this.#flowTasks.has(id) ? this.#flows().memoryTask(id) : undefined);
   }
 
   override async listTasks(filter: TaskFilter = {}): Promise<StoredTask[]> {
