@@ -9,7 +9,7 @@ import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from
 import type { QueueSettings } from './core/gate.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
 import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
-import { assertKnownKeys, assertOptionsObject, describe, MAX_TIME } from './core/validate.js';
+import { assertKnownKeys, assertOptionsObject, describe, keysOf, MAX_TIME } from './core/validate.js';
 import type { DurableTaskItem } from './durable/options.js';
 import { DEFAULT_RETENTION, type Retention } from './durable/worker.js';
 import type { Store } from './durable/store.js';
@@ -138,18 +138,20 @@ export interface SchedulerEvents extends TaskEvents {
   skip: [info: SkipInfo];
 }
 
-/** Every event a scheduler emits; `on`, `off` and `once` accept nothing else. @internal */
-const EVENTS: ReadonlySet<string> = new Set<keyof SchedulerEvents>([
-  'start',
-  'success',
-  'failure',
-  'retry',
-  'cancel',
-  'skip',
-  'progress',
-  'log',
-  'idle',
-]);
+/** Every event a scheduler emits (an event added to `SchedulerEvents` and not here does not compile); `on`, `off` and `once` accept nothing else. @internal */
+const EVENTS: ReadonlySet<string> = new Set(
+  keysOf<SchedulerEvents>({
+    start: true,
+    success: true,
+    failure: true,
+    retry: true,
+    cancel: true,
+    skip: true,
+    progress: true,
+    log: true,
+    idle: true,
+  }),
+);
 
 /** The time `delay` from `now`, checked (`after()`). @internal */
 export function delayEnd(now: number, delay: Duration): number {
