@@ -127,7 +127,14 @@ async function claimCost(
   for (let i = 0; i < 30; i++) {
     await reset?.();
     const started = performance.now();
-    await store.claim(`bench-${i}`, Date.now(), 30_000, 16, advanceJob, undefined, undefined, { free: 16, rate: undefined });
+    await store.claim({
+      owner: `bench-${i}`,
+      now: Date.now(),
+      lease: 30_000,
+      limit: 16,
+      advance: advanceJob,
+      limits: { free: 16, rate: undefined },
+    });
     trips.push(performance.now() - started);
   }
   const sql = statements(schema).claim;
@@ -167,12 +174,12 @@ async function blocked(kind: 'none' | 'key' | 'bucket', n: number): Promise<stri
   const past = Date.now() - 60_000;
   if (kind === 'key') {
     await store.addTask(task(past - 1, { serial: 'busy', options: JSON.stringify({ serial: 'busy' }) }));
-    await store.claim('holder', Date.now(), 600_000, 1, advanceJob);
+    await store.claim({ owner: 'holder', now: Date.now(), lease: 600_000, limit: 1, advance: advanceJob });
   }
   if (kind === 'bucket') {
     const options = JSON.stringify({ rate: { key: 'empty', limit: 1, interval: 3_600_000 } });
     await store.addTask(task(past - 1, { rateKey: 'empty', options }));
-    await store.claim('holder', Date.now(), 600_000, 1, advanceJob);
+    await store.claim({ owner: 'holder', now: Date.now(), lease: 600_000, limit: 1, advance: advanceJob });
   }
   if (n > 0) {
     const extra =

@@ -34,14 +34,14 @@ try {
       else {
         if (blocked === 'full') await store.setQueue('blocked', { globalConcurrency: 1 });
         else await store.setQueue('blocked', { rate: { limit: 1, interval: 3_600_000 } });
-        await store.claim('holder', Date.now(), 60_000, 1, advanceJob); // takes its one slot, or its one token
+        await store.claim({ owner: 'holder', now: Date.now(), lease: 60_000, limit: 1, advance: advanceJob }); // takes its one slot, or its one token
       }
     }
     await admin.query(`ANALYZE ${schema}.taskheap_tasks`);
     const times: number[] = [];
     for (let i = 0; i < 20; i++) {
       const started = performance.now();
-      const claimed = await store.claim('bench', Date.now(), 60_000, 10, advanceJob);
+      const claimed = await store.claim({ owner: 'bench', now: Date.now(), lease: 60_000, limit: 10, advance: advanceJob });
       times.push(performance.now() - started);
       if (claimed.length !== 10 || claimed.some((c) => JSON.parse(c.options).queue === 'blocked'))
         throw new Error(`claimed ${claimed.length}`);

@@ -62,8 +62,8 @@ export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueC
 export type { DefineOptions } from './durable/handlers.js';
 export { Flows } from './scheduler-flows.js';
 export type { Dependency, DependencyRule, FlowContext, FlowFunction, FlowSpec, FlowTask } from './durable/flow-graph.js';
-export type { OnFailure, DependencyInfo } from './durable/options.js';
+export type { OnFailure, DependencyInfo } from './durable/store.js';
 export type { StoredFlow, FlowStatus, FlowTaskStatus, FlowDependencyStatus } from './durable/flows.js';
-export type { TaskLinks, TaskLink } from './durable/links.js';
+export type { TaskLinks, TaskLink } from './durable/store.js';
 export { ThreadError } from './threads/errors.js';
 export type { ThreadOptions, ThreadTaskOptions, ThreadContext } from './threads/options.js';

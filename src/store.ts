@@ -15,6 +15,9 @@ export type {
   NewJob,
   ClaimedTask,
   ClaimLimits,
+  ClaimParams,
+  RenewParams,
+  NextDueParams,
   EndedTasks,
   DueJob,
   JobAdvance,
@@ -25,6 +28,12 @@ export type {
   QueueRate,
   QueueRooms,
   StoredQueue,
+  FlowStore,
+  LimitListStore,
+  LimitKey,
+  NewFlow,
+  NewEdge,
+  EdgeEnd,
+  StoredEdge,
+  StoredFlowGraph,
 } from './durable/store.js';
-export type { FlowStore, NewFlow, NewEdge, EdgeEnd, StoredEdge, StoredFlowGraph } from './durable/flow-graph.js';
-export type { LinkStore } from './durable/links.js';

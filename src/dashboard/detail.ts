@@ -4,8 +4,7 @@
 // store an in-memory flow's task's), and a recurring job's recent
 // runs, newest first, paged (docs/operations-console.md). Each answer is bounded, whatever the
 // size of the flow or the job's history.
-import type { TaskLink, TaskLinks } from '../durable/links.js';
-import { FINAL_STATES, type StoredState, type StoredTask } from '../durable/store.js';
+import { FINAL_STATES, type StoredState, type StoredTask, type TaskLink, type TaskLinks } from '../durable/store.js';
 import type { DurableClient } from '../durable/client.js';
 import type { Scheduler } from '../scheduler.js';
 import { parseCursor } from './console.js';

@@ -3,7 +3,7 @@
 // with the most waiting tasks first, bounded by the query's `limit`. Without
 // a store the answer lists none (`keys: null`): in memory the loop keeps its
 // keys in its own structures, and the panel is for stored tasks.
-import type { LimitKey } from '../durable/limit-list.js';
+import type { LimitKey } from '../durable/store.js';
 import type { DurableClient } from '../durable/client.js';
 
 /** Keys listed when the query names no `limit`. */

@@ -6,7 +6,7 @@
 // first (and beside the outcome batch), so workers rarely wait for a round
 // trip. No wake-up is lost, whatever rounds are on their way: see #missed.
 import { advanceJob } from './advance-job.js';
-import type { ClaimedTask, ClaimLimits, DueJob, JobAdvance, QueueRooms } from './store.js';
+import type { ClaimedTask, ClaimLimits, ClaimParams, DueJob, JobAdvance, NextDueParams, QueueRooms } from './store.js';
 import type { Dispatcher } from './dispatch.js';
 import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
@@ -60,6 +60,9 @@ export class Claimer {
   #waitingForWorker = false;
   /** The scheduler-wide rate last stored (`store.setRate`), as `limit/interval`; '' for none. */
   #storedRate = '';
+  /** The claim's and the next-due question's parameters: one object each, changed per round (the store reads them at the call). */
+  readonly #claimParams: ClaimParams;
+  readonly #dueParams: NextDueParams = { now: 0 };
   /** Failed claim rounds in a row (the database is away). */
   #failures = 0;
   #started = false;
@@ -82,6 +85,7 @@ export class Claimer {
     this.#prefetch = prefetch;
     this.#dispatcher = dispatcher;
     this.#handBack = handBack;
+    this.#claimParams = { owner: ctx.owner, now: 0, lease: ctx.lease, limit: 0, advance: advanceJob };
   }
 
   /** Starts claiming (the first round goes out now). */
@@ -200,13 +204,13 @@ export class Claimer {
    * if it is, so an idle process costs one statement per poll, not two.
    */
   async #claim(idle: boolean): Promise<Answer> {
-    const { store, loop, poll } = this.#ctx;
+    const { poll } = this.#ctx;
     const held = (delay: number, workersTaken = false): Answer => ({ delay, idle: false, workersTaken });
     let asked = 0;
     let rooms: QueueRooms | undefined;
     try {
       if (idle) {
-        const wait = await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms(), loop.rate !== undefined);
+        const wait = await this.#nextDue();
         if (wait === undefined || wait > 0) return this.#sleep(wait);
       }
       const rate = await this.#rate();
@@ -252,9 +256,7 @@ export class Claimer {
       // claim racing each outcome asked too.
       if (this.#rounds.size > 1) return { delay: undefined, idle: false, workersTaken: false };
       // The store says how long until something is due, by its own clock.
-      return this.#sleep(
-        await store.nextDue(loop.clock.now(), this.#handlers.names, this.#holdings.queues.rooms(), loop.rate !== undefined),
-      );
+      return this.#sleep(await this.#nextDue());
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.
       this.#ctx.report(error);
@@ -272,7 +274,7 @@ export class Claimer {
    * again).
    */
   async #claimUpTo(free: number, rooms: QueueRooms | undefined, limits: ClaimLimits): Promise<ClaimedTask[]> {
-    const { store, loop, owner, lease } = this.#ctx;
+    const { store, loop } = this.#ctx;
     let skips: DueJob[] | undefined;
     let skipped: NonNullable<JobAdvance['skipped']>[] | undefined;
     const advance =
@@ -287,12 +289,30 @@ export class Claimer {
             return plan;
           };
     const sent = performance.now();
-    const claimed = await store.claim(owner, loop.clock.now(), lease, free, advance, this.#handlers.names, rooms, limits);
+    const params = this.#claimParams;
+    params.now = loop.clock.now();
+    params.limit = free;
+    params.advance = advance;
+    params.names = this.#handlers.names;
+    params.rooms = rooms;
+    params.limits = limits;
+    const claimed = await store.claim(params);
     this.#prefetch.claimed(performance.now() - sent);
     if (skips !== undefined) {
       for (let i = 0; i < skips.length; i++) this.onSkip?.(skips[i]!.key, skips[i]!.name, skipped![i]!.at, skipped![i]!.reason);
     }
     return claimed;
+  }
+
+  /** ms until the store has something due for this process (undefined: nothing is). */
+  #nextDue(): Promise<number | undefined> {
+    const { store, loop } = this.#ctx;
+    const params = this.#dueParams;
+    params.now = loop.clock.now();
+    params.names = this.#handlers.names;
+    params.rooms = this.#holdings.queues.rooms();
+    params.rated = loop.rate !== undefined;
+    return store.nextDue(params);
   }
 
   /** Reports the tasks the claim failed for their lease expiries; the ones it claimed. */
@@ -314,7 +334,7 @@ export class Claimer {
     const { loop, store } = this.#ctx;
     const rate = loop.rate as { limit: number; interval: number } | undefined;
     const stored = rate === undefined ? '' : `${rate.limit}/${rate.interval}`;
-    if (stored !== this.#storedRate && store.setRate !== undefined) {
+    if (stored !== this.#storedRate) {
       await store.setRate(rate);
       this.#storedRate = stored;
     }

@@ -15,18 +15,20 @@ import { Enqueuer } from './enqueue.js';
 import { addFlow, flowStatus, type FlowStatus, type StoredFlow } from './flows.js';
 import type { FlowSpec } from './flow-graph.js';
 import { Handlers } from './handlers.js';
-import { limitKeys, type LimitKey } from './limit-list.js';
-import { taskLinks, type TaskLinks } from './links.js';
+import { limitKeys } from './limit-list.js';
+import { taskLinks } from './links.js';
 import { emptyQueue, QueueBook, queueInfo, type DurableQueueInfo } from './queues.js';
 import {
   FINAL_STATES,
   type JobFilter,
+  type LimitKey,
   type Store,
   type StoredJob,
   type StoredState,
   type StoredTask,
   type TaskCountFilter,
   type TaskFilter,
+  type TaskLinks,
 } from './store.js';
 import { assertJobFilter, assertKey, assertTaskFilter } from './validate.js';
 import { Waiters } from './waiters.js';
@@ -189,9 +191,7 @@ export class DurableClient {
       throw new RangeError(
         `Expected \`state\` of deleteTasks() to be a final state (succeeded, failed, timed-out, cancelled), got '${filter.state}'`,
       );
-    const store = this.#ctx.store;
-    if (store.deleteTasks === undefined) return Promise.reject(new TypeError('This store cannot delete tasks'));
-    return this.ready().then(() => store.deleteTasks!(filter));
+    return this.ready().then(() => this.#ctx.store.deleteTasks(filter));
   }
 
   getJob(key: string): Promise<StoredJob | undefined> {

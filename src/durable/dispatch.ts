@@ -9,15 +9,13 @@ import { JournalWriter } from './journal-writer.js';
 import { describe } from '../core/validate.js';
 import { toLimits } from '../core/limit-options.js';
 import type { DurableContext, StoredOptions } from './options.js';
-import type { ClaimedTask, QueryClient } from './store.js';
+import { hasFlows, type ClaimedTask, type DependencyInfo, type QueryClient } from './store.js';
 import { toResult } from './validate.js';
 import { LeaseExpiredError, UnknownHandlerError } from './errors.js';
 import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
 import type { Prefetch } from './prefetch.js';
 import type { RunnerContext } from './runner-context.js';
-import { hasFlows } from './flow-graph.js';
-import type { DependencyInfo } from './options.js';
 
 /** @internal */
 export class Dispatcher {
@@ -115,10 +113,11 @@ export class Dispatcher {
     if (typeof fn !== 'function')
       return Promise.reject(new TypeError(`Expected the ctx.transaction() callback to be a function, got ${describe(fn)}`));
     const store = this.#ctx.store;
-    if (!store.capabilities.transactionsWithClient || store.completeWithin === undefined) {
+    if (!store.capabilities.transactionsWithClient) {
       return Promise.reject(new TypeError('ctx.transaction() needs postgresStore(): a SQLite store cannot hand its connection out'));
     }
-    return store.completeWithin(this.#ctx.owner, claim.id, fn, toResult);
+    // The capability says the store has it (Store.completeWithin).
+    return store.completeWithin!(this.#ctx.owner, claim.id, fn, toResult);
   };
 }
 

@@ -7,9 +7,8 @@ import { describe } from '../core/validate.js';
 import type { When } from '../core/validate.js';
 import type { TaskContext } from '../core/task.js';
 import { FlowError } from './errors.js';
-import type { DependencyInfo, OnFailure } from './options.js';
 import type { LimitOptions, RunOptions } from '../core/options.js';
-import { FINAL_STATES, type NewTask, type Store, type StoredState, type StoredTask } from './store.js';
+import { FINAL_STATES, type DependencyInfo, type NewEdge, type NewFlow, type NewTask, type OnFailure, type StoredState } from './store.js';
 
 /** A dependency with its failure rule. */
 export interface DependencyRule {
@@ -21,17 +20,6 @@ export interface DependencyRule {
 
 /** A dependency: a task of the same flow by its name, or a stored task by id (rule `'fail'`), or either with its rule. */
 export type Dependency = string | number | DependencyRule;
-
-/** One end of an edge as a store writes it: a task of the flow by its index, or a stored task by id. */
-export type EdgeEnd =
-  | {
-      /** An index into `NewFlow.tasks`. */
-      readonly index: number;
-    }
-  | {
-      /** A stored task's id. */
-      readonly id: number;
-    };
 
 /** What the function of an in-memory flow's task receives: a task's context, its id and its dependencies. */
 export interface FlowContext extends TaskContext {
@@ -77,28 +65,6 @@ export interface FlowSpec {
   client?: unknown;
 }
 
-/** One edge as a store writes it: the dependent's index in the flow, and its dependency's index or stored id. */
-export interface NewEdge {
-  /** The dependent: an index into `NewFlow.tasks`. */
-  readonly task: number;
-  /** The dependency: an index into `NewFlow.tasks`, or a stored task's id. */
-  readonly dep: EdgeEnd;
-  /** Its failure rule. */
-  readonly onFailure: OnFailure;
-  /** Its place in the dependent's `after` (the order `ctx.dependencies()` lists them). */
-  readonly ord: number;
-}
-
-/** A checked flow, as `addFlow` takes it (`T`: each task as the backend takes it, a store's row by default). */
-export interface NewFlow<T = NewTask> {
-  /** The tasks, in the order given (their ids increase in this order). */
-  readonly tasks: readonly T[];
-  /** Its edges, each dependent's in the order of its \`after\`. */
-  readonly edges: readonly NewEdge[];
-  /** The stored tasks the flow depends on (ids, no duplicates). */
-  readonly external: readonly number[];
-}
-
 /** How a task of a flow is born, from `birth()`. */
 export interface Birth {
   /** `blocked` while dependencies are unfinished; `failed`/`cancelled`: a `'fail'` dependency already did not succeed. */
@@ -109,47 +75,6 @@ export interface Birth {
   readonly hasDependents: boolean;
   /** Born failed or cancelled: the task whose failure did it (an index into the flow or a stored id), and the error text. */
   readonly sunk?: { readonly dep: { readonly index: number } | { readonly id: number }; readonly error: string };
-}
-
-/** One edge of a stored flow. */
-export interface StoredEdge {
-  /** The dependent's id. */
-  readonly task: number;
-  /** The dependency's id. */
-  readonly dep: number;
-  /** Its failure rule. */
-  readonly onFailure: OnFailure;
-  /** Whether the dependent counted it done (it succeeded, or failed under a rule that lets the dependent run). */
-  readonly counted: boolean;
-  /** The dependency's state now, or null if it is gone (deleted by retention). */
-  readonly depState: StoredState | null;
-}
-
-/** A stored flow as a store reads it: its tasks and their edges. */
-export interface StoredFlowGraph {
-  /** Its tasks, by id. */
-  tasks: StoredTask[];
-  /** Its edges, each dependent's in the order of its \`after\`. */
-  edges: StoredEdge[];
-}
-
-/** What the stores add for flows. */
-export interface FlowStore {
-  /**
-   * Adds every task and edge of `flow` in one transaction (the caller's with
-   * `via`), all or none; a stored id the flow depends on that does not exist
-   * rejects it. Returns the rows in the order given.
-   */
-  addFlow(flow: NewFlow, via?: unknown, now?: number): Promise<StoredTask[]>;
-  /** The tasks of flow `id` (the id of its first task) with their edges, or undefined. */
-  getFlow(id: number): Promise<StoredFlowGraph | undefined>;
-  /** Task `id`'s dependencies in the order given, each with its rule. */
-  getDependencies(id: number): Promise<DependencyInfo[]>;
-}
-
-/** Whether a store has flows: it says so in its capabilities. */
-export function hasFlows(store: Store): store is Store & FlowStore {
-  return store.capabilities.flows;
 }
 
 const RULES: ReadonlySet<string> = new Set(['fail', 'continue', 'ignore']);

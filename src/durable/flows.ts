@@ -6,10 +6,18 @@ import { LIMIT_KEYS, RUN_KEYS } from '../core/options.js';
 import { describe, toEpoch } from '../core/validate.js';
 import { toNewTask } from './enqueue.js';
 import { FlowError } from './errors.js';
-import { hasFlows, toNewFlow, type FlowSpec, type FlowStore, type FlowTask, type StoredFlowGraph } from './flow-graph.js';
-import type { OnFailure } from './options.js';
+import { toNewFlow, type FlowSpec, type FlowTask } from './flow-graph.js';
 import type { Handlers } from './handlers.js';
-import { FINAL_STATES, type Store, type StoredState, type StoredTask } from './store.js';
+import {
+  FINAL_STATES,
+  hasFlows,
+  type FlowStore,
+  type OnFailure,
+  type Store,
+  type StoredFlowGraph,
+  type StoredState,
+  type StoredTask,
+} from './store.js';
 import { assertStoredTime } from './validate.js';
 
 /** A stored flow: its id (the id of its first task) and its tasks by the names the flow gave them. */

@@ -64,7 +64,7 @@ export class JournalWriter {
     const writes = [...batch].map(([id, entry]) => ({ id, progress: entry.progress, lines: entry.lines }));
     const writing = this.#writing.then(async () => {
       try {
-        if (store.journal !== undefined && !this.#ctx.finished) await store.journal(this.#ctx.owner, writes, this.#lost);
+        if (!this.#ctx.finished) await store.journal(this.#ctx.owner, writes, this.#lost);
       } catch (error) {
         this.#ctx.report(error);
       } finally {

@@ -49,7 +49,7 @@ export class Leases {
     const ids = [...this.#holdings.ids(), ...this.#completer.ids()];
     const started = [...this.#holdings.starts];
     this.#renewal = store
-      .renew(owner, ids, loop.clock.now(), lease, !this.#claiming(), started)
+      .renew({ owner, ids, now: loop.clock.now(), lease, handBack: !this.#claiming(), started })
       .then((lost) => {
         for (const id of started) this.#holdings.starts.delete(id);
         // Another process owns these now (our lease expired) or they were

@@ -3,29 +3,8 @@
 // its limit, what it holds now and how many waiting tasks name it. The
 // stores read them (their inspect.ts: sqlite/inspect.ts, postgres/inspect.ts) from
 // their limit rows (taskheap_limits); the dashboard's `api/limits` shows them.
-import type { Store } from './store.js';
-
-/** One limit key as the listing shows it. */
-export interface LimitKey {
-  /** `rate` (a `rate: { key }` bucket), `concurrency` (a `concurrency: { key }`) or `serial` (a concurrency key with limit 1, as `serial` makes it). */
-  readonly kind: 'rate' | 'concurrency' | 'serial';
-  /** The key. */
-  readonly key: string;
-  /** Its limit: starts per interval for a rate key, tasks at once otherwise. */
-  readonly limit: number;
-  /** A rate key's window in ms; null for the others. */
-  readonly interval: number | null;
-  /** In use now: the starts within the window (rate), or the tasks holding a slot (concurrency, serial; a task waiting for its retry keeps its slot). */
-  readonly inUse: number;
-  /** Waiting tasks that name the key (a holder waiting for its retry among them). */
-  readonly waiting: number;
-}
-
-/** What a store adds to list its limit keys. */
-export interface LimitListStore {
-  /** The `limit` keys with the most waiting tasks (then by kind and key); `now` is the time of rate windows where the store keeps the clock's. */
-  listLimitKeys(limit: number, now: number): Promise<LimitKey[]>;
-}
+// `LimitKey` and `LimitListStore` are in store.ts.
+import { listsLimits, type LimitKey, type Store } from './store.js';
 
 /** A limit row as a store's statement reads it, with its counts. */
 export interface LimitKeyRow {
@@ -52,5 +31,5 @@ export function toLimitKey(row: LimitKeyRow): LimitKey {
 
 /** The store's limit keys, or null for a store that does not list them. */
 export function limitKeys(store: Store, limit: number, now: number): Promise<LimitKey[]> | null {
-  return store.capabilities.limitList ? (store as Store & LimitListStore).listLimitKeys(limit, now) : null;
+  return listsLimits(store) ? store.listLimitKeys(limit, now) : null;
 }

@@ -4,7 +4,7 @@ import type { When } from '../core/validate.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
 import type { DedupeOptions, JobPolicyOptions, LimitOptions, RunOptions } from '../core/options.js';
-import type { StoredState } from './store.js';
+import type { DependencyInfo } from './store.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */
 export interface DurableContext extends TaskContext {
@@ -119,33 +119,4 @@ export interface StoredJobOptions extends RunOptions, LimitOptions, Omit<JobPoli
    * @default 'skip'
    */
   overlap?: 'skip' | 'allow';
-}
-
-/**
- * What a dependent does when a task it depends on ends `failed`,
- * `timed-out` or `cancelled`:
- * - `'fail'` (the default): it does not run; it ends `failed` (`cancelled`
- *   if the dependency was cancelled), and so do, in turn, the tasks that
- *   depend on it by this rule.
- * - `'continue'`: it runs once its other dependencies are done, and
- *   `ctx.dependencies()` shows the failure (state and error).
- * - `'ignore'`: it runs once its other dependencies are done, as if this one
- *   were not a dependency: `ctx.dependencies()` leaves it out.
- */
-export type OnFailure = 'fail' | 'continue' | 'ignore';
-
-/** A dependency as `ctx.dependencies()` and `getDependencies()` show it. */
-export interface DependencyInfo {
-  /** The dependency's id. */
-  readonly id: number;
-  /** Its handler. */
-  readonly name: string;
-  /** Its state now (final once the dependent runs). */
-  readonly state: StoredState;
-  /** What its handler returned, once it succeeded. */
-  readonly result: unknown;
-  /** Its last error, if it failed. */
-  readonly error: string | null;
-  /** The dependent's rule for it. */
-  readonly onFailure: OnFailure;
 }

@@ -1,6 +1,8 @@
-// The `Store` interface every store implements, and the records it speaks in
-// (stored tasks and jobs, claims, outcomes, filters), with what is shared by
-// the stores (final states, the schema version; rules as stored are in
+// The whole store contract: the `Store` interface every store implements, with
+// the parts its capabilities add (`FlowStore`, `LimitListStore`) and their
+// guards, and the records it speaks in (stored tasks and jobs, claims,
+// outcomes, filters, flows, links, limit keys), with what is shared by the
+// stores (final states, the schema version; rules as stored are in
 // rule-json.ts).
 import type { ConcurrencyLimit, DedupeOutcome } from '../core/limit-options.js';
 import type { TaskLogLine } from '../core/journal.js';
@@ -255,6 +257,57 @@ export interface ClaimLimits {
     | undefined;
 }
 
+/** What `Store.claim` is asked. The claimer changes one object per round (rounds overlap): a store reads it before its call returns. */
+export interface ClaimParams {
+  /** The claiming process's id: it holds what is claimed. */
+  owner: string;
+  /** The scheduler's clock (see `Store` on time). */
+  now: number;
+  /** ms a claim lasts from the moment it is written. */
+  lease: number;
+  /** Tasks claimed at most. */
+  limit: number;
+  /** A due recurring job's next occurrences, decided inside the claim's transaction. */
+  advance: (job: DueJob, now: number, running: boolean) => JobAdvance;
+  /** Only tasks of these handlers (the ones this process has defined); others wait for a process that defines them. */
+  names?: readonly string[];
+  /** None beyond this process's room for a queue. */
+  rooms?: QueueRooms;
+  /** What the claim must respect besides the stored limits. */
+  limits?: ClaimLimits;
+}
+
+/** What `Store.renew` is asked. */
+export interface RenewParams {
+  /** The process whose leases they are. */
+  owner: string;
+  /** The tasks whose leases are extended; those `owner` no longer holds are returned. */
+  ids: readonly number[];
+  /** The scheduler's clock (see `Store` on time). */
+  now: number;
+  /** ms the leases last from now. */
+  lease: number;
+  /**
+   * A shared store puts tasks the owner holds but did not list, claimed long ago (their answer was lost), back to waiting, unrun.
+   * False while a claim of the caller's is on its way, whose answer may just not have been read yet. @default true
+   */
+  handBack?: boolean;
+  /** Prefetched claims (among `ids`) that have started since, marked so. */
+  started?: readonly number[];
+}
+
+/** What `Store.nextDue` is asked. */
+export interface NextDueParams {
+  /** The scheduler's clock (see `Store` on time). */
+  now: number;
+  /** Tasks of these handlers only. */
+  names?: readonly string[];
+  /** This process's room for queues: tasks the claim could not take (paused or full queues) do not count. */
+  rooms?: QueueRooms;
+  /** This process applies the scheduler-wide rate (`ClaimLimits.rate`), which gates every waiting task. */
+  rated?: boolean;
+}
+
 /** What is written when a recurring job is registered. */
 export interface NewJob {
   /** The job key (unique). */
@@ -375,10 +428,142 @@ export interface TaskFilter {
 /** Filters of `scheduler.countTasks()`: those of `listTasks()` that select tasks (counts cover every state). */
 export type TaskCountFilter = Omit<TaskFilter, 'state' | 'after' | 'limit' | 'order'>;
 
+/**
+ * What a dependent does when a task it depends on ends `failed`,
+ * `timed-out` or `cancelled`:
+ * - `'fail'` (the default): it does not run; it ends `failed` (`cancelled`
+ *   if the dependency was cancelled), and so do, in turn, the tasks that
+ *   depend on it by this rule.
+ * - `'continue'`: it runs once its other dependencies are done, and
+ *   `ctx.dependencies()` shows the failure (state and error).
+ * - `'ignore'`: it runs once its other dependencies are done, as if this one
+ *   were not a dependency: `ctx.dependencies()` leaves it out.
+ */
+export type OnFailure = 'fail' | 'continue' | 'ignore';
+
+/** A dependency as `ctx.dependencies()` and `getDependencies()` show it. */
+export interface DependencyInfo {
+  /** The dependency's id. */
+  readonly id: number;
+  /** Its handler. */
+  readonly name: string;
+  /** Its state now (final once the dependent runs). */
+  readonly state: StoredState;
+  /** What its handler returned, once it succeeded. */
+  readonly result: unknown;
+  /** Its last error, if it failed. */
+  readonly error: string | null;
+  /** The dependent's rule for it. */
+  readonly onFailure: OnFailure;
+}
+
+/** One end of an edge as a store writes it: a task of the flow by its index, or a stored task by id. */
+export type EdgeEnd =
+  | {
+      /** An index into `NewFlow.tasks`. */
+      readonly index: number;
+    }
+  | {
+      /** A stored task's id. */
+      readonly id: number;
+    };
+
+/** One edge as a store writes it: the dependent's index in the flow, and its dependency's index or stored id. */
+export interface NewEdge {
+  /** The dependent: an index into `NewFlow.tasks`. */
+  readonly task: number;
+  /** The dependency: an index into `NewFlow.tasks`, or a stored task's id. */
+  readonly dep: EdgeEnd;
+  /** Its failure rule. */
+  readonly onFailure: OnFailure;
+  /** Its place in the dependent's `after` (the order `ctx.dependencies()` lists them). */
+  readonly ord: number;
+}
+
+/** A checked flow, as `addFlow` takes it (`T`: each task as the backend takes it, a store's row by default). */
+export interface NewFlow<T = NewTask> {
+  /** The tasks, in the order given (their ids increase in this order). */
+  readonly tasks: readonly T[];
+  /** Its edges, each dependent's in the order of its \`after\`. */
+  readonly edges: readonly NewEdge[];
+  /** The stored tasks the flow depends on (ids, no duplicates). */
+  readonly external: readonly number[];
+}
+
+/** One edge of a stored flow. */
+export interface StoredEdge {
+  /** The dependent's id. */
+  readonly task: number;
+  /** The dependency's id. */
+  readonly dep: number;
+  /** Its failure rule. */
+  readonly onFailure: OnFailure;
+  /** Whether the dependent counted it done (it succeeded, or failed under a rule that lets the dependent run). */
+  readonly counted: boolean;
+  /** The dependency's state now, or null if it is gone (deleted by retention). */
+  readonly depState: StoredState | null;
+}
+
+/** A stored flow as a store reads it: its tasks and their edges. */
+export interface StoredFlowGraph {
+  /** Its tasks, by id. */
+  tasks: StoredTask[];
+  /** Its edges, each dependent's in the order of its \`after\`. */
+  edges: StoredEdge[];
+}
+
+/** One edge seen from one of its ends: the task at the other end, its state, and the rule of the edge. */
+export interface TaskLink {
+  /** The task at the other end. */
+  readonly id: number;
+  /** Its handler. */
+  readonly name: string;
+  /** Its state now. */
+  readonly state: StoredState;
+  /** The dependent's rule for this dependency. */
+  readonly onFailure: OnFailure;
+  /** Whether the dependent counted the dependency done (it succeeded, or ended under a rule that lets the dependent run). */
+  readonly done: boolean;
+}
+
+/** What `scheduler.flows.links(id)` returns: a task's flow, dependencies and dependents. */
+export interface TaskLinks {
+  /** The task's id. */
+  readonly id: number;
+  /** Its state now. */
+  readonly state: StoredState;
+  /** The flow it was added with (`flows.get(flowId)`), or null for a task added on its own. */
+  readonly flowId: number | null;
+  /** What it waits for, in the order of its `after` (at most `limit`). */
+  readonly dependencies: readonly TaskLink[];
+  /** How many dependencies it has in all. */
+  readonly dependencyCount: number;
+  /** What waits for it, by id (at most `limit`). */
+  readonly dependents: readonly TaskLink[];
+  /** How many dependents it has in all. */
+  readonly dependentCount: number;
+}
+
+/** One limit key as the listing shows it. */
+export interface LimitKey {
+  /** `rate` (a `rate: { key }` bucket), `concurrency` (a `concurrency: { key }`) or `serial` (a concurrency key with limit 1, as `serial` makes it). */
+  readonly kind: 'rate' | 'concurrency' | 'serial';
+  /** The key. */
+  readonly key: string;
+  /** Its limit: starts per interval for a rate key, tasks at once otherwise. */
+  readonly limit: number;
+  /** A rate key's window in ms; null for the others. */
+  readonly interval: number | null;
+  /** In use now: the starts within the window (rate), or the tasks holding a slot (concurrency, serial; a task waiting for its retry keeps its slot). */
+  readonly inUse: number;
+  /** Waiting tasks that name the key (a holder waiting for its retry among them). */
+  readonly waiting: number;
+}
+
 /** The final states a claimed task can be recorded in. */
 export type FinalState = 'succeeded' | 'failed' | 'timed-out' | 'cancelled';
 
-/** What a store can do (`Store.capabilities`). */
+/** What a store can do (`Store.capabilities`): the only way the scheduler tells stores apart. */
 export interface StoreCapabilities {
   /**
    * Due times are compared on the \`now\` the scheduler passes in (its
@@ -390,11 +575,11 @@ export interface StoreCapabilities {
   readonly multiProcess: boolean;
   /** Work added, cancels and final states reach the other processes at once (LISTEN/NOTIFY): \`watch()\` and \`subscribe()\` are told. */
   readonly notify: boolean;
-  /** Adds through a caller's \`client\`, in their transaction, and \`completeWithin()\` (\`ctx.transaction()\`). */
+  /** Adds through a caller's \`client\`, in their transaction, and has \`completeWithin()\` (\`ctx.transaction()\`). */
   readonly transactionsWithClient: boolean;
-  /** Flows: \`FlowStore\` and \`LinkStore\` (dependencies between tasks, a task's links). */
+  /** Flows: it is a \`FlowStore\` (dependencies between tasks, a task's links). */
   readonly flows: boolean;
-  /** \`LimitListStore\`: the limit keys in use, for the dashboard. */
+  /** It is a \`LimitListStore\`: the limit keys in use, for the dashboard. */
   readonly limitList: boolean;
 }
 
@@ -423,6 +608,10 @@ export type Outcome =
  * Time: `now` arguments are the scheduler's clock. A store shared by many
  * processes (PostgreSQL) ignores them for due times and leases and uses the
  * database server's clock instead, so process clocks may disagree.
+ *
+ * Capabilities: every method is required (a no-op where a store has nothing to do, as documented on it) but `completeWithin`, there
+ * when `capabilities.transactionsWithClient` says so; `flows` and `limitList` add `FlowStore` and `LimitListStore`. Nothing is
+ * guessed from the presence of a method.
  */
 export interface Store {
   /** What this store can do, as data: the scheduler and the conformance suite read it (nothing is guessed from its methods). */
@@ -464,59 +653,27 @@ export interface Store {
   addJob(job: NewJob): Promise<StoredJob>;
   /**
    * Turns due recurring jobs into occurrence tasks (once per job and time,
-   * whichever process gets there first), then claims up to `limit` due
-   * waiting tasks, and running ones whose lease expired, for `owner`, for
-   * `lease` ms from the moment the claim is written. An expired task whose
+   * whichever process gets there first), then claims due waiting tasks, and
+   * running ones whose lease expired, for `owner`. An expired task whose
    * lease has already expired `maxLeaseExpiries` times is not claimed but
-   * recorded `failed`. With `names`, only tasks of those handlers (the ones
-   * this process has defined) are claimed; others wait for a process that
-   * defines them. Named queues: no task of a paused queue, none beyond a
-   * queue's global concurrency (across processes), and with `rooms` none
-   * beyond this process's room for a queue.
+   * recorded `failed`. Named queues: no task of a paused queue, none beyond
+   * a queue's global concurrency (across processes).
    */
-  claim(
-    owner: string,
-    now: number,
-    lease: number,
-    limit: number,
-    advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
-    names?: readonly string[],
-    rooms?: QueueRooms,
-    limits?: ClaimLimits,
-  ): Promise<ClaimedTask[]>;
+  claim(params: ClaimParams): Promise<ClaimedTask[]>;
   /**
    * Stores the scheduler-wide bucket's limit (the most recent process to
    * set it decides); its past starts stay. Undefined: this process stops
    * applying it (others that set it keep it).
    */
-  setRate?(rate: { limit: number; interval: number } | undefined): Promise<void>;
-  /**
-   * ms from now until any waiting task, expiring lease or scheduled job is
-   * due (0 if overdue); with `names`, tasks of those handlers only; tasks
-   * the claim could not take (paused or full queues, `rooms`) do not count.
-   */
-  nextDue(now: number, names?: readonly string[], rooms?: QueueRooms, rated?: boolean): Promise<number | undefined>;
+  setRate(rate: { limit: number; interval: number } | undefined): Promise<void>;
+  /** ms from now until any waiting task, expiring lease or scheduled job is due (0 if overdue), or undefined: nothing is. */
+  nextDue(params: NextDueParams): Promise<number | undefined>;
   /** Named queues: changes a queue's shared settings (made if new); a resume wakes the processes. */
   setQueue(name: string, change: QueueChange): Promise<void>;
   /** Every queue with a row or a task (or just `name`), by name, with its tasks counted by state. */
   listQueues(name?: string): Promise<StoredQueue[]>;
-  /**
-   * Extends the leases of `ids` still held by `owner` to `lease` ms from now;
-   * returns the ids no longer held. With `handBack` (a shared store), tasks
-   * the owner holds but did not list, claimed long ago, are claims whose
-   * answer never reached it: they go back to waiting, unrun. The caller
-   * passes false while a claim of its own is on its way, whose answer may
-   * just not have been read yet. `started`: prefetched claims (among `ids`)
-   * that have started since, marked so.
-   */
-  renew(
-    owner: string,
-    ids: readonly number[],
-    now: number,
-    lease: number,
-    handBack?: boolean,
-    started?: readonly number[],
-  ): Promise<number[]>;
+  /** Extends the leases of the tasks still held by their owner; returns the ids no longer held. */
+  renew(params: RenewParams): Promise<number[]>;
   /**
    * Records outcomes of claimed tasks, all or none, in one statement
    * (PostgreSQL) or one transaction (SQLite). An outcome for a task
@@ -541,7 +698,7 @@ export interface Store {
   /** Tasks matching `filter` (`state`, `after` and `limit` aside) counted by state. */
   countTasks(filter: TaskCountFilter): Promise<Record<StoredState, number>>;
   /** Deletes finished tasks matching `filter` (`after` aside; a `state` must be final), at most `limit` (default 10,000); how many went. */
-  deleteTasks?(filter: TaskFilter): Promise<number>;
+  deleteTasks(filter: TaskFilter): Promise<number>;
   /**
    * Writes handlers' progress (JSON, or null: unchanged) and log lines of
    * tasks `owner` holds, in one transaction. When the database refuses one
@@ -549,7 +706,7 @@ export interface Store {
    * connection), that entry alone is lost: the others are written and
    * `lost(id, error)` is called once for it. Any other failure rejects.
    */
-  journal?(
+  journal(
     owner: string,
     writes: readonly { id: number; progress: string | null; lines: readonly TaskLogLine[] }[],
     lost: (id: number, error: unknown) => void,
@@ -575,9 +732,9 @@ export interface Store {
    * nothing can listen (PostgreSQL behind PgBouncer without
    * `listenConnectionString`) or nothing announces (SQLite, whose writers
    * all live in this process), where waiters must look for themselves every
-   * poll. Stores without announcements need not have it.
+   * poll (they resolve false at once).
    */
-  watch?(onDone: (id: number | null) => void): Promise<boolean>;
+  watch(onDone: (id: number | null) => void): Promise<boolean>;
   /**
    * Retention: deletes at most `limit` finished tasks last changed more than
    * `succeeded` ms ago (succeeded ones) or `failed` ms ago (failed, timed-out,
@@ -605,20 +762,56 @@ export interface Store {
    * Runs `fn` in a transaction on the store's database and, in the same
    * transaction, records task `id` (held by `owner`) succeeded with
    * `result(value)`; rolls back if the lease is no longer ours. Stores
-   * that cannot (SQLite) leave it out.
+   * that cannot (SQLite) leave it out: a store has it exactly when its
+   * `capabilities.transactionsWithClient` is true.
    */
   completeWithin?<T>(owner: string, id: number, fn: (client: QueryClient) => Promise<T>, result: (value: T) => string | null): Promise<T>;
-  /** Returns running tasks of a previous life of this store to waiting (single-process stores); the ones it failed instead (ClaimedTask.failedAfterExpiries). */
-  recover?(): Promise<ClaimedTask[]>;
+  /**
+   * Returns running tasks of a previous life of this store to waiting; the ones it failed instead (ClaimedTask.failedAfterExpiries).
+   * A shared store resolves `[]`: the next claim takes expired leases over.
+   */
+  recover(): Promise<ClaimedTask[]>;
   /**
    * Readies the store for the first claims of `owner` (`names`: the handlers
    * it runs) once it starts: PostgreSQL opens a few connections and plans the
    * claim on each, so work due right after start() is not late by a cold
-   * connection's first plan. Best effort: it never rejects.
+   * connection's first plan; SQLite has nothing to ready. Best effort: it never rejects.
    */
-  warm?(owner: string, lease: number, names?: readonly string[]): Promise<void>;
+  warm(owner: string, lease: number, names?: readonly string[]): Promise<void>;
   /** Releases connections and files. */
   close(): Promise<void>;
+}
+
+/** What a store with `capabilities.flows` adds: flows, their dependencies and a task's links. */
+export interface FlowStore {
+  /**
+   * Adds every task and edge of `flow` in one transaction (the caller's with
+   * `via`), all or none; a stored id the flow depends on that does not exist
+   * rejects it. Returns the rows in the order given.
+   */
+  addFlow(flow: NewFlow, via?: unknown, now?: number): Promise<StoredTask[]>;
+  /** The tasks of flow `id` (the id of its first task) with their edges, or undefined. */
+  getFlow(id: number): Promise<StoredFlowGraph | undefined>;
+  /** Task `id`'s dependencies in the order given, each with its rule. */
+  getDependencies(id: number): Promise<DependencyInfo[]>;
+  /** Task `id`'s links, at most `limit` of each kind, or undefined if there is no such task. */
+  getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined>;
+}
+
+/** What a store with `capabilities.limitList` adds: its limit keys. */
+export interface LimitListStore {
+  /** The `limit` keys with the most waiting tasks (then by kind and key); `now` is the time of rate windows where the store keeps the clock's. */
+  listLimitKeys(limit: number, now: number): Promise<LimitKey[]>;
+}
+
+/** Whether a store is a `FlowStore`: its capabilities say so. @internal */
+export function hasFlows(store: Store): store is Store & FlowStore {
+  return store.capabilities.flows;
+}
+
+/** Whether a store is a `LimitListStore`: its capabilities say so. @internal */
+export function listsLimits(store: Store): store is Store & LimitListStore {
+  return store.capabilities.limitList;
 }
 
 /** The schema version this library writes. */

@@ -75,21 +75,18 @@ export class Waiters {
    */
   async waitFor(id: number, signal: AbortSignal | undefined, timeout: number): Promise<StoredTask> {
     signal?.throwIfAborted();
-    const store = this.#ctx.store;
-    if (store.watch !== undefined) {
-      this.#watching ??= store
-        .watch((done) => (done === null ? this.#sweepOnce() : this.done(done)))
-        .then(
-          (announced) => {
-            this.#every = announced ? safetyPoll(this.#ctx.poll) : this.#ctx.poll;
-          },
-          (error: unknown) => {
-            this.#watching = undefined;
-            throw error;
-          },
-        );
-      await this.#watching;
-    }
+    this.#watching ??= this.#ctx.store
+      .watch((done) => (done === null ? this.#sweepOnce() : this.done(done)))
+      .then(
+        (announced) => {
+          this.#every = announced ? safetyPoll(this.#ctx.poll) : this.#ctx.poll;
+        },
+        (error: unknown) => {
+          this.#watching = undefined;
+          throw error;
+        },
+      );
+    await this.#watching;
     // close() came while we were getting ready: it has already let its waiters go.
     if (this.#ctx.closed) throw new ClosedError();
     return new Promise<StoredTask>((resolve, reject) => this.#wait(id, signal, timeout, resolve, reject));

@@ -114,7 +114,7 @@ export class DurableWorker {
       await this.client.ready();
       const store = this.#ctx.store;
       // What a dead owner left running and recovery failed (lease expiries): reported here, once.
-      for (const failed of (await store.recover?.()) ?? []) this.#dispatcher.reportExpired(failed);
+      for (const failed of await store.recover()) this.#dispatcher.reportExpired(failed);
       // The `queues` option's global concurrencies and rates: the most recent process to start decides.
       for (const [name, change] of this.#holdings.queues.startup) await store.setQueue(name, change);
       await store.subscribe(
@@ -123,7 +123,7 @@ export class DurableWorker {
         (queue) => this.#holdings.handBack(queue),
       );
       // Before the first claim: claims right after start() find their connections ready.
-      await store.warm?.(this.#ctx.owner, this.#ctx.lease, this.client.handlers.names);
+      await store.warm(this.#ctx.owner, this.#ctx.lease, this.client.handlers.names);
       this.#leases.start();
       this.#claimer.start();
       this.#maintenance.start();

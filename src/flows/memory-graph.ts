@@ -14,10 +14,9 @@ import { materialize, State, type Task, type TaskContext, type TaskSettings } fr
 import { toSettings } from '../core/task-options.js';
 import { describe, toEpoch } from '../core/validate.js';
 import { TaskNotFoundError, WaitTimeoutError } from '../durable/errors.js';
-import { birth, sunkText, toNewFlow, type FlowFunction, type FlowSpec, type StoredEdge } from '../durable/flow-graph.js';
+import { birth, sunkText, toNewFlow, type FlowFunction, type FlowSpec } from '../durable/flow-graph.js';
 import { assertFlowTaskKeys, toFlowStatus, type FlowStatus, type StoredFlow } from '../durable/flows.js';
-import type { TaskLink, TaskLinks } from '../durable/links.js';
-import { FINAL_STATES, type StoredState, type StoredTask } from '../durable/store.js';
+import { FINAL_STATES, type StoredEdge, type StoredState, type StoredTask, type TaskLink, type TaskLinks } from '../durable/store.js';
 import { MemoryNode, FlowRunContext, type MemoryEdge } from './memory-node.js';
 
 const FAILED: ReadonlySet<StoredState> = new Set(['failed', 'timed-out', 'cancelled']);

@@ -5,8 +5,7 @@
 // `dependencies()`). The graph that moves it is memory-graph.ts.
 import type { Task, TaskContext, TaskSettings } from '../core/task.js';
 import type { FlowContext, FlowFunction } from '../durable/flow-graph.js';
-import type { DependencyInfo, OnFailure } from '../durable/options.js';
-import type { AttemptError, StoredState, StoredTask } from '../durable/store.js';
+import type { AttemptError, DependencyInfo, OnFailure, StoredState, StoredTask } from '../durable/store.js';
 
 /** One edge: `task` waits for `dep` under its rule. */
 export interface MemoryEdge {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
-import type { Store } from '../../src/store.js';
+import type { ClaimParams, Store } from '../../src/store.js';
 import { sqliteStore } from '../../src/sqlite.js';
 import { gate } from '../helpers.js';
 
@@ -30,13 +30,15 @@ function heldClaims(store: Store) {
   const held: { free: number; workers: number | undefined; go: () => void }[] = [];
   let holding = false;
   const claim = store.claim.bind(store);
-  store.claim = async (...args: Parameters<Store['claim']>) => {
+  store.claim = async (asked: ClaimParams) => {
+    // The claimer reuses its params object: a store reads it at the call.
+    const params = { ...asked };
     if (holding) {
       const { promise, open } = gate();
-      held.push({ free: args[3], workers: args[7]?.free, go: open });
+      held.push({ free: params.limit, workers: params.limits?.free, go: open });
       await promise;
     }
-    return claim(...args);
+    return claim(params);
   };
   return {
     held,

@@ -27,7 +27,7 @@
 // as an unready one does), then queue rows in name order (lockQueues), then
 // limit rows in (kind, key) order; a settle locks the tasks it holds, then
 // the queue rows (freeSlots), then the limit rows (letGo, after `after`).
-import type { ClaimedTask, DueJob, JobAdvance, QueueRooms } from '../store.js';
+import type { ClaimedTask, DueJob, JobAdvance, NextDueParams, QueueRooms } from '../store.js';
 import { toClaims, type ClaimRow } from '../rows.js';
 import type { Connection } from './connection.js';
 import { materialize, type JobStatements } from './jobs.js';
@@ -117,16 +117,10 @@ export class Claims {
 
   /**
    * ms until the next claim may find work (0: now), by the server's clock,
-   * or undefined: nothing is due. `rated`: this process applies the
-   * scheduler-wide bucket; `lease`: a takeover waits for the server to have
-   * been up, and this process to have reached it, for that long.
+   * or undefined: nothing is due. `lease`: a takeover waits for the server
+   * to have been up, and this process to have reached it, for that long.
    */
-  async nextDue(
-    names: readonly string[] | undefined,
-    rooms: QueueRooms | undefined,
-    rated: boolean,
-    lease: number,
-  ): Promise<number | undefined> {
+  async nextDue({ names, rooms, rated = false }: NextDueParams, lease: number): Promise<number | undefined> {
     const { rows } = await this.#db.query<{ t: number | string | null }>(
       this.#sql.nextDue,
       [names ?? null, rated, ...roomArrays(rooms), lease, this.#db.takeoverWait(lease)],

@@ -3,17 +3,8 @@
 // dependencies. What happens when a dependency ends (or is retried) is the
 // trigger of migrations.ts (version 6), fired by whatever statement ends it;
 // a retry with the failed tasks above it is settle.ts's requeue.
-import {
-  birth,
-  countedAtBirth,
-  toDependency,
-  type DependencyRow,
-  type NewFlow,
-  type StoredEdge,
-  type StoredFlowGraph,
-} from '../flow-graph.js';
-import type { DependencyInfo, OnFailure } from '../options.js';
-import type { StoredState, StoredTask } from '../store.js';
+import { birth, countedAtBirth, toDependency, type DependencyRow } from '../flow-graph.js';
+import type { DependencyInfo, NewFlow, OnFailure, StoredEdge, StoredFlowGraph, StoredState, StoredTask } from '../store.js';
 import { TaskNotFoundError } from '../errors.js';
 import { toTask, type TaskRow } from '../rows.js';
 import { applyLimits, upsertLimits, type LimitStatements } from './limits.js';

@@ -9,9 +9,9 @@
 // flush, bounded to the latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
-import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter } from '../store.js';
-import { toLink, type LinkRow, type TaskLinks } from '../links.js';
-import { toLimitKey, type LimitKey, type LimitKeyRow } from '../limit-list.js';
+import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter, TaskLinks, LimitKey } from '../store.js';
+import { toLink, type LinkRow } from '../links.js';
+import { toLimitKey, type LimitKeyRow } from '../limit-list.js';
 import type { Connection } from './connection.js';
 import { millis, tables, taskColumns, ts } from './tables.js';
 

@@ -7,29 +7,33 @@
 // (options.ts) and its schema (migrations.ts) live beside it.
 import type {
   ClaimedTask,
-  ClaimLimits,
+  ClaimParams,
+  DependencyInfo,
   DueJob,
   EndedTasks,
   EnqueuedTask,
+  FlowStore,
   JobFilter,
+  LimitKey,
+  LimitListStore,
+  NewFlow,
   NewJob,
   NewTask,
+  NextDueParams,
   Outcome,
   QueryClient,
   QueueChange,
-  QueueRooms,
+  RenewParams,
   Store,
   StoreCapabilities,
+  StoredFlowGraph,
   StoredJob,
   StoredQueue,
   StoredState,
   StoredTask,
   TaskFilter,
+  TaskLinks,
 } from '../store.js';
-import type { FlowStore, NewFlow, StoredFlowGraph } from '../flow-graph.js';
-import type { LinkStore, TaskLinks } from '../links.js';
-import type { LimitKey, LimitListStore } from '../limit-list.js';
-import type { DependencyInfo } from '../options.js';
 import type { TaskLogLine } from '../../core/journal.js';
 import { leaseExpiredText } from '../expiries.js';
 import { Connection, WARM_CONNECTIONS } from './connection.js';
@@ -38,7 +42,7 @@ import { readOptions, type PostgresSettings, type PostgresStoreOptions } from '.
 import type { PgPoolLike } from './pg.js';
 import { migrate, migrationStatements } from './migrations.js';
 import { addStatements, addTask, addTasks } from './add.js';
-import { Claims, claimStatements, type Advance } from './claim.js';
+import { Claims, claimStatements } from './claim.js';
 import { cancel, completeWithin, renew, requeue, settle, settleStatements } from './settle.js';
 import { limitStatements, pruneLimits, setQueue, setRate } from './limits.js';
 import { addJob, cancelJob, getJob, jobStatements, listJobs, pruneJobs, resumeJob, setJobState, triggerJob } from './jobs.js';
@@ -106,7 +110,7 @@ export const POSTGRES_CAPABILITIES: StoreCapabilities = {
   limitList: true,
 };
 
-class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
+class PostgresStore implements Store, FlowStore, LimitListStore {
   readonly capabilities = POSTGRES_CAPABILITIES;
   readonly lease: number;
   readonly poll: number;
@@ -160,19 +164,15 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     return addJob(this.#db, this.#sql, this.#prefix, job);
   }
 
-  claim(
-    owner: string,
-    _now: number,
-    lease: number,
-    limit: number,
-    advance: Advance,
-    names?: readonly string[],
-    rooms?: QueueRooms,
-    limits?: ClaimLimits,
-  ): Promise<ClaimedTask[]> {
+  claim({ owner, lease, limit, advance, names, rooms, limits }: ClaimParams): Promise<ClaimedTask[]> {
     const rated = limits?.rate !== undefined;
     const takeoverWait = this.#db.takeoverWait(lease);
     return this.#claims.claim({ owner, lease, limit, names, rooms, rated, free: limits?.free ?? limit, takeoverWait }, advance);
+  }
+
+  /** Nothing of a previous life to recover: the next claim, of any process, takes an expired lease over. */
+  recover(): Promise<ClaimedTask[]> {
+    return Promise.resolve([]);
   }
 
   /** Readies connections for the first claims: a claim of nothing and a next-due question on each (Connection.warm). */
@@ -180,22 +180,15 @@ class PostgresStore implements Store, FlowStore, LinkStore, LimitListStore {
     return this.#db.warm(this.#claims.warmups(owner, lease, names), WARM_CONNECTIONS);
   }
 
-  nextDue(_now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
-    return this.#claims.nextDue(names, rooms, rated, this.lease);
+  nextDue(params: NextDueParams): Promise<number | undefined> {
+    return this.#claims.nextDue(params, this.lease);
   }
 
   setRate(rate: { limit: number; interval: number } | undefined): Promise<void> {
     return setRate(this.#db, this.#sql, rate);
   }
 
-  renew(
-    owner: string,
-    ids: readonly number[],
-    _now: number,
-    lease: number,
-    handBack = true,
-    started: readonly number[] = [],
-  ): Promise<number[]> {
+  renew({ owner, ids, lease, handBack = true, started = [] }: RenewParams): Promise<number[]> {
     return renew(this.#db, this.#sql, owner, ids, lease, 3 * this.#timeout, handBack, started);
   }
 

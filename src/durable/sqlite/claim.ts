@@ -7,7 +7,7 @@
 // claim may find work (tasks that cannot start do not count).
 import type { Prepare } from './driver.js';
 import { decide, globalRefill, keyedCandidates, keyedDue, letGo, queueRefill, queueRooms, type Candidate } from './limits.js';
-import type { ClaimLimits, QueueRooms } from '../store.js';
+import type { ClaimParams, NextDueParams } from '../store.js';
 import type { ClaimRow } from '../rows.js';
 
 /** Plain waiting tasks: no concurrency key and no rate key (keyed ones are found from their limit rows, limits.ts). */
@@ -87,20 +87,8 @@ interface ExpiredRow {
   queue: string;
 }
 
-/** What one claim is asked for. */
-interface ClaimAsk {
-  owner: string;
-  now: number;
-  lease: number;
-  limit: number;
-  names: readonly string[] | undefined;
-  rooms: QueueRooms | undefined;
-  limits: ClaimLimits | undefined;
-  expiries: Expiries;
-}
-
 /** Claims the tasks that may start now (see limits.ts for the decision); the rows claimed. @internal */
-export function claimDue(prepare: Prepare, ask: ClaimAsk): ClaimRow[] {
+export function claimDue(prepare: Prepare, ask: ClaimParams, expiries: Expiries): ClaimRow[] {
   const { owner, now, lease, limit, names } = ask;
   const named = names === undefined ? undefined : JSON.stringify(names);
   const queues = queueRooms(prepare, ask.rooms, now);
@@ -119,8 +107,8 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): ClaimRow[] {
   const failed: ClaimRow[] = [];
   for (const row of expired) {
     // Expired too often: a task that kills or stalls its process must not be retried forever.
-    if (row.started && row.expiries >= ask.expiries.max) {
-      failed.push(fail.get(ask.expiries.text, now, row.id) as ClaimRow);
+    if (row.started && row.expiries >= expiries.max) {
+      failed.push(fail.get(expiries.text, now, row.id) as ClaimRow);
       letGo(prepare, row.id);
       continue;
     }
@@ -145,18 +133,11 @@ export function claimDue(prepare: Prepare, ask: ClaimAsk): ClaimRow[] {
 /**
  * When the next claim may find work (epoch ms, or undefined): an expiring
  * lease, a scheduled job, the first plain task of an open queue, keyed work
- * that may start (limits.ts), the refill of a queue's empty rate bucket;
- * `rated`: this process applies the scheduler-wide bucket, which gates
- * every waiting task.
+ * that may start (limits.ts), the refill of a queue's empty rate bucket
+ * (and of the scheduler-wide one, `rated`).
  * @internal
  */
-export function nextDueAt(
-  prepare: Prepare,
-  now: number,
-  names: readonly string[] | undefined,
-  rooms: QueueRooms | undefined,
-  rated: boolean,
-): number | undefined {
+export function nextDueAt(prepare: Prepare, { now, names, rooms, rated }: NextDueParams): number | undefined {
   const named = names === undefined ? undefined : JSON.stringify(names);
   let t = ((named === undefined ? prepare(CLAIM_SQL.nextDue).get() : prepare(CLAIM_SQL.nextDueNamed).get(named)) as { t: number | null }).t;
   // A keyed task that cannot start does not count: settling its key's holder claims again, a bucket refills.

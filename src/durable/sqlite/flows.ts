@@ -4,10 +4,9 @@
 // What happens when a dependency ends or is retried is the triggers of
 // migrations.ts (version 6), fired by whatever statement ends it; a retry
 // with the failed tasks above it is settle.ts's requeue.
-import { birth, countedAtBirth, toDependency, type DependencyRow, type NewFlow, type StoredFlowGraph } from '../flow-graph.js';
-import type { DependencyInfo, OnFailure } from '../options.js';
+import { birth, countedAtBirth, toDependency, type DependencyRow } from '../flow-graph.js';
 import { TaskNotFoundError } from '../errors.js';
-import type { StoredState, StoredTask } from '../store.js';
+import type { DependencyInfo, NewFlow, OnFailure, StoredFlowGraph, StoredState, StoredTask } from '../store.js';
 import { toTask, type TaskRow } from '../rows.js';
 import type { Prepare } from './driver.js';
 import { taskRow } from './add.js';

@@ -8,10 +8,10 @@
 // latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
-import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter } from '../store.js';
+import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter, TaskLinks, LimitKey } from '../store.js';
 import type { Prepare } from './driver.js';
-import { toLink, type LinkRow, type TaskLinks } from '../links.js';
-import { toLimitKey, type LimitKey } from '../limit-list.js';
+import { toLink, type LinkRow } from '../links.js';
+import { toLimitKey } from '../limit-list.js';
 import { spent, type LimitRow } from './limits.js';
 
 /** The statements of this file. */

@@ -9,25 +9,32 @@
 import { DEFAULT_MAX_LEASE_EXPIRIES, leaseExpiredText } from '../expiries.js';
 import type {
   ClaimedTask,
-  ClaimLimits,
+  ClaimParams,
+  DependencyInfo,
   DueJob,
   EndedTasks,
   EnqueuedTask,
-  JobAdvance,
+  FlowStore,
   JobFilter,
+  LimitKey,
+  LimitListStore,
+  NewFlow,
   NewJob,
   NewTask,
+  NextDueParams,
   Outcome,
   QueryClient,
   QueueChange,
-  QueueRooms,
+  RenewParams,
   Store,
   StoreCapabilities,
+  StoredFlowGraph,
   StoredJob,
   StoredQueue,
   StoredState,
   StoredTask,
   TaskFilter,
+  TaskLinks,
 } from '../store.js';
 import { toDuration, type Duration } from '../../core/duration.js';
 import { TaskheapError } from '../../core/errors.js';
@@ -35,10 +42,6 @@ import type { TaskLogLine } from '../../core/journal.js';
 import { assertKnownKeys, describe } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { toClaims, toTask } from '../rows.js';
-import type { FlowStore, NewFlow, StoredFlowGraph } from '../flow-graph.js';
-import type { DependencyInfo } from '../options.js';
-import type { LinkStore, TaskLinks } from '../links.js';
-import type { LimitKey, LimitListStore } from '../limit-list.js';
 import { openDatabase, type Database, type Prepare, type SqliteDriver, type Statement } from './driver.js';
 import { StoreInUseError } from './errors.js';
 import { dropOwner, isBusy, readOwner, writeOwner } from './owner.js';
@@ -146,7 +149,7 @@ export const SQLITE_CAPABILITIES: StoreCapabilities = {
   limitList: true,
 };
 
-class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
+class SqliteStore implements Store, FlowStore, LimitListStore {
   readonly capabilities = SQLITE_CAPABILITIES;
   readonly lease: number;
   /** Flows (docs/flows.md): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
@@ -258,6 +261,9 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     }
   }
 
+  /** Nothing to ready: claims run on the file migrate() opened. */
+  async warm(): Promise<void> {}
+
   async recover(): Promise<ClaimedTask[]> {
     const db = this.#open;
     // Those failed are returned: this process reports them.
@@ -286,22 +292,12 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     return this.#named(() => db.transaction(() => upsertJob(this.#prepare, job, now))());
   }
 
-  async claim(
-    owner: string,
-    now: number,
-    lease: number,
-    limit: number,
-    advance: (job: DueJob, now: number, running: boolean) => JobAdvance,
-    names?: readonly string[],
-    rooms?: QueueRooms,
-    limits?: ClaimLimits,
-  ): Promise<ClaimedTask[]> {
+  async claim(params: ClaimParams): Promise<ClaimedTask[]> {
     const db = this.#open;
-    const ask = { owner, now, lease, limit, names, rooms, limits, expiries: this.#expiries };
     return this.#named(() =>
       db.transaction(() => {
-        materialize(this.#prepare, now, advance);
-        return toClaims(claimDue(this.#prepare, ask));
+        materialize(this.#prepare, params.now, params.advance);
+        return toClaims(claimDue(this.#prepare, params, this.#expiries));
       })(),
     );
   }
@@ -318,21 +314,14 @@ class SqliteStore implements Store, FlowStore, LinkStore, LimitListStore {
     return this.#named(() => listQueues(this.#prepare, name));
   }
 
-  async nextDue(now: number, names?: readonly string[], rooms?: QueueRooms, rated = false): Promise<number | undefined> {
-    const t = this.#named(() => nextDueAt(this.#prepare, now, names, rooms, rated));
-    return t === undefined ? undefined : Math.max(0, t - now);
+  async nextDue(params: NextDueParams): Promise<number | undefined> {
+    const t = this.#named(() => nextDueAt(this.#prepare, params));
+    return t === undefined ? undefined : Math.max(0, t - params.now);
   }
 
   // One process, one clock: the scheduler's (which a test may drive); the
   // calls are synchronous, so `now` is the time the row is written.
-  async renew(
-    owner: string,
-    ids: readonly number[],
-    now: number,
-    lease: number,
-    _handBack?: boolean,
-    started: readonly number[] = [],
-  ): Promise<number[]> {
+  async renew({ owner, ids, now, lease, started = [] }: RenewParams): Promise<number[]> {
     const db = this.#open;
     return this.#named(() => db.transaction(() => renew(this.#prepare, owner, ids, now + lease, started))());
   }

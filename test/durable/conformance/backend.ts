@@ -259,7 +259,7 @@ export function envFor(backend: Backend): () => Promise<Env> {
       async openStore(options) {
         const store = tracked.store(options);
         await store.migrate();
-        await store.recover?.();
+        await store.recover();
         return store;
       },
       open(options = {}) {

@@ -62,9 +62,9 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
         const task = (key: string) =>
           store.addTask({ name: 'x', key, payload: '{}', runAt: Date.now() - 1_000, maxAttempts: 3, options: '{}' });
         const ids = [(await task('a')).id, (await task('b')).id, (await task('c')).id, (await task('d')).id, (await task('e')).id];
-        const claimed = await store.claim('me', Date.now(), 30_000, 4, none);
+        const claimed = await store.claim({ owner: 'me', now: Date.now(), lease: 30_000, limit: 4, advance: none });
         expect(claimed.map((c) => c.id)).toEqual(ids.slice(0, 4));
-        const theirs = await store.claim('them', Date.now(), 30_000, 4, none);
+        const theirs = await store.claim({ owner: 'them', now: Date.now(), lease: 30_000, limit: 4, advance: none });
         expect(theirs.map((c) => c.id)).toEqual([ids[4]]);
         const before = Date.now();
         await store.settle(
@@ -311,7 +311,9 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       const { scheduler, store } = open();
       scheduler.define('a', () => {});
       const [busy] = await scheduler.scheduleMany([{ when: time.now() - 1_000, name: 'a', key: 'busy', payload: 'old' }]);
-      expect((await store.claim('elsewhere', time.now(), 30_000, 1, none)).map((c) => c.id)).toEqual([busy!.id]);
+      expect((await store.claim({ owner: 'elsewhere', now: time.now(), lease: 30_000, limit: 1, advance: none })).map((c) => c.id)).toEqual(
+        [busy!.id],
+      );
       const added = await scheduler.scheduleMany([
         { when: time.now() + 60_000, name: 'a', key: 'busy', payload: 'new' },
         { when: time.now() + 60_000, name: 'a', key: 'fresh', payload: 'new' },

@@ -16,7 +16,8 @@ function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTas
   return { name, key: null, payload: '{}', runAt, maxAttempts: 1, options: '{}', ...extra };
 }
 
-const claim = (store: Store, owner: string, limit = 10, now = Date.now()) => store.claim(owner, now, 30_000, limit, advanceJob);
+const claim = (store: Store, owner: string, limit = 10, now = Date.now()) =>
+  store.claim({ owner, now, lease: 30_000, limit, advance: advanceJob });
 /** The tasks a claim took, without those it failed for their lease expiries. */
 const taken = (claims: ClaimedTask[]) => claims.filter((c) => c.failedAfterExpiries === undefined);
 /** The tasks a claim failed for their lease expiries (returned for its process to report): [id, expiries]. */
@@ -51,13 +52,13 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       // The future task (due at now + 10 s), not the held leases (30 s), is what comes due next: as
       // seen by a clock read between `asked` and `answered` (the server's, on the same machine).
       const asked = Date.now();
-      const next = await store.nextDue(asked);
+      const next = await store.nextDue({ now: asked });
       const answered = Date.now();
       expect(next).toBeGreaterThanOrEqual(now + 10_000 - answered - 5);
       expect(next).toBeLessThanOrEqual(now + 10_000 - asked + 5);
       if (caps.clockDriven) {
         // The store answers for the `now` it is given.
-        expect(await store.nextDue(now)).toBe(10_000);
+        expect(await store.nextDue({ now })).toBe(10_000);
         expect((await claim(store, 'me', 10, now + 10_000)).map((c) => c.id)).toEqual([ids['high-future']]);
       }
     });
@@ -80,11 +81,11 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       // Nothing can run before a key is let go of: a held key's tasks do not make work due, only the
       // leases do (30 s from the claim, which was written between `claimedAt` and `claimedBy`).
       const asked = Date.now();
-      const next = await store.nextDue(asked);
+      const next = await store.nextDue({ now: asked });
       const answered = Date.now();
       expect(next).toBeGreaterThanOrEqual(claimedAt + 30_000 - answered - 5);
       expect(next).toBeLessThanOrEqual(claimedBy + 30_000 - asked + 5);
-      if (caps.clockDriven) expect(await store.nextDue(claimedAt)).toBe(30_000);
+      if (caps.clockDriven) expect(await store.nextDue({ now: claimedAt })).toBe(30_000);
       if (caps.clockDriven) {
         // a1 fails and will be retried in 1 s: it keeps the key; b1 succeeds: b is free again.
         const at = Date.now();
@@ -239,7 +240,7 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
           claimers.map(async (store, i) => {
             const owner = `claimer-${i}`;
             while (finished < total && Date.now() < deadline) {
-              const claimed = await store.claim(owner, Date.now(), 30_000, 3, advanceJob);
+              const claimed = await store.claim({ owner, now: Date.now(), lease: 30_000, limit: 3, advance: advanceJob });
               if (claimed.length === 0) {
                 await new Promise((resolve) => setImmediate(resolve));
                 continue;
@@ -326,7 +327,14 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         const started: number[] = [];
         for (const owner of ['p1', 'p2', 'p3']) {
           const claimed = taken(
-            await store.claim(owner, Date.now(), 30_000, 10, advanceJob, undefined, undefined, { free: 1, rate: undefined }),
+            await store.claim({
+              owner,
+              now: Date.now(),
+              lease: 30_000,
+              limit: 10,
+              advance: advanceJob,
+              limits: { free: 1, rate: undefined },
+            }),
           );
           expect(claimed[0]?.started).toBe(true);
           expect(claimed.slice(1).every((c) => !c.started)).toBe(true);
@@ -336,7 +344,8 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         }
         // The three that started are failed by their expiry; the two never started come back as first attempts.
         const rest: { id: number; attempts: number }[] = [];
-        for (let round = 0; round < 3; round++) rest.push(...taken(await store.claim('p4', Date.now(), 30_000, 10, advanceJob)));
+        for (let round = 0; round < 3; round++)
+          rest.push(...taken(await store.claim({ owner: 'p4', now: Date.now(), lease: 30_000, limit: 10, advance: advanceJob })));
         expect(rest.map((c) => [c.id, c.attempts])).toEqual(ids.filter((id) => !started.includes(id)).map((id) => [id, 1]));
         for (const id of started) {
           expect(await store.getTask(id)).toMatchObject({
@@ -358,20 +367,32 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         const a = await store.addTask(task('a', now - 1_000));
         const b = await store.addTask(task('b', now - 900));
         const c = await store.addTask(task('c', now - 800));
-        const claimed = await store.claim('p1', Date.now(), 30_000, 10, advanceJob, undefined, undefined, { free: 1, rate: undefined });
+        const claimed = await store.claim({
+          owner: 'p1',
+          now: Date.now(),
+          lease: 30_000,
+          limit: 10,
+          advance: advanceJob,
+          limits: { free: 1, rate: undefined },
+        });
         expect(claimed.map((t) => [t.name, t.started])).toEqual([
           ['a', true],
           ['b', false],
           ['c', false],
         ]);
         // b starts (the process tells the store with its next renewal); c never does.
-        expect(await store.renew('p1', [a.id, b.id, c.id], Date.now(), 30_000, true, [b.id])).toEqual([]);
+        expect(
+          await store.renew({ owner: 'p1', ids: [a.id, b.id, c.id], now: Date.now(), lease: 30_000, handBack: true, started: [b.id] }),
+        ).toEqual([]);
         await db.ownerDies(store);
         store = await openStore({ maxLeaseExpiries: 0 });
         // No expiry allowed: the two that started fail at once; c is claimed again as its first attempt.
-        const first = await store.claim('p2', Date.now(), 30_000, 10, advanceJob);
+        const first = await store.claim({ owner: 'p2', now: Date.now(), lease: 30_000, limit: 10, advance: advanceJob });
         expect(failedBy(first)).toEqual(caps.multiProcess ? [a.id, b.id].map((id) => [id, 1]) : []);
-        const again = taken(first).length > 0 ? taken(first) : await store.claim('p2', Date.now(), 30_000, 10, advanceJob);
+        const again =
+          taken(first).length > 0
+            ? taken(first)
+            : await store.claim({ owner: 'p2', now: Date.now(), lease: 30_000, limit: 10, advance: advanceJob });
         expect(again.map((t) => [t.name, t.attempts])).toEqual([['c', 1]]);
         expect((await store.getTask(a.id))!.state).toBe('failed');
         expect((await store.getTask(b.id))!.state).toBe('failed');
@@ -385,7 +406,9 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         const { openStore, db, open, time } = await setup();
         const store = await openStore({ maxLeaseExpiries: 0 });
         const a = await store.addTask(task('work', Date.now() - 1_000));
-        expect((await store.claim('p1', Date.now(), 30_000, 10, advanceJob)).map((c) => c.id)).toEqual([a.id]);
+        expect(
+          (await store.claim({ owner: 'p1', now: Date.now(), lease: 30_000, limit: 10, advance: advanceJob })).map((c) => c.id),
+        ).toEqual([a.id]);
         await db.ownerDies(store);
         // The next process fails it: at its recovery (SQLite) or by its claim (PostgreSQL).
         const { scheduler, errors } = open({ store: db.store({ maxLeaseExpiries: 0 }) });

@@ -99,7 +99,7 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
             dedupe: { mode: 'replace', period: 0 },
           });
         const first = await add('"one"');
-        const claim = () => store.claim('p', Date.now(), 30_000, 10, advanceJob);
+        const claim = () => store.claim({ owner: 'p', now: Date.now(), lease: 30_000, limit: 10, advance: advanceJob });
         await claim();
         await store.settle('p', [{ id: first.id, kind: 'retry', delay: 0, error: 'Error: first attempt' }], Date.now());
         await claim();

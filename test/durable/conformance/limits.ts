@@ -36,7 +36,7 @@ function task(
 }
 
 const claim = (store: Store, owner: string, limit = 10, limits?: ClaimLimits) =>
-  store.claim(owner, Date.now(), 30_000, limit, advanceJob, undefined, undefined, limits);
+  store.claim({ owner, now: Date.now(), lease: 30_000, limit, advance: advanceJob, limits });
 const names = (claimed: { name: string }[]) => claimed.map((c) => c.name).sort();
 const done = (id: number) => ({ id, kind: 'complete' as const, state: 'succeeded' as const, error: null });
 
@@ -82,7 +82,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(names(await claim(store, 'a'))).toEqual(['plain', 'r0', 'r1']);
       expect(await claim(store, 'b')).toEqual([]);
       // Nothing of the bucket is due before a start leaves the window (an hour): the next thing due is a lease (30 s).
-      expect(await store.nextDue(Date.now())).toBeGreaterThan(20_000);
+      expect(await store.nextDue({ now: Date.now() })).toBeGreaterThan(20_000);
       // A retried task waits for a token like any other.
       await store.settle('a', [{ id: ids[0]!, kind: 'retry', delay: 0, error: 'once' }], Date.now());
       expect(await claim(store, 'b')).toEqual([]);
@@ -104,7 +104,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
         await db.ownerDies(store);
         store = await openStore();
         expect(await claim(store, 'b')).toEqual([]);
-        expect(await store.nextDue(Date.now())).toBeGreaterThan(20 * 60_000);
+        expect(await store.nextDue({ now: Date.now() })).toBeGreaterThan(20 * 60_000);
       },
       TAKEOVER_TIMEOUT,
     );

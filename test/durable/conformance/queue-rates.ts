@@ -21,7 +21,7 @@ function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTas
 }
 
 const claim = (store: Store, owner: string, limit = 10, limits?: ClaimLimits) =>
-  store.claim(owner, Date.now(), 30_000, limit, advanceJob, undefined, undefined, limits);
+  store.claim({ owner, now: Date.now(), lease: 30_000, limit, advance: advanceJob, limits });
 const names = (claimed: { name: string }[]) => claimed.map((c) => c.name).sort();
 const done = (id: number) => ({ id, kind: 'complete' as const, state: 'succeeded' as const, error: null });
 
@@ -93,16 +93,16 @@ export function queueRateScenarios(backend: Backend, setup: () => Promise<Env>):
       for (let i = 0; i < 2; i++) await store.addTask(task(`q${i}`, now - 1_000 + i, { queue: 'q' }));
       const [one] = await claim(store, 'a');
       expect(one!.name).toBe('q0');
-      expect(await store.nextDue(Date.now())).toBeGreaterThan(20_000); // the lease of q0 (30 s)
+      expect(await store.nextDue({ now: Date.now() })).toBeGreaterThan(20_000); // the lease of q0 (30 s)
       await store.settle('a', [done(one!.id)], Date.now());
       // No lease left: the next thing due is the bucket's refill, an hour after the start.
-      const wait = await store.nextDue(Date.now());
+      const wait = await store.nextDue({ now: Date.now() });
       expect(wait).toBeGreaterThan(HOUR - 60_000);
       expect(wait).toBeLessThanOrEqual(HOUR);
       await store.setQueue('q', { paused: true });
-      expect(await store.nextDue(Date.now())).toBeUndefined();
+      expect(await store.nextDue({ now: Date.now() })).toBeUndefined();
       await store.setQueue('q', { paused: false, rate: { limit: 2, interval: HOUR } });
-      expect(await store.nextDue(Date.now())).toBe(0);
+      expect(await store.nextDue({ now: Date.now() })).toBe(0);
     });
 
     itStore(

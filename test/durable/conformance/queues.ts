@@ -20,7 +20,7 @@ function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTas
 }
 
 const claim = (store: Store, owner: string, limit = 10, rooms?: ReadonlyMap<string, number>) =>
-  store.claim(owner, Date.now(), 30_000, limit, advanceJob, undefined, rooms);
+  store.claim({ owner, now: Date.now(), lease: 30_000, limit, advance: advanceJob, rooms });
 
 export function queueScenarios(backend: Backend, setup: () => Promise<Env>): void {
   const { caps } = backend;
@@ -167,8 +167,8 @@ export function queueScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(claimed.map((c) => c.name).sort()).toEqual(['d0', 'd1', 'q0', 'q1']);
       expect(await claim(store, 'me', 10, new Map([['q', 0]]))).toEqual([]);
       // Nothing it may claim is due (only the leases it holds, in 30 s): the queue without room does not count.
-      expect(await store.nextDue(Date.now(), undefined, new Map([['q', 0]]))).toBeGreaterThan(20_000);
-      expect(await store.nextDue(Date.now(), undefined, new Map([['q', 1]]))).toBe(0);
+      expect(await store.nextDue({ now: Date.now(), rooms: new Map([['q', 0]]) })).toBeGreaterThan(20_000);
+      expect(await store.nextDue({ now: Date.now(), rooms: new Map([['q', 1]]) })).toBe(0);
     });
 
     itStore('a claim takes serial keys only for the tasks it claims (walking queues reads more than it keeps)', async () => {
@@ -196,7 +196,7 @@ export function queueScenarios(backend: Backend, setup: () => Promise<Env>): voi
       const b = await claim(store, 'b', 10);
       expect([...a, ...b].map((c) => c.name).sort()).toEqual(['free', 'g0', 'g1']);
       expect(await claim(store, 'c', 10)).toEqual([]);
-      expect(await store.nextDue(Date.now())).toBeGreaterThan(20_000);
+      expect(await store.nextDue({ now: Date.now() })).toBeGreaterThan(20_000);
       await store.settle('a', [{ id: a[0]!.id, kind: 'complete', state: 'succeeded', error: null }], Date.now());
       expect((await claim(store, 'c', 10)).map((c) => c.name)).toEqual(['g2']);
       // A retried task gives its slot back too (it waits again).

@@ -171,7 +171,7 @@ async function check(h: Harness, ops: Op[]): Promise<void> {
           .filter((r) => r.state === 'waiting' && h.due(r.runAt))
           .sort((a, b) => a.runAt - b.runAt || a.id - b.id)
           .slice(0, step.limit);
-        const got = await store.claim('me', h.now(), LEASE, step.limit, advanceJob);
+        const got = await store.claim({ owner: 'me', now: h.now(), lease: LEASE, limit: step.limit, advance: advanceJob });
         expect(got.map((c) => c.id)).toEqual(want.map((r) => r.id));
         for (const r of want) r.state = 'running';
       } else if (step.op === 'complete') {

@@ -17,8 +17,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { toNewFlow, type FlowSpec, type FlowTask } from '../../../src/durable/flow-graph.js';
-import type { FlowStore } from '../../../src/durable/flow-graph.js';
-import type { Store, StoredTask } from '../../../src/durable/store.js';
+import type { FlowStore, Store, StoredTask } from '../../../src/durable/store.js';
 import { Scheduler } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres.js';
 import { ManualClock } from '../../../src/testing.js';
@@ -136,7 +135,7 @@ async function run(store: Store & FlowStore, graph: Graph, ops: Op[], now: () =>
   };
   await drive(graph, ops, model, check, {
     claimAll: async () => {
-      const claimed = await store.claim(OWNER, now(), 3_600_000, 1_000, noJobs, ['node']);
+      const claimed = await store.claim({ owner: OWNER, now: now(), lease: 3_600_000, limit: 1_000, advance: noJobs, names: ['node'] });
       return claimed.map((c) => index.get(c.id)!);
     },
     finish: (list, ok) =>

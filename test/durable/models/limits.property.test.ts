@@ -120,7 +120,14 @@ function storeEngine(store: Store, clock: { now: () => number; tick: (by: number
       return row.id;
     },
     async claim(limit, free) {
-      const got = await store.claim('me', clock.now(), LEASE, limit, advanceJob, undefined, undefined, { free, rate: undefined });
+      const got = await store.claim({
+        owner: 'me',
+        now: clock.now(),
+        lease: LEASE,
+        limit,
+        advance: advanceJob,
+        limits: { free, rate: undefined },
+      });
       return got.map((c) => c.id);
     },
     async settle(id, kind) {
@@ -254,7 +261,14 @@ describe('limits against reference models on SQLite (fast-check)', () => {
           // Drain: the clock past every window, claims and completions until nothing is left.
           for (let round = 0; round < 200 && tasks.some((t) => t.state !== 'done'); round++) {
             now += 5;
-            for (const c of await store.claim('me', now, LEASE, 10, advanceJob, undefined, undefined, { free: 10, rate: undefined })) {
+            for (const c of await store.claim({
+              owner: 'me',
+              now,
+              lease: LEASE,
+              limit: 10,
+              advance: advanceJob,
+              limits: { free: 10, rate: undefined },
+            })) {
               await store.settle('me', [{ id: c.id, kind: 'complete', state: 'succeeded', error: null }], now);
               tasks.find((t) => t.id === c.id)!.state = 'done';
             }

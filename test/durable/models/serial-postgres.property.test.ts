@@ -98,7 +98,7 @@ describe('PostgreSQL claim against a reference model (fast-check)', () => {
                 .filter((t) => t.due && claimable(t))
                 .sort((a, b) => b.priority - a.priority || before(a, b))
                 .slice(0, step.limit);
-              const got = await store.claim('me', Date.now(), 600_000, step.limit, advanceJob);
+              const got = await store.claim({ owner: 'me', now: Date.now(), lease: 600_000, limit: step.limit, advance: advanceJob });
               expect(got.map((c) => c.id)).toEqual(want.map((t) => t.id));
               for (const t of want) {
                 t.state = 'running';
@@ -133,7 +133,7 @@ describe('PostgreSQL claim against a reference model (fast-check)', () => {
             }
           }
           // Nothing claimable and due: nextDue is not 0 (no busy loop behind held keys).
-          const next = await store.nextDue(Date.now());
+          const next = await store.nextDue({ now: Date.now() });
           if (tasks.some((t) => t.due && claimable(t))) expect(next).toBe(0);
           else expect(next === undefined || next > 0, `nextDue ${next}`).toBe(true);
         } finally {

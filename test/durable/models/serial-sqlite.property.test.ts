@@ -95,7 +95,7 @@ describe('SQLite claim against a reference model (fast-check)', () => {
                 .filter((t) => t.runAt <= now && claimable(t))
                 .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.id - b.id)
                 .slice(0, step.limit);
-              const got = await store.claim('me', now, LEASE, step.limit, advanceJob);
+              const got = await store.claim({ owner: 'me', now, lease: LEASE, limit: step.limit, advance: advanceJob });
               expect(got.map((c) => c.id)).toEqual(want.map((t) => t.id));
               for (const t of want) {
                 t.state = 'running';
@@ -130,7 +130,7 @@ describe('SQLite claim against a reference model (fast-check)', () => {
               ...tasks.filter((t) => t.state === 'running').map((t) => t.lockedUntil),
             ];
             const next = times.length === 0 ? undefined : Math.max(0, Math.min(...times) - now);
-            expect(await store.nextDue(now)).toBe(next);
+            expect(await store.nextDue({ now })).toBe(next);
           }
         } finally {
           await store.close();

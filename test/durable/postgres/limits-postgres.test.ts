@@ -193,7 +193,7 @@ describe('a claim with blocked work (issue 22)', () => {
       });
       const bucket = '{"rate":{"key":"empty","limit":1,"interval":3600000}}';
       await store.addTask({ name: 'x', key: null, payload: '{}', runAt: past, maxAttempts: 1, options: bucket, rateKey: 'empty' });
-      expect(await store.claim('holder', Date.now(), 600_000, 10, advanceJob)).toHaveLength(2);
+      expect(await store.claim({ owner: 'holder', now: Date.now(), lease: 600_000, limit: 10, advance: advanceJob })).toHaveLength(2);
       await admin.query(
         `INSERT INTO "${schema}".taskheap_tasks (name, payload, run_at, serial, rate_key, options)
         SELECT 'x', '{}', now() - interval '1 minute', CASE WHEN i % 2 = 0 THEN 'busy' END, CASE WHEN i % 2 = 1 THEN 'empty' END,

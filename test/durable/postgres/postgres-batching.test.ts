@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../../src/index.js';
-import type { Outcome, Store } from '../../../src/store.js';
+import type { ClaimParams, NextDueParams, Outcome, Store } from '../../../src/store.js';
 import { postgresStore } from '../../../src/postgres.js';
 import { statements } from '../../../src/durable/postgres/store.js';
 import type { PgServer } from '../pg-server.js';
@@ -88,7 +88,7 @@ describe('postgresStore: batched outcomes', () => {
     );
     await admin.query(`ANALYZE "${schema}".taskheap_tasks`);
     const none = () => ({ occurrences: [], nextRunAt: null, remaining: null });
-    const claimed = await store.claim('me', Date.now(), 30_000, 256, none);
+    const claimed = await store.claim({ owner: 'me', now: Date.now(), lease: 30_000, limit: 256, advance: none });
     expect(claimed).toHaveLength(256);
     const ids = claimed.map((claim) => claim.id);
     const params = [
@@ -185,8 +185,8 @@ function held(store: Store) {
     },
   };
   const claim = store.claim.bind(store);
-  store.claim = async (...args: Parameters<Store['claim']>) => {
-    const limit = args[3];
+  store.claim = async (params: ClaimParams) => {
+    const { limit } = params;
     state.limits.push(limit);
     state.claims++;
     state.asked += limit;
@@ -194,7 +194,7 @@ function held(store: Store) {
     state.maxAsked = Math.max(state.maxAsked, state.asked);
     if (state.settles > 0) state.claimsDuringSettle++;
     try {
-      const answer = await claim(...args);
+      const answer = await claim(params);
       if (state.hold.claim) await new Promise<void>((resolve) => state.waiting.push(resolve));
       return answer;
     } finally {
@@ -310,12 +310,14 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     await store.migrate();
     const asking = { hold: false, waiting: [] as (() => void)[], out: 0, calls: 0 };
     const nextDue = store.nextDue.bind(store);
-    store.nextDue = async (...args: Parameters<Store['nextDue']>) => {
+    store.nextDue = async (asked: NextDueParams) => {
+      // The claimer reuses its params object: a store reads it at the call.
+      const params = { ...asked };
       asking.calls++;
       asking.out++;
       try {
         if (asking.hold) await new Promise<void>((resolve) => asking.waiting.push(resolve));
-        return await nextDue(...args);
+        return await nextDue(params);
       } finally {
         asking.out--;
       }

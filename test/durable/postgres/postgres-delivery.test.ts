@@ -136,18 +136,18 @@ describe('postgresStore: no task runs twice unless a process dies', () => {
       const none = (): never => {
         throw new Error('no jobs here');
       };
-      const [held] = await a.claim('a', 0, 2_000, 10, none);
+      const [held] = await a.claim({ owner: 'a', now: 0, lease: 2_000, limit: 10, advance: none });
       await server.stop();
       await sleep(3_000); // the lease runs out while nobody can renew it
       await server.start();
       // b asks at once: the lease ran out during the outage, not because a died.
       await waitFor('b to reach the server again', async () => {
-        await b.claim('b', 0, 2_000, 10, none);
+        await b.claim({ owner: 'b', now: 0, lease: 2_000, limit: 10, advance: none });
         return true;
       });
       expect(await b.getTask(held!.id)).toMatchObject({ state: 'running', attempts: 1 });
       // a is back within the grace: it renews its lease and reports the outcome.
-      await waitFor('a to renew', async () => (await a.renew('a', [held!.id], 0, 2_000)).length === 0);
+      await waitFor('a to renew', async () => (await a.renew({ owner: 'a', ids: [held!.id], now: 0, lease: 2_000 })).length === 0);
       await a.settle('a', [{ id: held!.id, kind: 'complete', state: 'succeeded', error: null }], 0);
       expect(await b.getTask(held!.id)).toMatchObject({ state: 'succeeded', attempts: 1 });
     } finally {
@@ -290,17 +290,17 @@ describe('postgresStore: no task runs twice unless a process dies', () => {
         throw new Error('no jobs here');
       };
       // The process got both, as far as the database knows; it only heard of `known`.
-      expect((await store.claim('me', 0, 60_000, 10, none)).map((c) => c.id)).toEqual([known, lost]);
+      expect((await store.claim({ owner: 'me', now: 0, lease: 60_000, limit: 10, advance: none })).map((c) => c.id)).toEqual([known, lost]);
       // A renewal right away leaves a claim that may still be on its way alone.
-      expect(await store.renew('me', [known], 0, 60_000)).toEqual([]);
+      expect(await store.renew({ owner: 'me', ids: [known], now: 0, lease: 60_000 })).toEqual([]);
       expect(await store.getTask(lost)).toMatchObject({ state: 'running' });
       await admin.query(`UPDATE "${schema}".taskheap_tasks SET updated_at = updated_at - interval '31 seconds' WHERE state = 'running'`);
       // While a claim of the process is still on its way (its answer may sit
       // unread behind a blocked event loop), nothing is handed back: the
       // task would run here once that answer is read, and again elsewhere.
-      expect(await store.renew('me', [known], 0, 60_000, false)).toEqual([]);
+      expect(await store.renew({ owner: 'me', ids: [known], now: 0, lease: 60_000, handBack: false })).toEqual([]);
       expect(await store.getTask(lost)).toMatchObject({ state: 'running', attempts: 1 });
-      expect(await store.renew('me', [known], 0, 60_000)).toEqual([]);
+      expect(await store.renew({ owner: 'me', ids: [known], now: 0, lease: 60_000 })).toEqual([]);
       expect(await store.getTask(lost)).toMatchObject({ state: 'waiting', attempts: 0 });
       expect(await store.getTask(known)).toMatchObject({ state: 'running', attempts: 1 });
     } finally {

@@ -39,7 +39,8 @@ function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTas
   return { name, key: null, payload: '{}', runAt, maxAttempts: 1, options: '{}', ...extra };
 }
 
-const claim = (store: Store, owner: string, limit = 10) => store.claim(owner, Date.now(), 30_000, limit, advanceJob);
+const claim = (store: Store, owner: string, limit = 10) =>
+  store.claim({ owner, now: Date.now(), lease: 30_000, limit, advance: advanceJob });
 
 describe('PostgreSQL serial keys: announcements', () => {
   it('a key let go of when its task is final announces the next task of the key to every process (NOTIFY taskheap_wake)', async () => {

@@ -145,9 +145,9 @@ describe('sqliteStore: one owner per file', () => {
         throw new Error('no jobs here');
       };
       const t0 = Date.now() + 60_000;
-      expect((await store.claim('me', t0, 100, 10, none)).map((c) => c.id)).toEqual([task.id]);
+      expect((await store.claim({ owner: 'me', now: t0, lease: 100, limit: 10, advance: none })).map((c) => c.id)).toEqual([task.id]);
       // Long past the lease, as after a blocked event loop: still ours, not run again.
-      expect(await store.claim('me', t0 + 1_000, 100, 10, none)).toEqual([]);
+      expect(await store.claim({ owner: 'me', now: t0 + 1_000, lease: 100, limit: 10, advance: none })).toEqual([]);
       expect(await store.getTask(task.id)).toMatchObject({ state: 'running', attempts: 1 });
     } finally {
       await store.close();
