@@ -13,7 +13,7 @@ import type { StoredFlow, FlowStatus } from './durable/flows.js';
 import type { DurableWorker } from './durable/worker.js';
 import { MAX_LINKS } from './durable/links.js';
 import { describe } from './core/validate.js';
-import type { LimitKey, StoredTask, TaskLinks } from './durable/store.js';
+import type { StoredTask, TaskLinks } from './durable/store.js';
 import { MemoryFlowGraph } from './flows/memory-graph.js';
 import { TaskNotFoundError } from './durable/errors.js';
 import { notRetryable } from './durable/errors.js';
