@@ -59,7 +59,7 @@ export function parseCursor(value: string | null): TaskFilter['after'] {
   return { runAt: Number(match[1]), id: Number(match[2]) };
 }
 
-/** A page of stored tasks under `filter`, the counts per state (all states, the state filter aside; null without `queues`), and the next cursor. */
+/** A page of stored tasks under `filter`, the counts per state (all states, the state filter aside; null without `queues`), and the next cursor. @internal */
 export async function storedPage(
   client: DurableClient,
   filter: ConsoleFilter,
@@ -102,6 +102,7 @@ export interface BulkResult {
  * A bulk action on the tasks under `filter`: `retry` the failed and timed-out
  * ones (or those of the filter's final state), `cancel` the waiting and
  * running ones, `delete` the finished ones (one statement in the store).
+ * @internal
  */
 export async function bulk(client: DurableClient, action: 'retry' | 'cancel' | 'delete', filter: ConsoleFilter): Promise<BulkResult> {
   if (action === 'delete') {

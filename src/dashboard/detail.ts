@@ -52,6 +52,7 @@ export interface LinksView {
  * Task `id`'s links and its flow's status (a stored task, or without a store
  * an in-memory flow's task); undefined if there is no such task, null if the
  * store has no flows.
+ * @internal
  */
 export async function linksView(
   scheduler: Scheduler,
@@ -125,6 +126,7 @@ function runView(task: StoredTask): RunView {
  * A page of recurring job `key`'s runs (its stored occurrences), newest due
  * first; `after` is the `next` cursor of the previous page. Throws a
  * TypeError for a bad cursor.
+ * @internal
  */
 export async function jobRuns(client: DurableClient, key: string, after: string | null, limit: number) {
   const cursor = parseCursor(after);

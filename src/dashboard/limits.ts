@@ -28,7 +28,7 @@ function parseLimitsQuery(raw: string | null): number {
   return limit;
 }
 
-/** The limit keys in use, or none without a store; a bad `limit` is a RangeError. */
+/** The limit keys in use, or none without a store; a bad `limit` is a RangeError. @internal */
 export async function limitsView(client: DurableClient | undefined, raw: string | null): Promise<LimitsView> {
   const limit = parseLimitsQuery(raw);
   return { keys: client === undefined ? null : await client.getLimitKeys(limit), limit };

@@ -192,6 +192,7 @@ function jobView(job: Job): JobView {
  * with `counts`, the stored tasks counted by state and the queues (a scan of
  * every stored task: the page's first state leaves them out, so its rows
  * come at once and the counts with its first refresh).
+ * @internal
  */
 export async function snapshot(
   scheduler: Scheduler,

@@ -114,7 +114,7 @@ describe.each(Object.keys(PLACES))('progress and logs on %s', (kind) => {
     expect(events.filter((e) => (e as unknown[])[0] === 'progress')).toHaveLength(8);
   });
 
-  it('keeps the latest 100 lines over many writes; a replaced key’s task starts with none', async () => {
+  it('keeps the latest 100 lines over many writes; a new task of a finished one’s key starts with none', async () => {
     const scheduler = open();
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => {
@@ -141,11 +141,12 @@ describe.each(Object.keys(PLACES))('progress and logs on %s', (kind) => {
     expect(done.logs!.at(-1)!.line).toBe('b69');
     expect(done.progress).toEqual({ phase: 'a' });
     expect(done.lease).toBeUndefined();
-    // A finished task overwritten through its key starts over: no progress, no lines.
+    // A task added with the finished one's key is a new task: no progress, no lines; the finished one keeps its own.
     const again = await scheduler.schedule(Date.now() + 3_600_000, 'chatty', { key: 'chatty' });
-    expect(again.id).toBe(task.id);
+    expect(again.id).not.toBe(task.id);
     expect(again.progress).toBeUndefined();
     expect(again.logs).toEqual([]);
+    expect((await scheduler.getTask(task.id))!.logs).toHaveLength(100);
   });
 
   it('a module handler in a worker thread reports progress and lines; bad values throw at its call', async () => {

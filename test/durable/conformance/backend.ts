@@ -27,9 +27,10 @@ export interface Capabilities {
    */
   store: boolean;
   /**
-   * A key names one task (one row per key): an add meeting the key's
-   * running task returns it, one meeting its waiting task overwrites it in
-   * place (same id), one meeting its finished task writes over it. False in
+   * A key names one unfinished task (one row per key): an add meeting the
+   * key's running task returns it, one meeting its waiting task overwrites
+   * it in place (same id), one meeting its finished task adds a new task
+   * and the finished one gives up the key (as in memory). False in
    * memory, where a key meets its last task and a new task is added beside
    * a running one or in place of a waiting one, under a new id
    * (docs/dedupe.md, "Beside the in-memory keys").
