@@ -33,6 +33,7 @@ import type { Connection } from './connection.js';
 import { materialize, type JobStatements } from './jobs.js';
 import { lockQueues, queueTokens, spent } from './limits.js';
 import { millis, ms, tables } from './tables.js';
+import { DONE, DONE_IDS } from './listener.js';
 
 /** How a due recurring job advances (the scheduler's rule): its next occurrence, or its end. @internal */
 export type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
@@ -67,15 +68,18 @@ export interface ClaimAsk {
 export class Claims {
   readonly #db: Connection;
   readonly #sql: ClaimStatements & JobStatements;
+  /** What every notification of this store's schema starts with. */
+  readonly #prefix: string;
   /** The full claim's $4 and $5: a task whose lease ran out more than this many times fails, with this error. */
   readonly #maxExpiries: number;
   readonly #expiredText: string;
   /** Claims left to send straight to the full statement (see FULL_AFTER_LIMITED). */
   #fullOnly = 0;
 
-  constructor(db: Connection, sql: ClaimStatements & JobStatements, maxExpiries: number, expiredText: string) {
+  constructor(db: Connection, sql: ClaimStatements & JobStatements, prefix: string, maxExpiries: number, expiredText: string) {
     this.#db = db;
     this.#sql = sql;
+    this.#prefix = prefix;
     this.#maxExpiries = maxExpiries;
     this.#expiredText = expiredText;
   }
@@ -86,17 +90,46 @@ export class Claims {
     // Both claims are named statements, planned once per connection (prepared.ts). Due times and
     // leases are the server's: this process's clock is not used.
     const plain = ask.rated || (ask.rooms !== undefined && ask.rooms.size > 0) ? undefined : await this.#plain(ask);
+    // The plain claim takes no expired lease over, so it fails no task: nothing to announce.
     if (plain !== undefined && !plain.limited && !plain.jobsDue) return plain.claims;
     const params = this.#fullParams(ask);
     if (plain === undefined || !plain.jobsDue) {
       const { rows } = await this.#db.query<FlaggedRow>(this.#sql.claimUnlessJobsDue, params, true);
-      if (rows[0]?.jobs_due !== true) return claimsOf(rows);
+      if (rows[0]?.jobs_due !== true) return this.#announced(claimsOf(rows));
     }
-    return this.#db.transaction(async (client) => {
+    const claims = await this.#db.transaction(async (client) => {
       await materialize(client, this.#sql, advance);
       const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
       return toClaims(rows);
     });
+    return this.#announced(claims);
+  }
+
+  /**
+   * Announces on DONE, as a settle does, the tasks the claim failed for
+   * their lease expiries (rare), so that waitFor() in every process hears
+   * of them; after the claim's commit, and without waiting: an announcement
+   * lost here is made up for by the waiters' safety sweep, and must not
+   * cost the claim its tasks.
+   */
+  #announced(claims: ClaimedTask[]): ClaimedTask[] {
+    let ids = '';
+    let count = 0;
+    for (const claim of claims) {
+      if (claim.failedAfterExpiries === undefined) continue;
+      ids += ids === '' ? claim.id : `,${claim.id}`;
+      if (++count === DONE_IDS) {
+        this.#announce(ids);
+        ids = '';
+        count = 0;
+      }
+    }
+    if (ids !== '') this.#announce(ids);
+    return claims;
+  }
+
+  #announce(ids: string): void {
+    this.#db.query(this.#sql.announceDone, [this.#prefix + ids]).catch(() => {});
   }
 
   /** The plain claim, unless a recent one found a limit in play. */
@@ -176,6 +209,8 @@ export function claimStatements(schema: string | undefined) {
     /** The claim when no limit is in play anywhere; says so (`limited`), claiming nothing, when one is. */
     claimPlain: plainClaimSql(T, J, L, Q, M),
     nextDue: nextDueSql(T, J, L, Q, M),
+    /** Announces on DONE ($1: the prefix and the ids) the tasks a claim failed for their lease expiries. */
+    announceDone: `SELECT pg_notify('${DONE}', $1)`,
   };
 }
 

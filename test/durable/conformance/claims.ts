@@ -10,7 +10,7 @@ import { describe, expect } from 'vitest';
 import { advanceJob } from '../../../src/durable/advance-job.js';
 import { LeaseExpiredError } from '../../../src/index.js';
 import type { ClaimedTask, NewTask, Store } from '../../../src/durable/store.js';
-import { itWhen, TAKEOVER_TIMEOUT, type Backend, type Env } from './backend.js';
+import { HOUR, itWhen, TAKEOVER_TIMEOUT, type Backend, type Env } from './backend.js';
 
 function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTask {
   return { name, key: null, payload: '{}', runAt, maxAttempts: 1, options: '{}', ...extra };
@@ -410,8 +410,9 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
           (await store.claim({ owner: 'p1', now: Date.now(), lease: 30_000, limit: 10, advance: advanceJob })).map((c) => c.id),
         ).toEqual([a.id]);
         await db.ownerDies(store);
-        // The next process fails it: at its recovery (SQLite) or by its claim (PostgreSQL).
-        const { scheduler, errors } = open({ store: db.store({ maxLeaseExpiries: 0 }) });
+        // The next process fails it: at its recovery (SQLite) or by its claim (PostgreSQL), which waits a
+        // lease after reaching the server before it takes leases over (half the default: the shortest the suite's `timeout` allows).
+        const { scheduler, errors } = open({ store: db.store({ maxLeaseExpiries: 0, lease: 15_000 }) });
         let runs = 0;
         const failures: unknown[] = [];
         scheduler.define('work', () => {
@@ -427,6 +428,36 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
         expect(errors).toEqual(failures);
         expect(scheduler.stats().failed).toBe(1);
         expect(runs).toBe(0);
+      },
+      TAKEOVER_TIMEOUT,
+    );
+
+    itWhen(caps.multiProcess && caps.notify, 'needs multiProcess and notify: announcements between processes')(
+      "waitFor() in another process hears at once of a task a claim failed for its lease expiries (not at its safety sweep's minute)",
+      async () => {
+        const { openStore, db, open, time } = await setup();
+        const store = await openStore({ maxLeaseExpiries: 0 });
+        const a = await store.addTask(task('work', Date.now() - 1_000));
+        await store.claim({ owner: 'p1', now: Date.now(), lease: 30_000, limit: 10, advance: advanceJob });
+        await db.ownerDies(store);
+        // A process that only waits (a web request), polling once an hour: announcements alone can tell it.
+        const waiter = open({ store: db.store({ poll: HOUR }) }).scheduler;
+        let heard: number | undefined;
+        const waited = waiter.waitFor(a.id).then((done) => {
+          heard = Date.now();
+          return done;
+        });
+        // Its first read is over before the task can fail: from then on it waits for an announcement or its sweep.
+        await time.until(async () => (await waiter.getTask(a.id))?.state === 'running', 'the waiter reads the task', 0);
+        // Half the default lease, as above.
+        const { scheduler } = open({ store: db.store({ maxLeaseExpiries: 0, lease: 15_000 }) });
+        scheduler.define('work', () => {});
+        await scheduler.start();
+        await time.until(async () => (await scheduler.getTask(a.id))?.state === 'failed', 'the task is failed', 30_000);
+        const failedSeen = Date.now();
+        expect((await waited).state).toBe('failed');
+        // The sweep would take up to a minute; the announcement takes a round trip.
+        expect(heard! - failedSeen).toBeLessThan(15_000);
       },
       TAKEOVER_TIMEOUT,
     );
