@@ -55,6 +55,27 @@ node -e '
   console.log("published types: no internal member of Task or Scheduler");
 ' "$work/unpacked/package/dist"
 
+# The README and the pages it links to are read from node_modules and on the
+# registry's page: every relative link in a shipped page must reach a file
+# that ships too (docs/, examples/, CONTRIBUTING.md), none only a clone has.
+node -e '
+  const fs = require("fs");
+  const path = require("path");
+  const root = process.argv[1];
+  const pages = ["README.md", "CHANGELOG.md", "CONTRIBUTING.md", ...fs.readdirSync(`${root}/docs`).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+  const broken = [];
+  for (const page of pages) {
+    const text = fs.readFileSync(`${root}/${page}`, "utf8").replace(/```[\s\S]*?```/g, "");
+    for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/i.test(target) || target.startsWith("#")) continue;
+      const file = path.join(path.dirname(`${root}/${page}`), decodeURI(target.split("#")[0]));
+      if (!fs.existsSync(file)) broken.push(`${page}: ${target}`);
+    }
+  }
+  if (broken.length > 0) { console.error("links to files the package does not ship:", broken); process.exit(1); }
+  console.log(`shipped pages: ${pages.length}, every relative link reaches a shipped file`);
+' "$work/unpacked/package"
+
 consumer() { # name, package.json type, further packages to install
   local dir="$work/$1"
   mkdir -p "$dir"
