@@ -307,10 +307,32 @@ export function toStoredItems(items: readonly DurableTaskItem[]): { runAt: unkno
   });
 }
 
-/** The `limit` of `waitingTasks()`. @internal */
-export function assertLimit(limit: unknown): void {
+/** What `waitingTasks()` lists: at most `limit` tasks, and with `keyPrefix` only those whose key starts with it. */
+export interface WaitingFilter {
+  /** At most this many, the earliest due. @default all */
+  limit?: number;
+  /** Only tasks whose `key` starts with this (`''`: every task with a key). */
+  keyPrefix?: string;
+}
+
+/** `waitingTasks()`'s argument: a limit, or a filter. @internal */
+export function toWaitingFilter(filter: unknown): { limit: number; keyPrefix: string | undefined } {
+  if (filter === undefined) return { limit: Infinity, keyPrefix: undefined };
+  if (typeof filter === 'number') return { limit: toLimit(filter), keyPrefix: undefined };
+  assertOptionsObject(filter, 'waitingTasks');
+  assertKnownKeys(filter, WAITING_KEYS, 'waitingTasks');
+  const { limit, keyPrefix } = filter as WaitingFilter;
+  if (keyPrefix !== undefined && typeof keyPrefix !== 'string')
+    throw new TypeError(`Expected \`keyPrefix\` to be a string, got ${describe(keyPrefix)}`);
+  return { limit: limit === undefined ? Infinity : toLimit(limit), keyPrefix };
+}
+
+const WAITING_KEYS: ReadonlySet<string> = new Set(keysOf<WaitingFilter>({ limit: true, keyPrefix: true }));
+
+function toLimit(limit: unknown): number {
   if (!Number.isInteger(limit) || (limit as number) < 0)
     throw new RangeError(`Expected \`limit\` to be an integer >= 0, got ${describe(limit)}`);
+  return limit as number;
 }
 
 /** The `abort` option of `close()`. @internal */

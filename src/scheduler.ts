@@ -29,7 +29,8 @@ import type { JobBounds, RulePlan } from './rules/plan.js';
 import {
   assertEvent,
   assertId,
-  assertLimit,
+  toWaitingFilter,
+  type WaitingFilter,
   cronZone,
   delayEnd,
   toSchedulerSettings,
@@ -540,13 +541,15 @@ export class Scheduler {
 
   /**
    * In-memory tasks in state `waiting`, earliest first: all of them (a copy, O(n log n)), or the `limit` earliest
-   * (O(limit log limit)). Stored ones: `listTasks({ state: 'waiting' })`.
+   * (O(limit log limit)); with `keyPrefix`, those whose `key` starts with it (one pass over every waiting task).
+   * Stored ones: `listTasks({ state: 'waiting', keyPrefix })`.
    * @example
    * scheduler.waitingTasks(10); // the next ten to run
+   * scheduler.waitingTasks({ keyPrefix: `remind:${chatId}:` }); // one chat's reminders
    */
-  waitingTasks(limit?: number): Task[] {
-    if (limit !== undefined) assertLimit(limit);
-    return this.#loop.waitingTasks(limit);
+  waitingTasks(filter?: number | WaitingFilter): Task[] {
+    const { limit, keyPrefix } = toWaitingFilter(filter);
+    return this.#loop.waitingTasks(limit, keyPrefix);
   }
 
   /** @internal waiting and due counts per task name, for `metrics()`: one O(n) pass. */

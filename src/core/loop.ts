@@ -255,8 +255,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     };
   }
 
-  waitingTasks(limit = Infinity): Task[] {
-    return listWaiting(this.#queue, this.#gate, limit);
+  waitingTasks(limit = Infinity, keyPrefix?: string): Task[] {
+    return listWaiting(this.#queue, this.#gate, limit, keyPrefix);
   }
 
   /** Waiting and due counts per task name ('' for unnamed), in one pass over the heap. */

@@ -209,6 +209,11 @@ export class Task<T = unknown> {
     return this._settings.name;
   }
 
+  /** The `key` option (its dedupe key), if any: what `waitingTasks({ keyPrefix })` matches. */
+  get key(): string | undefined {
+    return this._settings.limits?.dedupe?.key;
+  }
+
   /** When the task is (or was last) due; a retry moves it to the retry time. */
   get runAt(): Date {
     return new Date(this._time);

@@ -12,12 +12,26 @@ export interface WaitingCounts {
   due: number;
 }
 
-/** Waiting tasks, earliest due first: all of them, or the `limit` earliest. @internal */
-export function listWaiting(queue: TaskQueue, gate: Gate | undefined, limit: number): Task[] {
+/** Waiting tasks, earliest due first: all of them, or the `limit` earliest; with `keyPrefix`, those whose key starts with it. @internal */
+export function listWaiting(queue: TaskQueue, gate: Gate | undefined, limit: number, keyPrefix?: string): Task[] {
+  if (keyPrefix !== undefined) return listByKey(queue, gate, limit, keyPrefix);
   const tasks = limit >= queue.size ? queue.toSortedArray() : queue.earliest(limit);
   if (gate === undefined || gate.size === 0) return tasks;
   // Held tasks are all due, so they come before most of the heap's; merged by a sort (introspection, not the hot path).
   gate.forEach((task) => tasks.push(task));
+  tasks.sort(byDueTime);
+  if (tasks.length > limit) tasks.length = limit;
+  return tasks;
+}
+
+/** The waiting tasks whose key starts with `prefix`, earliest due first, at most `limit`: one pass over every waiting task. */
+function listByKey(queue: TaskQueue, gate: Gate | undefined, limit: number, prefix: string): Task[] {
+  const tasks: Task[] = [];
+  const match = (task: Task): void => {
+    if (task.key?.startsWith(prefix)) tasks.push(task);
+  };
+  queue.forEach(match);
+  gate?.forEach(match);
   tasks.sort(byDueTime);
   if (tasks.length > limit) tasks.length = limit;
   return tasks;
