@@ -5,7 +5,7 @@
  * @module
  */
 export { Scheduler } from './scheduler.js';
-export type { SchedulerOptions, SchedulerEvents, WaitingFilter } from './scheduler-options.js';
+export type { CronOptions, SchedulerOptions, SchedulerEvents, WaitOptions, WaitingFilter } from './scheduler-options.js';
 export type { ErrorInfo, SchedulerStats } from './core/loop-types.js';
 export type { TaskOptions } from './core/task-options.js';
 export type { RateLimit, KeyedRateLimit, ConcurrencyLimit, DedupeMode, DedupeOutcome } from './core/limit-options.js';

@@ -174,24 +174,44 @@ export function assertId(id: unknown): asserts id is number {
     throw new TypeError(`Expected a stored task id (an integer >= 1), got ${describe(id)}`);
 }
 
-const SCHEDULER_KEYS = new Set([
-  'workers',
-  'maxWaiting',
-  'timezone',
-  'unref',
-  'clock',
-  'onError',
-  'store',
-  'handlers',
-  'retention',
-  'rate',
-  'queues',
-  'threads',
-  'threadOptions',
-]);
-const RETENTION_KEYS = new Set(['succeeded', 'failed']);
-const CRON_KEYS = new Set(['timezone']);
-const WAIT_KEYS = new Set(['signal', 'timeout']);
+/** The options of `cron(expression, options)`. */
+export interface CronOptions {
+  /** The IANA zone the expression is read in; default: the scheduler's `timezone`. */
+  timezone?: string;
+}
+
+/** The options of `waitFor(id, options)`. */
+export interface WaitOptions {
+  /** Stops waiting (the task goes on) when aborted: the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Stops waiting after this long (ms or `'30s'`), rejecting with `WaitTimeoutError`; the task goes on. @default Infinity */
+  timeout?: Duration;
+}
+
+// The keys each options object takes, from records typed by the options: a field added to an
+// interface and not here does not compile.
+const SCHEDULER_KEYS: ReadonlySet<string> = new Set(
+  keysOf<SchedulerOptions>({
+    workers: true,
+    maxWaiting: true,
+    timezone: true,
+    unref: true,
+    clock: true,
+    onError: true,
+    store: true,
+    handlers: true,
+    retention: true,
+    rate: true,
+    queues: true,
+    threads: true,
+    threadOptions: true,
+  }),
+);
+const RETENTION_KEYS: ReadonlySet<string> = new Set(
+  keysOf<Exclude<SchedulerOptions['retention'], false | undefined>>({ succeeded: true, failed: true }),
+);
+const CRON_KEYS: ReadonlySet<string> = new Set(keysOf<CronOptions>({ timezone: true }));
+const WAIT_KEYS: ReadonlySet<string> = new Set(keysOf<WaitOptions>({ signal: true, timeout: true }));
 
 /** The options of `new Scheduler()`, checked, in the shapes the loop and the durable worker take. @internal */
 export interface SchedulerSettings {
@@ -279,14 +299,14 @@ function defaultOnError(error: unknown, info: ErrorInfo): void {
 }
 
 /** The zone of `cron(expression, options)`: its own, or the scheduler's. @internal */
-export function cronZone(options: { timezone?: string }, timezone: string): string {
+export function cronZone(options: CronOptions, timezone: string): string {
   assertOptionsObject(options, 'cron');
   assertKnownKeys(options, CRON_KEYS, 'cron');
   return options.timezone === undefined ? timezone : validateZone(options.timezone);
 }
 
 /** The options of `waitFor()`, checked: an optional signal and a timeout in ms (Infinity for none). @internal */
-export function toWaitOptions(options: { signal?: AbortSignal; timeout?: Duration }): { signal: AbortSignal | undefined; timeout: number } {
+export function toWaitOptions(options: WaitOptions): { signal: AbortSignal | undefined; timeout: number } {
   assertOptionsObject(options, 'waitFor');
   assertKnownKeys(options, WAIT_KEYS, 'waitFor');
   const { signal } = options;

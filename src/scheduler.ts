@@ -30,6 +30,8 @@ import {
   assertEvent,
   assertId,
   toWaitingFilter,
+  type CronOptions,
+  type WaitOptions,
   type WaitingFilter,
   cronZone,
   delayEnd,
@@ -189,7 +191,7 @@ export class Scheduler {
    * @example
    * scheduler.cron('*\/15 9-17 * * MON-FRI', { timezone: 'Asia/Tokyo' }).run(fn);
    */
-  cron(expression: string, options: { timezone?: string } = {}): CronBuilder {
+  cron(expression: string, options: CronOptions = {}): CronBuilder {
     return new CronBuilder(this, expression, cronZone(options, this.#timezone));
   }
 
@@ -330,7 +332,7 @@ export class Scheduler {
    * const task = await scheduler.schedule(Date.now(), 'resize', { payload: { image } });
    * const { state, result } = await scheduler.waitFor(task.id, { timeout: '30s' });
    */
-  waitFor(id: number, options: { signal?: AbortSignal; timeout?: Duration } = {}): Promise<StoredTask> {
+  waitFor(id: number, options: WaitOptions = {}): Promise<StoredTask> {
     assertId(id);
     const { signal, timeout } = toWaitOptions(options);
     if (this.#client === undefined) return waitForFlowTask(this.#loop, id, signal, timeout);

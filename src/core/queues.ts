@@ -6,7 +6,7 @@ import type { QueueSettings } from './gate.js';
 import type { QueueLane } from './lanes.js';
 import type { TaskLoop } from './loop.js';
 import { State, type Task } from './task.js';
-import { assertKnownKeys, describe } from './validate.js';
+import { assertKnownKeys, describe, keysOf } from './validate.js';
 
 /**
  * The settings of one queue, in `new Scheduler({ queues: { name: options } })`.
@@ -72,7 +72,9 @@ export interface QueueInfo {
   counts: QueueCounts;
 }
 
-const QUEUE_KEYS: ReadonlySet<string> = new Set(['concurrency', 'globalConcurrency', 'rate', 'paused']);
+const QUEUE_KEYS: ReadonlySet<string> = new Set(
+  keysOf<QueueOptions>({ concurrency: true, globalConcurrency: true, rate: true, paused: true }),
+);
 
 /** Validates one queue's options; `option` names them in errors (`queues.emails`). @internal */
 function toQueueSettings(value: unknown, option: string): QueueSettings {

@@ -1,7 +1,7 @@
 // The retry policy: its options, their validation, and the delay before each
 // retry (fixed or exponential, capped, with jitter).
 import { toDuration, type Duration } from './duration.js';
-import { assertKnownKeys, describe } from './validate.js';
+import { assertKnownKeys, describe, keysOf } from './validate.js';
 
 /** How a failed or timed-out run is retried. */
 export interface RetryOptions {
@@ -42,7 +42,9 @@ export interface RetryPolicy {
   readonly jitter: number;
 }
 
-const KEYS = new Set(['attempts', 'delay', 'backoff', 'maxDelay', 'jitter']);
+const KEYS: ReadonlySet<string> = new Set(
+  keysOf<RetryOptions>({ attempts: true, delay: true, backoff: true, maxDelay: true, jitter: true }),
+);
 
 /**
  * Validates `retry` as given to `schedule()`: a number is shorthand for

@@ -3,7 +3,7 @@
 import { toDedupe } from './limit-options.js';
 import { DEDUPE_KEYS, LIMIT_KEYS, RUN_KEYS, toLimits, toRun, type DedupeOptions, type LimitOptions, type RunOptions } from './options.js';
 import type { TaskSettings } from './task.js';
-import { assertKnownKeys, assertOptionsObject, describe } from './validate.js';
+import { assertKnownKeys, assertOptionsObject, describe, keysOf } from './validate.js';
 
 /** Options of `schedule()` and `after()`: a run's, its limits and its dedupe key. */
 export interface TaskOptions extends RunOptions, LimitOptions, DedupeOptions {
@@ -13,8 +13,11 @@ export interface TaskOptions extends RunOptions, LimitOptions, DedupeOptions {
   name?: string;
 }
 
-/** The options of an in-memory run that are no group's. @internal */
-export const LABEL_KEYS: readonly string[] = ['signal', 'name'];
+/** The options of an in-memory task that are no group's (a field added to `TaskOptions` outside a group and not here does not compile); a job takes them too. @internal */
+export const LABEL_KEYS = keysOf<Omit<TaskOptions, keyof RunOptions | keyof LimitOptions | keyof DedupeOptions>>({
+  signal: true,
+  name: true,
+});
 
 /** The keys of `TaskOptions`. */
 const TASK_KEYS: ReadonlySet<string> = new Set([...LABEL_KEYS, ...RUN_KEYS, ...LIMIT_KEYS, ...DEDUPE_KEYS]);

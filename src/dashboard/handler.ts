@@ -3,7 +3,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { TaskheapError } from '../core/errors.js';
-import { describe as describeValue } from '../core/validate.js';
+import { describe as describeValue, keysOf } from '../core/validate.js';
 import { schedulerClients, type DurableClient } from '../durable/client.js';
 import type { Scheduler } from '../scheduler.js';
 import { assertId } from '../scheduler-options.js';
@@ -67,7 +67,9 @@ interface Outgoing {
   body: string;
 }
 
-const OPTION_KEYS = new Set(['authorize', 'actions', 'basePath', 'title', 'limit']);
+const OPTION_KEYS: ReadonlySet<string> = new Set(
+  keysOf<DashboardOptions>({ authorize: true, actions: true, basePath: true, title: true, limit: true }),
+);
 const MAX_BODY = 4_096;
 const JOB_ACTIONS = new Set(['pause', 'resume', 'trigger', 'cancel']);
 

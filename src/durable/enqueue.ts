@@ -5,9 +5,21 @@
 // (dispatch.ts).
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { RetryOptions, RetryPolicy } from '../core/retry.js';
-import { describe, toEpoch } from '../core/validate.js';
+import { describe, keysOf, toEpoch } from '../core/validate.js';
 import { toDedupe } from '../core/limit-options.js';
-import { DEDUPE_KEYS, JOB_POLICY_KEYS, LIMIT_KEYS, RUN_KEYS, toJobPolicy, toLimits, toRun } from '../core/options.js';
+import {
+  DEDUPE_KEYS,
+  JOB_POLICY_KEYS,
+  LIMIT_KEYS,
+  RUN_KEYS,
+  toJobPolicy,
+  toLimits,
+  toRun,
+  type DedupeOptions,
+  type JobPolicyOptions,
+  type LimitOptions,
+  type RunOptions,
+} from '../core/options.js';
 import type { DurableTaskOptions, StoredJobOptions, StoredOptions } from './options.js';
 import { ruleToJson } from './rule-json.js';
 import type { EnqueuedTask, NewJob, NewTask, QueryClient, Store, StoredJob } from './store.js';
@@ -16,13 +28,20 @@ import type { Handlers } from './handlers.js';
 import { JobKeyError } from './errors.js';
 import { DEFAULT_QUEUE } from './queues.js';
 
+/** The groups' keys: a field of an options type that no group has must be named beside them (else it does not compile). */
+type GroupKey = keyof RunOptions | keyof LimitOptions | keyof DedupeOptions | keyof JobPolicyOptions;
+
 /** A stored task's options: a run's, its limits and its dedupe key, with its payload and the caller's transaction. */
-const TASK_KEYS: ReadonlySet<string> = new Set(['payload', 'client', ...RUN_KEYS, ...LIMIT_KEYS, ...DEDUPE_KEYS]);
+const TASK_KEYS: ReadonlySet<string> = new Set([
+  ...keysOf<Omit<DurableTaskOptions, GroupKey>>({ payload: true, client: true }),
+  ...RUN_KEYS,
+  ...LIMIT_KEYS,
+  ...DEDUPE_KEYS,
+]);
 /** A stored job's: a run's, its limits and the job policies but jitter, with its payload, key and name. */
 const JOB_KEYS: ReadonlySet<string> = new Set([
-  'payload',
+  ...keysOf<Omit<StoredJobOptions, GroupKey>>({ payload: true, name: true }),
   'key',
-  'name',
   ...RUN_KEYS,
   ...LIMIT_KEYS,
   ...JOB_POLICY_KEYS.filter((key) => key !== 'jitter'),

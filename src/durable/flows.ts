@@ -2,8 +2,8 @@
 // (handlers, options, the graph) before anything is written and hands it to
 // the store in one transaction; `scheduler.flows.get()` reads it back as a
 // status: counts per state and, for each blocked task, what it waits for.
-import { LIMIT_KEYS, RUN_KEYS } from '../core/options.js';
-import { describe, toEpoch } from '../core/validate.js';
+import { LIMIT_KEYS, RUN_KEYS, type LimitOptions, type RunOptions } from '../core/options.js';
+import { describe, keysOf, toEpoch } from '../core/validate.js';
 import { toNewTask } from './enqueue.js';
 import { FlowError } from './errors.js';
 import { toNewFlow, type FlowSpec, type FlowTask } from './flow-graph.js';
@@ -67,7 +67,11 @@ export interface FlowStatus {
 }
 
 /** A flow task's options: its handler, time and dependencies, its payload, a run's options and its limits. */
-const FLOW_TASK_KEYS: ReadonlySet<string> = new Set(['handler', 'when', 'after', 'payload', ...RUN_KEYS, ...LIMIT_KEYS]);
+const FLOW_TASK_KEYS: ReadonlySet<string> = new Set([
+  ...keysOf<Omit<FlowTask, keyof RunOptions | keyof LimitOptions>>({ handler: true, when: true, after: true, payload: true }),
+  ...RUN_KEYS,
+  ...LIMIT_KEYS,
+]);
 
 /** Checks that a flow's task names only options a flow task takes (in memory and with a store). @internal */
 export function assertFlowTaskKeys(task: object): void {

@@ -6,7 +6,7 @@
 // written through `store.setQueue` and read through `store.listQueues`, and
 // the claim applies it in the database.
 import { toRate, type RateLimit } from '../core/limit-options.js';
-import { describe } from '../core/validate.js';
+import { describe, keysOf } from '../core/validate.js';
 import type { QueueChange, QueueRooms, Store, StoredQueue, StoredState } from './store.js';
 import { assertKey } from './validate.js';
 
@@ -82,7 +82,7 @@ function assertConcurrency(value: unknown, what: string): asserts value is numbe
   }
 }
 
-const QUEUE_KEYS: ReadonlySet<string> = new Set(['concurrency', 'globalConcurrency', 'rate']);
+const QUEUE_KEYS: ReadonlySet<string> = new Set(keysOf<DurableQueueOptions>({ concurrency: true, globalConcurrency: true, rate: true }));
 
 /** Validates the scheduler's `queues` option with a store (every queue, before anything is set up). @internal */
 export function toDurableQueues(value: unknown): Map<string, DurableQueueOptions> {

@@ -1,7 +1,7 @@
 // What the durable layer checks at the call, before anything reaches a
 // database: values a column cannot hold, and payloads JSON would change.
-import { assertStorableText, describe, label, type StoreRules } from '../core/validate.js';
-import { TASK_STATES } from './store.js';
+import { assertStorableText, describe, label, type StoreRules, keysOf } from '../core/validate.js';
+import { TASK_STATES, type JobFilter, type TaskCountFilter, type TaskFilter } from './store.js';
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
 export const MAX_TIMER = 2 ** 31 - 1;
@@ -141,9 +141,21 @@ export function assertCount(value: unknown, what: string): asserts value is numb
 
 const STATES: ReadonlySet<string> = new Set(TASK_STATES);
 const JOB_STATES = new Set(['scheduled', 'paused', 'done', 'cancelled']);
-const TASK_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to', 'after', 'limit', 'order']);
-const COUNT_FILTER_KEYS = new Set(['name', 'keyPrefix', 'jobKey', 'queue', 'from', 'to']);
-const JOB_FILTER_KEYS = new Set(['state', 'name', 'keyPrefix', 'after', 'limit']);
+const COUNT_FILTER: Record<keyof Required<TaskCountFilter>, true> = {
+  name: true,
+  keyPrefix: true,
+  jobKey: true,
+  queue: true,
+  from: true,
+  to: true,
+};
+const TASK_FILTER_KEYS: ReadonlySet<string> = new Set(
+  keysOf<TaskFilter>({ ...COUNT_FILTER, state: true, after: true, limit: true, order: true }),
+);
+const COUNT_FILTER_KEYS: ReadonlySet<string> = new Set(keysOf<TaskCountFilter>(COUNT_FILTER));
+const JOB_FILTER_KEYS: ReadonlySet<string> = new Set(
+  keysOf<JobFilter>({ state: true, name: true, keyPrefix: true, after: true, limit: true }),
+);
 /** The most rows one list call returns. */
 const MAX_LIST = 10_000;
 

@@ -1,6 +1,7 @@
 // `health()`: a probe that reads a scheduler as a load balancer or an
 // orchestrator would (a blocked event loop, a stuck pool, a store gone away).
 import type { Scheduler } from '../scheduler.js';
+import { keysOf } from '../core/validate.js';
 
 /** Options of `health()`. */
 export interface HealthOptions {
@@ -58,7 +59,7 @@ export interface HealthReport {
   };
 }
 
-const HEALTH_KEYS = new Set(['maxStall', 'maxLoopDelay', 'storeTimeout']);
+const HEALTH_KEYS: ReadonlySet<string> = new Set(keysOf<HealthOptions>({ maxStall: true, maxLoopDelay: true, storeTimeout: true }));
 /** How often the event loop's delay is sampled, ms. */
 const RESOLUTION = 20;
 

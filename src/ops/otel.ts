@@ -6,6 +6,7 @@ import type { Task } from '../core/task.js';
 import type { SkipInfo } from '../jobs/job.js';
 import type { Scheduler } from '../scheduler.js';
 import type { SchedulerEvents } from '../scheduler-options.js';
+import { keysOf } from '../core/validate.js';
 
 type Api = typeof import('@opentelemetry/api');
 
@@ -28,7 +29,7 @@ export interface OtelInstrumentation {
   close(): void;
 }
 
-const OTEL_KEYS = new Set(['meterProvider', 'tracerProvider', 'spans']);
+const OTEL_KEYS: ReadonlySet<string> = new Set(keysOf<OtelOptions>({ meterProvider: true, tracerProvider: true, spans: true }));
 
 /**
  * Reports a scheduler's runs to OpenTelemetry: counters of runs, outcomes

@@ -8,7 +8,7 @@ import type { ResourceLimits } from 'node:worker_threads';
 import { toDuration, type Duration } from '../core/duration.js';
 import type { TaskContext, TaskFunction } from '../core/task.js';
 import type { TaskOptions } from '../core/task-options.js';
-import { assertKnownKeys, assertOptionsObject, describe } from '../core/validate.js';
+import { assertKnownKeys, assertOptionsObject, describe, keysOf } from '../core/validate.js';
 import { ThreadJob } from './job.js';
 import type { ThreadPool } from './pool.js';
 import type { ThreadSettings } from './thread.js';
@@ -73,8 +73,10 @@ export interface ThreadContext extends TaskContext {
   readonly id?: number;
 }
 
-const THREAD_KEYS = new Set(['execArgv', 'resourceLimits', 'grace']);
-const LIMIT_KEYS = new Set(['maxYoungGenerationSizeMb', 'maxOldGenerationSizeMb', 'codeRangeSizeMb', 'stackSizeMb']);
+const THREAD_KEYS: ReadonlySet<string> = new Set(keysOf<ThreadOptions>({ execArgv: true, resourceLimits: true, grace: true }));
+const LIMIT_KEYS: ReadonlySet<string> = new Set(
+  keysOf<ResourceLimits>({ maxYoungGenerationSizeMb: true, maxOldGenerationSizeMb: true, codeRangeSizeMb: true, stackSizeMb: true }),
+);
 
 /** The default pool size: one thread per core Node may use. @internal */
 export function defaultThreads(): number {

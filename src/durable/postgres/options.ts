@@ -3,7 +3,7 @@
 // the store runs with or throws a TypeError / RangeError saying what is wrong.
 import { DEFAULT_MAX_LEASE_EXPIRIES } from '../expiries.js';
 import { toDuration, type Duration } from '../../core/duration.js';
-import { describe } from '../../core/validate.js';
+import { describe, keysOf } from '../../core/validate.js';
 import { assertCount, assertName, MAX_TIMER } from '../validate.js';
 import type { PgPoolLike } from './pg.js';
 
@@ -91,18 +91,20 @@ export interface PostgresStoreOptions {
 /** The most tasks a process may claim ahead of its workers. */
 const MAX_PREFETCH = 10_000;
 
-const OPTION_KEYS = new Set([
-  'connectionString',
-  'pool',
-  'pgbouncer',
-  'listenConnectionString',
-  'lease',
-  'poll',
-  'schema',
-  'timeout',
-  'maxLeaseExpiries',
-  'prefetch',
-]);
+const OPTION_KEYS: ReadonlySet<string> = new Set(
+  keysOf<PostgresStoreOptions>({
+    connectionString: true,
+    pool: true,
+    pgbouncer: true,
+    listenConnectionString: true,
+    lease: true,
+    poll: true,
+    schema: true,
+    timeout: true,
+    maxLeaseExpiries: true,
+    prefetch: true,
+  }),
+);
 
 /** What a store runs with: durations in ms, defaults applied. */
 export interface PostgresSettings {

@@ -39,7 +39,7 @@ import type {
 import { toDuration, type Duration } from '../../core/duration.js';
 import { TaskheapError } from '../../core/errors.js';
 import type { TaskLogLine } from '../../core/journal.js';
-import { assertKnownKeys, describe } from '../../core/validate.js';
+import { assertKnownKeys, describe, keysOf } from '../../core/validate.js';
 import { assertCount, MAX_TIMER } from '../validate.js';
 import { toClaims, toTask } from '../rows.js';
 import { openDatabase, type Database, type Prepare, type SqliteDriver, type Statement } from './driver.js';
@@ -97,7 +97,7 @@ export interface SqliteStoreOptions {
   driver?: SqliteDriver;
 }
 
-const OPTION_KEYS = new Set(['lease', 'maxLeaseExpiries', 'driver']);
+const OPTION_KEYS: ReadonlySet<string> = new Set(keysOf<SqliteStoreOptions>({ lease: true, maxLeaseExpiries: true, driver: true }));
 
 /**
  * A store in one SQLite file, for one process: tasks and jobs survive a
