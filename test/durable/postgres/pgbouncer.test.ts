@@ -95,7 +95,10 @@ async function effectsTable(schema: string): Promise<void> {
 /**
  * Every task of `schema` succeeded and left one effect (ctx.transaction()),
  * and started exactly as often as the store counted its attempts: once, or
- * (`retried`) again only for an attempt whose transaction failed, a retry.
+ * (`retried`: PgBouncer killed under load) again only for an attempt whose
+ * transaction failed, a retry; there an attempt may also be counted once
+ * without a start: a claim the server committed whose answer PgBouncer's
+ * death lost, taken over after its lease ran out (docs/delivery.md).
  */
 async function exactlyOnce(schema: string, starts: Map<number, number>, expected: number, retried = false): Promise<void> {
   const { rows } = await admin.query<{ id: string; state: string; attempts: number; effects: string }>(
@@ -105,7 +108,8 @@ async function exactlyOnce(schema: string, starts: Map<number, number>, expected
   expect(rows).toHaveLength(expected);
   expect(rows.filter((row) => row.state !== 'succeeded')).toEqual([]);
   expect(rows.filter((row) => Number(row.effects) !== 1)).toEqual([]);
-  expect(rows.filter((row) => starts.get(Number(row.id)) !== Number(row.attempts))).toEqual([]);
+  const counted = (row: { id: string; attempts: number }) => Number(row.attempts) - (starts.get(Number(row.id)) ?? 0);
+  expect(rows.filter((row) => counted(row) !== 0 && !(retried && counted(row) === 1))).toEqual([]);
   if (!retried) expect([...starts.values()].filter((n) => n !== 1)).toEqual([]);
   expect(starts.size).toBe(expected);
 }
