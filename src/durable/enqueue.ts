@@ -58,7 +58,7 @@ export class Enqueuer {
   /** The scheduler's clock (a store without its own clock measures throttle periods and writes createdAt on it). */
   readonly #now: () => number;
   /**
-   * The handlers with a stored job this process registered without \`key\`.
+   * The handlers with a stored job this process registered without `key`.
    * Such a job's key is its handler's name, so registering it again at every
    * start (each deploy, each replica) updates the one job; a second keyless
    * job of the handler in one process would silently replace the first.
