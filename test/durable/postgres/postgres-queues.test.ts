@@ -116,7 +116,7 @@ describe('postgresStore: named queues across processes', () => {
   it("a global concurrency holds across three processes, and a SIGKILLed worker's slots come back after its lease", async () => {
     const lease = 2_000;
     const schema = await setUp([
-      // Runs of g last long enough that the victim is still in one when the kill lands, however loaded the machine.
+      // Runs of g last a second: the victim is caught in one (below), stopped, then killed.
       { queue: 'g', count: 15, ms: 1_000 },
       { queue: 'default', count: 40, ms: 20 },
     ]);
@@ -125,10 +125,20 @@ describe('postgresStore: named queues across processes', () => {
     // Kill a worker while it runs tasks of 'g' (it holds their slots): whichever is running one first. Not a
     // worker chosen before: the first two to claim may hold all three slots, batch after batch, until g is
     // done (a CI dry run waited a minute for the first worker to get one).
+    // Stopped first (SIGSTOP), it can finish nothing more: killed only if its run of g is still unfinished
+    // then (on a loaded machine the run may end between the look and the signal: then it goes on, and
+    // the look is made again), after a moment for a write it had already sent to land.
     let running: Worker | undefined;
-    await waitFor('a worker to run tasks of g', async () => {
-      const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM ${schema}.runs WHERE queue = 'g' AND finished_at IS NULL`);
-      running = ws.find((w) => rows.some((row) => row.pid === w.pid));
+    await waitFor('a worker stopped in a run of g', async () => {
+      const unfinished = `SELECT pid FROM ${schema}.runs WHERE queue = 'g' AND finished_at IS NULL`;
+      const { rows } = await admin.query<{ pid: number }>(unfinished);
+      const candidate = ws.find((w) => rows.some((row) => row.pid === w.pid));
+      if (candidate === undefined) return false;
+      candidate.kill('SIGSTOP');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const { rows: still } = await admin.query(`${unfinished} AND pid = $1`, [candidate.pid]);
+      if (still.length > 0) running = candidate;
+      else candidate.kill('SIGCONT');
       return running !== undefined;
     });
     const victim = running!;
