@@ -130,7 +130,7 @@ export class Scheduler {
   }
 
   #add<R>(time: number, fn: TaskFunction<R> | string | URL, options: TaskOptions | DurableTaskOptions | undefined) {
-    if (typeof fn !== 'string' && this.#shared) warnLocalWork();
+    if (this.#shared && typeof fn !== 'string') warnLocalWork();
     if (typeof fn === 'function') return this.#loop.add(time, fn, options as TaskOptions | undefined);
     if (fn instanceof URL) return this.#loop.add(time, ...threadTask(this.#threads, fn, options)) as Task<Awaited<R>>;
     return this.#requireStore('Scheduling a handler by name', true).enqueue.schedule(time, fn, options as DurableTaskOptions | undefined);

@@ -89,13 +89,8 @@ export function endedTasks(prepare: Prepare, ids: readonly number[]): EndedTasks
 /** A page of tasks under `filter`, in due order or (`order: 'desc'`) newest first. */
 export function listTasks(prepare: Prepare, filter: TaskFilter): StoredTask[] {
   const rows = prepare(filter.order === 'desc' ? INSPECT_SQL.listTasksDesc : INSPECT_SQL.listTasks).all({
+    ...selection(filter),
     state: filter.state ?? null,
-    name: filter.name ?? null,
-    jobKey: filter.jobKey ?? null,
-    keyPrefix: filter.keyPrefix ?? null,
-    queue: filter.queue ?? null,
-    from: epoch(filter.from),
-    to: epoch(filter.to),
     afterRunAt: epoch(filter.after?.runAt),
     afterId: filter.after?.id ?? null,
     limit: filter.limit ?? 100,
@@ -131,7 +126,7 @@ export function deleteTasks(statement: Prepare, filter: TaskFilter): number {
   return Number(changes);
 }
 
-/** The named parameters of countTasks and deleteTasks. */
+/** The named parameters of a filter's selection: listTasks, countTasks and deleteTasks. */
 function selection(filter: TaskFilter): Record<string, string | number | null> {
   return {
     name: filter.name ?? null,
