@@ -102,16 +102,8 @@ export class Scheduler {
     return this.#client;
   }
 
-  /**
-   * Runs `fn` at `when`. A time in the past runs as soon as a worker is free.
-   * @param when a `Date`, epoch milliseconds, or a luxon `DateTime`
-   * @param fn the task; sync or async; receives a `TaskContext`
-   * @example
-   * const task = scheduler.schedule(Date.now() + 60_000, async (ctx) => {
-   *   await sendReminder({ signal: ctx.signal });
-   * }, { name: 'reminder', timeout: 5_000, retry: { attempts: 3, delay: 1_000 } });
-   */
-  schedule<R>(when: When, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
+  // Each method with a function, a handler name or a module URL declares the function form last: TypeScript 7 reports a
+  // call that matches no overload against the last one only, and a misspelt option is most often in the function form.
   /**
    * With a store: schedules the handler `name` (see `define()`) with a JSON payload. A Promise where a function gets a
    * `Task`: the stored row exists once the store commits it (docs/design.md, "One vocabulary").
@@ -125,6 +117,16 @@ export class Scheduler {
    * const task = scheduler.schedule(when, new URL('./thumbnail.js', import.meta.url), { payload: { file } });
    */
   schedule<R = unknown>(when: When, module: URL, options?: ThreadTaskOptions): Task<R>;
+  /**
+   * Runs `fn` at `when`. A time in the past runs as soon as a worker is free.
+   * @param when a `Date`, epoch milliseconds, or a luxon `DateTime`
+   * @param fn the task; sync or async; receives a `TaskContext`
+   * @example
+   * const task = scheduler.schedule(Date.now() + 60_000, async (ctx) => {
+   *   await sendReminder({ signal: ctx.signal });
+   * }, { name: 'reminder', timeout: 5_000, retry: { attempts: 3, delay: 1_000 } });
+   */
+  schedule<R>(when: When, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
   schedule<R>(when: When, fn: TaskFunction<R> | string | URL, options?: TaskOptions | DurableTaskOptions): Added<R> {
     return this.#add(toEpoch(when), fn, options);
   }
@@ -150,6 +152,10 @@ export class Scheduler {
     return this.#requireStore('scheduleMany()', true).enqueue.scheduleMany(toStoredItems(items));
   }
 
+  /** With a store: the handler `name` after `delay` (see the durable `schedule`). */
+  after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
+  /** The module `module`'s default export in a worker thread, after `delay` (see `schedule`). */
+  after<R = unknown>(delay: Duration, module: URL, options?: ThreadTaskOptions): Task<R>;
   /**
    * Runs `fn` after `delay` (milliseconds, or a string such as `'10m'` or
    * `'1h30m'`, see `parseDuration`); the same as `schedule(now + delay, …)`.
@@ -158,10 +164,6 @@ export class Scheduler {
    * scheduler.after('10m', () => console.log('ten minutes later'));
    */
   after<R>(delay: Duration, fn: TaskFunction<R>, options?: TaskOptions): Task<Awaited<R>>;
-  /** With a store: the handler `name` after `delay` (see the durable `schedule`). */
-  after(delay: Duration, name: string, options?: DurableTaskOptions): Promise<EnqueuedTask>;
-  /** The module `module`'s default export in a worker thread, after `delay` (see `schedule`). */
-  after<R = unknown>(delay: Duration, module: URL, options?: ThreadTaskOptions): Task<R>;
   after<R>(delay: Duration, fn: TaskFunction<R> | string | URL, options?: TaskOptions | DurableTaskOptions): Added<R> {
     return this.#add(delayEnd(this.#loop.clock.now(), delay), fn, options);
   }

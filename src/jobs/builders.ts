@@ -114,12 +114,7 @@ export abstract class JobBuilder {
     return this;
   }
 
-  /**
-   * Schedules `fn` by this rule and returns its `Job`.
-   * @example
-   * const job = scheduler.every().day().at('10:30').run(async (ctx) => report(ctx.signal));
-   */
-  run(fn: TaskFunction, options?: JobOptions): Job;
+  // The function form last: TypeScript 7 reports a call that matches no overload against the last one (see schedule()).
   /**
    * With a store: registers a durable job that runs the handler `name`
    * (see `scheduler.define()`); resolves once the store has committed it.
@@ -135,6 +130,12 @@ export abstract class JobBuilder {
    * scheduler.every().hour().run(new URL('./rollup.js', import.meta.url), { payload: { table: 'events' } });
    */
   run(module: URL, options?: ModuleJobOptions): Job;
+  /**
+   * Schedules `fn` by this rule and returns its `Job`.
+   * @example
+   * const job = scheduler.every().day().at('10:30').run(async (ctx) => report(ctx.signal));
+   */
+  run(fn: TaskFunction, options?: JobOptions): Job;
   run(fn: TaskFunction | string | URL, options?: ModuleJobOptions | StoredJobOptions): Job | Promise<StoredJob> {
     if (typeof fn !== 'function' && typeof fn !== 'string' && !(fn instanceof URL)) {
       throw new TypeError(`Expected the job to be a function, a module URL or a handler name, got ${describe(fn)}`);

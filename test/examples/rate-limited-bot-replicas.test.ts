@@ -68,20 +68,23 @@ describe('examples/rate-limited-bot.ts as replicas', () => {
     }
     const out = (await first.stop()) + (await second.stop());
     expect(sent, out).toBe(85);
-    const { rows } = await admin.query<{ chat: number; at: number; attempts: number }>(
-      `SELECT (payload::jsonb ->> 'chat')::int AS chat, extract(epoch from started_at) * 1000 AS at, attempts
+    const { rows } = await admin.query<{ chat: number; at: number }>(
+      `SELECT (payload::jsonb ->> 'chat')::int AS chat, extract(epoch from started_at) * 1000 AS at
        FROM taskheap_tasks ORDER BY started_at`,
     );
-    expect(rows.every((row) => row.attempts === 1)).toBe(true);
     const starts = rows.map((row) => Number(row.at));
-    expect(windowsHold(starts, LIMITS.overall)).toBe(true);
+    expect(windowsHold(starts, LIMITS.overall), `overall: ${starts.join(', ')}`).toBe(true);
     const byChat = new Map<number, number[]>();
     for (const row of rows) byChat.set(row.chat, [...(byChat.get(row.chat) ?? []), Number(row.at)]);
     expect(byChat.size).toBe(41);
     for (const [chat, times] of byChat) {
       expect(windowsHold(times, chat < 0 ? LIMITS.group : LIMITS.chat), `chat ${chat}: ${times.join(', ')}`).toBe(true);
     }
-    // Each message was printed once, by whichever replica sent it.
-    expect(out.match(/chat +\d+ +reminder [12] of 2/g)).toHaveLength(80);
+    // Each message was sent once, by whichever replica sent it. (Not `attempts === 1`: on a machine
+    // loaded enough for a claim to outlast its timeout, a claim whose answer was lost is taken over
+    // after its lease and counted as an attempt it was not: docs/delivery.md.)
+    const sends = out.match(/chat +-?\d+ +(reminder [12] of 2|group reminder \d)/g) ?? [];
+    const once = new Set(sends.map((line) => line.replace(/ +/g, ' ')));
+    expect({ sends: sends.length, distinct: once.size }, out).toEqual({ sends: 85, distinct: 85 });
   }, 90_000);
 });

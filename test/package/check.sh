@@ -3,7 +3,8 @@
 # consumer projects in a temp dir (never this repo's node_modules): ESM,
 # CommonJS, and TypeScript with `module: nodenext` (an ESM and a CommonJS
 # package) and with `moduleResolution: bundler`, each type-checked with skipLibCheck false and
-# true. Each runs a small smoke script. Then publint and attw check the
+# true, by TypeScript 5 and 7. Each runs a small smoke script. A misspelt option must be
+# reported against the form it was written in, on both compilers. Then publint and attw check the
 # package's metadata and types, and the tarball's .d.ts files are checked for
 # internal members. Exits non-zero on the first failure.
 #
@@ -118,7 +119,8 @@ consumer esm module
 consumer cjs commonjs
 (cd "$work/cjs" && each_node smoke.cjs)
 
-tsc="$repo/node_modules/.bin/tsc"
+# Both TypeScript compilers consumers use: 5.x and 7.x (the `typescript7` alias).
+compilers=("$repo/node_modules/typescript/bin/tsc" "$repo/node_modules/typescript7/bin/tsc")
 # Node's types as a real consumer has them: installed in the project (the
 # version this repo uses), not borrowed from this repo through --typeRoots,
 # which would also lend it every other @types package here (@types/pg...).
@@ -126,8 +128,33 @@ types_node="@types/node@$(node -p "require('$repo/node_modules/@types/node/packa
 for entry in ts-nodenext:module ts-bundler:module ts-cjs:commonjs; do
   name="${entry%%:*}"
   consumer "$name" "${entry#*:}" "$types_node"
-  (cd "$work/$name" && "$tsc" -p . \
-    && "$tsc" -p . --skipLibCheck true --noEmit \
-    && each_node out/smoke.js "$name")
+  for tsc in "${compilers[@]}"; do
+    echo "$name: TypeScript $(node "$tsc" --version)"
+    (cd "$work/$name" && node "$tsc" -p . \
+      && node "$tsc" -p . --skipLibCheck true --noEmit \
+      && each_node out/smoke.js "$name")
+  done
+done
+
+# A misspelt option is reported against the form it was written for, on both
+# compilers: TypeScript 7 reports a call that matches no overload against the
+# last overload only (5.x lists them all), so the function form comes last.
+cp "$fixtures/misspelt-options.ts" "$work/ts-nodenext/"
+echo '{ "extends": "./tsconfig.json", "compilerOptions": { "noEmit": true }, "files": ["misspelt-options.ts"] }' \
+  > "$work/ts-nodenext/tsconfig.misspelt.json"
+for tsc in "${compilers[@]}"; do
+  out="$(cd "$work/ts-nodenext" && node "$tsc" -p tsconfig.misspelt.json)" && {
+    echo "misspelt options compiled on TypeScript $(node "$tsc" --version)"
+    exit 1
+  }
+  for expected in "'timout' does not exist in type 'TaskOptions'" "'timout' does not exist in type 'JobOptions'" \
+    "Type '\"skp\"' is not assignable to type 'OverlapPolicy | undefined'"; do
+    if ! grep -qF "$expected" <<<"$out"; then
+      echo "TypeScript $(node "$tsc" --version) does not say: $expected"
+      echo "$out"
+      exit 1
+    fi
+  done
+  echo "misspelt options: TypeScript $(node "$tsc" --version) names each against the function form"
 done
 echo "package: all consumers passed"

@@ -6,12 +6,13 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import type { Store } from '../../src/store.js';
 import { postgresStore } from '../../src/postgres.js';
 import { sqliteStore } from '../../src/sqlite.js';
-import type { PgServer } from '../durable/pg-server.js';
+import { storePool } from '../fixtures/store-pool.js';
 import { schemaNamer, usePostgres } from '../durable/use-postgres.js';
 import { fixture } from './helpers.js';
 
@@ -82,15 +83,17 @@ describe('durable module tasks on SQLite', () => {
 });
 
 describe('durable module tasks on PostgreSQL', () => {
-  let server!: PgServer;
-  usePostgres((s) => {
-    server = s;
+  // The stores share a pool whose connections may take 30 s under load (see storePool).
+  let pool!: pg.Pool;
+  usePostgres((server) => {
+    pool = storePool(server.url);
   });
+  afterAll(() => pool.end());
   const schema = schemaNamer('threads');
   let current = '';
   durableSuite(
-    (lease) => postgresStore({ connectionString: server.url, schema: (current = schema()), lease }),
+    (lease) => postgresStore({ pool, schema: (current = schema()), lease }),
     1_500,
-    (lease) => postgresStore({ connectionString: server.url, schema: current, lease }),
+    (lease) => postgresStore({ pool, schema: current, lease }),
   );
 });
