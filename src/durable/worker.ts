@@ -75,8 +75,8 @@ export class DurableWorker {
     });
     const dispatcher = (this.#dispatcher = new Dispatcher(ctx, handlers, holdings, prefetch, this.#completer));
     this.#claimer = new Claimer(ctx, handlers, holdings, prefetch, dispatcher, (claims) => this.#completer.handBack(claims));
-    this.#leases = new Leases(ctx, holdings, this.#completer, () => this.#claimer.claiming);
-    this.#maintenance = new Maintenance(ctx, retention);
+    this.#leases = new Leases(ctx, holdings, this.#completer, this.#claimer);
+    this.#maintenance = new Maintenance(ctx, retention, () => this.#completer.batches);
   }
 
   /**
