@@ -48,7 +48,7 @@ beforeAll(() => {
     join(dir, 'hook.js'),
     "import { appendFileSync } from 'node:fs';\n" +
       'export async function load(url, context, next) {\n' +
-      '  appendFileSync(process.env.LOADED, `${url}\\n`);\n' +
+      "  appendFileSync(process.env.LOADED, url + '\\n');\n" +
       '  return next(url, context);\n' +
       '}\n',
   );

@@ -303,6 +303,7 @@ export class Claimer {
     params.names = this.#handlers.names;
     params.rooms = rooms;
     params.limits = limits;
+    params.announceLease = this.#holdings.size === 0;
     const claimed = await store.claim(params);
     this.#prefetch.claimed(performance.now() - sent);
     if (skips !== undefined) {

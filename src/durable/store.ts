@@ -275,6 +275,12 @@ export interface ClaimParams {
   rooms?: QueueRooms;
   /** What the claim must respect besides the stored limits. */
   limits?: ClaimLimits;
+  /**
+   * This process held no claim before this one: a store many processes
+   * share tells the others when the leases it takes run out, so that an idle
+   * one, whatever its poll, takes them over if this process dies.
+   */
+  announceLease?: boolean;
 }
 
 /** What `Store.renew` is asked. */

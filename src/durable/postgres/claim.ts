@@ -33,7 +33,7 @@ import type { Connection } from './connection.js';
 import { materialize, type JobStatements } from './jobs.js';
 import { lockQueues, queueTokens, spent } from './limits.js';
 import { millis, ms, tables } from './tables.js';
-import { DONE, DONE_IDS } from './listener.js';
+import { DONE, DONE_IDS, WAKE } from './listener.js';
 
 /** How a due recurring job advances (the scheduler's rule): its next occurrence, or its end. @internal */
 export type Advance = (job: DueJob, now: number, running: boolean) => JobAdvance;
@@ -62,6 +62,8 @@ export interface ClaimAsk {
   readonly free: number;
   /** ms this process still waits, since it reached the server again, before it takes over leases. */
   readonly takeoverWait: number;
+  /** Tell the other processes when the leases this claim takes run out (this process held none before). */
+  readonly announceLease: boolean;
 }
 
 /** @internal */
@@ -90,19 +92,31 @@ export class Claims {
     // Both claims are named statements, planned once per connection (prepared.ts). Due times and
     // leases are the server's: this process's clock is not used.
     const plain = ask.rated || (ask.rooms !== undefined && ask.rooms.size > 0) ? undefined : await this.#plain(ask);
-    // The plain claim takes no expired lease over, so it fails no task: nothing to announce.
-    if (plain !== undefined && !plain.limited && !plain.jobsDue) return plain.claims;
+    // The plain claim takes no expired lease over, so it fails no task: nothing to announce but its leases.
+    if (plain !== undefined && !plain.limited && !plain.jobsDue) return this.#leased(ask, plain.claims);
     const params = this.#fullParams(ask);
     if (plain === undefined || !plain.jobsDue) {
       const { rows } = await this.#db.query<FlaggedRow>(this.#sql.claimUnlessJobsDue, params, true);
-      if (rows[0]?.jobs_due !== true) return this.#announced(claimsOf(rows));
+      if (rows[0]?.jobs_due !== true) return this.#leased(ask, this.#announced(claimsOf(rows)));
     }
     const claims = await this.#db.transaction(async (client) => {
       await materialize(client, this.#sql, advance);
       const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
       return toClaims(rows);
     });
-    return this.#announced(claims);
+    return this.#leased(ask, this.#announced(claims));
+  }
+
+  /**
+   * A process that held nothing tells the others on WAKE, after its claim's
+   * commit and without waiting, when the leases it took run out: an idle
+   * process knows the leases held when it last asked what is due, and from
+   * then on those that holders renew, but not the first of a holder that held
+   * none. Only on that transition, so a busy process announces nothing.
+   */
+  #leased(ask: ClaimAsk, claims: ClaimedTask[]): ClaimedTask[] {
+    if (ask.announceLease && claims.length > 0) this.#db.query(this.#sql.announceLease, [this.#prefix, ask.lease]).catch(() => {});
+    return claims;
   }
 
   /**
@@ -165,7 +179,7 @@ export class Claims {
 
   /** The statements to ready on a fresh connection (Connection.warm): each claim, of nothing, and a next-due question. */
   warmups(owner: string, lease: number, names: readonly string[] | undefined) {
-    const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0 };
+    const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0, announceLease: false };
     return [
       { text: this.#sql.claimPlain, values: [0, owner, lease, names ?? null, 0] },
       { text: this.#sql.claimUnlessJobsDue, values: this.#fullParams(full) },
@@ -211,6 +225,8 @@ export function claimStatements(schema: string | undefined) {
     nextDue: nextDueSql(T, J, L, Q, M),
     /** Announces on DONE ($1: the prefix and the ids) the tasks a claim failed for their lease expiries. */
     announceDone: `SELECT pg_notify('${DONE}', $1)`,
+    /** When leases written now for $2 ms run out, as a wake-up (payload prefix $1). */
+    announceLease: `SELECT pg_notify('${WAKE}', $1 || (extract(epoch from clock_timestamp()) * 1000 + $2::float8)::bigint::text)`,
   };
 }
 

@@ -167,10 +167,11 @@ class PostgresStore implements Store, FlowStore, LimitListStore {
     return addJob(this.#db, this.#sql, this.#prefix, job);
   }
 
-  claim({ owner, lease, limit, advance, names, rooms, limits }: ClaimParams): Promise<ClaimedTask[]> {
+  claim({ owner, lease, limit, advance, names, rooms, limits, announceLease = false }: ClaimParams): Promise<ClaimedTask[]> {
     const rated = limits?.rate !== undefined;
     const takeoverWait = this.#db.takeoverWait(lease);
-    return this.#claims.claim({ owner, lease, limit, names, rooms, rated, free: limits?.free ?? limit, takeoverWait }, advance);
+    const free = limits?.free ?? limit;
+    return this.#claims.claim({ owner, lease, limit, names, rooms, rated, free, takeoverWait, announceLease }, advance);
   }
 
   /** Nothing of a previous life to recover: the next claim, of any process, takes an expired lease over. */

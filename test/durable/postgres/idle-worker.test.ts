@@ -72,9 +72,9 @@ describe('an idle worker on PostgreSQL', () => {
   }
 
   /** Waits (real time) until `check` holds, at most 20 s. */
-  async function until(check: () => boolean): Promise<void> {
+  async function until(check: () => boolean | Promise<boolean>): Promise<void> {
     const end = Date.now() + 20_000;
-    while (!check()) {
+    while (!(await check())) {
       if (Date.now() > end) throw new Error('timed out');
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
@@ -156,4 +156,46 @@ describe('an idle worker on PostgreSQL', () => {
     await idle(clock, 600_000);
     expect(counted(sent, after)).not.toHaveProperty('renew');
   }, 120_000);
+
+  it('a worker that held nothing announces when its first leases run out, so an idle one with a long poll can take them over; a busy one does not', async () => {
+    const name = schema();
+    const listener = new pg.Client({ connectionString: server.url });
+    await listener.connect();
+    const heard: number[] = [];
+    listener.on('notification', ({ channel, payload }) => {
+      if (channel === 'taskheap_wake' && payload?.startsWith(`${name}:`)) heard.push(Number(payload.slice(name.length + 1)));
+    });
+    await listener.query('LISTEN taskheap_wake');
+    try {
+      const scheduler = new Scheduler({
+        store: postgresStore({ connectionString: server.url, schema: name, lease: LEASE }),
+        onError: () => {},
+      });
+      opened.push(scheduler);
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      scheduler.define('work', () => held);
+      await scheduler.start();
+      // The wake-ups heard since `from` (an index of `heard`) that name a lease's end, `at` or later.
+      const leased = (from: number, at: number) => heard.slice(from).filter((time) => time >= at + LEASE - 5_000);
+      const first = Date.now();
+      const a = await scheduler.schedule(first, 'work');
+      await until(() => leased(0, first).length > 0);
+      expect(leased(0, first)).toHaveLength(1);
+      expect(leased(0, first)[0]).toBeLessThanOrEqual(Date.now() + LEASE + 5_000);
+      // While it holds a task, its claims announce no lease: only the add's wake-up.
+      const before = heard.length;
+      const second = Date.now();
+      const b = await scheduler.schedule(second, 'work');
+      await until(() => heard.length > before);
+      await until(async () => (await scheduler.getTask(b.id))?.state === 'running');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(leased(before, second)).toEqual([]);
+      release();
+      expect(await scheduler.waitFor(a.id)).toMatchObject({ state: 'succeeded' });
+      expect(await scheduler.waitFor(b.id)).toMatchObject({ state: 'succeeded' });
+    } finally {
+      await listener.end();
+    }
+  }, 60_000);
 });
