@@ -20,9 +20,14 @@ export interface ChildResult {
  * ../compiled-fixture.ts (the program `npx tsx <file>` runs, without tsx's
  * start-up, about a second of CPU, in every child); with `tsx`, `--import tsx
  * <file>` itself, for a program that finds other files by its own
- * `import.meta.url` (a worker module beside it).
+ * `import.meta.url` (a worker module beside it). Under Bun or Deno (the
+ * runtimes run of .ci/run: scripts/ci/runtimes.sh) the child is that runtime,
+ * running the TypeScript file itself, as their users would.
  */
 export function program(file: string, { tsx = false }: { tsx?: boolean } = {}): string[] {
+  if (process.versions.bun !== undefined) return [file];
+  // --sloppy-imports: the examples import src/*.ts as '.js', the way tsc wants it.
+  if (process.versions.deno !== undefined) return ['run', '-A', '--sloppy-imports', file];
   return tsx ? ['--import', 'tsx', file] : [compiled(file)];
 }
 
