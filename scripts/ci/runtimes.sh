@@ -13,7 +13,8 @@
 #
 # test/threads/lifecycle.test.ts is left out: it tests Node's own thread
 # options (resourceLimits, execArgv), which taskheap refuses on Bun and Deno.
-# The runtimes are the npm packages (scripts/ci/install-runtime.sh). Both run
+# The runtimes are the npm packages at the versions scripts/ci/install-runtime.sh
+# pins (Bun 1.4.5, Deno 2.9.6). Both run
 # at once, each with its own PostgreSQL server (test/global-postgres.ts):
 # they mostly wait (on PostgreSQL, child processes, timers), so together they
 # take little longer than the slower one. Their output is printed one after
@@ -28,7 +29,6 @@
 #   files as in .ci/run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-BUN_VERSION=1.4.5 DENO_VERSION=2.9.6
 cache="$1" out="$2"
 mkdir -p "$out" && rm -f "$out"/bun.* "$out"/deno.*
 files=(test/examples/ test/durable/conformance/ test/core/scheduler.test.ts test/core/cancel.test.ts
@@ -36,8 +36,8 @@ files=(test/examples/ test/durable/conformance/ test/core/scheduler.test.ts test
 [ -n "${TASKHEAP_CI_TESTS:-}" ] && read -ra files <<<"$TASKHEAP_CI_TESTS"
 
 status=0
-bun="$(bash scripts/ci/install-runtime.sh bun "$BUN_VERSION" "$cache")" || { echo "installing Bun $BUN_VERSION failed"; status=1; }
-deno="$(bash scripts/ci/install-runtime.sh deno "$DENO_VERSION" "$cache")" || { echo "installing Deno $DENO_VERSION failed"; status=1; }
+bun="$(bash scripts/ci/install-runtime.sh bun "$cache")" || { echo "installing Bun failed"; status=1; }
+deno="$(bash scripts/ci/install-runtime.sh deno "$cache")" || { echo "installing Deno failed"; status=1; }
 if [ ! -d node_modules/.better-sqlite3-lockfile ]; then
   trap 'bash scripts/ci/better-sqlite3.sh restore' EXIT
   bash scripts/ci/better-sqlite3.sh swap "$cache" || echo "fetching better-sqlite3 13 failed: its driver's runs fail"
@@ -58,7 +58,7 @@ pids=()
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 for name in bun deno; do
   [ -f "$out/$name.log" ] || continue
-  echo "=== tests on $([ "$name" = bun ] && echo "Bun $BUN_VERSION" || echo "Deno $DENO_VERSION") ==="
+  if [ "$name" = bun ]; then echo "=== tests on Bun $("$bun" --version) ==="; else echo "=== tests on Deno $("$deno" --version | head -n 1 | cut -d ' ' -f 2) ==="; fi
   cat "$out/$name.log"
 done
 echo "Bun and Deno: $((SECONDS - started)) s for both runs"

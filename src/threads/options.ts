@@ -112,7 +112,7 @@ export function toThreadSettings(options: ThreadOptions | undefined): ThreadSett
   // thread of its that reaches a limit while running a handler hangs instead of ending: refused here, by name.
   if (runtime !== undefined && (execArgv !== undefined || resourceLimits !== undefined)) {
     const option = execArgv !== undefined ? 'execArgv' : 'resourceLimits';
-    throw new TypeError(`\`threadOptions.${option}\` is Node's: ${runtime} does not apply it to worker threads (leave it out there)`);
+    throw new TypeError(`\`threadOptions.${option}\` is Node-only: the worker threads of ${runtime} do not honour it (leave it out there)`);
   }
   const grace = options.grace === undefined ? 1000 : toDuration(options.grace, 'threadOptions.grace');
   return { execArgv: execArgv === undefined ? undefined : [...execArgv], resourceLimits, grace };

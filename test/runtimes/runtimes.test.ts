@@ -35,7 +35,7 @@ describe(`on ${runtime}`, () => {
     for (const threadOptions of [limits, flags]) {
       const option = Object.keys(threadOptions)[0];
       expect(() => new Scheduler({ threads: 1, threadOptions })).toThrow(
-        new TypeError(`\`threadOptions.${option}\` is Node's: ${version} does not apply it to worker threads (leave it out there)`),
+        new TypeError(`\`threadOptions.${option}\` is Node-only: the worker threads of ${version} do not honour it (leave it out there)`),
       );
     }
     // The option every runtime honours is taken.
