@@ -23,10 +23,11 @@
 # scripts/ci/better-sqlite3.sh unless it already is, and put back after.
 #
 # Usage: scripts/ci/runtimes.sh <cache> <out>
-#   writes vitest's JSON reports <out>/bun.json and <out>/deno.json (.ci/run
-#   counts them: a missing one is a failure) and exits non-zero if a runtime
-#   could not be installed or a run failed. TASKHEAP_CI_TESTS narrows the
-#   files as in .ci/run.
+#   writes vitest's JSON reports <out>/bun.json and <out>/deno.json and its
+#   exit statuses <out>/bun.status and <out>/deno.status (.ci/run counts them:
+#   a missing report is a failure) and exits non-zero if a runtime could not
+#   be installed or a run failed. TASKHEAP_CI_TESTS narrows the files as in
+#   .ci/run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 cache="$1" out="$2"
@@ -40,16 +41,19 @@ bun="$(bash scripts/ci/install-runtime.sh bun "$cache")" || { echo "installing B
 deno="$(bash scripts/ci/install-runtime.sh deno "$cache")" || { echo "installing Deno failed"; status=1; }
 if [ ! -d node_modules/.better-sqlite3-lockfile ]; then
   trap 'bash scripts/ci/better-sqlite3.sh restore' EXIT
-  bash scripts/ci/better-sqlite3.sh swap "$cache" || echo "fetching better-sqlite3 13 failed: its driver's runs fail"
+  # Without it the conformance would skip better-sqlite3 (it does not load): no run, no report, counted as failed.
+  bash scripts/ci/better-sqlite3.sh swap "$cache" || { echo "fetching better-sqlite3 13 failed: Bun and Deno not run"; exit 1; }
 fi
 
-# Runs vitest under runtime $1 (the command in the further arguments), its report to <out>/$1.json, its output to <out>/$1.log.
+# Runs vitest under runtime $1 (the command in the further arguments): its report to <out>/$1.json,
+# its output to <out>/$1.log, its exit status to <out>/$1.status.
 run() {
-  local name="$1"
+  local name="$1" code=0
   shift
-  rm -f "$out/$name.json"
   NO_COLOR=1 "$@" node_modules/vitest/vitest.mjs run "${files[@]}" \
-    --reporter=default --reporter=json --outputFile.json="$out/$name.json" >"$out/$name.log" 2>&1
+    --reporter=default --reporter=json --outputFile.json="$out/$name.json" >"$out/$name.log" 2>&1 || code=$?
+  echo "$code" >"$out/$name.status"
+  return "$code"
 }
 started=$SECONDS
 pids=()
