@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { compiled } from '../compiled-fixture.js';
 
@@ -73,6 +73,21 @@ export function runExample(
     if (input !== undefined) child.stdin.end(input);
     else child.stdin.end();
   });
+}
+
+/**
+ * Sends SIGTERM to `child`, unless it has exited. Through process.kill(), not
+ * child.kill(): under Deno (scripts/ci/runtimes.sh) the latter reports the
+ * child killed by the signal even when it handled it and exited 0.
+ */
+export function terminate(child: ChildProcess): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(child.pid, 'SIGTERM');
+  } catch (error) {
+    // It exited between the look and the kill: nothing to stop.
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
 }
 
 /** Lines of output, without the trailing empty one. */

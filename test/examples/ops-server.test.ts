@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { program, ROOT } from './child.js';
+import { program, ROOT, terminate } from './child.js';
 
 describe('examples/ops-server.ts', () => {
   it('serves the dashboard behind its token, /metrics and /healthz, and exits 0 on SIGTERM', async () => {
@@ -34,8 +34,7 @@ describe('examples/ops-server.ts', () => {
       expect(probe.status).toBe(200);
       expect(((await probe.json()) as { healthy: boolean }).healthy).toBe(true);
     } finally {
-      // process.kill, not child.kill(): under Deno (scripts/ci/runtimes.sh) the latter reports the child killed by the signal even when it handled it and exited 0.
-      process.kill(child.pid!, 'SIGTERM');
+      terminate(child);
     }
     expect(await exited).toBe(0);
   }, 30_000);
