@@ -11,11 +11,11 @@
 #   test/threads/ (threads, durable)  module handlers in worker threads, in memory and on both stores
 #   test/runtimes/                 what differs there (Node-only thread options refused, drivers)
 #
-# test/threads/lifecycle.test.ts is left out: it tests Node's own thread
-# options (resourceLimits, execArgv), which taskheap refuses on Bun and Deno.
-# The runtimes are the npm packages at the versions scripts/ci/install-runtime.sh
-# pins (Bun 1.4.5, Deno 2.9.6). Both run
-# at once, each with its own PostgreSQL server (test/global-postgres.ts):
+# test/threads/lifecycle.test.ts is left out: some of it tests Node's own
+# thread options (resourceLimits, execArgv), which taskheap refuses on Bun and
+# Deno, and a child it spawns is `node --import tsx`. The runtimes are the npm
+# packages at the versions scripts/ci/install-runtime.sh pins (Bun 1.4.5,
+# Deno 2.9.6). Both run at once, each with its own PostgreSQL server (test/global-postgres.ts):
 # they mostly wait (on PostgreSQL, child processes, timers), so together they
 # take little longer than the slower one. Their output is printed one after
 # the other once both have ended. better-sqlite3 13 (a Node-API addon, which
