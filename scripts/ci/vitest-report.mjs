@@ -1,7 +1,8 @@
 // Reads vitest's JSON report and prints, for .ci/run:
 //   counts <report>            "<passed> <failed>" (a run with no test counts as one failure;
 //                              a file that failed outside its tests counts too)
-//   failures <report> <label>  one line per failed test or file: "Node <label>: <file> > <test>: <message>"
+//   failures <report> <label>  one line per failed test or file: "<label>: <file> > <test>: <message>"
+//                              (the label names the run: "Node 22", "Bun")
 import { readFileSync } from 'node:fs';
 
 const [what, path, label] = process.argv.slice(2);
@@ -15,9 +16,9 @@ if (what === 'counts') {
   const first = (text) => (text || '').split('\n')[0].slice(0, 300);
   for (const file of report.testResults) {
     if (file.status === 'failed' && file.assertionResults.every((t) => t.status !== 'failed'))
-      console.log(`Node ${label}: ${file.name}: ${first(file.message || 'failed')}`);
+      console.log(`${label}: ${file.name}: ${first(file.message || 'failed')}`);
     for (const t of file.assertionResults)
-      if (t.status === 'failed') console.log(`Node ${label}: ${file.name} > ${t.fullName}: ${first(t.failureMessages[0])}`);
+      if (t.status === 'failed') console.log(`${label}: ${file.name} > ${t.fullName}: ${first(t.failureMessages[0])}`);
   }
 } else {
   console.error('usage: vitest-report.mjs counts <report> | failures <report> <label>');

@@ -6,6 +6,7 @@
 import { availableParallelism } from 'node:os';
 import type { ResourceLimits } from 'node:worker_threads';
 import { toDuration, type Duration } from '../core/duration.js';
+import { nonNodeRuntime } from '../core/runtime.js';
 import type { TaskContext, TaskFunction } from '../core/task.js';
 import type { TaskOptions } from '../core/task-options.js';
 import { assertKnownKeys, assertOptionsObject, describe, keysOf } from '../core/validate.js';
@@ -18,6 +19,7 @@ export interface ThreadOptions {
   /**
    * Node flags of each thread, e.g. `['--import', 'tsx']` to load TypeScript
    * modules in development (a module must be something Node can load).
+   * Node only: on Bun and Deno, `new Scheduler()` throws a TypeError.
    * @default the main thread's `process.execArgv`
    * @example
    * new Scheduler({ threadOptions: { execArgv: ['--import', 'tsx'] } });
@@ -26,7 +28,8 @@ export interface ThreadOptions {
   /**
    * Memory limits of each thread (`worker_threads` `resourceLimits`): a task
    * whose thread runs out fails with `ThreadError` `ERR_THREAD_OUT_OF_MEMORY`,
-   * and the thread is replaced.
+   * and the thread is replaced. Node only: on Bun and Deno, `new
+   * Scheduler()` throws a TypeError.
    * @default Node's defaults
    * @example
    * new Scheduler({ threadOptions: { resourceLimits: { maxOldGenerationSizeMb: 256 } } });
@@ -103,6 +106,13 @@ export function toThreadSettings(options: ThreadOptions | undefined): ThreadSett
     for (const [key, value] of Object.entries(resourceLimits))
       if (typeof value !== 'number' || !(value > 0))
         throw new RangeError(`Expected \`threadOptions.resourceLimits.${key}\` to be a number > 0, got ${describe(value)}`);
+  }
+  const runtime = nonNodeRuntime();
+  // Bun accepts both and applies neither (a thread grows past any limit); Deno refuses Node's flags, and a
+  // thread of its that reaches a limit while running a handler hangs instead of ending: refused here, by name.
+  if (runtime !== undefined && (execArgv !== undefined || resourceLimits !== undefined)) {
+    const option = execArgv !== undefined ? 'execArgv' : 'resourceLimits';
+    throw new TypeError(`\`threadOptions.${option}\` is Node-only: the worker threads of ${runtime} do not honour it (leave it out there)`);
   }
   const grace = options.grace === undefined ? 1000 : toDuration(options.grace, 'threadOptions.grace');
   return { execArgv: execArgv === undefined ? undefined : [...execArgv], resourceLimits, grace };

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { compiled } from '../compiled-fixture.js';
 
@@ -20,9 +20,14 @@ export interface ChildResult {
  * ../compiled-fixture.ts (the program `npx tsx <file>` runs, without tsx's
  * start-up, about a second of CPU, in every child); with `tsx`, `--import tsx
  * <file>` itself, for a program that finds other files by its own
- * `import.meta.url` (a worker module beside it).
+ * `import.meta.url` (a worker module beside it). Under Bun or Deno (the
+ * runtimes run of .ci/run: scripts/ci/runtimes.sh) the child is that runtime,
+ * running the TypeScript file itself, as their users would.
  */
 export function program(file: string, { tsx = false }: { tsx?: boolean } = {}): string[] {
+  if (process.versions.bun !== undefined) return [file];
+  // --sloppy-imports: the examples import src/*.ts as '.js', the way tsc wants it.
+  if (process.versions.deno !== undefined) return ['run', '-A', '--sloppy-imports', file];
   return tsx ? ['--import', 'tsx', file] : [compiled(file)];
 }
 
@@ -68,6 +73,21 @@ export function runExample(
     if (input !== undefined) child.stdin.end(input);
     else child.stdin.end();
   });
+}
+
+/**
+ * Sends SIGTERM to `child`, unless it has exited. Through process.kill(), not
+ * child.kill(): under Deno (scripts/ci/runtimes.sh) the latter reports the
+ * child killed by the signal even when it handled it and exited 0.
+ */
+export function terminate(child: ChildProcess): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(child.pid, 'SIGTERM');
+  } catch (error) {
+    // It exited between the look and the kill: nothing to stop.
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
 }
 
 /** Lines of output, without the trailing empty one. */

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { program, ROOT } from './child.js';
+import { program, ROOT, terminate } from './child.js';
 
 describe('examples/ops-server.ts', () => {
   it('serves the dashboard behind its token, /metrics and /healthz, and exits 0 on SIGTERM', async () => {
@@ -34,7 +34,7 @@ describe('examples/ops-server.ts', () => {
       expect(probe.status).toBe(200);
       expect(((await probe.json()) as { healthy: boolean }).healthy).toBe(true);
     } finally {
-      child.kill('SIGTERM');
+      terminate(child);
     }
     expect(await exited).toBe(0);
   }, 30_000);

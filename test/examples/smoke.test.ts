@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { lines, program, ROOT, runExample } from './child.js';
+import { lines, program, ROOT, runExample, terminate } from './child.js';
 
 // Each example runs as a child process, the way the README tells people to run it.
 describe.concurrent('examples run on their own and exit 0', { timeout: 60_000 }, () => {
@@ -83,7 +83,7 @@ describe.concurrent('examples run on their own and exit 0', { timeout: 60_000 },
       const stats = (await (await fetch(`http://127.0.0.1:${port}/stats`)).json()) as { workers: number };
       expect(stats.workers).toBe(2);
     } finally {
-      child.kill('SIGTERM');
+      terminate(child);
     }
     expect(await exited).toBe(0);
     expect(stdout).toContain('SIGTERM: no new connections; waiting for running jobs to finish');

@@ -17,6 +17,8 @@
 #
 # TASKHEAP_EXTRA_NODES: bin directories of further Node versions (space
 # separated; .ci/run passes 22 and 24) that run every smoke script too.
+# TASKHEAP_RUNTIMES: paths of a Bun and a Deno binary (.ci/run passes those
+# of scripts/ci/install-runtime.sh) that run them too (`deno run -A`).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 fixtures="$repo/test/package"
@@ -92,11 +94,15 @@ consumer() { # name, package.json type, further packages to install
 
 nodes=("$(command -v node)")
 for bin in ${TASKHEAP_EXTRA_NODES:-}; do nodes+=("$bin/node"); done
-each_node() { # script, args...: runs it with every node in $nodes
+for binary in ${TASKHEAP_RUNTIMES:-}; do nodes+=("$binary"); done
+each_node() { # script, args...: runs it with every node (and Bun and Deno) in $nodes
   local node
   for node in "${nodes[@]}"; do
-    printf '%s: ' "$("$node" --version)"
-    "$node" "$@"
+    case "$(basename "$node")" in
+      bun) printf 'Bun %s: ' "$("$node" --version)" && "$node" "$@" ;;
+      deno) printf 'Deno %s: ' "$("$node" --version | head -n 1 | cut -d ' ' -f 2)" && "$node" run -A "$@" ;;
+      *) printf '%s: ' "$("$node" --version)" && "$node" "$@" ;;
+    esac
   done
 }
 

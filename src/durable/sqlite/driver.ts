@@ -3,9 +3,12 @@
 // on the `better-sqlite3` package. Both are synchronous and nearly the same
 // shape; the differences (no `.transaction()` or `.pragma()` helper in
 // node:sqlite, stricter named parameters) are absorbed here, once. The role
-// files run their statements through `Prepare`, the store's cache.
+// files run their statements through `Prepare`, the store's cache. Bun and
+// Deno have `node:sqlite` too (so `bun:sqlite` is not needed), and load
+// better-sqlite3 from version 13 on (a Node-API addon; 12 is not one).
 
 import { loadPeer } from '../../core/peer.js';
+import { nonNodeRuntime } from '../../core/runtime.js';
 
 /** Which SQLite binding the store uses. */
 export type SqliteDriver = 'node:sqlite' | 'better-sqlite3';
@@ -69,12 +72,22 @@ export async function openDatabase(path: string, driver?: SqliteDriver): Promise
   return wrap(openBetter(await betterSqlite3(feature), path), 'better-sqlite3');
 }
 
-/** better-sqlite3 loads its native binary on first open: say what to do when it was built for another Node. */
+/** better-sqlite3 loads its native binary on first open: say what to do when it was built for another Node, or this is not Node. */
 function openBetter(Better: BetterSqlite3, path: string): NativeDatabase {
   try {
     return new Better(path);
   } catch (error) {
-    if ((error as { code?: unknown }).code !== 'ERR_DLOPEN_FAILED') throw error;
+    const code = (error as { code?: unknown }).code;
+    const runtime = nonNodeRuntime();
+    // Bun (ERR_DLOPEN_FAILED) and Deno (an error without a code) load Node-API addons only: better-sqlite3's is one
+    // from version 13 on; an older one no rebuild fixes.
+    if (runtime !== undefined && (code === 'ERR_DLOPEN_FAILED' || String((error as Error).message).includes('addon'))) {
+      throw new TypeError(
+        `driver 'better-sqlite3' does not load on ${runtime}: its native addon is not a Node-API one (better-sqlite3 before 13). Install better-sqlite3@13 or later, or use driver 'node:sqlite', the default there`,
+        { cause: error },
+      );
+    }
+    if (code !== 'ERR_DLOPEN_FAILED') throw error;
     throw new Error(
       `better-sqlite3's native binary does not load in Node ${process.versions.node} (built for another Node version?): run npm rebuild better-sqlite3, or use driver 'node:sqlite' on Node >= 22.13`,
       { cause: error },

@@ -35,8 +35,13 @@ export function readOwner(path: string): StoreInUseError['owner'] {
   }
 }
 
-/** SQLITE_BUSY or SQLITE_LOCKED, as better-sqlite3 (`code`) or node:sqlite (`errcode` 5 or 6) reports it. @internal */
+/**
+ * SQLITE_BUSY or SQLITE_LOCKED, as better-sqlite3 (`code`) or node:sqlite (`errcode` 5 or 6) reports it.
+ * Deno's node:sqlite gives an error of `exec()` no `errcode`: there only SQLite's own text for either tells.
+ * @internal
+ */
 export function isBusy(error: unknown): boolean {
-  const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown };
-  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || errcode === 5 || errcode === 6;
+  const { code, errcode, message } = (error ?? {}) as { code?: unknown; errcode?: unknown; message?: unknown };
+  if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || errcode === 5 || errcode === 6) return true;
+  return code === 'ERR_SQLITE_ERROR' && errcode === undefined && /database (table )?is locked/.test(String(message));
 }
