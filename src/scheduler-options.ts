@@ -2,16 +2,18 @@
 // constructor and its methods are given (options objects, event names, ids,
 // limits), turned into what the loop, the jobs and the durable worker take.
 // The scheduler's hot path (`schedule()`, `after()`) needs none of it.
+import { createRequire } from 'node:module';
 import { assertClock, systemClock, type Clock } from './core/clock.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { toRate, type RateLimit } from './core/limit-options.js';
 import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from './core/loop-types.js';
 import type { QueueSettings } from './core/gate.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
-import { toDurableQueues, type DurableQueueOptions } from './durable/queues.js';
+import type { DurableQueueOptions } from './durable/queues.js';
 import { assertKnownKeys, assertOptionsObject, describe, keysOf, MAX_TIME } from './core/validate.js';
 import type { DurableTaskItem } from './durable/options.js';
-import { DEFAULT_RETENTION, type Retention } from './durable/worker.js';
+import type { DurableRunner } from './durable/runner.js';
+import type { Retention } from './durable/worker.js';
 import type { Store } from './durable/store.js';
 import type { SkipInfo } from './jobs/job.js';
 import { systemZone, validateZone } from './rules/wall-time.js';
@@ -217,15 +219,41 @@ const WAIT_KEYS: ReadonlySet<string> = new Set(keysOf<WaitOptions>({ signal: tru
 export interface SchedulerSettings {
   loop: LoopOptions;
   timezone: string;
-  store: Store | undefined;
-  handlers: readonly string[] | undefined;
-  retention: Retention;
+  /** What a scheduler with a store runs it with; undefined without one. */
+  durable: DurableSettings | undefined;
   /** The `queues` option, checked, without a store (in-memory queues). */
   queues: Map<string, QueueSettings> | undefined;
-  /** The `queues` option, checked, with a store (durable queues). */
-  durableQueues: Map<string, DurableQueueOptions> | undefined;
   /** The pool size and how its threads start. */
   threads: { size: number; settings: ThreadSettings };
+}
+
+/** The options of a scheduler with a store, checked, and the runner its store brings. @internal */
+interface DurableSettings {
+  store: Store;
+  runner: DurableRunner;
+  handlers: readonly string[] | undefined;
+  retention: Retention;
+  /** The `queues` option, checked (durable queues). */
+  queues: Map<string, DurableQueueOptions> | undefined;
+}
+
+/**
+ * The durable runner of `store`: the one taskheap's stores bring (durable/runner.ts), or, for a store of one's own,
+ * loaded here, synchronously, since the constructor returns a scheduler ready to take named work.
+ */
+function runnerOf(store: unknown): DurableRunner {
+  if (
+    typeof store !== 'object' ||
+    store === null ||
+    typeof (store as Store).claim !== 'function' ||
+    typeof (store as Store).settle !== 'function'
+  ) {
+    throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
+  }
+  const brought = (store as { runner?: DurableRunner }).runner;
+  if (brought !== undefined) return brought;
+  const require = createRequire(import.meta.url);
+  return (require('./durable/runner.js') as { durableRunner: DurableRunner }).durableRunner;
 }
 
 /** The option `maxWaiting`, checked. */
@@ -251,9 +279,10 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
     threads = defaultThreads(),
   } = options;
   const rate = options.rate === undefined ? undefined : toRate(options.rate, 'rate', false);
+  const runner = store === undefined ? undefined : runnerOf(store);
   // Without a store the queues are the loop's; with one, the store's.
   const queues = options.queues === undefined || store !== undefined ? undefined : toQueues(options.queues);
-  const durableQueues = options.queues === undefined || store === undefined ? undefined : toDurableQueues(options.queues);
+  const durableQueues = options.queues === undefined || runner === undefined ? undefined : runner.queues(options.queues);
   assertWorkers(workers);
   assertThreads(threads);
   const maxWaiting = toMaxWaiting(options);
@@ -270,23 +299,23 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
   return {
     loop: { workers, maxWaiting, unref, clock, onError, rate },
     timezone: zone,
-    store,
-    handlers,
-    retention: toRetention(retention),
+    durable:
+      store === undefined || runner === undefined
+        ? undefined
+        : { store, runner, handlers, retention: toRetention(retention, runner.retention), queues: durableQueues },
     queues,
-    durableQueues,
     threads: { size: threads, settings: toThreadSettings(options.threadOptions) },
   };
 }
 
-/** The `retention` option in ms (null: kept forever). */
-function toRetention(retention: SchedulerOptions['retention']): Retention {
-  if (retention === undefined) return DEFAULT_RETENTION;
+/** The `retention` option in ms (null: kept forever), with the runner's defaults for what it leaves out. */
+function toRetention(retention: SchedulerOptions['retention'], defaults: Retention): Retention {
+  if (retention === undefined) return defaults;
   if (retention === false) return { succeeded: null, failed: null };
   assertOptionsObject(retention, 'retention');
   assertKnownKeys(retention, RETENTION_KEYS, 'retention');
   const age = (value: Duration | false | undefined, what: 'succeeded' | 'failed') => {
-    if (value === undefined) return DEFAULT_RETENTION[what];
+    if (value === undefined) return defaults[what];
     if (value === false) return null;
     return toDuration(value, `retention.${what}`, 1);
   };

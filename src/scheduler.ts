@@ -17,9 +17,8 @@ import type { Task, TaskFunction } from './core/task.js';
 import type { Duration } from './core/duration.js';
 import { toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
-import { DurableWorker } from './durable/worker.js';
-import { warnLocalWork } from './durable/warnings.js';
-import { schedulerClients, type DurableClient } from './durable/client.js';
+import type { DurableWorker } from './durable/worker.js';
+import type { DurableClient } from './durable/client.js';
 import type { DefineOptions } from './durable/handlers.js';
 import type { JobFilter, StoredJob, StoredState, StoredTask, EnqueuedTask, TaskCountFilter, TaskFilter } from './durable/store.js';
 import { AtBuilder, CronBuilder, Every, type ModuleJobOptions } from './jobs/builders.js';
@@ -71,24 +70,24 @@ export class Scheduler {
   readonly #worker: DurableWorker | undefined;
   /** Adds, reads and manages stored work (the worker's client), when there is a store. */
   readonly #client: DurableClient | undefined;
-  /** Whether the store is shared by many processes: work given as a function then warns (warnings.ts). */
-  readonly #shared: boolean;
+  /** With a store many processes share, the warning that work given as a function is not stored (durable/warnings.ts). */
+  readonly #warnLocalWork: (() => void) | undefined;
   readonly #timezone: string;
   readonly #threads: ThreadPool;
   #closing: Promise<void> | undefined = undefined;
 
   /** @param options see `SchedulerOptions` */
   constructor(options: SchedulerOptions = {}) {
-    const { loop, timezone, store, handlers, retention: ages, queues, durableQueues, threads } = toSchedulerSettings(options);
+    const { loop, timezone, durable, queues, threads } = toSchedulerSettings(options);
     this.#timezone = timezone;
     this.#threads = new ThreadPool(threads.size, threads.settings);
     this.#loop = new TaskLoop(loop, this.#events);
     this.#jobs = new JobSet(this.#loop, this.#events);
     if (queues !== undefined) configureQueues(this.#loop, queues);
-    this.#worker = store === undefined ? undefined : new DurableWorker(store, this.#loop, handlers, ages, durableQueues);
+    // The store brings the durable runner: without one, durable/ is never loaded.
+    this.#worker = durable?.runner.worker(this, durable.store, this.#loop, durable.handlers, durable.retention, durable.queues);
     this.#client = this.#worker?.client;
-    this.#shared = store?.capabilities.multiProcess === true;
-    if (this.#client !== undefined) schedulerClients.set(this, this.#client);
+    this.#warnLocalWork = durable?.store.capabilities.multiProcess === true ? durable.runner.warnLocalWork : undefined;
     // A stored job has no Job object: the event names it by key.
     if (this.#worker !== undefined)
       this.#worker.onSkip = (key, name, at, reason) => {
@@ -132,7 +131,7 @@ export class Scheduler {
   }
 
   #add<R>(time: number, fn: TaskFunction<R> | string | URL, options: TaskOptions | DurableTaskOptions | undefined) {
-    if (this.#shared && typeof fn !== 'string') warnLocalWork();
+    if (this.#warnLocalWork !== undefined && typeof fn !== 'string') this.#warnLocalWork();
     if (typeof fn === 'function') return this.#loop.add(time, fn, options as TaskOptions | undefined);
     if (fn instanceof URL) return this.#loop.add(time, ...threadTask(this.#threads, fn, options)) as Task<Awaited<R>>;
     return this.#requireStore('Scheduling a handler by name', true).enqueue.schedule(time, fn, options as DurableTaskOptions | undefined);
@@ -222,7 +221,7 @@ export class Scheduler {
 
   /** @internal `run()` of a builder lands here */
   createJob(fn: TaskFunction | URL, options: ModuleJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Job {
-    if (this.#shared) warnLocalWork();
+    if (this.#warnLocalWork !== undefined) this.#warnLocalWork();
     return this.#jobs.create(...(fn instanceof URL ? threadTask(this.#threads, fn, options) : ([fn, options] as const)), plan, bounds);
   }
 

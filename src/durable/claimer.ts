@@ -65,6 +65,7 @@ export class Claimer {
   readonly #dueParams: NextDueParams = { now: 0 };
   /** Failed claim rounds in a row (the database is away). */
   #failures = 0;
+  #lastFailure = -Infinity;
   #started = false;
   #timer: unknown = undefined;
   #timerAt = Infinity;
@@ -102,6 +103,11 @@ export class Claimer {
   /** True while a claim round is on its way (its answer may be unread). */
   get claiming(): boolean {
     return this.#rounds.size > 0;
+  }
+
+  /** When (clock ms) a claim round last failed: its answer may have been lost, its tasks claimed here unknown. */
+  get lastFailure(): number {
+    return this.#lastFailure;
   }
 
   /** Resolves once the rounds on their way have come back. */
@@ -260,6 +266,7 @@ export class Claimer {
     } catch (error) {
       // The database went away: keep the scheduler alive and retry with backoff.
       this.#ctx.report(error);
+      this.#lastFailure = this.#ctx.loop.clock.now();
       this.#failures++;
       return held(Math.min(poll, backoff(this.#failures)));
     } finally {

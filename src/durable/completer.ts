@@ -43,11 +43,17 @@ export class Completer implements TaskObserver {
   /** Set while failed outcome writes wait for their backoff. */
   #flushTimer: unknown = undefined;
   #flushFailures = 0;
+  #batches = 0;
 
   constructor(ctx: RunnerContext, holdings: Holdings, events: CompleterEvents) {
     this.#ctx = ctx;
     this.#holdings = holdings;
     this.#events = events;
+  }
+
+  /** How many batches of outcomes the store has confirmed: whether work finished here since a given moment. */
+  get batches(): number {
+    return this.#batches;
   }
 
   /** TaskObserver: the delay after which the store retries this failed run (attempts left), or undefined: its last attempt. */
@@ -184,6 +190,7 @@ export class Completer implements TaskObserver {
     // claim that ran beside this write could not take it yet.
     if (freed) this.#events.wake(this.#ctx.loop.clock.now());
     this.#flushFailures = 0;
+    this.#batches++;
     // What finished while this batch was on its way.
     this.#flush();
   }

@@ -1,8 +1,8 @@
 // Maintenance: the retention sweep, which deletes finished rows past their
 // age (the store's prune() also sweeps serial keys no live task holds, and
 // deletes limit rows that limit nothing now).
-// Apart from the claim path: it only reads the retention ages and whether
-// the runner has stopped.
+// Apart from the claim path: it only reads the retention ages, whether the
+// runner has stopped, and whether work finished here since the last sweep.
 import type { RunnerContext } from './runner-context.js';
 
 /** How long finished rows are kept, ms; null: forever. */
@@ -15,8 +15,14 @@ export interface Retention {
 export const DEFAULT_RETENTION: Retention = { succeeded: 86_400_000, failed: 7 * 86_400_000 };
 /** Rows one retention statement deletes at most. */
 const SWEEP_BATCH = 500;
-/** ms between retention sweeps. */
+/** ms between retention sweeps while work finishes in this process. */
 const SWEEP_EVERY = 60_000;
+/**
+ * ms between sweeps of a process where nothing finished since its last one:
+ * an idle worker sends the database nothing for this long (a serverless
+ * PostgreSQL can suspend), and rows still age out within it.
+ */
+const IDLE_SWEEP_EVERY = 3_600_000;
 
 /** @internal */
 export class Maintenance {
@@ -27,10 +33,15 @@ export class Maintenance {
   /** The sweep in flight, so close() can wait for it. */
   #sweeping: Promise<void> = Promise.resolve();
   #busy = false;
+  /** How much work has finished here (the completer's confirmed batches): read at each sweep. */
+  readonly #finished: () => number;
+  #finishedAtSweep = -1;
+  #lastSweep = -Infinity;
 
-  constructor(ctx: RunnerContext, retention: Retention) {
+  constructor(ctx: RunnerContext, retention: Retention, finished: () => number) {
     this.#ctx = ctx;
     this.#retention = retention;
+    this.#finished = finished;
   }
 
   /** Sweeps now and every SWEEP_EVERY (idle limit rows go even when every finished row is kept). */
@@ -49,8 +60,9 @@ export class Maintenance {
    * Retention: deletes finished rows past their age in batches of
    * SWEEP_BATCH, each its own short statement, yielding to the event loop
    * between batches so no lock is held for long and claims go on; then
-   * sleeps SWEEP_EVERY. Whichever process runs work does it; several doing
-   * it at once skip each other's rows (PostgreSQL) or are one (SQLite).
+   * sleeps SWEEP_EVERY, or IDLE_SWEEP_EVERY while nothing finishes here.
+   * Whichever process runs work does it; several doing it at once skip
+   * each other's rows (PostgreSQL) or are one (SQLite).
    */
   #sweep = (): void => {
     const { closed, loop } = this.#ctx;
@@ -59,6 +71,12 @@ export class Maintenance {
     this.#timer = closed ? undefined : loop.clock.setTimer(this.#sweep, SWEEP_EVERY, loop.unref);
     // A sweep still deleting (a slow database) covers this one.
     if (this.#busy) return;
+    // Nothing finished here since the last sweep: nothing new to delete but rows aging out, which can wait.
+    const finished = this.#finished();
+    const now = loop.clock.now();
+    if (finished === this.#finishedAtSweep && now - this.#lastSweep < IDLE_SWEEP_EVERY) return;
+    this.#finishedAtSweep = finished;
+    this.#lastSweep = now;
     this.#busy = true;
     this.#sweeping = (async () => {
       const { succeeded, failed } = this.#retention;

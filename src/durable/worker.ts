@@ -12,7 +12,6 @@
 // start, stop and close.
 import type { TaskLoop } from '../core/loop.js';
 import type { Task } from '../core/task.js';
-import { describe } from '../core/validate.js';
 import type { Store } from './store.js';
 import { Claimer, type SkipListener } from './claimer.js';
 import { DurableClient } from './client.js';
@@ -58,9 +57,6 @@ export class DurableWorker {
     retention: Retention = DEFAULT_RETENTION,
     queues?: Map<string, DurableQueueOptions>,
   ) {
-    if (typeof store !== 'object' || store === null || typeof store.claim !== 'function' || typeof store.settle !== 'function') {
-      throw new TypeError(`Expected \`store\` to be a taskheap store (sqliteStore() or postgresStore()), got ${describe(store)}`);
-    }
     const ctx = (this.#ctx = new RunnerContext(store, loop));
     this.#closeTimeout = store.closeTimeout ?? CLOSE_TIMEOUT;
     const handlers = new Handlers(known);
@@ -75,8 +71,8 @@ export class DurableWorker {
     });
     const dispatcher = (this.#dispatcher = new Dispatcher(ctx, handlers, holdings, prefetch, this.#completer));
     this.#claimer = new Claimer(ctx, handlers, holdings, prefetch, dispatcher, (claims) => this.#completer.handBack(claims));
-    this.#leases = new Leases(ctx, holdings, this.#completer, () => this.#claimer.claiming);
-    this.#maintenance = new Maintenance(ctx, retention);
+    this.#leases = new Leases(ctx, holdings, this.#completer, this.#claimer);
+    this.#maintenance = new Maintenance(ctx, retention, () => this.#completer.batches);
   }
 
   /**

@@ -3,9 +3,9 @@
 // threads at once and busy ones when they finish), the line of jobs waiting
 // for a thread, and closing. Threads start lazily, on the first job that
 // finds none idle, and are kept warm (unref'd: an idle thread never keeps
-// the process alive). One thread is in thread.ts.
-import type { ThreadSettings } from './thread.js';
-import { PoolThread } from './thread.js';
+// the process alive). One thread is in thread.ts, loaded with the first job:
+// a scheduler that never runs a module task never loads worker_threads.
+import type { PoolThread, ThreadSettings } from './thread.js';
 import { ThreadError } from './errors.js';
 import type { ThreadJob } from './job.js';
 
@@ -19,6 +19,9 @@ export class ThreadPool {
   #size: number;
   #closed = false;
   #pumping = false;
+  /** thread.ts's `PoolThread`, once the first job has loaded it. */
+  #Thread: typeof PoolThread | undefined = undefined;
+  #loading = false;
 
   constructor(size: number, settings: ThreadSettings) {
     this.#size = size;
@@ -103,9 +106,29 @@ export class ThreadPool {
     this.#head = 0;
   };
 
+  /** Loads thread.ts, then pumps; if it cannot load, the jobs waiting fail with why. */
+  #load(): void {
+    this.#loading = true;
+    import('./thread.js').then(
+      ({ PoolThread }) => {
+        this.#Thread = PoolThread;
+        this.#pump();
+      },
+      (error: unknown) => {
+        this.#loading = false;
+        while (this.#head < this.#waiting.length) this.#next().reject(error);
+      },
+    );
+  }
+
   /** Hands waiting jobs to idle threads, starting threads while there is room. */
   #pump(): void {
     if (this.#pumping || this.#closed) return;
+    const Thread = this.#Thread;
+    if (Thread === undefined) {
+      if (!this.#loading && this.#head < this.#waiting.length) this.#load();
+      return;
+    }
     this.#pumping = true;
     try {
       while (this.#head < this.#waiting.length) {
@@ -118,7 +141,7 @@ export class ThreadPool {
         if (thread === undefined) {
           if (this.#threads.size >= this.#size) break;
           try {
-            thread = new PoolThread(this.#settings, this.#freed);
+            thread = new Thread(this.#settings, this.#freed);
           } catch (error) {
             // Node refused to start a thread (a flag in execArgv it does not allow in threads): the job fails with why.
             this.#next().reject(error);

@@ -60,6 +60,7 @@ import {
   pruneTasks,
   writeJournal,
 } from './inspect.js';
+import { durableRunner } from '../runner.js';
 
 /** The statements of a store whose tables live in `schema` (undefined: the search_path), by role. */
 export function statements(schema: string | undefined) {
@@ -112,6 +113,8 @@ export const POSTGRES_CAPABILITIES: StoreCapabilities = {
 
 class PostgresStore implements Store, FlowStore, LimitListStore {
   readonly capabilities = POSTGRES_CAPABILITIES;
+  /** What a scheduler given this store runs it with: it comes with the store, so that `taskheap` alone never loads it. */
+  readonly runner = durableRunner;
   readonly lease: number;
   readonly poll: number;
   readonly closeTimeout: number;

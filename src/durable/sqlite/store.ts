@@ -64,6 +64,7 @@ import {
   pruneTasks,
   writeJournal,
 } from './inspect.js';
+import { durableRunner } from '../runner.js';
 
 /** A cutoff no row is older than: retention disabled for that kind. */
 const NEVER = -8.64e15;
@@ -151,6 +152,8 @@ export const SQLITE_CAPABILITIES: StoreCapabilities = {
 
 class SqliteStore implements Store, FlowStore, LimitListStore {
   readonly capabilities = SQLITE_CAPABILITIES;
+  /** What a scheduler given this store runs it with: it comes with the store, so that `taskheap` alone never loads it. */
+  readonly runner = durableRunner;
   readonly lease: number;
   /** Flows (docs/flows.md): whether the file holds dependencies (then outcomes look for dependents they made due), and who to wake. */
   #flows = false;

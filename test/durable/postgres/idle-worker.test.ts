@@ -1,0 +1,159 @@
+// What an idle worker sends PostgreSQL. On a ManualClock its timers fire only
+// when the test advances it, and every statement is counted on the pool it is
+// given: with nothing due and nothing held, ten minutes send only one
+// question a poll (when is something due?), no lease renewal and no retention
+// sweep, so a serverless database can suspend between polls. Once a task has run, the next sweep deletes as
+// before; a claim that failed keeps renewals going (they hand back what its
+// lost answer may have claimed) until that is surely done.
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Scheduler, type StoredTask } from '../../../src/index.js';
+import { statements } from '../../../src/durable/postgres/store.js';
+import { postgresStore } from '../../../src/postgres.js';
+import { ManualClock } from '../../../src/testing.js';
+import type { PgServer } from '../pg-server.js';
+import { schemaNamer, usePostgres } from '../use-postgres.js';
+
+const POLL = 60_000;
+const LEASE = 30_000;
+
+describe('an idle worker on PostgreSQL', () => {
+  let server: PgServer;
+  const schema = schemaNamer('idle');
+  const opened: Scheduler[] = [];
+  const pools: pg.Pool[] = [];
+
+  usePostgres((started) => {
+    server = started;
+  });
+
+  afterEach(async () => {
+    for (const scheduler of opened.splice(0)) await scheduler.close({ abort: true }).catch(() => {});
+    for (const pool of pools.splice(0)) await pool.end().catch(() => {});
+  });
+
+  /**
+   * A pool whose every statement is added to `sent`: the name of the store's
+   * statement, or its text. A statement named in `failing` fails once, unsent,
+   * as a query whose connection broke.
+   */
+  function countedPool(sent: string[], name: string, failing = new Set<string>()): pg.Pool {
+    const names = new Map(Object.entries(statements(name)).map(([key, text]) => [text as unknown, key]));
+    const pool = new pg.Pool({ connectionString: server.url, max: 4 });
+    pools.push(pool);
+    pool.on('error', () => {});
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: unknown }).query = (...args: unknown[]) => {
+        const [first] = args;
+        const text = typeof first === 'string' ? first : (first as { text?: unknown }).text;
+        const named = names.get(text) ?? String(text);
+        if (failing.delete(named)) {
+          const error = new Error('Connection terminated unexpectedly');
+          const callback = args.at(-1);
+          // pg's pool.query() passes a callback; a client's own query() returns a promise.
+          if (typeof callback !== 'function') return Promise.reject(error);
+          setImmediate(() => (callback as (error: Error) => void)(error));
+          return undefined;
+        }
+        sent.push(named);
+        return query(...args);
+      };
+    });
+    return pool;
+  }
+
+  /** Advances `clock` by `ms` in steps of a second, letting the statements each step sends come back. */
+  async function idle(clock: ManualClock, ms: number): Promise<void> {
+    for (let passed = 0; passed < ms; passed += 1_000) {
+      await clock.advance(1_000);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  /** Waits (real time) until `check` holds, at most 20 s. */
+  async function until(check: () => boolean): Promise<void> {
+    const end = Date.now() + 20_000;
+    while (!check()) {
+      if (Date.now() > end) throw new Error('timed out');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** The statements of `sent` from `from` on, by name, counted. */
+  function counted(sent: string[], from: number): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const name of sent.slice(from)) counts[name] = (counts[name] ?? 0) + 1;
+    return counts;
+  }
+
+  async function started(sent: string[], failing?: Set<string>) {
+    const name = schema();
+    const clock = new ManualClock(Date.now());
+    const scheduler = new Scheduler({
+      clock,
+      store: postgresStore({ pool: countedPool(sent, name, failing), schema: name, poll: POLL, lease: LEASE }),
+      onError: () => {},
+    });
+    opened.push(scheduler);
+    scheduler.define('work', () => 'done');
+    await scheduler.start();
+    // The start's first claim, next-due question and sweep (its last statement: pruneLimits) come back.
+    await idle(clock, 2_000);
+    await until(() => sent.includes('pruneLimits'));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    return { scheduler, clock };
+  }
+
+  it('sends only its polls in ten minutes with nothing due: no renewal, no retention sweep', async () => {
+    const sent: string[] = [];
+    const { clock } = await started(sent);
+    const from = sent.length;
+    await idle(clock, 600_000);
+    const counts = counted(sent, from);
+    expect(Object.keys(counts).filter((name) => !['claim', 'claimPlain', 'nextDue'].includes(name))).toEqual([]);
+    // One question a poll: when is something due?
+    expect(sent.length - from).toBeLessThanOrEqual(600_000 / POLL);
+  }, 120_000);
+
+  /** Adds a task due now and advances `clock` until it ran (the wake-up is armed on that clock). */
+  async function ran(scheduler: Scheduler, clock: ManualClock): Promise<void> {
+    const task = await scheduler.schedule(Date.now(), 'work');
+    let done: StoredTask | undefined;
+    void scheduler.waitFor(task.id).then((ended) => (done = ended));
+    for (let step = 0; done === undefined && step < 60; step++) await idle(clock, 1_000);
+    expect(done).toMatchObject({ state: 'succeeded', result: 'done' });
+  }
+
+  it('sweeps again after a task ran, then is quiet again: no renewal, no sweep', async () => {
+    const sent: string[] = [];
+    const { scheduler, clock } = await started(sent);
+    await ran(scheduler, clock);
+    const from = sent.length;
+    await idle(clock, 60_000);
+    // The sweep a minute after the last: a task finished since.
+    await until(() => sent.lastIndexOf('pruneLimits') >= from);
+    expect(counted(sent, from).pruneTasks).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const after = sent.length;
+    await idle(clock, 600_000);
+    expect(counted(sent, after)).not.toHaveProperty('pruneTasks');
+    expect(counted(sent, after)).not.toHaveProperty('renew');
+  }, 120_000);
+
+  it('after a failed claim (its answer may be lost) renews for two leases, handing back what it may have claimed, then is quiet', async () => {
+    const sent: string[] = [];
+    const failing = new Set<string>();
+    const { scheduler, clock } = await started(sent, failing);
+    failing.add('claimPlain');
+    await ran(scheduler, clock);
+    expect(failing.size).toBe(0);
+    const from = sent.length;
+    await idle(clock, 2 * LEASE);
+    expect(counted(sent, from).renew).toBeGreaterThan(0);
+    await idle(clock, LEASE);
+    const after = sent.length;
+    await idle(clock, 600_000);
+    expect(counted(sent, after)).not.toHaveProperty('renew');
+  }, 120_000);
+});
