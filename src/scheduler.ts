@@ -345,7 +345,7 @@ export class Scheduler {
    * (`attempts` starts again at 0; the errors of earlier attempts stay in `errors`). Resolves with the task, or rejects
    * with `TaskNotFoundError` if there is none with this id, and with a `TaskheapError` (`ERR_TASK_NOT_FINISHED`) if it
    * is waiting, running or succeeded. A task of a flow comes back with the failed tasks above it that stopped it, and
-   * what their failure stopped is revived (docs/flows.md). Without a store, a task of an in-memory flow (`flows.add()`).
+   * what their failure stopped waits to run again (docs/flows.md). Without a store, a task of an in-memory flow (`flows.add()`).
    * @example
    * for (const task of await scheduler.listTasks({ state: 'failed' })) await scheduler.retryTask(task.id);
    */

@@ -18,7 +18,10 @@
  *
  * A block preceded by `<!-- not run: reason -->` is a fragment and is skipped;
  * the reason is required, and this test lists the skipped blocks so they stay
- * few.
+ * few. The marker is an HTML comment, which no reader sees (GitHub, npm and
+ * the TypeDoc site hide it), so a skipped block must also be labelled where a
+ * reader sees it: the paragraph before the marker starts with `**Sketch:**`.
+ * Every other block is `ts`, `js` (both run) or `sh` (commands, not run).
  *
  * The links between these pages resolve: a relative link names a file that
  * exists, and a `#anchor` a heading of its page (GitHub's slugs).
@@ -55,6 +58,8 @@ interface Block {
   skip: string | undefined;
   /** The section heading it is under. */
   heading: string;
+  /** The paragraph before the block (before its marker, if it has one), as a reader sees it. */
+  before: string;
 }
 
 /** The fenced code blocks of a markdown text, with the marker before each. */
@@ -73,7 +78,11 @@ function codeBlocks(page: string, markdown: string): Block[] {
     let before = start - 1;
     while (before >= 0 && lines[before]!.trim() === '') before--;
     const marker = before >= 0 ? /^<!--\s*not run:\s*(.*?)\s*-->$/.exec(lines[before]!.trim()) : null;
-    blocks.push({ page, line: start + 1, lang: open[1]!, code: body.join('\n'), skip: marker?.[1], heading });
+    if (marker !== null) for (before--; before >= 0 && lines[before]!.trim() === ''; ) before--;
+    let first = before;
+    while (first > 0 && lines[first - 1]!.trim() !== '') first--;
+    const paragraph = before >= 0 ? lines.slice(first, before + 1).join(' ') : '';
+    blocks.push({ page, line: start + 1, lang: open[1]!, code: body.join('\n'), skip: marker?.[1], heading, before: paragraph });
   }
   return blocks;
 }
@@ -161,7 +170,8 @@ function run(file: string, env: Record<string, string>): Promise<{ code: number 
   });
 }
 
-const blocks = pages.flatMap((page) => codeBlocks(page, texts.get(page)!)).filter((block) => block.lang === 'ts' || block.lang === 'js');
+const allBlocks = pages.flatMap((page) => codeBlocks(page, texts.get(page)!));
+const blocks = allBlocks.filter((block) => block.lang === 'ts' || block.lang === 'js');
 
 describe('code blocks of README.md, CONTRIBUTING.md and docs/', () => {
   it('finds the blocks, and skips only marked fragments with a reason', () => {
@@ -170,6 +180,12 @@ describe('code blocks of README.md, CONTRIBUTING.md and docs/', () => {
     for (const block of blocks) if (block.skip !== undefined) expect(block.skip, `${block.page}:${block.line}`).not.toBe('');
     const skipped = blocks.filter((block) => block.skip !== undefined);
     expect(skipped.length, 'most blocks must run').toBeLessThan(blocks.length - skipped.length);
+    const unlabelled = skipped.filter((block) => !block.before.startsWith('**Sketch:**')).map((block) => `${block.page}:${block.line}`);
+    expect(unlabelled, 'a block that does not run says so where a reader sees it: **Sketch:** before its marker').toEqual([]);
+    const other = allBlocks
+      .filter((block) => !['ts', 'js', 'sh'].includes(block.lang))
+      .map((block) => `${block.page}:${block.line} (${block.lang || 'no language'})`);
+    expect(other, 'a code block is ts or js (run) or sh (commands)').toEqual([]);
   });
 
   for (const block of blocks) {

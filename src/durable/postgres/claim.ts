@@ -605,7 +605,7 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string): stri
 }
 
 // The plain claim: the full claim above for the common case where no
-// limit of any kind is in play, as a statement of its own (docs/performance.md).
+// limit of any kind is in play, as a statement of its own (bench/NOTES.md).
 //
 // Why a second statement: the full claim plans and runs everything a claim
 // may meet (takeovers of expired leases, keyed tasks and their limit rows,

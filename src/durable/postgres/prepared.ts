@@ -1,4 +1,4 @@
-// Named (prepared) statements for the hot path (docs/performance.md): the
+// Named (prepared) statements for the hot path (bench/NOTES.md): the
 // settle, the claim (its common form, claimUnlessJobsDue) and the next-due
 // query are long statements whose parse and plan cost PostgreSQL CPU on
 // every call; named, each connection parses them once and PostgreSQL keeps
