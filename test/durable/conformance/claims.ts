@@ -130,7 +130,8 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect((await claim(store, 'other')).map((c) => c.id)).toEqual([a1.id]);
       await store.settle('other', [{ id: a1.id, kind: 'retry', delay: 60_000, error: 'later' }], Date.now());
       // Waiting for its retry, a1 holds the key; replacing it starts it over, due later than a2.
-      const due = Date.now() + 300;
+      // Far enough ahead that a loaded machine claims a2 before a1-again is due.
+      const due = Date.now() + 2_000;
       await store.addTask(task('a1-again', due, { serial: 'a', key: 'first' }));
       expect((await claim(store, 'me')).map((c) => c.id)).toEqual([a2.id]);
       await store.settle('me', [{ id: a2.id, kind: 'complete', state: 'succeeded', error: null }], Date.now());
