@@ -4,7 +4,10 @@
 // question a poll (when is something due?), no lease renewal and no retention
 // sweep, so a serverless database can suspend between polls. Once a task has run, the next sweep deletes as
 // before; a claim that failed keeps renewals going (they hand back what its
-// lost answer may have claimed) until that is surely done.
+// lost answer may have claimed) until that is surely done. A worker that
+// starts holding tasks announces when their leases run out, and a killed
+// LISTEN connection comes back by itself: with a poll of an hour, a task
+// added elsewhere afterwards still starts at once.
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, type StoredTask } from '../../../src/index.js';
@@ -197,5 +200,35 @@ describe('an idle worker on PostgreSQL', () => {
     } finally {
       await listener.end();
     }
+  }, 60_000);
+
+  it('its LISTEN connection, killed, comes back by itself: a task added afterwards elsewhere starts without a poll', async () => {
+    const name = schema();
+    const admin = new pg.Pool({ connectionString: server.url, max: 1 });
+    pools.push(admin);
+    const listeners = async () =>
+      (
+        await admin.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'taskheap-listener'`,
+        )
+      ).rows.map((row) => row.pid);
+    // A poll of an hour: only the listener can wake it in time.
+    const worker = new Scheduler({ store: postgresStore({ connectionString: server.url, schema: name, poll: '1h' }), onError: () => {} });
+    const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema: name }) });
+    opened.push(worker, producer);
+    const ran: number[] = [];
+    worker.define('work', () => void ran.push(Date.now()));
+    await worker.start();
+    await until(async () => (await listeners()).length === 1);
+    const [killed] = await listeners();
+    await admin.query('SELECT pg_terminate_backend($1)', [killed]);
+    await until(async () => {
+      const now = await listeners();
+      return now.length === 1 && now[0] !== killed;
+    });
+    const added = Date.now();
+    await producer.schedule(added, 'work');
+    await until(() => ran.length === 1);
+    expect(ran[0]! - added).toBeLessThan(20_000);
   }, 60_000);
 });
