@@ -11,11 +11,11 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, type StoredTask } from '../../../src/index.js';
-import { statements } from '../../../src/durable/postgres/store.js';
 import { postgresStore } from '../../../src/postgres.js';
 import { ManualClock } from '../../../src/testing.js';
 import type { PgServer } from '../pg-server.js';
 import { schemaNamer, usePostgres } from '../use-postgres.js';
+import { countedPool as countingPool } from './counted-pool.js';
 
 const POLL = 60_000;
 const LEASE = 30_000;
@@ -35,34 +35,10 @@ describe('an idle worker on PostgreSQL', () => {
     for (const pool of pools.splice(0)) await pool.end().catch(() => {});
   });
 
-  /**
-   * A pool whose every statement is added to `sent`: the name of the store's
-   * statement, or its text. A statement named in `failing` fails once, unsent,
-   * as a query whose connection broke.
-   */
-  function countedPool(sent: string[], name: string, failing = new Set<string>()): pg.Pool {
-    const names = new Map(Object.entries(statements(name)).map(([key, text]) => [text as unknown, key]));
-    const pool = new pg.Pool({ connectionString: server.url, max: 4 });
+  /** A counted pool (counted-pool.ts) on `name`, ended after the test. */
+  function countedPool(sent: string[], name: string, failing?: Set<string>): pg.Pool {
+    const pool = countingPool(server.url, name, sent, failing);
     pools.push(pool);
-    pool.on('error', () => {});
-    pool.on('connect', (client) => {
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      (client as { query: unknown }).query = (...args: unknown[]) => {
-        const [first] = args;
-        const text = typeof first === 'string' ? first : (first as { text?: unknown }).text;
-        const named = names.get(text) ?? String(text);
-        if (failing.delete(named)) {
-          const error = new Error('Connection terminated unexpectedly');
-          const callback = args.at(-1);
-          // pg's pool.query() passes a callback; a client's own query() returns a promise.
-          if (typeof callback !== 'function') return Promise.reject(error);
-          setImmediate(() => (callback as (error: Error) => void)(error));
-          return undefined;
-        }
-        sent.push(named);
-        return query(...args);
-      };
-    });
     return pool;
   }
 

@@ -14,10 +14,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler, TaskNotFoundError, type StoredTask } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres.js';
 import { ManualClock } from '../../../src/testing.js';
-import { statements } from '../../../src/durable/postgres/store.js';
 import { safetyPoll } from '../../../src/durable/waiters.js';
 import type { PgServer } from '../pg-server.js';
 import { schemaNamer, usePostgres } from '../use-postgres.js';
+import { countedPool as countingPool } from './counted-pool.js';
 
 /** The store's default poll. */
 const POLL = 5_000;
@@ -42,21 +42,10 @@ describe('waitFor on PostgreSQL: announcements, and a slow safety sweep', () => 
     for (const pool of pools.splice(0)) await pool.end().catch(() => {});
   });
 
-  /** A pool whose every statement is added to `sent`: the name of the store's statement (statements()), or its text. */
+  /** A counted pool (counted-pool.ts) on `name`, ended after the test. */
   function countedPool(sent: string[], name: string): pg.Pool {
-    const names = new Map(Object.entries(statements(name)).map(([key, text]) => [text as unknown, key]));
-    const pool = new pg.Pool({ connectionString: server.url, max: 4 });
+    const pool = countingPool(server.url, name, sent);
     pools.push(pool);
-    pool.on('error', () => {});
-    pool.on('connect', (client) => {
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      (client as { query: unknown }).query = (...args: unknown[]) => {
-        const [first] = args;
-        const text = typeof first === 'string' ? first : (first as { text?: unknown }).text;
-        sent.push(names.get(text) ?? String(text));
-        return query(...args);
-      };
-    });
     return pool;
   }
 
