@@ -14,14 +14,16 @@
  *   every 15m water                    fixed rate (also: every 2 hours stretch)
  *   cron 0,30 9-17 * * 1-5 check mail  5 cron fields (or @daily, or "6 fields" quoted)
  *   snooze 3 5m                        one-shot: fire again 5m from now (same id/text);
- *                                      recurring: an extra one-shot in 5m
+ *                                      recurring: an extra one-shot in 5m (again: moves it)
  *   pause 3 / resume 3 / cancel 3      ids may be written 3 or #3
  *   list / help / quit
  *
  * Times are shown in the scheduler's time zone (the system zone; set TZ to
  * change it). Each reminder owns an AbortController whose signal is passed to
- * every task and job it creates, so `cancel` is one `abort()`; `snooze` and
- * `pause` cancel single tasks with `task.cancel()`.
+ * every task and job it creates, so `cancel` is one `abort()`; `pause`
+ * cancels single tasks with `task.cancel()`, and `snooze` schedules the
+ * reminder's key again (`reminder:<id>`, or `reminder:<id>:snooze` for a
+ * recurring one): the waiting task gives way to the new one.
  *
  * When input ends (Ctrl-D, or the end of a pipe) the bot keeps running until
  * every scheduled one-shot reminder, snoozes included, has fired; then it
@@ -69,7 +71,7 @@ export interface Bot {
 
 type Kind = 'once' | 'every' | 'cron';
 
-/** A one-shot timer of a reminder: the reminder itself (kind once) or a snooze. */
+/** The one-shot timer of a reminder: the reminder itself (kind once) or its snooze. */
 interface Timer {
   /** Due time (epoch ms) while armed. */
   due: number;
@@ -89,9 +91,15 @@ interface Reminder {
   /** Aborting it cancels every task and job of this reminder at once. */
   controller: AbortController;
   job: Job | undefined;
-  timers: Set<Timer>;
+  /** The waiting one-shot (kind once) or snooze (recurring); undefined once it fired. */
+  timer: Timer | undefined;
   paused: boolean;
 }
+
+/** A reminder's key: its stored job's, and its one-shot task's (kind once). */
+const keyOf = (id: number) => `reminder:${id}`;
+/** The key of a reminder's one-shot: the reminder itself (kind once), or its snooze. */
+const timerKey = (reminder: { id: number; kind: Kind }) => (reminder.kind === 'once' ? keyOf(reminder.id) : `${keyOf(reminder.id)}:snooze`);
 
 /** A user mistake: printed as `error: ...`, nothing changes. */
 class UsageError extends Error {}
@@ -356,36 +364,38 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
 
   function waitingOneShots(): number {
     let count = 0;
-    for (const reminder of reminders.values()) {
-      for (const timer of reminder.timers) if (timer.task !== undefined) count++;
-    }
+    for (const reminder of reminders.values()) if (reminder.timer?.task !== undefined) count++;
     return count;
   }
 
-  /** Schedules a timer's task; it cancels with the reminder's signal. */
+  /**
+   * Schedules a timer's task under the reminder's key: scheduling the key
+   * again (a snooze) replaces the waiting task. It cancels with the
+   * reminder's signal.
+   */
   function arm(reminder: Reminder, timer: Timer): void {
     timer.task = scheduler.schedule(
       timer.due,
       () => {
-        reminder.timers.delete(timer);
+        reminder.timer = undefined;
         output(`⏰ #${reminder.id} ${reminder.text}${timer.snoozed ? ' (snoozed)' : ''}`);
         notify();
       },
-      taskOptions(reminder),
+      { ...taskOptions(reminder), key: timerKey(reminder) },
     );
   }
 
-  function addTimer(reminder: Reminder, due: number, snoozed: boolean): Timer {
-    const timer: Timer = { due, task: undefined, remaining: 0, snoozed };
+  function setTimer(reminder: Reminder, due: number): Timer {
+    const timer: Timer = { due, task: undefined, remaining: 0, snoozed: reminder.kind !== 'once' };
     arm(reminder, timer);
-    reminder.timers.add(timer);
+    reminder.timer = timer;
     return timer;
   }
 
   function newReminder(kind: Kind, text: string, rule: string): Reminder {
     // The id is taken only once the reminder was created (see register), so a
     // command the library rejects does not use one up.
-    return { id: nextId, kind, text, rule, controller: new AbortController(), job: undefined, timers: new Set(), paused: false };
+    return { id: nextId, kind, text, rule, controller: new AbortController(), job: undefined, timer: undefined, paused: false };
   }
 
   function register(reminder: Reminder): void {
@@ -396,16 +406,14 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
   function stateOf(reminder: Reminder): string {
     if (reminder.paused) return 'paused';
     if (reminder.job !== undefined) return reminder.job.state;
-    return reminder.timers.size > 0 ? 'scheduled' : 'done';
+    return reminder.timer !== undefined ? 'scheduled' : 'done';
   }
 
   /** The earliest upcoming run: the job's next occurrence or a waiting snooze. */
   function nextRun(reminder: Reminder): number | undefined {
-    let next = reminder.job?.nextRunAt?.getTime();
-    for (const timer of reminder.timers) {
-      if (timer.task !== undefined && (next === undefined || timer.due < next)) next = timer.due;
-    }
-    return next;
+    const next = reminder.job?.nextRunAt?.getTime();
+    const timer = reminder.timer;
+    return timer?.task !== undefined && (next === undefined || timer.due < next) ? timer.due : next;
   }
 
   function find(arg: string | undefined, command: string): Reminder {
@@ -423,7 +431,7 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     const ms = needDuration(args[0]!);
     const text = needText(args.slice(1), usage);
     const reminder = newReminder('once', text, `in ${args[0]}`);
-    const timer = addTimer(reminder, now() + ms, false);
+    const timer = setTimer(reminder, now() + ms);
     register(reminder);
     output(`#${reminder.id} scheduled for ${time(timer.due)}`);
   }
@@ -461,12 +469,9 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     const ms = needDuration(args[1] ?? '5m');
     if (args.length > 2) throw new UsageError('usage: snooze <id> [duration], e.g. snooze 3 5m');
     if (reminder.paused) throw new UsageError(`#${reminder.id} is paused; resume it first`);
-    if (reminder.job === undefined) {
-      // A one-shot: move it (or, once it fired, bring it back) to now + ms.
-      for (const timer of reminder.timers) timer.task?.cancel();
-      reminder.timers.clear();
-    }
-    const timer = addTimer(reminder, now() + ms, reminder.job !== undefined);
+    // The same key again: a one-shot moves (or, once it fired, comes back);
+    // a recurring reminder's waiting snooze moves, or one is added.
+    const timer = setTimer(reminder, now() + ms);
     output(`#${reminder.id} snoozed until ${time(timer.due)}`);
     notify();
   }
@@ -475,11 +480,11 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     const reminder = find(args[0], 'pause');
     if (reminder.paused) throw new UsageError(`#${reminder.id} is already paused`);
     if (stateOf(reminder) === 'done') throw new UsageError(`#${reminder.id} has already fired (snooze it to be reminded again)`);
-    const at = now();
-    for (const timer of reminder.timers) {
+    const timer = reminder.timer;
+    if (timer !== undefined) {
       timer.task?.cancel();
       timer.task = undefined;
-      timer.remaining = timer.due - at;
+      timer.remaining = timer.due - now();
     }
     reminder.job?.pause();
     reminder.paused = true;
@@ -490,9 +495,9 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
   function resume(args: string[]): void {
     const reminder = find(args[0], 'resume');
     if (!reminder.paused) throw new UsageError(`#${reminder.id} is not paused`);
-    const at = now();
-    for (const timer of reminder.timers) {
-      timer.due = at + timer.remaining;
+    const timer = reminder.timer;
+    if (timer !== undefined) {
+      timer.due = now() + timer.remaining;
       arm(reminder, timer);
     }
     reminder.job?.resume();
@@ -505,7 +510,7 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
     const reminder = find(args[0], 'cancel');
     // One abort cancels the job and every waiting task that shares the signal.
     reminder.controller.abort();
-    for (const timer of reminder.timers) timer.task?.cancel(); // paused timers have no task; this is a no-op for the rest
+    reminder.timer?.task?.cancel(); // a paused timer has no task; this is a no-op for the rest
     reminders.delete(reminder.id);
     output(`#${reminder.id} cancelled`);
     notify();
@@ -518,8 +523,8 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
       let at: number | undefined;
       let next: string;
       if (reminder.paused) {
-        const left = [...reminder.timers].map((timer) => timer.remaining);
-        next = left.length === 0 ? 'next -' : `${formatDuration(Math.min(...left))} left`;
+        const timer = reminder.timer;
+        next = timer === undefined ? 'next -' : `${formatDuration(timer.remaining)} left`;
       } else {
         at = nextRun(reminder);
         next = at === undefined ? 'next -' : `next ${time(at)}`;
@@ -608,8 +613,6 @@ export async function createStoredBot({
     },
     waitingOneShots,
   );
-  const keyOf = (id: number) => `reminder:${id}`;
-  const timerKey = (reminder: StoredReminder) => (reminder.kind === 'once' ? keyOf(reminder.id) : `${keyOf(reminder.id)}:snooze`);
 
   function waitingOneShots(): number {
     let count = 0;

@@ -13,7 +13,7 @@ export { Queue } from './core/queues.js';
 export type { QueueOptions, QueueCounts, QueueInfo } from './core/queues.js';
 export type { SchedulerQueue, SchedulerQueueCounts, SchedulerQueueInfo } from './scheduler-queues.js';
 export { Task } from './core/task.js';
-export type { TaskState, TaskContext, TaskFunction } from './core/task.js';
+export type { TaskState, TaskContext, TaskFunction, TaskJob } from './core/task.js';
 export type { TaskLogLine } from './core/journal.js';
 export { MAX_LOG_LINES, MAX_LOG_LINE, MAX_PROGRESS_JSON } from './core/journal.js';
 export type { Clock } from './core/clock.js';

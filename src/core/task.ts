@@ -59,6 +59,8 @@ export interface TaskSettings {
   readonly signal: AbortSignal | undefined;
   /** told synchronously when a task with these settings reaches a final state (jobs use it) */
   readonly observer?: TaskObserver | undefined;
+  /** The recurring job whose occurrences these settings are (`task.job`). */
+  readonly job?: TaskJob;
   /**
    * The task's time follows elapsed time, not the wall clock (interval jobs):
    * when the wall clock is set back or forward, the loop moves it by as much.
@@ -72,6 +74,17 @@ export interface TaskSettings {
    * `task.attempts` tell the stored count.
    */
   readonly firstAttempt?: number;
+}
+
+/**
+ * The recurring job a task is an occurrence of, as `task.job` gives it: the
+ * `Job` object itself (`task.job === job`), typed here by what identifies it.
+ */
+export interface TaskJob {
+  /** A number unique among jobs in this process. */
+  readonly id: number;
+  /** The job's `name` option, if any. */
+  readonly name: string | undefined;
 }
 
 /** Learns of a task's final state the moment it is reached. */
@@ -212,6 +225,15 @@ export class Task<T = unknown> {
   /** The `key` option (its dedupe key), if any: what `waitingTasks({ keyPrefix })` matches. */
   get key(): string | undefined {
     return this._settings.limits?.dedupe?.key;
+  }
+
+  /**
+   * The recurring job this task is an occurrence of (a run of `every()`,
+   * `cron()` or `job.trigger()`); undefined for other tasks. It is the `Job`
+   * itself: `task.job === job`. A stored task says `jobKey` instead.
+   */
+  get job(): TaskJob | undefined {
+    return this._settings.job;
   }
 
   /** When the task is (or was last) due; a retry moves it to the retry time. */

@@ -6,7 +6,7 @@ import { CancelledError } from '../core/errors.js';
 import { describe } from '../core/validate.js';
 import { IntervalRule } from '../rules/rule.js';
 import { misfireStep, overlapStep } from '../rules/job-policy.js';
-import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskSettings } from '../core/task.js';
+import { State, type Run, type Task, type TaskContext, type TaskFunction, type TaskJob, type TaskSettings } from '../core/task.js';
 
 /** The life of a recurring job. */
 export type JobState = 'scheduled' | 'paused' | 'done' | 'cancelled';
@@ -83,7 +83,7 @@ export const MAX_NEXT_RUNS = 10_000;
  * job.pause();        // no runs until resume()
  * job.cancel();       // gone for good
  */
-export class Job {
+export class Job implements TaskJob {
   /** A number unique among jobs in this process. */
   readonly id = nextJobId++;
   readonly #host: JobHost;
@@ -140,6 +140,7 @@ export class Job {
       retry: base.retry,
       signal: undefined,
       observer: this,
+      job: this,
       elapsed,
       limits: base.limits,
     };

@@ -139,12 +139,15 @@ describe('reminder bot, in-process with a ManualClock', () => {
     expect(await send('snooze 1')).toEqual(['#1 snoozed until Thu 2026-01-01 12:10:10']);
   });
 
-  it('snoozes a recurring job with an extra one-shot', async () => {
-    const { send, advance } = setup();
+  it('snoozes a recurring job with an extra one-shot; snoozing again moves it', async () => {
+    const { send, advance, scheduler } = setup();
     await send('every day at 09:00 standup');
+    expect(await send('snooze 1 1m')).toEqual(['#1 snoozed until Thu 2026-01-01 12:01:00']);
     expect(await send('snooze 1 5m')).toEqual(['#1 snoozed until Thu 2026-01-01 12:05:00']);
+    expect(scheduler.waitingTasks({ keyPrefix: 'reminder:1' }).map((task) => task.key)).toEqual(['reminder:1:snooze']);
     expect(await send('list')).toEqual(['#1  every  scheduled  next Thu 2026-01-01 12:05:00  standup  (every day at 09:00)']);
-    expect(await advance(5 * MINUTE)).toEqual(['⏰ #1 standup (snoozed)']);
+    expect(await advance(MINUTE)).toEqual([]);
+    expect(await advance(4 * MINUTE)).toEqual(['⏰ #1 standup (snoozed)']);
     expect(await send('list')).toEqual(['#1  every  scheduled  next Fri 2026-01-02 09:00:00  standup  (every day at 09:00)']);
     expect(await advance(21 * HOUR)).toEqual(['⏰ #1 standup']);
   });

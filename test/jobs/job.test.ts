@@ -27,6 +27,31 @@ describe('Job state', () => {
     expect(job.nextRunAt).toEqual(new Date(START + 4 * MINUTE));
   });
 
+  it("an occurrence's task names its job (task.job), in events and from trigger(); other tasks name none", async () => {
+    const { clock, scheduler } = setup();
+    const job = scheduler
+      .every(1)
+      .minute()
+      .run(
+        () => {
+          throw new Error('boom');
+        },
+        { name: 'digest' },
+      );
+    const other = scheduler.every(1).minute().run(() => {});
+    const plain = scheduler.after(10, () => {});
+    const failed: unknown[] = [];
+    scheduler.on('failure', (task) => failed.push(task.job));
+    await clock.advance(MINUTE);
+    expect(failed).toEqual([job]);
+    expect(failed[0]).not.toBe(other);
+    expect(plain.job).toBeUndefined();
+    const triggered = job.trigger();
+    expect(triggered.job).toBe(job);
+    expect(triggered.job?.name).toBe('digest');
+    expect(other.trigger().job?.id).toBe(other.id);
+  });
+
   it('keeps exactly one entry in the heap', async () => {
     const { clock, scheduler } = setup();
     scheduler
