@@ -76,8 +76,8 @@ async function bot(processes: number): Promise<string> {
   const items: DurableTaskItem[] = [];
   const now = Date.now();
   for (let i = 0; i < CHAT_MESSAGES; i++)
-    items.push({ when: now, name: 'send', rate: { key: `chat:${i % 50}`, limit: 1, interval: '1s' } });
-  for (let i = 0; i < 40; i++) items.push({ when: now, name: 'send', rate: { key: `group:${i % 2}`, limit: 20, interval: '1m' } });
+    items.push({ when: now, name: 'send', rate: { group: `chat:${i % 50}`, limit: 1, interval: '1s' } });
+  for (let i = 0; i < 40; i++) items.push({ when: now, name: 'send', rate: { group: `group:${i % 2}`, limit: 20, interval: '1m' } });
   const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }) });
   await producer.scheduleMany(items);
   await producer.close();
@@ -177,8 +177,8 @@ async function blocked(kind: 'none' | 'key' | 'bucket', n: number): Promise<stri
     await store.claim({ owner: 'holder', now: Date.now(), lease: 600_000, limit: 1, advance: advanceJob });
   }
   if (kind === 'bucket') {
-    const options = JSON.stringify({ rate: { key: 'empty', limit: 1, interval: 3_600_000 } });
-    await store.addTask(task(past - 1, { rateKey: 'empty', options }));
+    const options = JSON.stringify({ rate: { group: 'empty', limit: 1, interval: 3_600_000 } });
+    await store.addTask(task(past - 1, { rateGroup: 'empty', options }));
     await store.claim({ owner: 'holder', now: Date.now(), lease: 600_000, limit: 1, advance: advanceJob });
   }
   if (n > 0) {

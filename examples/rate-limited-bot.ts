@@ -8,8 +8,8 @@
  *
  * - the scheduler-wide `rate: { limit: 30, interval: '1s' }` is the overall limit;
  * - each message names its chat's bucket with the task option `rate`:
- *   `{ key: 'chat:42', limit: 1, interval: '1s' }` for a private chat,
- *   `{ key: 'chat:-7', limit: 20, interval: '1m' }` for a group (a task names
+ *   `{ group: 'chat:42', limit: 1, interval: '1s' }` for a private chat,
+ *   `{ group: 'chat:-7', limit: 20, interval: '1m' }` for a group (a task names
  *   one bucket; a group's, 20 a minute, is the one that binds there);
  * - `serial: 'chat:42'` delivers one message at a time per chat, in due-time
  *   order, and keeps that order through retries (a failed send is retried
@@ -61,7 +61,7 @@ function chatOptions(chat: number, priority: number) {
   return {
     name: key,
     serial: key,
-    rate: { key, ...(isGroup(chat) ? LIMITS.group : LIMITS.chat) },
+    rate: { group: key, ...(isGroup(chat) ? LIMITS.group : LIMITS.chat) },
     priority,
     // A failed send (a 429 or a network error) is retried; the chat's next message waits for it.
     retry: { attempts: 3, delay: 1_000 },

@@ -30,7 +30,7 @@ export type {
   StoredQueue,
   FlowStore,
   LimitListStore,
-  LimitKey,
+  LimitGroup,
   NewFlow,
   NewEdge,
   EdgeEnd,

@@ -28,7 +28,7 @@ const KEYS = 1_000;
 /** The options of task i, made before timing starts (the options objects are the caller's, not taskheap's cost). */
 function optionsOf(variant: LimitsVariant, n: number): (TaskOptions | undefined)[] {
   const serial = Array.from({ length: KEYS }, (_, k) => ({ serial: `chat:${k}` }));
-  const rate = Array.from({ length: KEYS }, (_, k) => ({ rate: { key: `chat:${k}`, limit: 1_000_000, interval: 1_000 } }));
+  const rate = Array.from({ length: KEYS }, (_, k) => ({ rate: { group: `chat:${k}`, limit: 1_000_000, interval: 1_000 } }));
   const priority = Array.from({ length: 10 }, (_, p) => ({ priority: p }));
   let seed = 42;
   const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;

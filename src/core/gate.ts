@@ -110,9 +110,9 @@ export class Gate {
     const limits = task._settings.limits!;
     const rate = limits.rate;
     if (rate !== undefined) {
-      let lane = this.#rate.get(rate.key);
+      let lane = this.#rate.get(rate.group);
       if (lane === undefined) {
-        this.#rate.set(rate.key, (lane = new RateLane(rate.key, rate.limit, rate.interval)));
+        this.#rate.set(rate.group, (lane = new RateLane(rate.group, rate.limit, rate.interval)));
       } else if (lane.window.limit !== rate.limit || lane.window.interval !== rate.interval) {
         lane.window.resize(rate.limit, rate.interval, now);
         lane.blockedAt = Infinity;
@@ -122,9 +122,9 @@ export class Gate {
     }
     const concurrency = limits.concurrency;
     if (concurrency !== undefined) {
-      let lane = this.#keys.get(concurrency.key);
+      let lane = this.#keys.get(concurrency.group);
       if (lane === undefined) {
-        this.#keys.set(concurrency.key, (lane = new KeyLane(concurrency.key, concurrency.limit)));
+        this.#keys.set(concurrency.group, (lane = new KeyLane(concurrency.group, concurrency.limit)));
       } else if (lane.limit !== concurrency.limit) {
         lane.limit = concurrency.limit;
         this.#releaseKey(lane, now);
@@ -143,7 +143,7 @@ export class Gate {
     const concurrency = limits.concurrency;
     // A task that started before holds its place (back from a retry wait): it goes on.
     if (concurrency !== undefined && !(task._run instanceof Run)) {
-      const lane = this.#keys.get(concurrency.key)!;
+      const lane = this.#keys.get(concurrency.group)!;
       lane.parked.push(task);
       return this.#releaseKey(lane, now);
     }
@@ -212,7 +212,7 @@ export class Gate {
     if (queue !== undefined) this.#releaseQueue(queue, now);
     const concurrency = limits?.concurrency;
     if (concurrency === undefined) return;
-    const lane = this.#keys.get(concurrency.key)!;
+    const lane = this.#keys.get(concurrency.group)!;
     if (lane.next !== task) return;
     lane.next = undefined;
     lane.active++;
@@ -282,14 +282,14 @@ export class Gate {
   settled(task: Task, now: number): void {
     const limits = task._settings.limits!;
     if (limits.dedupe !== undefined) this.dedupe.settled(task, limits.dedupe.key, now);
-    const lane = limits.rate === undefined ? undefined : this.#rate.get(limits.rate.key);
+    const lane = limits.rate === undefined ? undefined : this.#rate.get(limits.rate.group);
     if (lane !== undefined && --lane.unfinished === 0) {
       // Its last starts still count for a while: the lane goes when they stop counting.
       if (lane.window.expired(now)) this.#drop(lane);
       else this.#expiries.push({ at: lane.window.expiresAt(), lane });
     }
     const concurrency = limits.concurrency;
-    const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.key);
+    const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.group);
     if (key === undefined) return;
     if (task._run instanceof Run) key.active--;
     if (--key.unfinished === 0) this.#keys.delete(key.key);
@@ -301,13 +301,13 @@ export class Gate {
     this.#size--;
     const limits = task._settings.limits;
     const concurrency = limits?.concurrency;
-    const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.key)!;
+    const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.group)!;
     if (key !== undefined) {
       if (key.next === task) key.next = undefined;
       else if (!(task._run instanceof Run)) return key.parked.discard();
     }
     if (limits?.rate !== undefined) {
-      const lane = this.#rate.get(limits.rate.key)!;
+      const lane = this.#rate.get(limits.rate.group)!;
       lane.parked.discard();
       // If it was the head, its entry goes and the next head gets one.
       this.#releaseRate(lane, now);
@@ -426,7 +426,7 @@ export class Gate {
     const rate = task._settings.limits?.rate;
     if (rate === undefined) return this.#toReady(task, now);
     // Made when the task was scheduled, and kept while it is unfinished.
-    const lane = this.#rate.get(rate.key)!;
+    const lane = this.#rate.get(rate.group)!;
     lane.parked.push(task);
     this.#releaseRate(lane, now);
   }

@@ -7,7 +7,7 @@ import { RateWindow } from './rate-window.js';
 import { State, type Task, type TaskSettings } from './task.js';
 
 /**
- * The tasks of one concurrency key (`concurrency: { key, limit }`, or
+ * The tasks of one concurrency key (`concurrency: { group, limit }`, or
  * `serial: key` with limit 1). A task takes one of the key's `limit` places
  * when it starts and keeps it until its final state, retries included
  * (`active` counts them). Due tasks of the key park here, earliest due

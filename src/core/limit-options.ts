@@ -1,5 +1,7 @@
 // The limit options, which decide when due work may start (docs/limits.md):
-// rate limits, serial and concurrency keys, priorities and queues. Their types
+// rate limits, serial and concurrency groups, priorities and queues. A group
+// is the tasks that name the same group string (a chat, a tenant): they share
+// one limit. Their types
 // and validation live here so the in-memory loop and the durable stores read
 // them the same way.
 import { toDuration, type Duration } from './duration.js';
@@ -18,41 +20,41 @@ export interface RateLimit {
 }
 
 /**
- * A rate limit shared by every task that names the same `key` (a chat id, a
- * route): the key's own bucket, on top of the scheduler's `rate`.
- * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
+ * A rate limit shared by every task that names the same `group` (a chat id,
+ * a route): the group's own bucket, on top of the scheduler's `rate`.
+ * @example { group: `chat:${chatId}`, limit: 1, interval: '1s' }
  */
-export interface KeyedRateLimit extends RateLimit {
-  /** The bucket's name: a non-empty string. */
-  key: string;
+export interface GroupRateLimit extends RateLimit {
+  /** The group's name: a non-empty string (at most 512 characters). */
+  group: string;
 }
 
 /**
- * A concurrency key: at most `limit` tasks naming the same `key` (a tenant,
- * a customer) run at once, whatever the pool's size; `serial: key` is
- * `{ key, limit: 1 }`.
- * @example { key: `tenant:${tenantId}`, limit: 2 }
+ * A concurrency limit of a group: at most `limit` tasks naming the same
+ * `group` (a tenant, a customer) run at once, whatever the pool's size;
+ * `serial: group` is `{ group, limit: 1 }`.
+ * @example { group: `tenant:${tenantId}`, limit: 2 }
  */
 export interface ConcurrencyLimit {
-  /** The key's name: a non-empty string (at most 512 characters). */
-  key: string;
-  /** Tasks of the key that may run at once: an integer >= 1. */
+  /** The group's name: a non-empty string (at most 512 characters). */
+  group: string;
+  /** Tasks of the group that may run at once: an integer >= 1. */
   limit: number;
 }
 
 /** A validated rate limit, interval in milliseconds. */
 export interface Rate {
-  readonly key: string | undefined;
+  readonly group: string | undefined;
   readonly limit: number;
   readonly interval: number;
 }
 
-/** A validated rate limit of a key. */
-interface KeyedRate extends Rate {
-  readonly key: string;
+/** A validated rate limit of a group. */
+interface GroupRate extends Rate {
+  readonly group: string;
 }
 
-/** Longest key (rate, serial or concurrency) or queue name accepted, in UTF-16 code units. */
+/** Longest group (rate, serial or concurrency), dedupe key or queue name accepted, in UTF-16 code units. */
 const MAX_KEY_LENGTH = 512;
 /** The priority range: a PostgreSQL `integer`. */
 const MIN_PRIORITY = -2_147_483_648;
@@ -61,38 +63,38 @@ const MAX_PRIORITY = 2_147_483_647;
 const MAX_RATE_LIMIT = 1_000_000;
 /** The longest window: a day. */
 const MAX_RATE_INTERVAL = 86_400_000;
-/** The largest concurrency limit of a key or queue: a PostgreSQL `integer`. */
+/** The largest concurrency limit of a group or queue: a PostgreSQL `integer`. */
 const MAX_CONCURRENCY = 2_147_483_647;
 /** The queue of tasks and jobs that name none. */
 export const DEFAULT_QUEUE = 'default';
 
 /**
- * Validates a rate limit. `option` names it in errors (`rate`); `keyed`
- * requires (and keeps) a `key`, otherwise a key is refused.
+ * Validates a rate limit. `option` names it in errors (`rate`); `grouped`
+ * requires (and keeps) a `group`, otherwise a group is refused.
  */
-export function toRate(value: unknown, option: string, keyed: boolean): Rate {
+export function toRate(value: unknown, option: string, grouped: boolean): Rate {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(
-      `Expected \`${option}\` to be an object like { ${keyed ? "key: 'chat:1', " : ''}limit: 30, interval: '1s' }, got ${describe(value)}`,
+      `Expected \`${option}\` to be an object like { ${grouped ? "group: 'chat:1', " : ''}limit: 30, interval: '1s' }, got ${describe(value)}`,
     );
   }
-  const { key, limit, interval } = value as Partial<KeyedRateLimit>;
+  const { group, limit, interval } = value as Partial<GroupRateLimit>;
   for (const name of Object.keys(value)) {
-    if (name !== 'limit' && name !== 'interval' && !(keyed && name === 'key')) {
-      throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected ${keyed ? '`key`, ' : ''}\`limit\` and \`interval\``);
+    if (name !== 'limit' && name !== 'interval' && !(grouped && name === 'group')) {
+      throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected ${grouped ? '`group`, ' : ''}\`limit\` and \`interval\``);
     }
   }
-  if (keyed) assertKey(key, `${option}.key`);
+  if (grouped) assertKey(group, `${option}.group`);
   if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > MAX_RATE_LIMIT) {
     throw new RangeError(`Expected \`${option}.limit\` to be an integer from 1 to ${MAX_RATE_LIMIT}, got ${describe(limit)}`);
   }
   const ms = toDuration(interval, `${option}.interval`, 1);
   if (ms > MAX_RATE_INTERVAL)
     throw new RangeError(`Expected \`${option}.interval\` to be at most a day (${MAX_RATE_INTERVAL} ms), got ${describe(interval)}`);
-  return { key: keyed ? (key as string) : undefined, limit: limit as number, interval: ms };
+  return { group: grouped ? (group as string) : undefined, limit: limit as number, interval: ms };
 }
 
-/** Throws unless `value` is a usable key: a non-empty string of at most MAX_KEY_LENGTH. */
+/** Throws unless `value` is a usable key, group or queue name: a non-empty string of at most MAX_KEY_LENGTH. */
 function assertKey(value: unknown, option: string): asserts value is string {
   if (typeof value !== 'string') throw new TypeError(`Expected \`${option}\` to be a string, got ${describe(value)}`);
   if (value.length === 0 || value.length > MAX_KEY_LENGTH) {
@@ -102,21 +104,21 @@ function assertKey(value: unknown, option: string): asserts value is string {
 }
 
 /**
- * Validates a concurrency key (`{ key, limit }`); `option` names it in errors.
- * @example toConcurrency({ key: 'tenant:7', limit: 2 }, 'concurrency');
+ * Validates a concurrency limit of a group (`{ group, limit }`); `option` names it in errors.
+ * @example toConcurrency({ group: 'tenant:7', limit: 2 }, 'concurrency');
  */
 function toConcurrency(value: unknown, option = 'concurrency'): ConcurrencyLimit {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new TypeError(`Expected \`${option}\` to be an object like { key: 'tenant:1', limit: 2 }, got ${describe(value)}`);
+    throw new TypeError(`Expected \`${option}\` to be an object like { group: 'tenant:1', limit: 2 }, got ${describe(value)}`);
   }
   for (const name of Object.keys(value)) {
-    if (name !== 'key' && name !== 'limit')
-      throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected \`key\` and \`limit\``);
+    if (name !== 'group' && name !== 'limit')
+      throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected \`group\` and \`limit\``);
   }
-  const { key, limit } = value as Partial<ConcurrencyLimit>;
-  assertKey(key, `${option}.key`);
+  const { group, limit } = value as Partial<ConcurrencyLimit>;
+  assertKey(group, `${option}.group`);
   assertLimit(limit, `${option}.limit`, false);
-  return { key, limit };
+  return { group, limit };
 }
 
 /** Throws unless `value` is a concurrency limit: an integer from 1 to MAX_CONCURRENCY (or Infinity when `infinite`). */
@@ -147,13 +149,13 @@ function assertPriority(value: unknown, option = 'priority'): asserts value is n
  * use none of them, which is how the loop keeps their path unchanged.
  */
 export interface TaskLimits {
-  /** The keyed bucket the task also needs room in. */
-  readonly rate: KeyedRate | undefined;
-  /** The serial key as given (its limit-1 concurrency key is `concurrency`). */
+  /** The group's bucket the task also needs room in. */
+  readonly rate: GroupRate | undefined;
+  /** The serial group as given (its limit-1 concurrency group is `concurrency`). */
   readonly serial: string | undefined;
   /**
-   * The concurrency key the task holds from its start to its final state
-   * (retries included): `serial: key` gives `{ key, limit: 1 }`.
+   * The concurrency group the task holds a place in from its start to its
+   * final state (retries included): `serial: group` gives `{ group, limit: 1 }`.
    */
   readonly concurrency?: ConcurrencyLimit | undefined;
   /** Higher runs first among due tasks; 0 by default. */
@@ -242,31 +244,31 @@ export function toDedupe(key: unknown, dedupe: unknown, longest: { ms: number; w
  */
 export interface LimitOptions {
   /**
-   * A rate limit of a key (a chat, a route), on top of the scheduler's
+   * A rate limit of a group (a chat, a route), on top of the scheduler's
    * `rate`: at most `limit` starts in any window of `interval`; the task
-   * starts only when the key's bucket has room. The bucket's limit is the
-   * one of the most recently scheduled task naming the key.
-   * @example { key: `chat:${chatId}`, limit: 1, interval: '1s' }
+   * starts only when the group's bucket has room. The bucket's limit is the
+   * one of the most recently scheduled task naming the group.
+   * @example { group: `chat:${chatId}`, limit: 1, interval: '1s' }
    */
-  rate?: KeyedRateLimit;
+  rate?: GroupRateLimit;
   /**
-   * Tasks sharing a serial key run one at a time, in due order (due time,
-   * then id: priority does not reorder one key's tasks); the key is held
-   * from a task's start to its final state, retries included. The same as
-   * `concurrency: { key, limit: 1 }` (the two share their keys); a task
-   * gives one or the other, not both.
+   * Tasks naming the same serial group run one at a time, in due order (due
+   * time, then id: priority does not reorder one group's tasks); a task holds
+   * the group from its start to its final state, retries included. The same
+   * as `concurrency: { group, limit: 1 }` (the two share their groups); a
+   * task gives one or the other, not both.
    * @example `chat:${chatId}`
    */
   serial?: string;
   /**
-   * A concurrency key: at most `limit` tasks naming `key` run at once (one
-   * tenant cannot take every worker). The key's tasks start in due order
-   * (priority does not reorder them) and each holds its place from its
-   * start to its final state, retries included; a full key holds back only
-   * its own tasks. The limit is the one of the most recently scheduled task
-   * naming the key. Not with `serial` (which is `limit: 1`).
+   * A concurrency limit of a group: at most `limit` tasks naming `group` run
+   * at once (one tenant cannot take every worker). The group's tasks start in
+   * due order (priority does not reorder them) and each holds its place from
+   * its start to its final state, retries included; a full group holds back
+   * only its own tasks. The limit is the one of the most recently scheduled
+   * task naming the group. Not with `serial` (which is `limit: 1`).
    * @default none
-   * @example { key: `tenant:${tenantId}`, limit: 2 }
+   * @example { group: `tenant:${tenantId}`, limit: 2 }
    */
   concurrency?: ConcurrencyLimit;
   /**
@@ -293,21 +295,21 @@ export const LIMIT_KEYS = keysOf<LimitOptions>({ rate: true, serial: true, concu
  * Validates the limit options into what `TaskSettings.limits` holds; undefined
  * when none is given (or only `priority: 0` and the default queue), so such
  * tasks stay plain. `serial` and `concurrency` exclude each other (a
- * TypeError): `serial: key` is the concurrency key `{ key, limit: 1 }`. The
+ * TypeError): `serial: group` is the concurrency limit `{ group, limit: 1 }`. The
  * durable runner calls it with a claimed task's stored options (a stored
  * rate's interval is already a number of milliseconds, which `toRate` accepts).
  * @example
- * toLimits({ rate: { key: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
+ * toLimits({ rate: { group: 'chat:1', limit: 1, interval: 1_000 }, serial: 'chat:1', priority: 5 });
  */
 function checkLimits(options: LimitOptions): TaskLimits | undefined {
   const { rate, serial, priority, queue } = options;
-  const bucket = rate === undefined ? undefined : (toRate(rate, 'rate', true) as KeyedRate);
+  const bucket = rate === undefined ? undefined : (toRate(rate, 'rate', true) as GroupRate);
   if (serial !== undefined) assertKey(serial, 'serial');
   let concurrency = options.concurrency === undefined ? undefined : toConcurrency(options.concurrency, 'concurrency');
   if (serial !== undefined && concurrency !== undefined) {
-    throw new TypeError('Expected either `serial` or `concurrency`, not both: `serial: key` is `concurrency: { key, limit: 1 }`');
+    throw new TypeError('Expected either `serial` or `concurrency`, not both: `serial: group` is `concurrency: { group, limit: 1 }`');
   }
-  if (serial !== undefined) concurrency = { key: serial, limit: 1 };
+  if (serial !== undefined) concurrency = { group: serial, limit: 1 };
   if (priority !== undefined) assertPriority(priority);
   if (queue !== undefined) assertQueueName(queue);
   const named = queue === undefined || queue === DEFAULT_QUEUE ? undefined : queue;
@@ -318,12 +320,12 @@ function checkLimits(options: LimitOptions): TaskLimits | undefined {
 }
 
 /**
- * Validates the limit options (`checkLimits`); with `store`, the keys and the
- * queue name must also fit its columns, and its rules speak first.
+ * Validates the limit options (`checkLimits`); with `store`, the groups and
+ * the queue name must also fit its columns, and its rules speak first.
  */
 export function toLimits(options: LimitOptions, store?: StoreRules): TaskLimits | undefined {
   if (store !== undefined) {
-    // Keys go into JSON the database parses and into indexed columns.
+    // Groups go into JSON the database parses and into indexed columns.
     if (options.serial !== undefined) store.key(options.serial, 'serial');
     if (options.queue !== undefined) store.key(options.queue, 'queue');
   }
@@ -336,8 +338,8 @@ export function toLimits(options: LimitOptions, store?: StoreRules): TaskLimits 
       ? undefined
       : checkLimits(options);
   if (store !== undefined && limits !== undefined) {
-    if (limits.concurrency !== undefined && options.serial === undefined) store.key(limits.concurrency.key, 'concurrency.key');
-    if (limits.rate !== undefined) store.key(limits.rate.key, 'rate.key');
+    if (limits.concurrency !== undefined && options.serial === undefined) store.key(limits.concurrency.group, 'concurrency.group');
+    if (limits.rate !== undefined) store.key(limits.rate.group, 'rate.group');
   }
   return limits;
 }

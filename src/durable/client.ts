@@ -15,13 +15,13 @@ import { Enqueuer } from './enqueue.js';
 import { addFlow, flowStatus, type FlowStatus, type StoredFlow } from './flows.js';
 import type { FlowSpec } from './flow-graph.js';
 import { Handlers } from './handlers.js';
-import { limitKeys } from './limit-list.js';
+import { limitGroups } from './limit-list.js';
 import { taskLinks } from './links.js';
 import { emptyQueue, QueueBook, queueInfo, type DurableQueueInfo } from './queues.js';
 import {
   FINAL_STATES,
   type JobFilter,
-  type LimitKey,
+  type LimitGroup,
   type Store,
   type StoredJob,
   type StoredState,
@@ -136,9 +136,9 @@ export class DurableClient {
   }
 
   /** The limit keys in use with the most waiting tasks, or null if the store does not list them (see limit-list.ts). */
-  async getLimitKeys(limit: number): Promise<LimitKey[] | null> {
+  async getLimitGroups(limit: number): Promise<LimitGroup[] | null> {
     await this.ready();
-    return limitKeys(this.#ctx.store, limit, this.#ctx.clock.now());
+    return limitGroups(this.#ctx.store, limit, this.#ctx.clock.now());
   }
 
   /** Every queue the store knows (a row or a task), with this process's settings. */

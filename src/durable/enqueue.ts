@@ -171,9 +171,9 @@ export function toNewTask(name: string, runAt: number, options: object | undefin
     runAt,
     maxAttempts: stored.retry?.attempts ?? 1,
     options: JSON.stringify(stored),
-    serial: stored.serial ?? stored.concurrency?.key ?? null,
+    serial: stored.serial ?? stored.concurrency?.group ?? null,
     priority: stored.priority ?? 0,
-    rateKey: stored.rate?.key ?? null,
+    rateGroup: stored.rate?.group ?? null,
     queue: stored.queue ?? DEFAULT_QUEUE,
   };
   if (dedupe !== undefined) task.dedupe = { mode: dedupe.mode, period: dedupe.period };
@@ -224,7 +224,7 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
     overlap: policy === undefined ? undefined : (given.overlap as StoredOptions['overlap']),
     misfire: policy === undefined ? undefined : given.misfire,
     catchUp: policy?.catchUp,
-    rate: rate === undefined ? undefined : { key: rate.key, limit: rate.limit, interval: rate.interval },
+    rate: rate === undefined ? undefined : { group: rate.group, limit: rate.limit, interval: rate.interval },
     serial: limits?.serial,
     concurrency: given.concurrency === undefined ? undefined : limits?.concurrency,
     priority: limits === undefined || limits.priority === 0 ? undefined : limits.priority,

@@ -90,10 +90,10 @@ export interface StoredOptions {
   overlap?: 'skip' | 'allow';
   misfire?: 'once' | 'skip' | 'all';
   catchUp?: number;
-  /** The key's rate limit, interval in ms. */
-  rate?: { key: string; limit: number; interval: number };
-  /** The key's concurrency limit; the serial column holds its key. */
-  concurrency?: { key: string; limit: number };
+  /** The group's rate limit, interval in ms. */
+  rate?: { group: string; limit: number; interval: number };
+  /** The group's concurrency limit; the serial column holds its group. */
+  concurrency?: { group: string; limit: number };
   serial?: string;
   priority?: number;
   /** The named queue; absent: 'default'. */

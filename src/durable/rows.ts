@@ -137,7 +137,7 @@ function optional(value: number | string | null | undefined): number | null {
 }
 
 export function toTask(row: TaskRow): StoredTask {
-  const options = JSON.parse(row.options) as { rate?: StoredTask['rate']; concurrency?: { key: string; limit: number } };
+  const options = JSON.parse(row.options) as { rate?: StoredTask['rate']; concurrency?: { group: string; limit: number } };
   return {
     id: Number(row.id),
     name: row.name,
@@ -153,7 +153,7 @@ export function toTask(row: TaskRow): StoredTask {
     updatedAt: new Date(Number(row.updated_at)),
     result: row.result === null || row.result === undefined ? undefined : (JSON.parse(row.result) as unknown),
     errors: row.errors === null || row.errors === undefined ? [] : toErrors(row.errors),
-    // The serial column holds the concurrency key: `serial` is its limit-1 case.
+    // The serial column holds the concurrency group: `serial` is its limit-1 case.
     serial: options.concurrency === undefined ? (row.serial ?? null) : null,
     concurrency: options.concurrency ?? null,
     priority: Number(row.priority ?? 0),
@@ -194,7 +194,7 @@ export function insertedTask(task: NewTask, row: InsertedRow): StoredTask {
     serial: task.serial ?? null,
     priority: task.priority ?? 0,
     queue: task.queue ?? 'default',
-    rate_key: task.rateKey ?? null,
+    rate_key: task.rateGroup ?? null,
   });
 }
 

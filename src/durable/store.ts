@@ -52,10 +52,10 @@ export interface StoredTask {
   concurrency?: ConcurrencyLimit | null;
   /** When it last started, by the store's clock (PostgreSQL: the claim's database time); null if it never has. */
   startedAt?: Date | null;
-  /** Its keyed rate limit (`rate` option), interval in ms, or null. */
+  /** Its group's rate limit (`rate` option), interval in ms, or null. */
   rate: {
-    /** The bucket's key. */
-    key: string;
+    /** The group (its bucket). */
+    group: string;
     /** Starts allowed per interval. */
     limit: number;
     /** The window, ms. */
@@ -226,7 +226,7 @@ export interface NewTask {
   /** The priority (also in `options`; a column so the claim can order by it). @default 0 */
   priority?: number;
   /** The rate key (also in `options`; a column so the claim can find the bucket's tasks). @default null */
-  rateKey?: string | null;
+  rateGroup?: string | null;
   /** The named queue (also in `options`; a column so the claim can pick by it). @default 'default' */
   queue?: string;
   /** How it meets a task with the same key (keyed tasks only). @default { mode: 'replace', period: 0 } */
@@ -550,19 +550,19 @@ export interface TaskLinks {
   readonly dependentCount: number;
 }
 
-/** One limit key as the listing shows it. */
-export interface LimitKey {
-  /** `rate` (a `rate: { key }` bucket), `concurrency` (a `concurrency: { key }`) or `serial` (a concurrency key with limit 1, as `serial` makes it). */
+/** One limit group as the listing shows it. */
+export interface LimitGroup {
+  /** `rate` (a `rate: { group }` bucket), `concurrency` (a `concurrency: { group }`) or `serial` (a concurrency group with limit 1, as `serial` makes it). */
   readonly kind: 'rate' | 'concurrency' | 'serial';
-  /** The key. */
-  readonly key: string;
-  /** Its limit: starts per interval for a rate key, tasks at once otherwise. */
+  /** The group. */
+  readonly group: string;
+  /** Its limit: starts per interval for a rate group, tasks at once otherwise. */
   readonly limit: number;
-  /** A rate key's window in ms; null for the others. */
+  /** A rate group's window in ms; null for the others. */
   readonly interval: number | null;
   /** In use now: the starts within the window (rate), or the tasks holding a slot (concurrency, serial; a task waiting for its retry keeps its slot). */
   readonly inUse: number;
-  /** Waiting tasks that name the key (a holder waiting for its retry among them). */
+  /** Waiting tasks that name the group (a holder waiting for its retry among them). */
   readonly waiting: number;
 }
 
@@ -807,7 +807,7 @@ export interface FlowStore {
 /** What a store with `capabilities.limitList` adds: its limit keys. */
 export interface LimitListStore {
   /** The `limit` keys with the most waiting tasks (then by kind and key); `now` is the time of rate windows where the store keeps the clock's. */
-  listLimitKeys(limit: number, now: number): Promise<LimitKey[]>;
+  listLimitGroups(limit: number, now: number): Promise<LimitGroup[]>;
 }
 
 /** Whether a store is a `FlowStore`: its capabilities say so. @internal */
@@ -821,4 +821,4 @@ export function listsLimits(store: Store): store is Store & LimitListStore {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 7;
+export const SCHEMA_VERSION = 8;

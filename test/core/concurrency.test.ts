@@ -18,8 +18,8 @@ describe('concurrency keys', () => {
     const { clock, scheduler } = setup({ workers: 10 });
     const log: string[] = [];
     const task = worker(clock, log);
-    for (let i = 0; i < 6; i++) scheduler.after(0, task(`a${i}`, 100), { concurrency: { key: 'tenant:a', limit: 2 } });
-    for (let i = 0; i < 2; i++) scheduler.after(0, task(`b${i}`, 100), { concurrency: { key: 'tenant:b', limit: 2 } });
+    for (let i = 0; i < 6; i++) scheduler.after(0, task(`a${i}`, 100), { concurrency: { group: 'tenant:a', limit: 2 } });
+    for (let i = 0; i < 2; i++) scheduler.after(0, task(`b${i}`, 100), { concurrency: { group: 'tenant:b', limit: 2 } });
     scheduler.after(0, task('u', 100));
     await clock.advance(0);
     expect(log).toEqual(['a0+0', 'a1+0', 'b0+0', 'b1+0', 'u+0']);
@@ -34,7 +34,7 @@ describe('concurrency keys', () => {
     const order: string[] = [];
     const hold = gate();
     scheduler.after(0, () => hold.promise);
-    const key = { key: 'k', limit: 2 };
+    const key = { group: 'k', limit: 2 };
     scheduler.after(30, () => void order.push('k30'), { concurrency: key, priority: 9 });
     scheduler.after(10, () => void order.push('k10'), { concurrency: key, priority: -5 });
     scheduler.after(20, () => void order.push('k20'), { concurrency: key, priority: 5 });
@@ -51,7 +51,7 @@ describe('concurrency keys', () => {
     const { clock, scheduler } = setup();
     const log: string[] = [];
     const task = worker(clock, log);
-    const key = { key: 'k', limit: 2 };
+    const key = { group: 'k', limit: 2 };
     scheduler.after(0, task('a', 10, 1), { concurrency: key, retry: { attempts: 2, delay: 100, backoff: 'fixed' } });
     scheduler.after(0, task('b', 1_000), { concurrency: key, timeout: 50 });
     scheduler.after(0, task('c', 10), { concurrency: key });
@@ -78,7 +78,7 @@ describe('concurrency keys', () => {
     await clock.advance(0);
     expect(log).toEqual(['s1+0']);
     // A task naming the key with limit 2, scheduled last, sets the key's limit for all of them.
-    scheduler.after(0, task('c', 100), { concurrency: { key: 'k', limit: 2 } });
+    scheduler.after(0, task('c', 100), { concurrency: { group: 'k', limit: 2 } });
     await clock.advance(0);
     expect(log).toEqual(['s1+0', 's2+0']);
     await clock.advance(1_000);
@@ -89,10 +89,10 @@ describe('concurrency keys', () => {
     const { clock, scheduler } = setup();
     const log: string[] = [];
     const task = worker(clock, log);
-    for (let i = 0; i < 3; i++) scheduler.after(0, task(`a${i}`, 100), { concurrency: { key: 'k', limit: 3 } });
+    for (let i = 0; i < 3; i++) scheduler.after(0, task(`a${i}`, 100), { concurrency: { group: 'k', limit: 3 } });
     await clock.advance(0);
-    scheduler.after(0, task('b0', 100), { concurrency: { key: 'k', limit: 1 } });
-    scheduler.after(0, task('b1', 100), { concurrency: { key: 'k', limit: 1 } });
+    scheduler.after(0, task('b0', 100), { concurrency: { group: 'k', limit: 1 } });
+    scheduler.after(0, task('b1', 100), { concurrency: { group: 'k', limit: 1 } });
     await clock.advance(1_000);
     expect(log.filter((e) => e.includes('+'))).toEqual(['a0+0', 'a1+0', 'a2+0', 'b0+100', 'b1+200']);
   });
@@ -101,7 +101,7 @@ describe('concurrency keys', () => {
     const { clock, scheduler } = setup({ workers: 1 });
     const log: string[] = [];
     const task = worker(clock, log);
-    const key = { key: 'k', limit: 1 };
+    const key = { group: 'k', limit: 1 };
     scheduler.after(0, task('x', 100));
     const a = scheduler.after(0, task('a', 10), { concurrency: key });
     const b = scheduler.after(0, task('b', 10), { concurrency: key });
@@ -121,7 +121,7 @@ describe('concurrency keys', () => {
     const { clock, scheduler } = setup();
     const log: string[] = [];
     const task = worker(clock, log);
-    const key = { key: 'api', limit: 1 };
+    const key = { group: 'api', limit: 1 };
     const job = scheduler.every(100).milliseconds().run(task('j', 150), { concurrency: key, overlap: 'allow' });
     scheduler.after(0, task('t', 250), { concurrency: key });
     await clock.advance(600);
@@ -135,40 +135,40 @@ describe('concurrency keys', () => {
     const { clock, scheduler } = setup();
     const fn = () => {};
     const { length } = scheduler.waitingTasks();
-    expect(() => scheduler.after(0, fn, { serial: 'k', concurrency: { key: 'k', limit: 2 } })).toThrow(
+    expect(() => scheduler.after(0, fn, { serial: 'k', concurrency: { group: 'k', limit: 2 } })).toThrow(
       /either `serial` or `concurrency`, not both/,
     );
     expect(() => scheduler.after(0, fn, { concurrency: 'k' as never })).toThrow(TypeError);
-    expect(() => scheduler.after(0, fn, { concurrency: { key: 'k' } as never })).toThrow(/`concurrency.limit`.*got undefined/);
-    expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: 0 } })).toThrow(RangeError);
-    expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: 1.5 } })).toThrow(/`concurrency.limit`.*1.5/);
-    expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: Infinity } })).toThrow(/`concurrency.limit`.*Infinity/);
-    expect(() => scheduler.after(0, fn, { concurrency: { key: '', limit: 1 } })).toThrow(/`concurrency.key`.*""/);
-    expect(() => scheduler.after(0, fn, { concurrency: { key: 7, limit: 1 } as never })).toThrow(/`concurrency.key` to be a string, got 7/);
-    expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: 1, burst: 1 } as never })).toThrow(
+    expect(() => scheduler.after(0, fn, { concurrency: { group: 'k' } as never })).toThrow(/`concurrency.limit`.*got undefined/);
+    expect(() => scheduler.after(0, fn, { concurrency: { group: 'k', limit: 0 } })).toThrow(RangeError);
+    expect(() => scheduler.after(0, fn, { concurrency: { group: 'k', limit: 1.5 } })).toThrow(/`concurrency.limit`.*1.5/);
+    expect(() => scheduler.after(0, fn, { concurrency: { group: 'k', limit: Infinity } })).toThrow(/`concurrency.limit`.*Infinity/);
+    expect(() => scheduler.after(0, fn, { concurrency: { group: '', limit: 1 } })).toThrow(/`concurrency.group`.*""/);
+    expect(() => scheduler.after(0, fn, { concurrency: { group: 7, limit: 1 } as never })).toThrow(/`concurrency.group` to be a string, got 7/);
+    expect(() => scheduler.after(0, fn, { concurrency: { group: 'k', limit: 1, burst: 1 } as never })).toThrow(
       /Unknown `concurrency` option "burst"/,
     );
     expect(() =>
       scheduler
         .every(1)
         .seconds()
-        .run(fn, { concurrency: { key: 'k', limit: -1 } }),
+        .run(fn, { concurrency: { group: 'k', limit: -1 } }),
     ).toThrow(/`concurrency.limit`.*-1/);
     expect(scheduler.waitingTasks()).toHaveLength(length);
     expect(scheduler.jobs()).toEqual([]);
     // A key a refused task named keeps the limit of the last task accepted.
     const log: string[] = [];
     const task = worker(clock, log);
-    scheduler.after(0, task('a', 10), { concurrency: { key: 'k', limit: 1 } });
-    expect(() => scheduler.after(0, fn, { concurrency: { key: 'k', limit: 5 }, priority: 0.5 })).toThrow(/priority/);
-    scheduler.after(0, task('b', 10), { concurrency: { key: 'k', limit: 1 } });
+    scheduler.after(0, task('a', 10), { concurrency: { group: 'k', limit: 1 } });
+    expect(() => scheduler.after(0, fn, { concurrency: { group: 'k', limit: 5 }, priority: 0.5 })).toThrow(/priority/);
+    scheduler.after(0, task('b', 10), { concurrency: { group: 'k', limit: 1 } });
     await clock.advance(100);
     expect(log).toEqual(['a+0', 'a-10', 'b+10', 'b-20']);
   });
 
   it('a key with no unfinished task keeps no state: the next task of the key starts at once', async () => {
     const { clock, scheduler } = setup({ workers: Infinity });
-    for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { concurrency: { key: `tenant:${i % 50}`, limit: 1 } });
+    for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { concurrency: { group: `tenant:${i % 50}`, limit: 1 } });
     await clock.advance(10);
     expect(scheduler.stats()).toMatchObject({ waiting: 0, succeeded: 5_000 });
     expect(clock.pendingTimers).toBe(0);

@@ -10,19 +10,19 @@ describe('keys with no waiting work cost nothing', () => {
     const noop = () => {};
     // Warm up: the gate exists from the first such task on, and a burst of
     // 100,000 plain tasks grows the heaps' arrays (8 B a slot) to their size.
-    scheduler.after(0, noop, { serial: 'warm', rate: { key: 'warm', limit: 1, interval: 1 } });
+    scheduler.after(0, noop, { serial: 'warm', rate: { group: 'warm', limit: 1, interval: 1 } });
     for (let i = 0; i < 100_000; i++) scheduler.after(0, noop);
     await clock.advance(10);
     const before = heapUsed();
     for (let i = 0; i < 100_000; i++) {
-      const key = i % 2 === 0 ? { serial: `chat:${i}` } : { concurrency: { key: `chat:${i}`, limit: 2 } };
+      const key = i % 2 === 0 ? { serial: `chat:${i}` } : { concurrency: { group: `chat:${i}`, limit: 2 } };
       const dedupe = i % 3 === 0 ? { throttle: 500 } : 'replace';
       scheduler.after(0, noop, {
         ...key,
         queue: `queue:${i % 4}`,
         key: `chat:${i}`,
         dedupe,
-        rate: { key: `chat:${i}`, limit: 1, interval: 1_000 },
+        rate: { group: `chat:${i}`, limit: 1, interval: 1_000 },
       });
     }
     await clock.advance(0);
@@ -31,7 +31,7 @@ describe('keys with no waiting work cost nothing', () => {
     const held = heapUsed() - before;
     // Windows expired: a sweep (when new keys appear) drops them.
     await clock.advance(1_000);
-    scheduler.after(0, noop, { rate: { key: 'new', limit: 1, interval: 1 } });
+    scheduler.after(0, noop, { rate: { group: 'new', limit: 1, interval: 1 } });
     await clock.advance(10);
     const after = heapUsed() - before;
     expect(held).toBeGreaterThan(5_000_000);

@@ -114,7 +114,7 @@ describe('rate limits, serial keys and priorities against a reference model', ()
             {
               priority: task.priority,
               serial: task.serial,
-              rate: task.rate === undefined ? undefined : { key: task.rate, ...s.limits[task.rate]! },
+              rate: task.rate === undefined ? undefined : { group: task.rate, ...s.limits[task.rate]! },
               retry: { attempts: task.attempts, delay: task.retryDelay, backoff: 'fixed' },
             },
           );
@@ -172,7 +172,7 @@ describe('rate limits and serial keys under a limited pool, async tasks and canc
                   }, spec.duration),
                 );
               },
-              { priority: spec.priority, serial: spec.serial, rate: spec.rate === undefined ? undefined : { key: spec.rate, ...keyed } },
+              { priority: spec.priority, serial: spec.serial, rate: spec.rate === undefined ? undefined : { group: spec.rate, ...keyed } },
             ),
           );
           specs.forEach((spec, i) => {
@@ -249,12 +249,12 @@ describe('a rate limit changed at run time against the exact count', () => {
         if (where === 'queue') queue.rate = first;
         const starts: number[] = [];
         const run = () => void starts.push(clock.monotonic());
-        const options = where === 'queue' ? { queue: 'q' } : where === 'key' ? { rate: { key: 'k', ...first } } : {};
+        const options = where === 'queue' ? { queue: 'q' } : where === 'key' ? { rate: { group: 'k', ...first } } : {};
         for (let i = 0; i < many; i++) scheduler.after(0, run, options);
         await clock.advance(at);
         if (where === 'scheduler') scheduler.rate = next;
         else if (where === 'queue') queue.rate = next;
-        else scheduler.after(0, run, { rate: { key: 'k', ...next } });
+        else scheduler.after(0, run, { rate: { group: 'k', ...next } });
         await clock.advance(horizon - at);
         expect(starts).toEqual(expected);
         await scheduler.close();

@@ -140,7 +140,7 @@ describe('concurrency keys and queues against a reference model', () => {
               ? {}
               : task.keyLimit === 1
                 ? { serial: task.key }
-                : { concurrency: { key: task.key, limit: task.keyLimit } };
+                : { concurrency: { group: task.key, limit: task.keyLimit } };
           scheduler.schedule(
             task.due,
             () => {
@@ -151,7 +151,7 @@ describe('concurrency keys and queues against a reference model', () => {
               ...key,
               priority: task.priority,
               queue: task.queue,
-              rate: task.rate === undefined ? undefined : { key: task.rate, ...s.rates[task.rate]! },
+              rate: task.rate === undefined ? undefined : { group: task.rate, ...s.rates[task.rate]! },
               retry: { attempts: task.attempts, delay: task.retryDelay, backoff: 'fixed' },
             },
           );
@@ -227,7 +227,7 @@ describe('concurrency keys and queues with async tasks, a small pool and cancell
             {
               priority: spec.priority,
               queue: spec.queue,
-              concurrency: spec.key === undefined ? undefined : { key: spec.key, limit: set.keyLimits[spec.key] },
+              concurrency: spec.key === undefined ? undefined : { group: spec.key, limit: set.keyLimits[spec.key] },
             },
           ),
         );

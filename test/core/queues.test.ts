@@ -268,7 +268,7 @@ describe('named queues', () => {
     expect(() => ((q as Queue).globalConcurrency = 0)).toThrow(/`globalConcurrency`/);
     expect(() => ((q as Queue).rate = { limit: 1, interval: '1 s' as never })).toThrow(/rate.interval/);
     await expect(q.setRate({ limit: 1, interval: '1 s' as never })).rejects.toThrow(/`rate.interval`.*1 s/);
-    await expect(q.setRate({ key: 'k', limit: 1, interval: 1 } as never)).rejects.toThrow(/Unknown `rate` option "key"/);
+    await expect(q.setRate({ group: 'k', limit: 1, interval: 1 } as never)).rejects.toThrow(/Unknown `rate` option "group"/);
     await expect(q.setRate({ limit: 0, interval: 1 })).rejects.toThrow(RangeError);
     await expect(q.setRate('fast' as never)).rejects.toThrow(TypeError);
     expect(q.concurrency).toBe(2);

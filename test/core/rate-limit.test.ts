@@ -283,7 +283,7 @@ describe('scheduler-wide rate limit', () => {
     const { scheduler } = setup({ rate: { limit: 5, interval: 100 } });
     expect(() => (scheduler.rate = { limit: 0, interval: 100 })).toThrow(/`rate.limit`.*got 0 \(number\)/);
     expect(() => (scheduler.rate = { limit: 1, interval: '1 s' as never })).toThrow(/rate.interval/);
-    expect(() => (scheduler.rate = { key: 'x', limit: 1, interval: 1 } as never)).toThrow(/Unknown `rate` option "key"/);
+    expect(() => (scheduler.rate = { group: 'x', limit: 1, interval: 1 } as never)).toThrow(/Unknown `rate` option "group"/);
     expect(() => (scheduler.rate = 5 as never)).toThrow(TypeError);
     expect(scheduler.rate).toEqual({ limit: 5, interval: 100 });
     expect(() => setup({ rate: { limit: 1.5, interval: 100 } })).toThrow(/`rate.limit`.*1.5/);
@@ -294,7 +294,7 @@ describe('rate limit per key', () => {
   it('each key has its own bucket, on top of the scheduler-wide one', async () => {
     const { clock, scheduler } = setup({ rate: { limit: 3, interval: 1_000 } });
     const { starts, task } = recorder(clock);
-    const chat = (id: number) => ({ key: `chat:${id}`, limit: 1, interval: 1_000 });
+    const chat = (id: number) => ({ group: `chat:${id}`, limit: 1, interval: 1_000 });
     for (let i = 0; i < 3; i++) scheduler.after(0, task(`a${i}`), { rate: chat(1) });
     for (let i = 0; i < 3; i++) scheduler.after(0, task(`b${i}`), { rate: chat(2) });
     for (let i = 0; i < 3; i++) scheduler.after(0, task(`u${i}`));
@@ -315,7 +315,7 @@ describe('rate limit per key', () => {
   it('keeps due-time order within a key, even for tasks scheduled out of order', async () => {
     const { clock, scheduler } = setup();
     const { starts, task } = recorder(clock);
-    const rate = { key: 'route', limit: 2, interval: 1_000 };
+    const rate = { group: 'route', limit: 2, interval: 1_000 };
     scheduler.after(30, task('c'), { rate });
     scheduler.after(10, task('a'), { rate });
     scheduler.after(20, task('b'), { rate });
@@ -332,11 +332,11 @@ describe('rate limit per key', () => {
   it('the limit of a key is the one of the most recently scheduled task naming it', async () => {
     const { clock, scheduler } = setup();
     const { starts, task } = recorder(clock);
-    for (let i = 0; i < 4; i++) scheduler.after(0, task(`t${i}`), { rate: { key: 'k', limit: 1, interval: 1_000 } });
+    for (let i = 0; i < 4; i++) scheduler.after(0, task(`t${i}`), { rate: { group: 'k', limit: 1, interval: 1_000 } });
     await clock.advance(0);
     expect(starts).toHaveLength(1);
     // A task naming the key with a higher limit lifts it for the waiting ones too.
-    scheduler.after(0, task('t4'), { rate: { key: 'k', limit: 3, interval: 1_000 } });
+    scheduler.after(0, task('t4'), { rate: { group: 'k', limit: 3, interval: 1_000 } });
     await clock.advance(0);
     expect(starts.map(([label]) => label)).toEqual(['t0', 't1', 't2']);
     await clock.advance(1_000);
@@ -346,10 +346,10 @@ describe('rate limit per key', () => {
   it('a limit given by a later-scheduled task applies before that task is due', async () => {
     const { clock, scheduler } = setup();
     const { starts, task } = recorder(clock);
-    scheduler.after(0, task('x1'), { rate: { key: 'k', limit: 1, interval: 1_000 } });
-    scheduler.after(0, task('x2'), { rate: { key: 'k', limit: 1, interval: 1_000 } });
+    scheduler.after(0, task('x1'), { rate: { group: 'k', limit: 1, interval: 1_000 } });
+    scheduler.after(0, task('x2'), { rate: { group: 'k', limit: 1, interval: 1_000 } });
     // Scheduled last, due last: its limit (3 a second) is the key's from now on.
-    scheduler.after(500, task('y'), { rate: { key: 'k', limit: 3, interval: 1_000 } });
+    scheduler.after(500, task('y'), { rate: { group: 'k', limit: 3, interval: 1_000 } });
     await clock.advance(600);
     expect(starts).toEqual([
       ['x1', 0],
@@ -364,13 +364,13 @@ describe('rate limit per key', () => {
     const queue = scheduler.queue('q') as Queue;
     queue.rate = { limit: 1, interval: 100 };
     for (let i = 0; i < 4; i++) {
-      scheduler.after(0, task(`k${i}`), { rate: { key: 'k', limit: 1, interval: 100 } });
+      scheduler.after(0, task(`k${i}`), { rate: { group: 'k', limit: 1, interval: 100 } });
       scheduler.after(0, task(`q${i}`), { queue: 'q' });
     }
     await clock.advance(300);
     expect(starts.map(([label, at]) => `${label}@${at}`)).toEqual([0, 1, 2, 3].flatMap((i) => [`k${i}@${i * 100}`, `q${i}@${i * 100}`]));
     // 3 per second from 300 on: the starts at 100, 200 and 300 fill the window until 1,100.
-    scheduler.after(0, task('k'), { rate: { key: 'k', limit: 3, interval: 1_000 } });
+    scheduler.after(0, task('k'), { rate: { group: 'k', limit: 3, interval: 1_000 } });
     queue.rate = { limit: 3, interval: '1s' };
     scheduler.after(0, task('q'), { queue: 'q' });
     await clock.advance(799);
@@ -384,13 +384,13 @@ describe('rate limit per key', () => {
 
   it('a key with no waiting work and an expired window keeps no state', async () => {
     const { clock, scheduler } = setup();
-    for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { rate: { key: `chat:${i}`, limit: 1, interval: 1_000 } });
+    for (let i = 0; i < 5_000; i++) scheduler.after(i % 7, () => {}, { rate: { group: `chat:${i}`, limit: 1, interval: 1_000 } });
     await clock.advance(10);
     expect(scheduler.stats()).toMatchObject({ waiting: 0, succeeded: 5_000 });
     // No timer for any key, and the next task of a key starts at once (its window expired).
     expect(clock.pendingTimers).toBe(0);
     await clock.advance(1_000);
-    const again = scheduler.after(0, () => 'ok', { rate: { key: 'chat:1', limit: 1, interval: 1_000 } });
+    const again = scheduler.after(0, () => 'ok', { rate: { group: 'chat:1', limit: 1, interval: 1_000 } });
     await clock.advance(0);
     expect(again.state).toBe('succeeded');
   });
@@ -399,7 +399,7 @@ describe('rate limit per key', () => {
     const { clock, scheduler } = setup();
     const { starts } = recorder(clock);
     const hold = gate();
-    const rate = { key: 'k', limit: 2, interval: 100 };
+    const rate = { group: 'k', limit: 2, interval: 100 };
     for (let i = 0; i < 4; i++) {
       scheduler.after(
         0,
@@ -424,7 +424,7 @@ describe('rate limit per key', () => {
   it('a waiting task can be cancelled; the next of its key takes its place', async () => {
     const { clock, scheduler } = setup();
     const { starts, task } = recorder(clock);
-    const rate = { key: 'k', limit: 1, interval: 1_000 };
+    const rate = { group: 'k', limit: 1, interval: 1_000 };
     scheduler.after(0, task('a'), { rate });
     const b = scheduler.after(0, task('b'), { rate });
     scheduler.after(0, task('c'), { rate });
@@ -445,7 +445,7 @@ describe('rate limit per key', () => {
 
   it('waitingTasks() lists waiting tasks, earliest first, and close() cancels them', async () => {
     const { clock, scheduler } = setup();
-    const rate = { key: 'k', limit: 1, interval: 1_000 };
+    const rate = { group: 'k', limit: 1, interval: 1_000 };
     const a = scheduler.after(0, () => {}, { rate });
     const b = scheduler.after(5, () => {}, { rate, name: 'b' });
     const c = scheduler.after(10, () => {}, { rate });
@@ -463,7 +463,7 @@ describe('rate limit per key', () => {
 
   it('maxWaiting counts waiting tasks', async () => {
     const { clock, scheduler } = setup({ maxWaiting: 3 });
-    const rate = { key: 'k', limit: 1, interval: 1_000 };
+    const rate = { group: 'k', limit: 1, interval: 1_000 };
     for (let i = 0; i < 3; i++) scheduler.after(0, () => {}, { rate });
     await clock.advance(0);
     // One started; two wait for the bucket and still count.
@@ -478,8 +478,8 @@ describe('rate limit per key', () => {
     const job = scheduler
       .every(100)
       .milliseconds()
-      .run(task('j'), { rate: { key: 'api', limit: 1, interval: 250 } });
-    scheduler.after(0, task('other'), { rate: { key: 'api', limit: 1, interval: 250 } });
+      .run(task('j'), { rate: { group: 'api', limit: 1, interval: 250 } });
+    scheduler.after(0, task('other'), { rate: { group: 'api', limit: 1, interval: 250 } });
     await clock.advance(1_000);
     job.cancel();
     // 'other' at 0; the job's run due at 100 waits to 250; the one due at 300 to 500; and so on,
@@ -498,13 +498,13 @@ describe('rate limit per key', () => {
     const { clock, scheduler } = setup();
     const fn = () => {};
     const { starts, task } = recorder(clock);
-    scheduler.after(0, task('a'), { rate: { key: 'k', limit: 1, interval: 1_000 }, serial: 's' });
-    scheduler.after(0, task('b'), { rate: { key: 'k', limit: 1, interval: 1_000 }, serial: 's' });
-    expect(() => scheduler.after(0, fn, { rate: { limit: 1, interval: 1 } as never })).toThrow(/`rate.key` to be a string, got undefined/);
-    expect(() => scheduler.after(0, fn, { rate: { key: '', limit: 1, interval: 1 } })).toThrow(/`rate.key`.*""/);
-    expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 2e6, interval: 1 } })).toThrow(/`rate.limit`.*2000000/);
-    expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 1, interval: '2d' } })).toThrow(/`rate.interval`.*at most a day/);
-    expect(() => scheduler.after(0, fn, { rate: { key: 'k', limit: 1, interval: 1, burst: 2 } as never })).toThrow(
+    scheduler.after(0, task('a'), { rate: { group: 'k', limit: 1, interval: 1_000 }, serial: 's' });
+    scheduler.after(0, task('b'), { rate: { group: 'k', limit: 1, interval: 1_000 }, serial: 's' });
+    expect(() => scheduler.after(0, fn, { rate: { limit: 1, interval: 1 } as never })).toThrow(/`rate.group` to be a string, got undefined/);
+    expect(() => scheduler.after(0, fn, { rate: { group: '', limit: 1, interval: 1 } })).toThrow(/`rate.group`.*""/);
+    expect(() => scheduler.after(0, fn, { rate: { group: 'k', limit: 2e6, interval: 1 } })).toThrow(/`rate.limit`.*2000000/);
+    expect(() => scheduler.after(0, fn, { rate: { group: 'k', limit: 1, interval: '2d' } })).toThrow(/`rate.interval`.*at most a day/);
+    expect(() => scheduler.after(0, fn, { rate: { group: 'k', limit: 1, interval: 1, burst: 2 } as never })).toThrow(
       /Unknown `rate` option "burst"/,
     );
     expect(() => scheduler.after(0, fn, { serial: 42 as never })).toThrow(/`serial` to be a string, got 42/);
@@ -521,7 +521,7 @@ describe('rate limit per key', () => {
       scheduler
         .every(1)
         .seconds()
-        .run(fn, { rate: { key: 'k', limit: -1, interval: 1 } }),
+        .run(fn, { rate: { group: 'k', limit: -1, interval: 1 } }),
     ).toThrow(/`rate.limit`.*-1/);
     expect(scheduler.size).toBe(2);
     expect(scheduler.jobs()).toEqual([]);

@@ -121,7 +121,7 @@ describe('serial keys', () => {
     const { clock, scheduler } = setup();
     const log: string[] = [];
     const task = worker(clock, log);
-    const chat = { serial: 'chat:1', rate: { key: 'chat:1', limit: 1, interval: 1_000 } };
+    const chat = { serial: 'chat:1', rate: { group: 'chat:1', limit: 1, interval: 1_000 } };
     scheduler.after(0, task('m1', 1_500), chat);
     scheduler.after(0, task('m2', 100), chat);
     scheduler.after(0, task('m3', 100), chat);

@@ -47,8 +47,8 @@ async function serve(store: () => Store) {
   scheduler.define('hold', () => gate);
   const now = Date.now();
   for (let i = 0; i < 3; i++) await scheduler.schedule(now, 'hold', { serial: 'chat:<b>1</b>' });
-  for (let i = 0; i < 5; i++) await scheduler.schedule(now, 'hold', { concurrency: { key: 'api', limit: 2 } });
-  for (let i = 0; i < 3; i++) await scheduler.schedule(now, 'hold', { rate: { key: 'mail', limit: 2, interval: '1h' } });
+  for (let i = 0; i < 5; i++) await scheduler.schedule(now, 'hold', { concurrency: { group: 'api', limit: 2 } });
+  for (let i = 0; i < 3; i++) await scheduler.schedule(now, 'hold', { rate: { group: 'mail', limit: 2, interval: '1h' } });
   await scheduler.start();
   await eventually(async () => (await scheduler.countTasks()).running).toBe(5);
   const http = await mount(scheduler);
@@ -64,20 +64,20 @@ async function serve(store: () => Store) {
 
 for (const [backend, store] of BACKENDS) {
   describe(`the Limits panel, ${backend}`, () => {
-    it('api/limits: each key with kind, limit, in use and waiting, most waiting first, bounded; 400 for a malformed limit', async () => {
+    it('api/limits: each group with kind, limit, in use and waiting, most waiting first, bounded; 400 for a malformed limit', async () => {
       const app = await serve(store);
       try {
         const all = await app.get('api/limits');
         expect(all.status).toBe(200);
         expect(all.body).toEqual({
           limit: 100,
-          keys: [
-            { kind: 'concurrency', key: 'api', limit: 2, interval: null, inUse: 2, waiting: 3 },
-            { kind: 'serial', key: 'chat:<b>1</b>', limit: 1, interval: null, inUse: 1, waiting: 2 },
-            { kind: 'rate', key: 'mail', limit: 2, interval: 3_600_000, inUse: 2, waiting: 1 },
+          groups: [
+            { kind: 'concurrency', group: 'api', limit: 2, interval: null, inUse: 2, waiting: 3 },
+            { kind: 'serial', group: 'chat:<b>1</b>', limit: 1, interval: null, inUse: 1, waiting: 2 },
+            { kind: 'rate', group: 'mail', limit: 2, interval: 3_600_000, inUse: 2, waiting: 1 },
           ],
         });
-        expect((await app.get('api/limits?limit=1')).body.keys.map((key: { key: string }) => key.key)).toEqual(['api']);
+        expect((await app.get('api/limits?limit=1')).body.groups.map((group: { group: string }) => group.group)).toEqual(['api']);
         for (const bad of ['0', '-1', '1.5', 'abc', '', '1001', '99999999999999999999']) {
           const answer = await app.get(`api/limits?limit=${encodeURIComponent(bad)}`);
           expect([bad, answer.status]).toEqual([bad, 400]);
@@ -96,9 +96,9 @@ for (const [backend, store] of BACKENDS) {
         const context = await harness.browser.newContext({ viewport: { width: 1280, height: 900 } });
         const page: Page = await context.newPage();
         await page.goto(app.origin);
-        await eventually(() => page.locator('#limits tr[data-limit-key]').count()).toBe(3);
+        await eventually(() => page.locator('#limits tr[data-limit-group]').count()).toBe(3);
         expect(await page.locator('#limits-section').isVisible()).toBe(true);
-        const cells = (key: string) => page.locator(`#limits tr[data-limit-key="${key}"] td`).allTextContents();
+        const cells = (key: string) => page.locator(`#limits tr[data-limit-group="${key}"] td`).allTextContents();
         expect(await cells('concurrency:api')).toEqual(['concurrency', 'api', '2 at once', '2 running', '3', 'every slot held (2)']);
         // The key is text, never markup.
         expect(await cells('serial:chat:<b>1</b>')).toEqual([
@@ -124,7 +124,7 @@ it('without a store api/limits lists none and the panel stays hidden', async () 
   const scheduler = new Scheduler();
   const app = await mount(scheduler);
   try {
-    expect(await app.get('api/limits')).toEqual({ status: 200, body: { keys: null, limit: 100 } });
+    expect(await app.get('api/limits')).toEqual({ status: 200, body: { groups: null, limit: 100 } });
     expect((await app.get('api/limits?limit=x')).status).toBe(400);
     const page = await harness.browser.newPage();
     await page.goto(app.origin);

@@ -29,7 +29,7 @@ const BACKENDS: [string, () => Store][] = [
 ];
 
 /** The limit keys of `scheduler`'s store, as the dashboard reads them. */
-const limitKeys = (scheduler: Scheduler, limit: number) => schedulerClients.get(scheduler)!.getLimitKeys(limit);
+const limitGroups = (scheduler: Scheduler, limit: number) => schedulerClients.get(scheduler)!.getLimitGroups(limit);
 
 /** Polls `check` until it holds (generous bound: the machine is loaded). */
 async function until(check: () => Promise<boolean>): Promise<void> {
@@ -48,40 +48,40 @@ for (const [backend, store] of BACKENDS) {
       const scheduler = new Scheduler({ store: store(), workers: 10, onError: () => {} });
       opened.push(scheduler);
       scheduler.define('hold', () => gate);
-      expect(await limitKeys(scheduler, 10)).toEqual([]);
+      expect(await limitGroups(scheduler, 10)).toEqual([]);
       const now = Date.now();
       for (let i = 0; i < 3; i++) await scheduler.schedule(now, 'hold', { serial: 'chat:1' });
-      for (let i = 0; i < 5; i++) await scheduler.schedule(now, 'hold', { concurrency: { key: 'api', limit: 2 } });
-      for (let i = 0; i < 4; i++) await scheduler.schedule(now, 'hold', { rate: { key: 'mail', limit: 2, interval: '1h' } });
+      for (let i = 0; i < 5; i++) await scheduler.schedule(now, 'hold', { concurrency: { group: 'api', limit: 2 } });
+      for (let i = 0; i < 4; i++) await scheduler.schedule(now, 'hold', { rate: { group: 'mail', limit: 2, interval: '1h' } });
       await scheduler.schedule(now + 3_600_000, 'hold', { serial: 'later' });
       // Before any start: nothing in use, everything waiting.
-      expect(await limitKeys(scheduler, 10)).toEqual([
-        { kind: 'concurrency', key: 'api', limit: 2, interval: null, inUse: 0, waiting: 5 },
-        { kind: 'rate', key: 'mail', limit: 2, interval: 3_600_000, inUse: 0, waiting: 4 },
-        { kind: 'serial', key: 'chat:1', limit: 1, interval: null, inUse: 0, waiting: 3 },
-        { kind: 'serial', key: 'later', limit: 1, interval: null, inUse: 0, waiting: 1 },
+      expect(await limitGroups(scheduler, 10)).toEqual([
+        { kind: 'concurrency', group: 'api', limit: 2, interval: null, inUse: 0, waiting: 5 },
+        { kind: 'rate', group: 'mail', limit: 2, interval: 3_600_000, inUse: 0, waiting: 4 },
+        { kind: 'serial', group: 'chat:1', limit: 1, interval: null, inUse: 0, waiting: 3 },
+        { kind: 'serial', group: 'later', limit: 1, interval: null, inUse: 0, waiting: 1 },
       ]);
       await scheduler.start();
       await until(async () => (await scheduler.countTasks()).running === 5);
-      const listed = await limitKeys(scheduler, 10);
+      const listed = await limitGroups(scheduler, 10);
       expect(listed).toEqual([
-        { kind: 'concurrency', key: 'api', limit: 2, interval: null, inUse: 2, waiting: 3 },
-        { kind: 'serial', key: 'chat:1', limit: 1, interval: null, inUse: 1, waiting: 2 },
-        { kind: 'rate', key: 'mail', limit: 2, interval: 3_600_000, inUse: 2, waiting: 2 },
-        { kind: 'serial', key: 'later', limit: 1, interval: null, inUse: 0, waiting: 1 },
+        { kind: 'concurrency', group: 'api', limit: 2, interval: null, inUse: 2, waiting: 3 },
+        { kind: 'serial', group: 'chat:1', limit: 1, interval: null, inUse: 1, waiting: 2 },
+        { kind: 'rate', group: 'mail', limit: 2, interval: 3_600_000, inUse: 2, waiting: 2 },
+        { kind: 'serial', group: 'later', limit: 1, interval: null, inUse: 0, waiting: 1 },
       ]);
-      expect(await limitKeys(scheduler, 1)).toEqual(listed!.slice(0, 1));
+      expect(await limitGroups(scheduler, 1)).toEqual(listed!.slice(0, 1));
       release();
       // Once the concurrency and serial tasks have all run, their keys hold nothing and nothing waits for them.
       await until(async () => (await scheduler.countTasks()).succeeded === 10);
-      const after = await limitKeys(scheduler, 10);
-      expect(after!.find((row) => row.key === 'mail')).toMatchObject({ inUse: 2, waiting: 2 });
-      expect(after!.find((row) => row.key === 'api') ?? { inUse: 0, waiting: 0 }).toMatchObject({ inUse: 0, waiting: 0 });
+      const after = await limitGroups(scheduler, 10);
+      expect(after!.find((row) => row.group === 'mail')).toMatchObject({ inUse: 2, waiting: 2 });
+      expect(after!.find((row) => row.group === 'api') ?? { inUse: 0, waiting: 0 }).toMatchObject({ inUse: 0, waiting: 0 });
     });
   });
 }
 
-it('a scheduler without a store has no client (the dashboard lists no limit keys: test/dashboard/limits.test.ts)', async () => {
+it('a scheduler without a store has no client (the dashboard lists no limit groups: test/dashboard/limits.test.ts)', async () => {
   const scheduler = new Scheduler();
   opened.push(scheduler);
   expect(schedulerClients.get(scheduler)).toBeUndefined();

@@ -348,3 +348,75 @@ describe('upgrades of a PostgreSQL schema', () => {
     });
   }
 });
+
+// Version 8 renames a limit's `key` to `group` in the stored options of tasks
+// and jobs (the option's name); the column that holds it keeps its value.
+describe('version 8: the stored options name a limit group `group`', () => {
+  const OPTIONS = '{"rate":{"key":"chat:1","limit":1,"interval":1000},"concurrency":{"key":"tenant:1","limit":2}}';
+  const MIGRATED = { rate: { group: 'chat:1', limit: 1, interval: 1_000 }, concurrency: { group: 'tenant:1', limit: 2 } };
+  const task = { ...ROWS.tasks[0]!, key: 'limited', serial: 'tenant:1', rate_key: 'chat:1', options: OPTIONS };
+  const job = { ...ROWS.jobs[0]!, options: OPTIONS };
+  const opened = closedAfterEach((store: Store) => store.close());
+
+  it('on SQLite', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'taskheap-upgrade8-')), 'store.db');
+    const db = await openDatabase(path);
+    sqliteAt(db, 7);
+    const insert = (table: string, row: Row) =>
+      db.prepare(`INSERT INTO ${table} (${Object.keys(row).join(', ')}) VALUES (${Object.keys(row).map(() => '?').join(', ')})`).run(...Object.values(row));
+    const id = Number(insert(TABLES.tasks, task).lastInsertRowid);
+    insert(TABLES.jobs, job);
+    insert(TABLES.tasks, { ...ROWS.tasks[1]!, key: 'plain' });
+    db.close();
+    const store = sqliteStore(path);
+    opened.push(store);
+    await store.migrate();
+    expect(await store.getTask(id)).toMatchObject({ rate: MIGRATED.rate, concurrency: MIGRATED.concurrency });
+    await store.close();
+    const after = await openDatabase(path);
+    try {
+      const options = (table: string) => (after.prepare(`SELECT options FROM ${table} ORDER BY rowid`).all() as { options: string }[]).map((row) => JSON.parse(row.options));
+      expect(options(TABLES.jobs)).toEqual([MIGRATED]);
+      expect(options(TABLES.tasks)).toEqual([MIGRATED, JSON.parse(String(ROWS.tasks[1]!.options))]);
+      expect(after.prepare('SELECT serial, rate_key FROM taskheap_tasks WHERE id = ?').get(id)).toEqual({ serial: 'tenant:1', rate_key: 'chat:1' });
+    } finally {
+      after.close();
+    }
+  });
+
+  describe('on PostgreSQL', () => {
+    let server: PgServer;
+    let admin: pg.Pool;
+    usePostgres((s, a) => {
+      server = s;
+      admin = a;
+    });
+
+    it('every row, through the store', async () => {
+      const schema = schemaNamer('upgrade8_')();
+      await postgresAt(admin, schema, 7);
+      const insert = async (table: string, row: Row) => {
+        const names = Object.keys(row);
+        const values = names.map((name) => (TIME_COLUMNS.has(name) && row[name] !== null ? new Date(Number(row[name])) : row[name]));
+        const { rows } = await admin.query(
+          `INSERT INTO ${quote(schema)}.${table} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
+          values,
+        );
+        return rows[0] as { id?: string };
+      };
+      const id = Number((await insert(TABLES.tasks, task)).id);
+      await insert(TABLES.jobs, job);
+      await insert(TABLES.tasks, { ...ROWS.tasks[1]!, key: 'plain' });
+      const store = postgresStore({ connectionString: server.url, schema });
+      opened.push(store);
+      await store.migrate();
+      expect(await store.getTask(id)).toMatchObject({ rate: MIGRATED.rate, concurrency: MIGRATED.concurrency });
+      const options = async (table: string) =>
+        (await admin.query(`SELECT options FROM ${quote(schema)}.${table} ORDER BY ${table === TABLES.jobs ? 'key' : 'id'}`)).rows.map(
+          (row: { options: string }) => JSON.parse(row.options),
+        );
+      expect(await options(TABLES.jobs)).toEqual([MIGRATED]);
+      expect(await options(TABLES.tasks)).toEqual([MIGRATED, JSON.parse(String(ROWS.tasks[1]!.options))]);
+    });
+  });
+});

@@ -111,8 +111,8 @@ describe('durable input', () => {
     expect(() => scheduler.schedule(later, 'known', { key: 'x\udc00y' })).toThrow(TypeError);
     expect(() => scheduler.define('h\udc00', () => {})).toThrow(/lone surrogate/);
     expect(() => scheduler.schedule(later, 'known', { serial: 'chat\ud800' })).toThrow(/`serial`.*lone surrogate/);
-    expect(() => scheduler.schedule(later, 'known', { rate: { key: '\ud800', limit: 1, interval: 1_000 } })).toThrow(
-      /`rate.key`.*lone surrogate/,
+    expect(() => scheduler.schedule(later, 'known', { rate: { group: '\ud800', limit: 1, interval: 1_000 } })).toThrow(
+      /`rate.group`.*lone surrogate/,
     );
     expect(() => scheduler.schedule(later, 'known', { queue: 'q\udfff' })).toThrow(/`queue`.*lone surrogate/);
     expect(() => scheduler.every(1).second().run('known', { key: 'j\ud800' })).toThrow(/lone surrogate/);

@@ -186,7 +186,7 @@ export async function addTask(
     task.serial ?? null,
     task.priority ?? 0,
     task.queue ?? 'default',
-    task.rateKey ?? null,
+    task.rateGroup ?? null,
   ]);
   return enqueued(toTask(rows[0]!), 'inserted');
 }
@@ -238,7 +238,7 @@ async function addKeyed(sql: AddSql, prefix: string, query: Query, tasks: readon
       batch.map((t) => t.dedupe?.mode ?? 'replace'),
       batch.map((t) => t.dedupe?.period ?? 0),
       batch.map((t) => t.queue ?? 'default'),
-      batch.map((t) => t.rateKey ?? null),
+      batch.map((t) => t.rateGroup ?? null),
     ]);
     const byKey = new Map<string, number>();
     const keyless: number[] = [];
@@ -326,7 +326,7 @@ async function addUnkeyed(
     serial: [] as (string | null)[],
     priority: [] as number[],
     queue: [] as string[],
-    rateKey: [] as (string | null)[],
+    rateGroup: [] as (string | null)[],
   };
   for (const task of tasks) {
     columns.name.push(task.name);
@@ -338,7 +338,7 @@ async function addUnkeyed(
     columns.serial.push(task.serial ?? null);
     columns.priority.push(task.priority ?? 0);
     columns.queue.push(task.queue ?? 'default');
-    columns.rateKey.push(task.rateKey ?? null);
+    columns.rateGroup.push(task.rateGroup ?? null);
   }
   // One statement: atomic on its own, in the caller's transaction or not.
   const { rows } = await queryVia(db, via)<InsertedRow>(sql.addTasks, [
@@ -352,7 +352,7 @@ async function addUnkeyed(
     columns.serial,
     columns.priority,
     columns.queue,
-    columns.rateKey,
+    columns.rateGroup,
   ]);
   return rows.map((row, i) => enqueued(insertedTask(tasks[i]!, row), 'inserted'));
 }

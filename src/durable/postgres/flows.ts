@@ -105,7 +105,7 @@ async function writeFlow(sql: FlowSql, table: string, prefix: string, query: Que
     tasks.map((task) => task.serial ?? null),
     tasks.map((task) => task.priority ?? 0),
     tasks.map((task) => task.queue ?? 'default'),
-    tasks.map((task) => task.rateKey ?? null),
+    tasks.map((task) => task.rateGroup ?? null),
     births.map((b) => b.state),
     births.map((b) => b.pending),
     births.map((b) => b.hasDependents),

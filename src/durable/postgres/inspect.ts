@@ -9,9 +9,9 @@
 // flush, bounded to the latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
-import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter, TaskLinks, LimitKey } from '../store.js';
+import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter, TaskLinks, LimitGroup } from '../store.js';
 import { toLink, type LinkRow } from '../links.js';
-import { toLimitKey, type LimitKeyRow } from '../limit-list.js';
+import { toLimitGroup, type LimitGroupRow } from '../limit-list.js';
 import type { Connection } from './connection.js';
 import { millis, tables, taskColumns, ts } from './tables.js';
 
@@ -136,7 +136,7 @@ export function inspectStatements(schema: string | undefined) {
      * serial index and taskheap_tasks_rated, whose condition the `state IN`
      * repeats).
      */
-    limitKeys: `SELECT l.kind, l.key, l.lim, l.interval_ms,
+    limitGroups: `SELECT l.kind, l.key, l.lim, l.interval_ms,
       CASE WHEN l.kind = 'concurrency' THEN cardinality(l.holders)
         ELSE (SELECT COALESCE(sum(c), 0) FROM unnest(l.starts, l.counts) AS x(s, c)
           WHERE s > now() - l.interval_ms * interval '1 millisecond') END::int AS in_use,
@@ -278,6 +278,6 @@ export async function getTaskLinks(db: Connection, sql: InspectStatements, id: n
 }
 
 /** The `limit` limit keys with the most waiting tasks. */
-export async function listLimitKeys(db: Connection, sql: InspectStatements, limit: number): Promise<LimitKey[]> {
-  return (await db.query<LimitKeyRow>(sql.limitKeys, [limit])).rows.map(toLimitKey);
+export async function listLimitGroups(db: Connection, sql: InspectStatements, limit: number): Promise<LimitGroup[]> {
+  return (await db.query<LimitGroupRow>(sql.limitGroups, [limit])).rows.map(toLimitGroup);
 }

@@ -29,10 +29,10 @@ function jobColumns(a: string): string {
 /** SQL: the priority a stored job's options (JSON text) give its occurrences. */
 const PRIORITY_OF = (options: string) => `COALESCE((${options}::jsonb ->> 'priority')::int, 0)`;
 
-/** SQL: the concurrency key and the rate key a stored job's options (JSON text) give its occurrences. */
-const SERIAL_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'serial', ${options}::jsonb #>> '{concurrency,key}')`;
+/** SQL: the concurrency group and the rate group a stored job's options (JSON text) give its occurrences. */
+const SERIAL_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'serial', ${options}::jsonb #>> '{concurrency,group}')`;
 
-const RATE_KEY_OF = (options: string) => `(${options}::jsonb #>> '{rate,key}')`;
+const RATE_GROUP_OF = (options: string) => `(${options}::jsonb #>> '{rate,group}')`;
 
 /** SQL: the queue a stored job's options (JSON text) put its occurrences in. */
 const QUEUE_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'queue', 'default')`;
@@ -70,7 +70,7 @@ export function jobStatements(schema: string | undefined) {
     triggerJob: `WITH added AS (
         INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, job_key, serial, priority, queue, rate_key)
         SELECT name, payload, now(), COALESCE((options::jsonb #>> '{retry,attempts}')::int, 1), options, key, ${SERIAL_OF('options')}, ${PRIORITY_OF('options')},
-          ${QUEUE_OF('options')}, ${RATE_KEY_OF('options')}
+          ${QUEUE_OF('options')}, ${RATE_GROUP_OF('options')}
         FROM ${J} WHERE key = $1 AND state <> 'cancelled'
         RETURNING ${taskColumns('t')}),
       ${upsertLimits(L, 'limits', 'added')}
@@ -103,7 +103,7 @@ export function jobStatements(schema: string | undefined) {
     /** (job_key, scheduled_at) is unique: an occurrence is inserted once, whichever process gets there first. */
     insertOccurrences: `WITH added AS (INSERT INTO ${T} (name, payload, run_at, scheduled_at, max_attempts, options, job_key, serial, priority, queue, rate_key)
         SELECT u.name, u.payload, ${ts('u.at')}, ${ts('u.at')}, u.max_attempts, u.options, u.job_key, ${SERIAL_OF('u.options')}, ${PRIORITY_OF('u.options')},
-          ${QUEUE_OF('u.options')}, ${RATE_KEY_OF('u.options')}
+          ${QUEUE_OF('u.options')}, ${RATE_GROUP_OF('u.options')}
         FROM unnest($1::text[], $2::text[], $3::float8[], $4::int[], $5::text[], $6::text[]) AS u(name, payload, at, max_attempts, options, job_key)
         ON CONFLICT (job_key, scheduled_at) WHERE job_key IS NOT NULL DO NOTHING
         RETURNING id, serial, rate_key, options),

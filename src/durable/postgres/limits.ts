@@ -62,7 +62,7 @@ const setLimits = (L: string) => `WITH src AS (SELECT * FROM unnest($1::text[], 
 interface Limited {
   readonly options: string;
   readonly serial?: string | null;
-  readonly rateKey?: string | null;
+  readonly rateGroup?: string | null;
 }
 
 /**
@@ -75,9 +75,9 @@ export async function applyLimits(
   statement: string,
   tasks: readonly Limited[],
 ): Promise<void> {
-  const named = tasks.filter((task) => (task.serial ?? null) !== null || (task.rateKey ?? null) !== null);
+  const named = tasks.filter((task) => (task.serial ?? null) !== null || (task.rateGroup ?? null) !== null);
   if (named.length === 0) return;
-  await query(statement, [named.map((t) => t.serial ?? null), named.map((t) => t.rateKey ?? null), named.map((t) => t.options)]);
+  await query(statement, [named.map((t) => t.serial ?? null), named.map((t) => t.rateGroup ?? null), named.map((t) => t.options)]);
 }
 
 /**

@@ -434,6 +434,21 @@ export const MIGRATIONS: readonly Migration[] = [
         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.external)
         EXECUTE FUNCTION :SCHEMA.taskheap_deps_committed();`,
   },
+  {
+    // Version 8: the stored options name a rate or concurrency limit's group
+    // `group` (the option's name; it was `key`). The text test first, so rows
+    // without one are not parsed.
+    version: 8,
+    sql: ['taskheap_tasks', 'taskheap_jobs']
+      .flatMap((table) =>
+        ['rate', 'concurrency'].map(
+          (limit) => `
+      UPDATE :SCHEMA.${table} SET options = jsonb_set(options::jsonb #- '{${limit},key}', '{${limit},group}', options::jsonb #> '{${limit},key}')::text
+        WHERE options LIKE '%"key"%' AND options::jsonb #> '{${limit},key}' IS NOT NULL;`,
+        ),
+      )
+      .join(''),
+  },
 ];
 
 /**

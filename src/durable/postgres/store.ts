@@ -14,7 +14,7 @@ import type {
   EnqueuedTask,
   FlowStore,
   JobFilter,
-  LimitKey,
+  LimitGroup,
   LimitListStore,
   NewFlow,
   NewJob,
@@ -54,7 +54,7 @@ import {
   getTask,
   getTaskLinks,
   inspectStatements,
-  listLimitKeys,
+  listLimitGroups,
   listQueues,
   listTasks,
   pruneTasks,
@@ -299,8 +299,8 @@ class PostgresStore implements Store, FlowStore, LimitListStore {
     return getTaskLinks(this.#db, this.#sql, id, limit);
   }
 
-  listLimitKeys(limit: number): Promise<LimitKey[]> {
-    return listLimitKeys(this.#db, this.#sql, limit);
+  listLimitGroups(limit: number): Promise<LimitGroup[]> {
+    return listLimitGroups(this.#db, this.#sql, limit);
   }
 
   subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void> {

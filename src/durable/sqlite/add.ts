@@ -21,13 +21,13 @@ const ADD_SQL = {
   /** A finished task gives its key to a new one and stays as it ended (dedupe.ts, 'detach'). */
   detachKey: `UPDATE taskheap_tasks SET key = NULL WHERE id = ?`,
   replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = 'waiting', run_at = @runAt, attempts = 0,
-    max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateKey, queue = @queue,
+    max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateGroup, queue = @queue,
     locked_by = NULL, locked_until = NULL, last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
     progress = NULL, logs = NULL, updated_at = @at WHERE id = @id`,
   /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
   setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
   insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
-    VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateKey, @queue, @now, @at)`,
+    VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateGroup, @queue, @now, @at)`,
 } as const;
 
 /** What every insert of a task writes (named parameters of insertTask, replaceTask and a flow's insert). @internal */
@@ -40,7 +40,7 @@ export function taskRow(task: NewTask, runAt: number, at: number) {
     options: task.options,
     serial: task.serial ?? null,
     priority: task.priority ?? 0,
-    rateKey: task.rateKey ?? null,
+    rateGroup: task.rateGroup ?? null,
     queue: task.queue ?? 'default',
     at,
   };
@@ -72,14 +72,14 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
       // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
       letGo(statement, id);
       statement(ADD_SQL.replaceTask).run({ ...row, id });
-      upsertLimits(statement, task.options, task.serial, task.rateKey);
+      upsertLimits(statement, task.options, task.serial, task.rateGroup);
       // A throttle's period starts at the add that wrote the task.
       if (mode === 'throttle') statement(ADD_SQL.setCreated).run(now, id);
       return enqueued(getTask(statement, id)!, 'replaced');
     }
   }
   const { lastInsertRowid } = statement(ADD_SQL.insertTask).run({ ...row, key: task.key, now });
-  upsertLimits(statement, task.options, task.serial, task.rateKey);
+  upsertLimits(statement, task.options, task.serial, task.rateGroup);
   return enqueued(getTask(statement, lastInsertRowid)!, 'inserted');
 }
 

@@ -16,7 +16,7 @@ import { getTask } from './inspect.js';
 const FLOW_SQL = {
   /** Inserted blocked, without dependents: no trigger fires until the flow is whole. */
   insert: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at, state)
-    VALUES (@name, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateKey, @queue, @now, @at, 'blocked')`,
+    VALUES (@name, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateGroup, @queue, @now, @at, 'blocked')`,
   /** Its birth (flow-graph.ts); has_dependents is still 0, so the triggers do not fire. */
   born: `UPDATE taskheap_tasks SET state = @state, pending_deps = @pending, failed_dep = @failedDep, last_error = @error, flow_id = @flow
     WHERE id = @id`,
@@ -46,7 +46,7 @@ export function addFlow(prepare: Prepare, flow: NewFlow, at: number, now: number
   const ids = flow.tasks.map((task) => {
     const row = { ...taskRow(task, task.runAt, at), now };
     const id = Number(prepare(FLOW_SQL.insert).run(row).lastInsertRowid);
-    upsertLimits(prepare, task.options, task.serial, task.rateKey);
+    upsertLimits(prepare, task.options, task.serial, task.rateGroup);
     return id;
   });
   const births = birth(flow, external, ids);

@@ -8,10 +8,10 @@
 // latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
-import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter, TaskLinks, LimitKey } from '../store.js';
+import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter, TaskLinks, LimitGroup } from '../store.js';
 import type { Prepare } from './driver.js';
 import { toLink, type LinkRow } from '../links.js';
-import { toLimitKey } from '../limit-list.js';
+import { toLimitGroup } from '../limit-list.js';
 import { spent, type LimitRow } from './limits.js';
 
 /** The statements of this file. */
@@ -249,8 +249,8 @@ const LIST_SQL = `SELECT l.kind, l.key, l.lim, l.interval_ms, l.holders, l.start
 type Row = LimitRow & { waiting: number };
 
 /** The `limit` limit keys with the most waiting tasks; a rate key's starts are those after `now` less its interval. */
-export function listLimitKeys(prepare: Prepare, limit: number, now: number): LimitKey[] {
+export function listLimitGroups(prepare: Prepare, limit: number, now: number): LimitGroup[] {
   return (prepare(LIST_SQL).all(limit) as Row[]).map((row) =>
-    toLimitKey({ ...row, in_use: row.kind === 'concurrency' ? (JSON.parse(row.holders) as unknown[]).length : spent(row, now) }),
+    toLimitGroup({ ...row, in_use: row.kind === 'concurrency' ? (JSON.parse(row.holders) as unknown[]).length : spent(row, now) }),
   );
 }

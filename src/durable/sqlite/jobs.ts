@@ -10,8 +10,8 @@ import { toDueJob, toJob, type DueJobRow, type JobRow, type JobStatsRow, type Ta
 import type { Prepare } from './driver.js';
 import { letGoOccurrences, upsertLimits } from './limits.js';
 
-/** The concurrency key and the rate key a job's options (JSON, the parameter ?) give its occurrences. */
-const SERIAL_OF = `COALESCE(json_extract(?, '$.serial'), json_extract(?, '$.concurrency.key'))`;
+/** The concurrency group and the rate group a job's options (JSON, the parameter ?) give its occurrences. */
+const SERIAL_OF = `COALESCE(json_extract(?, '$.serial'), json_extract(?, '$.concurrency.group'))`;
 
 /** The statements of stored jobs. */
 const JOBS_SQL = {
@@ -24,7 +24,7 @@ const JOBS_SQL = {
   jobRunning: `SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`,
   insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at,
       serial, priority, rate_key, queue)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ${SERIAL_OF}, COALESCE(json_extract(?, '$.priority'), 0), json_extract(?, '$.rate.key'),
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ${SERIAL_OF}, COALESCE(json_extract(?, '$.priority'), 0), json_extract(?, '$.rate.group'),
       COALESCE(json_extract(?, '$.queue'), 'default'))`,
   advanceJob: `UPDATE taskheap_jobs SET next_run_at = ?, remaining = ?, state = ?, runs = runs + ?, updated_at = ? WHERE key = ?`,
   cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
@@ -51,8 +51,8 @@ const JOBS_SQL = {
   triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at, serial, priority,
       rate_key, queue)
     SELECT name, payload, @now, COALESCE(json_extract(options, '$.retry.attempts'), 1), options, key, @at, @at,
-      COALESCE(json_extract(options, '$.serial'), json_extract(options, '$.concurrency.key')), COALESCE(json_extract(options, '$.priority'), 0),
-      json_extract(options, '$.rate.key'), COALESCE(json_extract(options, '$.queue'), 'default')
+      COALESCE(json_extract(options, '$.serial'), json_extract(options, '$.concurrency.group')), COALESCE(json_extract(options, '$.priority'), 0),
+      json_extract(options, '$.rate.group'), COALESCE(json_extract(options, '$.queue'), 'default')
     FROM taskheap_jobs WHERE key = @key AND state <> 'cancelled' RETURNING *`,
 } as const;
 
@@ -86,7 +86,7 @@ export function materialize(prepare: Prepare, now: number, advance: (job: DueJob
     for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, o, job.key, now, now, o, o, o, o, o);
     if (plan.occurrences.length > 0) {
       const options = JSON.parse(job.options) as StoredOptions;
-      upsertLimits(prepare, job.options, options.serial ?? options.concurrency?.key, options.rate?.key);
+      upsertLimits(prepare, job.options, options.serial ?? options.concurrency?.group, options.rate?.group);
     }
     update.run(plan.nextRunAt, plan.remaining, plan.nextRunAt === null ? 'done' : 'scheduled', plan.occurrences.length, now, job.key);
   }

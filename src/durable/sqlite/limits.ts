@@ -139,13 +139,13 @@ export function upsertLimits(
   prepare: Prepare,
   options: string,
   serial: string | null | undefined,
-  rateKey: string | null | undefined,
+  rateGroup: string | null | undefined,
 ): void {
-  if ((serial === null || serial === undefined) && (rateKey === null || rateKey === undefined)) return;
+  if ((serial === null || serial === undefined) && (rateGroup === null || rateGroup === undefined)) return;
   const parsed = JSON.parse(options) as { concurrency?: { limit: number }; rate?: { limit: number; interval: number } };
   if (serial !== null && serial !== undefined) prepare(LIMITS_SQL.upsert).run('concurrency', serial, parsed.concurrency?.limit ?? 1, null);
-  if (rateKey !== null && rateKey !== undefined && parsed.rate !== undefined) {
-    prepare(LIMITS_SQL.upsert).run('rate', rateKey, parsed.rate.limit, parsed.rate.interval);
+  if (rateGroup !== null && rateGroup !== undefined && parsed.rate !== undefined) {
+    prepare(LIMITS_SQL.upsert).run('rate', rateGroup, parsed.rate.limit, parsed.rate.interval);
   }
 }
 

@@ -228,6 +228,21 @@ CREATE TABLE taskheap_deps (
     version: 7,
     sql: `SELECT 1;`,
   },
+  {
+    // Version 8: the stored options name a rate or concurrency limit's group
+    // `group` (the option's name; it was `key`). The text test first, so rows
+    // without one are not parsed.
+    version: 8,
+    sql: ['taskheap_tasks', 'taskheap_jobs']
+      .flatMap((table) =>
+        ['rate', 'concurrency'].map(
+          (limit) => `
+   UPDATE ${table} SET options = json_set(json_remove(options, '$.${limit}.key'), '$.${limit}.group', json_extract(options, '$.${limit}.key'))
+     WHERE options LIKE '%"key"%' AND json_extract(options, '$.${limit}.key') IS NOT NULL;`,
+        ),
+      )
+      .join(''),
+  },
 ];
 
 /**

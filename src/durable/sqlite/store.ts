@@ -16,7 +16,7 @@ import type {
   EnqueuedTask,
   FlowStore,
   JobFilter,
-  LimitKey,
+  LimitGroup,
   LimitListStore,
   NewFlow,
   NewJob,
@@ -58,7 +58,7 @@ import {
   endedTasks,
   getTask,
   getTaskLinks,
-  listLimitKeys,
+  listLimitGroups,
   listQueues,
   listTasks,
   pruneTasks,
@@ -378,8 +378,8 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
     return this.#named(() => getTaskLinks(this.#prepare, id, limit));
   }
 
-  async listLimitKeys(limit: number, now: number): Promise<LimitKey[]> {
-    return this.#named(() => listLimitKeys(this.#prepare, limit, now));
+  async listLimitGroups(limit: number, now: number): Promise<LimitGroup[]> {
+    return this.#named(() => listLimitGroups(this.#prepare, limit, now));
   }
 
   async cancel(id: number): Promise<boolean> {

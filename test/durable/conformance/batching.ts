@@ -270,13 +270,13 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       const added = await scheduler.scheduleMany([
         { when: t + 0.5, name: 'a', payload: { n: 1 } },
         { when: t, name: 'b', payload: 'two', priority: 7, serial: 's', retry: { attempts: 4, delay: 10 } },
-        { when: t + 1, name: 'a', payload: null, rate: { limit: 2, interval: 1_000, key: 'r' } },
+        { when: t + 1, name: 'a', payload: null, rate: { limit: 2, interval: 1_000, group: 'r' } },
       ]);
       for (const task of added) expect(await scheduler.getTask(task.id)).toEqual(task);
       expect(added.map((task) => [task.name, task.priority, task.serial, task.rate, task.maxAttempts, task.state])).toEqual([
         ['a', 0, null, null, 1, 'waiting'],
         ['b', 7, 's', null, 4, 'waiting'],
-        ['a', 0, null, { limit: 2, interval: 1_000, key: 'r' }, 1, 'waiting'],
+        ['a', 0, null, { limit: 2, interval: 1_000, group: 'r' }, 1, 'waiting'],
       ]);
     });
 

@@ -175,7 +175,7 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
     it('a recurring job gives its occurrences its serial key, priority and rate; cancelling the job lets go of a key an occurrence held', async () => {
       const { openStore, db } = await setup();
       const store = await openStore();
-      const options = JSON.stringify({ serial: 'job-key', priority: 3, rate: { key: 'r', limit: 1, interval: 1_000 } });
+      const options = JSON.stringify({ serial: 'job-key', priority: 3, rate: { group: 'r', limit: 1, interval: 1_000 } });
       await store.addJob({
         key: 'job',
         name: 'tick',
@@ -192,7 +192,7 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(await store.getTask(occurrence!.id)).toMatchObject({
         serial: 'job-key',
         priority: 3,
-        rate: { key: 'r', limit: 1, interval: 1_000 },
+        rate: { group: 'r', limit: 1, interval: 1_000 },
       });
       await store.settle('me', [{ id: occurrence!.id, kind: 'retry', delay: 60_000, error: 'later' }], Date.now());
       expect(await claim(store, 'me')).toEqual([]);

@@ -14,7 +14,7 @@ const HOUR = 3_600_000;
 function task(
   name: string,
   runAt: number,
-  extra: Partial<NewTask> & { concurrency?: { key: string; limit: number }; rate?: { key: string; limit: number } } = {},
+  extra: Partial<NewTask> & { concurrency?: { group: string; limit: number }; rate?: { group: string; limit: number } } = {},
 ): NewTask {
   const { concurrency, rate, ...rest } = extra;
   const options = JSON.stringify({
@@ -29,8 +29,8 @@ function task(
     runAt,
     maxAttempts: 3,
     options,
-    serial: rest.serial ?? concurrency?.key ?? null,
-    rateKey: rate?.key ?? null,
+    serial: rest.serial ?? concurrency?.group ?? null,
+    rateGroup: rate?.group ?? null,
     ...rest,
   };
 }
@@ -51,8 +51,8 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       const now = Date.now();
       const t: number[] = [];
       for (let i = 0; i < 5; i++)
-        t.push((await store.addTask(task(`t${i}`, now - 1_000 + i, { concurrency: { key: 'tenant', limit: 2 } }))).id);
-      await store.addTask(task('u0', now - 900, { concurrency: { key: 'other', limit: 1 } }));
+        t.push((await store.addTask(task(`t${i}`, now - 1_000 + i, { concurrency: { group: 'tenant', limit: 2 } }))).id);
+      await store.addTask(task('u0', now - 900, { concurrency: { group: 'other', limit: 1 } }));
       await store.addTask(task('plain', now - 800));
       const first = await claim(store, 'a');
       expect(names(first)).toEqual(['plain', 't0', 't1', 'u0']);
@@ -68,7 +68,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       await store.settle('b', [done(t[1]!), done(t[2]!)], Date.now());
       expect(names(await claim(store, 'c'))).toEqual(['t3', 't4']);
       const stored = await store.getTask(t[3]!);
-      expect(stored).toMatchObject({ serial: null, concurrency: { key: 'tenant', limit: 2 } });
+      expect(stored).toMatchObject({ serial: null, concurrency: { group: 'tenant', limit: 2 } });
       expect(stored!.startedAt).toBeInstanceOf(Date);
     });
 
@@ -77,7 +77,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       const store = await openStore();
       const now = Date.now();
       const ids: number[] = [];
-      for (let i = 0; i < 5; i++) ids.push((await store.addTask(task(`r${i}`, now - 1_000 + i, { rate: { key: 'chat', limit: 2 } }))).id);
+      for (let i = 0; i < 5; i++) ids.push((await store.addTask(task(`r${i}`, now - 1_000 + i, { rate: { group: 'chat', limit: 2 } }))).id);
       await store.addTask(task('plain', now - 500));
       expect(names(await claim(store, 'a'))).toEqual(['plain', 'r0', 'r1']);
       expect(await claim(store, 'b')).toEqual([]);
@@ -87,7 +87,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       await store.settle('a', [{ id: ids[0]!, kind: 'retry', delay: 0, error: 'once' }], Date.now());
       expect(await claim(store, 'b')).toEqual([]);
       // The limit raised to 3 (the most recent task's): one more start, not three.
-      await store.addTask(task('r5', now, { rate: { key: 'chat', limit: 3 } }));
+      await store.addTask(task('r5', now, { rate: { group: 'chat', limit: 3 } }));
       expect(await claim(store, 'b')).toHaveLength(1);
       expect(await claim(store, 'b')).toEqual([]);
     });
@@ -98,7 +98,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
         const { openStore, db } = await setup();
         let store = await openStore();
         const now = Date.now();
-        await store.addTask(task('r0', now - 1_000, { rate: { key: 'chat', limit: 1 } }));
+        await store.addTask(task('r0', now - 1_000, { rate: { group: 'chat', limit: 1 } }));
         expect(names(await claim(store, 'a'))).toEqual(['r0']);
         // Its process dies: the lease runs out, but the task's start spent the bucket's one token for the hour.
         await db.ownerDies(store);
@@ -121,7 +121,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       // A process that does not apply it claims the rest.
       expect(await claim(store, 'c', 10)).toHaveLength(2);
 
-      for (let i = 0; i < 4; i++) await store.addTask(task(`k${i}`, now - 900 + i, { concurrency: { key: `k${i}`, limit: 1 } }));
+      for (let i = 0; i < 4; i++) await store.addTask(task(`k${i}`, now - 900 + i, { concurrency: { group: `k${i}`, limit: 1 } }));
       await store.addTask(task('plain', now - 800));
       // One free worker: one keyed task (nothing hoarded); plain ones may be prefetched.
       expect(names(await claim(store, 'd', 10, { free: 1, rate: undefined }))).toEqual(['k0', 'plain']);
@@ -136,14 +136,14 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
         let store = await openStore({ maxLeaseExpiries: 1 });
         await store.setQueue('g', { globalConcurrency: 2 });
         const now = Date.now();
-        const a1 = await store.addTask(task('a1', now - 300, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
+        const a1 = await store.addTask(task('a1', now - 300, { concurrency: { group: 'k', limit: 2 }, queue: 'g' }));
         // Two processes claim a1 in turn and die holding it: one expiry is allowed, the second fails it.
         for (const owner of ['p1', 'p2']) {
           expect(names(await claim(store, owner))).toEqual(['a1']);
           await db.ownerDies(store);
           store = await openStore({ maxLeaseExpiries: 1 });
         }
-        await store.addTask(task('a2', now - 200, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
+        await store.addTask(task('a2', now - 200, { concurrency: { group: 'k', limit: 2 }, queue: 'g' }));
         // One claim fails a1 (giving back its key slot and queue slot) and takes a2 (taking one of each).
         // (PostgreSQL: the claim returns a1 as failed, for the process to report; SQLite's recovery failed it.)
         const first = await claim(store, 'p3');
@@ -154,7 +154,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
         expect(names(next)).toEqual(['a2']);
         expect((await store.getTask(a1.id))!.state).toBe('failed');
         // So the key and the queue each have exactly one slot left: a3 (keyed) runs, then a4 (plain) waits for the queue.
-        await store.addTask(task('a3', now - 100, { concurrency: { key: 'k', limit: 2 }, queue: 'g' }));
+        await store.addTask(task('a3', now - 100, { concurrency: { group: 'k', limit: 2 }, queue: 'g' }));
         await store.addTask(task('a4', now - 50, { queue: 'g' }));
         expect(names(await claim(store, 'p4'))).toEqual(['a3']);
         expect(await claim(store, 'p4')).toEqual([]);
@@ -168,13 +168,13 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       const { openStore } = await setup();
       const store = await openStore();
       const now = Date.now();
-      const a = await store.addTask(task('a', now - 300, { concurrency: { key: 'k', limit: 1 }, key: 'job:a' }));
-      await store.addTask(task('b', now - 200, { concurrency: { key: 'k', limit: 1 } }));
+      const a = await store.addTask(task('a', now - 300, { concurrency: { group: 'k', limit: 1 }, key: 'job:a' }));
+      await store.addTask(task('b', now - 200, { concurrency: { group: 'k', limit: 1 } }));
       expect(names(await claim(store, 'x'))).toEqual(['a']);
       await store.settle('x', [{ id: a.id, kind: 'retry', delay: HOUR, error: 'later' }], Date.now());
       expect(await claim(store, 'x')).toEqual([]);
       // Replaced by its idempotency key: it starts over and lets go; b (earlier now) goes first.
-      await store.addTask(task('a', now - 100, { concurrency: { key: 'k', limit: 1 }, key: 'job:a' }));
+      await store.addTask(task('a', now - 100, { concurrency: { group: 'k', limit: 1 }, key: 'job:a' }));
       const b = await claim(store, 'x');
       expect(names(b)).toEqual(['b']);
       expect(await store.cancel(b[0]!.id)).toBe(true);
@@ -185,11 +185,11 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       const { openStore, db } = await setup();
       const store = await openStore();
       const now = Date.now();
-      const done1 = await store.addTask(task('done', now - 500, { concurrency: { key: 'k-done', limit: 1 } }));
-      const never = await store.addTask(task('never', now + HOUR, { rate: { key: 'r-never', limit: 1 } }));
-      await store.addTask(task('waits', now + HOUR, { concurrency: { key: 'k-waits', limit: 1 } }));
-      await store.addTask(task('rated', now + HOUR, { rate: { key: 'r-waits', limit: 1 } }));
-      const spent = await store.addTask(task('spent', now - 400, { rate: { key: 'r-spent', limit: 1 } }));
+      const done1 = await store.addTask(task('done', now - 500, { concurrency: { group: 'k-done', limit: 1 } }));
+      const never = await store.addTask(task('never', now + HOUR, { rate: { group: 'r-never', limit: 1 } }));
+      await store.addTask(task('waits', now + HOUR, { concurrency: { group: 'k-waits', limit: 1 } }));
+      await store.addTask(task('rated', now + HOUR, { rate: { group: 'r-waits', limit: 1 } }));
+      const spent = await store.addTask(task('spent', now - 400, { rate: { group: 'r-spent', limit: 1 } }));
       expect(names(await claim(store, 'a'))).toEqual(['done', 'spent']);
       await store.settle('a', [done(done1.id), done(spent.id)], Date.now());
       expect(await store.cancel(never.id)).toBe(true);
@@ -202,8 +202,8 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(await store.prune(null, null, 500)).toBe(2);
       if (db.peek) expect(await rows()).toEqual(['concurrency:k-waits', 'rate:r-spent', 'rate:r-waits']);
       // The key is used again: its row comes back with the new task's limit, and holds.
-      await store.addTask(task('again1', now - 300, { concurrency: { key: 'k-done', limit: 1 } }));
-      await store.addTask(task('again2', now - 200, { concurrency: { key: 'k-done', limit: 1 } }));
+      await store.addTask(task('again1', now - 300, { concurrency: { group: 'k-done', limit: 1 } }));
+      await store.addTask(task('again2', now - 200, { concurrency: { group: 'k-done', limit: 1 } }));
       expect(names(await claim(store, 'b'))).toEqual(['again1']);
       expect(await store.prune(null, null, 500)).toBe(0);
       expect(await claim(store, 'b')).toEqual([]);
@@ -213,12 +213,12 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       const { openStore } = await setup();
       const store = await openStore();
       const now = Date.now();
-      const a = await store.addTask(task('a', now - 300, { concurrency: { key: 'k', limit: 1 }, key: 'job:a' }));
+      const a = await store.addTask(task('a', now - 300, { concurrency: { group: 'k', limit: 1 }, key: 'job:a' }));
       expect(names(await claim(store, 'x'))).toEqual(['a']);
       await store.settle('x', [{ id: a.id, kind: 'retry', delay: HOUR, error: 'later' }], Date.now());
-      await store.addTask(task('b', now - 200, { concurrency: { key: 'k', limit: 1 } }));
+      await store.addTask(task('b', now - 200, { concurrency: { group: 'k', limit: 1 } }));
       // The replacement raises the key's limit to 2 and starts over: a and b both run.
-      await store.addTask(task('a', now - 100, { concurrency: { key: 'k', limit: 2 }, key: 'job:a' }));
+      await store.addTask(task('a', now - 100, { concurrency: { group: 'k', limit: 2 }, key: 'job:a' }));
       expect(names(await claim(store, 'x'))).toEqual(['a', 'b']);
       expect(await claim(store, 'x')).toEqual([]);
     });

@@ -37,10 +37,10 @@ export function queueRateScenarios(backend: Backend, setup: () => Promise<Env>):
       await store.setQueue('sms', { rate: { limit: 3, interval: HOUR } });
       const now = Date.now();
       for (let i = 0; i < 6; i++) await store.addTask(task(`s${i}`, now - 1_000 + i, { queue: 'sms' }));
-      const keyed = JSON.stringify({ concurrency: { key: 'chat', limit: 5 }, queue: 'sms' });
+      const keyed = JSON.stringify({ concurrency: { group: 'chat', limit: 5 }, queue: 'sms' });
       await store.addTask(task('k0', now - 990, { queue: 'sms', serial: 'chat', options: keyed }));
-      const bucket = JSON.stringify({ rate: { key: 'b', limit: 100, interval: HOUR }, queue: 'sms' });
-      await store.addTask(task('r0', now - 980, { queue: 'sms', rateKey: 'b', options: bucket }));
+      const bucket = JSON.stringify({ rate: { group: 'b', limit: 100, interval: HOUR }, queue: 'sms' });
+      await store.addTask(task('r0', now - 980, { queue: 'sms', rateGroup: 'b', options: bucket }));
       for (let i = 0; i < 4; i++) await store.addTask(task(`d${i}`, now - 500 + i));
       // Six owners at once, twice (on PostgreSQL each on a connection of its own): three of sms in all.
       const claimed = [];
@@ -240,7 +240,7 @@ export function queueRateScenarios(backend: Backend, setup: () => Promise<Env>):
       await expect(q.setRate({ limit: 1, interval: 'soon' as never })).rejects.toThrow(/`rate.interval`.*soon/);
       await expect(q.setRate({ limit: 1, interval: 2 * 86_400_000 })).rejects.toThrow(/at most a day/);
       await expect(q.setRate(null as never)).rejects.toThrow(TypeError);
-      await expect(q.setRate({ key: 'k', limit: 1, interval: 1 } as never)).rejects.toThrow(/Unknown `rate` option "key"/);
+      await expect(q.setRate({ group: 'k', limit: 1, interval: 1 } as never)).rejects.toThrow(/Unknown `rate` option "group"/);
       expect(() => open({ queues: { q: { rate: { limit: -1, interval: '1s' } } } })).toThrow(/`queues.q.rate.limit`.*-1/);
       expect(() => open({ queues: { q: { rate: 'fast' as never } } })).toThrow(TypeError);
       expect((await q.info()).rate).toBeUndefined();

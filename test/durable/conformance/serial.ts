@@ -178,18 +178,18 @@ export function serialScenarios(backend: Backend, setup: () => Promise<Env>): vo
         [{ priority: 1.5 }, /`priority` to be an integer/, RangeError],
         [{ priority: 2 ** 31 }, /`priority` to be an integer from -2147483648 to 2147483647/, RangeError],
         [{ priority: '1' }, /`priority`/, RangeError],
-        [{ rate: { limit: 1, interval: '1s' } }, /`rate.key`/, TypeError],
-        [{ rate: { key: 'k', limit: 0, interval: '1s' } }, /`rate.limit` to be an integer from 1/, RangeError],
-        [{ rate: { key: 'k', limit: 1, interval: 'soon' } }, /`rate.interval`/, Error],
-        [{ rate: { key: 'k', limit: 1, interval: '1s', burst: 2 } }, /Unknown `rate` option "burst"|Unknown `rate` option/, TypeError],
+        [{ rate: { limit: 1, interval: '1s' } }, /`rate.group`/, TypeError],
+        [{ rate: { group: 'k', limit: 0, interval: '1s' } }, /`rate.limit` to be an integer from 1/, RangeError],
+        [{ rate: { group: 'k', limit: 1, interval: 'soon' } }, /`rate.interval`/, Error],
+        [{ rate: { group: 'k', limit: 1, interval: '1s', burst: 2 } }, /Unknown `rate` option "burst"|Unknown `rate` option/, TypeError],
         [{ rate: 5 }, /`rate` to be an object/, TypeError],
         // Issue 22: concurrency per key.
-        [{ concurrency: 3 }, /`concurrency` to be an object like \{ key: 'tenant:1', limit: 2 \}, got 3/, TypeError],
-        [{ concurrency: { key: 't', limit: 0 } }, /`concurrency.limit` to be an integer from 1 to 2147483647, got 0/, RangeError],
-        [{ concurrency: { key: 't', limit: 2.5 } }, /`concurrency.limit` to be an integer/, RangeError],
-        [{ concurrency: { key: '', limit: 2 } }, /`concurrency.key`/, RangeError],
-        [{ concurrency: { key: 't', limit: 2, burst: 1 } }, /Unknown `concurrency` option "burst"/, TypeError],
-        [{ concurrency: { key: 't', limit: 2 }, serial: 't' }, /`serial` or `concurrency`, not both/, TypeError],
+        [{ concurrency: 3 }, /`concurrency` to be an object like \{ group: 'tenant:1', limit: 2 \}, got 3/, TypeError],
+        [{ concurrency: { group: 't', limit: 0 } }, /`concurrency.limit` to be an integer from 1 to 2147483647, got 0/, RangeError],
+        [{ concurrency: { group: 't', limit: 2.5 } }, /`concurrency.limit` to be an integer/, RangeError],
+        [{ concurrency: { group: '', limit: 2 } }, /`concurrency.group`/, RangeError],
+        [{ concurrency: { group: 't', limit: 2, burst: 1 } }, /Unknown `concurrency` option "burst"/, TypeError],
+        [{ concurrency: { group: 't', limit: 2 }, serial: 't' }, /`serial` or `concurrency`, not both/, TypeError],
         // A store's checks of the keys it keeps as text (no NUL); in memory test/core covers a key's own.
         ...((caps.store
           ? [
@@ -197,8 +197,8 @@ export function serialScenarios(backend: Backend, setup: () => Promise<Env>): vo
               [{ serial: 7 }, /`serial` to be a non-empty string, got 7/, TypeError],
               [{ serial: 'x'.repeat(513) }, /`serial` to be at most 512/, RangeError],
               [{ serial: 'a\0b' }, /`serial` to contain no NUL/, TypeError],
-              [{ rate: { key: 'k\0', limit: 1, interval: '1s' } }, /`rate.key` to contain no NUL/, TypeError],
-              [{ concurrency: { key: 't\0', limit: 2 } }, /`concurrency.key` to contain no NUL/, TypeError],
+              [{ rate: { group: 'k\0', limit: 1, interval: '1s' } }, /`rate.group` to contain no NUL/, TypeError],
+              [{ concurrency: { group: 't\0', limit: 2 } }, /`concurrency.group` to contain no NUL/, TypeError],
             ]
           : []) as [object, RegExp, ErrorConstructor][]),
       ];
@@ -243,12 +243,12 @@ export function serialScenarios(backend: Backend, setup: () => Promise<Env>): vo
       const payload = { text: 'hello' };
       const one = await scheduler.schedule(t + 1_000, 'work', {
         payload,
-        rate: { key: 'chat:1', limit: 1, interval: '1s' },
+        rate: { group: 'chat:1', limit: 1, interval: '1s' },
         serial: 'chat:1',
         priority: -3,
       });
       expect(payload).toEqual({ text: 'hello' });
-      expect(one).toMatchObject({ serial: 'chat:1', priority: -3, rate: { key: 'chat:1', limit: 1, interval: 1_000 }, payload });
+      expect(one).toMatchObject({ serial: 'chat:1', priority: -3, rate: { group: 'chat:1', limit: 1, interval: 1_000 }, payload });
       const plain = await scheduler.schedule(t + 1_000, 'work');
       expect(plain).toMatchObject({ serial: null, priority: 0, rate: null });
       const [many] = await scheduler.scheduleMany([{ when: t, name: 'work', serial: 's', priority: 4 }]);

@@ -138,7 +138,7 @@ class MemoryScheduler extends Scheduler {
       serial: limits?.serial ?? null,
       priority: limits?.priority ?? 0,
       concurrency: limits?.serial === undefined ? (limits?.concurrency ?? null) : null,
-      rate: rate === undefined ? null : { key: rate.key, limit: rate.limit, interval: rate.interval },
+      rate: rate === undefined ? null : { group: rate.group, limit: rate.limit, interval: rate.interval },
       queue: limits?.queue ?? 'default',
       startedAt: added.startedAt === undefined ? null : new Date(added.startedAt),
     };

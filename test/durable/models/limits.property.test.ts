@@ -104,8 +104,8 @@ function storeEngine(store: Store, clock: { now: () => number; tick: (by: number
     tick: async (by) => clock.tick(by),
     async add(runAt, key, bucket) {
       const options = JSON.stringify({
-        concurrency: key === null ? undefined : { key, limit: LIMITS[key] },
-        rate: bucket === null ? undefined : { key: bucket, limit: BUCKETS[bucket], interval },
+        concurrency: key === null ? undefined : { group: key, limit: LIMITS[key] },
+        rate: bucket === null ? undefined : { group: bucket, limit: BUCKETS[bucket], interval },
       });
       const row = await store.addTask({
         name: 'w',
@@ -115,7 +115,7 @@ function storeEngine(store: Store, clock: { now: () => number; tick: (by: number
         maxAttempts: 99,
         options,
         serial: key,
-        rateKey: bucket,
+        rateGroup: bucket,
       });
       return row.id;
     },
@@ -173,8 +173,8 @@ function memoryEngine(
         {
           queue: 'w',
           retry: { attempts: 99, delay: 0, backoff: 'fixed' },
-          ...(key === null ? {} : { concurrency: { key, limit: LIMITS[key]! } }),
-          ...(bucket === null ? {} : { rate: { key: bucket, limit: BUCKETS[bucket]!, interval } }),
+          ...(key === null ? {} : { concurrency: { group: key, limit: LIMITS[key]! } }),
+          ...(bucket === null ? {} : { rate: { group: bucket, limit: BUCKETS[bucket]!, interval } }),
         },
       );
       return task.id;

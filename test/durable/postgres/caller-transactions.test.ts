@@ -75,11 +75,11 @@ describe("a caller's open transaction on PostgreSQL", () => {
     opened.push(producer);
     await producer.migrate();
     const now = Date.now();
-    const limits = { concurrency: { key: 'c', limit: 1 }, rate: { key: 'r', limit: 100, interval: '1s' } };
+    const limits = { concurrency: { group: 'c', limit: 1 }, rate: { group: 'r', limit: 100, interval: '1s' } };
     // Running while the transaction is open: one the flow depends on (keyed, holding the limits), one holding
     // a key whose limit the transaction changes, and plain ones; 'long' ones outlive the lease, 'short' end in it.
     const busy = await producer.schedule(now, 'hold', { key: 'busy', payload: { id: 'long' }, ...limits });
-    const wide = await producer.schedule(now, 'hold', { payload: { id: 'long' }, concurrency: { key: 'c2', limit: 2 } });
+    const wide = await producer.schedule(now, 'hold', { payload: { id: 'long' }, concurrency: { group: 'c2', limit: 2 } });
     const plain = await producer.scheduleMany(
       Array.from({ length: 6 }, (_, i) => ({ when: now, name: 'hold', payload: { id: i < 3 ? 'long' : 'short' } })),
     );
@@ -104,7 +104,7 @@ describe("a caller's open transaction on PostgreSQL", () => {
       ]);
       expect(many.map((task) => task.enqueued)).toEqual(['existing', 'inserted']);
       const keyed = await producer.schedule(Date.now(), 'quick', { client, ...limits });
-      const changed = await producer.schedule(Date.now(), 'quick', { client, concurrency: { key: 'c2', limit: 3 } });
+      const changed = await producer.schedule(Date.now(), 'quick', { client, concurrency: { group: 'c2', limit: 3 } });
       added = [flowTask, many[1]!.id, keyed.id, changed.id];
 
       // Held open: the short tasks end at once, the long ones after two leases; every outcome is written meanwhile.

@@ -68,9 +68,9 @@ describe('limits across processes on PostgreSQL (issue 22)', () => {
     const items: DurableTaskItem[] = [];
     const now = Date.now();
     for (let i = 0; i < 60; i++)
-      items.push({ when: now, name: 'send', payload: { i }, rate: { key: `chat:${i % 50}`, limit: 1, interval: '1s' } });
+      items.push({ when: now, name: 'send', payload: { i }, rate: { group: `chat:${i % 50}`, limit: 1, interval: '1s' } });
     for (let i = 0; i < 42; i++)
-      items.push({ when: now, name: 'send', payload: { i }, rate: { key: `group:${i % 2}`, limit: 20, interval: '1m' } });
+      items.push({ when: now, name: 'send', payload: { i }, rate: { group: `group:${i % 2}`, limit: 20, interval: '1m' } });
     const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }) });
     await producer.scheduleMany(items);
     await producer.close();
@@ -138,7 +138,7 @@ describe('limits across processes on PostgreSQL (issue 22)', () => {
     const items: DurableTaskItem[] = [];
     const now = Date.now();
     for (let i = 0; i < 36; i++)
-      items.push({ when: now + i, name: 'hold', payload: { i }, concurrency: { key: `tenant:${i % 3}`, limit: 2 } } as DurableTaskItem);
+      items.push({ when: now + i, name: 'hold', payload: { i }, concurrency: { group: `tenant:${i % 3}`, limit: 2 } } as DurableTaskItem);
     const producer = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }) });
     await producer.scheduleMany(items);
     await producer.close();
@@ -196,7 +196,7 @@ describe('a claim with blocked work (issue 22)', () => {
         serial: 'busy',
       });
       const bucket = '{"rate":{"key":"empty","limit":1,"interval":3600000}}';
-      await store.addTask({ name: 'x', key: null, payload: '{}', runAt: past, maxAttempts: 1, options: bucket, rateKey: 'empty' });
+      await store.addTask({ name: 'x', key: null, payload: '{}', runAt: past, maxAttempts: 1, options: bucket, rateGroup: 'empty' });
       expect(await store.claim({ owner: 'holder', now: Date.now(), lease: 600_000, limit: 10, advance: advanceJob })).toHaveLength(2);
       await admin.query(
         `INSERT INTO "${schema}".taskheap_tasks (name, payload, run_at, serial, rate_key, options)
