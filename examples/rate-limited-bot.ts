@@ -24,7 +24,7 @@
  * many processes as you like), the messages are durable tasks of the
  * handler 'send' and every limit above holds across all the replicas
  * together, by the database's clock: the overall 30 a second is one bucket
- * shared by every replica that sets it, a chat's bucket and serial key are
+ * shared by every replica that sets it, a chat's bucket and serial group are
  * the chat's wherever its messages run, and no replica takes a message it
  * cannot send now (an idle replica sends what another could not);
  * test/examples/rate-limited-bot-replicas.test.ts runs two of them. The logic is `createDelivery()`, which
@@ -55,7 +55,7 @@ export const LIMITS = {
 /** Whether a chat id is a group's (negative on Telegram). */
 export const isGroup = (chat: number): boolean => chat < 0;
 
-/** The options every message to `chat` carries: its bucket and its serial key. */
+/** The options every message to `chat` carries: its bucket and its serial group. */
 function chatOptions(chat: number, priority: number) {
   const key = `chat:${chat}`;
   return {

@@ -123,6 +123,37 @@ describe('one meaning per name', () => {
     expect(saying).toEqual([]);
   });
 
+  it('key identifies (a dedupe key, a stored job); group is what shares a limit, in memory and stored alike', async () => {
+    const clock = new ManualClock(START);
+    const memory = new Scheduler({ clock });
+    const limited = { rate: { group: 'chat:1', limit: 1, interval: '1s' }, concurrency: { group: 'tenant:1', limit: 2 } } as const;
+    const task = memory.after(10, () => {}, { key: 'digest:1', ...limited });
+    expect(task.key).toBe('digest:1');
+    // The limits' word was `key` once: it is refused, naming the word to use.
+    expect(() => memory.after(10, () => {}, { rate: { key: 'chat:1', limit: 1, interval: '1s' } as never })).toThrow(
+      /Unknown `rate` option "key".*expected `group`/,
+    );
+    expect(() => memory.after(10, () => {}, { concurrency: { key: 'tenant:1', limit: 2 } as never })).toThrow(
+      /Unknown `concurrency` option "key".*expected `group`/,
+    );
+    await memory.close();
+
+    const scheduler = stored();
+    scheduler.define('work', () => {});
+    const row = await scheduler.schedule(START + 3_600_000, 'work', { key: 'digest:1', ...limited });
+    expect(row).toMatchObject({
+      key: 'digest:1',
+      rate: { group: 'chat:1', limit: 1, interval: 1_000 },
+      concurrency: { group: 'tenant:1', limit: 2 },
+    });
+    await scheduler
+      .every(1)
+      .day()
+      .run('work', { key: 'daily', ...limited });
+    expect(await scheduler.getJob('daily')).toMatchObject({ key: 'daily' });
+    await scheduler.close();
+  });
+
   it('once is only the event method: a one-shot job is at(when)', async () => {
     const clock = new ManualClock(START);
     const scheduler = new Scheduler({ clock });

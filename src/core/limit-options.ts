@@ -81,7 +81,9 @@ export function toRate(value: unknown, option: string, grouped: boolean): Rate {
   const { group, limit, interval } = value as Partial<GroupRateLimit>;
   for (const name of Object.keys(value)) {
     if (name !== 'limit' && name !== 'interval' && !(grouped && name === 'group')) {
-      throw new TypeError(`Unknown \`${option}\` option ${describe(name)}; expected ${grouped ? '`group`, ' : ''}\`limit\` and \`interval\``);
+      throw new TypeError(
+        `Unknown \`${option}\` option ${describe(name)}; expected ${grouped ? '`group`, ' : ''}\`limit\` and \`interval\``,
+      );
     }
   }
   if (grouped) assertKey(group, `${option}.group`);

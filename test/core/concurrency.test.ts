@@ -144,7 +144,9 @@ describe('concurrency keys', () => {
     expect(() => scheduler.after(0, fn, { concurrency: { group: 'k', limit: 1.5 } })).toThrow(/`concurrency.limit`.*1.5/);
     expect(() => scheduler.after(0, fn, { concurrency: { group: 'k', limit: Infinity } })).toThrow(/`concurrency.limit`.*Infinity/);
     expect(() => scheduler.after(0, fn, { concurrency: { group: '', limit: 1 } })).toThrow(/`concurrency.group`.*""/);
-    expect(() => scheduler.after(0, fn, { concurrency: { group: 7, limit: 1 } as never })).toThrow(/`concurrency.group` to be a string, got 7/);
+    expect(() => scheduler.after(0, fn, { concurrency: { group: 7, limit: 1 } as never })).toThrow(
+      /`concurrency.group` to be a string, got 7/,
+    );
     expect(() => scheduler.after(0, fn, { concurrency: { group: 'k', limit: 1, burst: 1 } as never })).toThrow(
       /Unknown `concurrency` option "burst"/,
     );

@@ -500,7 +500,9 @@ describe('rate limit per key', () => {
     const { starts, task } = recorder(clock);
     scheduler.after(0, task('a'), { rate: { group: 'k', limit: 1, interval: 1_000 }, serial: 's' });
     scheduler.after(0, task('b'), { rate: { group: 'k', limit: 1, interval: 1_000 }, serial: 's' });
-    expect(() => scheduler.after(0, fn, { rate: { limit: 1, interval: 1 } as never })).toThrow(/`rate.group` to be a string, got undefined/);
+    expect(() => scheduler.after(0, fn, { rate: { limit: 1, interval: 1 } as never })).toThrow(
+      /`rate.group` to be a string, got undefined/,
+    );
     expect(() => scheduler.after(0, fn, { rate: { group: '', limit: 1, interval: 1 } })).toThrow(/`rate.group`.*""/);
     expect(() => scheduler.after(0, fn, { rate: { group: 'k', limit: 2e6, interval: 1 } })).toThrow(/`rate.limit`.*2000000/);
     expect(() => scheduler.after(0, fn, { rate: { group: 'k', limit: 1, interval: '2d' } })).toThrow(/`rate.interval`.*at most a day/);

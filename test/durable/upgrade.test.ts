@@ -363,7 +363,13 @@ describe('version 8: the stored options name a limit group `group`', () => {
     const db = await openDatabase(path);
     sqliteAt(db, 7);
     const insert = (table: string, row: Row) =>
-      db.prepare(`INSERT INTO ${table} (${Object.keys(row).join(', ')}) VALUES (${Object.keys(row).map(() => '?').join(', ')})`).run(...Object.values(row));
+      db
+        .prepare(
+          `INSERT INTO ${table} (${Object.keys(row).join(', ')}) VALUES (${Object.keys(row)
+            .map(() => '?')
+            .join(', ')})`,
+        )
+        .run(...Object.values(row));
     const id = Number(insert(TABLES.tasks, task).lastInsertRowid);
     insert(TABLES.jobs, job);
     insert(TABLES.tasks, { ...ROWS.tasks[1]!, key: 'plain' });
@@ -375,10 +381,14 @@ describe('version 8: the stored options name a limit group `group`', () => {
     await store.close();
     const after = await openDatabase(path);
     try {
-      const options = (table: string) => (after.prepare(`SELECT options FROM ${table} ORDER BY rowid`).all() as { options: string }[]).map((row) => JSON.parse(row.options));
+      const options = (table: string) =>
+        (after.prepare(`SELECT options FROM ${table} ORDER BY rowid`).all() as { options: string }[]).map((row) => JSON.parse(row.options));
       expect(options(TABLES.jobs)).toEqual([MIGRATED]);
       expect(options(TABLES.tasks)).toEqual([MIGRATED, JSON.parse(String(ROWS.tasks[1]!.options))]);
-      expect(after.prepare('SELECT serial, rate_key FROM taskheap_tasks WHERE id = ?').get(id)).toEqual({ serial: 'tenant:1', rate_key: 'chat:1' });
+      expect(after.prepare('SELECT serial, rate_key FROM taskheap_tasks WHERE id = ?').get(id)).toEqual({
+        serial: 'tenant:1',
+        rate_key: 'chat:1',
+      });
     } finally {
       after.close();
     }

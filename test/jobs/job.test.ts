@@ -38,7 +38,10 @@ describe('Job state', () => {
         },
         { name: 'digest' },
       );
-    const other = scheduler.every(1).minute().run(() => {});
+    const other = scheduler
+      .every(1)
+      .minute()
+      .run(() => {});
     const plain = scheduler.after(10, () => {});
     const failed: unknown[] = [];
     scheduler.on('failure', (task) => failed.push(task.job));
