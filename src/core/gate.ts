@@ -1,4 +1,4 @@
-// Where due tasks wait once rate limits, concurrency and serial keys,
+// Where due tasks wait once rate limits, concurrency and serial groups,
 // priorities or named queues are in use (`Gate`): which may start now, and
 // when to look again; plain tasks never enter it.
 import TinyQueue from 'tinyqueue';
@@ -9,7 +9,7 @@ import { KeyLane, LaneEntry, QueueEntry, QueueLane, RateLane } from './lanes.js'
 import { RateWindow } from './rate-window.js';
 import { Run, State, type Task } from './task.js';
 
-/** What waits in a ready heap for a worker: a task, or the head of a rate key's line. */
+/** What waits in a ready heap for a worker: a task, or the head of a rate group's line. */
 type Ready = Task | LaneEntry;
 
 /** A blocked rate lane's head, or a queue blocked by its rate, may go at `at` (elapsed time). */
@@ -32,9 +32,9 @@ export interface QueueSettings {
  * priorities or queues are in use (the loop's `#pumpGate`). A due task leaves
  * the loop's time heap and passes, in order:
  *
- * 1. its concurrency key (KeyLane): while the key has a free place, its
+ * 1. its concurrency group (KeyLane): while the key has a free place, its
  *    earliest due task goes on (one at a time); the others park;
- * 2. its rate key (RateLane): it joins the key's line, earliest due first;
+ * 2. its rate group (RateLane): it joins the key's line, earliest due first;
  *    the line's head stands in a ready heap (a LaneEntry) while the
  *    bucket has room;
  * 3. its queue, if the queue is gated (QueueLane): the queue's own ready
@@ -55,7 +55,7 @@ export interface QueueSettings {
  * @internal
  */
 export class Gate {
-  /** Tasks that may start as far as their keys go, heads of rate keys with room, and open queues' best items. */
+  /** Tasks that may start as far as their keys go, heads of rate groups with room, and open queues' best items. */
   readonly #ready = new HeldQueue<Ready | QueueEntry>(byPriority);
   readonly #keys = new Map<string, KeyLane>();
   readonly #rate = new Map<string, RateLane>();
@@ -101,10 +101,10 @@ export class Gate {
   }
 
   /**
-   * A task with limit options was scheduled. Its rate key's lane lives while
+   * A task with limit options was scheduled. Its rate group's lane lives while
    * tasks naming the key are unfinished (it counts them), and its limit is
    * the one of the most recently scheduled of them: this one. The same goes
-   * for its concurrency key. Its queue exists from then on.
+   * for its concurrency group. Its queue exists from then on.
    */
   scheduled(task: Task, now: number): void {
     const limits = task._settings.limits!;
@@ -201,7 +201,7 @@ export class Gate {
     }
   }
 
-  /** `task` starts: counted by the scheduler-wide window, its queue and its concurrency key. */
+  /** `task` starts: counted by the scheduler-wide window, its queue and its concurrency group. */
   #started(task: Task, queue: QueueLane | undefined, now: number): void {
     this.#size--;
     this.#global.record(now);
@@ -275,8 +275,8 @@ export class Gate {
   }
 
   /**
-   * A task with limit options reached its final state: its rate key counts
-   * one task fewer, and its concurrency key a place fewer if it had started
+   * A task with limit options reached its final state: its rate group counts
+   * one task fewer, and its concurrency group a place fewer if it had started
    * (the next task of the key may go).
    */
   settled(task: Task, now: number): void {
@@ -411,7 +411,7 @@ export class Gate {
     return !queue.paused && queue.running < queue.limit && (queue.rate === undefined || queue.window.hasRoom(now));
   }
 
-  /** Lets the earliest parked task of a concurrency key go on, if the key has a free place. */
+  /** Lets the earliest parked task of a concurrency group go on, if the key has a free place. */
   #releaseKey(lane: KeyLane, now: number): void {
     if (!lane.open) return;
     const head = lane.parked.peek();

@@ -3,7 +3,7 @@
 import TinyQueue from 'tinyqueue';
 import { State, type Task } from './task.js';
 
-/** What the gate's heaps order: a task, or an entry standing for the head of a rate key's line or a queue's best task. @internal */
+/** What the gate's heaps order: a task, or an entry standing for the head of a rate group's line or a queue's best task. @internal */
 export type Queued = Pick<Task, '_time' | 'id' | '_settings' | '_state'>;
 
 /** Earliest due time first; equal times in scheduling order. @internal */

@@ -1,5 +1,5 @@
 // The lines due tasks wait in for a key or a queue: `KeyLane` (a concurrency
-// or serial key), `RateLane` (a rate key), `QueueLane` (a named queue), and
+// or serial group), `RateLane` (a rate group), `QueueLane` (a named queue), and
 // the entries that stand for their heads in the gate's heaps.
 import type { Rate } from './limit-options.js';
 import { byDueTime, byPriority, HeldQueue, type Queued } from './held-queue.js';
@@ -7,11 +7,11 @@ import { RateWindow } from './rate-window.js';
 import { State, type Task, type TaskSettings } from './task.js';
 
 /**
- * The tasks of one concurrency key (`concurrency: { group, limit }`, or
+ * The tasks of one concurrency group (`concurrency: { group, limit }`, or
  * `serial: key` with limit 1). A task takes one of the key's `limit` places
  * when it starts and keeps it until its final state, retries included
  * (`active` counts them). Due tasks of the key park here, earliest due
- * first; the earliest goes on (`next`, towards its rate key and a worker)
+ * first; the earliest goes on (`next`, towards its rate group and a worker)
  * while a place is free, one at a time, so the key's tasks start in due
  * order whatever their priorities. Made when a task naming the key is
  * scheduled, dropped once none is unfinished.
@@ -43,7 +43,7 @@ export class KeyLane {
 /**
  * Stands in a heap for something else's first item, with that item's due
  * time, id and settings (so its priority) as the heap orders them: the head
- * of a rate key's line in a ready heap (a LaneEntry), or a queue's best
+ * of a rate group's line in a ready heap (a LaneEntry), or a queue's best
  * ready item in the scheduler's ready heap (a QueueEntry). What it stands
  * for may change while it waits there (an earlier task arrives, the head is
  * cancelled): the entry is then retired (`_state` no longer `Held`, a
@@ -64,7 +64,7 @@ abstract class Entry {
   }
 }
 
-/** The head of a rate key's line in a ready heap. @internal */
+/** The head of a rate group's line in a ready heap. @internal */
 export class LaneEntry extends Entry {
   readonly lane: RateLane;
 
@@ -75,7 +75,7 @@ export class LaneEntry extends Entry {
 }
 
 /**
- * The due tasks of one rate-limit key, earliest due first (so the key's
+ * The due tasks of one rate-limit group, earliest due first (so the key's
  * order holds whatever their priorities), until they start. While the
  * bucket has room the head is in a ready heap through one `entry`; a head
  * the bucket has no room for waits for `blockedAt`, the instant the window

@@ -23,7 +23,7 @@ export interface ErrorInfo {
 export interface SchedulerStats {
   /** Tasks in state `waiting`: for their time, or due and waiting for a worker (the word of `countTasks()` too). */
   waiting: number;
-  /** Waiting tasks already due: for a free worker, or for their rate limit, serial key, queue or priority turn. */
+  /** Waiting tasks already due: for a free worker, or for their rate limit, serial group, queue or priority turn. */
   due: number;
   /** Tasks running now. */
   running: number;

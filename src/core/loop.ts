@@ -1,5 +1,5 @@
 // The in-memory engine: the heap of waiting tasks, the pool of workers, the
-// pump that starts due tasks (through the gate when rate limits, serial keys
+// pump that starts due tasks (through the gate when rate limits, serial groups
 // or priorities are in use), and what becomes of each run: success, retry,
 // failure, timeout, cancellation; then `close()`. Its timer and its reading
 // of time are its base class (loop-clock.ts), its types are in loop-types.ts,
@@ -69,7 +69,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   #cancelled = 0;
 
   /**
-   * Rate limits, serial keys and priorities: made by the first task that
+   * Rate limits, serial groups and priorities: made by the first task that
    * uses one (or a scheduler-wide `rate`), and from then on every due task
    * passes through it. Undefined until then, so a scheduler that uses none
    * pumps exactly as before: one check per pump.
@@ -270,7 +270,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     this.disarm();
     const reason = new ClosedError();
     this.#elapsedWaiting = 0;
-    // Held tasks first: the gate is emptied before any serial key could be handed on.
+    // Held tasks first: the gate is emptied before any serial group could be handed on.
     const held = this.#gate === undefined ? [] : this.#gate.clear();
     for (const task of this.#queue.clear()) this.#cancelWaiting(task, reason, false);
     for (const task of held) this.#cancelWaiting(task, reason, false);
@@ -569,7 +569,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   #finish(task: Task, state: State, outcome: unknown): void {
-    // Its serial key goes to the next task of the key (which may start at the next pump).
+    // Its serial group goes to the next task of the key (which may start at the next pump).
     if (task._settings.limits !== undefined) this.#gate?.settled(task, this.readElapsed());
     task._finish(state, outcome);
     task._settings.observer?.settled(task, state, outcome);

@@ -66,7 +66,7 @@ export interface TaskSettings {
    * when the wall clock is set back or forward, the loop moves it by as much.
    */
   readonly elapsed?: boolean;
-  /** Rate limit key, serial key and priority (see limit-options.ts); undefined for tasks using none. */
+  /** Rate limit group, serial group and priority (see limit-options.ts); undefined for tasks using none. */
   readonly limits?: TaskLimits | undefined;
   /**
    * The attempt the task's first run is (default 1): a durable task claimed
@@ -122,7 +122,7 @@ export enum State {
   TimedOut,
   Cancelled,
   /**
-   * Due, but held back by a rate limit, a serial key or a full pool of
+   * Due, but held back by a rate limit, a serial group or a full pool of
    * workers in the gate (gate.ts): still `waiting` to users. Last, so the
    * numbering of the others does not change.
    */

@@ -49,7 +49,7 @@ export interface MemoryTaskView {
   key: string | null;
   queue: string;
   priority: number;
-  /** Its serial key, or null. */
+  /** Its serial group, or null. */
   serial: string | null;
   /** Runs started so far. */
   attempts: number;

@@ -1,7 +1,7 @@
 // The claimer: claim rounds and when to run them. It claims what the pool
 // can take (Prefetch), hands each claim to the dispatcher, and sleeps until
 // the next due time, the poll interval, or a wake-up (work added here, or
-// announced by another process; a serial key let go of; room or a worker
+// announced by another process; a serial group let go of; room or a worker
 // freed at the end of a turn). A second claim may be on its way beside the
 // first (and beside the outcome batch), so workers rarely wait for a round
 // trip. No wake-up is lost, whatever rounds are on their way: see #missed.

@@ -3,7 +3,7 @@
 // the store (ready), add tasks, batches and jobs (enqueue.ts), read and list
 // tasks and jobs, requeue a finished task, cancel a task, pause, resume,
 // trigger and cancel jobs, wait for tasks (waiters.ts), add and read flows,
-// a task's links, the limit keys in use and the queues. Each call opens the
+// a task's links, the limit groups in use and the queues. Each call opens the
 // store first; one that makes work due tells the worker (if any) through
 // `hooks.wake`, and a cancel tells it to stop the task here (`hooks.cancelled`).
 // What a worker runs (claims, leases, outcomes) is worker.ts, which uses this.
@@ -95,7 +95,7 @@ export class DurableClient {
     this.#hooks.cancelled(id);
     if (cancelled) {
       this.waiters.done(id);
-      // It may have held a serial key: the key's next task need not wait for a poll.
+      // It may have held a serial group: the key's next task need not wait for a poll.
       this.#hooks.wake(this.#ctx.clock.now());
     }
     return cancelled;
@@ -135,7 +135,7 @@ export class DurableClient {
     return taskLinks(this.#ctx.store, id, limit);
   }
 
-  /** The limit keys in use with the most waiting tasks, or null if the store does not list them (see limit-list.ts). */
+  /** The limit groups in use with the most waiting tasks, or null if the store does not list them (see limit-list.ts). */
   async getLimitGroups(limit: number): Promise<LimitGroup[] | null> {
     await this.ready();
     return limitGroups(this.#ctx.store, limit, this.#ctx.clock.now());

@@ -7,7 +7,7 @@
 // Batching: outcomes that finish in the same turn of the event loop go to
 // the store in one call (one statement in PostgreSQL), and while a batch is
 // on its way the next one gathers. It knows nothing of claims: the end of a
-// turn and a freed serial key reach the claimer through callbacks.
+// turn and a freed serial group reach the claimer through callbacks.
 import { retryDelay, toRetryPolicy, type RetryOptions } from '../core/retry.js';
 import { State, type Task, type TaskObserver } from '../core/task.js';
 import type { ClaimedTask, Outcome } from './store.js';
@@ -21,7 +21,7 @@ const MAX_RETRY_DELAY = 365 * 86_400_000;
 export interface CompleterEvents {
   /** The end of a turn in which tasks finished: their room may be worth a claim. */
   turn(): void;
-  /** Work may be due at `at` (a serial key was let go of). */
+  /** Work may be due at `at` (a serial group was let go of). */
   wake(at: number): void;
   /** Task `id` reached a final state in the store. */
   done(id: number): void;
@@ -186,7 +186,7 @@ export class Completer implements TaskObserver {
       if (outcome.kind === 'complete') this.#events.done(outcome.id);
       if (this.#holdings.serials.delete(outcome.id) && outcome.kind === 'complete') freed = true;
     }
-    // A serial key was let go of: its next task may be due now, and the
+    // A serial group was let go of: its next task may be due now, and the
     // claim that ran beside this write could not take it yet.
     if (freed) this.#events.wake(this.#ctx.loop.clock.now());
     this.#flushFailures = 0;

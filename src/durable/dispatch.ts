@@ -81,7 +81,7 @@ export class Dispatcher {
    * are the store's, so its one run here is the stored attempt (what
    * `onError` and the `failure` event tell). Only its priority goes to the
    * loop (it orders the claimed tasks that wait for a worker): its rate,
-   * serial key, concurrency key and queue (rooms, slots, pause, rate) are
+   * serial group, concurrency group and queue (rooms, slots, pause, rate) are
    * the store's, which claimed it only because it may start now (a slot
    * taken, a token spent), so holding it again here would make it wait twice.
    */

@@ -20,7 +20,7 @@ export class Holdings {
   readonly #byTask = new Map<Task, Held>();
   readonly #byId = new Map<number, Task>();
   /**
-   * Ids of claims with a serial key, until their final outcome is confirmed
+   * Ids of claims with a serial group, until their final outcome is confirmed
    * (or the lease is lost): that confirmation frees the key, so the next
    * claim should not wait for a poll.
    */

@@ -1,5 +1,5 @@
 // Maintenance: the retention sweep, which deletes finished rows past their
-// age (the store's prune() also sweeps serial keys no live task holds, and
+// age (the store's prune() also sweeps serial groups no live task holds, and
 // deletes limit rows that limit nothing now).
 // Apart from the claim path: it only reads the retention ages, whether the
 // runner has stopped, and whether work finished here since the last sweep.

@@ -24,12 +24,12 @@ export interface TaskRow {
   /** Version 3: the return value and the attempts' errors, JSON. */
   result?: string | null;
   errors?: string | null;
-  /** Version 4: the serial key and the priority. */
+  /** Version 4: the serial group and the priority. */
   serial?: string | null;
   priority?: number | string;
   /** Version 5: the named queue. */
   queue?: string;
-  /** Version 6: the rate key, and when the task last started. */
+  /** Version 6: the rate group, and when the task last started. */
   rate_key?: string | null;
   started_at?: number | string | null;
   /** Version 6 too: the latest ctx.progress() (JSON) and ctx.log() lines (a JSON array of { at, attempt, line }). */

@@ -1,7 +1,7 @@
 // The whole store contract: the `Store` interface every store implements, with
 // the parts its capabilities add (`FlowStore`, `LimitListStore`) and their
 // guards, and the records it speaks in (stored tasks and jobs, claims,
-// outcomes, filters, flows, links, limit keys), with what is shared by the
+// outcomes, filters, flows, links, limit groups), with what is shared by the
 // stores (final states, the schema version; rules as stored are in
 // rule-json.ts).
 import type { ConcurrencyLimit, DedupeOutcome } from '../core/limit-options.js';
@@ -44,11 +44,11 @@ export interface StoredTask {
   result: unknown;
   /** The errors of its failed attempts, oldest first: the last 10 are kept. */
   errors: AttemptError[];
-  /** Its serial key (`serial` option), or null. */
+  /** Its serial group (`serial` option), or null. */
   serial: string | null;
   /** Its priority (`priority` option; 0 by default). */
   priority: number;
-  /** Its concurrency key and limit (`concurrency` option), or null. */
+  /** Its concurrency group and limit (`concurrency` option), or null. */
   concurrency?: ConcurrencyLimit | null;
   /** When it last started, by the store's clock (PostgreSQL: the claim's database time); null if it never has. */
   startedAt?: Date | null;
@@ -221,11 +221,11 @@ export interface NewTask {
   maxAttempts: number;
   /** Timeout and retry policy as JSON text. */
   options: string;
-  /** The serial key, or null (also in `options`; a column so the claim can see it). @default null */
+  /** The serial group, or null (also in `options`; a column so the claim can see it). @default null */
   serial?: string | null;
   /** The priority (also in `options`; a column so the claim can order by it). @default 0 */
   priority?: number;
-  /** The rate key (also in `options`; a column so the claim can find the bucket's tasks). @default null */
+  /** The rate group (also in `options`; a column so the claim can find the bucket's tasks). @default null */
   rateGroup?: string | null;
   /** The named queue (also in `options`; a column so the claim can pick by it). @default 'default' */
   queue?: string;
@@ -585,7 +585,7 @@ export interface StoreCapabilities {
   readonly transactionsWithClient: boolean;
   /** Flows: it is a \`FlowStore\` (dependencies between tasks, a task's links). */
   readonly flows: boolean;
-  /** It is a \`LimitListStore\`: the limit keys in use, for the dashboard. */
+  /** It is a \`LimitListStore\`: the limit groups in use, for the dashboard. */
   readonly limitList: boolean;
 }
 
@@ -804,7 +804,7 @@ export interface FlowStore {
   getTaskLinks(id: number, limit: number): Promise<TaskLinks | undefined>;
 }
 
-/** What a store with `capabilities.limitList` adds: its limit keys. */
+/** What a store with `capabilities.limitList` adds: its limit groups. */
 export interface LimitListStore {
   /** The `limit` keys with the most waiting tasks (then by kind and key); `now` is the time of rate windows where the store keeps the clock's. */
   listLimitGroups(limit: number, now: number): Promise<LimitGroup[]>;

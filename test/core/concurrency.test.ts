@@ -13,7 +13,7 @@ function peak(log: string[], prefix: string): number {
   return max;
 }
 
-describe('concurrency keys', () => {
+describe('concurrency groups', () => {
   it('at most `limit` tasks of a key run at once; a full key holds back neither other keys nor other tasks', async () => {
     const { clock, scheduler } = setup({ workers: 10 });
     const log: string[] = [];
@@ -117,7 +117,7 @@ describe('concurrency keys', () => {
     expect(scheduler.stats()).toMatchObject({ waiting: 0, due: 0, running: 0 });
   });
 
-  it('jobs take a concurrency key: each occurrence holds a place', async () => {
+  it('jobs take a concurrency group: each occurrence holds a place', async () => {
     const { clock, scheduler } = setup();
     const log: string[] = [];
     const task = worker(clock, log);

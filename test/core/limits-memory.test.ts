@@ -27,7 +27,7 @@ describe('keys with no waiting work cost nothing', () => {
     }
     await clock.advance(0);
     expect(scheduler.stats()).toMatchObject({ waiting: 0, succeeded: 200_001 });
-    // Within their windows the rate keys still count their starts.
+    // Within their windows the rate groups still count their starts.
     const held = heapUsed() - before;
     // Windows expired: a sweep (when new keys appear) drops them.
     await clock.advance(1_000);

@@ -8,7 +8,7 @@ interface Spec {
   due: number;
   priority: number;
   serial: string | undefined;
-  /** The rate key; its limit is the scenario's for that key. */
+  /** The rate group; its limit is the scenario's for that key. */
   rate: string | undefined;
   /** Failed attempts before one succeeds (attempts allowed: `attempts`). */
   fails: number;
@@ -24,8 +24,8 @@ interface Scenario {
 
 const limit = fc.record({ limit: fc.integer({ min: 1, max: 3 }), interval: fc.integer({ min: 1, max: 30 }) });
 
-// Any mix: serial keys and rate keys overlap (a rate key shared by tasks of
-// several serial keys, a serial key with or without a rate key), and any task
+// Any mix: serial groups and rate groups overlap (a rate group shared by tasks of
+// several serial groups, a serial group with or without a rate group), and any task
 // may fail and retry.
 const spec: fc.Arbitrary<Spec> = fc.record({
   due: fc.integer({ min: 0, max: 40 }),
@@ -46,9 +46,9 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
 /**
  * The reference: at each millisecond, over and over, start the best eligible
  * due task (highest priority, then earliest due, then first scheduled), where
- * eligible means the scheduler-wide window has room, its serial key is free
+ * eligible means the scheduler-wide window has room, its serial group is free
  * (or held by itself) and it is the earliest due task of that key, and its
- * rate key's window has room and it is the earliest due task of that key
+ * rate group's window has room and it is the earliest due task of that key
  * among those eligible so far. Tasks are synchronous: a run ends as it starts.
  */
 function simulate(s: Scenario, horizon: number): [number, number][] {
@@ -96,7 +96,7 @@ function simulate(s: Scenario, horizon: number): [number, number][] {
   return starts;
 }
 
-describe('rate limits, serial keys and priorities against a reference model', () => {
+describe('rate limits, serial groups and priorities against a reference model', () => {
   it('start the same tasks at the same virtual times, in the same order', async () => {
     await fc.assert(
       fc.asyncProperty(scenario, async (s) => {
@@ -130,8 +130,8 @@ describe('rate limits, serial keys and priorities against a reference model', ()
   });
 });
 
-describe('rate limits and serial keys under a limited pool, async tasks and cancellations', () => {
-  it('never exceed a window, never overlap a serial key, keep due order within a serial key, and leave nothing behind', async () => {
+describe('rate limits and serial groups under a limited pool, async tasks and cancellations', () => {
+  it('never exceed a window, never overlap a serial group, keep due order within a serial group, and leave nothing behind', async () => {
     const task = fc.record({
       due: fc.integer({ min: 0, max: 60 }),
       duration: fc.integer({ min: 0, max: 30 }),

@@ -1,4 +1,4 @@
-// Issue 22 against models: concurrency keys (serial included), queue rate
+// Issue 22 against models: concurrency groups (serial included), queue rate
 // limits and pauses in an exact step-by-step reference model (synchronous
 // tasks: a key's places are held through retry waits), and invariants with
 // async tasks of random lengths, a small pool, queue concurrency and
@@ -13,7 +13,7 @@ type Limit = { limit: number; interval: number };
 interface Spec {
   due: number;
   priority: number;
-  /** Concurrency key and the limit this task gives it (1: scheduled with `serial`). */
+  /** Concurrency group and the limit this task gives it (1: scheduled with `serial`). */
   key: string | undefined;
   keyLimit: number;
   rate: string | undefined;
@@ -67,10 +67,10 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
  * The reference: at each millisecond, over and over, start the best
  * eligible due task (highest priority, then earliest due, then first
  * scheduled). Eligible: the scheduler-wide window has room; its queue is not
- * paused and its window has room; its concurrency key: it started before (it
+ * paused and its window has room; its concurrency group: it started before (it
  * holds a place through its retries), or fewer than the key's limit (the
  * last scheduled task's) hold one and it is the key's earliest due task that
- * has not started; its rate key: room, and it is the earliest due of the
+ * has not started; its rate group: room, and it is the earliest due of the
  * key's tasks eligible so far.
  */
 function simulate(s: Scenario, horizon: number): [number, number][] {
@@ -119,7 +119,7 @@ function simulate(s: Scenario, horizon: number): [number, number][] {
   return starts;
 }
 
-describe('concurrency keys and queues against a reference model', () => {
+describe('concurrency groups and queues against a reference model', () => {
   it('start the same tasks at the same virtual times, in the same order', async () => {
     await fc.assert(
       fc.asyncProperty(scenario, async (s) => {
@@ -167,7 +167,7 @@ describe('concurrency keys and queues against a reference model', () => {
   });
 });
 
-describe('concurrency keys and queues with async tasks, a small pool and cancellations', () => {
+describe('concurrency groups and queues with async tasks, a small pool and cancellations', () => {
   it('never exceed a key or queue limit, keep due order within a key, start nothing in a paused queue, hold back no unrelated task, and leave nothing behind', async () => {
     const task = fc.record({
       due: fc.integer({ min: 0, max: 60 }),

@@ -472,7 +472,7 @@ describe('rate limit per key', () => {
     expect(() => scheduler.after(0, () => {})).toThrow(/3 tasks are already waiting/);
   });
 
-  it('jobs take a rate key: a job held past its next occurrence follows its misfire policy', async () => {
+  it('jobs take a rate group: a job held past its next occurrence follows its misfire policy', async () => {
     const { clock, scheduler } = setup();
     const { starts, task } = recorder(clock);
     const job = scheduler

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { gate, setup, worker } from '../helpers.js';
 
-describe('serial keys', () => {
+describe('serial groups', () => {
   it('async tasks sharing a key run one at a time, in due-time order; other keys run alongside', async () => {
     const { clock, scheduler } = setup({ workers: 10 });
     const log: string[] = [];
@@ -92,7 +92,7 @@ describe('serial keys', () => {
     expect(a.state).toBe('cancelled');
   });
 
-  it('a job with a serial key: a slow run holds later occurrences and one-off tasks of the key', async () => {
+  it('a job with a serial group: a slow run holds later occurrences and one-off tasks of the key', async () => {
     const { clock, scheduler } = setup();
     const log: string[] = [];
     const task = worker(clock, log);
@@ -117,7 +117,7 @@ describe('serial keys', () => {
     expect(scheduler.stats()).toMatchObject({ waiting: 0, running: 0, succeeded: 1, cancelled: 1 });
   });
 
-  it('serial keys and rate keys together (a chat: one message at a time, one a second)', async () => {
+  it('serial groups and rate groups together (a chat: one message at a time, one a second)', async () => {
     const { clock, scheduler } = setup();
     const log: string[] = [];
     const task = worker(clock, log);

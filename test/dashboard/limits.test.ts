@@ -1,5 +1,5 @@
 // The dashboard's Limits panel (issue 24): the per-key limits stored tasks
-// name (a serial key, a concurrency key, a rate key), with what is in use
+// name (a serial group, a concurrency group, a rate group), with what is in use
 // and how many wait, over HTTP (api/limits, bounded by `limit`, 4xx for a
 // malformed one, none without a store) and in a real headless Chromium, on
 // a real SQLite file and a real PostgreSQL server. The handler holds its
@@ -37,8 +37,8 @@ async function mount(scheduler: Scheduler) {
 
 /**
  * A started scheduler whose 'hold' handler waits for `release()`: a serial
- * key `chat:<b>1</b>` (3 tasks: 1 runs), a concurrency key `api` (limit 2,
- * 5 tasks) and a rate key `mail` (2 an hour, 3 tasks); 5 running once settled.
+ * key `chat:<b>1</b>` (3 tasks: 1 runs), a concurrency group `api` (limit 2,
+ * 5 tasks) and a rate group `mail` (2 an hour, 3 tasks); 5 running once settled.
  */
 async function serve(store: () => Store) {
   let release!: () => void;

@@ -1,6 +1,6 @@
 // The per-key limits in use as the dashboard's Limits panel reads them
 // (issue 24, durable/limit-list.ts, through the scheduler's client): on a real SQLite file and a real
-// PostgreSQL server, tasks under a serial key, a concurrency key and a rate
+// PostgreSQL server, tasks under a serial group, a concurrency group and a rate
 // key, some of each running (their handler held until the test lets go),
 // listed with their limits, what is in use and how many wait, the keys
 // with the most waiting first and bounded by `limit`.
@@ -28,7 +28,7 @@ const BACKENDS: [string, () => Store][] = [
   ['PostgreSQL', () => postgresStore({ connectionString: server.url, schema: schema() })],
 ];
 
-/** The limit keys of `scheduler`'s store, as the dashboard reads them. */
+/** The limit groups of `scheduler`'s store, as the dashboard reads them. */
 const limitGroups = (scheduler: Scheduler, limit: number) => schedulerClients.get(scheduler)!.getLimitGroups(limit);
 
 /** Polls `check` until it holds (generous bound: the machine is loaded). */
@@ -41,7 +41,7 @@ async function until(check: () => Promise<boolean>): Promise<void> {
 }
 
 for (const [backend, store] of BACKENDS) {
-  describe(`the limit keys in use, ${backend}`, () => {
+  describe(`the limit groups in use, ${backend}`, () => {
     it('lists each key with its kind, limit, what is in use and what waits, most waiting first, bounded', async () => {
       let release!: () => void;
       const gate = new Promise<void>((resolve) => (release = resolve));

@@ -161,9 +161,9 @@ const MINUTE = 60_000;
 /**
  * Representative rows of every table: tasks in each state (keyed and not,
  * leased, retried, with results and error histories, occurrences of jobs and
- * a triggered one), jobs in each state, and a held serial key. Times are
+ * a triggered one), jobs in each state, and a held serial group. Times are
  * epoch ms (the SQLite columns); PostgreSQL gets them as timestamptz.
- * `held_by` of a serial key is the index of its task in `tasks`.
+ * `held_by` of a serial group is the index of its task in `tasks`.
  */
 export const ROWS: { tasks: Row[]; jobs: Row[]; serialKeys: Row[]; queues: Row[] } = {
   tasks: (

@@ -2,7 +2,7 @@
 // a database is built at version N with that version's migrations (as the
 // release of then left it), filled with representative rows (schema-
 // helpers.ts: tasks in each state, keyed, leased, with results and errors,
-// job occurrences, jobs in each state, a held serial key; each with the
+// job occurrences, jobs in each state, a held serial group; each with the
 // columns version N has), and migrated by the store. Then every row is still
 // there with every value it had, the columns added since hold their
 // defaults, the store reads the rows back, and the schema is exactly a
@@ -55,7 +55,7 @@ const ADDED: Record<string, unknown> = {
   failed_dep: null,
 };
 
-/** From version 6 the serial keys are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */
+/** From version 6 the serial groups are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */
 const LIMITS_FROM = 6;
 
 const TABLES = { tasks: 'taskheap_tasks', jobs: 'taskheap_jobs', serialKeys: 'taskheap_serial_keys', queues: 'taskheap_queues' } as const;

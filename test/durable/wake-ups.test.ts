@@ -4,7 +4,7 @@
 // mock), so that two rounds are on their way together exactly when the test
 // says. The claimer is the same for every store; the PostgreSQL side (NOTIFY,
 // a round of its own for work due now) is in postgres-batching.test.ts and
-// the serial keys across processes in serial-postgres.test.ts.
+// the serial groups across processes in serial-postgres.test.ts.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

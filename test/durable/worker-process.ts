@@ -1,4 +1,4 @@
-// Worker processes for the tests across real processes (limits, flows, serial keys): a
+// Worker processes for the tests across real processes (limits, flows, serial groups): a
 // fixture script (compiled: ../compiled-fixture.ts), which prints "ready" once loaded, starts
 // claiming on a first line on stdin and closes on a second. Every process
 // still alive after a test is SIGKILLed.

@@ -166,7 +166,7 @@ describe('module tasks in threads', () => {
     }).toThrow(RangeError);
   });
 
-  it('applies `workers` and serial keys before a task reaches a thread', async () => {
+  it('applies `workers` and serial groups before a task reaches a thread', async () => {
     const { scheduler } = track(setup({ threads: 4, workers: 1 }));
     const steer = board();
     const first = scheduler.after(0, fixture('gate'), { payload: { shared: steer.shared, mode: 'release' } });

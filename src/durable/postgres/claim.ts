@@ -16,7 +16,7 @@
 // nothing is hoarded.
 //
 // How a claim stays cheap with blocked work: keyed tasks (a concurrency or
-// rate key) are not in the plain waiting index; they are found from the
+// rate group) are not in the plain waiting index; they are found from the
 // limit rows that have room, a few of each (the key's first tasks in due
 // order, or a bucket's room's worth), so tasks behind a full key or an empty
 // bucket are never read.
@@ -342,10 +342,10 @@ const QUEUE_LEVELS = 64;
 /**
  * SQL: keyed waiting tasks (columns id, run_at, priority, serial, rate_key,
  * name, queue, holds), from the limit rows with room in the snapshot: each
- * concurrency key's first waiting tasks in due order (as many as its room,
+ * concurrency group's first waiting tasks in due order (as many as its room,
  * due or not: the ranks of the claim count them), the tasks holding a slot
  * that wait for a retry, and each rate bucket's first due tasks without a
- * concurrency key (as many as its room). Each key reads at most $1 and keeps
+ * concurrency group (as many as its room). Each key reads at most $1 and keeps
  * its room's worth by rank: a LIMIT of the room itself (a column) is
  * estimated at a tenth of the table, and that estimate made the plan cost
  * enough for PostgreSQL to compile the claim with JIT (0.5 s per claim).
@@ -397,7 +397,7 @@ const keyed = (T: string, L: string) => `
  * the claim decides from those, and writes each row once with what it
  * really took.
  *
- * Limits: a task with a concurrency key needs a slot (it holds one already,
+ * Limits: a task with a concurrency group needs a slot (it holds one already,
  * or it is among the key's first `room` waiting tasks); then a token of its
  * rate bucket (the first `room` of the bucket's candidates that passed); a
  * key's tasks start in due order, so a key's task refused stops the key's

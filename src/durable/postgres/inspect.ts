@@ -3,7 +3,7 @@
 // are over, a page of tasks in due order or newest first (one index, read
 // either way), tasks counted by state under a listing's filters, finished
 // tasks deleted and pruned (retention), the queues with their settings and
-// counts, a task's links (durable/links.ts) and the limit keys in use
+// counts, a task's links (durable/links.ts) and the limit groups in use
 // (durable/limit-list.ts), each in one statement, and the batched write of
 // handlers' progress and log lines (one statement for every task of a
 // flush, bounded to the latest MAX_LOG_LINES lines).
@@ -129,7 +129,7 @@ export function inspectStatements(schema: string | undefined) {
       (SELECT count(*)::int FROM ${D} WHERE dep_id = s.id) AS dependent_count
     FROM ${T} AS s WHERE s.id = $1`,
     /**
-     * The limit keys in use (durable/limit-list.ts), $1 at most: the rows of
+     * The limit groups in use (durable/limit-list.ts), $1 at most: the rows of
      * taskheap_limits but the scheduler-wide bucket (key ''), each with its
      * holders or its starts within the window at the database's now() (the
      * clock the claims use), and the waiting tasks naming it (through the
@@ -277,7 +277,7 @@ export async function getTaskLinks(db: Connection, sql: InspectStatements, id: n
   };
 }
 
-/** The `limit` limit keys with the most waiting tasks. */
+/** The `limit` limit groups with the most waiting tasks. */
 export async function listLimitGroups(db: Connection, sql: InspectStatements, limit: number): Promise<LimitGroup[]> {
   return (await db.query<LimitGroupRow>(sql.limitGroups, [limit])).rows.map(toLimitGroup);
 }

@@ -1,5 +1,5 @@
 // Limits and queues on PostgreSQL (docs/limits.md, docs/queues.md):
-// concurrency keys (`serial` is the key of limit 1) and rate buckets that
+// concurrency groups (`serial` is the key of limit 1) and rate buckets that
 // hold across every process, kept in `taskheap_limits` (migrations.ts,
 // version 6), and named queues (`taskheap_queues`, version 5: pause, global
 // slots; version 6: a queue's rate bucket on its row). This file owns the
@@ -48,7 +48,7 @@ export const upsertLimits = (L: string, name: string, source: string) => `${name
 
 /**
  * SQL: sets the limit of existing limit rows that the tasks given as arrays
- * ($1 concurrency keys, $2 rate keys, $3 options) change; run on the store's
+ * ($1 concurrency groups, $2 rate groups, $3 options) change; run on the store's
  * own connection before an add in a caller's transaction, so that the add
  * finds its limits set and takes no lock a claim or an outcome waits for.
  */
@@ -163,7 +163,7 @@ export function limitStatements(schema: string | undefined) {
         AND EXISTS (SELECT 1 FROM unnest(l.holders) AS h WHERE NOT EXISTS (SELECT 1 FROM ${T} AS t WHERE t.id = h AND t.state IN ('waiting', 'running')))`,
     /**
      * Retention for limit rows: up to $1 rows that limit nothing now (a
-     * concurrency key no task holds or waits for, a bucket with no start in
+     * concurrency group no task holds or waits for, a bucket with no start in
      * its window and no task waiting or running under it) are deleted,
      * oldest first; returns their keys. A task added meanwhile makes its row
      * again (its add upserts it; a row its add has locked is skipped): the
@@ -178,7 +178,7 @@ export function limitStatements(schema: string | undefined) {
       DELETE FROM ${L} AS l USING idle WHERE l.kind = idle.kind AND l.key = idle.key RETURNING l.kind, l.key`,
     /**
      * After pruneLimits committed, with a fresh snapshot: the rows of
-     * concurrency keys $1 and buckets $2 that a task names after all (one
+     * concurrency groups $1 and buckets $2 that a task names after all (one
      * added while the prune decided, from its older snapshot) are made again.
      */
     repairLimits: `WITH named AS (SELECT id, CASE WHEN serial = ANY ($1::text[]) THEN serial END AS serial,

@@ -84,9 +84,9 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
   },
   {
-    // Serial keys and priorities (docs/limits.md). The waiting index leads with
+    // Serial groups and priorities (docs/limits.md). The waiting index leads with
     // priority, walked one priority level at a time (see `levels` in claim.ts);
-    // a partial index finds the head of a serial key; a key row exists only
+    // a partial index finds the head of a serial group; a key row exists only
     // while a task holds the key (see taskheap_serial_keys in docs/stores.md, "Schema").
     version: 4,
     sql: `
@@ -125,7 +125,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     // Limits that hold across every process (docs/limits.md). One row per limit:
-    // a concurrency key (`serial` is the key with lim 1; `holders` are the
+    // a concurrency group (`serial` is the key with lim 1; `holders` are the
     // tasks holding its slots, from their first start to their final state)
     // or a rate bucket (`interval_ms`; `starts`/`counts`: how many tasks
     // started at each claim's time within the window; key '' is the
@@ -150,7 +150,7 @@ export const MIGRATIONS: readonly Migration[] = [
     // leaves a final state, whatever statement does it (settle, complete,
     // cancel, the claim that fails an expired lease, requeue), in that
     // statement: the last dependency's outcome makes the dependent `waiting`
-    // and wakes the workers (as a freed serial key does), with no polling.
+    // and wakes the workers (as a freed serial group does), with no polling.
     // Sinking a dependent (`'fail'` rule) sinks its closure in one statement,
     // so a long chain does not nest triggers. Its NOTIFY payloads name the
     // tables' schema (`<schema>:<ms>`), which a store without a `schema`

@@ -88,9 +88,9 @@ export function settleStatements(schema: string | undefined) {
      * ms after the server's now, error) or 'release' (waiting again, the
      * claim's attempt not counted). A failure's error (final or retried)
      * joins the bounded `errors` history. A final state lets go of the
-     * task's serial key (a retried or released task keeps it: strict order).
+     * task's serial group (a retried or released task keeps it: strict order).
      * One wake carries the earliest time a retried or released task, or the
-     * next task of a freed serial key, is due (it reaches this process too,
+     * next task of a freed serial group, is due (it reaches this process too,
      * whose next claim may already be on its way); the final states are
      * announced on DONE for `waitFor()`, DONE_IDS ids to a notification:
      * every notification takes a database-wide lock at commit and a place in

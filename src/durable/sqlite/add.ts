@@ -69,7 +69,7 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
     if (action === 'detach') statement(ADD_SQL.detachKey).run(existing!.id);
     else if (action === 'replace') {
       const id = existing!.id;
-      // Replaced, it starts over: a serial key it held (waiting for a retry) is let go of.
+      // Replaced, it starts over: a serial group it held (waiting for a retry) is let go of.
       letGo(statement, id);
       statement(ADD_SQL.replaceTask).run({ ...row, id });
       upsertLimits(statement, task.options, task.serial, task.rateGroup);

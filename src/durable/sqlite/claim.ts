@@ -10,7 +10,7 @@ import { decide, globalRefill, keyedCandidates, keyedDue, letGo, queueRefill, qu
 import type { ClaimParams, NextDueParams } from '../store.js';
 import type { ClaimRow } from '../rows.js';
 
-/** Plain waiting tasks: no concurrency key and no rate key (keyed ones are found from their limit rows, limits.ts). */
+/** Plain waiting tasks: no concurrency group and no rate group (keyed ones are found from their limit rows, limits.ts). */
 const PLAIN = `t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL`;
 
 /** The statements of the claim and of next-due. */

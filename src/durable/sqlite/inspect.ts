@@ -3,7 +3,7 @@
 // a page of tasks in due order or newest first, tasks counted by state under
 // a listing's filters, finished tasks deleted and pruned (retention), the
 // queues with their settings and counts, a task's links (durable/links.ts),
-// the limit keys in use (durable/limit-list.ts), and the write of handlers'
+// the limit groups in use (durable/limit-list.ts), and the write of handlers'
 // progress and log lines (in the caller's transaction, bounded to the
 // latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
@@ -235,7 +235,7 @@ export function getTaskLinks(prepare: Prepare, id: number, limit: number): TaskL
 }
 
 /**
- * The limit keys in use: the rows of taskheap_limits but the scheduler-wide
+ * The limit groups in use: the rows of taskheap_limits but the scheduler-wide
  * bucket (key ''), each with its holders or its starts, and the waiting
  * tasks naming it (through the serial index and taskheap_tasks_rated: the
  * redundant `state IN` lets SQLite see that partial index applies).
@@ -248,7 +248,7 @@ const LIST_SQL = `SELECT l.kind, l.key, l.lim, l.interval_ms, l.holders, l.start
 /** A limit row with the count of waiting tasks that name it. */
 type Row = LimitRow & { waiting: number };
 
-/** The `limit` limit keys with the most waiting tasks; a rate key's starts are those after `now` less its interval. */
+/** The `limit` limit groups with the most waiting tasks; a rate group's starts are those after `now` less its interval. */
 export function listLimitGroups(prepare: Prepare, limit: number, now: number): LimitGroup[] {
   return (prepare(LIST_SQL).all(limit) as Row[]).map((row) =>
     toLimitGroup({ ...row, in_use: row.kind === 'concurrency' ? (JSON.parse(row.holders) as unknown[]).length : spent(row, now) }),

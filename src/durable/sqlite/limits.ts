@@ -43,7 +43,7 @@ const LIMITS_SQL = {
     AND NOT (kind = 'concurrency' AND EXISTS (SELECT 1 FROM taskheap_tasks AS t WHERE t.serial = taskheap_limits.key AND t.state = 'waiting'))
     AND NOT (kind = 'rate' AND EXISTS (SELECT 1 FROM taskheap_tasks AS t
       WHERE t.rate_key = taskheap_limits.key AND t.state IN ('waiting', 'running')))`,
-  /** Concurrency keys with room, and every rate bucket but the scheduler-wide one. */
+  /** Concurrency groups with room, and every rate bucket but the scheduler-wide one. */
   withRoom: `SELECT kind, key, lim, interval_ms, holders, starts FROM taskheap_limits
     WHERE (kind = 'concurrency' AND json_array_length(holders) < lim) OR (kind = 'rate' AND key <> '')`,
   /** Tasks holding a slot that wait (for a retry). */
@@ -53,7 +53,7 @@ const LIMITS_SQL = {
   /** A key's first waiting tasks not holding a slot, in due order (due or not). */
   keyHeads: `SELECT id, run_at, priority, serial, rate_key, name, queue FROM taskheap_tasks
     WHERE serial = @key AND state = 'waiting' AND id NOT IN (SELECT value FROM json_each(@holders)) ORDER BY run_at, id LIMIT @n`,
-  /** A bucket's first waiting tasks without a concurrency key. */
+  /** A bucket's first waiting tasks without a concurrency group. */
   bucketHeads: `SELECT id, run_at, priority, serial, rate_key, name, queue FROM taskheap_tasks
     WHERE rate_key = @key AND serial IS NULL AND state = 'waiting' AND run_at <= @now ORDER BY priority DESC, run_at, id LIMIT @n`,
   bucketFirst: `SELECT run_at, queue FROM taskheap_tasks WHERE rate_key = ? AND serial IS NULL AND state = 'waiting' ORDER BY run_at, id LIMIT 1`,
@@ -190,7 +190,7 @@ export function setQueue(prepare: Prepare, name: string, change: QueueChange, no
 }
 
 /**
- * Keyed candidates at `now`: each concurrency key's first waiting tasks (as
+ * Keyed candidates at `now`: each concurrency group's first waiting tasks (as
  * many as its room), tasks holding a slot that wait for a retry, and each
  * rate bucket's first due tasks (as many as its tokens).
  */

@@ -72,9 +72,9 @@ export const MIGRATIONS: readonly Migration[] = [
    CREATE INDEX taskheap_tasks_finished ON taskheap_tasks (updated_at) WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled');`,
   },
   {
-    // Serial keys and priorities (docs/limits.md). The due index gains the priority,
+    // Serial groups and priorities (docs/limits.md). The due index gains the priority,
     // walked one level at a time (see claim in store.ts); a partial index
-    // finds the head of a serial key; a key row exists only while a task
+    // finds the head of a serial group; a key row exists only while a task
     // holds the key.
     version: 4,
     sql: `ALTER TABLE taskheap_tasks ADD COLUMN serial TEXT;
@@ -101,7 +101,7 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     // The limits of PostgreSQL's version 6 (docs/limits.md), in the same model (one
     // process owns the file, so they hold by construction): one row per
-    // concurrency key (its holders, a JSON array) or rate bucket (its recent
+    // concurrency group (its holders, a JSON array) or rate bucket (its recent
     // starts, a JSON array of [ms, count]); keyed tasks leave the plain due
     // index. `started_at`: when the task last started. A queue's rate is a
     // bucket on its row (`rate_limit` per `rate_interval_ms`; `rate_starts`

@@ -71,7 +71,7 @@ const SETTLE_SQL = {
  * At start-up, in the caller's transaction: this store owns the file (it
  * holds the lock), so anything still marked running was running in an
  * owner that died: back to waiting at once, one lease expiry counted,
- * failed past the limit. Those failed let go of their serial keys; the
+ * failed past the limit. Those failed let go of their serial groups; the
  * others still hold theirs (they are first in line). Returns the failed
  * ones (this process reports them).
  */
@@ -109,7 +109,7 @@ export function settle(prepare: Prepare, owner: string, outcomes: readonly Outco
         id: outcome.id,
         owner,
       });
-      // Final: its serial key goes to the next task (a retried or released one keeps it: strict order).
+      // Final: its serial group goes to the next task (a retried or released one keeps it: strict order).
       if (Number(changes) > 0) letGo(prepare, outcome.id);
     } else if (outcome.kind === 'retry') {
       prepare(SETTLE_SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });

@@ -1,5 +1,5 @@
 // The claim at the store level, on any store: due tasks by priority, then due
-// time, then id; a serial key lets one task run at a time, the head first,
+// time, then id; a serial group lets one task run at a time, the head first,
 // held through a retry and let go of when final; a lease that ran out is
 // taken over a bounded number of times, then the task fails saying so.
 // Times are real (Date.now()): a store may compare due times on its server's
@@ -29,7 +29,7 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
   // Every scenario here drives the Store interface.
   const it = itWhen(caps.store, 'needs store: calls the Store interface');
 
-  describe('claim order and serial keys (store level)', () => {
+  describe('claim order and serial groups (store level)', () => {
     it('claims by priority (highest first), then due time, then id; future tasks of a higher priority wait; nextDue says when', async () => {
       const { openStore } = await setup();
       const store = await openStore();
@@ -63,7 +63,7 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       }
     });
 
-    it('one task per serial key at a time, the head first whatever its priority; held through a retry, let go of when final', async () => {
+    it('one task per serial group at a time, the head first whatever its priority; held through a retry, let go of when final', async () => {
       const { openStore, db } = await setup();
       const store = await openStore();
       const now = Date.now();
@@ -172,7 +172,7 @@ export function claimScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect((await claim(store, 'me')).map((c) => c.name)).toEqual(['tick', 'tick']);
     });
 
-    it('a recurring job gives its occurrences its serial key, priority and rate; cancelling the job lets go of a key an occurrence held', async () => {
+    it('a recurring job gives its occurrences its serial group, priority and rate; cancelling the job lets go of a key an occurrence held', async () => {
       const { openStore, db } = await setup();
       const store = await openStore();
       const options = JSON.stringify({ serial: 'job-key', priority: 3, rate: { group: 'r', limit: 1, interval: 1_000 } });

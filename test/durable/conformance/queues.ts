@@ -171,7 +171,7 @@ export function queueScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(await store.nextDue({ now: Date.now(), rooms: new Map([['q', 1]]) })).toBe(0);
     });
 
-    itStore('a claim takes serial keys only for the tasks it claims (walking queues reads more than it keeps)', async () => {
+    itStore('a claim takes serial groups only for the tasks it claims (walking queues reads more than it keeps)', async () => {
       const { openStore } = await setup();
       const store = await openStore();
       const now = Date.now();

@@ -1,4 +1,4 @@
-// Issue 16 through the Scheduler, on any store: serial keys run one task at a
+// Issue 16 through the Scheduler, on any store: serial groups run one task at a
 // time in due order, held through retries and let go of on a final state or a
 // cancel; recurring jobs pass their key and priority on; the rate, serial and
 // priority options are validated at the call and stored with the task.
@@ -32,7 +32,7 @@ export function serialScenarios(backend: Backend, setup: () => Promise<Env>): vo
     return { time: env.time, scheduler, gate, log, errors, open: env.open };
   }
 
-  describe('serial keys through the scheduler', () => {
+  describe('serial groups through the scheduler', () => {
     it('runs one task per key at a time, in due order, while other keys go on', async () => {
       const { time, scheduler, gate, log } = await openSteps();
       await scheduler.start();
@@ -125,7 +125,7 @@ export function serialScenarios(backend: Backend, setup: () => Promise<Env>): vo
       gate.open('a2');
     });
 
-    it('a recurring job passes its serial key and priority to every occurrence: the next waits for the one running', async () => {
+    it('a recurring job passes its serial group and priority to every occurrence: the next waits for the one running', async () => {
       const { time, scheduler, errors } = await (async () => {
         const env = await setup();
         return { time: env.time, ...env.open({ workers: 4 }) };
@@ -156,7 +156,7 @@ export function serialScenarios(backend: Backend, setup: () => Promise<Env>): vo
         );
       else await time.pass(from + 600 - time.now());
       await time.pass(50);
-      // The second occurrence is due but waits for the first: one serial key.
+      // The second occurrence is due but waits for the first: one serial group.
       expect(started).toEqual([from + 300]);
       if (caps.storedJobs) {
         const [waiting] = await scheduler.listTasks({ state: 'waiting', jobKey: 'ticker' });

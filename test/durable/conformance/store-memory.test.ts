@@ -134,7 +134,7 @@ class MemoryScheduler extends Scheduler {
       updatedAt: new Date(added.createdAt),
       result: added.result,
       errors: [],
-      // As a store shows them: `serial` is a concurrency key of limit 1, shown as the serial key alone.
+      // As a store shows them: `serial` is a concurrency group of limit 1, shown as the serial group alone.
       serial: limits?.serial ?? null,
       priority: limits?.priority ?? 0,
       concurrency: limits?.serial === undefined ? (limits?.concurrency ?? null) : null,

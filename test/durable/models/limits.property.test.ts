@@ -1,5 +1,5 @@
 // Property tests of the limits (issue 22) against simple reference models, on
-// both stores: random tasks (a concurrency key of limit 1, 2 or 3, a rate
+// both stores: random tasks (a concurrency group of limit 1, 2 or 3, a rate
 // bucket, both or neither), random claims (with free workers), outcomes
 // (final, retry) and clock ticks. The models: at most N tasks of a key hold
 // a slot at once (a slot held from the claim to the final outcome), a key's
@@ -84,7 +84,7 @@ interface ModelTask {
 interface Engine {
   now(): number;
   tick(by: number): Promise<void>;
-  /** Adds a task due at `runAt`, with a concurrency key (limit `LIMITS[key]`) and a rate bucket (`BUCKETS[bucket]` per `interval`); its id. */
+  /** Adds a task due at `runAt`, with a concurrency group (limit `LIMITS[key]`) and a rate bucket (`BUCKETS[bucket]` per `interval`); its id. */
   add(runAt: number, key: string | null, bucket: string | null): Promise<number>;
   /** The ids of the tasks one claim starts: at most `limit`, limited ones only into `free` workers where the engine claims ahead. */
   claim(limit: number, free: number): Promise<readonly number[]>;

@@ -1,7 +1,7 @@
 // A property test of the SQLite claim (issue 16) against a reference model:
-// random tasks (due time, priority, serial key) and random claims, outcomes
+// random tasks (due time, priority, serial group) and random claims, outcomes
 // (final, retry, hand back), cancels and clock ticks. The model's rule: a due
-// waiting task may be claimed if it has no serial key, holds its key, or its
+// waiting task may be claimed if it has no serial group, holds its key, or its
 // key is free and it is the key's first waiting task (due time, then id);
 // claims take them by priority (highest first), then due time, then id; a
 // key is held from the claim until a final outcome or a cancel.

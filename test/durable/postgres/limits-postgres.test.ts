@@ -178,7 +178,7 @@ describe('a claim with blocked work (issue 22)', () => {
     return [own, ...(plan.Plans ?? []).flatMap((child) => rowsRead(child as typeof plan))];
   }
 
-  it('reads none of the tasks behind a held concurrency key or an empty rate bucket (EXPLAIN ANALYZE: no plan node reads them)', async () => {
+  it('reads none of the tasks behind a held concurrency group or an empty rate bucket (EXPLAIN ANALYZE: no plan node reads them)', async () => {
     const schema = freshSchema();
     const store = postgresStore({ connectionString: server.url, schema });
     try {

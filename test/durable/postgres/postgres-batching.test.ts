@@ -110,7 +110,7 @@ describe('postgresStore: batched outcomes', () => {
       for (const child of node.Plans ?? []) walk(child as typeof node);
     };
     walk((plan as { 'QUERY PLAN': [{ Plan: Parameters<typeof walk>[0] }] })['QUERY PLAN'][0].Plan);
-    // The next task of each freed serial key is looked up through the serial index (once per freed key).
+    // The next task of each freed serial group is looked up through the serial index (once per freed key).
     expect(scans.filter((scan) => !scan.endsWith('taskheap_tasks_serial'))).toEqual(['ModifyTable', 'Index Scan taskheap_tasks_pkey']);
     expect(scans.every((scan) => scan === 'ModifyTable' || scan.includes('Index'))).toBe(true);
     // And it does what it says.

@@ -3,7 +3,7 @@
 // store's own options, concurrent migration, a pool of the caller's, three
 // worker processes sharing one schedule with one SIGKILLed, and the database
 // restarting under a running scheduler. No mocks. The behaviour every store
-// shares (tasks, jobs, claims, serial keys, batching) is the conformance
+// shares (tasks, jobs, claims, serial groups, batching) is the conformance
 // suite: store-postgres.test.ts runs it here.
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';

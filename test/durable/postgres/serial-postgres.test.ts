@@ -1,6 +1,6 @@
-// Issue 16 on PostgreSQL alone, against a real server: a let-go serial key
+// Issue 16 on PostgreSQL alone, against a real server: a let-go serial group
 // announced through NOTIFY; two worker processes keep each key's order; a
-// version 3 database upgrades keeping its rows. Claim order, serial keys, the
+// version 3 database upgrades keeping its rows. Claim order, serial groups, the
 // lease bound and claimers racing on the same keys (every store's behaviour)
 // are in the conformance suite (test/durable/conformance/claims.ts, serial.ts),
 // run here by store-postgres.test.ts.
@@ -42,7 +42,7 @@ function task(name: string, runAt: number, extra: Partial<NewTask> = {}): NewTas
 const claim = (store: Store, owner: string, limit = 10) =>
   store.claim({ owner, now: Date.now(), lease: 30_000, limit, advance: advanceJob });
 
-describe('PostgreSQL serial keys: announcements', () => {
+describe('PostgreSQL serial groups: announcements', () => {
   it('a key let go of when its task is final announces the next task of the key to every process (NOTIFY taskheap_wake)', async () => {
     const schema = freshSchema();
     const store = await openStore(schema);
@@ -65,7 +65,7 @@ describe('PostgreSQL serial keys: announcements', () => {
   });
 });
 
-describe('PostgreSQL serial keys across two worker processes', () => {
+describe('PostgreSQL serial groups across two worker processes', () => {
   // The fixture claims on the first line and exits 0 once nothing is waiting or running.
   const spawnWorker = workerProcesses();
   const worker = (schema: string) => spawnWorker('test/fixtures/pg-serial-worker.ts', [server.url, schema]);

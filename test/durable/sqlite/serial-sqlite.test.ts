@@ -1,5 +1,5 @@
 // Issue 16 on SQLite alone: a version 3 file upgrades to version 4 keeping
-// its rows. The claim order, serial keys and the rate/serial/priority options
+// its rows. The claim order, serial groups and the rate/serial/priority options
 // every store shares are in the conformance suite (test/durable/conformance/
 // claims.ts and serial.ts), run on SQLite by store-sqlite.test.ts.
 import { mkdtempSync } from 'node:fs';
