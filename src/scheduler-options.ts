@@ -49,7 +49,8 @@ export interface SchedulerOptions {
   clock?: Clock;
   /**
    * Called when a task fails for good (after its last attempt).
-   * @default logs to console.error
+   * @default logs to console.error, unless the task's `result` was read (its
+   * reader handles the failure)
    */
   onError?: (error: unknown, info: ErrorInfo) => void;
   /**
@@ -258,6 +259,7 @@ function runnerOf(store: unknown): DurableRunner {
 
 /** The option `maxWaiting`, checked. */
 function toMaxWaiting({ maxWaiting = Infinity }: SchedulerOptions): number {
+  if (typeof maxWaiting !== 'number') throw new TypeError(`Expected \`maxWaiting\` to be a number, got ${describe(maxWaiting)}`);
   if (maxWaiting !== Infinity && (!Number.isInteger(maxWaiting) || maxWaiting < 1))
     throw new RangeError(`Expected \`maxWaiting\` to be an integer >= 1 or Infinity, got ${describe(maxWaiting)}`);
   return maxWaiting;
@@ -323,6 +325,7 @@ function toRetention(retention: SchedulerOptions['retention'], defaults: Retenti
 }
 
 function defaultOnError(error: unknown, info: ErrorInfo): void {
+  if (info.task?._resultRead === true) return;
   const what = info.task === undefined ? 'store' : `task ${info.name === undefined ? `#${info.task.id}` : `"${info.name}"`}`;
   console.error(`[taskheap] ${what} failed:`, error);
 }

@@ -15,7 +15,7 @@ import type { SchedulerQueue, SchedulerQueueInfo } from './scheduler-queues.js';
 import { cancelFlowTask, Flows, retryFlowTask, waitForFlowTask } from './scheduler-flows.js';
 import type { Task, TaskFunction } from './core/task.js';
 import type { Duration } from './core/duration.js';
-import { toEpoch, type When } from './core/validate.js';
+import { describe, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
 import type { DurableWorker } from './durable/worker.js';
 import type { DurableClient } from './durable/client.js';
@@ -134,6 +134,8 @@ export class Scheduler {
     if (this.#warnLocalWork !== undefined && typeof fn !== 'string') this.#warnLocalWork();
     if (typeof fn === 'function') return this.#loop.add(time, fn, options as TaskOptions | undefined);
     if (fn instanceof URL) return this.#loop.add(time, ...threadTask(this.#threads, fn, options)) as Task<Awaited<R>>;
+    if (typeof fn !== 'string')
+      throw new TypeError(`Expected a task: a function, a module URL or (with a store) a handler name, got ${describe(fn)}`);
     return this.#requireStore('Scheduling a handler by name', true).enqueue.schedule(time, fn, options as DurableTaskOptions | undefined);
   }
 

@@ -75,6 +75,11 @@ function parse(text: string, what: string): number {
     if (match === null) {
       const rest = text.slice(at);
       if (rest === '') throw bad(`it ends with a space; ${GRAMMAR}`);
+      // '10min', '2hours': a unit it does not know, said as such (the parts read before it stopped short of its end).
+      const unknown = /\d\s?([A-Za-z]+)(?!\d)/g;
+      for (let part = unknown.exec(text); part !== null; part = unknown.exec(text)) {
+        if (!UNITS.some(([name]) => name === part![1])) throw bad(`unknown unit "${part[1]}"; ${GRAMMAR}`);
+      }
       const hint = /^\d+(?:\.\d+)? (?:ms|w|d|h|m|s)(?![A-Za-z])/.test(rest) ? ' (no space between a number and its unit)' : '';
       throw bad(`cannot read "${rest}"${hint}; ${GRAMMAR}`);
     }

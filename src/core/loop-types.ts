@@ -82,8 +82,9 @@ export interface LoopOptions {
   rate?: Rate | undefined;
 }
 
-/** Throws a RangeError unless `value` is a valid pool size. */
+/** Throws unless `value` is a valid pool size: a TypeError for a non-number (`'4'`), a RangeError for a bad number. */
 export function assertWorkers(value: unknown): asserts value is number {
+  if (typeof value !== 'number') throw new TypeError(`Expected \`workers\` to be a number, got ${describe(value)}`);
   if (value !== Infinity && (!Number.isInteger(value) || (value as number) < 1)) {
     throw new RangeError(`Expected \`workers\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
   }

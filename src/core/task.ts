@@ -283,6 +283,12 @@ export class Task<T = unknown> {
     return deferred.promise as Promise<T>;
   }
 
+  /** @internal Whether `result` was read: its reader handles the outcome (the default `onError` then says nothing). */
+  get _resultRead(): boolean {
+    const slot = this._run;
+    return slot instanceof Run ? slot.deferred !== undefined : slot instanceof Deferred;
+  }
+
   /**
    * Cancels the task. A waiting task leaves the scheduler at once and never
    * runs; a running task has its `ctx.signal` aborted (cancellation of a run

@@ -299,6 +299,8 @@ export class Every extends JobBuilder {
     const unit = this.#unit;
     if (unit === undefined) throw new TypeError('Call a unit (day(), monday(), hour()...) before at()');
     if (unit === 'millisecond' || unit === 'second') throw new TypeError(`at() does not apply to ${unit}s`);
+    // One time and one zone a rule, as one unit: a second at() is a mistake, not a change of mind.
+    if (this.#at !== undefined) throw new TypeError(`every() already has a time (at()); cannot also use at(${describe(time)})`);
     if (typeof time === 'number') {
       if (unit !== 'day' && unit !== 'week')
         throw new TypeError(`at(h, m, s) needs a day or longer unit; use at(':mm') for hours and at(':ss') for minutes`);
@@ -313,7 +315,7 @@ export class Every extends JobBuilder {
     if (typeof time !== 'string') throw new TypeError(`Expected at() to get a time string or hour number, got ${describe(time)}`);
     if (minuteOrZone !== undefined) {
       if (typeof minuteOrZone !== 'string') throw new TypeError(`Expected the zone of at() to be a string, got ${describe(minuteOrZone)}`);
-      this.#zone = validateZone(minuteOrZone);
+      this.#setZone(minuteOrZone);
     }
     this.#at = parseAt(time, unit);
     return this;
@@ -327,8 +329,13 @@ export class Every extends JobBuilder {
    */
   timezone(zone: string): this {
     if (typeof zone !== 'string') throw new TypeError(`Expected a time zone name, got ${describe(zone)}`);
-    this.#zone = validateZone(zone);
+    this.#setZone(zone);
     return this;
+  }
+
+  #setZone(zone: string): void {
+    if (this.#zone !== undefined) throw new TypeError(`every() already has the time zone ${this.#zone}; cannot also use ${describe(zone)}`);
+    this.#zone = validateZone(zone);
   }
 
   /** @internal */

@@ -121,6 +121,10 @@ describe('bad input', () => {
   it('rejects non-function tasks and bad options at the call', () => {
     const { scheduler } = setup();
     expect(() => scheduler.after(1, 'nope' as never)).toThrow(TypeError);
+    // No task at all: said as such, not as a handler name without a store.
+    expect(() => (scheduler.after as (ms: number) => unknown)(100)).toThrow(
+      /^Expected a task: a function, a module URL or \(with a store\) a handler name, got undefined/,
+    );
     expect(() => scheduler.after(1, () => {}, { timeout: 0 })).toThrow(/timeout/);
     expect(() => scheduler.after(1, () => {}, { timout: 5 } as never)).toThrow(/Unknown task option `timout`/);
     expect(() => scheduler.after(1, () => {}, { signal: {} as never })).toThrow(/AbortSignal/);
@@ -137,6 +141,11 @@ describe('bad input', () => {
     expect(() => new Scheduler({ workers: 1.5 })).toThrow(RangeError);
     expect(() => new Scheduler({ workers: NaN })).toThrow(RangeError);
     expect(() => new Scheduler({ maxWaiting: 0 })).toThrow(/maxWaiting/);
+    // A number as a string is the wrong type, not a bad number.
+    expect(() => new Scheduler({ workers: '4' as never })).toThrow(new TypeError('Expected `workers` to be a number, got "4" (string)'));
+    expect(() => new Scheduler({ maxWaiting: '2' as never })).toThrow(
+      new TypeError('Expected `maxWaiting` to be a number, got "2" (string)'),
+    );
     expect(() => new Scheduler({ timezone: 'Mars/Olympus' })).toThrow(RangeError);
     expect(() => new Scheduler({ clock: {} as never })).toThrow(/clock/);
     expect(() => new Scheduler({ onError: 1 as never })).toThrow(/onError/);
@@ -148,6 +157,9 @@ describe('bad input', () => {
     expect(() => {
       scheduler.workers = 0;
     }).toThrow(RangeError);
+    expect(() => {
+      scheduler.workers = '4' as never;
+    }).toThrow(TypeError);
     expect(scheduler.workers).toBe(3);
   });
 });
@@ -207,17 +219,20 @@ describe('error isolation', () => {
     expect(scheduler.stats()).toMatchObject({ failed: 2, succeeded: 1 });
   });
 
-  it('logs to console.error by default and leaves no unhandled rejection', async () => {
+  it("logs to console.error by default, unless the task's result was read, and leaves no unhandled rejection", async () => {
     const clockSetup = setup();
     const spy = vi.spyOn(console, 'error').mockImplementation(() => {});
     const unhandled = vi.fn();
     process.on('unhandledRejection', unhandled);
     try {
       const scheduler = new Scheduler({ clock: clockSetup.clock });
-      const task = scheduler.after(1, () => Promise.reject(new Error('nobody listens')), { name: 'lonely' });
-      void task.result; // observed lazily, but never awaited
+      scheduler.after(1, () => Promise.reject(new Error('nobody listens')), { name: 'lonely' });
+      // The caller reads the result and handles the failure: the default says nothing.
+      const handled = scheduler.after(1, () => Promise.reject(new Error('handled')), { name: 'handled' });
+      const caught = handled.result.catch((error: Error) => error.message);
       await clockSetup.clock.advance(1);
       await flush();
+      expect(await caught).toBe('handled');
       expect(spy).toHaveBeenCalledTimes(1);
       expect(String(spy.mock.calls[0]![0])).toContain('"lonely"');
       expect(unhandled).not.toHaveBeenCalled();

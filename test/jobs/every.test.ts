@@ -292,6 +292,15 @@ describe('rules are validated when built', () => {
     expect(() => scheduler.every(5).seconds().at(':10')).toThrow(/does not apply/);
     expect(() => scheduler.every().at('10:00')).toThrow(/unit/);
     expect(() => scheduler.every().day().hours()).toThrow(/already has the unit/);
+    // One time and one zone a rule, as one unit: a second is refused, not last-wins.
+    expect(() => scheduler.every().day().at('10:00').at('11:00')).toThrow(
+      new TypeError('every() already has a time (at()); cannot also use at("11:00" (string))'),
+    );
+    expect(() => scheduler.every().day().at(10).at(11)).toThrow(/already has a time/);
+    expect(() => scheduler.every().day().at('10:00', 'UTC').timezone('Europe/Paris')).toThrow(
+      new TypeError('every() already has the time zone UTC; cannot also use "Europe/Paris" (string)'),
+    );
+    expect(() => scheduler.every().day().timezone('UTC').at('10:00', 'Asia/Tokyo')).toThrow(/already has the time zone UTC/);
     expect(() => scheduler.every(2).weekday()).toThrow(/ambiguous/);
     expect(() => scheduler.every().day().at('10:00', 'Mars/Olympus')).toThrow(RangeError);
     expect(() => scheduler.every().day().timezone('Nowhere')).toThrow(RangeError);
