@@ -29,10 +29,14 @@ function jobColumns(a: string): string {
 /** SQL: the priority a stored job's options (JSON text) give its occurrences. */
 const PRIORITY_OF = (options: string) => `COALESCE((${options}::jsonb ->> 'priority')::int, 0)`;
 
-/** SQL: the concurrency group and the rate group a stored job's options (JSON text) give its occurrences. */
-const SERIAL_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'serial', ${options}::jsonb #>> '{concurrency,group}')`;
+/**
+ * SQL: the concurrency group and the rate group a stored job's options (JSON text) give its occurrences;
+ * `key` is the field of a job written by a process of schema 7 still running during a deploy.
+ */
+const SERIAL_OF = (options: string) =>
+  `COALESCE(${options}::jsonb ->> 'serial', ${options}::jsonb #>> '{concurrency,group}', ${options}::jsonb #>> '{concurrency,key}')`;
 
-const RATE_GROUP_OF = (options: string) => `(${options}::jsonb #>> '{rate,group}')`;
+const RATE_GROUP_OF = (options: string) => `COALESCE(${options}::jsonb #>> '{rate,group}', ${options}::jsonb #>> '{rate,key}')`;
 
 /** SQL: the queue a stored job's options (JSON text) put its occurrences in. */
 const QUEUE_OF = (options: string) => `COALESCE(${options}::jsonb ->> 'queue', 'default')`;
