@@ -21,7 +21,12 @@
  *   their close), which a loaded machine disturbs far less than jobs/s;
  * - delayed jobs: 1,000 jobs due 2 to 4 s ahead, one worker process; lateness
  *   is the handler's start minus the due time;
- * - idle: statements a worker process runs in 30 s (quick: 10 s) with nothing to do.
+ * - idle: statements a worker process runs in 30 s (quick: 10 s) with nothing to do;
+ * - held snapshot (`snapshot`): processing with 1 process while another
+ *   connection to the same database holds a REPEATABLE READ snapshot open
+ *   for the whole run (a report, a forgotten BEGIN): jobs/s, and the dead
+ *   tuples the queue's tables hold at the end (VACUUM can remove none of
+ *   what the run left while the snapshot is held).
  * Writes bench/results/peers-latest.{json,md}; then runs the flows bench
  * (bench/flows.ts, taskheap's flows beside BullMQ's and pg-boss's) unless
  * `--no-flows`.
@@ -45,7 +50,7 @@ const ONLY = process.argv
   .find((arg) => arg.startsWith('--contenders='))
   ?.slice('--contenders='.length)
   .split(',');
-/** `--workloads=delayed,idle`: only these of enqueue, bulk, processing, delayed and idle (an A/B run of one, say); default all. */
+/** `--workloads=delayed,idle`: only these of enqueue, bulk, processing, delayed, snapshot and idle (an A/B run of one, say); default all. */
 const WORKLOADS = process.argv
   .find((arg) => arg.startsWith('--workloads='))
   ?.slice('--workloads='.length)
@@ -74,6 +79,8 @@ interface Sample {
   nodeCpu?: number;
   /** exactly once, or what went wrong */
   check?: string;
+  /** dead tuples in the database's tables at the end (the held-snapshot workload) */
+  deadTuples?: number;
   note?: string;
 }
 
@@ -208,18 +215,47 @@ function exactlyOnce(reports: WorkerReport[], n: number): string {
   return missing === 0 && twice === 0 ? 'exactly once' : `${missing} missing, ${twice} more than once`;
 }
 
-async function processing(env: Env, contender: string, fsync: Fsync, processes: number): Promise<Sample> {
-  const workload = `processing, ${processes} process${processes > 1 ? 'es' : ''}`;
+/** A client of `database` holding a REPEATABLE READ snapshot from now until it is released. */
+async function holdSnapshot(env: Env, database: string): Promise<{ deadTuples(): Promise<number>; release(): Promise<void> }> {
+  const url = new URL(env.server.url);
+  url.pathname = `/${database}`;
+  const holder = new pg.Client({ connectionString: url.toString() });
+  const reader = new pg.Client({ connectionString: url.toString() });
+  await holder.connect();
+  await reader.connect();
+  await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+  await holder.query('SELECT count(*) FROM pg_class'); // the snapshot is taken at the first statement
+  return {
+    async deadTuples() {
+      // The workers have exited, so their statistics are flushed; a second later they are visible.
+      await sleep(1_500);
+      const { rows } = await reader.query<{ n: string | null }>('SELECT sum(n_dead_tup) AS n FROM pg_stat_user_tables');
+      return Number(rows[0]?.n ?? 0);
+    },
+    async release() {
+      await holder.query('ROLLBACK');
+      await holder.end();
+      await reader.end();
+    },
+  };
+}
+
+async function processing(env: Env, contender: string, fsync: Fsync, processes: number, held = false): Promise<Sample> {
+  const workload = `processing, ${processes} process${processes > 1 ? 'es' : ''}${held ? ', snapshot held' : ''}`;
+  if (held && contender === 'bullmq') return { workload, fsync, contender, note: 'Redis: no snapshot' };
   const { name, target } = await freshTarget(env, contender);
   await once(env, { contender, role: 'fill', target, n: N }, `${contender} fill`);
   let before = 0;
   let cpuBefore = 0;
   const pgBased = contender !== 'bullmq';
   const serverPids = () => (pgBased ? env.server.pids() : env.redisPid === undefined ? [] : [env.redisPid]);
+  const snapshot = held && pgBased ? await holdSnapshot(env, name) : undefined;
   const { goAt, reports } = await work(env, contender, target, processes, N, async () => {
     if (pgBased) before = await statements(env, name);
     cpuBefore = serverCpuMs(serverPids());
   });
+  const deadTuples = await snapshot?.deadTuples();
+  await snapshot?.release();
   const serverCpu = ((serverCpuMs(serverPids()) - cpuBefore) * 1000) / N;
   const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / N;
   const lastAt = Math.max(...reports.map((r) => r.lastAt));
@@ -233,6 +269,7 @@ async function processing(env: Env, contender: string, fsync: Fsync, processes: 
     serverCpu,
     nodeCpu,
     check: exactlyOnce(reports, N),
+    deadTuples,
   };
 }
 
@@ -291,6 +328,8 @@ async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
     ['processing', (c) => processing(env, c, fsync, 3)],
   ];
   if (fsync === 'off') named.push(['delayed', (c) => delayed(env, c, fsync)]);
+  // A held snapshot costs what it costs whatever the fsync setting: measured once, beside the unheld run.
+  if (fsync === 'off') named.push(['snapshot', (c) => processing(env, c, fsync, 1, true)]);
   const workloads = named.filter(([name]) => chosen(name)).map(([, run]) => run);
   for (let round = 0; round < ROUNDS; round++) {
     for (const workload of workloads) {
@@ -312,6 +351,7 @@ function describe(s: Sample): string {
   const extra = [
     s.statementsPerJob === undefined ? '' : `${s.statementsPerJob.toFixed(2)} statements/job`,
     s.serverCpu === undefined ? '' : `CPU/1k jobs: server ${s.serverCpu.toFixed(1)} ms, Node ${s.nodeCpu!.toFixed(1)} ms`,
+    s.deadTuples === undefined ? '' : `${s.deadTuples} dead tuples`,
     s.check ?? '',
   ]
     .filter(Boolean)
@@ -325,7 +365,7 @@ const median = (values: number[]) => {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 };
 
-type NumberField = 'value' | 'p99' | 'statementsPerJob' | 'serverCpu' | 'nodeCpu';
+type NumberField = 'value' | 'p99' | 'statementsPerJob' | 'serverCpu' | 'nodeCpu' | 'deadTuples';
 
 /** One row per workload and fsync setting, one column per contender, with ratios to taskheap. */
 function table(samples: Sample[], contenders: string[]): string {
@@ -362,6 +402,8 @@ function table(samples: Sample[], contenders: string[]): string {
         emit(`${workload}: statements per job${suffix}`, 'statementsPerJob', key, (v) => v.toFixed(2), false);
         emit(`${workload}: server CPU ms per 1,000 jobs${suffix}`, 'serverCpu', key, (v) => v.toFixed(1), false);
         emit(`${workload}: Node CPU ms per 1,000 jobs${suffix}`, 'nodeCpu', key, (v) => v.toFixed(1), false);
+        if (workload.endsWith('snapshot held'))
+          emit(`${workload}: dead tuples at the end`, 'deadTuples', key, (v) => Math.round(v).toLocaleString('en-US'), false);
       }
     }
   }

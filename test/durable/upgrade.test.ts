@@ -429,7 +429,7 @@ describe('version 8: the stored options name a limit group `group`', () => {
       expect(await options(TABLES.tasks)).toEqual([MIGRATED, JSON.parse(String(ROWS.tasks[1]!.options))]);
       // A process of schema 7 still running during a deploy writes its job's limits under `key`: its runs keep them.
       await admin.query(`UPDATE ${quote(schema)}.${TABLES.jobs} SET options = $1, state = 'scheduled'`, [OPTIONS]);
-      const run = await store.triggerJob(String(job.key));
+      const run = await store.triggerJob(String(ROWS.jobs[0]!.key), Date.now());
       const { rows } = await admin.query(`SELECT serial, rate_key FROM ${quote(schema)}.${TABLES.tasks} WHERE id = $1`, [run!.id]);
       expect(rows).toEqual([{ serial: 'tenant:1', rate_key: 'chat:1' }]);
     });
