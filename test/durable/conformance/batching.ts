@@ -222,7 +222,12 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       await scheduler.scheduleMany([0, 1, 2].map((i) => ({ when: time.now(), name: 'slow', payload: { i } })));
       await scheduler.start();
       // One worker: one runs, one more is claimed ahead, the third waits in the database.
-      await time.until(async () => (await scheduler.listTasks({ state: 'running' })).length === 2, 'two claimed', 10);
+      // (A row says running from its claim on, a moment before its handler is called.)
+      await time.until(
+        async () => started.length > 0 && (await scheduler.listTasks({ state: 'running' })).length === 2,
+        'two claimed, one started',
+        10,
+      );
       expect(started).toEqual([0]);
       const closing = scheduler.close();
       release();

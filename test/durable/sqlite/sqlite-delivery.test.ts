@@ -42,11 +42,12 @@ describe('sqliteStore: one owner per file', () => {
   it('a second store of the same file in this process is refused, naming the file and the owner', async () => {
     const path = tempDb();
     const first = open(path);
-    let release!: () => void;
+    let release: (() => void) | undefined;
     first.scheduler.define('hold', () => new Promise<void>((resolve) => (release = resolve)));
     await first.scheduler.start();
     const task = await first.scheduler.schedule(Date.now(), 'hold');
-    await waitFor('the task to run', async () => (await first.scheduler.getTask(task.id))!.state === 'running');
+    // Its handler has begun (the row says running from the claim on, a moment before the handler is called).
+    await waitFor('the task to run', async () => release !== undefined && (await first.scheduler.getTask(task.id))!.state === 'running');
     const second = open(path);
     const refusal = await second.scheduler.start().then(
       () => undefined,
@@ -58,7 +59,7 @@ describe('sqliteStore: one owner per file', () => {
     expect(String(refusal)).toMatch(/this very process/);
     // The owner's running work was not touched, and it finishes once.
     expect((await first.scheduler.getTask(task.id))!.state).toBe('running');
-    release();
+    release!();
     await waitFor('the task to succeed', async () => (await first.scheduler.getTask(task.id))!.state === 'succeeded');
     await first.scheduler.close();
     // Once the owner has closed, the file can be opened again.
