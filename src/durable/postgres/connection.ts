@@ -187,8 +187,9 @@ export class Connection {
   /**
    * Runs `fn` in one transaction on one pooled connection; a broken (or
    * timed-out) connection is discarded. `unbounded`: no statement timeout
-   * (migrations: creating an index on a large table, or waiting for another
-   * process's migration, takes what it takes).
+   * and no idle-in-transaction timeout (migrations: creating an index on a
+   * large table, or waiting for another process's migration, takes what it
+   * takes).
    */
   async transaction<T>(fn: (client: PgPoolClient) => Promise<T>, unbounded = false): Promise<T> {
     const client = await this.#db.connect().catch((error: unknown) => Promise.reject(this.#failed(error)));
@@ -202,7 +203,12 @@ export class Connection {
     client.on('error', onError);
     try {
       await client.query('BEGIN');
-      if (unbounded) await client.query('SET LOCAL statement_timeout = 0');
+      // Unbounded between its statements too: a loaded process slow to send the next one must not
+      // have the server end the migration (and the lock other processes wait on) as idle.
+      if (unbounded)
+        await client.query(
+          `SELECT set_config('statement_timeout', '0', true), set_config('idle_in_transaction_session_timeout', '0', true)`,
+        );
       else if (this.#pgbouncer && this.#ownsPool) {
         // Local to this transaction: PgBouncer hands the server connection to others after it.
         await client.query(
