@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { assertClock, systemClock, type Clock } from './core/clock.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { toRate, type RateLimit } from './core/limit-options.js';
-import { assertWorkers, type ErrorInfo, type LoopOptions, type TaskEvents } from './core/loop-types.js';
+import { assertCount, type ErrorInfo, type LoopOptions, type TaskEvents } from './core/loop-types.js';
 import type { QueueSettings } from './core/gate.js';
 import { toQueues, type QueueOptions } from './core/queues.js';
 import type { DurableQueueOptions } from './durable/queues.js';
@@ -259,9 +259,7 @@ function runnerOf(store: unknown): DurableRunner {
 
 /** The option `maxWaiting`, checked. */
 function toMaxWaiting({ maxWaiting = Infinity }: SchedulerOptions): number {
-  if (typeof maxWaiting !== 'number') throw new TypeError(`Expected \`maxWaiting\` to be a number, got ${describe(maxWaiting)}`);
-  if (maxWaiting !== Infinity && (!Number.isInteger(maxWaiting) || maxWaiting < 1))
-    throw new RangeError(`Expected \`maxWaiting\` to be an integer >= 1 or Infinity, got ${describe(maxWaiting)}`);
+  assertCount(maxWaiting, 'maxWaiting');
   return maxWaiting;
 }
 
@@ -285,7 +283,7 @@ export function toSchedulerSettings(options: SchedulerOptions): SchedulerSetting
   // Without a store the queues are the loop's; with one, the store's.
   const queues = options.queues === undefined || store !== undefined ? undefined : toQueues(options.queues);
   const durableQueues = options.queues === undefined || runner === undefined ? undefined : runner.queues(options.queues);
-  assertWorkers(workers);
+  assertCount(workers, 'workers');
   assertThreads(threads);
   const maxWaiting = toMaxWaiting(options);
   if (typeof unref !== 'boolean') throw new TypeError(`Expected \`unref\` to be a boolean, got ${describe(unref)}`);

@@ -428,7 +428,7 @@ export class Scheduler {
     return this.#loop.workers;
   }
 
-  /** Resizes the pool; throws a RangeError for anything but an integer >= 1 or Infinity. */
+  /** Resizes the pool; throws a TypeError for a non-number and a RangeError for anything but an integer >= 1 or Infinity. */
   set workers(value: number) {
     this.#loop.workers = value;
   }

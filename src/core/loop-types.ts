@@ -82,10 +82,14 @@ export interface LoopOptions {
   rate?: Rate | undefined;
 }
 
-/** Throws unless `value` is a valid pool size: a TypeError for a non-number (`'4'`), a RangeError for a bad number. */
-export function assertWorkers(value: unknown): asserts value is number {
-  if (typeof value !== 'number') throw new TypeError(`Expected \`workers\` to be a number, got ${describe(value)}`);
-  if (value !== Infinity && (!Number.isInteger(value) || (value as number) < 1)) {
-    throw new RangeError(`Expected \`workers\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
+/**
+ * Throws unless `value` is a count such as `workers` or `maxWaiting`: an
+ * integer >= 1 or Infinity. A TypeError for a non-number (`'4'`), a
+ * RangeError for a bad number; `option` names it.
+ */
+export function assertCount(value: unknown, option: string): asserts value is number {
+  if (typeof value !== 'number') throw new TypeError(`Expected \`${option}\` to be a number, got ${describe(value)}`);
+  if (value !== Infinity && (!Number.isInteger(value) || value < 1)) {
+    throw new RangeError(`Expected \`${option}\` to be an integer >= 1 or Infinity, got ${describe(value)}`);
   }
 }

@@ -10,7 +10,7 @@ import { Gate } from './gate.js';
 import { toRate, type Rate, type RateLimit } from './limit-options.js';
 import { LatenessRecorder } from './lateness.js';
 import { Journal, type TaskLogLine } from './journal.js';
-import { assertWorkers, type Cancellable, type ErrorInfo, type LoopOptions, type SchedulerStats, type TaskEvents } from './loop-types.js';
+import { assertCount, type Cancellable, type ErrorInfo, type LoopOptions, type SchedulerStats, type TaskEvents } from './loop-types.js';
 import { LoopClock } from './loop-clock.js';
 import { countByName, listWaiting, type WaitingCounts } from './waiting.js';
 import { retryDelay } from './retry.js';
@@ -142,7 +142,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   set workers(value: number) {
-    assertWorkers(value);
+    assertCount(value, 'workers');
     this.#workers = value;
     this.#pump();
   }

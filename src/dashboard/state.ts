@@ -5,7 +5,7 @@ import { toDuration } from '../core/duration.js';
 import type { DurableClient } from '../durable/client.js';
 import type { StoredJob, StoredState, StoredTask, TaskFilter } from '../durable/store.js';
 import { storedPage, type ConsoleFilter } from './console.js';
-import { Job } from '../jobs/job.js';
+import type { Job } from '../jobs/job.js';
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
 import { IntervalRule, type Rule } from '../rules/rule.js';
@@ -212,7 +212,7 @@ export async function snapshot(
   const planned = jobs.filter((job) => job.nextRunAt !== undefined).length;
   const oneOff = scheduler
     .waitingTasks(limit + planned)
-    .filter((task) => !(task._settings.observer instanceof Job))
+    .filter((task) => task.job === undefined)
     .slice(0, limit);
   let stored: StoredTask[] | null = null;
   let storedCounts: Record<StoredState, number> | null = null;

@@ -68,6 +68,29 @@ function only(row: Row, columns: readonly string[]): Row {
   return kept;
 }
 
+/** Inserts `row` into `table` of an open SQLite file; its rowid. */
+function insertSqlite(db: Database, table: string, row: Row): number {
+  const names = Object.keys(row);
+  const { lastInsertRowid } = db
+    .prepare(`INSERT INTO ${table} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`)
+    .run(...Object.values(row));
+  return Number(lastInsertRowid);
+}
+
+/** A column's value as PostgreSQL takes it: a time column's epoch ms as a timestamptz. */
+const pgValue = (column: string, v: string | number | null) =>
+  TIME_COLUMNS.has(column) && v !== null ? new Date(Number(v)).toISOString() : v;
+
+/** Inserts `row` into `table` of PostgreSQL schema `schema`; the row as stored. */
+async function insertPostgres(admin: pg.Pool, schema: string, table: string, row: Row): Promise<Record<string, unknown>> {
+  const names = Object.keys(row);
+  const { rows } = await admin.query(
+    `INSERT INTO ${quote(schema)}.${table} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
+    names.map((name) => pgValue(name, row[name]!)),
+  );
+  return rows[0] as Record<string, unknown>;
+}
+
 /** Every row after the upgrade is the row before, plus the added columns at their defaults. */
 function expectKept(before: Tables, after: Tables, version: number): void {
   for (const table of Object.keys(TABLES) as (keyof Tables)[]) {
@@ -186,12 +209,9 @@ describe('upgrades of a SQLite file', () => {
           for (const fixture of rows) {
             const row = only(fixture, have);
             if (version === SCHEMA_VERSION) expect(Object.keys(row), 'every fixture column exists').toEqual(Object.keys(fixture));
-            const names = Object.keys(row);
-            const { lastInsertRowid } = db
-              .prepare(`INSERT INTO ${table} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`)
-              .run(...Object.values(row));
+            const rowid = insertSqlite(db, table, row);
             if (table === TABLES.tasks) {
-              ids.push(Number(lastInsertRowid));
+              ids.push(rowid);
               inserted.tasks.push(row);
             } else inserted.jobs.push(row);
           }
@@ -274,10 +294,6 @@ describe('upgrades of a PostgreSQL schema', () => {
     };
   }
 
-  /** A time column's epoch ms as the timestamptz PostgreSQL parses. */
-  const value = (column: string, v: string | number | null) =>
-    TIME_COLUMNS.has(column) && v !== null ? new Date(Number(v)).toISOString() : v;
-
   for (const version of VERSIONS) {
     it(`from version ${version}: every row kept with its data, the schema a fresh one's`, async () => {
       const schema = freshSchema();
@@ -292,13 +308,7 @@ describe('upgrades of a PostgreSQL schema', () => {
         for (const fixture of rows) {
           const row = only(fixture, have);
           if (version === SCHEMA_VERSION) expect(Object.keys(row), 'every fixture column exists').toEqual(Object.keys(fixture));
-          const names = Object.keys(row);
-          const {
-            rows: [added],
-          } = await admin.query(
-            `INSERT INTO ${quote(schema)}.${table} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
-            names.map((name) => value(name, row[name]!)),
-          );
+          const added = await insertPostgres(admin, schema, table, row);
           if (table === TABLES.tasks) {
             ids.push(Number(added.id));
             inserted.tasks.push(row);
@@ -325,7 +335,7 @@ describe('upgrades of a PostgreSQL schema', () => {
         const names = Object.keys(row);
         await admin.query(
           `INSERT INTO ${quote(schema)}.${TABLES.queues} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`,
-          names.map((name) => (name === 'paused' ? Boolean(row[name]) : value(name, row[name]!))),
+          names.map((name) => (name === 'paused' ? Boolean(row[name]) : pgValue(name, row[name]!))),
         );
       }
       const before = await read(schema);
@@ -362,17 +372,9 @@ describe('version 8: the stored options name a limit group `group`', () => {
     const path = join(mkdtempSync(join(tmpdir(), 'taskheap-upgrade8-')), 'store.db');
     const db = await openDatabase(path);
     sqliteAt(db, 7);
-    const insert = (table: string, row: Row) =>
-      db
-        .prepare(
-          `INSERT INTO ${table} (${Object.keys(row).join(', ')}) VALUES (${Object.keys(row)
-            .map(() => '?')
-            .join(', ')})`,
-        )
-        .run(...Object.values(row));
-    const id = Number(insert(TABLES.tasks, task).lastInsertRowid);
-    insert(TABLES.jobs, job);
-    insert(TABLES.tasks, { ...ROWS.tasks[1]!, key: 'plain' });
+    const id = insertSqlite(db, TABLES.tasks, task);
+    insertSqlite(db, TABLES.jobs, job);
+    insertSqlite(db, TABLES.tasks, { ...ROWS.tasks[1]!, key: 'plain' });
     db.close();
     const store = sqliteStore(path);
     opened.push(store);
@@ -405,18 +407,9 @@ describe('version 8: the stored options name a limit group `group`', () => {
     it('every row, through the store', async () => {
       const schema = schemaNamer('upgrade8_')();
       await postgresAt(admin, schema, 7);
-      const insert = async (table: string, row: Row) => {
-        const names = Object.keys(row);
-        const values = names.map((name) => (TIME_COLUMNS.has(name) && row[name] !== null ? new Date(Number(row[name])) : row[name]));
-        const { rows } = await admin.query(
-          `INSERT INTO ${quote(schema)}.${table} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
-          values,
-        );
-        return rows[0] as { id?: string };
-      };
-      const id = Number((await insert(TABLES.tasks, task)).id);
-      await insert(TABLES.jobs, job);
-      await insert(TABLES.tasks, { ...ROWS.tasks[1]!, key: 'plain' });
+      const id = Number((await insertPostgres(admin, schema, TABLES.tasks, task)).id);
+      await insertPostgres(admin, schema, TABLES.jobs, job);
+      await insertPostgres(admin, schema, TABLES.tasks, { ...ROWS.tasks[1]!, key: 'plain' });
       const store = postgresStore({ connectionString: server.url, schema });
       opened.push(store);
       await store.migrate();
