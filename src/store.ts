@@ -36,4 +36,5 @@ export type {
   EdgeEnd,
   StoredEdge,
   StoredFlowGraph,
+  Dedupe,
 } from './durable/store.js';

@@ -13,8 +13,9 @@ import type { Dedupe } from './limit-options.js';
 /** The key's task as an add meets it. */
 export interface KeyedTask {
   /**
-   * `waiting`: not started yet; `started`: running (in memory also waiting
-   * for a retry: a run has started); `finished`: in a final state.
+   * `waiting`: not started yet (a `'rerun'` task waiting for the run it
+   * follows too); `started`: running (in memory also waiting for a retry: a
+   * run has started); `finished`: in a final state.
    */
   state: 'waiting' | 'started' | 'finished';
   /** When the add that wrote it was made (a throttle's period runs from it), on the clock `now` is on. */
@@ -24,9 +25,10 @@ export interface KeyedTask {
 /**
  * - `insert`: a new task (over a finished one, or in memory beside an unfinished one);
  * - `replace`: the waiting task gives way to the new one;
+ * - `follow`: a new task that starts once the started one has ended (`'rerun'`);
  * - `existing`: nothing added, the key's task returned.
  */
-export type KeyedAdd = 'insert' | 'replace' | 'existing';
+export type KeyedAdd = 'insert' | 'replace' | 'follow' | 'existing';
 
 /**
  * What an add in `mode` (with its throttle or debounce `period`, ms) does at
@@ -45,7 +47,7 @@ export function decideKeyedAdd(
   if (mode === 'throttle' && last.createdAt > now - period) return 'existing';
   if (last.state === 'finished') return 'insert';
   if (mode === 'keep') return 'existing';
-  if (last.state === 'started') return onePerKey ? 'existing' : 'insert';
+  if (last.state === 'started') return mode === 'rerun' ? 'follow' : onePerKey ? 'existing' : 'insert';
   return mode === 'throttle' && !onePerKey ? 'insert' : 'replace';
 }
 

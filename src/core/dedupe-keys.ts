@@ -15,6 +15,16 @@ interface Entry {
   at: number;
   /** Kept after the task's final state until then (a throttle's period); -Infinity: dropped at once. */
   until: number;
+  /** The started task `task` follows (`'rerun'`): it may not start before that one's final state. */
+  after: Task | undefined;
+  /** Whether `task` came due while `after` had not ended, and waits here (`hold`). */
+  held: boolean;
+}
+
+/** Whether a task has not reached a final state. */
+function unfinished(task: Task): boolean {
+  const state = task._state;
+  return state === State.Waiting || state === State.Held || state === State.Running;
 }
 
 /**
@@ -39,12 +49,11 @@ export class DedupeKeys {
     const state = last?._state;
     // Waiting: not started yet (a run waiting for its retry has started).
     const started = state === State.Running || last?._run instanceof Run;
-    const unfinished = state === State.Waiting || state === State.Held || state === State.Running;
     const mode = dedupe.mode;
     const action = decideKeyedAdd(
       mode,
       dedupe.period,
-      entry && { state: !unfinished ? 'finished' : started ? 'started' : 'waiting', createdAt: entry.at },
+      entry && { state: !unfinished(last!) ? 'finished' : started ? 'started' : 'waiting', createdAt: entry.at },
       now,
       false,
     );
@@ -60,18 +69,60 @@ export class DedupeKeys {
       last!.cancel(new CancelledError(`Replaced by a newer task with the key ${JSON.stringify(dedupe.key)}`));
       outcome = 'replaced';
     }
+    // A follower replaced while it waits: the new task follows the same run.
+    const after = action === 'follow' ? last : action === 'replace' ? entry!.after : undefined;
     const task = insert(at);
     task.enqueued = outcome;
-    this.#entries.set(dedupe.key, { task, at: now, until: mode === 'throttle' ? now + dedupe.period : -Infinity });
+    this.#entries.set(dedupe.key, { task, at: now, until: mode === 'throttle' ? now + dedupe.period : -Infinity, after, held: false });
     return task;
   }
 
-  /** A task with a dedupe key reached its final state: its key goes, or waits for its period. */
-  settled(task: Task, key: string, now: number): void {
+  /**
+   * A due task of a key (state `Held`): true if it follows a run that has not
+   * ended, and so waits here until `settled()` of that run returns it.
+   */
+  hold(task: Task, key: string): boolean {
     const entry = this.#entries.get(key);
-    if (entry === undefined || entry.task !== task) return;
+    if (entry === undefined || entry.task !== task || entry.after === undefined) return false;
+    if (!unfinished(entry.after)) {
+      entry.after = undefined;
+      return false;
+    }
+    entry.held = true;
+    return true;
+  }
+
+  /** A held task was cancelled: true if it was waiting here (it is no longer). */
+  unhold(task: Task, key: string): boolean {
+    const entry = this.#entries.get(key);
+    if (entry === undefined || entry.task !== task || !entry.held) return false;
+    entry.held = false;
+    return true;
+  }
+
+  /**
+   * A task with a dedupe key reached its final state: its key goes, or waits
+   * for its period. Returns the task that followed it and waited here, now
+   * free to go on.
+   */
+  settled(task: Task, key: string, now: number): Task | undefined {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return undefined;
+    if (entry.after === task) {
+      entry.after = undefined;
+      if (!entry.held) return undefined;
+      entry.held = false;
+      return entry.task;
+    }
+    if (entry.task !== task) return undefined;
     if (entry.until > now) this.#expiries.push({ at: entry.until, key });
     else this.#entries.delete(key);
+    return undefined;
+  }
+
+  /** Every task waiting here for the run it follows. */
+  forEachHeld(fn: (task: Task) => void): void {
+    for (const entry of this.#entries.values()) if (entry.held) fn(entry.task);
   }
 
   /** Drops keys whose task is finished and whose period is over. */
@@ -81,8 +132,7 @@ export class DedupeKeys {
       expiries.pop();
       const entry = this.#entries.get(top.key);
       if (entry === undefined || entry.until > now) continue;
-      const state = entry.task._state;
-      if (state !== State.Waiting && state !== State.Held && state !== State.Running) this.#entries.delete(top.key);
+      if (!unfinished(entry.task)) this.#entries.delete(top.key);
     }
   }
 

@@ -140,6 +140,14 @@ export class Gate {
     this.#size++;
     const limits = task._settings.limits;
     if (limits === undefined) return this.#toReady(task, now);
+    // A 'rerun' task whose key's run has not ended waits for it (settled() lets it go on).
+    if (limits.dedupe !== undefined && this.dedupe.hold(task, limits.dedupe.key)) return;
+    this.#toKey(task, now);
+  }
+
+  /** A due task, past its dedupe key: its concurrency group, then its rate group and queue. */
+  #toKey(task: Task, now: number): void {
+    const limits = task._settings.limits!;
     const concurrency = limits.concurrency;
     // A task that started before holds its place (back from a retry wait): it goes on.
     if (concurrency !== undefined && !(task._run instanceof Run)) {
@@ -281,7 +289,10 @@ export class Gate {
    */
   settled(task: Task, now: number): void {
     const limits = task._settings.limits!;
-    if (limits.dedupe !== undefined) this.dedupe.settled(task, limits.dedupe.key, now);
+    if (limits.dedupe !== undefined) {
+      const follower = this.dedupe.settled(task, limits.dedupe.key, now);
+      if (follower !== undefined) this.#toKey(follower, now);
+    }
     const lane = limits.rate === undefined ? undefined : this.#rate.get(limits.rate.group);
     if (lane !== undefined && --lane.unfinished === 0) {
       // Its last starts still count for a while: the lane goes when they stop counting.
@@ -300,6 +311,7 @@ export class Gate {
   discard(task: Task, now: number): void {
     this.#size--;
     const limits = task._settings.limits;
+    if (limits?.dedupe !== undefined && this.dedupe.unhold(task, limits.dedupe.key)) return;
     const concurrency = limits?.concurrency;
     const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.group)!;
     if (key !== undefined) {
@@ -326,6 +338,7 @@ export class Gate {
     for (const queue of this.#queues.values()) queue.ready.forEach(tasks);
     for (const lane of this.#keys.values()) lane.parked.forEach(fn);
     for (const lane of this.#rate.values()) lane.parked.forEach(fn);
+    this.dedupe.forEachHeld(fn);
   }
 
   /** Empties the gate (the scheduler closing), returning the held tasks; bucket history goes too. */

@@ -176,6 +176,7 @@ export interface TaskLimits {
 export type DedupeMode =
   | 'replace'
   | 'keep'
+  | 'rerun'
   | {
       /** At most one task of the key per this period (ms or `'1s'`), finished ones included. */
       throttle: Duration;
@@ -188,15 +189,18 @@ export type DedupeMode =
 /** What a call with a `key` did: see `Task.enqueued`. */
 export type DedupeOutcome = 'inserted' | 'replaced' | 'existing';
 
-/** A validated dedupe key and mode (period in ms; 0 for replace and keep). */
+/** A validated dedupe key and mode (period in ms; 0 for replace, keep and rerun). */
 export interface Dedupe {
+  /** The `key` option. */
   readonly key: string;
-  readonly mode: 'replace' | 'keep' | 'throttle' | 'debounce';
+  /** The `dedupe` option's mode. */
+  readonly mode: 'replace' | 'keep' | 'rerun' | 'throttle' | 'debounce';
+  /** A throttle's or debounce's period, ms (0 for the others). */
   readonly period: number;
 }
 
 /** The dedupe shapes, as errors name them. */
-const DEDUPE_SHAPES = `'replace', 'keep', { throttle: duration } or { debounce: duration }`;
+const DEDUPE_SHAPES = `'replace', 'keep', 'rerun', { throttle: duration } or { debounce: duration }`;
 
 /** The longest throttle or debounce period: a day in memory (its keys live there); a store's is longer. */
 const MEMORY_DEDUPE_PERIOD = { ms: MAX_RATE_INTERVAL, words: 'a day' } as const;
@@ -210,7 +214,7 @@ const MEMORY_DEDUPE_PERIOD = { ms: MAX_RATE_INTERVAL, words: 'a day' } as const;
 export function toDedupe(key: unknown, dedupe: unknown, longest: { ms: number; words: string } = MEMORY_DEDUPE_PERIOD): Dedupe | undefined {
   let mode: Dedupe['mode'] = 'replace';
   let period = 0;
-  if (dedupe === 'keep') mode = 'keep';
+  if (dedupe === 'keep' || dedupe === 'rerun') mode = dedupe;
   else if (typeof dedupe === 'string' && dedupe !== 'replace')
     throw new RangeError(`Expected \`dedupe\` to be ${DEDUPE_SHAPES}, got ${describe(dedupe)}`);
   else if (dedupe !== undefined && dedupe !== 'replace') {
@@ -232,7 +236,7 @@ export function toDedupe(key: unknown, dedupe: unknown, longest: { ms: number; w
   }
   if (key === undefined || key === null) {
     if (dedupe === undefined) return undefined;
-    const shown = mode === 'replace' || mode === 'keep' ? `'${mode}'` : `{ ${mode}: ${period} }`;
+    const shown = period === 0 ? `'${mode}'` : `{ ${mode}: ${period} }`;
     throw new TypeError(`Expected a \`key\` with \`dedupe: ${shown}\`: deduplication is by key, and this task has none`);
   }
   assertKey(key, 'key');

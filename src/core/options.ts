@@ -54,6 +54,9 @@ export interface DedupeOptions {
    * - `{ debounce: period }`: replaces a waiting task and is due `period`
    *   after its time, so the last of a burst runs once the calls stop for
    *   `period`.
+   * - `'rerun'`: replaces a waiting task; while one runs, adds one task
+   *   that starts after it ends (never beside it), which later calls
+   *   replace: a trigger during a run gets exactly one more run.
    *
    * In memory a running task is left alone and the new one added beside it;
    * a store keeps one task per key, decided atomically by the database, and

@@ -19,9 +19,12 @@ type DedupeKind = NonNullable<NewTask['dedupe']>['mode'];
  * - `detach`: a finished row, left as it ended (a final task stays final:
  *   its result, errors and anyone waiting for it keep what it was) but for
  *   its key, which a new row takes (reported 'inserted');
+ * - `follow`: the running row keeps running without its key, which a new
+ *   row takes, blocked until the running one ends (`'rerun'`; reported
+ *   'inserted'); written over later, it stays blocked;
  * - `existing`: nothing written, the row returned.
  */
-export type DedupeAction = 'insert' | 'detach' | 'replace' | 'existing';
+export type DedupeAction = 'insert' | 'detach' | 'replace' | 'follow' | 'existing';
 
 /** The row an add meets: its state and when it was created (epoch ms, on the clock `now` is on). */
 export interface KeyedRow {
@@ -32,7 +35,8 @@ export interface KeyedRow {
 /** The decision of core/dedupe-decision.ts with one task per key, as what is done to the row. */
 export function decide(mode: DedupeKind, period: number, row: KeyedRow | undefined, now: number): DedupeAction {
   if (row === undefined) return 'insert';
-  const state = row.state === 'waiting' ? 'waiting' : row.state === 'running' ? 'started' : 'finished';
+  // Blocked: a 'rerun' row following a running one (flow tasks take no key).
+  const state = row.state === 'waiting' || row.state === 'blocked' ? 'waiting' : row.state === 'running' ? 'started' : 'finished';
   const action = decideKeyedAdd(mode, period, { state, createdAt: row.createdAt }, now, true);
   // Inserted over a finished row, which stays as it ended: the key moves to the new one.
   return action === 'insert' ? 'detach' : action;

@@ -78,7 +78,7 @@ export class Enqueuer {
     this.#handlers.assertSchedulable(name);
     assertStoredTime(runAt, 'when');
     const task = toNewTask(name, runAt, options, this.#handlers.queueOf(name));
-    const client = toClient(options?.client);
+    const client = toClient(options?.client, task);
     return this.#ready()
       .then(() => this.#store.addTask(task, client, this.#now()))
       .then((row) => {
@@ -106,7 +106,7 @@ export class Enqueuer {
         const runAt = toEpoch(item.runAt);
         assertStoredTime(runAt, 'when');
         tasks.push(toNewTask(item.name, runAt, item.options, this.#handlers.queueOf(item.name)));
-        const given = toClient((item.options as DurableTaskOptions).client);
+        const given = toClient((item.options as DurableTaskOptions).client, tasks[i]!);
         if (i === 0) client = given;
         else if (given !== client) throw new TypeError(differentClient(client, given));
         earliest = Math.min(earliest, runAt);
@@ -183,11 +183,18 @@ export function toNewTask(name: string, runAt: number, options: object | undefin
 }
 
 /** The `client` option: undefined, or something with a `query()` (the store says whether it can use it). */
-function toClient(client: unknown): QueryClient | undefined {
-  if (client !== undefined && (typeof client !== 'object' || client === null || typeof (client as QueryClient).query !== 'function')) {
+function toClient(client: unknown, task: NewTask): QueryClient | undefined {
+  if (client === undefined) return undefined;
+  if (typeof client !== 'object' || client === null || typeof (client as QueryClient).query !== 'function') {
     throw new TypeError(`Expected \`client\` to be a pg Client or PoolClient inside your transaction, got ${describe(client)}`);
   }
-  return client as QueryClient | undefined;
+  // Following a running task writes its row: your transaction would hold it to its end while the worker waits to renew its lease.
+  if (task.dedupe?.mode === 'rerun') {
+    throw new TypeError(
+      "Expected no `client` with `dedupe: 'rerun'`: following a running task changes its row, which your transaction would lock until it ends",
+    );
+  }
+  return client as QueryClient;
 }
 
 function differentClient(first: QueryClient | undefined, given: QueryClient | undefined): string {

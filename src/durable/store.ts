@@ -4,7 +4,10 @@
 // outcomes, filters, flows, links, limit groups), with what is shared by the
 // stores (final states, the schema version; rules as stored are in
 // rule-json.ts).
-import type { ConcurrencyLimit, DedupeOutcome } from '../core/limit-options.js';
+import type { ConcurrencyLimit, Dedupe, DedupeOutcome } from '../core/limit-options.js';
+
+/** How a keyed task meets the task stored with its key (validated). */
+export type { Dedupe };
 import type { TaskLogLine } from '../core/journal.js';
 import type { Rule } from '../rules/rule.js';
 
@@ -230,12 +233,7 @@ export interface NewTask {
   /** The named queue (also in `options`; a column so the claim can pick by it). @default 'default' */
   queue?: string;
   /** How it meets a task with the same key (keyed tasks only). @default { mode: 'replace', period: 0 } */
-  dedupe?: {
-    /** The `dedupe` option's mode. */
-    mode: 'replace' | 'keep' | 'throttle' | 'debounce';
-    /** A throttle's or debounce's period, ms (0 for the others). */
-    period: number;
-  };
+  dedupe?: Pick<Dedupe, 'mode' | 'period'>;
 }
 
 /**

@@ -40,7 +40,7 @@ const TASK_COLUMNS = (a: string) =>
 
 /** The statements of an add for tables in `schema` (undefined: the search_path). */
 export function addStatements(schema: string | undefined) {
-  const { T, L } = tables(schema);
+  const { T, L, D } = tables(schema);
   // A replaced keyed task starts over: it lets go of any slot it held (waiting for a retry), under
   // whichever key (its new one may differ). Only replaced rows look (xmax: the row was updated).
   const REPLACED_LET_GO = `released AS (UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (r.ids))
@@ -89,14 +89,19 @@ export function addStatements(schema: string | undefined) {
     /**
      * Keyed tasks (and keyless ones alongside), given as parallel arrays with
      * distinct keys, each meeting the task stored with its key as its dedupe
-     * mode ($10: replace, keep, throttle, debounce; $11 the period in ms)
+     * mode ($10: replace, keep, rerun, throttle, debounce; $11 the period in ms)
      * says (each row written takes its item's queue, $12), by the rules of \`decide\` in durable/dedupe.ts, under the key's
      * row lock ($4, the due time, is already a debounce's). \`locked\` locks the key's row (in key order,
      * so two adds cannot deadlock on keys) and reads its latest version,
      * whatever the snapshot held, unless it is running: a running task is
-     * only ever answered (\`existing\`), so \`old\` reads it without a lock,
+     * answered (\`existing\`), so \`old\` reads it without a lock,
      * which a caller's transaction would hold to its end while the worker
-     * running the task waited on it to renew its lease. A finished task stays
+     * running the task waited on it to renew its lease. Only \`'rerun'\`
+     * writes a running row (\`follow\`: its key goes to a new row, blocked
+     * by an edge to it until it ends; the edge's commit trigger applies an
+     * end that slips in between), and it takes no caller's transaction
+     * (enqueue.ts refuses the \`client\`). A blocked row, a follower, is
+     * written over as a waiting one and stays blocked. A finished task stays
      * as it ended (\`detach\`): its key goes to a new row (\`detached\` runs
      * before the insert meets the key); an add whose key is
      * not in the snapshot inserts, and if a concurrent add inserted it first,
@@ -118,25 +123,29 @@ export function addStatements(schema: string | undefined) {
       plan AS (SELECT u.*, o.id AS old_id,
           CASE WHEN o.id IS NULL THEN 'insert'
             WHEN u.mode = 'throttle' AND o.created_ts > statement_timestamp() - ${millis('u.period')} THEN 'existing'
-            WHEN o.state = 'running' THEN 'existing'
-            WHEN o.state = 'waiting' THEN CASE WHEN u.mode = 'keep' THEN 'existing' ELSE 'replace' END
+            WHEN o.state = 'running' THEN CASE WHEN u.mode = 'rerun' THEN 'follow' ELSE 'existing' END
+            WHEN o.state IN ('waiting', 'blocked') THEN CASE WHEN u.mode = 'keep' THEN 'existing' ELSE 'replace' END
             ELSE 'detach' END AS action,
           ${ts('u.at')} AS due
         FROM u LEFT JOIN old AS o ON o.key = u.key),
-      detached AS (UPDATE ${T} AS t SET key = NULL FROM plan AS p WHERE t.id = p.old_id AND p.action = 'detach' RETURNING t.id),
-      upd AS (UPDATE ${T} AS t SET name = p.name, payload = p.payload, state = 'waiting', run_at = p.due, attempts = 0, max_attempts = p.max_attempts,
+      detached AS (UPDATE ${T} AS t SET key = NULL FROM plan AS p WHERE t.id = p.old_id AND p.action IN ('detach', 'follow') RETURNING t.id),
+      upd AS (UPDATE ${T} AS t SET name = p.name, payload = p.payload, state = CASE WHEN t.state = 'blocked' THEN 'blocked' ELSE 'waiting' END,
+          run_at = p.due, attempts = 0, max_attempts = p.max_attempts,
           options = p.options, locked_by = NULL, locked_until = NULL, last_error = NULL,
           expiries = 0, result = NULL, errors = NULL, started_at = NULL, progress = NULL, logs = NULL, serial = p.serial, priority = p.priority, queue = p.queue, rate_key = p.rate_key,
           updated_at = now(),
           created_at = CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE t.created_at END
         FROM plan AS p WHERE t.id = p.old_id AND p.action = 'replace'
         RETURNING ${taskColumns('t')}, p.ord, p.action),
-      ins AS (INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key, created_at)
+      ins AS (INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key, created_at, state, pending_deps)
         SELECT p.name, p.key, p.payload, p.due, p.max_attempts, p.options, p.serial, p.priority, p.queue, p.rate_key,
-          CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE now() END
-        FROM plan AS p WHERE p.action IN ('insert', 'detach') AND (SELECT count(*) FROM detached) >= 0 ORDER BY p.ord
+          CASE WHEN p.mode = 'throttle' THEN statement_timestamp() ELSE now() END,
+          CASE WHEN p.action = 'follow' THEN 'blocked' ELSE 'waiting' END, (p.action = 'follow')::int
+        FROM plan AS p WHERE p.action IN ('insert', 'detach', 'follow') AND (SELECT count(*) FROM detached) >= 0 ORDER BY p.ord
         ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING
         RETURNING ${taskColumns('t')}),
+      followers AS (INSERT INTO ${D} (task_id, dep_id, ord, on_failure, counted, external)
+        SELECT ins.id, p.old_id, 0, 'ignore', false, true FROM ins JOIN plan AS p ON p.key = ins.key WHERE p.action = 'follow'),
       released AS (UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (r.ids))
         FROM (SELECT array_agg(id) AS ids FROM upd) AS r
         WHERE l.kind = 'concurrency' AND r.ids IS NOT NULL AND l.holders && r.ids),

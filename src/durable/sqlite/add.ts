@@ -20,14 +20,20 @@ const ADD_SQL = {
   taskByKey: `SELECT * FROM taskheap_tasks WHERE key = ?`,
   /** A finished task gives its key to a new one and stays as it ended (dedupe.ts, 'detach'). */
   detachKey: `UPDATE taskheap_tasks SET key = NULL WHERE id = ?`,
-  replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = 'waiting', run_at = @runAt, attempts = 0,
+  /** The running row, followed ('rerun'): it keeps running without its key; its end unblocks the follower. */
+  followTask: `UPDATE taskheap_tasks SET key = NULL, has_dependents = 1 WHERE id = ?`,
+  /** The follower waits for the run it follows by an edge that runs it however that one ends. */
+  followEdge: `INSERT INTO taskheap_deps (task_id, dep_id, ord, on_failure) VALUES (?, ?, 0, 'ignore')`,
+  /** A follower written over (blocked) stays blocked: it still follows the running task. */
+  replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = CASE state WHEN 'blocked' THEN 'blocked' ELSE 'waiting' END, run_at = @runAt, attempts = 0,
     max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateGroup, queue = @queue,
     locked_by = NULL, locked_until = NULL, last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
     progress = NULL, logs = NULL, updated_at = @at WHERE id = @id`,
   /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
   setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
-  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at)
-    VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateGroup, @queue, @now, @at)`,
+  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at,
+      state, pending_deps)
+    VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateGroup, @queue, @now, @at, @state, @pending)`,
 } as const;
 
 /** What every insert of a task writes (named parameters of insertTask, replaceTask and a flow's insert). @internal */
@@ -57,6 +63,7 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
   const { mode, period } = task.dedupe ?? REPLACE;
   const runAt = dueAt(mode, period, task.runAt);
   const row = taskRow(task, runAt, at);
+  let followed: TaskRow['id'] | undefined;
   if (task.key !== null) {
     const existing = statement(ADD_SQL.taskByKey).get(task.key) as TaskRow | undefined;
     const action = decide(
@@ -67,6 +74,7 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
     );
     if (action === 'existing') return enqueued(toTask(existing!), 'existing');
     if (action === 'detach') statement(ADD_SQL.detachKey).run(existing!.id);
+    else if (action === 'follow') statement(ADD_SQL.followTask).run((followed = existing!.id));
     else if (action === 'replace') {
       const id = existing!.id;
       // Replaced, it starts over: a serial group it held (waiting for a retry) is let go of.
@@ -78,7 +86,15 @@ export function addOne(statement: Prepare, task: NewTask, at: number, now: numbe
       return enqueued(getTask(statement, id)!, 'replaced');
     }
   }
-  const { lastInsertRowid } = statement(ADD_SQL.insertTask).run({ ...row, key: task.key, now });
+  const blocked = followed !== undefined;
+  const { lastInsertRowid } = statement(ADD_SQL.insertTask).run({
+    ...row,
+    key: task.key,
+    now,
+    state: blocked ? 'blocked' : 'waiting',
+    pending: blocked ? 1 : 0,
+  });
+  if (blocked) statement(ADD_SQL.followEdge).run(lastInsertRowid, followed);
   upsertLimits(statement, task.options, task.serial, task.rateGroup);
   return enqueued(getTask(statement, lastInsertRowid)!, 'inserted');
 }

@@ -1,5 +1,5 @@
-// Deduplication of keyed durable tasks (the `dedupe` option, issue 22) on
-// every store: 'replace' (the default), 'keep', throttle and debounce, what
+// Deduplication of keyed tasks (the `dedupe` option) on every backend:
+// 'replace' (the default), 'keep', 'rerun', throttle and debounce, what
 // each add reports (`enqueued`), a running task left alone, finished ones
 // left as they ended beside a new task, concurrent adds of one key from many stores, and bad values
 // refused at the call. Periods are exact on a ManualClock (SQLite); in real
@@ -366,6 +366,95 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
       },
     );
 
+    it("'rerun': an add while the key's task runs adds one task that starts after that run ends, never beside it; later adds replace it (the last payload runs, once); with none running it replaces", async () => {
+      const env = await setup();
+      const { scheduler } = env.open();
+      const held = gate();
+      const runs: string[] = [];
+      let active = 0;
+      let most = 0;
+      scheduler.define('sync', async (_ctx, payload: string) => {
+        most = Math.max(most, ++active);
+        runs.push(payload);
+        if (payload === 'first') await held.wait();
+        active--;
+      });
+      await scheduler.start();
+      const rerun = (payload: string, when = env.time.now()) => scheduler.schedule(when, 'sync', { key: 's', dedupe: 'rerun', payload });
+      const first = await rerun('first');
+      await env.time.until(() => runs.length === 1, 'the first run starts', 0);
+      const second = await rerun('second');
+      const third = await rerun('third');
+      expect([first.enqueued, second.enqueued, third.enqueued]).toEqual(['inserted', 'inserted', 'replaced']);
+      expect(second.id).not.toBe(first.id);
+      sameTask(third, second);
+      // A store shows it blocked, waiting for the run it follows; in memory it is waiting.
+      expect(third.state).toBe(caps.store ? 'blocked' : 'waiting');
+      if (caps.store) expect((await scheduler.getTask(third.id))!.key).toBe('s');
+      await env.time.pass(100);
+      expect(runs).toEqual(['first']);
+      held.release();
+      await env.time.until(async () => (await scheduler.getTask(third.id))?.state === 'succeeded', 'the follower runs', 100);
+      await env.time.pass(100);
+      expect({ runs, most }).toEqual({ runs: ['first', 'third'], most: 1 });
+      expect((await scheduler.getTask(first.id))!.state).toBe('succeeded');
+      // None running: as 'replace'.
+      const later = env.time.now() + MINUTE;
+      const a = await rerun('a', later);
+      const b = await rerun('b', later);
+      expect([a.enqueued, b.enqueued]).toEqual(['inserted', 'replaced']);
+      sameTask(b, a);
+      if (caps.transactionsWithClient && env.db.connect !== undefined) {
+        // Following writes the running task's row, which a caller's open transaction would lock until it ends.
+        const client = await env.db.connect();
+        try {
+          expect(() => scheduler.schedule(later, 'sync', { key: 's', dedupe: 'rerun', payload: 'c', client } as never)).toThrow(
+            /Expected no `client` with `dedupe: 'rerun'`/,
+          );
+        } finally {
+          client.release();
+        }
+      }
+    });
+
+    itShared(
+      "'rerun' from two stores at once (as two processes): triggers during a run give exactly one more run, never two at once",
+      async () => {
+        const env = await setup();
+        const held = gate();
+        const runs: string[] = [];
+        let active = 0;
+        let most = 0;
+        const open = () => {
+          const { scheduler } = env.open();
+          scheduler.define('sync', async (_ctx, payload: string) => {
+            most = Math.max(most, ++active);
+            runs.push(payload);
+            if (payload === 'first') await held.wait();
+            active--;
+          });
+          return scheduler;
+        };
+        const [one, two] = [open(), open()];
+        await Promise.all([one.start(), two.start()]);
+        const rerun = (scheduler: Scheduler, payload: string) =>
+          scheduler.schedule(env.time.now(), 'sync', { key: 'sync', dedupe: 'rerun', payload });
+        await rerun(one, 'first');
+        await env.time.until(() => runs.length === 1, 'the first run starts', 0);
+        const added = await Promise.all(Array.from({ length: 10 }, (_, i) => rerun(i % 2 === 0 ? one : two, `trigger ${i}`)));
+        expect(new Set(added.map((task) => task.id)).size).toBe(1);
+        expect(added.filter((task) => task.enqueued === 'inserted')).toHaveLength(1);
+        const follower = (await one.getTask(added[0]!.id))!;
+        expect(follower.state).toBe('blocked');
+        held.release();
+        await env.time.until(async () => (await one.getTask(follower.id))?.state === 'succeeded', 'the follower runs', 100);
+        await env.time.pass(200);
+        expect(most).toBe(1);
+        expect(runs).toHaveLength(2);
+        expect(runs[1]).toBe(JSON.parse(JSON.stringify(follower.payload)));
+      },
+    );
+
     it('refuses bad dedupe values at the call, naming them; nothing is stored or disturbed', async () => {
       const env = await setup();
       const { scheduler } = env.open();
@@ -377,7 +466,7 @@ export function dedupeScenarios(backend: Backend, setup: () => Promise<Env>): vo
         [{ dedupe: { throttle: '1s' } }, /a `key` with `dedupe: \{ throttle: 1000 \}`/, TypeError],
         [
           { key: 'k', dedupe: 'skip' },
-          /`dedupe` to be 'replace', 'keep', \{ throttle: duration \} or \{ debounce: duration \}, got "skip"/,
+          /`dedupe` to be 'replace', 'keep', 'rerun', \{ throttle: duration \} or \{ debounce: duration \}, got "skip"/,
           RangeError,
         ],
         [{ key: 'k', dedupe: 5 }, /`dedupe` to be 'replace', 'keep'/, TypeError],
