@@ -8,7 +8,7 @@ export { Scheduler } from './scheduler.js';
 export type { CronOptions, SchedulerOptions, SchedulerEvents, WaitOptions, WaitingFilter } from './scheduler-options.js';
 export type { ErrorInfo, SchedulerStats } from './core/loop-types.js';
 export type { TaskOptions } from './core/task-options.js';
-export type { RateLimit, GroupRateLimit, ConcurrencyLimit, DedupeMode, DedupeOutcome } from './core/limit-options.js';
+export type { RateLimit, GroupRateLimit, ConcurrencyLimit, FairShare, DedupeMode, DedupeOutcome } from './core/limit-options.js';
 export { Queue } from './core/queues.js';
 export type { QueueOptions, QueueCounts, QueueInfo } from './core/queues.js';
 export type { SchedulerQueue, SchedulerQueueCounts, SchedulerQueueInfo } from './scheduler-queues.js';

@@ -5,12 +5,14 @@ import TinyQueue from 'tinyqueue';
 import { DedupeKeys } from './dedupe-keys.js';
 import { DEFAULT_QUEUE, type Rate } from './limit-options.js';
 import { byPriority, HeldQueue } from './held-queue.js';
-import { KeyLane, LaneEntry, QueueEntry, QueueLane, RateLane } from './lanes.js';
+import { FairEntry, FairLane, KeyLane, LaneEntry, QueueEntry, QueueLane, RateLane } from './lanes.js';
 import { RateWindow } from './rate-window.js';
 import { Run, State, type Task } from './task.js';
 
 /** What waits in a ready heap for a worker: a task, or the head of a rate group's line. */
 type Ready = Task | LaneEntry;
+/** What a ready heap holds: a ready item, or the head of a fair share's group standing for it. */
+type Placed = Ready | FairEntry;
 
 /** A blocked rate lane's head, or a queue blocked by its rate, may go at `at` (elapsed time). */
 interface Wake {
@@ -43,6 +45,9 @@ export interface QueueSettings {
  *    room in its rate);
  * 4. the ready heap: highest priority, then earliest due, then first
  *    scheduled; the scheduler-wide bucket is checked as a task is taken.
+ *    Once a task names a fair share, every ready item waits in its group's
+ *    FairLane (per queue; no share: the group '') and the group's head
+ *    stands in the ready heap placed by the group's pass, not its due time.
  *
  * Only the priority order needs every due task in one place: that is why
  * due tasks leave the time heap at once (when a worker is free), and why a
@@ -56,7 +61,7 @@ export interface QueueSettings {
  */
 export class Gate {
   /** Tasks that may start as far as their keys go, heads of rate groups with room, and open queues' best items. */
-  readonly #ready = new HeldQueue<Ready | QueueEntry>(byPriority);
+  readonly #ready = new HeldQueue<Placed | QueueEntry>(byPriority);
   readonly #keys = new Map<string, KeyLane>();
   readonly #rate = new Map<string, RateLane>();
   readonly #queues = new Map<string, QueueLane>();
@@ -74,6 +79,12 @@ export class Gate {
   #size = 0;
   /** The dedupe keys of tasks with a `key`. */
   readonly dedupe = new DedupeKeys();
+  /** Fair shares' groups by queue and group, once a task names one (undefined until then). */
+  #fair: Map<string, FairLane> | undefined;
+  /** The pass of the latest start from a fair lane: where a group that had nothing ready comes back. */
+  #virtual = 0;
+  /** Empty fair lanes ahead of `#virtual` (they took a turn lately), kept until it reaches them. */
+  readonly #ahead = new TinyQueue<FairLane>([], (a, b) => a.pass - b.pass);
 
   /**
    * @param running tasks running when the gate is made (all of the default queue)
@@ -132,6 +143,7 @@ export class Gate {
       lane.unfinished++;
     }
     if (limits.queue !== undefined) this.queue(limits.queue);
+    if (limits.fair !== undefined && this.#fair === undefined) this.#startFair(now);
   }
 
   /** A due task from the loop's time heap. */
@@ -174,7 +186,7 @@ export class Gate {
       if (top === undefined) return undefined;
       this.#ready.pop();
       let queue: QueueLane | undefined;
-      let item: Ready | undefined;
+      let item: Placed | undefined;
       if (top instanceof QueueEntry) {
         queue = top.queue;
         queue.entry = undefined;
@@ -188,6 +200,7 @@ export class Gate {
       } else {
         item = top;
       }
+      if (item instanceof FairEntry) item = this.#takeFair(item, now);
       if (!(item instanceof LaneEntry)) {
         this.#started(item, queue, now);
         return item;
@@ -331,11 +344,12 @@ export class Gate {
 
   /** Every held task, in no particular order. */
   forEach(fn: (task: Task) => void): void {
-    const tasks = (item: Ready | QueueEntry) => {
-      if (!(item instanceof LaneEntry) && !(item instanceof QueueEntry)) fn(item);
+    const tasks = (item: Placed | QueueEntry) => {
+      if (!(item instanceof LaneEntry) && !(item instanceof QueueEntry) && !(item instanceof FairEntry)) fn(item);
     };
     this.#ready.forEach(tasks);
     for (const queue of this.#queues.values()) queue.ready.forEach(tasks);
+    if (this.#fair !== undefined) for (const lane of this.#fair.values()) lane.items.forEach(tasks);
     for (const lane of this.#keys.values()) lane.parked.forEach(fn);
     for (const lane of this.#rate.values()) lane.parked.forEach(fn);
     this.dedupe.forEachHeld(fn);
@@ -356,6 +370,8 @@ export class Gate {
     this.#rate.clear();
     this.#reopen.clear();
     this.dedupe.clear();
+    this.#fair?.clear();
+    this.#ahead.data.length = this.#ahead.length = 0;
     this.#wakes.data.length = this.#wakes.length = 0;
     this.#expiries.data.length = this.#expiries.length = 0;
     this.#size = 0;
@@ -414,7 +430,7 @@ export class Gate {
     for (const item of moved) queue.ready.push(item as Ready);
   }
 
-  #queueOf(item: Ready): QueueLane {
+  #queueOf(item: Placed): QueueLane {
     const name = item._settings.limits?.queue;
     return name === undefined ? this.#default : this.#queues.get(name)!;
   }
@@ -444,8 +460,22 @@ export class Gate {
     this.#releaseRate(lane, now);
   }
 
-  /** Into its gated queue's heap, or the scheduler's ready heap. */
+  /** Into its fair share's group once shares are in use, else into a ready heap. */
   #toReady(item: Ready, now: number): void {
+    if (this.#fair !== undefined) return this.#toFair(item, now);
+    this.#toHeap(item, now);
+  }
+
+  /** An item left a ready heap or its fair share's group (it became a tombstone there). */
+  #discardReady(item: Ready, now: number): void {
+    if (this.#fair === undefined) return this.#discardFromHeap(item, now);
+    const lane = this.#fair.get(fairKey(item))!;
+    lane.items.discard();
+    this.#releaseFair(lane, now);
+  }
+
+  /** Into its gated queue's heap, or the scheduler's ready heap. */
+  #toHeap(item: Placed, now: number): void {
     if (this.#gated > 0) {
       const queue = this.#queueOf(item);
       if (queue.gated) {
@@ -457,7 +487,7 @@ export class Gate {
   }
 
   /** An item left a ready heap (it became a tombstone there). */
-  #discardReady(item: Ready, now: number): void {
+  #discardFromHeap(item: Placed, now: number): void {
     if (this.#gated > 0) {
       const queue = this.#queueOf(item);
       if (queue.gated) {
@@ -507,6 +537,71 @@ export class Gate {
     this.#ready.push((queue.entry = new QueueEntry(top, queue)));
   }
 
+  /**
+   * Shares come into use: every ready item moves into its group's lane (O(n),
+   * once), and from then on ready items go there (see FairLane).
+   */
+  #startFair(now: number): void {
+    this.#fair = new Map();
+    const moved = this.#ready.extract((item) => !(item instanceof QueueEntry)) as Ready[];
+    for (const queue of this.#queues.values()) {
+      if (queue.entry !== undefined) {
+        queue.entry._state = State.Cancelled;
+        queue.entry = undefined;
+        this.#ready.discard();
+      }
+      moved.push(...(queue.ready.clear() as Ready[]));
+    }
+    for (const item of moved) this.#toFair(item, now);
+  }
+
+  /** Into its group's lane; a group that had nothing ready comes back no earlier than the latest start's pass. */
+  #toFair(item: Ready, now: number): void {
+    const key = fairKey(item);
+    const share = item._settings.limits?.fair;
+    let lane = this.#fair!.get(key);
+    if (lane === undefined) {
+      lane = new FairLane(key, item._settings.limits?.queue ?? DEFAULT_QUEUE, share?.weight ?? 1);
+      this.#fair!.set(key, lane);
+    } else if (share !== undefined) lane.weight = share.weight;
+    if (lane.items.live === 0 && lane.pass < this.#virtual) lane.pass = this.#virtual;
+    lane.items.push(item);
+    this.#releaseFair(lane, now);
+  }
+
+  /** Keeps the lane's head in its ready heap at the lane's pass (a new entry if either changed). */
+  #releaseFair(lane: FairLane, now: number): void {
+    const head = lane.items.peek();
+    const entry = lane.entry;
+    if (entry !== undefined) {
+      if (entry.item === head && entry._time === lane.pass) return;
+      entry._state = State.Cancelled;
+      lane.entry = undefined;
+      this.#discardFromHeap(entry, now);
+    }
+    if (head !== undefined) return this.#toHeap((lane.entry = new FairEntry(head, lane)), now);
+    // Empty: it goes, unless it is ahead of the others (its turns taken lately count until they catch up).
+    if (lane.pass <= this.#virtual) this.#fair!.delete(lane.key);
+    else this.#ahead.push(lane);
+  }
+
+  /** A group's turn: its head is taken, and its pass moves on by 1 / weight. */
+  #takeFair(entry: FairEntry, now: number): Ready {
+    const lane = entry.lane;
+    lane.entry = undefined;
+    const head = lane.items.peek()!;
+    lane.items.pop();
+    if (lane.pass > this.#virtual) this.#virtual = lane.pass;
+    lane.pass += 1 / lane.weight;
+    const ahead = this.#ahead;
+    for (let top = ahead.peek(); top !== undefined && top.pass <= this.#virtual; top = ahead.peek()) {
+      ahead.pop();
+      if (top.items.live === 0 && this.#fair!.get(top.key) === top) this.#fair!.delete(top.key);
+    }
+    this.#releaseFair(lane, now);
+    return head;
+  }
+
   #block(lane: RateLane | QueueLane, at: number): void {
     if (lane.blockedAt === at) return;
     lane.blockedAt = at;
@@ -517,4 +612,10 @@ export class Gate {
     lane.dropped = true;
     this.#rate.delete(lane.key);
   }
+}
+
+/** The lane of a ready item: its queue and its fair share's group ('' without one). */
+function fairKey(item: Ready): string {
+  const limits = item._settings.limits;
+  return `${limits?.queue ?? DEFAULT_QUEUE}\u0000${limits?.fair?.group ?? ''}`;
 }

@@ -1,6 +1,7 @@
 // The lines due tasks wait in for a key or a queue: `KeyLane` (a concurrency
-// or serial group), `RateLane` (a rate group), `QueueLane` (a named queue), and
-// the entries that stand for their heads in the gate's heaps.
+// or serial group), `RateLane` (a rate group), `QueueLane` (a named queue),
+// `FairLane` (a fair share's group), and the entries that stand for their
+// heads in the gate's heaps.
 import type { Rate } from './limit-options.js';
 import { byDueTime, byPriority, HeldQueue, type Queued } from './held-queue.js';
 import { RateWindow } from './rate-window.js';
@@ -57,8 +58,8 @@ abstract class Entry {
   readonly _settings: TaskSettings;
   _state = State.Held;
 
-  constructor(item: Queued) {
-    this._time = item._time;
+  constructor(item: Queued, time = item._time) {
+    this._time = time;
     this.id = item.id;
     this._settings = item._settings;
   }
@@ -112,9 +113,9 @@ export class RateLane {
 export class QueueEntry extends Entry {
   readonly queue: QueueLane;
   /** What it stands for: the top of the queue's own heap when it was made. */
-  readonly item: Task | LaneEntry;
+  readonly item: Task | LaneEntry | FairEntry;
 
-  constructor(item: Task | LaneEntry, queue: QueueLane) {
+  constructor(item: Task | LaneEntry | FairEntry, queue: QueueLane) {
     super(item);
     this.queue = queue;
     this.item = item;
@@ -142,7 +143,7 @@ export class QueueLane {
   readonly window: RateWindow;
   paused = false;
   gated = false;
-  readonly ready = new HeldQueue<Task | LaneEntry>(byPriority);
+  readonly ready = new HeldQueue<Task | LaneEntry | FairEntry>(byPriority);
   entry: QueueEntry | undefined = undefined;
   /** Tasks of the queue running now. */
   running: number;
@@ -159,5 +160,46 @@ export class QueueLane {
   /** The concurrency in force: the lower of `concurrency` and `globalConcurrency` (one process). */
   get limit(): number {
     return Math.min(this.concurrency, this.globalConcurrency);
+  }
+}
+
+/**
+ * The ready items of one fair share's group in one queue (`fair: { group,
+ * weight }`; tasks without one are the group ''), highest priority first,
+ * then earliest due. Its head stands in the queue's ready heap (the
+ * scheduler's, for an ungated queue) through one `entry` whose place is the
+ * group's `pass`: stride scheduling, where each start adds `1 / weight` to
+ * the pass and the heap starts the lowest pass first (priority still
+ * first), so a group of weight 2 gets twice the starts of weight 1. A group
+ * that had nothing ready comes back at the gate's virtual time (the pass of
+ * the latest start) if it is behind it: it saved no turns while idle.
+ * @internal
+ */
+export class FairLane {
+  readonly key: string;
+  readonly queue: string;
+  weight: number;
+  pass = 0;
+  readonly items = new HeldQueue<Task | LaneEntry>(byPriority);
+  /** The head's entry in a ready heap. */
+  entry: FairEntry | undefined = undefined;
+
+  constructor(key: string, queue: string, weight: number) {
+    this.key = key;
+    this.queue = queue;
+    this.weight = weight;
+  }
+}
+
+/** The head of a fair share's group in a ready heap, placed by the group's pass (its `_time`). @internal */
+export class FairEntry extends Entry {
+  readonly lane: FairLane;
+  /** What it stands for: the group's head when it was made. */
+  readonly item: Task | LaneEntry;
+
+  constructor(item: Task | LaneEntry, lane: FairLane) {
+    super(item, lane.pass);
+    this.lane = lane;
+    this.item = item;
   }
 }

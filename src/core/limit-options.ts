@@ -42,6 +42,19 @@ export interface ConcurrencyLimit {
   limit: number;
 }
 
+/**
+ * A share of the workers for a group (a tenant, a chat): when more tasks are
+ * due than workers are free, starts go round the groups with due work in
+ * turn, by weight.
+ * @example { group: `tenant:${tenantId}`, weight: 2 }
+ */
+export interface FairShare {
+  /** The group's name: a non-empty string (at most 512 characters). */
+  group: string;
+  /** Its share: a group of weight 2 gets twice the starts of one of weight 1. An integer from 1 to 1,000. @default 1 */
+  weight?: number;
+}
+
 /** A validated rate limit, interval in milliseconds. */
 export interface Rate {
   readonly group: string | undefined;
@@ -63,6 +76,8 @@ const MAX_PRIORITY = 2_147_483_647;
 const MAX_RATE_LIMIT = 1_000_000;
 /** The longest window: a day. */
 const MAX_RATE_INTERVAL = 86_400_000;
+/** The largest weight of a fair share. */
+const MAX_WEIGHT = 1_000;
 /** The largest concurrency limit of a group or queue: a PostgreSQL `integer`. */
 const MAX_CONCURRENCY = 2_147_483_647;
 /** The queue of tasks and jobs that name none. */
@@ -123,6 +138,23 @@ function toConcurrency(value: unknown, option = 'concurrency'): ConcurrencyLimit
   return { group, limit };
 }
 
+/** Validates a fair share (`{ group, weight? }`), weight 1 by default. */
+function toFairShare(value: unknown): Required<FairShare> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`Expected \`fair\` to be an object like { group: 'tenant:1', weight: 2 }, got ${describe(value)}`);
+  }
+  for (const name of Object.keys(value)) {
+    if (name !== 'group' && name !== 'weight')
+      throw new TypeError(`Unknown \`fair\` option ${describe(name)}; expected \`group\` and \`weight\``);
+  }
+  const { group, weight = 1 } = value as Partial<FairShare>;
+  assertKey(group, 'fair.group');
+  if (!Number.isInteger(weight) || weight < 1 || weight > MAX_WEIGHT) {
+    throw new RangeError(`Expected \`fair.weight\` to be an integer from 1 to ${MAX_WEIGHT}, got ${describe(weight)}`);
+  }
+  return { group, weight };
+}
+
 /** Throws unless `value` is a concurrency limit: an integer from 1 to MAX_CONCURRENCY (or Infinity when `infinite`). */
 export function assertLimit(value: unknown, option: string, infinite: boolean): asserts value is number {
   if (infinite && value === Infinity) return;
@@ -166,6 +198,8 @@ export interface TaskLimits {
   readonly queue?: string | undefined;
   /** Its dedupe key and mode (in-memory tasks only). */
   readonly dedupe?: Dedupe | undefined;
+  /** Its fair share (in-memory tasks only). */
+  readonly fair?: Readonly<Required<FairShare>> | undefined;
 }
 
 /**
@@ -292,10 +326,21 @@ export interface LimitOptions {
    * @example 'emails'
    */
   queue?: string;
+  /**
+   * A share of the workers for a group (a tenant, a chat): when more tasks
+   * are due than workers are free, starts go round the groups with due work
+   * in turn, `weight` starts each (in due order within a group), so a flood
+   * from one group does not hold back the others. A group with nothing due
+   * takes no turn and saves none for later. Among tasks of one priority;
+   * tasks without it share the turns of one group. In memory only.
+   * @default none
+   * @example { group: `tenant:${tenantId}` }
+   */
+  fair?: FairShare;
 }
 
 /** The keys of the limit options. */
-export const LIMIT_KEYS = keysOf<LimitOptions>({ rate: true, serial: true, concurrency: true, priority: true, queue: true });
+export const LIMIT_KEYS = keysOf<LimitOptions>({ rate: true, serial: true, concurrency: true, priority: true, queue: true, fair: true });
 
 /**
  * Validates the limit options into what `TaskSettings.limits` holds; undefined
@@ -318,11 +363,18 @@ function checkLimits(options: LimitOptions): TaskLimits | undefined {
   if (serial !== undefined) concurrency = { group: serial, limit: 1 };
   if (priority !== undefined) assertPriority(priority);
   if (queue !== undefined) assertQueueName(queue);
+  const fair = options.fair === undefined ? undefined : toFairShare(options.fair);
   const named = queue === undefined || queue === DEFAULT_QUEUE ? undefined : queue;
-  if (bucket === undefined && concurrency === undefined && named === undefined && (priority === undefined || priority === 0))
+  if (
+    bucket === undefined &&
+    concurrency === undefined &&
+    named === undefined &&
+    fair === undefined &&
+    (priority === undefined || priority === 0)
+  )
     return undefined;
-  if (concurrency === undefined && named === undefined) return { rate: bucket, serial, priority: priority ?? 0 };
-  return { rate: bucket, serial, concurrency, priority: priority ?? 0, queue: named };
+  if (concurrency === undefined && named === undefined && fair === undefined) return { rate: bucket, serial, priority: priority ?? 0 };
+  return { rate: bucket, serial, concurrency, priority: priority ?? 0, queue: named, fair };
 }
 
 /**
@@ -334,13 +386,16 @@ export function toLimits(options: LimitOptions, store?: StoreRules): TaskLimits 
     // Groups go into JSON the database parses and into indexed columns.
     if (options.serial !== undefined) store.key(options.serial, 'serial');
     if (options.queue !== undefined) store.key(options.queue, 'queue');
+    if (options.fair !== undefined)
+      throw new TypeError('Expected no `fair` on a stored task or job: fair shares are in memory only (a scheduler without a store)');
   }
   const limits =
     options.rate === undefined &&
     options.serial === undefined &&
     options.priority === undefined &&
     options.concurrency === undefined &&
-    options.queue === undefined
+    options.queue === undefined &&
+    options.fair === undefined
       ? undefined
       : checkLimits(options);
   if (store !== undefined && limits !== undefined) {

@@ -222,5 +222,21 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(names(await claim(store, 'x'))).toEqual(['a', 'b']);
       expect(await claim(store, 'x')).toEqual([]);
     });
+
+    it('a fair share is refused at the call on a stored task, job or flow task (in memory only); nothing is stored', async () => {
+      const env = await setup();
+      const { scheduler } = env.open();
+      scheduler.define('work', () => {});
+      const message = /Expected no `fair` on a stored task or job: fair shares are in memory only/;
+      expect(() => scheduler.schedule(Date.now(), 'work', { fair: { group: 't' } } as never)).toThrow(message);
+      expect(() =>
+        scheduler
+          .every(1_000)
+          .milliseconds()
+          .run('work', { key: 'j', fair: { group: 't' } } as never),
+      ).toThrow(message);
+      expect(() => scheduler.flows.add({ tasks: { a: { handler: 'work', fair: { group: 't' } } } } as never)).toThrow(message);
+      expect(await scheduler.listTasks()).toEqual([]);
+    });
   });
 }
