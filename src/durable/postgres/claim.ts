@@ -177,6 +177,11 @@ export class Claims {
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }
 
+  /** Marks the server this store reaches as a claim would (see markServer), before any claim. */
+  async markServer(): Promise<void> {
+    await this.#db.query(this.#sql.markServer, []);
+  }
+
   /** The statements to ready on a fresh connection (Connection.warm): each claim, of nothing, and a next-due question. */
   warmups(owner: string, lease: number, names: readonly string[] | undefined) {
     const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0, announceLease: false };
@@ -223,6 +228,15 @@ export function claimStatements(schema: string | undefined) {
     /** The claim when no limit is in play anywhere; says so (`limited`), claiming nothing, when one is. */
     claimPlain: plainClaimSql(T, J, L, Q, M),
     nextDue: nextDueSql(T, J, L, Q, M),
+    /**
+     * The server mark alone (markServer), which start() commits before it
+     * readies connections: their claims of nothing then find it set and
+     * lock nothing. Left to them, each would lock the meta row until its
+     * warm-up rolled back, and the others, and other processes' claims,
+     * would wait in turn.
+     */
+    markServer: `UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
+      WHERE server_started IS DISTINCT FROM pg_postmaster_start_time()`,
     /** Announces on DONE ($1: the prefix and the ids) the tasks a claim failed for their lease expiries. */
     announceDone: `SELECT pg_notify('${DONE}', $1)`,
     /** When leases written now for $2 ms run out, as a wake-up (payload prefix $1). */
@@ -235,8 +249,8 @@ type ClaimStatements = ReturnType<typeof claimStatements>;
 
 /**
  * SQL: since when this server has been up as the one the stores reach, from
- * the meta row a claim marks (markServer): the time of the first claim made
- * on it since it started, or was promoted; now, until one is made. Not
+ * the meta row a start() or a claim marks (markServer): the time of the
+ * first of them on it since it started, or was promoted; now, until then. Not
  * pg_postmaster_start_time() alone: a standby promoted to primary started
  * before its promotion, and measured right after one, its start time,
  * pg_conf_load_time(), pg_last_xact_replay_timestamp() and the control

@@ -10,11 +10,6 @@ import { statementName } from './prepared.js';
 
 function noop(): void {}
 
-/** Lets through the refusal of a write in a read-only transaction (warm()); rethrows anything else. */
-function readOnly(error: { code?: string }): void {
-  if (error.code !== '25006') throw error;
-}
-
 /** How many pooled connections warm() readies and our own pool keeps open: a claim round or two, a next-due question, a settle. */
 export const WARM_CONNECTIONS = 3;
 
@@ -285,15 +280,10 @@ export class Connection {
         const onError = (error: Error) => (broken = error);
         client.on('error', onError);
         try {
-          // Read only, each statement in a savepoint: the server plans a statement (so it is prepared) before it
-          // refuses to write, and nothing is locked. A claim of nothing still marks the meta row (markServer), and
-          // warm-ups holding that row lock made three connections, and other processes' claims, wait in turn.
-          await client.query('BEGIN READ ONLY');
+          await client.query('BEGIN');
           await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
           for (const { text, values } of statements) {
-            await client.query('SAVEPOINT warm');
-            await client.query({ name: statementName(text), text, values, query_timeout: this.#timeout + 500 } as never).catch(readOnly);
-            await client.query('ROLLBACK TO SAVEPOINT warm');
+            await client.query({ name: statementName(text), text, values, query_timeout: this.#timeout + 500 } as never);
           }
           await client.query('ROLLBACK');
         } catch (error) {

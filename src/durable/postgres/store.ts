@@ -180,8 +180,9 @@ class PostgresStore implements Store, FlowStore, LimitListStore {
   }
 
   /** Readies connections for the first claims: a claim of nothing and a next-due question on each (Connection.warm). */
-  warm(owner: string, lease: number, names?: readonly string[]): Promise<void> {
-    return this.#db.warm(this.#claims.warmups(owner, lease, names), WARM_CONNECTIONS);
+  async warm(owner: string, lease: number, names?: readonly string[]): Promise<void> {
+    await this.#claims.markServer();
+    await this.#db.warm(this.#claims.warmups(owner, lease, names), WARM_CONNECTIONS);
   }
 
   nextDue(params: NextDueParams): Promise<number | undefined> {

@@ -131,21 +131,24 @@ describe("a caller's open transaction on PostgreSQL", () => {
     expect({ twice, ran: [...held, ...added].filter((id) => runs.get(id) === 1).length }).toEqual({ twice: [], ran: 12 });
   }, 60_000);
 
-  it('start() readies its connections without a lock: another session holding the meta row does not stall it', async () => {
+  it("start() readies its connections without waiting on a caller's lock of the meta row", async () => {
     const schema = schemaName();
-    const store = postgresStore({ connectionString: server.url, schema, timeout: 40_000, lease: 120_000 });
-    await store.migrate();
+    const first = postgresStore({ connectionString: server.url, schema });
+    const second = postgresStore({ connectionString: server.url, schema, timeout: 40_000, lease: 120_000 });
+    await first.migrate();
+    await second.migrate();
+    // The first start marks the server (committed); the claims of nothing that ready connections then write nothing.
+    await first.warm('first', LEASE, ['quick']);
     const client = await admin.connect();
     try {
-      // As another process's first claim after a server start does, until it commits: a claim of nothing marks this row.
       await client.query('BEGIN');
-      await client.query(`UPDATE "${schema}".taskheap_meta SET server_seen = now()`);
-      const warmed = store.warm('owner', LEASE, ['quick']).then(() => 'ready');
+      await client.query(`SELECT * FROM "${schema}".taskheap_meta FOR UPDATE`);
+      const warmed = second.warm('second', LEASE, ['quick']).then(() => 'ready');
       expect(await Promise.race([warmed, sleep(20_000).then(() => 'waiting for the row lock')])).toBe('ready');
     } finally {
       await client.query('ROLLBACK');
       client.release();
-      await store.close();
+      await Promise.all([first.close(), second.close()]);
     }
   });
 });
