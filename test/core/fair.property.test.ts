@@ -160,6 +160,19 @@ async function check(ops: Op[], weights: Record<string, number>, workers: number
   }
 }
 
+/** Tasks that run until the test ends them (`running`, oldest first), their names in start order. */
+function heldRuns() {
+  const order: string[] = [];
+  const running: (() => void)[] = [];
+  const run = (name: string) => (ctx: { signal: AbortSignal }) =>
+    new Promise<void>((resolve) => {
+      order.push(name);
+      running.push(resolve);
+      ctx.signal.addEventListener('abort', () => resolve());
+    });
+  return { order, running, run };
+}
+
 describe('fair shares against a reference model (fast-check)', () => {
   it('every start is the one the weighted round-robin names, with priorities, due times, ended runs and a resized pool; no worker idles while a task is due', async () => {
     await fc.assert(
@@ -176,14 +189,7 @@ describe('fair shares against a reference model (fast-check)', () => {
   it("a flood of one group shares the pool: nine other groups each start their task before the flood's next", async () => {
     const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
     const scheduler = new Scheduler({ clock, workers: 1 });
-    const order: string[] = [];
-    const running: (() => void)[] = [];
-    const run = (group: string) => (ctx: { signal: AbortSignal }) =>
-      new Promise<void>((resolve) => {
-        order.push(group);
-        running.push(resolve);
-        ctx.signal.addEventListener('abort', () => resolve());
-      });
+    const { order, running, run } = heldRuns();
     for (let i = 0; i < 100; i++) scheduler.after(0, run('flood'), { fair: { group: 'flood' } });
     await clock.advance(0);
     for (let g = 0; g < 9; g++) scheduler.after(0, run(`small:${g}`), { fair: { group: `small:${g}` } });
@@ -199,14 +205,7 @@ describe('fair shares against a reference model (fast-check)', () => {
   it('weights: a group of weight 2 starts two tasks for each of weight 1; with rate, concurrency, a gated queue and a cancel, every task still runs once', async () => {
     const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
     const scheduler = new Scheduler({ clock, workers: 1, queues: { jobs: { concurrency: 1 } } });
-    const order: string[] = [];
-    const running: (() => void)[] = [];
-    const run = (name: string) => (ctx: { signal: AbortSignal }) =>
-      new Promise<void>((resolve) => {
-        order.push(name);
-        running.push(resolve);
-        ctx.signal.addEventListener('abort', () => resolve());
-      });
+    const { order, running, run } = heldRuns();
     const heavy = { group: 'heavy', weight: 2 };
     for (let i = 0; i < 6; i++) scheduler.after(0, run(`h${i}`), { fair: heavy, queue: 'jobs' });
     for (let i = 0; i < 3; i++)
