@@ -1,0 +1,83 @@
+/**
+ * `npm run bench:fair [-- --rounds=3]`
+ *
+ * Fair shares in memory (`fair: { group }`), against the same work without
+ * them, in one run:
+ * - a flood: one tenant adds 10,000 tasks, then ten others add 10 each; the
+ *   position of the small tenants' last start among all 10,100 starts (on a
+ *   ManualClock, one worker: exact, whatever the machine);
+ * - the cost: 100,000 no-op tasks due at once, drained by 16 workers,
+ *   spread over 1, 100 and 10,000 groups (`fair` on every task, or on none):
+ *   starts per second, median of `--rounds` interleaved rounds.
+ * Prints markdown tables, each figure beside its ratio to the run without.
+ */
+import { Scheduler } from '../src/index.js';
+import { ManualClock } from '../src/testing.js';
+import { formatValue } from './lib/format.js';
+
+function flag(name: string): string | undefined {
+  const prefix = `--${name}=`;
+  return process.argv.find((arg) => arg.startsWith(prefix))?.slice(prefix.length);
+}
+
+const ROUNDS = Number(flag('rounds') ?? 3);
+const N = 100_000;
+
+/** Where the small tenants' last task starts among all starts. */
+async function flood(fair: boolean): Promise<number> {
+  const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+  const scheduler = new Scheduler({ clock, workers: 1 });
+  const order: string[] = [];
+  const add = (tenant: string) => scheduler.after(0, () => void order.push(tenant), fair ? { fair: { group: tenant } } : { priority: 0 });
+  for (let i = 0; i < 10_000; i++) add('big');
+  for (let t = 0; t < 10; t++) for (let i = 0; i < 10; i++) add(`small:${t}`);
+  await clock.advance(0);
+  await scheduler.onIdle();
+  await scheduler.close();
+  let last = order.length;
+  while (last > 0 && order[last - 1] === 'big') last--;
+  return last;
+}
+
+/** How the drained tasks are scheduled: no option, a priority (so the gate is in use), or a fair share. */
+type Kind = 'plain' | 'priority' | 'fair';
+
+/** Starts per second draining N no-op tasks over `groups` groups. */
+async function drain(groups: number, kind: Kind): Promise<number> {
+  const scheduler = new Scheduler({ workers: 16 });
+  const noop = () => {};
+  const at = Date.now() + 50;
+  for (let i = 0; i < N; i++)
+    scheduler.schedule(
+      at,
+      noop,
+      kind === 'plain' ? undefined : kind === 'priority' ? { priority: 1 } : { fair: { group: `g${i % groups}` } },
+    );
+  while (Date.now() < at) await new Promise((resolve) => setTimeout(resolve, 1));
+  const start = performance.now();
+  await scheduler.onIdle();
+  const rate = N / ((performance.now() - start) / 1000);
+  await scheduler.close();
+  return rate;
+}
+
+const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+const [without, withFair] = [await flood(false), await flood(true)];
+console.log('| | without `fair` | with `fair` |');
+console.log('| --- | ---: | ---: |');
+console.log(
+  `| small tenants' last start, of 10,100 (1 worker) | ${without.toLocaleString('en-US')} | ${withFair.toLocaleString('en-US')} |`,
+);
+console.log();
+console.log('| drain 100,000 no-op tasks, 16 workers | no option | `priority: 1` | `fair` | `fair` ÷ `priority` |');
+console.log('| --- | ---: | ---: | ---: | ---: |');
+for (const groups of [1, 100, 10_000]) {
+  const rates: Record<Kind, number[]> = { plain: [], priority: [], fair: [] };
+  for (let round = 0; round < ROUNDS; round++)
+    for (const kind of ['plain', 'priority', 'fair'] as const) rates[kind].push(await drain(groups, kind));
+  const [plain, priority, fair] = [median(rates.plain), median(rates.priority), median(rates.fair)];
+  console.log(
+    `| ${groups.toLocaleString('en-US')} group${groups === 1 ? '' : 's'} | ${formatValue(plain, 'rate')} | ${formatValue(priority, 'rate')} | ${formatValue(fair, 'rate')} | ${(fair / priority).toFixed(2)}× |`,
+  );
+}
