@@ -331,8 +331,9 @@ export interface LimitOptions {
    * are due than workers are free, starts go round the groups with due work
    * in turn, `weight` starts each (in due order within a group), so a flood
    * from one group does not hold back the others. A group with nothing due
-   * takes no turn and saves none for later. Among tasks of one priority;
-   * tasks without it share the turns of one group. In memory only.
+   * takes no turn and saves none for later. Among tasks of one priority; a
+   * group is per queue, and a queue's tasks without it take turns as one
+   * group. In memory only.
    * @default none
    * @example { group: `tenant:${tenantId}` }
    */

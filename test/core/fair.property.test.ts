@@ -226,4 +226,20 @@ describe('fair shares against a reference model (fast-check)', () => {
     expect([rated.state, cancelled.state]).toEqual(['succeeded', 'cancelled']);
     await scheduler.close();
   });
+
+  it("a group is per queue: once shares are in use, two queues' tasks without one take turns", async () => {
+    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+    const scheduler = new Scheduler({ clock, workers: 1 });
+    const { order, running, run } = heldRuns();
+    scheduler.after(0, run('first'), { fair: { group: 'x' } });
+    await clock.advance(0);
+    for (let i = 0; i < 3; i++) scheduler.after(0, run(`a${i}`), { queue: 'a' });
+    for (let i = 0; i < 3; i++) scheduler.after(0, run(`b${i}`), { queue: 'b' });
+    while (running.length > 0) {
+      running.shift()!();
+      await clock.advance(0);
+    }
+    expect(order).toEqual(['first', 'a0', 'b0', 'a1', 'b1', 'a2', 'b2']);
+    await scheduler.close();
+  });
 });
