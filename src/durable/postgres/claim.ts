@@ -177,9 +177,9 @@ export class Claims {
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }
 
-  /** Marks the server this store reaches as a claim would (see markServer), before any claim. */
+  /** Marks the server this store reaches as a claim would (see markServer), before any claim; best effort, as the warm-ups are. */
   async markServer(): Promise<void> {
-    await this.#db.query(this.#sql.markServer, []);
+    await this.#db.query(this.#sql.markServer, []).catch(() => {});
   }
 
   /** The statements to ready on a fresh connection (Connection.warm): each claim, of nothing, and a next-due question. */
@@ -235,8 +235,7 @@ export function claimStatements(schema: string | undefined) {
      * warm-up rolled back, and the others, and other processes' claims,
      * would wait in turn.
      */
-    markServer: `UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
-      WHERE server_started IS DISTINCT FROM pg_postmaster_start_time()`,
+    markServer: markServerSql(M),
     /** Announces on DONE ($1: the prefix and the ids) the tasks a claim failed for their lease expiries. */
     announceDone: `SELECT pg_notify('${DONE}', $1)`,
     /** When leases written now for $2 ms run out, as a wake-up (payload prefix $1). */
@@ -259,9 +258,12 @@ type ClaimStatements = ReturnType<typeof claimStatements>;
  */
 const serverUp = (M: string) => `COALESCE((SELECT server_seen FROM ${M} WHERE server_started = pg_postmaster_start_time()), now())`;
 
-/** A claim's CTE marking the server it runs on (serverUp): the meta row is written once per server start or promotion. */
-const markServer = (M: string) => `server_mark AS (UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
-      WHERE server_started IS DISTINCT FROM pg_postmaster_start_time() RETURNING 1)`;
+/** Marks the server the store reaches (serverUp): the meta row is written once per server start or promotion. */
+const markServerSql = (M: string) => `UPDATE ${M} SET server_started = pg_postmaster_start_time(), server_seen = now()
+      WHERE server_started IS DISTINCT FROM pg_postmaster_start_time()`;
+
+/** A claim's CTE marking the server it runs on (markServerSql). */
+const markServer = (M: string) => `server_mark AS (${markServerSql(M)} RETURNING 1)`;
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
 const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
