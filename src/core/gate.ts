@@ -46,7 +46,7 @@ export interface QueueSettings {
  * 4. the ready heap: highest priority, then earliest due, then first
  *    scheduled; the scheduler-wide bucket is checked as a task is taken.
  *    Once a task names a fair share, every ready item waits in its group's
- *    FairLane (per queue; no share: the group '') and the group's head
+ *    FairLane (kept by its queue; no share: the group '') and the group's head
  *    stands in the ready heap placed by the group's pass, not its due time.
  *
  * Only the priority order needs every due task in one place: that is why
@@ -79,8 +79,8 @@ export class Gate {
   #size = 0;
   /** The dedupe keys of tasks with a `key`. */
   readonly dedupe = new DedupeKeys();
-  /** Fair shares' groups by queue and group, once a task names one (undefined until then). */
-  #fair: Map<string, FairLane> | undefined;
+  /** Whether a task has named a fair share: from then on ready items wait in their queue's FairLanes. */
+  #fair = false;
   /** The pass of the latest start from a fair lane: where a group that had nothing ready comes back. */
   #virtual = 0;
   /** Empty fair lanes ahead of `#virtual` (they took a turn lately), kept until it reaches them. */
@@ -143,7 +143,7 @@ export class Gate {
       lane.unfinished++;
     }
     if (limits.queue !== undefined) this.queue(limits.queue);
-    if (limits.fair !== undefined && this.#fair === undefined) this.#startFair(now);
+    if (limits.fair !== undefined && !this.#fair) this.#startFair(now);
   }
 
   /** A due task from the loop's time heap. */
@@ -349,7 +349,7 @@ export class Gate {
     };
     this.#ready.forEach(tasks);
     for (const queue of this.#queues.values()) queue.ready.forEach(tasks);
-    if (this.#fair !== undefined) for (const lane of this.#fair.values()) lane.items.forEach(tasks);
+    if (this.#fair) for (const queue of this.#queues.values()) for (const lane of queue.fair.values()) lane.items.forEach(tasks);
     for (const lane of this.#keys.values()) lane.parked.forEach(fn);
     for (const lane of this.#rate.values()) lane.parked.forEach(fn);
     this.dedupe.forEachHeld(fn);
@@ -370,7 +370,7 @@ export class Gate {
     this.#rate.clear();
     this.#reopen.clear();
     this.dedupe.clear();
-    this.#fair?.clear();
+    for (const queue of this.#queues.values()) queue.fair.clear();
     this.#ahead.data.length = this.#ahead.length = 0;
     this.#wakes.data.length = this.#wakes.length = 0;
     this.#expiries.data.length = this.#expiries.length = 0;
@@ -462,14 +462,14 @@ export class Gate {
 
   /** Into its fair share's group once shares are in use, else into a ready heap. */
   #toReady(item: Ready, now: number): void {
-    if (this.#fair !== undefined) return this.#toFair(item, now);
+    if (this.#fair) return this.#toFair(item, now);
     this.#toHeap(item, now);
   }
 
   /** An item left a ready heap or its fair share's group (it became a tombstone there). */
   #discardReady(item: Ready, now: number): void {
-    if (this.#fair === undefined) return this.#discardFromHeap(item, now);
-    const lane = this.#fair.get(fairKey(item))!;
+    if (!this.#fair) return this.#discardFromHeap(item, now);
+    const lane = this.#queueOf(item).fair.get(item._settings.limits?.fair?.group ?? '')!;
     lane.items.discard();
     this.#releaseFair(lane, now);
   }
@@ -542,7 +542,7 @@ export class Gate {
    * once), and from then on ready items go there (see FairLane).
    */
   #startFair(now: number): void {
-    this.#fair = new Map();
+    this.#fair = true;
     const moved = this.#ready.extract((item) => !(item instanceof QueueEntry)) as Ready[];
     for (const queue of this.#queues.values()) {
       if (queue.entry !== undefined) {
@@ -557,13 +557,12 @@ export class Gate {
 
   /** Into its group's lane; a group that had nothing ready comes back no earlier than the latest start's pass. */
   #toFair(item: Ready, now: number): void {
-    const key = fairKey(item);
     const share = item._settings.limits?.fair;
-    let lane = this.#fair!.get(key);
-    if (lane === undefined) {
-      lane = new FairLane(key, item._settings.limits?.queue ?? DEFAULT_QUEUE, share?.weight ?? 1);
-      this.#fair!.set(key, lane);
-    } else if (share !== undefined) lane.weight = share.weight;
+    const group = share?.group ?? '';
+    const queue = this.#queueOf(item);
+    let lane = queue.fair.get(group);
+    if (lane === undefined) queue.fair.set(group, (lane = new FairLane(group, queue, share?.weight ?? 1)));
+    else if (share !== undefined) lane.weight = share.weight;
     if (lane.items.live === 0 && lane.pass < this.#virtual) lane.pass = this.#virtual;
     lane.items.push(item);
     this.#releaseFair(lane, now);
@@ -581,7 +580,7 @@ export class Gate {
     }
     if (head !== undefined) return this.#toHeap((lane.entry = new FairEntry(head, lane)), now);
     // Empty: it goes, unless it is ahead of the others (its turns taken lately count until they catch up).
-    if (lane.pass <= this.#virtual) this.#fair!.delete(lane.key);
+    if (lane.pass <= this.#virtual) lane.queue.fair.delete(lane.group);
     else this.#ahead.push(lane);
   }
 
@@ -596,7 +595,7 @@ export class Gate {
     const ahead = this.#ahead;
     for (let top = ahead.peek(); top !== undefined && top.pass <= this.#virtual; top = ahead.peek()) {
       ahead.pop();
-      if (top.items.live === 0 && this.#fair!.get(top.key) === top) this.#fair!.delete(top.key);
+      if (top.items.live === 0 && top.queue.fair.get(top.group) === top) top.queue.fair.delete(top.group);
     }
     this.#releaseFair(lane, now);
     return head;
@@ -612,10 +611,4 @@ export class Gate {
     lane.dropped = true;
     this.#rate.delete(lane.key);
   }
-}
-
-/** The lane of a ready item: its queue and its fair share's group ('' without one). */
-function fairKey(item: Ready): string {
-  const limits = item._settings.limits;
-  return `${limits?.queue ?? DEFAULT_QUEUE}\u0000${limits?.fair?.group ?? ''}`;
 }

@@ -144,6 +144,8 @@ export class QueueLane {
   paused = false;
   gated = false;
   readonly ready = new HeldQueue<Task | LaneEntry | FairEntry>(byPriority);
+  /** Its fair shares' lanes by group ('' for its tasks without one), once shares are in use. */
+  readonly fair = new Map<string, FairLane>();
   entry: QueueEntry | undefined = undefined;
   /** Tasks of the queue running now. */
   running: number;
@@ -176,16 +178,17 @@ export class QueueLane {
  * @internal
  */
 export class FairLane {
-  readonly key: string;
-  readonly queue: string;
+  readonly group: string;
+  /** The queue it belongs to, which keeps it in `fair` while it lives. */
+  readonly queue: QueueLane;
   weight: number;
   pass = 0;
   readonly items = new HeldQueue<Task | LaneEntry>(byPriority);
   /** The head's entry in a ready heap. */
   entry: FairEntry | undefined = undefined;
 
-  constructor(key: string, queue: string, weight: number) {
-    this.key = key;
+  constructor(group: string, queue: QueueLane, weight: number) {
+    this.group = group;
     this.queue = queue;
     this.weight = weight;
   }

@@ -340,6 +340,9 @@ export interface LimitOptions {
   fair?: FairShare;
 }
 
+/** The limit options a stored task or job takes: all but `fair`, which is in memory only. */
+export type StoredLimitOptions = Omit<LimitOptions, 'fair'>;
+
 /** The keys of the limit options. */
 export const LIMIT_KEYS = keysOf<LimitOptions>({ rate: true, serial: true, concurrency: true, priority: true, queue: true, fair: true });
 
