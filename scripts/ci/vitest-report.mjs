@@ -1,7 +1,7 @@
 // Reads vitest's JSON report and prints, for .ci/run:
 //   counts <report>            "<passed> <failed>" (a run with no test counts as one failure;
 //                              a file that failed outside its tests counts too)
-//   failures <report> <label>  one line per failed test or file: "<label>: <file> > <test>: <message>"
+//   failures <report> <label>  one entry per failed test or file: "<label>: <file> > <test>: <message>"
 //                              (the label names the run: "Node 22", "Bun")
 import { readFileSync } from 'node:fs';
 
@@ -13,7 +13,14 @@ if (what === 'counts') {
   const failed = report.numFailedTests + (report.numRuntimeErrorTestSuites ?? 0) + failedFiles;
   console.log(`${report.numPassedTests} ${report.numTotalTests === 0 ? 1 : failed}`);
 } else if (what === 'failures') {
-  const first = (text) => (text || '').split('\n')[0].slice(0, 300);
+  // The message without its stack, up to 4,000 characters: a test that says what it found (the
+  // database's rows, a failed property's seed and counterexample) is diagnosable from CI's output.
+  const first = (text) =>
+    (text || '')
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !/^\s+at /.test(l))
+      .join('\n    ')
+      .slice(0, 4000);
   for (const file of report.testResults) {
     if (file.status === 'failed' && file.assertionResults.every((t) => t.status !== 'failed'))
       console.log(`${label}: ${file.name}: ${first(file.message || 'failed')}`);

@@ -15,9 +15,12 @@ interface Entry {
   at: number;
   /** Kept after the task's final state until then (a throttle's period); -Infinity: dropped at once. */
   until: number;
-  /** The started task `task` follows (`'rerun'`): it may not start before that one's final state. */
-  after: Task | undefined;
-  /** Whether `task` came due while `after` had not ended, and waits here (`hold`). */
+}
+
+/** The task that follows a run (`'rerun'`): it may not start before that run's final state. */
+interface Follower {
+  task: Task;
+  /** Whether it came due before the run ended, and waits here (`hold`) for `settled()` of the run. */
   held: boolean;
 }
 
@@ -37,6 +40,12 @@ function unfinished(task: Task): boolean {
 export class DedupeKeys {
   readonly #entries = new Map<string, Entry>();
   readonly #expiries = new TinyQueue<{ at: number; key: string }>([], (a, b) => a.at - b.at);
+  // Who follows whom, by task rather than by key: the key may name a newer
+  // task while the follower still waits (a throttle past its period adds one
+  // beside it). A run has one follower at most (a follow moves the key on to
+  // it); both records go when the run reaches its final state.
+  readonly #followers = new Map<Task, Follower>();
+  readonly #following = new Map<Task, Task>();
 
   /**
    * A call with a dedupe key at elapsed time `now`, for a task due at `time`
@@ -64,39 +73,41 @@ export class DedupeKeys {
     const at = dueAt(mode, dedupe.period, time);
     if (at > MAX_TIME)
       throw new RangeError(`Expected the debounced time to be within the Date range (${MAX_TIME} epoch ms), got ${describe(at)}`);
+    // A follower replaced while it waits: the new task follows the same run (read before the cancel, which lets go of it).
+    const after = action === 'follow' ? last : action === 'replace' ? this.#following.get(last!) : undefined;
     let outcome: DedupeOutcome = 'inserted';
     if (action === 'replace') {
       last!.cancel(new CancelledError(`Replaced by a newer task with the key ${JSON.stringify(dedupe.key)}`));
       outcome = 'replaced';
     }
-    // A follower replaced while it waits: the new task follows the same run.
-    const after = action === 'follow' ? last : action === 'replace' ? entry!.after : undefined;
     const task = insert(at);
     task.enqueued = outcome;
-    this.#entries.set(dedupe.key, { task, at: now, until: mode === 'throttle' ? now + dedupe.period : -Infinity, after, held: false });
+    this.#entries.set(dedupe.key, { task, at: now, until: mode === 'throttle' ? now + dedupe.period : -Infinity });
+    if (after !== undefined) {
+      this.#following.delete(last!);
+      this.#following.set(task, after);
+      this.#followers.set(after, { task, held: false });
+    }
     return task;
   }
 
   /**
-   * A due task of a key (state `Held`): true if it follows a run that has not
-   * ended, and so waits here until `settled()` of that run returns it.
+   * A due task (state `Held`): true if it follows a run that has not ended,
+   * and so waits here until `settled()` of that run returns it.
    */
-  hold(task: Task, key: string): boolean {
-    const entry = this.#entries.get(key);
-    if (entry === undefined || entry.task !== task || entry.after === undefined) return false;
-    if (!unfinished(entry.after)) {
-      entry.after = undefined;
-      return false;
-    }
-    entry.held = true;
+  hold(task: Task): boolean {
+    const after = this.#following.get(task);
+    if (after === undefined) return false;
+    this.#followers.get(after)!.held = true;
     return true;
   }
 
   /** A held task was cancelled: true if it was waiting here (it is no longer). */
-  unhold(task: Task, key: string): boolean {
-    const entry = this.#entries.get(key);
-    if (entry === undefined || entry.task !== task || !entry.held) return false;
-    entry.held = false;
+  unhold(task: Task): boolean {
+    const after = this.#following.get(task);
+    if (after === undefined || !this.#followers.get(after)!.held) return false;
+    this.#following.delete(task);
+    this.#followers.delete(after);
     return true;
   }
 
@@ -107,22 +118,20 @@ export class DedupeKeys {
    */
   settled(task: Task, key: string, now: number): Task | undefined {
     const entry = this.#entries.get(key);
-    if (entry === undefined) return undefined;
-    if (entry.after === task) {
-      entry.after = undefined;
-      if (!entry.held) return undefined;
-      entry.held = false;
-      return entry.task;
+    if (entry?.task === task) {
+      if (entry.until > now) this.#expiries.push({ at: entry.until, key });
+      else this.#entries.delete(key);
     }
-    if (entry.task !== task) return undefined;
-    if (entry.until > now) this.#expiries.push({ at: entry.until, key });
-    else this.#entries.delete(key);
-    return undefined;
+    const follower = this.#followers.get(task);
+    if (follower === undefined) return undefined;
+    this.#followers.delete(task);
+    this.#following.delete(follower.task);
+    return follower.held ? follower.task : undefined;
   }
 
   /** Every task waiting here for the run it follows. */
   forEachHeld(fn: (task: Task) => void): void {
-    for (const entry of this.#entries.values()) if (entry.held) fn(entry.task);
+    for (const follower of this.#followers.values()) if (follower.held) fn(follower.task);
   }
 
   /** Drops keys whose task is finished and whose period is over. */
@@ -143,6 +152,8 @@ export class DedupeKeys {
 
   clear(): void {
     this.#entries.clear();
+    this.#followers.clear();
+    this.#following.clear();
     this.#expiries.data.length = this.#expiries.length = 0;
   }
 }

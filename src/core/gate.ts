@@ -153,7 +153,7 @@ export class Gate {
     const limits = task._settings.limits;
     if (limits === undefined) return this.#toReady(task, now);
     // A 'rerun' task whose key's run has not ended waits for it (settled() lets it go on).
-    if (limits.dedupe !== undefined && this.dedupe.hold(task, limits.dedupe.key)) return;
+    if (limits.dedupe !== undefined && this.dedupe.hold(task)) return;
     this.#toKey(task, now);
   }
 
@@ -324,7 +324,7 @@ export class Gate {
   discard(task: Task, now: number): void {
     this.#size--;
     const limits = task._settings.limits;
-    if (limits?.dedupe !== undefined && this.dedupe.unhold(task, limits.dedupe.key)) return;
+    if (limits?.dedupe !== undefined && this.dedupe.unhold(task)) return;
     const concurrency = limits?.concurrency;
     const key = concurrency === undefined ? undefined : this.#keys.get(concurrency.group)!;
     if (key !== undefined) {

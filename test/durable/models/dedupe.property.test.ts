@@ -423,11 +423,23 @@ describe('dedupe against a reference model on PostgreSQL (fast-check)', () => {
   }, 120_000);
 });
 
+const FOLLOWER_BESIDE_THROTTLE: Op[] = [
+  { op: 'add', add: { key: 'c', mode: 0, at: 0 } },
+  { op: 'claim', limit: 1 },
+  { op: 'add', add: { key: 'c', mode: 4, at: 0 } },
+  { op: 'tick', by: 6 },
+  { op: 'add', add: { key: 'c', mode: 2, at: 0 } },
+  { op: 'complete', pick: 0 },
+  { op: 'claim', limit: 1 },
+];
+
 describe('dedupe against a reference model in memory (fast-check)', () => {
   it('every add returns and leaves what the model says, every mode, with starts, completions, retries and time passing', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(opArb(true, true), { minLength: 5, maxLength: 40 }), (ops) => checkMemory(ops)),
-      { numRuns: 200 },
+      // Found once in thousands of runs: a throttle past its period adds a task beside a waiting follower,
+      // which must still start once its run ends (and before later ones).
+      { numRuns: 200, examples: [[FOLLOWER_BESIDE_THROTTLE]] },
     );
   }, 60_000);
 
