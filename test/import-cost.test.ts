@@ -1,8 +1,9 @@
 // What `import { Scheduler } from 'taskheap'` loads: the in-memory core and
 // recurring jobs, not the durable runner (a store's entry point brings it)
 // nor the threads' code (loaded by the first module task). src/ is
-// transpiled file by file (the same files as dist/, one module each) and
-// run in a fresh `node` whose loader hook records every module loaded.
+// transpiled file by file (one module each: dist/ bundles them, which would
+// hide what each entry loads) and run in a fresh `node` whose loader hook
+// records every module loaded.
 // Which modules, never how long: the figures are bench/import.ts's.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
