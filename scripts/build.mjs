@@ -30,6 +30,8 @@ const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
 const sources = [
   ...Object.values(pkg.exports).flatMap((target) => (typeof target === 'object' ? [target.import] : [])),
   pkg.bin.taskheap,
+  // Required by path when a store brings no runner of its own (scheduler-options.ts).
+  './dist/durable/runner.js',
 ].map((file) => file.replace(/^\.\/dist\//, 'src/').replace(/\.js$/, '.ts'));
 
 await build({

@@ -253,8 +253,17 @@ function runnerOf(store: unknown): DurableRunner {
   }
   const brought = (store as { runner?: DurableRunner }).runner;
   if (brought !== undefined) return brought;
+  // Loaded here, not imported: an in-memory scheduler never pays for it. From src/ it sits beside this
+  // file; in the built package (scripts/build.mjs makes it an entry point) this code is in dist/ or dist/chunks/.
   const require = createRequire(import.meta.url);
-  return (require('./durable/runner.js') as { durableRunner: DurableRunner }).durableRunner;
+  for (const path of ['./durable/runner.js', '../durable/runner.js']) {
+    try {
+      return (require(path) as { durableRunner: DurableRunner }).durableRunner;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'MODULE_NOT_FOUND') throw error;
+    }
+  }
+  throw new Error('taskheap: the durable runner (durable/runner.js) is missing from the package');
 }
 
 /** The option `maxWaiting`, checked. */

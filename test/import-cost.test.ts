@@ -69,6 +69,7 @@ function loaded(code: string): string[] {
     cwd: fileURLToPath(new URL('..', import.meta.url)),
     env: { ...process.env, LOADED: list, NODE_PATH: '' },
     encoding: 'utf8',
+    timeout: 60_000,
   });
   expect(child.stderr.replace(/.*ExperimentalWarning.*\n?|.*--trace-warnings.*\n?/g, '')).toBe('');
   expect(child.status).toBe(0);
@@ -78,6 +79,10 @@ function loaded(code: string): string[] {
     .split('\n')
     .map((url) => (url.startsWith(src) ? url.slice(src.length) : url));
 }
+
+/** Script code: `luxonLoaded()`, whether luxon is in the require cache (it is required, not imported). */
+const LUXON_LOADED = `const { createRequire } = await import('node:module');
+      const luxonLoaded = () => Object.keys(createRequire(import.meta.url).cache).some((path) => path.includes('/node_modules/luxon/'));`;
 
 const forbidden = (modules: string[]) =>
   modules.filter(
@@ -96,11 +101,31 @@ describe('the cost of importing taskheap', () => {
       const job = scheduler.at(Date.now()).run(() => {});
       if ((await task.result) !== 42) throw new Error('task');
       await scheduler.onIdle();
+      scheduler.every().day().at('10:30').timezone('Europe/Paris').run(() => {});
+      scheduler.every(2).days().timezone('Asia/Tokyo').run(() => {});
       await scheduler.close();
       if (job.state !== 'done') throw new Error(job.state);
+      ${LUXON_LOADED}
+      if (luxonLoaded()) throw new Error('luxon loaded');
     `);
     expect(modules).toContain('scheduler.js');
     expect(forbidden(modules)).toEqual([]);
+    // Nor luxon, for daily jobs in a zone either (checked in the script too: it is required, which the
+    // hook does not see): the rules read zones from Intl.
+    expect(modules.filter((m) => m.includes('/node_modules/luxon/'))).toEqual([]);
+  });
+
+  it('luxon loads with the first call that needs it: an ISO-8601 time', () => {
+    const modules = loaded(`
+      import { Scheduler } from './src/index.js';
+      const scheduler = new Scheduler();
+      const task = scheduler.schedule('2030-01-01T00:00:00+01:00', () => {});
+      if (task.runAt.getTime() !== Date.UTC(2029, 11, 31, 23)) throw new Error(task.runAt.toISOString());
+      await scheduler.close();
+      ${LUXON_LOADED}
+      if (!luxonLoaded()) throw new Error('luxon not loaded');
+    `);
+    expect(modules).toContain('core/luxon.js');
   });
 
   it('the check sees them: a store brings the durable runner, a module task loads the threads', () => {

@@ -1,6 +1,6 @@
 // Checks shared by every public call: how a bad value is described in an
 // error, what a time (`When`) may be, and text a database keeps as given.
-import { DateTime } from 'luxon';
+import { luxon } from './luxon.js';
 
 /** Describes a bad value for an error message: `0 (number)`, `"x" (string)`. */
 export function describe(value: unknown): string {
@@ -75,7 +75,8 @@ export function toEpoch(when: unknown, what = 'when'): number {
     if (Number.isFinite(ms)) return ms;
     throw new RangeError(`Expected \`${what}\` to be a valid Date, got Invalid Date`);
   }
-  if (DateTime.isDateTime(when)) {
+  // luxon's own test (DateTime.isDateTime), which holds for a DateTime of any copy of luxon.
+  if (isDateTime(when)) {
     if (when.isValid) return inRange(when.toMillis(), what, when);
     throw new RangeError(`Expected \`${what}\` to be a valid DateTime, got an invalid one (${when.invalidReason ?? 'unknown reason'})`);
   }
@@ -85,13 +86,17 @@ export function toEpoch(when: unknown, what = 'when'): number {
         `Expected \`${what}\` to be an ISO-8601 time with an offset or Z ('2026-12-24T18:00:00Z'), got ${describe(when)}`,
       );
     }
-    const parsed = DateTime.fromISO(when, { setZone: true });
+    const parsed = luxon().DateTime.fromISO(when, { setZone: true });
     if (parsed.isValid) return inRange(parsed.toMillis(), what, when);
     throw new RangeError(`Expected \`${what}\` to be a valid ISO-8601 time, got ${describe(when)} (${parsed.invalidReason ?? 'invalid'})`);
   }
   throw new TypeError(
     `Expected \`${what}\` to be a Date, epoch milliseconds, a luxon DateTime or an ISO-8601 string, got ${describe(when)}`,
   );
+}
+
+function isDateTime(value: unknown): value is DateTimeLike & { invalidReason: string | null } {
+  return typeof value === 'object' && value !== null && (value as { isLuxonDateTime?: unknown }).isLuxonDateTime === true;
 }
 
 /** Throws a TypeError naming the first key of `options` that is not in `known`. */

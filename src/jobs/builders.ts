@@ -1,7 +1,6 @@
 // The fluent builders of recurring jobs (`every()`, `cron()`, `at()`) and
 // the options of `run()`: they check a rule as it is built and hand it to the
 // scheduler, for a function (in memory) or a handler name (stored).
-import { DateTime } from 'luxon';
 import { CalendarRule } from '../rules/calendar.js';
 import { CronRule } from '../rules/cron.js';
 import type { Job } from './job.js';
@@ -12,8 +11,9 @@ import type { JobPolicyOptions, LimitOptions, RunOptions } from '../core/options
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { TaskFunction } from '../core/task.js';
 import { toDuration, type Duration } from '../core/duration.js';
+import { luxon } from '../core/luxon.js';
 import { describe, MAX_TIME, toEpoch, type When } from '../core/validate.js';
-import { validateZone } from '../rules/wall-time.js';
+import { DAY, HOUR, MINUTE, SECOND, TimeZone, validateZone } from '../rules/wall-time.js';
 
 /** Options of `run(module)`: a job's, plus the `payload` its module's handler is given in its thread. */
 export interface ModuleJobOptions extends JobOptions {
@@ -344,8 +344,8 @@ export class Every extends JobBuilder {
     if (unit === undefined) throw new TypeError(`every(${this.#n}) needs a unit before run(): seconds(), day(), monday()...`);
     const zone = this.#zone ?? this.factory.timezone;
     if (unit === 'day' || unit === 'week') {
-      const local = DateTime.fromMillis(start, { zone });
-      const [hour, minute, second] = this.#at ?? [local.hour, local.minute, local.second];
+      // Without at(): the wall time the start shows in the zone (read from Intl, as the rules do: no luxon).
+      const [hour, minute, second] = this.#at ?? wallClock(TimeZone.of(zone).wallTime(start));
       const rule = new CalendarRule({ zone, anchor: start, unit, every: this.#n, weekdays: this.#weekdays, hour, minute, second });
       return { rule, first: rule.next(inclusive ? start - 1 : start) };
     }
@@ -356,7 +356,7 @@ export class Every extends JobBuilder {
     }
     // at(':mm') / at(':ss'): the first instant at or after the start whose
     // wall clock shows that minute/second, then every interval from there.
-    const local = DateTime.fromMillis(start, { zone }).set({ millisecond: 0 });
+    const local = luxon().DateTime.fromMillis(start, { zone }).set({ millisecond: 0 });
     let aligned = unit === 'hour' ? local.set({ minute: this.#at[1], second: this.#at[2] }) : local.set({ second: this.#at[2] });
     if (aligned.toMillis() < start) aligned = aligned.plus(unit === 'hour' ? { hours: 1 } : { minutes: 1 });
     const rule = new IntervalRule(aligned.toMillis(), interval);
@@ -496,4 +496,10 @@ export class AtBuilder extends JobBuilder {
   protected plan(): RulePlan {
     return { rule: NEVER_AGAIN, first: this.#at };
   }
+}
+
+/** The hour, minute and second a wall time (ms, as TimeZone.wallTime gives it) shows. */
+function wallClock(wall: number): [number, number, number] {
+  const mod = (value: number, unit: number) => ((value % unit) + unit) % unit;
+  return [Math.floor(mod(wall, DAY) / HOUR), Math.floor(mod(wall, HOUR) / MINUTE), Math.floor(mod(wall, MINUTE) / SECOND)];
 }

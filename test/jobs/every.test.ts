@@ -183,6 +183,19 @@ describe('calendar units', () => {
       .day()
       .run(() => {});
     expect(job.nextRunAt).toEqual(new Date('2026-05-02T12:34:56Z'));
+    // In a zone, the time of day its clock shows (offsets of 5:45 and -2:30 included), a day later.
+    const nepal = scheduler
+      .every()
+      .day()
+      .timezone('Asia/Kathmandu')
+      .run(() => {});
+    expect(nepal.nextRunAt).toEqual(new Date('2026-05-02T12:34:56Z'));
+    const newfoundland = scheduler
+      .every(2)
+      .days()
+      .timezone('America/St_Johns')
+      .run(() => {});
+    expect(newfoundland.nextRunAt).toEqual(new Date('2026-05-03T12:34:56Z'));
   });
 
   it('at(time, zone) and timezone(zone) set the rule zone', () => {
