@@ -30,7 +30,7 @@ const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
 const sources = [
   ...Object.values(pkg.exports).flatMap((target) => (typeof target === 'object' ? [target.import] : [])),
   pkg.bin.taskheap,
-  // Required by path when a store brings no runner of its own (scheduler-options.ts).
+  // Loaded on first use by path (core/load-on-use.ts): the runner, for a store that brings none of its own.
   './dist/durable/runner.js',
 ].map((file) => file.replace(/^\.\/dist\//, 'src/').replace(/\.js$/, '.ts'));
 

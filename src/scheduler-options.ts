@@ -2,8 +2,8 @@
 // constructor and its methods are given (options objects, event names, ids,
 // limits), turned into what the loop, the jobs and the durable worker take.
 // The scheduler's hot path (`schedule()`, `after()`) needs none of it.
-import { createRequire } from 'node:module';
 import { assertClock, systemClock, type Clock } from './core/clock.js';
+import { loadOnUse } from './core/load-on-use.js';
 import { toDuration, type Duration } from './core/duration.js';
 import { toRate, type RateLimit } from './core/limit-options.js';
 import { assertCount, type ErrorInfo, type LoopOptions, type TaskEvents } from './core/loop-types.js';
@@ -253,17 +253,7 @@ function runnerOf(store: unknown): DurableRunner {
   }
   const brought = (store as { runner?: DurableRunner }).runner;
   if (brought !== undefined) return brought;
-  // Loaded here, not imported: an in-memory scheduler never pays for it. From src/ it sits beside this
-  // file; in the built package (scripts/build.mjs makes it an entry point) this code is in dist/ or dist/chunks/.
-  const require = createRequire(import.meta.url);
-  for (const path of ['./durable/runner.js', '../durable/runner.js']) {
-    try {
-      return (require(path) as { durableRunner: DurableRunner }).durableRunner;
-    } catch (error) {
-      if ((error as { code?: unknown }).code !== 'MODULE_NOT_FOUND') throw error;
-    }
-  }
-  throw new Error('taskheap: the durable runner (durable/runner.js) is missing from the package');
+  return loadOnUse<{ durableRunner: DurableRunner }>('durable/runner.js').durableRunner;
 }
 
 /** The option `maxWaiting`, checked. */

@@ -1,6 +1,6 @@
 // Checks shared by every public call: how a bad value is described in an
 // error, what a time (`When`) may be, and text a database keeps as given.
-import { luxon } from './luxon.js';
+import { luxon } from './load-on-use.js';
 
 /** Describes a bad value for an error message: `0 (number)`, `"x" (string)`. */
 export function describe(value: unknown): string {

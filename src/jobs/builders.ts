@@ -11,7 +11,7 @@ import type { JobPolicyOptions, LimitOptions, RunOptions } from '../core/options
 import type { JobBounds, RulePlan } from '../rules/plan.js';
 import type { TaskFunction } from '../core/task.js';
 import { toDuration, type Duration } from '../core/duration.js';
-import { luxon } from '../core/luxon.js';
+import { luxon } from '../core/load-on-use.js';
 import { describe, MAX_TIME, toEpoch, type When } from '../core/validate.js';
 import { DAY, HOUR, MINUTE, SECOND, TimeZone, validateZone } from '../rules/wall-time.js';
 

@@ -248,7 +248,7 @@ type ClaimStatements = ReturnType<typeof claimStatements>;
 
 /**
  * SQL: since when this server has been up as the one the stores reach, from
- * the meta row a start() or a claim marks (markServer): the time of the
+ * the meta row a start() or a claim marks (markServerSql): the time of the
  * first of them on it since it started, or was promoted; now, until then. Not
  * pg_postmaster_start_time() alone: a standby promoted to primary started
  * before its promotion, and measured right after one, its start time,
@@ -263,7 +263,7 @@ const markServerSql = (M: string) => `UPDATE ${M} SET server_started = pg_postma
       WHERE server_started IS DISTINCT FROM pg_postmaster_start_time()`;
 
 /** A claim's CTE marking the server it runs on (markServerSql). */
-const markServer = (M: string) => `server_mark AS (${markServerSql(M)} RETURNING 1)`;
+const serverMarkCte = (M: string) => `server_mark AS (${markServerSql(M)} RETURNING 1)`;
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
 const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
@@ -439,7 +439,7 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJ
   const queueStarts = withStart('q.rate_starts', 'q.rate_counts', 'q.rate_interval_ms', 'g.at', 'g.started');
   return `WITH RECURSIVE
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
-    ${markServer(M)},
+    ${serverMarkCte(M)},
     ${levels(T)},
     ${openQueues(T, Q, '$9', '$10')},
     expired AS (SELECT id, run_at, priority, serial, rate_key, queue, expiries, NOT prefetched AS started FROM ${T}
@@ -657,7 +657,7 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string): s
     limited AS (SELECT EXISTS (SELECT 1 FROM ${L})
       OR EXISTS (SELECT 1 FROM ${Q} WHERE global_concurrency IS NOT NULL OR rate_limit IS NOT NULL)
       OR EXISTS (SELECT 1 FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2) AS yes),
-    ${markServer(M)},
+    ${serverMarkCte(M)},
     ${levels(T)},
     ${queuesWithWork(T)},
     open AS (SELECT queues.q AS name FROM queues

@@ -1,6 +1,6 @@
 // An ESM consumer: `import` of every entry point, one task on a ManualClock,
-// what loads on first use (luxon for a zone and an ISO time; the durable
-// runner for a store that brings none of its own), and a SQLite task.
+// what loads on first use (luxon for an ISO time, an in-memory flow, the
+// durable runner for a store that brings none of its own), and a SQLite task.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +15,10 @@ const scheduler = new Scheduler({ clock, timezone: 'UTC' });
 const task = scheduler.after(60_000, () => 'fired');
 const daily = scheduler.every().day().at('10:30').timezone('Europe/Paris').run(() => {});
 const iso = scheduler.schedule('2026-01-01T01:00:00+01:00', () => {});
+const ran = [];
+await scheduler.flows.add({ tasks: { a: { handler: () => ran.push('a') }, b: { handler: () => ran.push('b'), after: ['a'] } } });
 await clock.advance(60_000);
+if (ran.join() !== 'a,b') throw new Error(`in-memory flow: ${ran.join()}`);
 if (daily.nextRunAt?.toISOString() !== '2026-01-01T09:30:00.000Z') throw new Error(`daily job: ${daily.nextRunAt?.toISOString()}`);
 if (iso.state !== 'succeeded') throw new Error(`ISO time: ${iso.state}`);
 console.log(`esm: ${await task.result} at ${new Date(clock.now()).toISOString()}`);
