@@ -2,7 +2,9 @@
 // of durable/flows.ts, which every process sharing the store sees (the
 // graph's checks and the births in durable/flow-graph.ts); without one, the
 // in-memory flows of function tasks (flows/memory-graph.ts), one graph per
-// scheduler. One API for both. Without a store, `scheduler.cancelTask()`,
+// scheduler, checked at the call (flows/memory-check.ts) and run by a graph
+// whose code loads with the first flow: an import of taskheap that never
+// adds one does not load it. One API for both. Without a store, `scheduler.cancelTask()`,
 // `retryTask()` and `waitFor()` reach an in-memory flow's tasks through the
 // functions at the end. See docs/flows.md.
 import { ClosedError } from './core/errors.js';
@@ -14,13 +16,16 @@ import type { DurableWorker } from './durable/worker.js';
 import { MAX_LINKS } from './durable/links.js';
 import { describe } from './core/validate.js';
 import type { StoredTask, TaskLinks } from './durable/store.js';
-import { MemoryFlowGraph } from './flows/memory-graph.js';
+import { checkMemoryFlow } from './flows/memory-check.js';
+import type { MemoryFlowGraph } from './flows/memory-graph.js';
 import { TaskNotFoundError } from './durable/errors.js';
 import { notRetryable } from './durable/errors.js';
 import { assertId } from './scheduler-options.js';
 
-/** The in-memory flows of each scheduler without a store (made on first use). */
+/** The in-memory flows of each scheduler without a store (made with its first flow). */
 const graphs = new WeakMap<TaskLoop, MemoryFlowGraph>();
+/** The in-memory flows' code, imported with the first flow of any scheduler. */
+let graphCode: Promise<typeof import('./flows/memory-graph.js')> | undefined;
 
 /**
  * Flows: tasks that wait for other tasks (`scheduler.flows`). With a store a
@@ -37,12 +42,6 @@ export class Flows {
   constructor(loop: TaskLoop, worker: DurableWorker | undefined) {
     this.#loop = loop;
     this.#worker = worker;
-  }
-
-  get #memory(): MemoryFlowGraph {
-    let graph = graphs.get(this.#loop);
-    if (graph === undefined) graphs.set(this.#loop, (graph = new MemoryFlowGraph(this.#loop)));
-    return graph;
   }
 
   /**
@@ -63,8 +62,21 @@ export class Flows {
    */
   add(spec: FlowSpec): Promise<StoredFlow> {
     if (this.#loop.closed) throw new ClosedError();
-    if (this.#worker === undefined) return Promise.resolve(this.#memory.add(spec));
-    return this.#worker.client.flow(spec);
+    if (this.#worker !== undefined) return this.#worker.client.flow(spec);
+    const checked = checkMemoryFlow(spec, this.#loop);
+    const graph = graphs.get(this.#loop);
+    if (graph !== undefined) return Promise.resolve(graph.add(checked));
+    // This scheduler's first flow: no task yet to depend on by id. Flows added before the code
+    // has loaded are added in the order of their calls (one promise).
+    const unknown = checked.flow.external[0];
+    if (unknown !== undefined) throw new TaskNotFoundError(unknown);
+    const loop = this.#loop;
+    graphCode ??= import('./flows/memory-graph.js');
+    return graphCode.then(({ MemoryFlowGraph }) => {
+      let made = graphs.get(loop);
+      if (made === undefined) graphs.set(loop, (made = new MemoryFlowGraph(loop)));
+      return made.add(checked);
+    });
   }
 
   /**
@@ -77,7 +89,7 @@ export class Flows {
    */
   get(id: number): Promise<FlowStatus | undefined> {
     assertId(id);
-    if (this.#worker === undefined) return Promise.resolve(this.#memory.get(id));
+    if (this.#worker === undefined) return Promise.resolve(graphs.get(this.#loop)?.get(id));
     return this.#worker.client.getFlow(id);
   }
 

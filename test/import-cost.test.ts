@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const SRC = fileURLToPath(new URL('../src/', import.meta.url));
 
-/** What the root entry may load of durable/ and threads/: the error classes it exports, and what they and the options' checks need. */
+/** What the root entry may load of durable/, flows/ and threads/: the error classes it exports, and what they and the options' checks need. */
 const ALLOWED = new Set([
   'durable/errors.js',
   'durable/expiries.js', // LeaseExpiredError's text
@@ -23,16 +23,11 @@ const ALLOWED = new Set([
   'threads/options.js', // the options `threads` and `threadOptions`, checked by the constructor
   'threads/job.js',
   'threads/pool.js', // its size, live; its threads' code (thread.ts) loads with the first module task
-  // In-memory flows: `flows.add()` checks a flow at the call, synchronously.
+  // Flows: `flows.add()` checks a flow at the call, synchronously (the graph loads with the first flow);
+  // `flows.links()` its limit.
   'durable/flow-graph.js',
-  'durable/flows.js',
-  'durable/enqueue.js',
-  'durable/queues.js',
-  'durable/rule-json.js',
-  'durable/validate.js',
+  'flows/memory-check.js',
   'durable/links.js',
-  'flows/memory-graph.js',
-  'flows/memory-node.js',
 ]);
 
 let dir: string;
@@ -126,6 +121,18 @@ describe('the cost of importing taskheap', () => {
       if (!luxonLoaded()) throw new Error('luxon not loaded');
     `);
     expect(modules).toContain('core/load-on-use.js');
+  });
+
+  it("in-memory flows' code loads with the first flow, which runs", () => {
+    const modules = loaded(`
+      import { Scheduler } from './src/index.js';
+      const scheduler = new Scheduler();
+      const flow = await scheduler.flows.add({ tasks: { a: { handler: () => 20 }, b: { handler: async (ctx) => (await ctx.dependencies())[0].result + 1, after: ['a'] } } });
+      const b = await scheduler.waitFor(flow.tasks.b.id);
+      await scheduler.close();
+      if (b.result !== 21) throw new Error(JSON.stringify(b));
+    `);
+    expect(modules).toEqual(expect.arrayContaining(['flows/memory-graph.js', 'flows/memory-node.js', 'durable/flows.js']));
   });
 
   it('the check sees them: a store brings the durable runner, a module task loads the threads', () => {

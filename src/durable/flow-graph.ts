@@ -1,13 +1,15 @@
 // Flows (docs/flows.md): the types of a flow as users write it and as stores take
-// it, the checks of its graph (names, references, cycles) made before
-// anything is written, and `birth()`, the state each task of a flow is
-// stored in given the states of the stored tasks it depends on. Shared by
-// both stores, so they decide alike.
-import { describe } from '../core/validate.js';
+// it, the checks of its graph (names, references, cycles) and of its tasks'
+// option names made before anything is written, and `birth()`, the state
+// each task of a flow is stored in given the states of the stored tasks it
+// depends on. Shared by both stores and the in-memory flows, so they decide
+// alike; the checks are in the root entry's code (flows.add() throws at the
+// call), the rest of the flows' code loads with the first flow.
+import { describe, keysOf } from '../core/validate.js';
 import type { When } from '../core/validate.js';
 import type { TaskContext } from '../core/task.js';
 import { FlowError } from './errors.js';
-import type { LimitOptions, RunOptions } from '../core/options.js';
+import { LIMIT_KEYS, RUN_KEYS, type LimitOptions, type RunOptions } from '../core/options.js';
 import { FINAL_STATES, type DependencyInfo, type NewEdge, type NewFlow, type NewTask, type OnFailure, type StoredState } from './store.js';
 
 /** A dependency with its failure rule. */
@@ -78,6 +80,23 @@ export interface Birth {
 }
 
 const RULES: ReadonlySet<string> = new Set(['fail', 'continue', 'ignore']);
+
+/** A flow task's options: its handler, time and dependencies, its payload, a run's options and its limits. */
+const FLOW_TASK_KEYS: ReadonlySet<string> = new Set([
+  ...keysOf<Omit<FlowTask, keyof RunOptions | keyof LimitOptions>>({ handler: true, when: true, after: true, payload: true }),
+  ...RUN_KEYS,
+  ...LIMIT_KEYS,
+]);
+
+/** Checks that a flow's task names only options a flow task takes (in memory and with a store). @internal */
+export function assertFlowTaskKeys(task: object): void {
+  for (const key of Object.keys(task)) {
+    if (!FLOW_TASK_KEYS.has(key)) {
+      const why = key === 'key' || key === 'dedupe' || key === 'client' ? ' (a flow task takes no key, dedupe or client of its own)' : '';
+      throw new TypeError(`Unknown flow task option \`${key}\`${why}; expected one of: ${[...FLOW_TASK_KEYS].join(', ')}`);
+    }
+  }
+}
 
 /**
  * Checks the graph of `spec.tasks` (names, references, rules, cycles) and

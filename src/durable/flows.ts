@@ -2,11 +2,10 @@
 // (handlers, options, the graph) before anything is written and hands it to
 // the store in one transaction; `scheduler.flows.get()` reads it back as a
 // status: counts per state and, for each blocked task, what it waits for.
-import { LIMIT_KEYS, RUN_KEYS, type LimitOptions, type RunOptions } from '../core/options.js';
-import { describe, keysOf, toEpoch } from '../core/validate.js';
+import { describe, toEpoch } from '../core/validate.js';
 import { toNewTask } from './enqueue.js';
 import { FlowError } from './errors.js';
-import { toNewFlow, type FlowSpec, type FlowTask } from './flow-graph.js';
+import { assertFlowTaskKeys, toNewFlow, type FlowSpec, type FlowTask } from './flow-graph.js';
 import type { Handlers } from './handlers.js';
 import {
   FINAL_STATES,
@@ -64,23 +63,6 @@ export interface FlowStatus {
   readonly done: boolean;
   /** Its tasks in the order they were given. */
   readonly tasks: readonly FlowTaskStatus[];
-}
-
-/** A flow task's options: its handler, time and dependencies, its payload, a run's options and its limits. */
-const FLOW_TASK_KEYS: ReadonlySet<string> = new Set([
-  ...keysOf<Omit<FlowTask, keyof RunOptions | keyof LimitOptions>>({ handler: true, when: true, after: true, payload: true }),
-  ...RUN_KEYS,
-  ...LIMIT_KEYS,
-]);
-
-/** Checks that a flow's task names only options a flow task takes (in memory and with a store). @internal */
-export function assertFlowTaskKeys(task: object): void {
-  for (const key of Object.keys(task)) {
-    if (!FLOW_TASK_KEYS.has(key)) {
-      const why = key === 'key' || key === 'dedupe' || key === 'client' ? ' (a flow task takes no key, dedupe or client of its own)' : '';
-      throw new TypeError(`Unknown flow task option \`${key}\`${why}; expected one of: ${[...FLOW_TASK_KEYS].join(', ')}`);
-    }
-  }
 }
 
 /** Checks a flow at the call (nothing is written on error) and stores it. @internal */

@@ -1,7 +1,7 @@
 // In-memory flows: flows of function tasks in a scheduler without
 // a store, with the rules of the stores' flows (docs/flows.md). A flow is
-// checked whole by the shared graph checks (durable/flow-graph.ts) before a
-// task exists; each of its tasks is born in the state `birth()` gives, and
+// checked whole at the call (memory-check.ts) before a task exists, and this
+// file loads with a scheduler's first flow (scheduler-flows.ts); each of its tasks is born in the state `birth()` gives, and
 // enters the loop (`TaskLoop.push`) only once its dependencies allow it;
 // the loop tells the graph of every final state through the task's
 // observer, and the graph moves the dependents: blocked, waiting, or sunk by
@@ -12,25 +12,16 @@ import { ClosedError } from '../core/errors.js';
 import type { TaskLoop } from '../core/loop.js';
 import { materialize, State, type Task, type TaskContext, type TaskSettings } from '../core/task.js';
 import { toSettings } from '../core/task-options.js';
-import { describe, toEpoch } from '../core/validate.js';
 import { TaskNotFoundError, WaitTimeoutError } from '../durable/errors.js';
-import { birth, sunkText, toNewFlow, type FlowFunction, type FlowSpec } from '../durable/flow-graph.js';
-import { assertFlowTaskKeys, toFlowStatus, type FlowStatus, type StoredFlow } from '../durable/flows.js';
+import { birth, sunkText } from '../durable/flow-graph.js';
+import { toFlowStatus, type FlowStatus, type StoredFlow } from '../durable/flows.js';
 import { FINAL_STATES, type StoredEdge, type StoredState, type StoredTask, type TaskLink, type TaskLinks } from '../durable/store.js';
+import type { CheckedFlow, CheckedTask } from './memory-check.js';
 import { MemoryNode, FlowRunContext, type MemoryEdge } from './memory-node.js';
 
 const FAILED: ReadonlySet<StoredState> = new Set(['failed', 'timed-out', 'cancelled']);
 /** Finished flows kept for `flows.get()`, `waitFor()` and `retry()` after they end; older ones are forgotten. */
 const FINISHED_FLOWS_KEPT = 1_000;
-
-/** A flow's task as checked, before it is a node. */
-interface Checked {
-  readonly name: string;
-  readonly fn: FlowFunction;
-  readonly payload: unknown;
-  readonly runAt: number;
-  readonly options: object;
-}
 
 /** The flows of one scheduler without a store. @internal */
 export class MemoryFlowGraph {
@@ -50,26 +41,9 @@ export class MemoryFlowGraph {
     this.#loop = loop;
   }
 
-  /** Checks the whole flow (nothing exists on error), then makes its tasks; those free to run enter the loop. */
-  add(spec: FlowSpec): StoredFlow {
-    const loop = this.#loop;
-    if (loop.closed) throw new ClosedError();
-    const now = loop.clock.now();
-    if (spec !== null && typeof spec === 'object' && spec.client !== undefined)
-      throw new TypeError(
-        `Expected no \`client\`: a flow in memory has no transaction (client is for PostgreSQL), got ${describe(spec.client)}`,
-      );
-    const flow = toNewFlow(spec, (name, task): Checked => {
-      assertFlowTaskKeys(task);
-      if (typeof task.handler !== 'function')
-        throw new TypeError(
-          `Expected \`handler\` to be a function (handler names need a scheduler created with a \`store\`), got ${describe(task.handler)}`,
-        );
-      const { handler, when, after: _after, payload, ...options } = task;
-      const runAt = when === undefined ? now : toEpoch(when);
-      toSettings({ ...options, name }, loop.defaults); // its options, checked now
-      return { name, fn: handler, payload, runAt, options };
-    });
+  /** Makes the tasks of a flow checked at the call (checkMemoryFlow); those free to run enter the loop. */
+  add({ flow, now }: CheckedFlow): StoredFlow {
+    if (this.#loop.closed) throw new ClosedError();
     const external = new Map<number, StoredState>();
     for (const id of flow.external) {
       const node = this.#nodes.get(id);
@@ -102,7 +76,7 @@ export class MemoryFlowGraph {
     return { id: first, tasks: Object.fromEntries(nodes.map((node) => [node.name, node.snapshot()])) };
   }
 
-  #node(id: number, flowId: number, checked: Checked, now: number): MemoryNode {
+  #node(id: number, flowId: number, checked: CheckedTask, now: number): MemoryNode {
     let node: MemoryNode | undefined;
     const observer = {
       settled: (task: Task, state: State, outcome: unknown) => this.#settled(node!, task, state, outcome),

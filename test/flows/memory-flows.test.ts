@@ -229,6 +229,9 @@ describe('in-memory flows', () => {
     expect(await scheduler.flows.get(1)).toBeUndefined();
     // Nothing was taken: the next flow's first task is task 1.
     expect((await scheduler.flows.add({ tasks: { a: { handler: ok('a') } } })).id).toBe(1);
+    // With flows in the scheduler (their code loaded), a bad flow still throws at the call.
+    for (const [tasks, error] of bad) expect(() => scheduler.flows.add({ tasks }), JSON.stringify(Object.keys(tasks))).toThrow(error);
+    expect((await scheduler.flows.add({ tasks: { b: { handler: ok('b'), after: [1] } } })).id).toBe(2);
   });
 
   it('a task may depend on a task of an earlier flow by its id, done or not', async () => {
