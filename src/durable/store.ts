@@ -719,9 +719,14 @@ export interface Store {
    * Calls `onWake` when another process adds work due at a time (so a sleeping
    * process can re-arm), `onCancel` when a task is cancelled anywhere, and
    * `onPause` when a named queue is paused anywhere (stores whose writers all
-   * live in this process need not).
+   * live in this process need not). Resolves with whether every change that
+   * makes work due elsewhere is announced to `onWake` (and a lost connection
+   * says so with a wake-up once it is back): an idle process then checks the
+   * store only as a long safety net (idleCheck() in claimer.ts), not every
+   * `poll`. False where nothing can listen (PostgreSQL behind PgBouncer
+   * without `listenConnectionString`) or nothing announces (SQLite).
    */
-  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void>;
+  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<boolean>;
   /**
    * Puts a failed, timed-out or cancelled task back to waiting, due `now`
    * (the store's now where it has its own clock), with its attempts reset;

@@ -71,12 +71,14 @@ export class Listener {
     this.#closed = false;
   }
 
-  async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void> {
+  /** Listens for new work, cancels and pauses; resolves with whether it can listen at all (see watch()). */
+  async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<boolean> {
     this.#onWake = onWake;
     this.#onCancel = onCancel;
     this.#onPause = onPause;
-    if (!this.#connection.canListen) return;
+    if (!this.#connection.canListen) return false;
     if (this.#listener === undefined && this.#reconnectTimer === undefined) await this.#listen();
+    return true;
   }
 
   /**

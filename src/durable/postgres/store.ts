@@ -304,7 +304,7 @@ class PostgresStore implements Store, FlowStore, LimitListStore {
     return listLimitGroups(this.#db, this.#sql, limit);
   }
 
-  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void> {
+  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<boolean> {
     return this.#listener.subscribe(onWake, onCancel, onPause);
   }
 

@@ -464,9 +464,11 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
     return row === undefined ? undefined : toTask(row);
   }
 
-  async subscribe(onWake: (runAt: number) => void): Promise<void> {
+  async subscribe(onWake: (runAt: number) => void): Promise<boolean> {
     // One process: scheduling and cancelling are seen directly; only dependents an outcome made due wake the claimer.
+    // False: an idle process reads the file every poll (a local read costs no server), as it always has.
     this.#onWake = onWake;
+    return false;
   }
 
   async close(): Promise<void> {
