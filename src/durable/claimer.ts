@@ -31,7 +31,7 @@ const IDLE_CHECK_MAX = 300_000;
  * serverless database can suspend. Tied to the poll, as the waiters'
  * safetyPoll(), so a process that chose a short poll gets a quicker net.
  */
-export function idleCheck(poll: number): number {
+function idleCheck(poll: number): number {
   return Math.max(poll, Math.min(60 * poll, IDLE_CHECK_MAX));
 }
 
