@@ -50,7 +50,8 @@ function replica(burst: boolean): { stop: () => Promise<string> } {
 
 /**
  * Diagnostics (an overall window was exceeded on a loaded CI machine, twice, never here): each
- * transaction that starts tasks or writes the overall bucket, by the server's clock.
+ * transaction that starts tasks, writes the overall bucket or moves a task other than from running
+ * to succeeded (a lost claim handed back, say), by the server's clock.
  */
 const AUDIT = `CREATE TABLE audit (xid xid8 DEFAULT pg_current_xact_id(), pid int DEFAULT pg_backend_pid(),
     at timestamptz DEFAULT clock_timestamp(), what text);
@@ -61,8 +62,11 @@ const AUDIT = `CREATE TABLE audit (xid xid8 DEFAULT pg_current_xact_id(), pid in
     RETURN NEW; END $$;
   CREATE TRIGGER audit_bucket AFTER UPDATE ON taskheap_limits FOR EACH ROW WHEN (NEW.kind = 'rate' AND NEW.key = '') EXECUTE FUNCTION audit_bucket();
   CREATE FUNCTION audit_start() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-    INSERT INTO audit (what) VALUES (format('start %s', NEW.payload::jsonb ->> 'chat')); RETURN NEW; END $$;
-  CREATE TRIGGER audit_start AFTER UPDATE ON taskheap_tasks FOR EACH ROW WHEN (NEW.state = 'running' AND OLD.state <> 'running')
+    INSERT INTO audit (what) VALUES (CASE WHEN OLD.state = 'waiting' AND NEW.state = 'running'
+      THEN format('start %s', NEW.payload::jsonb ->> 'chat')
+      ELSE format('chat %s %s -> %s', NEW.payload::jsonb ->> 'chat', OLD.state, NEW.state) END); RETURN NEW; END $$;
+  CREATE TRIGGER audit_start AFTER UPDATE ON taskheap_tasks FOR EACH ROW
+    WHEN (OLD.state IS DISTINCT FROM NEW.state AND NOT (OLD.state = 'running' AND NEW.state = 'succeeded'))
     EXECUTE FUNCTION audit_start();`;
 /** The audit, a line per transaction: its first entry's ms after the first start, its backend, what it did. */
 const AUDITED = `SELECT format('%s ms pid %s xid %s: %s', round((extract(epoch from min(at)) * 1000
