@@ -198,7 +198,7 @@ export interface TaskLimits {
   readonly queue?: string | undefined;
   /** Its dedupe key and mode (in-memory tasks only). */
   readonly dedupe?: Dedupe | undefined;
-  /** Its fair share (in-memory tasks only). */
+  /** Its fair share. */
   readonly fair?: Readonly<Required<FairShare>> | undefined;
 }
 
@@ -333,15 +333,14 @@ export interface LimitOptions {
    * from one group does not hold back the others. A group with nothing due
    * takes no turn and saves none for later. Among tasks of one priority; a
    * group is per queue, and a queue's tasks without it take turns as one
-   * group. In memory only.
+   * group. In memory and on SQLite (a store whose `capabilities.fairShares`
+   * is false, PostgreSQL for now, refuses it at the call); with a store the
+   * tasks of a queue with shares are claimed only into free workers.
    * @default none
    * @example { group: `tenant:${tenantId}` }
    */
   fair?: FairShare;
 }
-
-/** The limit options a stored task or job takes: all but `fair`, which is in memory only. */
-export type StoredLimitOptions = Omit<LimitOptions, 'fair'>;
 
 /** The keys of the limit options. */
 export const LIMIT_KEYS = keysOf<LimitOptions>({ rate: true, serial: true, concurrency: true, priority: true, queue: true, fair: true });
@@ -390,8 +389,6 @@ export function toLimits(options: LimitOptions, store?: StoreRules): TaskLimits 
     // Groups go into JSON the database parses and into indexed columns.
     if (options.serial !== undefined) store.key(options.serial, 'serial');
     if (options.queue !== undefined) store.key(options.queue, 'queue');
-    if (options.fair !== undefined)
-      throw new TypeError('Expected no `fair` on a stored task or job: fair shares are in memory only (a scheduler without a store)');
   }
   const limits =
     options.rate === undefined &&

@@ -19,7 +19,7 @@ import type { DedupeMode } from './limit-options.js';
 import { toRetryPolicy, type RetryOptions, type RetryPolicy } from './retry.js';
 import { describe, keysOf, type StoreRules } from './validate.js';
 
-export { LIMIT_KEYS, toLimits, type LimitOptions, type StoredLimitOptions } from './limit-options.js';
+export { LIMIT_KEYS, toLimits, type LimitOptions } from './limit-options.js';
 
 /** How each run is bounded and repeated. */
 export interface RunOptions {

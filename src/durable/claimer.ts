@@ -86,8 +86,6 @@ export class Claimer {
   #failures = 0;
   #lastFailure = -Infinity;
   #started = false;
-  /** ms between checks while nothing is known to be due: the poll, or idleCheck() where new work is announced. */
-  #idle = 0;
   #timer: unknown = undefined;
   #timerAt = Infinity;
   /** See SkipListener; the scheduler turns these into `skip` events. */
@@ -111,9 +109,7 @@ export class Claimer {
   }
 
   /** Starts claiming (the first round goes out now). */
-  /** Starts claiming; `announced`: the store announces new work to this process (Store.subscribe), so idle it sleeps idleCheck(). */
-  start(announced: boolean): void {
-    this.#idle = announced ? idleCheck(this.#ctx.poll) : this.#ctx.poll;
+  start(): void {
     this.#started = true;
     this.#tick();
   }
@@ -374,7 +370,8 @@ export class Claimer {
 
   /** The answer when the store says something is due in `wait` ms (undefined: nothing is); at most the idle check. */
   #sleep(wait: number | undefined): Answer {
-    const idle = this.#idle;
+    // While new work is announced here (Store.listening), the idle check is a long safety net; else the poll.
+    const idle = this.#ctx.store.listening ? idleCheck(this.#ctx.poll) : this.#ctx.poll;
     const delay = Math.max(0, Math.min(wait ?? idle, idle));
     return { delay, idle: delay === idle, workersTaken: false };
   }

@@ -78,6 +78,7 @@ export class Enqueuer {
     this.#handlers.assertSchedulable(name);
     assertStoredTime(runAt, 'when');
     const task = toNewTask(name, runAt, options, this.#handlers.queueOf(name));
+    assertFairShares(this.#store, task.fairGroup);
     const client = toClient(options?.client, task);
     return this.#ready()
       .then(() => this.#store.addTask(task, client, this.#now()))
@@ -106,6 +107,7 @@ export class Enqueuer {
         const runAt = toEpoch(item.runAt);
         assertStoredTime(runAt, 'when');
         tasks.push(toNewTask(item.name, runAt, item.options, this.#handlers.queueOf(item.name)));
+        assertFairShares(this.#store, tasks[i]!.fairGroup);
         const given = toClient((item.options as DurableTaskOptions).client, tasks[i]!);
         if (i === 0) client = given;
         else if (given !== client) throw new TypeError(differentClient(client, given));
@@ -128,6 +130,7 @@ export class Enqueuer {
   addJob(name: string, options: StoredJobOptions | undefined, plan: RulePlan, bounds: JobBounds): Promise<StoredJob> {
     this.#handlers.assertSchedulable(name);
     const { payload, key, stored } = parseOptions(options, JOB_KEYS, 'durable job', this.#handlers.queueOf(name));
+    assertFairShares(this.#store, stored.fair?.group);
     if (bounds.jitter !== 0) throw new TypeError('jitter() is not supported for stored jobs');
     if (plan.first !== undefined) assertStoredTime(plan.first, 'the first occurrence');
     if (bounds.until !== Infinity) assertStoredTime(bounds.until, 'until');
@@ -160,6 +163,14 @@ export class Enqueuer {
   }
 }
 
+/** Refuses a fair share (`group`, if given) where the store's claim has none (its `capabilities.fairShares`). @internal */
+export function assertFairShares(store: Store, group: string | null | undefined): void {
+  if (group !== undefined && group !== null && !store.capabilities.fairShares)
+    throw new TypeError(
+      'Expected no `fair`: this store does not share starts between groups (its capabilities.fairShares is false); a scheduler without a store and sqliteStore() do',
+    );
+}
+
 /** The row a durable task's options make (validated). @internal */
 export function toNewTask(name: string, runAt: number, options: object | undefined, handlerQueue: string | undefined): NewTask {
   const { payload, key, stored } = parseOptions(options, TASK_KEYS, 'durable task', handlerQueue);
@@ -175,6 +186,8 @@ export function toNewTask(name: string, runAt: number, options: object | undefin
     priority: stored.priority ?? 0,
     rateGroup: stored.rate?.group ?? null,
     queue: stored.queue ?? DEFAULT_QUEUE,
+    fairGroup: stored.fair?.group ?? null,
+    fairWeight: stored.fair?.weight ?? 1,
   };
   if (dedupe !== undefined) task.dedupe = { mode: dedupe.mode, period: dedupe.period };
   // A debounced task is due its period after `when`: that time too must be storable.
@@ -236,6 +249,7 @@ function parseOptions(options: object | undefined, keys: ReadonlySet<string>, wh
     concurrency: given.concurrency === undefined ? undefined : limits?.concurrency,
     priority: limits === undefined || limits.priority === 0 ? undefined : limits.priority,
     queue: queue === DEFAULT_QUEUE ? undefined : queue,
+    fair: limits?.fair === undefined ? undefined : { group: limits.fair.group, weight: limits.fair.weight },
   };
   return { payload: toPayload(payload), key: key ?? null, stored };
 }

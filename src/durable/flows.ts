@@ -3,7 +3,7 @@
 // the store in one transaction; `scheduler.flows.get()` reads it back as a
 // status: counts per state and, for each blocked task, what it waits for.
 import { describe, toEpoch } from '../core/validate.js';
-import { toNewTask } from './enqueue.js';
+import { assertFairShares, toNewTask } from './enqueue.js';
 import { FlowError } from './errors.js';
 import { assertFlowTaskKeys, toNewFlow, type FlowSpec, type FlowTask } from './flow-graph.js';
 import type { Handlers } from './handlers.js';
@@ -86,7 +86,9 @@ export function addFlow(
     const runAt = task.when === undefined ? at : toEpoch(task.when);
     assertStoredTime(runAt, 'when');
     const { handler: _h, when: _w, after: _a, ...options } = task;
-    return toNewTask(task.handler, runAt, options, handlers.queueOf(task.handler));
+    const row = toNewTask(task.handler, runAt, options, handlers.queueOf(task.handler));
+    assertFairShares(store, row.fairGroup);
+    return row;
   });
   const client = spec.client;
   if (

@@ -3,7 +3,7 @@
 import type { When } from '../core/validate.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
-import type { DedupeOptions, JobPolicyOptions, RunOptions, StoredLimitOptions } from '../core/options.js';
+import type { DedupeOptions, JobPolicyOptions, LimitOptions, RunOptions } from '../core/options.js';
 import type { DependencyInfo } from './store.js';
 
 /** What a durable handler receives: the run's context plus the stored task's id. */
@@ -54,7 +54,7 @@ export type Handler<P = any> = (ctx: DurableContext, payload: P) => unknown;
  * than adding one beside it, and periods go up to ten years; a `timeout` is
  * at most 2^31 - 1 ms and `retry.attempts` at most 2^31 - 1.
  */
-export interface DurableTaskOptions extends RunOptions, StoredLimitOptions, DedupeOptions {
+export interface DurableTaskOptions extends RunOptions, LimitOptions, DedupeOptions {
   /** JSON-serialisable data handed to the handler. */
   payload?: unknown;
   /**
@@ -98,6 +98,8 @@ export interface StoredOptions {
   priority?: number;
   /** The named queue; absent: 'default'. */
   queue?: string;
+  /** The fair share; its group is in the fair_group column too. */
+  fair?: { group: string; weight: number };
 }
 
 /**
@@ -106,7 +108,7 @@ export interface StoredOptions {
  * `jitter`; its occurrences are stored tasks (see `DurableTaskOptions` for
  * what differs from memory). `overlap: 'queue'` is for memory only.
  */
-export interface StoredJobOptions extends RunOptions, StoredLimitOptions, Omit<JobPolicyOptions, 'overlap' | 'jitter'> {
+export interface StoredJobOptions extends RunOptions, LimitOptions, Omit<JobPolicyOptions, 'overlap' | 'jitter'> {
   /** A label for logs and errors. */
   name?: string;
   /** JSON-serialisable data handed to the handler on every run. */

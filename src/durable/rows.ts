@@ -2,6 +2,7 @@
 // epoch ms). Drivers may hand numbers back as strings (pg's bigint), so every
 // numeric column goes through Number().
 import type { TaskLogLine } from '../core/journal.js';
+import type { StoredOptions } from './options.js';
 import { ruleFromJson } from './rule-json.js';
 import type { Rule } from '../rules/rule.js';
 import type { AttemptError, ClaimedTask, DueJob, EndedTasks, NewTask, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
@@ -137,7 +138,7 @@ function optional(value: number | string | null | undefined): number | null {
 }
 
 export function toTask(row: TaskRow): StoredTask {
-  const options = JSON.parse(row.options) as { rate?: StoredTask['rate']; concurrency?: { group: string; limit: number } };
+  const options = JSON.parse(row.options) as StoredOptions;
   return {
     id: Number(row.id),
     name: row.name,
@@ -159,6 +160,7 @@ export function toTask(row: TaskRow): StoredTask {
     priority: Number(row.priority ?? 0),
     queue: row.queue ?? 'default',
     rate: options.rate ?? null,
+    fair: options.fair ?? null,
     startedAt: row.started_at === null || row.started_at === undefined ? null : new Date(Number(row.started_at)),
     progress: row.progress === null || row.progress === undefined ? undefined : (JSON.parse(row.progress) as unknown),
     logs: row.logs === null || row.logs === undefined ? [] : toLogs(row.logs),

@@ -66,6 +66,13 @@ export interface StoredTask {
   } | null;
   /** The named queue it belongs to (`queue` option, or its handler's). @default 'default' */
   queue: string;
+  /** Its fair share (`fair` option), or null. */
+  fair?: {
+    /** The group it takes turns in. */
+    readonly group: string;
+    /** Its group's starts per turn (1 by default). */
+    readonly weight: number;
+  } | null;
   /** The latest value its handler passed to `ctx.progress()`, or undefined (written at most every 500 ms). */
   progress?: unknown;
   /** Its latest 100 `ctx.log()` lines, oldest first (retries included). */
@@ -232,6 +239,10 @@ export interface NewTask {
   rateGroup?: string | null;
   /** The named queue (also in `options`; a column so the claim can pick by it). @default 'default' */
   queue?: string;
+  /** The fair share's group (also in `options`; a column so the claim can share starts by it), or null. @default null */
+  fairGroup?: string | null;
+  /** The fair share's weight (also in `options`). @default 1 */
+  fairWeight?: number;
   /** How it meets a task with the same key (keyed tasks only). @default { mode: 'replace', period: 0 } */
   dedupe?: Pick<Dedupe, 'mode' | 'period'>;
 }
@@ -585,6 +596,12 @@ export interface StoreCapabilities {
   readonly flows: boolean;
   /** It is a \`LimitListStore\`: the limit groups in use, for the dashboard. */
   readonly limitList: boolean;
+  /**
+   * Fair shares (`fair` on stored tasks, jobs and flow tasks): its claim
+   * shares starts between the groups with due work by weight, as memory
+   * does. Where false, `fair` is refused at the call.
+   */
+  readonly fairShares: boolean;
 }
 
 /**
@@ -719,14 +736,20 @@ export interface Store {
    * Calls `onWake` when another process adds work due at a time (so a sleeping
    * process can re-arm), `onCancel` when a task is cancelled anywhere, and
    * `onPause` when a named queue is paused anywhere (stores whose writers all
-   * live in this process need not). Resolves with whether every change that
-   * makes work due elsewhere is announced to `onWake` (and a lost connection
-   * says so with a wake-up once it is back): an idle process then checks the
+   * live in this process need not). A listening connection lost calls
+   * `onWake` at once (announcements may be missed until it is back, see
+   * `listening`), and again once it is back.
+   */
+  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void>;
+  /**
+   * Whether every change that makes work due elsewhere is announced to this
+   * process now (`subscribe`'s `onWake`): an idle process then checks the
    * store only as a long safety net (idleCheck() in claimer.ts), not every
    * `poll`. False where nothing can listen (PostgreSQL behind PgBouncer
-   * without `listenConnectionString`) or nothing announces (SQLite).
+   * without `listenConnectionString`), nothing announces (SQLite), or the
+   * listening connection is lost for now.
    */
-  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<boolean>;
+  readonly listening: boolean;
   /**
    * Puts a failed, timed-out or cancelled task back to waiting, due `now`
    * (the store's now where it has its own clock), with its attempts reset;
@@ -824,4 +847,4 @@ export function listsLimits(store: Store): store is Store & LimitListStore {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;

@@ -113,7 +113,7 @@ export class DurableWorker {
       for (const failed of await store.recover()) this.#dispatcher.reportExpired(failed);
       // The `queues` option's global concurrencies and rates: the most recent process to start decides.
       for (const [name, change] of this.#holdings.queues.startup) await store.setQueue(name, change);
-      const announced = await store.subscribe(
+      await store.subscribe(
         (runAt) => this.#claimer.wakeAt(runAt),
         (id) => this.#holdings.cancel(id),
         (queue) => this.#holdings.handBack(queue),
@@ -121,7 +121,7 @@ export class DurableWorker {
       // Before the first claim: claims right after start() find their connections ready.
       await store.warm(this.#ctx.owner, this.#ctx.lease, this.client.handlers.names);
       this.#leases.start();
-      this.#claimer.start(announced);
+      this.#claimer.start();
       this.#maintenance.start();
     })().catch((error: unknown) => {
       // Nothing was started (every step that can fail comes before): a later start() tries again,

@@ -71,14 +71,17 @@ export class Listener {
     this.#closed = false;
   }
 
-  /** Listens for new work, cancels and pauses; resolves with whether it can listen at all (see watch()). */
-  async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<boolean> {
+  async subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void> {
     this.#onWake = onWake;
     this.#onCancel = onCancel;
     this.#onPause = onPause;
-    if (!this.#connection.canListen) return false;
+    if (!this.#connection.canListen) return;
     if (this.#listener === undefined && this.#reconnectTimer === undefined) await this.#listen();
-    return true;
+  }
+
+  /** Whether the listening connection is up: announcements reach this process (Store.listening). */
+  get listening(): boolean {
+    return this.#listener !== undefined;
   }
 
   /**
@@ -109,6 +112,8 @@ export class Listener {
       if (this.#listener === client) this.#listener = undefined;
       client.end().catch(noop);
       this.#scheduleReconnect();
+      // Until it is back nothing announces new work here: the claimer looks now, and every poll meanwhile.
+      if (!this.#closed) this.#onWake?.(Date.now());
     };
     client.on('error', dropped);
     client.on('end', dropped);

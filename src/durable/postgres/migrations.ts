@@ -449,6 +449,12 @@ export const MIGRATIONS: readonly Migration[] = [
       )
       .join(''),
   },
+  {
+    // Version 9 changes SQLite only (fair shares: a task's group and weight in columns the claim
+    // reads); this store refuses `fair` (its capabilities say so).
+    version: 9,
+    sql: `SELECT 1;`,
+  },
 ];
 
 /**

@@ -109,6 +109,7 @@ export const POSTGRES_CAPABILITIES: StoreCapabilities = {
   transactionsWithClient: true,
   flows: true,
   limitList: true,
+  fairShares: false,
 };
 
 class PostgresStore implements Store, FlowStore, LimitListStore {
@@ -304,8 +305,12 @@ class PostgresStore implements Store, FlowStore, LimitListStore {
     return listLimitGroups(this.#db, this.#sql, limit);
   }
 
-  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<boolean> {
+  subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void> {
     return this.#listener.subscribe(onWake, onCancel, onPause);
+  }
+
+  get listening(): boolean {
+    return this.#listener.listening;
   }
 
   close(): Promise<void> {

@@ -27,13 +27,15 @@ const ADD_SQL = {
   /** A follower written over (blocked) stays blocked: it still follows the running task. */
   replaceTask: `UPDATE taskheap_tasks SET name = @name, payload = @payload, state = CASE state WHEN 'blocked' THEN 'blocked' ELSE 'waiting' END, run_at = @runAt, attempts = 0,
     max_attempts = @maxAttempts, options = @options, serial = @serial, priority = @priority, rate_key = @rateGroup, queue = @queue,
+    fair_group = @fairGroup, fair_weight = @fairWeight,
     locked_by = NULL, locked_until = NULL, last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL,
     progress = NULL, logs = NULL, updated_at = @at WHERE id = @id`,
   /** A throttled add that wrote the task: its period starts now (the scheduler's clock). */
   setCreated: `UPDATE taskheap_tasks SET created_at = ? WHERE id = ?`,
-  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at,
-      state, pending_deps)
-    VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateGroup, @queue, @now, @at, @state, @pending)`,
+  insertTask: `INSERT INTO taskheap_tasks (name, key, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, fair_group,
+      fair_weight, created_at, updated_at, state, pending_deps)
+    VALUES (@name, @key, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateGroup, @queue, @fairGroup, @fairWeight, @now, @at,
+      @state, @pending)`,
 } as const;
 
 /** What every insert of a task writes (named parameters of insertTask, replaceTask and a flow's insert). @internal */
@@ -48,6 +50,8 @@ export function taskRow(task: NewTask, runAt: number, at: number) {
     priority: task.priority ?? 0,
     rateGroup: task.rateGroup ?? null,
     queue: task.queue ?? 'default',
+    fairGroup: task.fairGroup ?? null,
+    fairWeight: task.fairWeight ?? 1,
     at,
   };
 }

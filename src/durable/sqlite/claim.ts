@@ -6,6 +6,7 @@
 // task that expired too often failed instead; and `nextDue`, when the next
 // claim may find work (tasks that cannot start do not count).
 import type { Prepare } from './driver.js';
+import type { FairShares } from './fair.js';
 import { decide, globalRefill, keyedCandidates, keyedDue, letGo, queueRefill, queueRooms, type Candidate } from './limits.js';
 import type { ClaimParams, NextDueParams } from '../store.js';
 import type { ClaimRow } from '../rows.js';
@@ -25,11 +26,24 @@ const CLAIM_SQL = {
   queueTopLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ?`,
   queueLevelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ? AND priority < ?`,
   /** Due plain waiting tasks of queue @queue and priority @p, in due order. */
-  dueWaiting: `SELECT t.id, t.run_at, t.queue FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
-    ORDER BY t.run_at, t.id LIMIT @limit`,
+  dueWaiting: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
+    WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now ORDER BY t.run_at, t.id LIMIT @limit`,
   /** Only tasks whose handler is among the names of a JSON array: the ones this process has defined. */
-  dueWaitingNamed: `SELECT t.id, t.run_at, t.queue FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
+  dueWaitingNamed: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
+    WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
     AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT @limit`,
+  /** Whether a due plain waiting task of queue ? and priority ? names a fair share (the fair index). */
+  dueFair: `SELECT 1 FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.fair_group IS NOT NULL AND t.queue = ? AND t.priority = ? AND t.run_at <= ? LIMIT 1`,
+  /**
+   * With fair shares in play: the first @limit due plain waiting tasks of
+   * each group of queue @queue and priority @p (those without a share are
+   * the group ''), in due order within each; @names as dueWaitingNamed's, or null.
+   */
+  dueByGroup: `SELECT id, run_at, queue, fair_group, fair_weight FROM (
+      SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight, row_number() OVER (PARTITION BY t.fair_group ORDER BY t.run_at, t.id) AS n
+      FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
+        AND (@names IS NULL OR t.name IN (SELECT value FROM json_each(@names))))
+    WHERE n <= @limit`,
   /** The first plain waiting task of queue @queue and priority @p (`nextDue`; keyed ones: limits.ts). */
   firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
     ORDER BY t.run_at, t.id LIMIT 1`,
@@ -41,10 +55,11 @@ const CLAIM_SQL = {
    * finds nothing in normal use; our own expired leases (a handler blocking
    * the event loop) are never taken from ourselves: this process is alive.
    */
-  dueExpired: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue FROM taskheap_tasks
+  dueExpired: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue, fair_group, fair_weight FROM taskheap_tasks
     WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     ORDER BY run_at, id LIMIT ?`,
-  dueExpiredNamed: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue FROM taskheap_tasks
+  dueExpiredNamed: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue, fair_group, fair_weight
+    FROM taskheap_tasks
     WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
   /**
@@ -85,10 +100,12 @@ interface ExpiredRow {
   serial: string | null;
   rate_key: string | null;
   queue: string;
+  fair_group: string | null;
+  fair_weight: number;
 }
 
-/** Claims the tasks that may start now (see limits.ts for the decision); the rows claimed. @internal */
-export function claimDue(prepare: Prepare, ask: ClaimParams, expiries: Expiries): ClaimRow[] {
+/** Claims the tasks that may start now (see limits.ts for the decision, fair.ts for fair shares); the rows claimed. @internal */
+export function claimDue(prepare: Prepare, ask: ClaimParams, expiries: Expiries, fair: FairShares): ClaimRow[] {
   const { owner, now, lease, limit, names } = ask;
   const named = names === undefined ? undefined : JSON.stringify(names);
   const queues = queueRooms(prepare, ask.rooms, now);
@@ -123,8 +140,11 @@ export function claimDue(prepare: Prepare, ask: ClaimParams, expiries: Expiries)
   // What starts at once (into a free worker): the first `free` in claim order, and every limited
   // task or takeover (claimed only into free workers); the rest is prefetched, marked when it starts.
   const free = ask.limits?.free ?? Infinity;
-  const claimed: ClaimRow[] = decide(prepare, candidates, now, limit, ask.limits, queues).map((row, i) => {
-    const starts = i < free || row.expired === true || row.serial !== null || row.rate_key !== null;
+  fair.rank(candidates);
+  const chosen = decide(prepare, candidates, now, limit, ask.limits, queues);
+  fair.started(chosen);
+  const claimed: ClaimRow[] = chosen.map((row, i) => {
+    const starts = i < free || row.expired === true || row.serial !== null || row.rate_key !== null || row.fair === true;
     return { ...(take.get(owner, now + lease, now, starts ? 0 : 1, now, row.id) as ClaimRow), started: starts };
   });
   return failed.length === 0 ? claimed : claimed.concat(failed);
@@ -179,32 +199,41 @@ function* plainQueues(prepare: Prepare): Generator<string> {
  * first), then due time, then id. Each queue's levels are walked in its own
  * part of the index, each an exact range of due tasks, so future tasks of a
  * higher level, and the tasks of paused or full queues, are never read.
+ * Where a level's due tasks name fair shares, up to its room of each group's
+ * (fair.ts ranks them, decide() cuts): a flood in one group hides no other.
  */
-function plainDue(
-  prepare: Prepare,
-  now: number,
-  limit: number,
-  named: string | undefined,
-  room: (queue: string) => number,
-): { id: number; run_at: number; queue: string; priority: number }[] {
-  const rows: { id: number; run_at: number; queue: string; priority: number }[] = [];
+function plainDue(prepare: Prepare, now: number, limit: number, named: string | undefined, room: (queue: string) => number): PlainRow[] {
+  const rows: PlainRow[] = [];
   const statement = prepare(named === undefined ? CLAIM_SQL.dueWaiting : CLAIM_SQL.dueWaitingNamed);
+  const fair = prepare(CLAIM_SQL.dueFair);
   for (const queue of plainQueues(prepare)) {
     const open = Math.min(limit, room(queue));
     let taken = 0;
     let level = (prepare(CLAIM_SQL.queueTopLevel).get(queue) as { p: number | null }).p;
     while (level !== null && taken < open) {
       const args = { queue, p: level, now, limit: open - taken };
-      for (const row of statement.all(named === undefined ? args : { ...args, names: named }) as {
-        id: number;
-        run_at: number;
-        queue: string;
-      }[]) {
-        rows.push({ ...row, priority: level });
-        taken++;
-      }
+      // With a fair share among them, every group's first tasks: the claim's order takes turns between groups.
+      const found = (
+        fair.get(queue, level, now) !== undefined
+          ? prepare(CLAIM_SQL.dueByGroup).all({ ...args, names: named ?? null })
+          : statement.all(named === undefined ? args : { ...args, names: named })
+      ) as Omit<PlainRow, 'priority'>[];
+      for (const row of found) rows.push({ ...row, priority: level });
+      taken += found.length;
       level = (prepare(CLAIM_SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
     }
   }
+  // Without fair shares, the first `limit` by priority and due time are all a claim can take.
+  if (rows.some((row) => row.fair_group !== null)) return rows;
   return rows.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
+}
+
+/** A due plain waiting task as the claim reads it. */
+interface PlainRow {
+  id: number;
+  run_at: number;
+  queue: string;
+  priority: number;
+  fair_group: string | null;
+  fair_weight: number;
 }

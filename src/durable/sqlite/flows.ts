@@ -15,8 +15,9 @@ import { getTask } from './inspect.js';
 
 const FLOW_SQL = {
   /** Inserted blocked, without dependents: no trigger fires until the flow is whole. */
-  insert: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, created_at, updated_at, state)
-    VALUES (@name, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateGroup, @queue, @now, @at, 'blocked')`,
+  insert: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, serial, priority, rate_key, queue, fair_group, fair_weight,
+      created_at, updated_at, state)
+    VALUES (@name, @payload, @runAt, @maxAttempts, @options, @serial, @priority, @rateGroup, @queue, @fairGroup, @fairWeight, @now, @at, 'blocked')`,
   /** Its birth (flow-graph.ts); has_dependents is still 0, so the triggers do not fire. */
   born: `UPDATE taskheap_tasks SET state = @state, pending_deps = @pending, failed_dep = @failedDep, last_error = @error, flow_id = @flow
     WHERE id = @id`,

@@ -23,9 +23,9 @@ const JOBS_SQL = {
   dueJobs: `SELECT * FROM taskheap_jobs WHERE state = 'scheduled' AND next_run_at <= ? ORDER BY next_run_at LIMIT 100`,
   jobRunning: `SELECT 1 FROM taskheap_tasks WHERE job_key = ? AND state = 'running' AND locked_until > ? LIMIT 1`,
   insertOccurrence: `INSERT OR IGNORE INTO taskheap_tasks (name, payload, run_at, scheduled_at, max_attempts, options, job_key, created_at, updated_at,
-      serial, priority, rate_key, queue)
+      serial, priority, rate_key, queue, fair_group, fair_weight)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ${SERIAL_OF}, COALESCE(json_extract(?, '$.priority'), 0), json_extract(?, '$.rate.group'),
-      COALESCE(json_extract(?, '$.queue'), 'default'))`,
+      COALESCE(json_extract(?, '$.queue'), 'default'), json_extract(?, '$.fair.group'), COALESCE(json_extract(?, '$.fair.weight'), 1))`,
   advanceJob: `UPDATE taskheap_jobs SET next_run_at = ?, remaining = ?, state = ?, runs = runs + ?, updated_at = ? WHERE key = ?`,
   cancelJob: `UPDATE taskheap_jobs SET state = 'cancelled', next_run_at = NULL, updated_at = ? WHERE key = ? AND state <> 'cancelled'`,
   cancelOccurrences: `UPDATE taskheap_tasks SET state = 'cancelled', updated_at = ? WHERE job_key = ? AND state = 'waiting'`,
@@ -49,10 +49,11 @@ const JOBS_SQL = {
    * the place of a scheduled occurrence (the unique key ignores NULLs).
    */
   triggerJob: `INSERT INTO taskheap_tasks (name, payload, run_at, max_attempts, options, job_key, created_at, updated_at, serial, priority,
-      rate_key, queue)
+      rate_key, queue, fair_group, fair_weight)
     SELECT name, payload, @now, COALESCE(json_extract(options, '$.retry.attempts'), 1), options, key, @at, @at,
       COALESCE(json_extract(options, '$.serial'), json_extract(options, '$.concurrency.group')), COALESCE(json_extract(options, '$.priority'), 0),
-      json_extract(options, '$.rate.group'), COALESCE(json_extract(options, '$.queue'), 'default')
+      json_extract(options, '$.rate.group'), COALESCE(json_extract(options, '$.queue'), 'default'), json_extract(options, '$.fair.group'),
+      COALESCE(json_extract(options, '$.fair.weight'), 1)
     FROM taskheap_jobs WHERE key = @key AND state <> 'cancelled' RETURNING *`,
 } as const;
 
@@ -83,7 +84,7 @@ export function materialize(prepare: Prepare, now: number, advance: (job: DueJob
     const plan = advance(toDueJob(job), now, isRunning.get(job.key, now) !== undefined);
     const maxAttempts = (JSON.parse(job.options) as { retry?: { attempts: number } }).retry?.attempts ?? 1;
     const o = job.options;
-    for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, o, job.key, now, now, o, o, o, o, o);
+    for (const at of plan.occurrences) insert.run(job.name, job.payload, at, at, maxAttempts, o, job.key, now, now, o, o, o, o, o, o, o);
     if (plan.occurrences.length > 0) {
       const options = JSON.parse(job.options) as StoredOptions;
       upsertLimits(prepare, job.options, options.serial ?? options.concurrency?.group, options.rate?.group);

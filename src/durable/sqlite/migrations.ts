@@ -243,6 +243,16 @@ CREATE TABLE taskheap_deps (
       )
       .join(''),
   },
+  {
+    // Version 9: fair shares (docs/limits.md). A task's group and weight, in columns the claim
+    // reads; its plain due tasks of a group, in due order, from an index of their own (the tasks
+    // without a share keep taskheap_tasks_plain).
+    version: 9,
+    sql: `ALTER TABLE taskheap_tasks ADD COLUMN fair_group TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN fair_weight INTEGER NOT NULL DEFAULT 1;
+   CREATE INDEX taskheap_tasks_fair ON taskheap_tasks (queue, priority, fair_group, run_at, id)
+     WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND fair_group IS NOT NULL;`,
+  },
 ];
 
 /**

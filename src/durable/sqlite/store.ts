@@ -47,6 +47,7 @@ import { StoreInUseError } from './errors.js';
 import { dropOwner, isBusy, readOwner, writeOwner } from './owner.js';
 import { migrate } from './migrations.js';
 import { addOne, addTasks } from './add.js';
+import { FairShares } from './fair.js';
 import { claimDue, nextDueAt, type Expiries } from './claim.js';
 import { pruneHolders, pruneIdle, setQueue, setRate } from './limits.js';
 import { cancel, recover, renew, requeue, settle } from './settle.js';
@@ -148,6 +149,7 @@ export const SQLITE_CAPABILITIES: StoreCapabilities = {
   transactionsWithClient: false,
   flows: true,
   limitList: true,
+  fairShares: true,
 };
 
 class SqliteStore implements Store, FlowStore, LimitListStore {
@@ -161,6 +163,8 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
   #onDone: ((id: number | null) => void) | undefined = undefined;
   readonly #path: string;
   readonly #expiries: Expiries;
+  /** The fair shares' passes (fair.ts): this process's, as the file is. */
+  readonly #fair = new FairShares();
   readonly #driver: SqliteDriver | undefined;
   #db: Database | undefined = undefined;
 
@@ -300,7 +304,7 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
     return this.#named(() =>
       db.transaction(() => {
         materialize(this.#prepare, params.now, params.advance);
-        return toClaims(claimDue(this.#prepare, params, this.#expiries));
+        return toClaims(claimDue(this.#prepare, params, this.#expiries, this.#fair));
       })(),
     );
   }
@@ -464,12 +468,13 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
     return row === undefined ? undefined : toTask(row);
   }
 
-  async subscribe(onWake: (runAt: number) => void): Promise<boolean> {
+  async subscribe(onWake: (runAt: number) => void): Promise<void> {
     // One process: scheduling and cancelling are seen directly; only dependents an outcome made due wake the claimer.
-    // False: an idle process reads the file every poll (a local read costs no server), as it always has.
     this.#onWake = onWake;
-    return false;
   }
+
+  /** Nothing announces: an idle process reads the file every poll (a local read costs no server), as it always has. */
+  readonly listening = false;
 
   async close(): Promise<void> {
     this.#statements.clear();

@@ -223,20 +223,84 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(await claim(store, 'x')).toEqual([]);
     });
 
-    it('a fair share is refused at the call on a stored task, job or flow task (in memory only); nothing is stored', async () => {
-      const env = await setup();
-      const { scheduler } = env.open();
-      scheduler.define('work', () => {});
-      const message = /Expected no `fair` on a stored task or job: fair shares are in memory only/;
-      expect(() => scheduler.schedule(Date.now(), 'work', { fair: { group: 't' } } as never)).toThrow(message);
-      expect(() =>
-        scheduler
-          .every(1_000)
-          .milliseconds()
-          .run('work', { key: 'j', fair: { group: 't' } } as never),
-      ).toThrow(message);
-      expect(() => scheduler.flows.add({ tasks: { a: { handler: 'work', fair: { group: 't' } } } } as never)).toThrow(message);
-      expect(await scheduler.listTasks()).toEqual([]);
-    });
+    itWhen(backend.caps.fairShares, 'no fair shares')(
+      'fair shares: with one worker, starts go round the groups with due work, `weight` starts each, in due order within a group',
+      async () => {
+        const { open, time } = await setup();
+        const { scheduler, errors } = open({ workers: 1 });
+        const ran: string[] = [];
+        scheduler.define('work', (_ctx, p: { t: string }) => void ran.push(p.t));
+        // A flood from 'big' (weight 2), added first, then 'small' (weight 1): all due at once.
+        const at = time.now() + 1_000;
+        for (let i = 0; i < 6; i++) await scheduler.schedule(at, 'work', { payload: { t: `b${i}` }, fair: { group: 'big', weight: 2 } });
+        for (let i = 0; i < 3; i++) await scheduler.schedule(at, 'work', { payload: { t: `s${i}` }, fair: { group: 'small' } });
+        await scheduler.start();
+        await time.until(() => ran.length === 9, 'every task ran', 2_000);
+        // Stride order: each start moves its group on by 1 / weight, the lowest goes next (ties: due order).
+        expect(ran).toEqual(['b0', 's0', 'b1', 'b2', 's1', 'b3', 'b4', 's2', 'b5']);
+        expect(errors).toEqual([]);
+      },
+    );
+
+    itWhen(backend.caps.fairShares, 'no fair shares')(
+      'fair shares: a group with nothing due saves no turns: it comes back where the latest start left the others',
+      async () => {
+        const { open, time } = await setup();
+        const { scheduler, errors } = open({ workers: 1 });
+        const ran: string[] = [];
+        scheduler.define('work', (_ctx, p: { t: string }) => void ran.push(p.t));
+        const first = time.now() + 1_000;
+        for (let i = 0; i < 4; i++) await scheduler.schedule(first, 'work', { payload: { t: `a${i}` }, fair: { group: 'a' } });
+        await scheduler.start();
+        await time.until(() => ran.length === 4, "a's first four ran", 2_000);
+        // 'b' was idle while 'a' took four turns: it comes back level with the latest start, not four turns ahead.
+        const second = time.now() + 1_000;
+        for (let i = 4; i < 8; i++) await scheduler.schedule(second, 'work', { payload: { t: `a${i}` }, fair: { group: 'a' } });
+        for (let i = 0; i < 4; i++) await scheduler.schedule(second, 'work', { payload: { t: `b${i}` }, fair: { group: 'b' } });
+        await time.until(() => ran.length === 12, 'every task ran', 2_000);
+        expect(ran.slice(4)).toEqual(['b0', 'a4', 'b1', 'a5', 'b2', 'a6', 'b3', 'a7']);
+        expect(errors).toEqual([]);
+      },
+    );
+
+    itWhen(backend.caps.fairShares && backend.caps.storedJobs, 'needs fairShares and storedJobs')(
+      "a stored task, a stored job's occurrences and a flow's tasks keep their fair share, as they read back",
+      async () => {
+        const { open, time } = await setup();
+        const { scheduler } = open();
+        scheduler.define('work', () => {});
+        const task = await scheduler.schedule(time.now() + 60_000, 'work', { fair: { group: 'tenant:1', weight: 3 } });
+        expect((await scheduler.getTask(task.id))!.fair).toEqual({ group: 'tenant:1', weight: 3 });
+        await scheduler
+          .every(1)
+          .hours()
+          .run('work', { key: 'digest', fair: { group: 'tenant:2' } });
+        const occurrence = await scheduler.triggerJob('digest');
+        expect(occurrence!.fair).toEqual({ group: 'tenant:2', weight: 1 });
+        const flow = await scheduler.flows.add({
+          tasks: { a: { handler: 'work', when: time.now() + 60_000, fair: { group: 'tenant:3' } } },
+        });
+        expect((await scheduler.getTask(flow.tasks.a!.id))!.fair).toEqual({ group: 'tenant:3', weight: 1 });
+      },
+    );
+
+    itWhen(!backend.caps.fairShares, 'it has fair shares')(
+      'a fair share is refused at the call on a stored task, job or flow task where the store has none; nothing is stored',
+      async () => {
+        const env = await setup();
+        const { scheduler } = env.open();
+        scheduler.define('work', () => {});
+        const message = /Expected no `fair`: this store does not share starts between groups/;
+        expect(() => scheduler.schedule(Date.now(), 'work', { fair: { group: 't' } })).toThrow(message);
+        expect(() =>
+          scheduler
+            .every(1_000)
+            .milliseconds()
+            .run('work', { key: 'j', fair: { group: 't' } }),
+        ).toThrow(message);
+        expect(() => scheduler.flows.add({ tasks: { a: { handler: 'work', fair: { group: 't' } } } })).toThrow(message);
+        expect(await scheduler.listTasks()).toEqual([]);
+      },
+    );
   });
 }

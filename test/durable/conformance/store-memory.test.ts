@@ -289,6 +289,7 @@ storeConformance({
     multiProcess: false,
     notify: false,
     transactionsWithClient: false,
+    fairShares: true,
   },
   async fresh() {
     return {
