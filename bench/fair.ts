@@ -1,17 +1,23 @@
 /**
  * `npm run bench:fair [-- --rounds=3]`
  *
- * Fair shares in memory (`fair: { group }`), against the same work without
- * them, in one run:
+ * Fair shares (`fair: { group }`), against the same work without them, in
+ * one run:
  * - a flood: one tenant adds 10,000 tasks, then ten others add 10 each; the
  *   position of the small tenants' last start among all 10,100 starts (on a
  *   ManualClock, one worker: exact, whatever the machine);
  * - the cost: 100,000 no-op tasks due at once, drained by 16 workers,
  *   spread over 1, 100 and 10,000 groups (`fair` on every task, or on none):
- *   starts per second, median of `--rounds` interleaved rounds.
+ *   starts per second, median of `--rounds` interleaved rounds;
+ * - the flood on SQLite, 16 workers, real time: tasks per second drained,
+ *   and the small tenants' last start.
  * Prints markdown tables, each figure beside its ratio to the run without.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Scheduler } from '../src/index.js';
+import { sqliteStore } from '../src/sqlite.js';
 import { ManualClock } from '../src/testing.js';
 import { formatValue } from './lib/format.js';
 
@@ -81,3 +87,39 @@ for (const groups of [1, 100, 10_000]) {
     `| ${groups.toLocaleString('en-US')} group${groups === 1 ? '' : 's'} | ${formatValue(plain, 'rate')} | ${formatValue(priority, 'rate')} | ${formatValue(fair, 'rate')} | ${(fair / priority).toFixed(2)}× |`,
   );
 }
+
+/** The flood on SQLite with 16 workers: tasks per second drained, and where the small tenants' last task starts. */
+async function sqliteFlood(fair: boolean): Promise<{ rate: number; last: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'taskheap-bench-fair-'));
+  const scheduler = new Scheduler({ store: sqliteStore(join(dir, 'fair.db')), workers: 16 });
+  const order: string[] = [];
+  scheduler.define('send', (_ctx, tenant: string) => void order.push(tenant));
+  const item = (tenant: string) => ({ when: Date.now(), name: 'send', payload: tenant, ...(fair ? { fair: { group: tenant } } : {}) });
+  const items = Array.from({ length: 10_000 }, () => item('big'));
+  for (let t = 0; t < 10; t++) for (let i = 0; i < 10; i++) items.push(item(`small:${t}`));
+  await scheduler.scheduleMany(items);
+  const start = performance.now();
+  await scheduler.start();
+  while (order.length < items.length) await new Promise((resolve) => setTimeout(resolve, 10));
+  const rate = items.length / ((performance.now() - start) / 1000);
+  await scheduler.close();
+  rmSync(dir, { recursive: true, force: true });
+  let last = order.length;
+  while (last > 0 && order[last - 1] === 'big') last--;
+  return { rate, last };
+}
+
+const runs: Record<'without' | 'with', { rate: number; last: number }[]> = { without: [], with: [] };
+for (let round = 0; round < ROUNDS; round++) {
+  runs.without.push(await sqliteFlood(false));
+  runs.with.push(await sqliteFlood(true));
+}
+const plainRate = median(runs.without.map((run) => run.rate));
+const fairRate = median(runs.with.map((run) => run.rate));
+console.log();
+console.log('| SQLite: 10,000 + 10 × 10 tasks, 16 workers | without `fair` | with `fair` |');
+console.log('| --- | ---: | ---: |');
+console.log(`| drained | ${formatValue(plainRate, 'rate')} | ${formatValue(fairRate, 'rate')} (${(fairRate / plainRate).toFixed(2)}×) |`);
+console.log(
+  `| small tenants' last start, of 10,100 | ${median(runs.without.map((run) => run.last)).toLocaleString('en-US')} | ${median(runs.with.map((run) => run.last)).toLocaleString('en-US')} |`,
+);
