@@ -34,16 +34,15 @@ const CLAIM_SQL = {
     AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT @limit`,
   /** Whether a due plain waiting task of queue ? and priority ? names a fair share (the fair index). */
   dueFair: `SELECT 1 FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.fair_group IS NOT NULL AND t.queue = ? AND t.priority = ? AND t.run_at <= ? LIMIT 1`,
-  /**
-   * With fair shares in play: the first @limit due plain waiting tasks of
-   * each group of queue @queue and priority @p (those without a share are
-   * the group ''), in due order within each; @names as dueWaitingNamed's, or null.
-   */
-  dueByGroup: `SELECT id, run_at, queue, fair_group, fair_weight FROM (
-      SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight, row_number() OVER (PARTITION BY t.fair_group ORDER BY t.run_at, t.id) AS n
-      FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
-        AND (@names IS NULL OR t.name IN (SELECT value FROM json_each(@names))))
-    WHERE n <= @limit`,
+  /** With fair shares in play, the groups of queue @queue and priority @p after @after, one by one (one probe each of the fair index). */
+  groupAfter: `SELECT MIN(t.fair_group) AS g FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.fair_group > @after AND t.queue = @queue AND t.priority = @p`,
+  /** The first @limit due plain waiting tasks of group @group, and of those without a share; @names as dueWaitingNamed's, or null. */
+  dueOfGroup: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
+    WHERE ${PLAIN} AND t.fair_group = @group AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
+      AND (@names IS NULL OR t.name IN (SELECT value FROM json_each(@names))) ORDER BY t.run_at, t.id LIMIT @limit`,
+  dueUnshared: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
+    WHERE ${PLAIN} AND t.fair_group IS NULL AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
+      AND (@names IS NULL OR t.name IN (SELECT value FROM json_each(@names))) ORDER BY t.run_at, t.id LIMIT @limit`,
   /** The first plain waiting task of queue @queue and priority @p (`nextDue`; keyed ones: limits.ts). */
   firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
     ORDER BY t.run_at, t.id LIMIT 1`,
@@ -215,7 +214,7 @@ function plainDue(prepare: Prepare, now: number, limit: number, named: string | 
       // With a fair share among them, every group's first tasks: the claim's order takes turns between groups.
       const found = (
         fair.get(queue, level, now) !== undefined
-          ? prepare(CLAIM_SQL.dueByGroup).all({ ...args, names: named ?? null })
+          ? byGroup(prepare, { ...args, names: named ?? null })
           : statement.all(named === undefined ? args : { ...args, names: named })
       ) as Omit<PlainRow, 'priority'>[];
       for (const row of found) rows.push({ ...row, priority: level });
@@ -226,6 +225,16 @@ function plainDue(prepare: Prepare, now: number, limit: number, named: string | 
   // Without fair shares, the first `limit` by priority and due time are all a claim can take.
   if (rows.some((row) => row.fair_group !== null)) return rows;
   return rows.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
+}
+
+/** Up to `args.limit` due plain waiting tasks of each group of a queue's level (those without a share: one group), in due order. */
+function byGroup(prepare: Prepare, args: { queue: string; p: number; now: number; limit: number; names: string | null }): unknown[] {
+  const rows = prepare(CLAIM_SQL.dueUnshared).all(args);
+  const after = prepare(CLAIM_SQL.groupAfter);
+  const due = prepare(CLAIM_SQL.dueOfGroup);
+  const next = (previous: string) => (after.get({ after: previous, queue: args.queue, p: args.p }) as { g: string | null }).g;
+  for (let g = next(''); g !== null; g = next(g)) rows.push(...due.all({ ...args, group: g }));
+  return rows;
 }
 
 /** A due plain waiting task as the claim reads it. */
