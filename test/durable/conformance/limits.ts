@@ -263,6 +263,25 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       },
     );
 
+    itWhen(backend.caps.fairShares, 'no fair shares')(
+      'fair shares are among tasks of one priority: a higher one goes first, and its start counts for its group',
+      async () => {
+        const { open, time } = await setup();
+        const { scheduler, errors } = open({ workers: 1 });
+        const ran: string[] = [];
+        scheduler.define('work', (_ctx, p: { t: string }) => void ran.push(p.t));
+        const at = time.now() + 1_000;
+        for (let i = 0; i < 4; i++) await scheduler.schedule(at, 'work', { payload: { t: `b${i}` }, fair: { group: 'big' } });
+        for (let i = 0; i < 2; i++) await scheduler.schedule(at, 'work', { payload: { t: `s${i}` }, fair: { group: 'small' } });
+        await scheduler.schedule(at, 'work', { payload: { t: 'urgent' }, fair: { group: 'small' }, priority: 5 });
+        await scheduler.start();
+        await time.until(() => ran.length === 7, 'every task ran', 2_000);
+        // 'small' took the first turn (urgent): 'big' goes next, then they alternate, ties in due order.
+        expect(ran).toEqual(['urgent', 'b0', 'b1', 's0', 'b2', 's1', 'b3']);
+        expect(errors).toEqual([]);
+      },
+    );
+
     itWhen(backend.caps.fairShares && backend.caps.storedJobs, 'needs fairShares and storedJobs')(
       "a stored task, a stored job's occurrences and a flow's tasks keep their fair share, as they read back",
       async () => {
