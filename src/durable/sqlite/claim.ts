@@ -32,6 +32,8 @@ const CLAIM_SQL = {
   dueWaitingNamed: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
     WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
     AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT @limit`,
+  /** Whether a due plain waiting task of queue ? names a fair share (the fair index). */
+  queueDueFair: `SELECT 1 FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.fair_group IS NOT NULL AND t.queue = ? AND t.run_at <= ? LIMIT 1`,
   /** Whether a due plain waiting task of queue ? and priority ? names a fair share (the fair index). */
   dueFair: `SELECT 1 FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.fair_group IS NOT NULL AND t.queue = ? AND t.priority = ? AND t.run_at <= ? LIMIT 1`,
   /** With fair shares in play, the groups of queue @queue and priority @p after @after, one by one (one probe each of the fair index). */
@@ -204,18 +206,24 @@ function* plainQueues(prepare: Prepare): Generator<string> {
 function plainDue(prepare: Prepare, now: number, limit: number, named: string | undefined, room: (queue: string) => number): PlainRow[] {
   const rows: PlainRow[] = [];
   const statement = prepare(named === undefined ? CLAIM_SQL.dueWaiting : CLAIM_SQL.dueWaitingNamed);
-  const fair = prepare(CLAIM_SQL.dueFair);
+  const fairQueue = prepare(CLAIM_SQL.queueDueFair);
+  const fairLevel = prepare(CLAIM_SQL.dueFair);
   for (const queue of plainQueues(prepare)) {
     const open = Math.min(limit, room(queue));
+    // With a fair share due in the queue, every level is read, each group's first tasks where one is due
+    // there: every group with due work lines up at this claim, as memory's lanes fill (fair.ts).
+    const fair = fairQueue.get(queue, now) !== undefined;
     let taken = 0;
     let level = (prepare(CLAIM_SQL.queueTopLevel).get(queue) as { p: number | null }).p;
-    while (level !== null && taken < open) {
-      const args = { queue, p: level, now, limit: open - taken };
-      // With a fair share among them, every group's first tasks: the claim's order takes turns between groups.
+    while (level !== null && (taken < open || fair)) {
+      const args = { queue, p: level, now, limit: open };
+      const left = Math.max(0, open - taken);
       const found = (
-        fair.get(queue, level, now) !== undefined
+        fair && fairLevel.get(queue, level, now) !== undefined
           ? byGroup(prepare, { ...args, names: named ?? null })
-          : statement.all(named === undefined ? args : { ...args, names: named })
+          : left === 0
+            ? []
+            : statement.all(named === undefined ? { ...args, limit: left } : { ...args, limit: left, names: named })
       ) as Omit<PlainRow, 'priority'>[];
       for (const row of found) rows.push({ ...row, priority: level });
       taken += found.length;

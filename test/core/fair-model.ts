@@ -1,0 +1,66 @@
+// The reference model of fair shares (test/core/fair.property.test.ts states
+// its rule): what a pool of workers starts, given the tasks added, those
+// ended and the time. The in-memory engine and the SQLite claim are checked
+// against it (test/durable/models/fair-sqlite.property.test.ts).
+
+export interface ModelTask {
+  id: number;
+  group: string;
+  due: number;
+  priority: number;
+  state: 'waiting' | 'ready' | 'running' | 'done';
+}
+
+export class Model {
+  readonly tasks: ModelTask[] = [];
+  readonly started: number[] = [];
+  readonly #pass = new Map<string, number>();
+  #virtual = 0;
+  /** Whether a task has named a group. */
+  on = false;
+  workers: number;
+
+  constructor(
+    workers: number,
+    readonly weights: Record<string, number>,
+  ) {
+    this.workers = workers;
+  }
+
+  get running(): number {
+    return this.tasks.filter((t) => t.state === 'running').length;
+  }
+
+  /** What the pool does at `now`: while a worker is free, the due tasks join their lines and the chosen head starts. */
+  pump(now: number): void {
+    while (this.running < this.workers) {
+      for (const task of this.tasks.filter((t) => t.state === 'waiting' && t.due <= now).sort((x, y) => x.due - y.due || x.id - y.id)) {
+        if (this.on && this.#line(task.group).length === 0)
+          this.#pass.set(task.group, Math.max(this.#pass.get(task.group) ?? 0, this.#virtual));
+        task.state = 'ready';
+      }
+      const heads = [...new Set(this.tasks.filter((t) => t.state === 'ready').map((t) => t.group))].map((group) => ({
+        group,
+        head: this.#line(group)[0]!,
+        pass: this.on ? (this.#pass.get(group) ?? 0) : 0,
+      }));
+      if (heads.length === 0) return;
+      heads.sort(
+        (x, y) => y.head.priority - x.head.priority || x.pass - y.pass || (this.on ? 0 : x.head.due - y.head.due) || x.head.id - y.head.id,
+      );
+      const { group, head, pass } = heads[0]!;
+      if (this.on) {
+        if (pass > this.#virtual) this.#virtual = pass;
+        this.#pass.set(group, pass + 1 / this.weights[group]!);
+      }
+      head.state = 'running';
+      this.started.push(head.id);
+    }
+  }
+
+  #line(group: string): ModelTask[] {
+    return this.tasks
+      .filter((t) => t.state === 'ready' && t.group === group)
+      .sort((x, y) => y.priority - x.priority || x.due - y.due || x.id - y.id);
+  }
+}
