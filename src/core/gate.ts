@@ -5,7 +5,7 @@ import TinyQueue from 'tinyqueue';
 import { DedupeKeys } from './dedupe-keys.js';
 import { DEFAULT_QUEUE, type Rate } from './limit-options.js';
 import { byPriority, HeldQueue } from './held-queue.js';
-import { FairEntry, FairLane, KeyLane, LaneEntry, QueueEntry, QueueLane, RateLane } from './lanes.js';
+import { afterStart, FairEntry, FairLane, KeyLane, LaneEntry, QueueEntry, QueueLane, RateLane, rejoined } from './lanes.js';
 import { RateWindow } from './rate-window.js';
 import { Run, State, type Task } from './task.js';
 
@@ -563,7 +563,7 @@ export class Gate {
     let lane = queue.fair.get(group);
     if (lane === undefined) queue.fair.set(group, (lane = new FairLane(group, queue, share?.weight ?? 1)));
     else if (share !== undefined) lane.weight = share.weight;
-    if (lane.items.live === 0 && lane.pass < this.#virtual) lane.pass = this.#virtual;
+    if (lane.items.live === 0) lane.pass = rejoined(lane.pass, this.#virtual);
     lane.items.push(item);
     this.#releaseFair(lane, now);
   }
@@ -591,7 +591,7 @@ export class Gate {
     const head = lane.items.peek()!;
     lane.items.pop();
     if (lane.pass > this.#virtual) this.#virtual = lane.pass;
-    lane.pass += 1 / lane.weight;
+    lane.pass = afterStart(lane.pass, lane.weight);
     const ahead = this.#ahead;
     for (let top = ahead.peek(); top !== undefined && top.pass <= this.#virtual; top = ahead.peek()) {
       ahead.pop();

@@ -194,6 +194,17 @@ export class FairLane {
   }
 }
 
+/**
+ * The stride rule of fair shares, one place for both engines (the gate
+ * here, the SQLite claim in durable/sqlite/fair.ts): the pass a group lines
+ * up at when it had nothing ready (no earlier than the virtual time, so it
+ * saved no turns), and its pass after a start (on by 1 / weight). A start
+ * also moves the virtual time up to the pass it started at. @internal
+ */
+export const rejoined = (pass: number, virtual: number): number => Math.max(pass, virtual);
+/** @internal */
+export const afterStart = (pass: number, weight: number): number => pass + 1 / weight;
+
 /** The head of a fair share's group in a ready heap, placed by the group's pass (its `_time`). @internal */
 export class FairEntry extends Entry {
   readonly lane: FairLane;

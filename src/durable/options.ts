@@ -3,6 +3,7 @@
 import type { When } from '../core/validate.js';
 import type { RetryOptions } from '../core/retry.js';
 import type { TaskContext } from '../core/task.js';
+import type { FairShare } from '../core/limit-options.js';
 import type { DedupeOptions, JobPolicyOptions, LimitOptions, RunOptions } from '../core/options.js';
 import type { DependencyInfo } from './store.js';
 
@@ -98,8 +99,8 @@ export interface StoredOptions {
   priority?: number;
   /** The named queue; absent: 'default'. */
   queue?: string;
-  /** The fair share; its group is in the fair_group column too. */
-  fair?: { group: string; weight: number };
+  /** The fair share, its weight given; its group is in the fair_group column too. */
+  fair?: Required<FairShare>;
 }
 
 /**

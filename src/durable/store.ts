@@ -4,7 +4,7 @@
 // outcomes, filters, flows, links, limit groups), with what is shared by the
 // stores (final states, the schema version; rules as stored are in
 // rule-json.ts).
-import type { ConcurrencyLimit, Dedupe, DedupeOutcome } from '../core/limit-options.js';
+import type { ConcurrencyLimit, Dedupe, DedupeOutcome, FairShare } from '../core/limit-options.js';
 
 /** How a keyed task meets the task stored with its key (validated). */
 export type { Dedupe };
@@ -66,13 +66,8 @@ export interface StoredTask {
   } | null;
   /** The named queue it belongs to (`queue` option, or its handler's). @default 'default' */
   queue: string;
-  /** Its fair share (`fair` option), or null. */
-  fair?: {
-    /** The group it takes turns in. */
-    readonly group: string;
-    /** Its group's starts per turn (1 by default). */
-    readonly weight: number;
-  } | null;
+  /** Its fair share (`fair` option, its weight given), or null. */
+  fair?: Readonly<Required<FairShare>> | null;
   /** The latest value its handler passed to `ctx.progress()`, or undefined (written at most every 500 ms). */
   progress?: unknown;
   /** Its latest 100 `ctx.log()` lines, oldest first (retries included). */

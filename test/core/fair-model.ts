@@ -1,7 +1,34 @@
 // The reference model of fair shares (test/core/fair.property.test.ts states
 // its rule): what a pool of workers starts, given the tasks added, those
-// ended and the time. The in-memory engine and the SQLite claim are checked
+// ended and the time, and the random steps both checks take. The in-memory engine and the SQLite claim are checked
 // against it (test/durable/models/fair-sqlite.property.test.ts).
+
+import fc from 'fast-check';
+
+/** A step of a fair-shares run: a task of group number `group` added due `at` ms from now, a run ended, time passing, the pool resized. */
+export type Op =
+  | { op: 'add'; group: number; at: number; priority: number }
+  | { op: 'end'; pick: number }
+  | { op: 'tick'; by: number }
+  | { op: 'resize'; workers: number };
+
+/** Random steps over `groups` groups (numbered 0 to groups - 1). */
+export function fairOps(groups: number): fc.Arbitrary<Op> {
+  return fc.oneof(
+    {
+      weight: 6,
+      arbitrary: fc.record({
+        op: fc.constant('add' as const),
+        group: fc.integer({ min: 0, max: groups - 1 }),
+        at: fc.integer({ min: 0, max: 4 }),
+        priority: fc.integer({ min: 0, max: 1 }),
+      }),
+    },
+    { weight: 3, arbitrary: fc.record({ op: fc.constant('end' as const), pick: fc.nat() }) },
+    { weight: 2, arbitrary: fc.record({ op: fc.constant('tick' as const), by: fc.integer({ min: 1, max: 3 }) }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant('resize' as const), workers: fc.integer({ min: 1, max: 4 }) }) },
+  );
+}
 
 export interface ModelTask {
   id: number;

@@ -10,6 +10,7 @@
 // to the head added first). `rank()` numbers the candidates so (decide() takes them in
 // that order, a group whose task its limits refuse passing its turn), and
 // `started()` moves the state for those the claim took.
+import { afterStart, rejoined } from '../../core/lanes.js';
 import type { Candidate } from './limits.js';
 
 /** One queue's groups: their passes, those with due tasks left at the last claim, and its virtual time. */
@@ -95,7 +96,7 @@ export class FairShares {
       const [name, line] = turn!;
       const task = line.tasks[line.next++]!;
       task.rank = rank;
-      line.pass += 1 / task.fair_weight;
+      line.pass = afterStart(line.pass, task.fair_weight);
       // The queue's lower levels go on from where this one leaves the group.
       lines.get(name)!.pass = line.pass;
     }
@@ -120,7 +121,7 @@ export class FairShares {
       const name = c.fair_group ?? '';
       const pass = passes.get(name)!;
       if (pass > shares.virtual) shares.virtual = pass;
-      passes.set(name, pass + 1 / c.fair_weight);
+      passes.set(name, afterStart(pass, c.fair_weight));
     }
     for (const [queue, { shares, passes }] of lined) {
       for (const [name, pass] of passes) shares.passes.set(name, pass);
@@ -137,7 +138,7 @@ export class FairShares {
 function lineUp(shares: QueueShares | undefined, name: string): number {
   if (shares === undefined) return 0;
   const pass = shares.passes.get(name) ?? 0;
-  return shares.present.has(name) ? pass : Math.max(pass, shares.virtual);
+  return shares.present.has(name) ? pass : rejoined(pass, shares.virtual);
 }
 
 function byDue(a: Candidate, b: Candidate): number {

@@ -40,6 +40,15 @@ const claim = (store: Store, owner: string, limit = 10, limits?: ClaimLimits) =>
 const names = (claimed: { name: string }[]) => claimed.map((c) => c.name).sort();
 const done = (id: number) => ({ id, kind: 'complete' as const, state: 'succeeded' as const, error: null });
 
+/** A scheduler of one worker whose handler 'work' records each run's payload `t`, in start order (the fair-share scenarios). */
+async function oneWorker(setup: () => Promise<Env>) {
+  const { open, time } = await setup();
+  const { scheduler, errors } = open({ workers: 1 });
+  const ran: string[] = [];
+  scheduler.define('work', (_ctx, p: { t: string }) => void ran.push(p.t));
+  return { time, scheduler, errors, ran };
+}
+
 export function limitScenarios(backend: Backend, setup: () => Promise<Env>): void {
   // Every scenario here drives the Store interface.
   const it = itWhen(backend.caps.store, 'needs store: calls the Store interface');
@@ -226,10 +235,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
     itWhen(backend.caps.fairShares, 'no fair shares')(
       'fair shares: with one worker, starts go round the groups with due work, `weight` starts each, in due order within a group',
       async () => {
-        const { open, time } = await setup();
-        const { scheduler, errors } = open({ workers: 1 });
-        const ran: string[] = [];
-        scheduler.define('work', (_ctx, p: { t: string }) => void ran.push(p.t));
+        const { time, scheduler, errors, ran } = await oneWorker(setup);
         // A flood from 'big' (weight 2), added first, then 'small' (weight 1): all due at once.
         const at = time.now() + 1_000;
         for (let i = 0; i < 6; i++) await scheduler.schedule(at, 'work', { payload: { t: `b${i}` }, fair: { group: 'big', weight: 2 } });
@@ -245,10 +251,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
     itWhen(backend.caps.fairShares, 'no fair shares')(
       'fair shares: a group with nothing due saves no turns: it comes back where the latest start left the others',
       async () => {
-        const { open, time } = await setup();
-        const { scheduler, errors } = open({ workers: 1 });
-        const ran: string[] = [];
-        scheduler.define('work', (_ctx, p: { t: string }) => void ran.push(p.t));
+        const { time, scheduler, errors, ran } = await oneWorker(setup);
         const first = time.now() + 1_000;
         for (let i = 0; i < 4; i++) await scheduler.schedule(first, 'work', { payload: { t: `a${i}` }, fair: { group: 'a' } });
         await scheduler.start();
@@ -266,10 +269,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
     itWhen(backend.caps.fairShares, 'no fair shares')(
       'fair shares are among tasks of one priority: a higher one goes first, and its start counts for its group',
       async () => {
-        const { open, time } = await setup();
-        const { scheduler, errors } = open({ workers: 1 });
-        const ran: string[] = [];
-        scheduler.define('work', (_ctx, p: { t: string }) => void ran.push(p.t));
+        const { time, scheduler, errors, ran } = await oneWorker(setup);
         const at = time.now() + 1_000;
         for (let i = 0; i < 4; i++) await scheduler.schedule(at, 'work', { payload: { t: `b${i}` }, fair: { group: 'big' } });
         for (let i = 0; i < 2; i++) await scheduler.schedule(at, 'work', { payload: { t: `s${i}` }, fair: { group: 'small' } });

@@ -19,32 +19,12 @@ import { advanceJob } from '../../../src/durable/advance-job.js';
 import { Scheduler } from '../../../src/index.js';
 import { sqliteStore } from '../../../src/sqlite.js';
 import { ManualClock } from '../../../src/testing.js';
-import { Model } from '../../core/fair-model.js';
+import { fairOps, Model, type Op } from '../../core/fair-model.js';
 import { START } from '../../helpers.js';
 
 const GROUPS = ['a', 'b', 'c'] as const;
 const OWNER = 'fair-model';
-
-type Op =
-  | { op: 'add'; group: number; at: number; priority: number }
-  | { op: 'end'; pick: number }
-  | { op: 'tick'; by: number }
-  | { op: 'resize'; workers: number };
-
-const opArb: fc.Arbitrary<Op> = fc.oneof(
-  {
-    weight: 6,
-    arbitrary: fc.record({
-      op: fc.constant('add' as const),
-      group: fc.integer({ min: 0, max: GROUPS.length - 1 }),
-      at: fc.integer({ min: 0, max: 4 }),
-      priority: fc.integer({ min: 0, max: 1 }),
-    }),
-  },
-  { weight: 3, arbitrary: fc.record({ op: fc.constant('end' as const), pick: fc.nat() }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('tick' as const), by: fc.integer({ min: 1, max: 3 }) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('resize' as const), workers: fc.integer({ min: 1, max: 4 }) }) },
-);
+const opArb = fairOps(GROUPS.length);
 
 async function check(ops: Op[], weights: Record<string, number>, workers: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'taskheap-fair-'));
