@@ -833,4 +833,4 @@ export function listsLimits(store: Store): store is Store & LimitListStore {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 9;
+export const SCHEMA_VERSION = 10;

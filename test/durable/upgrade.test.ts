@@ -53,9 +53,10 @@ const ADDED: Record<string, unknown> = {
   pending_deps: 0,
   has_dependents: false,
   failed_dep: null,
-  // Version 9 (SQLite, fair shares): no task of an earlier version names one.
+  // Version 9 (SQLite) and 10 (PostgreSQL), fair shares: no task of an earlier version names one, or has a turn.
   fair_group: null,
   fair_weight: 1,
+  fair_tag: null,
 };
 
 /** From version 6 the serial groups are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */

@@ -32,7 +32,8 @@ import { toClaims, type ClaimRow } from '../rows.js';
 import type { Connection } from './connection.js';
 import { materialize, type JobStatements } from './jobs.js';
 import { lockQueues, queueTokens, spent } from './limits.js';
-import { millis, ms, tables } from './tables.js';
+import { FairTurns, untaggedDue, type FairStatements } from './fair.js';
+import { descending, levels, millis, ms, plainWaiting, tables } from './tables.js';
 import { DONE, DONE_IDS, WAKE } from './listener.js';
 
 /** How a due recurring job advances (the scheduler's rule): its next occurrence, or its end. @internal */
@@ -70,6 +71,8 @@ export interface ClaimAsk {
 export class Claims {
   readonly #db: Connection;
   readonly #sql: ClaimStatements & JobStatements;
+  /** Gives due shared tasks their turns before a full claim. */
+  readonly #fair: FairTurns;
   /** What every notification of this store's schema starts with. */
   readonly #prefix: string;
   /** The full claim's $4 and $5: a task whose lease ran out more than this many times fails, with this error. */
@@ -78,9 +81,16 @@ export class Claims {
   /** Claims left to send straight to the full statement (see FULL_AFTER_LIMITED). */
   #fullOnly = 0;
 
-  constructor(db: Connection, sql: ClaimStatements & JobStatements, prefix: string, maxExpiries: number, expiredText: string) {
+  constructor(
+    db: Connection,
+    sql: ClaimStatements & JobStatements & FairStatements,
+    prefix: string,
+    maxExpiries: number,
+    expiredText: string,
+  ) {
     this.#db = db;
     this.#sql = sql;
+    this.#fair = new FairTurns(db, sql);
     this.#prefix = prefix;
     this.#maxExpiries = maxExpiries;
     this.#expiredText = expiredText;
@@ -95,6 +105,7 @@ export class Claims {
     // The plain claim takes no expired lease over, so it fails no task: nothing to announce but its leases.
     if (plain !== undefined && !plain.limited && !plain.jobsDue) return this.#leased(ask, plain.claims);
     const params = this.#fullParams(ask);
+    await this.#fair.tag();
     if (plain === undefined || !plain.jobsDue) {
       const { rows } = await this.#db.query<FlaggedRow>(this.#sql.claimUnlessJobsDue, params, true);
       if (rows[0]?.jobs_due !== true) return this.#leased(ask, this.#announced(claimsOf(rows)));
@@ -168,11 +179,12 @@ export class Claims {
    * to have been up, and this process to have reached it, for that long.
    */
   async nextDue({ names, rooms, rated = false }: NextDueParams, lease: number): Promise<number | undefined> {
-    const { rows } = await this.#db.query<{ t: number | string | null }>(
+    const { rows } = await this.#db.query<{ t: number | string | null; untagged: boolean }>(
       this.#sql.nextDue,
       [names ?? null, rated, ...roomArrays(rooms), lease, this.#db.takeoverWait(lease)],
       true,
     );
+    if (rows[0]?.untagged === true) this.#fair.untagged();
     const t = rows[0]?.t;
     return t === null || t === undefined ? undefined : Math.max(0, Number(t));
   }
@@ -220,14 +232,14 @@ function roomArrays(rooms: QueueRooms | undefined): [string[] | null, number[] |
 
 /** The statements of the claim and of next-due for tables in `schema` (undefined: the search_path). */
 export function claimStatements(schema: string | undefined) {
-  const { T, J, M, L, Q } = tables(schema);
+  const { T, J, M, L, Q, F } = tables(schema);
   return {
     /** The common case, no recurring job due: claims in one statement and says whether a job is due. */
-    claimUnlessJobsDue: claimSql(T, J, L, Q, M, true),
-    claim: claimSql(T, J, L, Q, M, false),
+    claimUnlessJobsDue: claimSql(T, J, L, Q, M, F, true),
+    claim: claimSql(T, J, L, Q, M, F, false),
     /** The claim when no limit is in play anywhere; says so (`limited`), claiming nothing, when one is. */
-    claimPlain: plainClaimSql(T, J, L, Q, M),
-    nextDue: nextDueSql(T, J, L, Q, M),
+    claimPlain: plainClaimSql(T, J, L, Q, M, F),
+    nextDue: nextDueSql(T, J, L, Q, M, F),
     /**
      * The server mark alone (markServer), which start() commits before it
      * readies connections: their claims of nothing then find it set and
@@ -281,32 +293,6 @@ const withStart = (starts: string, counts: string, interval: string, at: string,
 /** SQL: when a bucket that is empty at now() has a token again: its oldest start in the window leaves it. */
 const refillOf = (starts: string, interval: string) =>
   `(SELECT min(s) FROM unnest(${starts}) AS s WHERE s > now() - ${millis(interval)}) + ${millis(interval)}`;
-
-/** SQL: what the plain waiting indexes hold (migrations.ts, version 6). */
-const PLAIN_WAITING = `state = 'waiting' AND serial IS NULL AND rate_key IS NULL`;
-
-/**
- * SQL: a recursive CTE \`name(v)\` of the distinct values of \`column\` among
- * plain waiting tasks (no key), highest first, one index probe each (then a
- * NULL): PostgreSQL 15 has no skip scan, and an index leading with the
- * column answers each probe from where the last one stopped. Each probe is
- * an ORDER BY ... LIMIT 1, not a max(): on a table not analyzed yet (a bulk
- * enqueue) the planner priced max() as an aggregate over an index-only scan
- * of every waiting task, and the next-due query took 6 ms at 20,000 waiting
- * tasks and 26 ms at 100,000, where the probes take 0.3 ms.
- */
-const descending = (T: string, name: string, v: string, column: string) => `${name}(${v}) AS (
-    SELECT (SELECT ${column} FROM ${T} WHERE ${PLAIN_WAITING} ORDER BY ${column} DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT ${column} FROM ${T} WHERE ${PLAIN_WAITING} AND ${column} < ${name}.${v} ORDER BY ${column} DESC LIMIT 1)
-    FROM ${name} WHERE ${name}.${v} IS NOT NULL)`;
-
-/**
- * SQL: \`levels(p)\`, the priority levels of plain waiting tasks, highest
- * first (see descending): walking the priority-leading waiting index level by
- * level finds the due tasks of each level by an exact range.
- */
-const levels = (T: string) => descending(T, 'levels', 'p', 'priority');
 
 /** The most rows an int room stands for: no limit. */
 const NO_LIMIT = 2147483647;
@@ -386,6 +372,24 @@ const keyed = (T: string, L: string) => `
       WHERE l.kind = 'rate' AND l.key <> '' AND ${spent('l')} < l.lim AND w.n <= l.lim - ${spent('l')}`;
 
 /**
+ * SQL: the shared tasks a claim may take (fair.ts). \`fair\`: each queue's
+ * first by turn within a priority, as many as its room (up to $1), locked as
+ * the plain ones are; \`fair_places\`: the places they take in the claim's
+ * due order, the k-th by turn of a queue and priority taking the k-th due
+ * time and id among them, so that shared tasks go in turn among themselves
+ * and in due order beside the rest.
+ */
+const fairTurns = (T: string, Q: string, F: string, gate: string) => `fair AS (SELECT w.*,
+        row_number() OVER (PARTITION BY w.queue, w.priority ORDER BY w.fair_tag, w.id) AS turn
+      FROM (SELECT f.queue, ${queueRoom(Q, 'f.queue')} AS room FROM ${F} AS f) AS f CROSS JOIN LATERAL (
+        SELECT t.id, t.run_at, t.priority, t.queue, t.fair_tag FROM ${T} AS t
+        WHERE t.queue = f.queue AND t.state = 'waiting' AND t.fair_tag IS NOT NULL ${gate} ${NAMED}
+        ORDER BY t.priority DESC, t.fair_tag, t.id LIMIT GREATEST(LEAST($1, f.room), 0) FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
+      WHERE f.room > 0),
+    fair_places AS (SELECT queue, priority, run_at, id, row_number() OVER (PARTITION BY queue, priority ORDER BY run_at, id) AS place
+      FROM fair)`;
+
+/**
  * Claims up to $1 tasks for owner $2 for $3 ms: waiting tasks that are due,
  * by priority (highest first), then due time, then id; and running ones
  * whose lease ran out (their process died or stalled). Every time is the
@@ -401,7 +405,7 @@ const keyed = (T: string, L: string) => `
  * flag (on a row of its own if nothing was claimed). $6 (text[], or null for
  * any): only tasks of these handler names. $7: this process applies the
  * scheduler-wide bucket (key ''). $8: free workers, the most limited tasks
- * (a key, a queue with a rate, or the scheduler-wide bucket) claimed: never
+ * (a key, a queue with a rate, the scheduler-wide bucket, a fair share) claimed: never
  * more than can start.
  * $9/$10: this process's rooms for queues (names, counts).
  *
@@ -426,14 +430,14 @@ const keyed = (T: string, L: string) => `
  * Tasks of one key are ordered by the priority of the key's first (priority
  * does not reorder a key), so every cut keeps each key's tasks a prefix.
  */
-function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJobsDue: boolean): string {
+function claimSql(T: string, J: string, L: string, Q: string, M: string, F: string, unlessJobsDue: boolean): string {
   // When every candidate is a plain task (no key, not a takeover), no task failed for its expiries,
   // no candidate's queue has a global concurrency or a rate, and this process has neither queue rooms
   // nor the scheduler-wide bucket, the bookkeeping (six window sorts) passes every candidate in its
   // order: the claim then takes them in that order at once (bench/pg-plans.ts: a claim of
   // 273 plain tasks 4.6 -> 3.2-3.6 ms in its generic plan, 4.9 -> 3.5-3.8 in a custom one).
   const plainOnly = `SELECT $9::text[] IS NULL AND NOT $7::boolean AND NOT EXISTS (SELECT 1 FROM failed) AND NOT EXISTS (SELECT 1 FROM qlocked)
-      AND NOT EXISTS (SELECT 1 FROM cand WHERE serial IS NOT NULL OR rate_key IS NOT NULL OR expired) AS yes`;
+      AND NOT EXISTS (SELECT 1 FROM cand WHERE serial IS NOT NULL OR rate_key IS NOT NULL OR expired OR fair_tag IS NOT NULL) AS yes`;
   const gate = unlessJobsDue ? 'AND NOT (SELECT jobs_due FROM flag)' : '';
   const keyStarts = withStart('l.starts', 'l.counts', 'l.interval_ms', 'g.at', 'g.n');
   const queueStarts = withStart('q.rate_starts', 'q.rate_counts', 'q.rate_interval_ms', 'g.at', 'g.started');
@@ -459,18 +463,24 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJ
 
     plain AS (SELECT w.id, w.run_at, w.priority, w.queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority, t.queue FROM ${T} AS t
-        WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p
+        WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = levels.p
           AND t.run_at <= now() ${gate} ${NAMED}
+          -- A queue with shares gives its plain tasks turns too (fair.ts): those are in \`fair\`.
+          AND NOT EXISTS (SELECT 1 FROM ${F} AS f WHERE f.queue = open.name)
         ORDER BY t.run_at, t.id LIMIT LEAST($1, open.room) FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
       WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
+    ${fairTurns(T, Q, F, gate)},
     keyed AS (SELECT k.* FROM (${keyed(T, L)}) AS k WHERE ${queueRoom(Q, 'k.queue')} > 0),
     keyed_locked AS (SELECT t.id FROM ${T} AS t
       WHERE t.id IN (SELECT id FROM keyed WHERE run_at <= now() ${NAMED}) AND t.state = 'waiting' ${gate}
       FOR NO KEY UPDATE SKIP LOCKED),
-    cand AS (SELECT id, run_at, priority, serial, rate_key, queue, true AS holds, true AS usable, true AS expired FROM expired
+    cand AS (SELECT id, run_at, priority, serial, rate_key, queue, true AS holds, true AS usable, true AS expired, NULL::float8 AS fair_tag,
+          run_at AS ord_at, id AS ord_id FROM expired
         WHERE expiries < $4 OR NOT started
-      UNION ALL SELECT id, run_at, priority, NULL, NULL, queue, false, true, false FROM plain
-      UNION ALL SELECT id, run_at, priority, serial, rate_key, queue, holds, id IN (SELECT id FROM keyed_locked), false FROM keyed),
+      UNION ALL SELECT id, run_at, priority, NULL, NULL, queue, false, true, false, NULL, run_at, id FROM plain
+      UNION ALL SELECT id, run_at, priority, serial, rate_key, queue, holds, id IN (SELECT id FROM keyed_locked), false, NULL, run_at, id FROM keyed
+      UNION ALL SELECT f.id, f.run_at, f.priority, NULL, NULL, f.queue, false, true, false, f.fair_tag, p.run_at, p.id
+        FROM fair AS f JOIN fair_places AS p ON p.queue = f.queue AND p.priority = f.priority AND p.place = f.turn),
     qlocked AS (${lockQueues(Q, 'SELECT queue FROM failed UNION ALL SELECT queue FROM cand', true)}),
     locked AS (SELECT l.kind, l.key, l.lim, l.holders,
         CASE l.kind WHEN 'concurrency' THEN l.lim - cardinality(l.holders) ELSE l.lim - ${spent('l')} END AS room
@@ -493,19 +503,20 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJ
           SELECT *, usable AND (rate_key IS NULL OR tokens IS NULL OR rr <= tokens) AS ready FROM tokened) AS r) AS x
       WHERE ready AND (serial IS NULL OR held OR in_order)),
     roomed AS (SELECT a.*, g.tokens AS queue_tokens FROM (SELECT a.*,
-          row_number() OVER (PARTITION BY a.queue ORDER BY a.effective DESC, a.run_at, a.id) AS qn,
-          row_number() OVER (PARTITION BY a.queue, a.expired ORDER BY a.effective DESC, a.run_at, a.id) AS gn
+          row_number() OVER (PARTITION BY a.queue ORDER BY a.effective DESC, a.ord_at, a.ord_id) AS qn,
+          row_number() OVER (PARTITION BY a.queue, a.expired ORDER BY a.effective DESC, a.ord_at, a.ord_id) AS gn
         FROM allowed AS a) AS a LEFT JOIN qlocked AS g ON g.name = a.queue
       WHERE a.qn <= COALESCE((SELECT n FROM rooms WHERE rooms.name = a.queue), ${NO_LIMIT})
         AND (a.expired OR g.name IS NULL OR (NOT g.paused AND (g.room IS NULL OR a.gn <= g.room)))),
     metered AS (SELECT *, queue_tokens IS NOT NULL AS rated FROM (SELECT r.*,
-          row_number() OVER (PARTITION BY r.queue ORDER BY r.effective DESC, r.run_at, r.id) AS tn FROM roomed AS r) AS r
+          row_number() OVER (PARTITION BY r.queue ORDER BY r.effective DESC, r.ord_at, r.ord_id) AS tn FROM roomed AS r) AS r
       WHERE queue_tokens IS NULL OR tn <= queue_tokens),
-    due AS (SELECT id, serial, rate_key, held, queue, expired, limited, effective, run_at FROM (
-        SELECT *, row_number() OVER (PARTITION BY limited ORDER BY effective DESC, run_at, id) AS lr
-        FROM (SELECT *, serial IS NOT NULL OR rate_key IS NOT NULL OR rated OR expired OR $7::boolean AS limited FROM metered) AS m) AS x
+    due AS (SELECT id, serial, rate_key, held, queue, expired, limited, effective, run_at, fair_tag, ord_at, ord_id FROM (
+        SELECT *, row_number() OVER (PARTITION BY limited ORDER BY effective DESC, ord_at, ord_id) AS lr
+        FROM (SELECT *, serial IS NOT NULL OR rate_key IS NOT NULL OR rated OR expired OR fair_tag IS NOT NULL OR $7::boolean AS limited
+          FROM metered) AS m) AS x
       WHERE NOT limited OR lr <= $8
-      ORDER BY effective DESC, run_at, id
+      ORDER BY effective DESC, ord_at, ord_id
       LIMIT CASE WHEN $7::boolean THEN LEAST($1, COALESCE((SELECT room FROM locked WHERE kind = 'rate' AND key = ''), $1)) ELSE $1 END),
     -- What starts at once: limited tasks and takeovers (claimed only into free workers), then plain
     -- ones into the free workers left, in claim order; the rest is prefetched and marked started
@@ -516,24 +527,26 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJ
     -- Only plain tasks, no limit in play (plainOnly): the bookkeeping above is skipped (a one-time
     -- filter: its sorts never run), and the candidates taken in its order.
     plain_only AS (${plainOnly}),
-    starting AS (SELECT *, limited OR row_number() OVER (ORDER BY limited DESC, effective DESC, run_at, id) <= $8 AS now FROM due
+    starting AS (SELECT *, limited OR row_number() OVER (ORDER BY limited DESC, effective DESC, ord_at, ord_id) <= $8 AS now FROM due
         WHERE NOT (SELECT yes FROM plain_only)
       UNION ALL
-      (SELECT id, NULL, NULL, false, queue, false, false, priority, run_at, row_number() OVER (ORDER BY priority DESC, run_at, id) <= $8
+      (SELECT id, NULL, NULL, false, queue, false, false, priority, run_at, NULL, run_at, id,
+          row_number() OVER (ORDER BY priority DESC, run_at, id) <= $8
         FROM cand WHERE (SELECT yes FROM plain_only) ORDER BY priority DESC, run_at, id LIMIT $1)),
     claimed AS (UPDATE ${T} AS t SET state = 'running', locked_by = $2, locked_until = clock_timestamp() + ${millis('$3')},
         -- A takeover of a task that never started is neither an attempt nor an expiry.
         attempts = t.attempts + (t.state = 'waiting' OR NOT t.prefetched)::int,
         expiries = t.expiries + (t.state = 'running' AND NOT t.prefetched)::int,
-        started_at = (SELECT at FROM stamp), prefetched = NOT due.now, updated_at = now()
+        started_at = (SELECT at FROM stamp), prefetched = NOT due.now, fair_tag = NULL, updated_at = now()
       -- Read back as arrays, as the settle reads its batch: the planner then sees a few rows of unknown
       -- number and finds each by the primary key. Guessing a few hundred from starting's plan, it
       -- joined them to a small table (the bench's 20,000 rows) by scanning all of it (+2.5 ms a claim).
-      FROM (SELECT array_agg(id) AS ids, array_agg(held) AS held, array_agg(expired) AS expired, array_agg(now) AS now FROM starting) AS a
-        CROSS JOIN LATERAL unnest(a.ids, a.held, a.expired, a.now) AS due(id, held, expired, now)
+      FROM (SELECT array_agg(id) AS ids, array_agg(held) AS held, array_agg(expired) AS expired, array_agg(now) AS now,
+            array_agg(fair_tag) AS tags FROM starting) AS a
+        CROSS JOIN LATERAL unnest(a.ids, a.held, a.expired, a.now, a.tags) AS due(id, held, expired, now, tag)
       WHERE t.id = due.id AND (t.state = 'waiting' OR (t.state = 'running' AND t.locked_until <= now()))
       RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
-        t.serial, t.rate_key, due.held, t.queue, due.expired, due.now AS started),
+        t.serial, t.rate_key, due.held, t.queue, due.expired, due.now AS started, due.tag AS fair_tag),
     -- A statement updates a row once (a second UPDATE of it in the same statement is lost): each
     -- queue row and concurrency row gets one UPDATE, with the slots the claim took and those
     -- that the tasks it failed for good gave back, and a queue row the tokens its starts took.
@@ -557,7 +570,10 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJ
       FROM (SELECT key, n, (SELECT at FROM stamp) AS at FROM (
           SELECT rate_key AS key, count(*) AS n FROM claimed WHERE rate_key IS NOT NULL GROUP BY rate_key
           UNION ALL SELECT '', count(*) FROM claimed WHERE $7::boolean HAVING count(*) > 0) AS y) AS g
-      WHERE l.kind = 'rate' AND l.key = g.key)
+      WHERE l.kind = 'rate' AND l.key = g.key),
+    -- A queue's virtual time: the latest turn started (fair.ts); its row is locked last.
+    virtual_moved AS (UPDATE ${F} AS f SET virtual = GREATEST(f.virtual, g.latest)
+      FROM (SELECT queue, max(fair_tag) AS latest FROM claimed WHERE fair_tag IS NOT NULL GROUP BY queue) AS g WHERE f.queue = g.queue)
     -- The tasks claimed, and those failed for their expiries (failed_after set): the process reports those.
     ${unlessJobsDue ? 'SELECT flag.jobs_due, c.* FROM flag LEFT JOIN (' : ''}
       SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after FROM claimed
@@ -580,13 +596,13 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, unlessJ
  * have a token, the server has been up for a lease ($5 ms), and this
  * process has reached it for a lease since it last lost it ($6 ms left).
  */
-function nextDueSql(T: string, J: string, L: string, Q: string, M: string): string {
+function nextDueSql(T: string, J: string, L: string, Q: string, M: string, F: string): string {
   const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
   // When bucket \`l\` has room again: its oldest start in the window leaves it.
   const refill = (l: string) => `CASE WHEN ${spent(l)} < ${l}.lim THEN now() ELSE ${refillOf(`${l}.starts`, `${l}.interval_ms`)} END`;
   return `WITH RECURSIVE ${levels(T)}, ${openQueues(T, Q, '$3', '$4')},
       firsts AS (SELECT w.run_at FROM open CROSS JOIN levels CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
-          WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p AND ${named}
+          WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = levels.p AND ${named}
           ORDER BY t.run_at, t.id LIMIT 1) AS w
         WHERE levels.p IS NOT NULL LIMIT ${QUEUE_LEVELS}),
       heads AS (SELECT h.at AS run_at FROM (SELECT w.run_at AS at, w.queue FROM ${L} AS l CROSS JOIN LATERAL (
@@ -601,9 +617,16 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string): stri
           WHERE l.kind = 'rate' AND l.key <> '') AS h
         -- A keyed task of a paused or full queue waits with it: a resume, or a slot given back, wakes the processes.
         WHERE ${queueRoom(Q, 'h.queue')} > 0),
+      -- Shared tasks: the first due without a turn (the next claim gives it one), or any with one, in a queue with room.
+      fair_firsts AS ((SELECT t.run_at FROM ${T} AS t WHERE t.state = 'waiting' AND t.fair_group IS NOT NULL AND t.fair_tag IS NULL
+            AND t.serial IS NULL AND t.rate_key IS NULL AND ${named} ORDER BY t.run_at, t.id LIMIT 1)
+        UNION ALL SELECT w.run_at FROM ${F} AS f CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
+            WHERE t.queue = f.queue AND t.state = 'waiting' AND t.fair_tag IS NOT NULL AND ${named} LIMIT 1) AS w
+          WHERE ${queueRoom(Q, 'f.queue')} > 0),
       refills AS (SELECT ${refillOf('q.rate_starts', 'q.rate_interval_ms')} AS at FROM ${Q} AS q
         WHERE q.rate_limit IS NOT NULL AND NOT q.paused AND ${queueTokens('q')} <= 0),
-      soonest AS (SELECT LEAST((SELECT MIN(run_at) FROM firsts), (SELECT MIN(run_at) FROM heads), (SELECT MIN(at) FROM refills)) AS at),
+      soonest AS (SELECT LEAST((SELECT MIN(run_at) FROM firsts), (SELECT MIN(run_at) FROM heads), (SELECT MIN(run_at) FROM fair_firsts),
+        (SELECT MIN(at) FROM refills)) AS at),
       refilled AS (SELECT ${refill('l')} AS at FROM ${L} AS l WHERE $2::boolean AND l.kind = 'rate' AND l.key = ''),
       -- A lease that ran out is due when its task may start again: once its buckets (its key's,
       -- its queue's, the scheduler-wide one) have a token, or a process would claim in a loop.
@@ -617,7 +640,7 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string): stri
       SELECT (extract(epoch from LEAST(
         GREATEST((SELECT at FROM soonest), (SELECT at FROM refilled)),
         (SELECT MIN(at) FROM leases),
-        (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t`;
+        (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 AS t, ${untaggedDue(T)} AS untagged`;
 }
 
 // The plain claim: the full claim above for the common case where no
@@ -651,12 +674,13 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string): stri
  * claim-sql.ts is this file's full claim: the text stays as it is, it names
  * the prepared statement.)
  */
-function plainClaimSql(T: string, J: string, L: string, Q: string, M: string): string {
+function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F: string): string {
   return `WITH RECURSIVE
     flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),
     limited AS (SELECT EXISTS (SELECT 1 FROM ${L})
       OR EXISTS (SELECT 1 FROM ${Q} WHERE global_concurrency IS NOT NULL OR rate_limit IS NOT NULL)
-      OR EXISTS (SELECT 1 FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2) AS yes),
+      OR EXISTS (SELECT 1 FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2)
+      OR EXISTS (SELECT 1 FROM ${F}) OR ${untaggedDue(T)} AS yes),
     ${serverMarkCte(M)},
     ${levels(T)},
     ${queuesWithWork(T)},
@@ -664,7 +688,7 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string): s
       WHERE queues.q IS NOT NULL AND NOT COALESCE((SELECT paused FROM ${Q} WHERE name = queues.q), false)),
     plain AS (SELECT w.id, w.run_at, w.priority FROM open CROSS JOIN levels CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority FROM ${T} AS t
-        WHERE t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.queue = open.name AND t.priority = levels.p
+        WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = levels.p
           AND t.run_at <= now() AND ($4::text[] IS NULL OR t.name = ANY($4::text[]))
           AND NOT (SELECT jobs_due FROM flag) AND NOT (SELECT yes FROM limited)
         ORDER BY t.run_at, t.id LIMIT $1 FOR NO KEY UPDATE OF t SKIP LOCKED) AS w

@@ -455,6 +455,53 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 9,
     sql: `SELECT 1;`,
   },
+  {
+    // Fair shares (fair.ts): a task's group and weight, kept from its options by a trigger (so no
+    // insert or replace names them), and its turn (fair_tag) once it is due; a group's next turn
+    // and a queue's virtual time in tables of their own. The plain waiting indexes leave shared
+    // tasks out: the claim reads them by turn. No task has a share yet (the store refused them).
+    version: 10,
+    sql: `
+      ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN fair_group text, ADD COLUMN fair_weight float8 NOT NULL DEFAULT 1,
+        ADD COLUMN fair_tag float8;
+      CREATE TABLE :SCHEMA.taskheap_fair_groups (
+        queue text NOT NULL,
+        grp text NOT NULL,
+        next float8 NOT NULL,
+        step float8 NOT NULL,
+        PRIMARY KEY (queue, grp)
+      );
+      CREATE TABLE :SCHEMA.taskheap_fair_queues (queue text PRIMARY KEY, virtual float8 NOT NULL DEFAULT 0);
+      DROP INDEX :SCHEMA.taskheap_tasks_waiting;
+      CREATE INDEX taskheap_tasks_waiting ON :SCHEMA.taskheap_tasks (priority, run_at, id)
+        WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND fair_group IS NULL AND fair_tag IS NULL;
+      DROP INDEX :SCHEMA.taskheap_tasks_queue_waiting;
+      CREATE INDEX taskheap_tasks_queue_waiting ON :SCHEMA.taskheap_tasks (queue, priority, run_at, id)
+        WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND fair_group IS NULL AND fair_tag IS NULL;
+      CREATE INDEX taskheap_tasks_fair_due ON :SCHEMA.taskheap_tasks (run_at, id)
+        WHERE state = 'waiting' AND fair_group IS NOT NULL AND fair_tag IS NULL AND serial IS NULL AND rate_key IS NULL;
+      CREATE INDEX taskheap_tasks_fair_turns ON :SCHEMA.taskheap_tasks (queue, priority DESC, fair_tag, id)
+        WHERE state = 'waiting' AND fair_tag IS NOT NULL;
+      -- The share from the options, on insert and when a replace changes them; a turn is lost by any
+      -- change of its task but the claim's (which clears it) and the tagging's (which sets it).
+      CREATE FUNCTION :SCHEMA.taskheap_fair_columns() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        IF TG_OP = 'INSERT' OR NEW.options IS DISTINCT FROM OLD.options THEN
+          NEW.fair_group := NEW.options::jsonb #>> '{fair,group}';
+          NEW.fair_weight := COALESCE((NEW.options::jsonb #>> '{fair,weight}')::float8, 1);
+        END IF;
+        IF TG_OP = 'UPDATE' AND NEW.fair_tag IS NOT DISTINCT FROM OLD.fair_tag THEN
+          NEW.fair_tag := NULL;
+        END IF;
+        RETURN NEW;
+      END $fn$;
+      CREATE TRIGGER taskheap_fair_insert BEFORE INSERT ON :SCHEMA.taskheap_tasks
+        FOR EACH ROW WHEN (NEW.options LIKE '%"fair"%') EXECUTE FUNCTION :SCHEMA.taskheap_fair_columns();
+      CREATE TRIGGER taskheap_fair_update BEFORE UPDATE ON :SCHEMA.taskheap_tasks
+        FOR EACH ROW WHEN ((OLD.fair_tag IS NOT NULL AND NEW.fair_tag IS NOT DISTINCT FROM OLD.fair_tag)
+          OR (NEW.options IS DISTINCT FROM OLD.options AND (NEW.options LIKE '%"fair"%' OR OLD.fair_group IS NOT NULL)))
+        EXECUTE FUNCTION :SCHEMA.taskheap_fair_columns();`,
+  },
 ];
 
 /**

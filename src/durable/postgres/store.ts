@@ -43,6 +43,7 @@ import type { PgPoolLike } from './pg.js';
 import { migrate, migrationStatements } from './migrations.js';
 import { addStatements, addTask, addTasks } from './add.js';
 import { Claims, claimStatements } from './claim.js';
+import { fairStatements, pruneGroups } from './fair.js';
 import { cancel, completeWithin, renew, requeue, settle, settleStatements } from './settle.js';
 import { limitStatements, pruneLimits, setQueue, setRate } from './limits.js';
 import { addJob, cancelJob, getJob, jobStatements, listJobs, pruneJobs, resumeJob, setJobState, triggerJob } from './jobs.js';
@@ -68,6 +69,7 @@ export function statements(schema: string | undefined) {
     ...migrationStatements(schema),
     ...addStatements(schema),
     ...claimStatements(schema),
+    ...fairStatements(schema),
     ...settleStatements(schema),
     ...limitStatements(schema),
     ...jobStatements(schema),
@@ -109,7 +111,7 @@ export const POSTGRES_CAPABILITIES: StoreCapabilities = {
   transactionsWithClient: true,
   flows: true,
   limitList: true,
-  fairShares: false,
+  fairShares: true,
 };
 
 class PostgresStore implements Store, FlowStore, LimitListStore {
@@ -222,6 +224,7 @@ class PostgresStore implements Store, FlowStore, LimitListStore {
     const kept = succeeded === null && failed === null;
     const tasks = kept ? 0 : await pruneTasks(this.#db, this.#sql, succeeded, failed, limit);
     const jobs = failed === null ? 0 : await pruneJobs(this.#db, this.#sql, failed, limit);
+    await pruneGroups(this.#db, this.#sql);
     return tasks + jobs + (await pruneLimits(this.#db, this.#sql, limit));
   }
 

@@ -253,6 +253,11 @@ CREATE TABLE taskheap_deps (
    CREATE INDEX taskheap_tasks_fair ON taskheap_tasks (queue, priority, fair_group, run_at, id)
      WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND fair_group IS NOT NULL;`,
   },
+  {
+    // Version 10 changes PostgreSQL only (fair shares there: turns stored by task).
+    version: 10,
+    sql: `SELECT 1;`,
+  },
 ];
 
 /**
