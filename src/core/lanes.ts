@@ -195,11 +195,12 @@ export class FairLane {
 }
 
 /**
- * The stride rule of fair shares, one place for both engines (the gate
- * here, the SQLite claim in durable/sqlite/fair.ts): the pass a group lines
- * up at when it had nothing ready (no earlier than the virtual time, so it
- * saved no turns), and its pass after a start (on by 1 / weight). A start
- * also moves the virtual time up to the pass it started at. @internal
+ * The stride rule of fair shares (the gate's): the pass a group lines up at
+ * when it had nothing ready (no earlier than the virtual time, so it saved
+ * no turns), and its pass after a start (on by 1 / weight). A start also
+ * moves the virtual time up to the pass it started at. The stores apply the
+ * same rule with a task's turn fixed when it comes due (durable/sqlite/fair.ts,
+ * durable/postgres/fair.ts). @internal
  */
 export const rejoined = (pass: number, virtual: number): number => Math.max(pass, virtual);
 /** @internal */

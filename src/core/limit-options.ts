@@ -333,9 +333,11 @@ export interface LimitOptions {
    * from one group does not hold back the others. A group with nothing due
    * takes no turn and saves none for later. Among tasks of one priority; a
    * group is per queue, and a queue's tasks without it take turns as one
-   * group. In memory and on SQLite (a store whose `capabilities.fairShares`
-   * is false, PostgreSQL for now, refuses it at the call); with a store the
-   * tasks of a queue with shares are claimed only into free workers.
+   * group. With a store, shared tasks are claimed only into free workers,
+   * and the database keeps the turns (a task's turn is fixed when it comes
+   * due; a task with a `rate` or `concurrency` group keeps that group's
+   * order, outside the turns); a store whose `capabilities.fairShares` is
+   * false refuses it at the call.
    * @default none
    * @example { group: `tenant:${tenantId}` }
    */

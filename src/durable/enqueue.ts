@@ -167,7 +167,7 @@ export class Enqueuer {
 export function assertFairShares(store: Store, group: string | null | undefined): void {
   if (group !== undefined && group !== null && !store.capabilities.fairShares)
     throw new TypeError(
-      'Expected no `fair`: this store does not share starts between groups (its capabilities.fairShares is false); a scheduler without a store and sqliteStore() do',
+      'Expected no `fair`: this store does not share starts between groups (its capabilities.fairShares is false); a scheduler without a store, sqliteStore() and postgresStore() do',
     );
 }
 

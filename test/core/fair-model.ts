@@ -1,7 +1,10 @@
 // The reference model of fair shares (test/core/fair.property.test.ts states
 // its rule): what a pool of workers starts, given the tasks added, those
-// ended and the time, and the random steps both checks take. The in-memory engine and the SQLite claim are checked
-// against it (test/durable/models/fair-sqlite.property.test.ts).
+// ended and the time, and the random steps both checks take. The in-memory
+// engine is checked against its stride rule (a group's turn counted when it
+// starts); the stores' claim against its turns rule (`turns`: a task's turn
+// fixed when it comes due, docs/limits.md), on SQLite
+// (test/durable/models/fair-sqlite.property.test.ts).
 
 import fc from 'fast-check';
 
@@ -36,6 +39,8 @@ export interface ModelTask {
   due: number;
   priority: number;
   state: 'waiting' | 'ready' | 'running' | 'done';
+  /** Its turn, under the turns rule. */
+  turn?: number;
 }
 
 export class Model {
@@ -45,6 +50,10 @@ export class Model {
   #virtual = 0;
   /** Whether a task has named a group. */
   on = false;
+  /** The stores' rule: a task's turn is fixed when it comes due (its group's next turn, or the virtual time if later). */
+  turns = false;
+  /** Each group's next turn, under the turns rule. */
+  readonly #next = new Map<string, number>();
   workers: number;
 
   constructor(
@@ -60,6 +69,7 @@ export class Model {
 
   /** What the pool does at `now`: while a worker is free, the due tasks join their lines and the chosen head starts. */
   pump(now: number): void {
+    if (this.turns) return this.#pumpTurns(now);
     while (this.running < this.workers) {
       for (const task of this.tasks.filter((t) => t.state === 'waiting' && t.due <= now).sort((x, y) => x.due - y.due || x.id - y.id)) {
         if (this.on && this.#line(task.group).length === 0)
@@ -80,6 +90,27 @@ export class Model {
         if (pass > this.#virtual) this.#virtual = pass;
         this.#pass.set(group, pass + 1 / this.weights[group]!);
       }
+      head.state = 'running';
+      this.started.push(head.id);
+    }
+  }
+
+  /** The turns rule: due tasks take their group's next turns (by priority, then due order); the highest priority, then lowest turn, starts. */
+  #pumpTurns(now: number): void {
+    while (this.running < this.workers) {
+      const due = this.tasks.filter((t) => t.state === 'waiting' && t.due <= now);
+      due.sort((x, y) => y.priority - x.priority || x.due - y.due || x.id - y.id);
+      for (const task of due) {
+        const turn = Math.max(this.#next.get(task.group) ?? 0, this.#virtual);
+        task.turn = turn;
+        this.#next.set(task.group, turn + 1 / this.weights[task.group]!);
+        task.state = 'ready';
+      }
+      const ready = this.tasks.filter((t) => t.state === 'ready');
+      if (ready.length === 0) return;
+      ready.sort((x, y) => y.priority - x.priority || x.turn! - y.turn! || x.id - y.id);
+      const head = ready[0]!;
+      if (head.turn! > this.#virtual) this.#virtual = head.turn!;
       head.state = 'running';
       this.started.push(head.id);
     }

@@ -373,8 +373,9 @@ const keyed = (T: string, L: string) => `
 
 /**
  * SQL: the shared tasks a claim may take (fair.ts). \`fair\`: each queue's
- * first by turn within a priority, as many as its room (up to $1), locked as
- * the plain ones are; \`fair_places\`: the places they take in the claim's
+ * first by turn within a priority, as many as its room (up to $1, and to the
+ * free workers $8: they are claimed only into those), locked as the plain
+ * ones are; \`fair_places\`: the places they take in the claim's
  * due order, the k-th by turn of a queue and priority taking the k-th due
  * time and id among them, so that shared tasks go in turn among themselves
  * and in due order beside the rest.
@@ -384,7 +385,7 @@ const fairTurns = (T: string, Q: string, F: string, gate: string) => `fair AS (S
       FROM (SELECT f.queue, ${queueRoom(Q, 'f.queue')} AS room FROM ${F} AS f) AS f CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority, t.queue, t.fair_tag FROM ${T} AS t
         WHERE t.queue = f.queue AND t.state = 'waiting' AND t.fair_tag IS NOT NULL ${gate} ${NAMED}
-        ORDER BY t.priority DESC, t.fair_tag, t.id LIMIT GREATEST(LEAST($1, f.room), 0) FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
+        ORDER BY t.priority DESC, t.fair_tag, t.id LIMIT GREATEST(LEAST($1, $8, f.room), 0) FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
       WHERE f.room > 0),
     fair_places AS (SELECT queue, priority, run_at, id, row_number() OVER (PARTITION BY queue, priority ORDER BY run_at, id) AS place
       FROM fair)`;

@@ -1,18 +1,32 @@
 // The SQLite claim, in the store's one transaction (after jobs.ts has
-// turned due recurring jobs into occurrences): the candidates (expired
-// leases of another owner taken over, the due plain tasks of open queues
-// walked queue by queue and level by level, the keyed tasks limits.ts finds
-// from the limit rows with room) are decided by limits.ts and claimed, a
-// task that expired too often failed instead; and `nextDue`, when the next
-// claim may find work (tasks that cannot start do not count).
+// turned due recurring jobs into occurrences, and fair.ts has given due
+// shared tasks their turns): the candidates (expired leases of another
+// owner taken over, the due plain tasks of open queues walked queue by
+// queue and level by level, the shared tasks of open queues by turn, the
+// keyed tasks limits.ts finds from the limit rows with room) are decided by
+// limits.ts and claimed, a task that expired too often failed instead; and
+// `nextDue`, when the next claim may find work (tasks that cannot start do
+// not count).
 import type { Prepare } from './driver.js';
-import type { FairShares } from './fair.js';
 import { decide, globalRefill, keyedCandidates, keyedDue, letGo, queueRefill, queueRooms, type Candidate } from './limits.js';
 import type { ClaimParams, NextDueParams } from '../store.js';
 import type { ClaimRow } from '../rows.js';
 
-/** Plain waiting tasks: no concurrency group and no rate group (keyed ones are found from their limit rows, limits.ts). */
-const PLAIN = `t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL`;
+/**
+ * Plain waiting tasks: no concurrency group, no rate group (keyed ones are
+ * found from their limit rows, limits.ts), no fair share and no turn (those
+ * are read by turn, fair.ts): what the plain index holds.
+ */
+export const PLAIN = `t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS NULL AND t.fair_group IS NULL AND t.fair_tag IS NULL`;
+
+/**
+ * The task table as \`t\`, read through the plain index. Named: SQLite's
+ * planner, without statistics, prefers an index whose first column is an
+ * equality (state) over a partial one, and then walks every shared or keyed
+ * waiting task of a queue to find a plain one (11 ms a claim behind a flood
+ * of 10,000 shared tasks).
+ */
+export const PLAIN_TASKS = 'taskheap_tasks AS t INDEXED BY taskheap_tasks_plain';
 
 /** The statements of the claim and of next-due. */
 const CLAIM_SQL = {
@@ -21,34 +35,32 @@ const CLAIM_SQL = {
    * after ? (one probe each of the queue-leading plain index), and one
    * queue's priority levels: the claim walks open queues only, level by level.
    */
-  firstQueue: `SELECT MIN(queue) AS q FROM taskheap_tasks AS t WHERE ${PLAIN}`,
-  queueAfter: `SELECT MIN(queue) AS q FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue > ?`,
-  queueTopLevel: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ?`,
-  queueLevelBelow: `SELECT MAX(priority) AS p FROM taskheap_tasks AS t WHERE ${PLAIN} AND queue = ? AND priority < ?`,
+  firstQueue: `SELECT MIN(queue) AS q FROM ${PLAIN_TASKS} WHERE ${PLAIN}`,
+  queueAfter: `SELECT MIN(queue) AS q FROM ${PLAIN_TASKS} WHERE ${PLAIN} AND queue > ?`,
+  queueTopLevel: `SELECT MAX(priority) AS p FROM ${PLAIN_TASKS} WHERE ${PLAIN} AND queue = ?`,
+  queueLevelBelow: `SELECT MAX(priority) AS p FROM ${PLAIN_TASKS} WHERE ${PLAIN} AND queue = ? AND priority < ?`,
   /** Due plain waiting tasks of queue @queue and priority @p, in due order. */
-  dueWaiting: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
+  dueWaiting: `SELECT t.id, t.run_at, t.queue FROM ${PLAIN_TASKS}
     WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now ORDER BY t.run_at, t.id LIMIT @limit`,
   /** Only tasks whose handler is among the names of a JSON array: the ones this process has defined. */
-  dueWaitingNamed: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
+  dueWaitingNamed: `SELECT t.id, t.run_at, t.queue FROM ${PLAIN_TASKS}
     WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
     AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT @limit`,
-  /** Whether a due plain waiting task of queue ? names a fair share (the fair index). */
-  queueDueFair: `SELECT 1 FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.fair_group IS NOT NULL AND t.queue = ? AND t.run_at <= ? LIMIT 1`,
-  /** Whether a due plain waiting task of queue ? and priority ? names a fair share (the fair index). */
-  dueFair: `SELECT 1 FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.fair_group IS NOT NULL AND t.queue = ? AND t.priority = ? AND t.run_at <= ? LIMIT 1`,
-  /** With fair shares in play, the groups of queue @queue and priority @p after @after, one by one (one probe each of the fair index). */
-  groupAfter: `SELECT MIN(t.fair_group) AS g FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.fair_group > @after AND t.queue = @queue AND t.priority = @p`,
-  /** The first @limit due plain waiting tasks of group @group, and of those without a share; @names as dueWaitingNamed's, or null. */
-  dueOfGroup: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
-    WHERE ${PLAIN} AND t.fair_group = @group AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
-      AND (@names IS NULL OR t.name IN (SELECT value FROM json_each(@names))) ORDER BY t.run_at, t.id LIMIT @limit`,
-  dueUnshared: `SELECT t.id, t.run_at, t.queue, t.fair_group, t.fair_weight FROM taskheap_tasks AS t
-    WHERE ${PLAIN} AND t.fair_group IS NULL AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now
-      AND (@names IS NULL OR t.name IN (SELECT value FROM json_each(@names))) ORDER BY t.run_at, t.id LIMIT @limit`,
+  /** The queues with shares (fair.ts), and each one's first @limit tasks with a turn, by priority (highest first), then turn. */
+  fairQueues: `SELECT queue FROM taskheap_fair_queues`,
+  byTurn: `SELECT t.id, t.run_at, t.queue, t.priority, t.fair_tag FROM taskheap_tasks AS t INDEXED BY taskheap_tasks_fair_turns
+    WHERE t.state = 'waiting' AND t.fair_tag IS NOT NULL AND t.queue = @queue
+      AND (@names IS NULL OR t.name IN (SELECT value FROM json_each(@names))) ORDER BY t.priority DESC, t.fair_tag, t.id LIMIT @limit`,
+  /** A queue's virtual time moves up to the latest turn started. */
+  turnStarted: `UPDATE taskheap_fair_queues SET virtual = max(virtual, ?) WHERE queue = ?`,
+  /** The first shared task due without a turn (the next claim gives it one), and whether queue ? has a task with a turn (`nextDue`). */
+  firstUntagged: `SELECT run_at FROM taskheap_tasks INDEXED BY taskheap_tasks_fair_due
+    WHERE state = 'waiting' AND fair_group IS NOT NULL AND fair_tag IS NULL AND serial IS NULL AND rate_key IS NULL ORDER BY run_at, id LIMIT 1`,
+  hasTurn: `SELECT 1 FROM taskheap_tasks INDEXED BY taskheap_tasks_fair_turns WHERE state = 'waiting' AND fair_tag IS NOT NULL AND queue = ? LIMIT 1`,
   /** The first plain waiting task of queue @queue and priority @p (`nextDue`; keyed ones: limits.ts). */
-  firstWaiting: `SELECT t.run_at FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
+  firstWaiting: `SELECT t.run_at FROM ${PLAIN_TASKS} WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
     ORDER BY t.run_at, t.id LIMIT 1`,
-  firstWaitingNamed: `SELECT t.run_at FROM taskheap_tasks AS t WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
+  firstWaitingNamed: `SELECT t.run_at FROM ${PLAIN_TASKS} WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
     AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT 1`,
   /**
    * Expired leases of another owner. One store owns the file (it holds the
@@ -56,11 +68,10 @@ const CLAIM_SQL = {
    * finds nothing in normal use; our own expired leases (a handler blocking
    * the event loop) are never taken from ourselves: this process is alive.
    */
-  dueExpired: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue, fair_group, fair_weight FROM taskheap_tasks
+  dueExpired: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue FROM taskheap_tasks
     WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     ORDER BY run_at, id LIMIT ?`,
-  dueExpiredNamed: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue, fair_group, fair_weight
-    FROM taskheap_tasks
+  dueExpiredNamed: `SELECT id, run_at, expiries, NOT prefetched AS started, priority, serial, rate_key, queue FROM taskheap_tasks
     WHERE state = 'running' AND locked_until <= ? AND locked_by <> ?
     AND name IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT ?`,
   /**
@@ -71,7 +82,7 @@ const CLAIM_SQL = {
    */
   claimOne: `UPDATE taskheap_tasks SET expiries = expiries + (state = 'running' AND NOT prefetched),
     attempts = attempts + (state = 'waiting' OR NOT prefetched), state = 'running', locked_by = ?, locked_until = ?,
-    started_at = ?, prefetched = ?, updated_at = ? WHERE id = ? RETURNING *`,
+    started_at = ?, prefetched = ?, fair_tag = NULL, updated_at = ? WHERE id = ? RETURNING *`,
   /** An expired task past the limit of expiries: failed instead of claimed. */
   failExpired: `UPDATE taskheap_tasks SET state = 'failed', expiries = expiries + 1, last_error = ?, locked_by = NULL, locked_until = NULL,
     updated_at = ? WHERE id = ? RETURNING *, 0 AS started, expiries AS failed_after`,
@@ -101,19 +112,18 @@ interface ExpiredRow {
   serial: string | null;
   rate_key: string | null;
   queue: string;
-  fair_group: string | null;
-  fair_weight: number;
 }
 
-/** Claims the tasks that may start now (see limits.ts for the decision, fair.ts for fair shares); the rows claimed. @internal */
-export function claimDue(prepare: Prepare, ask: ClaimParams, expiries: Expiries, fair: FairShares): ClaimRow[] {
+/** Claims the tasks that may start now (see limits.ts for the decision, fair.ts for the turns of fair shares); the rows claimed. @internal */
+export function claimDue(prepare: Prepare, ask: ClaimParams, expiries: Expiries): ClaimRow[] {
   const { owner, now, lease, limit, names } = ask;
   const named = names === undefined ? undefined : JSON.stringify(names);
   const queues = queueRooms(prepare, ask.rooms, now);
   const room = queues.room;
+  const shared = fairQueues(prepare);
   // Separate selects, each walking the due index, beat one OR that
   // makes SQLite sort every due row on each claim.
-  const due = plainDue(prepare, now, limit, named, room);
+  const due = plainDue(prepare, now, limit, named, room, shared);
   const expired = (
     named === undefined
       ? prepare(CLAIM_SQL.dueExpired).all(now, owner, limit)
@@ -130,9 +140,19 @@ export function claimDue(prepare: Prepare, ask: ClaimParams, expiries: Expiries,
       letGo(prepare, row.id);
       continue;
     }
-    candidates.push({ ...row, expired: true, holds: true, usable: true, effective: row.priority });
+    candidates.push({ ...row, expired: true, holds: true, usable: true, effective: row.priority, fair_tag: null });
   }
-  for (const row of due) candidates.push({ ...row, serial: null, rate_key: null, holds: false, usable: true, effective: row.priority });
+  for (const row of due)
+    candidates.push({ ...row, serial: null, rate_key: null, holds: false, usable: true, effective: row.priority, fair_tag: null });
+  const byTurn = prepare(CLAIM_SQL.byTurn);
+  // A task with a turn is claimed only into a free worker: no more than those are read.
+  const free = ask.limits?.free ?? Infinity;
+  for (const queue of shared) {
+    const open = Math.min(limit, free, room(queue));
+    if (open <= 0) continue;
+    for (const row of byTurn.all({ queue, limit: open, names: named ?? null }) as TurnRow[])
+      candidates.push({ ...row, serial: null, rate_key: null, holds: false, usable: true, effective: row.priority });
+  }
   // Keyed tasks of a paused or full queue wait with it.
   for (const keyed of keyedCandidates(prepare, now, limit, names === undefined ? undefined : new Set(names))) {
     if (room(keyed.queue) > 0) candidates.push(keyed);
@@ -140,12 +160,11 @@ export function claimDue(prepare: Prepare, ask: ClaimParams, expiries: Expiries,
   const take = prepare(CLAIM_SQL.claimOne);
   // What starts at once (into a free worker): the first `free` in claim order, and every limited
   // task or takeover (claimed only into free workers); the rest is prefetched, marked when it starts.
-  const free = ask.limits?.free ?? Infinity;
-  fair.rank(candidates);
   const chosen = decide(prepare, candidates, now, limit, ask.limits, queues);
-  fair.started(chosen);
+  const started = prepare(CLAIM_SQL.turnStarted);
+  for (const row of chosen) if (row.fair_tag !== null) started.run(row.fair_tag, row.queue);
   const claimed: ClaimRow[] = chosen.map((row, i) => {
-    const starts = i < free || row.expired === true || row.serial !== null || row.rate_key !== null || row.fair === true;
+    const starts = i < free || row.expired === true || row.serial !== null || row.rate_key !== null || row.fair_tag !== null;
     return { ...(take.get(owner, now + lease, now, starts ? 0 : 1, now, row.id) as ClaimRow), started: starts };
   });
   return failed.length === 0 ? claimed : claimed.concat(failed);
@@ -172,15 +191,16 @@ export function nextDueAt(prepare: Prepare, { now, names, rooms, rated }: NextDu
   // Nor does a task of a paused or full queue: a resume, or a slot freed, claims again.
   for (const queue of plainQueues(prepare)) {
     if (room(queue) <= 0) continue;
-    let level = (prepare(CLAIM_SQL.queueTopLevel).get(queue) as { p: number | null }).p;
-    while (level !== null) {
-      const row = first.get(named === undefined ? { queue, p: level } : { queue, p: level, names: named }) as
-        | { run_at: number }
-        | undefined;
+    for (const p of plainLevels(prepare, queue)) {
+      const row = first.get(named === undefined ? { queue, p } : { queue, p, names: named }) as { run_at: number } | undefined;
       if (row !== undefined && (waiting === undefined || row.run_at < waiting)) waiting = row.run_at;
-      level = (prepare(CLAIM_SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
     }
   }
+  // Shared tasks: one due without a turn (the next claim gives it one), or one with a turn in a queue with room.
+  const untagged = prepare(CLAIM_SQL.firstUntagged).get() as { run_at: number } | undefined;
+  if (untagged !== undefined && (waiting === undefined || untagged.run_at < waiting)) waiting = untagged.run_at;
+  const hasTurn = prepare(CLAIM_SQL.hasTurn);
+  for (const queue of fairQueues(prepare)) if (room(queue) > 0 && hasTurn.get(queue) !== undefined) waiting = Math.min(waiting ?? now, now);
   const refilled = rated && waiting !== undefined ? globalRefill(prepare, now) : undefined;
   if (refilled !== undefined) waiting = Math.max(waiting!, refilled);
   if (waiting !== undefined && (t === null || waiting < t)) t = waiting;
@@ -194,55 +214,58 @@ function* plainQueues(prepare: Prepare): Generator<string> {
     yield q;
 }
 
+/** The queues with shares (fair.ts): their plain tasks get turns too, and are read by turn. */
+function fairQueues(prepare: Prepare): Set<string> {
+  return new Set((prepare(CLAIM_SQL.fairQueues).all() as { queue: string }[]).map((row) => row.queue));
+}
+
 /**
  * Up to \`limit\` due plain waiting tasks (no key: keyed ones come from their
- * limit rows) of open queues, each up to its room, by priority (highest
- * first), then due time, then id. Each queue's levels are walked in its own
- * part of the index, each an exact range of due tasks, so future tasks of a
- * higher level, and the tasks of paused or full queues, are never read.
- * Where a level's due tasks name fair shares, up to its room of each group's
- * (fair.ts ranks them, decide() cuts): a flood in one group hides no other.
+ * limit rows; no share: those are read by turn) of open queues without
+ * shares (\`shared\`), each up to its room, by priority (highest first),
+ * then due time, then id. Each queue's levels are walked in its own part of
+ * the index, each an exact range of due tasks, so future tasks of a higher
+ * level, and the tasks of paused or full queues, are never read.
  */
-function plainDue(prepare: Prepare, now: number, limit: number, named: string | undefined, room: (queue: string) => number): PlainRow[] {
+function plainDue(
+  prepare: Prepare,
+  now: number,
+  limit: number,
+  named: string | undefined,
+  room: (queue: string) => number,
+  shared: ReadonlySet<string>,
+): PlainRow[] {
   const rows: PlainRow[] = [];
   const statement = prepare(named === undefined ? CLAIM_SQL.dueWaiting : CLAIM_SQL.dueWaitingNamed);
-  const fairQueue = prepare(CLAIM_SQL.queueDueFair);
-  const fairLevel = prepare(CLAIM_SQL.dueFair);
   for (const queue of plainQueues(prepare)) {
+    if (shared.has(queue)) continue;
     const open = Math.min(limit, room(queue));
-    // With a fair share due in the queue, every level is read, each group's first tasks where one is due
-    // there: every group with due work lines up at this claim, as memory's lanes fill (fair.ts).
-    const fair = fairQueue.get(queue, now) !== undefined;
     let taken = 0;
-    let level = (prepare(CLAIM_SQL.queueTopLevel).get(queue) as { p: number | null }).p;
-    while (level !== null && (taken < open || fair)) {
-      const args = { queue, p: level, now, limit: open };
-      const left = Math.max(0, open - taken);
-      const found = (
-        fair && fairLevel.get(queue, level, now) !== undefined
-          ? byGroup(prepare, { ...args, names: named ?? null })
-          : left === 0
-            ? []
-            : statement.all(named === undefined ? { ...args, limit: left } : { ...args, limit: left, names: named })
-      ) as Omit<PlainRow, 'priority'>[];
-      for (const row of found) rows.push({ ...row, priority: level });
+    for (const p of plainLevels(prepare, queue)) {
+      if (taken >= open) break;
+      const args = { queue, p, now, limit: open - taken };
+      const found = statement.all(named === undefined ? args : { ...args, names: named }) as Omit<PlainRow, 'priority'>[];
+      for (const row of found) rows.push({ ...row, priority: p });
       taken += found.length;
-      level = (prepare(CLAIM_SQL.queueLevelBelow).get(queue, level) as { p: number | null }).p;
     }
   }
-  // Without fair shares, the first `limit` by priority and due time are all a claim can take.
-  if (rows.some((row) => row.fair_group !== null)) return rows;
+  // The first `limit` by priority and due time are all a claim can take of them.
   return rows.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.id - b.id).slice(0, limit);
 }
 
-/** Up to `args.limit` due plain waiting tasks of each group of a queue's level (those without a share: one group), in due order. */
-function byGroup(prepare: Prepare, args: { queue: string; p: number; now: number; limit: number; names: string | null }): unknown[] {
-  const rows = prepare(CLAIM_SQL.dueUnshared).all(args);
-  const after = prepare(CLAIM_SQL.groupAfter);
-  const due = prepare(CLAIM_SQL.dueOfGroup);
-  const next = (previous: string) => (after.get({ after: previous, queue: args.queue, p: args.p }) as { g: string | null }).g;
-  for (let g = next(''); g !== null; g = next(g)) rows.push(...due.all({ ...args, group: g }));
-  return rows;
+/**
+ * A queue's levels with plain waiting tasks, highest first (one probe each of
+ * the plain index); fair.ts walks them too, to give the plain tasks of a
+ * queue with shares their turns. @internal
+ */
+export function* plainLevels(prepare: Prepare, queue: string): Generator<number> {
+  const below = prepare(CLAIM_SQL.queueLevelBelow);
+  for (
+    let p = (prepare(CLAIM_SQL.queueTopLevel).get(queue) as { p: number | null }).p;
+    p !== null;
+    p = (below.get(queue, p) as { p: number | null }).p
+  )
+    yield p;
 }
 
 /** A due plain waiting task as the claim reads it. */
@@ -251,6 +274,13 @@ interface PlainRow {
   run_at: number;
   queue: string;
   priority: number;
-  fair_group: string | null;
-  fair_weight: number;
+}
+
+/** A task with a turn as the claim reads it. */
+interface TurnRow {
+  id: number;
+  run_at: number;
+  queue: string;
+  priority: number;
+  fair_tag: number;
 }

@@ -47,15 +47,15 @@ const LIMITS_SQL = {
   withRoom: `SELECT kind, key, lim, interval_ms, holders, starts FROM taskheap_limits
     WHERE (kind = 'concurrency' AND json_array_length(holders) < lim) OR (kind = 'rate' AND key <> '')`,
   /** Tasks holding a slot that wait (for a retry). */
-  waitingHolders: `SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue, t.fair_group, t.fair_weight
+  waitingHolders: `SELECT t.id, t.run_at, t.priority, t.serial, t.rate_key, t.name, t.queue, t.fair_tag
     FROM taskheap_limits AS l, json_each(l.holders) AS h
     JOIN taskheap_tasks AS t ON t.id = h.value WHERE l.kind = 'concurrency' AND t.state = 'waiting'`,
   limitRow: `SELECT kind, key, lim, interval_ms, holders, starts FROM taskheap_limits WHERE kind = ? AND key = ?`,
   /** A key's first waiting tasks not holding a slot, in due order (due or not). */
-  keyHeads: `SELECT id, run_at, priority, serial, rate_key, name, queue, fair_group, fair_weight FROM taskheap_tasks
+  keyHeads: `SELECT id, run_at, priority, serial, rate_key, name, queue, fair_tag FROM taskheap_tasks
     WHERE serial = @key AND state = 'waiting' AND id NOT IN (SELECT value FROM json_each(@holders)) ORDER BY run_at, id LIMIT @n`,
   /** A bucket's first waiting tasks without a concurrency group. */
-  bucketHeads: `SELECT id, run_at, priority, serial, rate_key, name, queue, fair_group, fair_weight FROM taskheap_tasks
+  bucketHeads: `SELECT id, run_at, priority, serial, rate_key, name, queue, fair_tag FROM taskheap_tasks
     WHERE rate_key = @key AND serial IS NULL AND state = 'waiting' AND run_at <= @now ORDER BY priority DESC, run_at, id LIMIT @n`,
   bucketFirst: `SELECT run_at, queue FROM taskheap_tasks WHERE rate_key = ? AND serial IS NULL AND state = 'waiting' ORDER BY run_at, id LIMIT 1`,
   hold: `UPDATE taskheap_limits SET holders = json_insert(holders, '$[#]', ?) WHERE kind = 'concurrency' AND key = ?`,
@@ -105,13 +105,36 @@ export interface Candidate {
   usable: boolean;
   /** The priority it is ordered by: its key's first task's (priority does not reorder a key). */
   effective: number;
-  /** Its fair share's group (null: none) and weight. */
-  fair_group: string | null;
-  fair_weight: number;
-  /** Its turn among the candidates of its queue and priority once fair shares are in play (fair.ts); 0 otherwise. */
-  rank?: number;
-  /** Its queue and priority have fair shares in play: claimed only into a free worker, as limited work is. */
-  fair?: boolean;
+  /** Its turn (fair.ts), or null: none (a task with a key keeps its key's order). One with a turn is claimed only into a free worker. */
+  fair_tag: number | null;
+  /** A task with a turn: the due time and id of its place in the claim's order (placeTurns). */
+  place_at?: number;
+  place_id?: number;
+}
+
+/**
+ * Places the candidates with a turn (fair.ts) in the claim's due order: the
+ * k-th by turn of a queue and priority takes the k-th due time and id among
+ * them, so that they go in turn among themselves and in due order beside
+ * the rest (as PostgreSQL's claim does, \`fair_places\`).
+ */
+function placeTurns(candidates: readonly Candidate[]): void {
+  const buckets = new Map<string, Candidate[]>();
+  for (const c of candidates) {
+    if (c.fair_tag === null) continue;
+    const id = `${c.queue}\u0000${c.effective}`;
+    const bucket = buckets.get(id);
+    if (bucket === undefined) buckets.set(id, [c]);
+    else bucket.push(c);
+  }
+  for (const bucket of buckets.values()) {
+    const places = bucket.map((c) => [c.run_at, c.id] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    bucket.sort((a, b) => a.fair_tag! - b.fair_tag! || a.id - b.id);
+    bucket.forEach((c, k) => {
+      c.place_at = places[k]![0];
+      c.place_id = places[k]![1];
+    });
+  }
 }
 
 /** A rate bucket: a limit row's, or a queue's (its row's rate columns). */
@@ -225,7 +248,8 @@ export function keyedCandidates(prepare: Prepare, now: number, limit: number, na
 }
 
 /**
- * Which candidates start, in order (effective priority, fair turn, due time, id): a
+ * Which candidates start, in order (effective priority, then due time and id, a
+ * task with a turn in its place: placeTurns): a
  * slot for a key's task that holds none (a key's tasks in due order: one
  * refused stops the key's later ones), a token of its bucket, of the
  * scheduler-wide bucket if this process applies it, a free worker for any
@@ -243,7 +267,11 @@ export function decide(
   queues: QueueView = { room: () => Infinity, buckets: new Map(), paused: new Set() },
 ): Candidate[] {
   const room = queues.room;
-  candidates.sort((a, b) => b.effective - a.effective || (a.rank ?? 0) - (b.rank ?? 0) || a.run_at - b.run_at || a.id - b.id);
+  placeTurns(candidates);
+  candidates.sort(
+    (a, b) =>
+      b.effective - a.effective || (a.place_at ?? a.run_at) - (b.place_at ?? b.run_at) || (a.place_id ?? a.id) - (b.place_id ?? b.id),
+  );
   const rows = new Map<string, LimitRow | undefined>();
   const row = (kind: string, key: string) => {
     const id = `${kind}:${key}`;
@@ -272,7 +300,8 @@ export function decide(
     }
     const metered = queues.buckets.get(task.queue);
     if (metered !== undefined && !queueLeft.has(task.queue)) queueLeft.set(task.queue, tokens(metered, now));
-    const limited = task.serial !== null || task.rate_key !== null || global !== undefined || metered !== undefined || task.fair === true;
+    const limited =
+      task.serial !== null || task.rate_key !== null || global !== undefined || metered !== undefined || task.fair_tag !== null;
     const ok =
       task.usable &&
       (!keyed || slots.get(task.serial!)! > 0) &&

@@ -254,9 +254,23 @@ CREATE TABLE taskheap_deps (
      WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND fair_group IS NOT NULL;`,
   },
   {
-    // Version 10 changes PostgreSQL only (fair shares there: turns stored by task).
+    // Fair shares by turns kept with the tasks (fair.ts), as on PostgreSQL: a task's turn once it is
+    // due, a group's next turn and a queue's virtual time in tables of their own; the plain index
+    // leaves shared tasks out (the claim reads them by turn). A turn is lost by any change of its
+    // task but the claim's (which clears it) and the tagging's (which sets it).
     version: 10,
-    sql: `SELECT 1;`,
+    sql: `ALTER TABLE taskheap_tasks ADD COLUMN fair_tag REAL;
+   DROP INDEX taskheap_tasks_fair;
+   DROP INDEX taskheap_tasks_plain;
+   CREATE INDEX taskheap_tasks_plain ON taskheap_tasks (queue, priority, run_at, id)
+     WHERE state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND fair_group IS NULL AND fair_tag IS NULL;
+   CREATE INDEX taskheap_tasks_fair_due ON taskheap_tasks (run_at, id)
+     WHERE state = 'waiting' AND fair_group IS NOT NULL AND fair_tag IS NULL AND serial IS NULL AND rate_key IS NULL;
+   CREATE INDEX taskheap_tasks_fair_turns ON taskheap_tasks (queue, priority DESC, fair_tag, id) WHERE state = 'waiting' AND fair_tag IS NOT NULL;
+   CREATE TABLE taskheap_fair_groups (queue TEXT NOT NULL, grp TEXT NOT NULL, next REAL NOT NULL, PRIMARY KEY (queue, grp));
+   CREATE TABLE taskheap_fair_queues (queue TEXT PRIMARY KEY, virtual REAL NOT NULL DEFAULT 0);
+   CREATE TRIGGER taskheap_fair_turn AFTER UPDATE ON taskheap_tasks WHEN OLD.fair_tag IS NOT NULL AND NEW.fair_tag IS OLD.fair_tag
+   BEGIN UPDATE taskheap_tasks SET fair_tag = NULL WHERE id = NEW.id; END;`,
   },
 ];
 

@@ -47,7 +47,7 @@ import { StoreInUseError } from './errors.js';
 import { dropOwner, isBusy, readOwner, writeOwner } from './owner.js';
 import { migrate } from './migrations.js';
 import { addOne, addTasks } from './add.js';
-import { FairShares } from './fair.js';
+import { pruneGroups, tagTurns } from './fair.js';
 import { claimDue, nextDueAt, type Expiries } from './claim.js';
 import { pruneHolders, pruneIdle, setQueue, setRate } from './limits.js';
 import { cancel, recover, renew, requeue, settle } from './settle.js';
@@ -163,8 +163,6 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
   #onDone: ((id: number | null) => void) | undefined = undefined;
   readonly #path: string;
   readonly #expiries: Expiries;
-  /** The fair shares' passes (fair.ts): this process's, as the file is. */
-  readonly #fair = new FairShares();
   readonly #driver: SqliteDriver | undefined;
   #db: Database | undefined = undefined;
 
@@ -304,7 +302,8 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
     return this.#named(() =>
       db.transaction(() => {
         materialize(this.#prepare, params.now, params.advance);
-        return toClaims(claimDue(this.#prepare, params, this.#expiries, this.#fair));
+        tagTurns(this.#prepare, params.now);
+        return toClaims(claimDue(this.#prepare, params, this.#expiries));
       })(),
     );
   }
@@ -413,6 +412,7 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
       const tasks = pruneTasks(this.#prepare, cutoff(succeeded), cutoff(failed), limit);
       const jobs = failed === null ? 0 : pruneJobs(this.#prepare, cutoff(failed), limit);
       pruneHolders(this.#prepare);
+      pruneGroups(this.#prepare);
       return tasks + jobs + pruneIdle(this.#prepare, now);
     });
   }

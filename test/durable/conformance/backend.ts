@@ -74,8 +74,6 @@ export interface Capabilities {
   notify: boolean;
   /** `schedule(..., { client })`: a task added in the caller's own transaction. */
   transactionsWithClient: boolean;
-  /** `fair` shares starts between groups (memory; a store's own capability); where false it is refused at the call. */
-  fairShares: boolean;
 }
 
 /**

@@ -40,6 +40,18 @@ const claim = (store: Store, owner: string, limit = 10, limits?: ClaimLimits) =>
 const names = (claimed: { name: string }[]) => claimed.map((c) => c.name).sort();
 const done = (id: number) => ({ id, kind: 'complete' as const, state: 'succeeded' as const, error: null });
 
+/** \`store\` as a store of one's own without fair shares would be: its capabilities say so, everything else is its own. */
+function withoutFairShares(store: Store): Store {
+  const capabilities = { ...store.capabilities, fairShares: false };
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'capabilities') return capabilities;
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
 /** A scheduler of one worker whose handler 'work' records each run's payload `t`, in start order (the fair-share scenarios). */
 async function oneWorker(setup: () => Promise<Env>) {
   const { open, time } = await setup();
@@ -52,6 +64,8 @@ async function oneWorker(setup: () => Promise<Env>) {
 export function limitScenarios(backend: Backend, setup: () => Promise<Env>): void {
   // Every scenario here drives the Store interface.
   const it = itWhen(backend.caps.store, 'needs store: calls the Store interface');
+  // The fair-share scenarios drive a scheduler, in memory too.
+  const everywhere = itWhen(true, '');
 
   describe('limits across processes (store level, issue 22)', () => {
     it('concurrency N: at most N of a key at once, in due order; a full key blocks no other; a retry keeps its slot', async () => {
@@ -232,7 +246,7 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       expect(await claim(store, 'x')).toEqual([]);
     });
 
-    itWhen(backend.caps.fairShares, 'no fair shares')(
+    everywhere(
       'fair shares: with one worker, starts go round the groups with due work, `weight` starts each, in due order within a group',
       async () => {
         const { time, scheduler, errors, ran } = await oneWorker(setup);
@@ -248,41 +262,46 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       },
     );
 
-    itWhen(backend.caps.fairShares, 'no fair shares')(
-      'fair shares: a group with nothing due saves no turns: it comes back where the latest start left the others',
-      async () => {
-        const { time, scheduler, errors, ran } = await oneWorker(setup);
-        const first = time.now() + 1_000;
-        for (let i = 0; i < 4; i++) await scheduler.schedule(first, 'work', { payload: { t: `a${i}` }, fair: { group: 'a' } });
-        await scheduler.start();
-        await time.until(() => ran.length === 4, "a's first four ran", 2_000);
-        // 'b' was idle while 'a' took four turns: it comes back level with the latest start, not four turns ahead.
-        const second = time.now() + 1_000;
-        for (let i = 4; i < 8; i++) await scheduler.schedule(second, 'work', { payload: { t: `a${i}` }, fair: { group: 'a' } });
-        for (let i = 0; i < 4; i++) await scheduler.schedule(second, 'work', { payload: { t: `b${i}` }, fair: { group: 'b' } });
-        await time.until(() => ran.length === 12, 'every task ran', 2_000);
-        expect(ran.slice(4)).toEqual(['b0', 'a4', 'b1', 'a5', 'b2', 'a6', 'b3', 'a7']);
-        expect(errors).toEqual([]);
-      },
-    );
+    everywhere('fair shares: a group with nothing due saves no turns: it comes back where the latest start left the others', async () => {
+      const { time, scheduler, errors, ran } = await oneWorker(setup);
+      const first = time.now() + 1_000;
+      for (let i = 0; i < 4; i++) await scheduler.schedule(first, 'work', { payload: { t: `a${i}` }, fair: { group: 'a' } });
+      await scheduler.start();
+      await time.until(() => ran.length === 4, "a's first four ran", 2_000);
+      // 'b' was idle while 'a' took four turns: it comes back level with the latest start, not four turns ahead.
+      const second = time.now() + 1_000;
+      for (let i = 4; i < 8; i++) await scheduler.schedule(second, 'work', { payload: { t: `a${i}` }, fair: { group: 'a' } });
+      for (let i = 0; i < 4; i++) await scheduler.schedule(second, 'work', { payload: { t: `b${i}` }, fair: { group: 'b' } });
+      await time.until(() => ran.length === 12, 'every task ran', 2_000);
+      expect(ran.slice(4)).toEqual(['b0', 'a4', 'b1', 'a5', 'b2', 'a6', 'b3', 'a7']);
+      expect(errors).toEqual([]);
+    });
 
-    itWhen(backend.caps.fairShares, 'no fair shares')(
-      'fair shares are among tasks of one priority: a higher one goes first, and its start counts for its group',
-      async () => {
-        const { time, scheduler, errors, ran } = await oneWorker(setup);
-        const at = time.now() + 1_000;
-        for (let i = 0; i < 4; i++) await scheduler.schedule(at, 'work', { payload: { t: `b${i}` }, fair: { group: 'big' } });
-        for (let i = 0; i < 2; i++) await scheduler.schedule(at, 'work', { payload: { t: `s${i}` }, fair: { group: 'small' } });
-        await scheduler.schedule(at, 'work', { payload: { t: 'urgent' }, fair: { group: 'small' }, priority: 5 });
-        await scheduler.start();
-        await time.until(() => ran.length === 7, 'every task ran', 2_000);
-        // 'small' took the first turn (urgent): 'big' goes next, then they alternate, ties in due order.
-        expect(ran).toEqual(['urgent', 'b0', 'b1', 's0', 'b2', 's1', 'b3']);
-        expect(errors).toEqual([]);
-      },
-    );
+    everywhere("fair shares: a queue's tasks without `fair` take turns as one group beside the groups", async () => {
+      const { time, scheduler, errors, ran } = await oneWorker(setup);
+      const at = time.now() + 1_000;
+      for (let i = 0; i < 4; i++) await scheduler.schedule(at, 'work', { payload: { t: `b${i}` }, fair: { group: 'big' } });
+      for (let i = 0; i < 3; i++) await scheduler.schedule(at, 'work', { payload: { t: `u${i}` } });
+      await scheduler.start();
+      await time.until(() => ran.length === 7, 'every task ran', 2_000);
+      expect(ran).toEqual(['b0', 'u0', 'b1', 'u1', 'b2', 'u2', 'b3']);
+      expect(errors).toEqual([]);
+    });
 
-    itWhen(backend.caps.fairShares && backend.caps.storedJobs, 'needs fairShares and storedJobs')(
+    everywhere('fair shares are among tasks of one priority: a higher one goes first, and its start counts for its group', async () => {
+      const { time, scheduler, errors, ran } = await oneWorker(setup);
+      const at = time.now() + 1_000;
+      for (let i = 0; i < 4; i++) await scheduler.schedule(at, 'work', { payload: { t: `b${i}` }, fair: { group: 'big' } });
+      for (let i = 0; i < 2; i++) await scheduler.schedule(at, 'work', { payload: { t: `s${i}` }, fair: { group: 'small' } });
+      await scheduler.schedule(at, 'work', { payload: { t: 'urgent' }, fair: { group: 'small' }, priority: 5 });
+      await scheduler.start();
+      await time.until(() => ran.length === 7, 'every task ran', 2_000);
+      // 'small' took the first turn (urgent): 'big' goes next, then they alternate, ties in due order.
+      expect(ran).toEqual(['urgent', 'b0', 'b1', 's0', 'b2', 's1', 'b3']);
+      expect(errors).toEqual([]);
+    });
+
+    itWhen(backend.caps.storedJobs, 'needs storedJobs')(
       "a stored task, a stored job's occurrences and a flow's tasks keep their fair share, as they read back",
       async () => {
         const { open, time } = await setup();
@@ -303,23 +322,21 @@ export function limitScenarios(backend: Backend, setup: () => Promise<Env>): voi
       },
     );
 
-    itWhen(!backend.caps.fairShares, 'it has fair shares')(
-      'a fair share is refused at the call on a stored task, job or flow task where the store has none; nothing is stored',
-      async () => {
-        const env = await setup();
-        const { scheduler } = env.open();
-        scheduler.define('work', () => {});
-        const message = /Expected no `fair`: this store does not share starts between groups/;
-        expect(() => scheduler.schedule(Date.now(), 'work', { fair: { group: 't' } })).toThrow(message);
-        expect(() =>
-          scheduler
-            .every(1_000)
-            .milliseconds()
-            .run('work', { key: 'j', fair: { group: 't' } }),
-        ).toThrow(message);
-        expect(() => scheduler.flows.add({ tasks: { a: { handler: 'work', fair: { group: 't' } } } })).toThrow(message);
-        expect(await scheduler.listTasks()).toEqual([]);
-      },
-    );
+    it('a store whose capabilities say it has no fair shares (a store of your own) refuses `fair` at the call; nothing is stored', async () => {
+      const env = await setup();
+      const store = withoutFairShares(env.db.store());
+      const { scheduler } = env.open({ store });
+      scheduler.define('work', () => {});
+      const message = /Expected no `fair`: this store does not share starts between groups/;
+      expect(() => scheduler.schedule(Date.now(), 'work', { fair: { group: 't' } })).toThrow(message);
+      expect(() =>
+        scheduler
+          .every(1_000)
+          .milliseconds()
+          .run('work', { key: 'j', fair: { group: 't' } }),
+      ).toThrow(message);
+      expect(() => scheduler.flows.add({ tasks: { a: { handler: 'work', fair: { group: 't' } } } })).toThrow(message);
+      expect(await scheduler.listTasks()).toEqual([]);
+    });
   });
 }

@@ -289,7 +289,6 @@ storeConformance({
     multiProcess: false,
     notify: false,
     transactionsWithClient: false,
-    fairShares: true,
   },
   async fresh() {
     return {

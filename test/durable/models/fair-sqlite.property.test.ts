@@ -1,15 +1,12 @@
-// Fair shares on SQLite against the reference model the in-memory engine
-// meets (test/core/fair-model.ts), with fast-check: random tasks of three
+// Fair shares on SQLite against the reference model's turns rule, the
+// stores' (test/core/fair-model.ts), with fast-check: random tasks of three
 // groups (random weights), priorities and due times, runs ended at random,
 // time passing a millisecond at a time and the pool resized. The store is
 // driven as a worker drives it: after every step one claim for the free
 // workers (on the scheduler's clock, which SQLite compares due times on),
 // an ended run settled. Each claim starts the tasks the model starts at that
 // instant (all at once, into free workers, so their order within the claim
-// is no one's to see). Every task names a group: on SQLite, tasks without one
-// take turns as one group only among due tasks of a priority where one with
-// a group is due too (docs/limits.md), where memory counts them once any
-// task has named a group.
+// is no one's to see). Every task names a group.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +32,7 @@ async function check(ops: Op[], weights: Record<string, number>, workers: number
   scheduler.define('work', () => {});
   const model = new Model(workers, weights);
   model.on = true;
+  model.turns = true;
   let pool = workers;
   /** One claim for the free workers; the tasks it starts together are the ones the model starts at that instant. */
   const pump = async (step: Op) => {
@@ -89,7 +87,7 @@ async function check(ops: Op[], weights: Record<string, number>, workers: number
 }
 
 describe('fair shares on SQLite against the reference model (fast-check)', () => {
-  it('every claim starts what the weighted round-robin names, with priorities, due times, ended runs and a resized pool', async () => {
+  it('every claim starts what the weighted turns name, with priorities, due times, ended runs and a resized pool', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(opArb, { minLength: 5, maxLength: 40 }),
