@@ -26,12 +26,14 @@ import { levels, plainWaiting, tables } from './tables.js';
 const TAG_BATCH = 1_000;
 
 /**
- * Full claims made without tagging after one found no shared task waiting
- * (as the plain claim's FULL_AFTER_LIMITED), unless next-due finds one due
- * without a turn: a process whose tasks use limits but no fair share would
- * otherwise send two statements per claim.
+ * Full claims made without tagging after one that left no due task without
+ * a turn, unless next-due finds one (its \`untagged\`): a process would
+ * otherwise send two statements per claim, where shared tasks, claimed only
+ * into free workers, make claims many and small (the tagging, planned
+ * anew each time, cost 1.5 ms of server time). A task that comes due
+ * meanwhile waits this many claims of this process at most for its turn.
  */
-const QUIET_CLAIMS = 32;
+const QUIET_CLAIMS = 8;
 
 /** The statements of fair shares for tables in `schema` (undefined: the search_path). */
 /** SQL: a due shared task of task table \`T\` has no turn yet (tagTurns gives it one). */
@@ -46,9 +48,8 @@ export function fairStatements(schema: string | undefined) {
     /**
      * Gives up to $1 due shared tasks (in due order; those another statement
      * holds are skipped) their turns, registering their queues, and the due
-     * tasks without a share of queues registered before; says how many, and
-     * whether a turn may be needed (a queue is registered, or a shared task
-     * waits).
+     * tasks without a share of queues registered before; says how many of
+     * each kind, and how many queues it registered.
      */
     tagTurns: `WITH RECURSIVE
       shared AS (SELECT t.id, t.queue, t.fair_group AS grp, 1 / t.fair_weight AS step, t.priority, t.run_at FROM ${T} AS t
@@ -63,7 +64,7 @@ export function fairStatements(schema: string | undefined) {
           ORDER BY t.run_at, t.id LIMIT $1 FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
         WHERE levels.p IS NOT NULL LIMIT $1),
       due AS (SELECT * FROM shared UNION ALL SELECT * FROM unshared),
-      registered AS (INSERT INTO ${F} (queue) SELECT DISTINCT queue FROM due ON CONFLICT (queue) DO NOTHING),
+      registered AS (INSERT INTO ${F} (queue) SELECT DISTINCT queue FROM shared ON CONFLICT (queue) DO NOTHING RETURNING queue),
       -- Each group's next turn moves on by its batch's steps, from the virtual time if that is later.
       moved AS (INSERT INTO ${G} AS g (queue, grp, next, step)
           SELECT s.queue, s.grp, COALESCE((SELECT f.virtual FROM ${F} AS f WHERE f.queue = s.queue), 0) + s.step, s.step
@@ -75,8 +76,8 @@ export function fairStatements(schema: string | undefined) {
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM due) AS d
           JOIN moved AS m ON m.queue = d.queue AND m.grp = d.grp
         WHERE t.id = d.id RETURNING 1)
-      SELECT (SELECT count(*) FROM tagged)::int AS tagged, EXISTS (SELECT 1 FROM ${F}) OR EXISTS (SELECT 1 FROM ${T}
-          WHERE state = 'waiting' AND fair_group IS NOT NULL AND fair_tag IS NULL AND serial IS NULL AND rate_key IS NULL) AS waiting`,
+      SELECT (SELECT count(*) FROM shared)::int AS shared, (SELECT count(*) FROM unshared)::int AS unshared,
+        (SELECT count(*) FROM registered)::int AS registered`,
     /** Forgets the groups whose next turn the virtual time has passed: they would start from it anyway. */
     pruneGroups: `DELETE FROM ${G} AS g USING ${F} AS f WHERE g.queue = f.queue AND g.next <= f.virtual`,
   };
@@ -97,17 +98,20 @@ export class FairTurns {
     this.#sql = sql;
   }
 
-  /** Gives due shared tasks their turns, unless a recent tagging found none waiting. */
+  /** Gives due tasks their turns, unless a recent tagging left none without one (see QUIET_CLAIMS). */
   async tag(): Promise<void> {
     if (this.#quiet > 0) {
       this.#quiet--;
       return;
     }
-    const { rows } = await this.#db.query<{ tagged: number; waiting: boolean }>(this.#sql.tagTurns, [TAG_BATCH], true);
-    if (rows[0]?.waiting !== true) this.#quiet = QUIET_CLAIMS;
+    const { rows } = await this.#db.query<{ shared: number; unshared: number; registered: number }>(this.#sql.tagTurns, [TAG_BATCH], true);
+    const row = rows[0];
+    // Tag again at the next claim if a full batch may have left tasks behind, or a queue registered
+    // now has plain tasks this statement could not see as a queue with shares.
+    if (row !== undefined && row.shared < TAG_BATCH && row.unshared < TAG_BATCH && row.registered === 0) this.#quiet = QUIET_CLAIMS;
   }
 
-  /** A shared task is due and has no turn yet (next-due says so): the next claim tags. */
+  /** A task is due and has no turn yet (next-due says so): the next claim tags. */
   untagged(): void {
     this.#quiet = 0;
   }
