@@ -213,6 +213,7 @@ export class Claimer {
     const { poll } = this.#ctx;
     const held = (delay: number, workersTaken = false): Answer => ({ delay, idle: false, workersTaken });
     let asked = 0;
+    let answering = false;
     let rooms: QueueRooms | undefined;
     try {
       if (idle) {
@@ -229,6 +230,8 @@ export class Claimer {
       // From here to the claim's call, nothing else runs: what this round asks for is counted at once.
       // Limited tasks only into workers free now (nothing hoarded); a claim on its way speaks for its room's worth.
       const whole = this.#requested === 0;
+      // A whole round answers the wake-ups missed so far: it must ask when the next work is due (below).
+      answering = whole && this.#missed;
       const workersFree = this.#workersFree(free);
       this.#requested += asked = free;
       if (whole) {
@@ -259,8 +262,14 @@ export class Claimer {
       // Another round is on its way: the last round back asks when something
       // is due (or, not having asked, claims again at once); one question is
       // enough. A chain of dependent tasks asked twice per step: the refill
-      // claim racing each outcome asked too.
-      if (this.#rounds.size > 1) return { delay: undefined, idle: false, workersTaken: false };
+      // claim racing each outcome asked too. But a round answering a wake-up
+      // leaves it missed: the others may have asked before the work it
+      // announces was committed (a retry due in 10 ms, slept through for
+      // the poll), so the last one back claims, and asks, once more.
+      if (this.#rounds.size > 1) {
+        if (answering) this.#missed = true;
+        return { delay: undefined, idle: false, workersTaken: false };
+      }
       // The store says how long until something is due, by its own clock.
       return this.#sleep(await this.#nextDue());
     } catch (error) {
