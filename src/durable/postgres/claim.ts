@@ -33,7 +33,7 @@ import type { Connection } from './connection.js';
 import { materialize, type JobStatements } from './jobs.js';
 import { lockQueues, queueTokens, spent } from './limits.js';
 import { FairTurns, untaggedDue, type FairStatements } from './fair.js';
-import { descending, levels, millis, ms, plainWaiting, tables } from './tables.js';
+import { descending, levels, millis, ms, plainWaiting, tables, untaggedShared } from './tables.js';
 import { DONE, DONE_IDS, WAKE } from './listener.js';
 
 /** How a due recurring job advances (the scheduler's rule): its next occurrence, or its end. @internal */
@@ -621,8 +621,7 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string, F: st
         -- A keyed task of a paused or full queue waits with it: a resume, or a slot given back, wakes the processes.
         WHERE ${queueRoom(Q, 'h.queue')} > 0),
       -- Shared tasks: the first due without a turn (the next claim gives it one), or any with one, in a queue with room.
-      fair_firsts AS ((SELECT t.run_at FROM ${T} AS t WHERE t.state = 'waiting' AND t.fair_group IS NOT NULL AND t.fair_tag IS NULL
-            AND t.serial IS NULL AND t.rate_key IS NULL AND ${named} ORDER BY t.run_at, t.id LIMIT 1)
+      fair_firsts AS ((SELECT t.run_at FROM ${T} AS t WHERE ${untaggedShared('t')} AND ${named} ORDER BY t.run_at, t.id LIMIT 1)
         UNION ALL SELECT w.run_at FROM ${F} AS f CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
             WHERE t.queue = f.queue AND t.state = 'waiting' AND t.fair_tag IS NOT NULL AND ${named} LIMIT 1) AS w
           WHERE ${queueRoom(Q, 'f.queue')} > 0),

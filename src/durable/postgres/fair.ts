@@ -20,7 +20,7 @@
 // group) order; nothing else takes a group row. The claim takes the queue
 // rows of taskheap_fair_queues last, after the limit rows.
 import type { Connection } from './connection.js';
-import { levels, plainWaiting, tables } from './tables.js';
+import { levels, plainWaiting, tables, untaggedShared } from './tables.js';
 
 /** How many due tasks one tagging turns at most (in due order); the rest wait for the next claim's. */
 const TAG_BATCH = 1_000;
@@ -35,13 +35,10 @@ const TAG_BATCH = 1_000;
  */
 const QUIET_CLAIMS = 8;
 
-/** The statements of fair shares for tables in `schema` (undefined: the search_path). */
 /** SQL: a due shared task of task table \`T\` has no turn yet (tagTurns gives it one). */
-export const untaggedDue = (
-  T: string,
-) => `EXISTS (SELECT 1 FROM ${T} WHERE state = 'waiting' AND fair_group IS NOT NULL AND fair_tag IS NULL
-  AND serial IS NULL AND rate_key IS NULL AND run_at <= now())`;
+export const untaggedDue = (T: string) => `EXISTS (SELECT 1 FROM ${T} AS t WHERE ${untaggedShared('t')} AND t.run_at <= now())`;
 
+/** The statements of fair shares for tables in `schema` (undefined: the search_path). */
 export function fairStatements(schema: string | undefined) {
   const { T, G, F } = tables(schema);
   return {
@@ -53,8 +50,7 @@ export function fairStatements(schema: string | undefined) {
      */
     tagTurns: `WITH RECURSIVE
       shared AS (SELECT t.id, t.queue, t.fair_group AS grp, 1 / t.fair_weight AS step, t.priority, t.run_at FROM ${T} AS t
-        WHERE t.state = 'waiting' AND t.fair_group IS NOT NULL AND t.fair_tag IS NULL AND t.serial IS NULL AND t.rate_key IS NULL
-          AND t.run_at <= now()
+        WHERE ${untaggedShared('t')} AND t.run_at <= now()
         ORDER BY t.run_at, t.id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),
       -- A queue's tasks without a share take turns as one group, '', once the queue has shares.
       ${levels(T)},

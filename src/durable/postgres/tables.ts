@@ -44,6 +44,10 @@ export function taskColumns(a: string): string {
 /** SQL: what the plain waiting indexes hold (migrations.ts, versions 6 and 10). */
 const PLAIN_WAITING = `state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND fair_group IS NULL AND fair_tag IS NULL`;
 
+/** SQL: task \`t\` waits for a turn (fair.ts): a shared task without a key that has none yet (the fair_due index, migrations.ts version 10). */
+export const untaggedShared = (t: string) =>
+  `${t}.state = 'waiting' AND ${t}.fair_group IS NOT NULL AND ${t}.fair_tag IS NULL AND ${t}.serial IS NULL AND ${t}.rate_key IS NULL`;
+
 /** SQL: task \`t\` is a plain waiting one (see PLAIN_WAITING): no key, no fair share, no turn. */
 export const plainWaiting = (t: string) =>
   `${t}.state = 'waiting' AND ${t}.serial IS NULL AND ${t}.rate_key IS NULL AND ${t}.fair_group IS NULL AND ${t}.fair_tag IS NULL`;

@@ -28,6 +28,13 @@ export const PLAIN = `t.state = 'waiting' AND t.serial IS NULL AND t.rate_key IS
  */
 export const PLAIN_TASKS = 'taskheap_tasks AS t INDEXED BY taskheap_tasks_plain';
 
+/** Shared tasks without a key that wait for a turn (fair.ts), read through their index as \`t\` (named, as PLAIN_TASKS is). */
+export const UNTAGGED_TASKS = `taskheap_tasks AS t INDEXED BY taskheap_tasks_fair_due
+  WHERE t.state = 'waiting' AND t.fair_group IS NOT NULL AND t.fair_tag IS NULL AND t.serial IS NULL AND t.rate_key IS NULL`;
+
+/** Tasks with a turn, read through their index as \`t\`. */
+const TURN_TASKS = `taskheap_tasks AS t INDEXED BY taskheap_tasks_fair_turns WHERE t.state = 'waiting' AND t.fair_tag IS NOT NULL`;
+
 /** The statements of the claim and of next-due. */
 const CLAIM_SQL = {
   /**
@@ -48,15 +55,13 @@ const CLAIM_SQL = {
     AND t.name IN (SELECT value FROM json_each(@names)) ORDER BY t.run_at, t.id LIMIT @limit`,
   /** The queues with shares (fair.ts), and each one's first @limit tasks with a turn, by priority (highest first), then turn. */
   fairQueues: `SELECT queue FROM taskheap_fair_queues`,
-  byTurn: `SELECT t.id, t.run_at, t.queue, t.priority, t.fair_tag FROM taskheap_tasks AS t INDEXED BY taskheap_tasks_fair_turns
-    WHERE t.state = 'waiting' AND t.fair_tag IS NOT NULL AND t.queue = @queue
+  byTurn: `SELECT t.id, t.run_at, t.queue, t.priority, t.fair_tag FROM ${TURN_TASKS} AND t.queue = @queue
       AND (@names IS NULL OR t.name IN (SELECT value FROM json_each(@names))) ORDER BY t.priority DESC, t.fair_tag, t.id LIMIT @limit`,
   /** A queue's virtual time moves up to the latest turn started. */
   turnStarted: `UPDATE taskheap_fair_queues SET virtual = max(virtual, ?) WHERE queue = ?`,
   /** The first shared task due without a turn (the next claim gives it one), and whether queue ? has a task with a turn (`nextDue`). */
-  firstUntagged: `SELECT run_at FROM taskheap_tasks INDEXED BY taskheap_tasks_fair_due
-    WHERE state = 'waiting' AND fair_group IS NOT NULL AND fair_tag IS NULL AND serial IS NULL AND rate_key IS NULL ORDER BY run_at, id LIMIT 1`,
-  hasTurn: `SELECT 1 FROM taskheap_tasks INDEXED BY taskheap_tasks_fair_turns WHERE state = 'waiting' AND fair_tag IS NOT NULL AND queue = ? LIMIT 1`,
+  firstUntagged: `SELECT t.run_at FROM ${UNTAGGED_TASKS} ORDER BY t.run_at, t.id LIMIT 1`,
+  hasTurn: `SELECT 1 FROM ${TURN_TASKS} AND t.queue = ? LIMIT 1`,
   /** The first plain waiting task of queue @queue and priority @p (`nextDue`; keyed ones: limits.ts). */
   firstWaiting: `SELECT t.run_at FROM ${PLAIN_TASKS} WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p
     ORDER BY t.run_at, t.id LIMIT 1`,

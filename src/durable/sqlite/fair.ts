@@ -14,7 +14,7 @@
 // took and moves the queue's virtual time up to the latest of them. A task
 // that goes back to waiting gets a new turn when it is due again (the
 // trigger of schema version 10 clears a turn on any other change).
-import { PLAIN, PLAIN_TASKS, plainLevels } from './claim.js';
+import { PLAIN, PLAIN_TASKS, plainLevels, UNTAGGED_TASKS } from './claim.js';
 import type { Prepare } from './driver.js';
 
 /** How many due tasks one tagging turns at most (in due order); the rest wait for the next claim's. */
@@ -22,9 +22,8 @@ const TAG_BATCH = 1_000;
 
 const FAIR_SQL = {
   /** Due shared tasks without a turn (no key: those keep their key's order), in due order. */
-  dueShared: `SELECT id, queue, fair_group AS grp, fair_weight AS weight, priority, run_at FROM taskheap_tasks INDEXED BY taskheap_tasks_fair_due
-    WHERE state = 'waiting' AND fair_group IS NOT NULL AND fair_tag IS NULL AND serial IS NULL AND rate_key IS NULL AND run_at <= ?
-    ORDER BY run_at, id LIMIT ?`,
+  dueShared: `SELECT t.id, t.queue, t.fair_group AS grp, t.fair_weight AS weight, t.priority, t.run_at FROM ${UNTAGGED_TASKS}
+    AND t.run_at <= ? ORDER BY t.run_at, t.id LIMIT ?`,
   /** A queue with shares' due plain tasks of priority @p (the group ''), in due order. */
   dueUnshared: `SELECT t.id, t.queue, '' AS grp, 1 AS weight, t.priority, t.run_at FROM ${PLAIN_TASKS}
     WHERE ${PLAIN} AND t.queue = @queue AND t.priority = @p AND t.run_at <= @now ORDER BY t.run_at, t.id LIMIT @limit`,
