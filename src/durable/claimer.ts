@@ -1,6 +1,7 @@
 // The claimer: claim rounds and when to run them. It claims what the pool
 // can take (Prefetch), hands each claim to the dispatcher, and sleeps until
-// the next due time, the poll interval, or a wake-up (work added here, or
+// the next due time, the idle check (the poll, or a long safety net where
+// new work is announced: idleCheck()), or a wake-up (work added here, or
 // announced by another process; a serial group let go of; room or a worker
 // freed at the end of a turn). A second claim may be on its way beside the
 // first (and beside the outcome batch), so workers rarely wait for a round
@@ -15,6 +16,24 @@ import { backoff, type RunnerContext } from './runner-context.js';
 
 /** Claim rounds on their way at once: one more than the one being answered keeps workers fed. */
 const MAX_CLAIMS = 2;
+
+/** The longest an idle process sleeps where new work is announced to it (unless `poll` is longer). */
+const IDLE_CHECK_MAX = 300_000;
+
+/**
+ * ms an idle process sleeps (nothing due that it knows of) where every
+ * change that makes work due elsewhere is announced to it (LISTEN): 60
+ * polls, at most 5 minutes, never less than the poll (5 minutes at the
+ * default 5 s poll). The announcements and the next due time the store
+ * gives carry the latency; this check only catches a wake-up lost on a
+ * listening connection that died unnoticed (a reconnect it sees wakes the
+ * claimer at once). So an idle worker sends nothing for minutes, and a
+ * serverless database can suspend. Tied to the poll, as the waiters'
+ * safetyPoll(), so a process that chose a short poll gets a quicker net.
+ */
+function idleCheck(poll: number): number {
+  return Math.max(poll, Math.min(60 * poll, IDLE_CHECK_MAX));
+}
 
 /** What a claim round found: how long to sleep, and why. */
 interface Answer {
@@ -358,11 +377,12 @@ export class Claimer {
     return rate;
   }
 
-  /** The answer when the store says something is due in `wait` ms (undefined: nothing is); at most the poll. */
+  /** The answer when the store says something is due in `wait` ms (undefined: nothing is); at most the idle check. */
   #sleep(wait: number | undefined): Answer {
-    const poll = this.#ctx.poll;
-    const delay = Math.max(0, Math.min(wait ?? poll, poll));
-    return { delay, idle: delay === poll, workersTaken: false };
+    // While new work is announced here (Store.listening), the idle check is a long safety net; else the poll.
+    const idle = this.#ctx.store.listening ? idleCheck(this.#ctx.poll) : this.#ctx.poll;
+    const delay = Math.max(0, Math.min(wait ?? idle, idle));
+    return { delay, idle: delay === idle, workersTaken: false };
   }
 
   /** Arms the claim timer; `idle`: it is the poll, nothing being known to be due before it. */

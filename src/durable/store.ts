@@ -732,10 +732,19 @@ export interface Store {
    * process can re-arm), `onCancel` when a task is cancelled anywhere, and
    * `onPause` when a named queue is paused anywhere (stores whose writers all
    * live in this process need not). A listening connection lost calls
-   * `onWake` at once (announcements may be missed until it is back), and
-   * again once it is back.
+   * `onWake` at once (announcements may be missed until it is back, see
+   * `listening`), and again once it is back.
    */
   subscribe(onWake: (runAt: number) => void, onCancel: (id: number) => void, onPause?: (queue: string) => void): Promise<void>;
+  /**
+   * Whether every change that makes work due elsewhere is announced to this
+   * process now (`subscribe`'s `onWake`): an idle process then checks the
+   * store only as a long safety net (idleCheck() in claimer.ts), not every
+   * `poll`. False where nothing can listen (PostgreSQL behind PgBouncer
+   * without `listenConnectionString`), nothing announces (SQLite), or the
+   * listening connection is lost for now.
+   */
+  readonly listening: boolean;
   /**
    * Puts a failed, timed-out or cancelled task back to waiting, due `now`
    * (the store's now where it has its own clock), with its attempts reset;

@@ -79,6 +79,11 @@ export class Listener {
     if (this.#listener === undefined && this.#reconnectTimer === undefined) await this.#listen();
   }
 
+  /** Whether the listening connection is up: announcements reach this process (Store.listening). */
+  get listening(): boolean {
+    return this.#listener !== undefined;
+  }
+
   /**
    * Listens for final states too (DONE), connecting the listener if need be;
    * resolves with whether it can listen at all (not behind PgBouncer without
@@ -107,7 +112,7 @@ export class Listener {
       if (this.#listener === client) this.#listener = undefined;
       client.end().catch(noop);
       this.#scheduleReconnect();
-      // Until it is back nothing announces new work here: the claimer looks now (then every poll).
+      // Until it is back nothing announces new work here: the claimer looks now, and every poll meanwhile.
       if (!this.#closed) this.#onWake?.(Date.now());
     };
     client.on('error', dropped);

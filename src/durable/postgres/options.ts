@@ -48,8 +48,11 @@ export interface PostgresStoreOptions {
    */
   lease?: Duration;
   /**
-   * The longest an idle process sleeps between checks for due work: ms, or a string such as `'5s'`.
-   * New work wakes it earlier through LISTEN/NOTIFY.
+   * The longest an idle process that cannot listen (`pgbouncer` without
+   * `listenConnectionString`) sleeps between checks for due work: ms, or a
+   * string such as `'5s'`. One that listens is woken by whatever makes work
+   * due (LISTEN/NOTIFY) and checks only as a safety net, every 60 polls, at
+   * most 5 minutes: an idle worker sends nothing in between.
    * @default 5000
    */
   poll?: Duration;

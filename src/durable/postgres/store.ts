@@ -312,6 +312,10 @@ class PostgresStore implements Store, FlowStore, LimitListStore {
     return this.#listener.subscribe(onWake, onCancel, onPause);
   }
 
+  get listening(): boolean {
+    return this.#listener.listening;
+  }
+
   close(): Promise<void> {
     // A server that never answers must not hold close() forever: after \`timeout\` the sockets are cut.
     this.#closing ??= (async () => {

@@ -473,6 +473,9 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
     this.#onWake = onWake;
   }
 
+  /** Nothing announces: an idle process reads the file every poll (a local read costs no server), as it always has. */
+  readonly listening = false;
+
   async close(): Promise<void> {
     this.#statements.clear();
     if (this.#db === undefined) return;

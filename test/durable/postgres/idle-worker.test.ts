@@ -1,8 +1,10 @@
 // What an idle worker sends PostgreSQL. On a ManualClock its timers fire only
 // when the test advances it, and every statement is counted on the pool it is
-// given: with nothing due and nothing held, ten minutes send only one
-// question a poll (when is something due?), no lease renewal and no retention
-// sweep, so a serverless database can suspend between polls. Once a task has run, the next sweep deletes as
+// given: with nothing due and nothing held, a worker that LISTENs sends
+// nothing for five minutes (new work anywhere is announced to it; it checks
+// once per idleCheck() as a safety net), no lease renewal and no retention
+// sweep, so a serverless database can suspend; one that cannot listen
+// (PgBouncer without a listening connection) asks once a poll. Once a task has run, the next sweep deletes as
 // before; a claim that failed keeps renewals going (they hand back what its
 // lost answer may have claimed) until that is surely done. A worker that
 // starts holding tasks announces when their leases run out, and a killed
@@ -71,12 +73,12 @@ describe('an idle worker on PostgreSQL', () => {
     return counts;
   }
 
-  async function started(sent: string[], failing?: Set<string>) {
+  async function started(sent: string[], failing?: Set<string>, options: { poll?: number; pgbouncer?: boolean } = { poll: POLL }) {
     const name = schema();
     const clock = new ManualClock(Date.now());
     const scheduler = new Scheduler({
       clock,
-      store: postgresStore({ pool: countedPool(sent, name, failing), schema: name, poll: POLL, lease: LEASE }),
+      store: postgresStore({ pool: countedPool(sent, name, failing), schema: name, lease: LEASE, ...options }),
       onError: () => {},
     });
     opened.push(scheduler);
@@ -89,14 +91,28 @@ describe('an idle worker on PostgreSQL', () => {
     return { scheduler, clock };
   }
 
-  it('sends only its polls in ten minutes with nothing due: no renewal, no retention sweep', async () => {
+  it('sends nothing for five minutes with nothing due (default poll): no check, no renewal, no retention sweep', async () => {
     const sent: string[] = [];
-    const { clock } = await started(sent);
+    const { clock } = await started(sent, undefined, {});
+    const from = sent.length;
+    await idle(clock, 290_000);
+    expect(sent.slice(from)).toEqual([]);
+    // Then the safety net: one question (when is something due?) every five minutes.
+    await idle(clock, 610_000);
+    const counts = counted(sent, from);
+    expect(Object.keys(counts).filter((name) => !['claim', 'claimPlain', 'nextDue'].includes(name))).toEqual([]);
+    expect(sent.length - from).toBeGreaterThanOrEqual(1);
+    expect(sent.length - from).toBeLessThanOrEqual(3);
+  }, 120_000);
+
+  it('where it cannot listen (PgBouncer, no listening connection) it asks once a poll', async () => {
+    const sent: string[] = [];
+    const { clock } = await started(sent, undefined, { poll: POLL, pgbouncer: true });
     const from = sent.length;
     await idle(clock, 600_000);
     const counts = counted(sent, from);
     expect(Object.keys(counts).filter((name) => !['claim', 'claimPlain', 'nextDue'].includes(name))).toEqual([]);
-    // One question a poll: when is something due?
+    expect(sent.length - from).toBeGreaterThanOrEqual(600_000 / POLL - 1);
     expect(sent.length - from).toBeLessThanOrEqual(600_000 / POLL);
   }, 120_000);
 
