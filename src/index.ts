@@ -24,8 +24,17 @@ export type { DateTimeLike, IsoInstant, When } from './core/validate.js';
 export { parseDuration } from './core/duration.js';
 export type { Duration } from './core/duration.js';
 export { MAX_TIME } from './core/validate.js';
-export { TaskheapError, ClosedError, QueueFullError, TimeoutError, CancelledError, MissingPeerError } from './core/errors.js';
+export {
+  TaskheapError,
+  ClosedError,
+  QueueFullError,
+  TimeoutError,
+  CancelledError,
+  MissingPeerError,
+  StepSuspended,
+} from './core/errors.js';
 export type { TaskheapErrorCode } from './core/errors.js';
+export type { SleepFor } from './core/steps.js';
 export { Job, MAX_NEXT_RUNS } from './jobs/job.js';
 export { DEFAULT_CATCH_UP } from './rules/plan.js';
 export type { JobState, SkipInfo } from './jobs/job.js';

@@ -326,6 +326,18 @@ export class Scheduler {
   }
 
   /**
+   * Sends `message` (a JSON value) on `topic` to a task that waits for it with `ctx.receive(topic)`: the `Task`
+   * itself, or `{ key }`, the unfinished task with that `key`. A message sent before the task reaches its wait is kept
+   * for it, each is taken once, and a task waiting for one is due at once. Resolves false if the task has ended (or
+   * no unfinished task has the key). Tasks in memory, for now.
+   * @example
+   * await scheduler.send({ key: `chat:${chat}` }, 'reply', text);
+   */
+  send(to: Task | { key: string }, topic: string, message?: unknown): Promise<boolean> {
+    return Promise.resolve(this.#loop.send(to, topic, message));
+  }
+
+  /**
    * Resolves with a stored task once it is in a final state (`succeeded`, `failed`, `timed-out` or `cancelled`), from
    * any process: its `result` is what the handler returned, `lastError` and `errors` why it failed. Rejects with
    * `TaskNotFoundError` if there is no such task, `WaitTimeoutError` after `timeout` (the task goes on), the signal's

@@ -47,6 +47,12 @@ export class DedupeKeys {
   readonly #followers = new Map<Task, Follower>();
   readonly #following = new Map<Task, Task>();
 
+  /** The last task `key` accepted, while it has not ended: a message by key goes to it. */
+  unfinished(key: string): Task | undefined {
+    const task = this.#entries.get(key)?.task;
+    return task !== undefined && unfinished(task) ? task : undefined;
+  }
+
   /**
    * A call with a dedupe key at elapsed time `now`, for a task due at `time`
    * (wall): returns the existing task, or the one `insert` adds (cancelling

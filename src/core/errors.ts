@@ -15,6 +15,9 @@ export type TaskheapErrorCode =
   | 'ERR_TASK_TIMEOUT'
   | 'ERR_TASK_CANCELLED'
   | 'ERR_MISSING_PEER'
+  | 'ERR_STEP_MISMATCH'
+  | 'ERR_STEP_SUSPENDED'
+  | 'ERR_STEPS_NOT_STORED'
   // Stored work (durable/errors.ts, durable/sqlite/errors.ts, and the plain TaskheapErrors of the durable layer).
   | 'ERR_TASK_NOT_FOUND'
   | 'ERR_TASK_NOT_FINISHED'
@@ -104,5 +107,19 @@ export class MissingPeerError extends TaskheapError {
       options,
     );
     this.package = name;
+  }
+}
+
+/**
+ * Thrown by a step call that suspends the run (a sleep not over, a wait with
+ * no message yet). The run is marked too, so the engine ends it as a
+ * suspension whatever the handler does with this error: let it through.
+ */
+export class StepSuspended extends TaskheapError {
+  constructor() {
+    super(
+      'The run is suspended here (ctx.sleep or ctx.receive) and runs again from its start when due: let this error through',
+      'ERR_STEP_SUSPENDED',
+    );
   }
 }

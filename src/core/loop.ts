@@ -5,7 +5,7 @@
 // of time are its base class (loop-clock.ts), its types are in loop-types.ts,
 // its read-only views of the waiting tasks in waiting.ts.
 import type { Emitter } from './emitter.js';
-import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
+import { ClosedError, QueueFullError, TaskheapError, TimeoutError } from './errors.js';
 import { Gate } from './gate.js';
 import { toRate, type Rate, type RateLimit } from './limit-options.js';
 import { LatenessRecorder } from './lateness.js';
@@ -15,6 +15,7 @@ import { LoopClock } from './loop-clock.js';
 import { countByName, listWaiting, type WaitingCounts } from './waiting.js';
 import { retryDelay } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
+import { checkName, StepLog, toStepJson } from './steps.js';
 import { toSettings, type TaskOptions } from './task-options.js';
 import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type TaskSettings } from './task.js';
 import { TaskQueue } from './task-queue.js';
@@ -80,6 +81,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   /** Starts made before the gate exists, and the last one's elapsed time: a first `rate` counts them. */
   #starts = 0;
   #lastStart = -Infinity;
+  /** The step records of tasks that used steps or were sent messages, until each ends (steps.ts). */
+  #stepLogs: Map<Task, StepLog> | undefined = undefined;
 
   constructor(options: LoopOptions, events: Emitter<TaskEvents>) {
     super(options.clock, options.unref);
@@ -315,6 +318,45 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     return line;
   }
 
+  /** @internal The record of a task's steps, kept until the task ends. */
+  stepLog(run: Run): StepLog {
+    const logs = (this.#stepLogs ??= new Map());
+    let log = logs.get(run.task);
+    if (log === undefined) logs.set(run.task, (log = new StepLog()));
+    return log;
+  }
+
+  /** @internal */
+  stepNow(): number {
+    return this.clock.now();
+  }
+
+  /**
+   * `scheduler.send()` in memory: keeps `message` for `task`'s
+   * `ctx.receive(topic)`; a task suspended waiting on that topic is due at
+   * once. False if the task has ended.
+   */
+  send(to: Task | { key: string }, topic: string, message: unknown): boolean {
+    if (!(to instanceof Task) && (typeof to !== 'object' || to === null || typeof to.key !== 'string')) {
+      throw new TypeError(`Expected send()'s first argument to be a Task or { key }, got ${describe(to)}`);
+    }
+    checkName(topic, 'topic');
+    message = toStepJson(message, 'The message');
+    const task = to instanceof Task ? to : this.#gate?.dedupe.unfinished(to.key);
+    if (task === undefined) return false;
+    const state = task._state;
+    if (state !== State.Waiting && state !== State.Held && state !== State.Running) return false;
+    const logs = (this.#stepLogs ??= new Map());
+    let log = logs.get(task);
+    if (log === undefined) logs.set(task, (log = new StepLog()));
+    if (!log.deliver(topic, message) || state !== State.Waiting) return true;
+    if (this.#queue.moveEarlier(task, this.clock.now())) {
+      this.disarm();
+      this.#pump();
+    }
+    return true;
+  }
+
   /** Cooperative: the run sees its signal abort, and if it then fails it ends `cancelled`. */
   #abortRun(run: Run, reason: unknown): void {
     run.cancelled = true;
@@ -492,6 +534,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   #succeed(run: Run, value: unknown): void {
     if (run.done) return;
+    if (run.suspendedUntil !== undefined) return this.#suspend(run);
     this.#release(run);
     const task = run.task;
     this.#detach(task);
@@ -503,6 +546,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   #fail(run: Run, error: unknown, timedOut: boolean): void {
     if (run.done) return;
+    // A run that suspended ends so whatever became of its StepSuspended, unless its timeout came first.
+    if (run.suspendedUntil !== undefined && !timedOut) return this.#suspend(run);
     if (timedOut) run.abort(error);
     this.#release(run);
     const task = run.task;
@@ -512,7 +557,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       this.#finish(task, State.Cancelled, error);
       this.#cancelled++;
       if (this.#events.has('cancel')) this.#events.emit('cancel', task, error);
-    } else if (retry !== undefined && run.attempt < retry.attempts && !this.#closed) {
+    } else if (retry !== undefined && run.attempt < retry.attempts && !this.#closed && !isStepMismatch(error)) {
       const delay = retryDelay(retry, run.attempt);
       task._state = State.Waiting;
       task._time = this.clock.now() + delay;
@@ -534,6 +579,27 @@ export class TaskLoop extends LoopClock implements TaskOwner {
         if (this.#events.has('failure')) this.#events.emit('failure', task, error);
         this.report(error, { task, name: task.name, attempt: task.attempts });
       }
+    }
+    this.#afterRun();
+  }
+
+  /**
+   * A run that a step suspended (a sleep, a wait for a message): the task
+   * lets go of its worker and waits for its wake time, keeping its attempt
+   * count and (as a retry does) its serial group's slot.
+   */
+  #suspend(run: Run): void {
+    this.#release(run);
+    const task = run.task;
+    if (run.cancelled) {
+      this.#detach(task);
+      this.#finish(task, State.Cancelled, run.abortReason);
+      this.#cancelled++;
+      if (this.#events.has('cancel')) this.#events.emit('cancel', task, run.abortReason);
+    } else {
+      task._state = State.Waiting;
+      task._time = run.suspendedUntil!;
+      this.#enqueue(task);
     }
     this.#afterRun();
   }
@@ -572,6 +638,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     // Its serial group goes to the next task of the key (which may start at the next pump).
     if (task._settings.limits !== undefined) this.#gate?.settled(task, this.readElapsed());
     task._finish(state, outcome);
+    this.#stepLogs?.delete(task);
     task._settings.observer?.settled(task, state, outcome);
   }
 
@@ -593,4 +660,9 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     }
     if (this.#events.has('idle')) this.#events.emit('idle');
   }
+}
+
+/** A run that reached a step its record contradicts fails the same way every time: it is not retried. */
+function isStepMismatch(error: unknown): boolean {
+  return error instanceof TaskheapError && error.code === 'ERR_STEP_MISMATCH';
 }

@@ -50,6 +50,25 @@ export class TaskQueue {
     this.#heap.pop();
   }
 
+  /**
+   * Makes waiting `task` due earlier, at `time` (a message for a task that
+   * waits for one): O(n) to find it, then up the heap. False if it is not here.
+   */
+  moveEarlier(task: Task, time: number): boolean {
+    const data = this.#heap.data;
+    let i = data.indexOf(task);
+    if (i < 0 || i >= this.#heap.length || time >= task._time) return false;
+    task._time = time;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (byDueTime(task, data[parent]!) >= 0) break;
+      data[i] = data[parent]!;
+      i = parent;
+    }
+    data[i] = task;
+    return true;
+  }
+
   /** Call after a queued task stopped waiting (was cancelled). */
   discard(): void {
     this.#dead++;

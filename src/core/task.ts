@@ -3,7 +3,9 @@
 import { CancelledError } from './errors.js';
 import type { DedupeOutcome, TaskLimits } from './limit-options.js';
 import type { RetryPolicy } from './retry.js';
+import type { Duration } from './duration.js';
 import { toLogLine, toProgress, type Journal, type TaskLogLine } from './journal.js';
+import { StepCursor, type SleepFor, type StepLog } from './steps.js';
 
 /**
  * The life of a task: `waiting` until it starts (for its time, a worker, or its
@@ -41,6 +43,38 @@ export interface TaskContext {
    * scheduler.after(0, (ctx) => ctx.log('fetched 42 rows'));
    */
   log(line: string): void;
+  /**
+   * Runs `fn` once for this task and keeps what it returned (as JSON): when
+   * the handler runs again (a retry, after `sleep` or `receive`), the
+   * finished step returns the kept value without running `fn`. A step that
+   * throws fails the run and is run again by the next one. Steps are matched
+   * by name and order; the same name in a loop is told apart by its count
+   * (see the steps guide). In memory, and with a SQLite store.
+   * @example
+   * scheduler.after(0, async (ctx) => {
+   *   const order = await ctx.step('charge', () => charge(card));
+   *   await ctx.step('email', () => sendReceipt(order));
+   * });
+   */
+  step<T>(name: string, fn: () => T | PromiseLike<T>): Promise<T>;
+  /**
+   * Lets go of the worker until `duration` (ms, or a string such as `'1d'`)
+   * has passed, or until `{ until }` a time; the handler then runs again from
+   * its start, its finished steps returning their kept values. Let the error
+   * it throws to stop the run through (`StepSuspended`).
+   * @example
+   * await ctx.sleep('1d');
+   */
+  sleep(duration: SleepFor): Promise<void>;
+  /**
+   * Waits for a message on `topic` (`scheduler.send()`), up to `timeout`,
+   * without holding a worker; resolves with the message, or undefined once
+   * the timeout passed without one. A message sent before the wait is kept
+   * for it; each is taken once.
+   * @example
+   * const answer = await ctx.receive<string>('reply', { timeout: '1h' });
+   */
+  receive<T = unknown>(topic: string, options: { timeout: Duration }): Promise<T | undefined>;
 }
 
 /** A task body: sync or async, given its context. */
@@ -112,6 +146,10 @@ export interface TaskOwner {
   noteProgress(run: Run, value: unknown, storedId: number | undefined): boolean;
   /** @internal `ctx.log()` of a run: kept and announced; the line as kept, or undefined if the run is over. */
   noteLog(run: Run, line: string, storedId: number | undefined): TaskLogLine | undefined;
+  /** @internal The step record of a run's task (made on first use), for `ctx.step()` and the others. */
+  stepLog(run: Run): StepLog;
+  /** @internal The scheduler's clock, as steps read it. */
+  stepNow(): number;
 }
 
 export enum State {
@@ -338,6 +376,10 @@ export class Run implements TaskContext {
   journal: Journal | undefined;
   /** @internal called once when the run is aborted: how a thread task hears of it without an AbortSignal and its listeners */
   onAbort: (() => void) | undefined = undefined;
+  /** @internal set when a step call suspended the run: when the task is due again (its outcome is then ignored) */
+  suspendedUntil: number | undefined = undefined;
+  /** @internal this run's walk through its steps, made on the first step call */
+  #steps: StepCursor | undefined = undefined;
   #controller: AbortController | undefined = undefined;
   #aborted = false;
   #reason: unknown = undefined;
@@ -346,7 +388,9 @@ export class Run implements TaskContext {
     this.task = task;
     this.startedAtMs = startedAt;
     const previous = task._run;
-    this.attempt = previous instanceof Run ? previous.attempt + 1 : (task._settings.firstAttempt ?? 1);
+    // A run after a suspension (a sleep, a wait) goes on with the same attempt.
+    this.attempt =
+      previous instanceof Run ? previous.attempt + (previous.suspendedUntil === undefined ? 1 : 0) : (task._settings.firstAttempt ?? 1);
     this.deferred = previous instanceof Run ? previous.deferred : previous instanceof Deferred ? previous : undefined;
     this.journal = previous instanceof Run ? previous.journal : undefined;
   }
@@ -357,6 +401,31 @@ export class Run implements TaskContext {
 
   log(line: string): void {
     this.task._settings.owner.noteLog(this, toLogLine(line), undefined);
+  }
+
+  step<T>(name: string, fn: () => T | PromiseLike<T>): Promise<T> {
+    return this.#cursor().step(name, fn);
+  }
+
+  sleep(duration: SleepFor): Promise<void> {
+    return this.#cursor().sleep(duration);
+  }
+
+  receive<T = unknown>(topic: string, options: { timeout: Duration }): Promise<T | undefined> {
+    return this.#cursor().receive<T>(topic, options);
+  }
+
+  #cursor(): StepCursor {
+    if (this.#steps !== undefined) return this.#steps;
+    const owner = this.task._settings.owner;
+    const log = owner.stepLog(this);
+    return (this.#steps = new StepCursor({
+      log,
+      now: () => owner.stepNow(),
+      suspend: (until) => {
+        this.suspendedUntil = until;
+      },
+    }));
   }
 
   get signal(): AbortSignal {

@@ -3,6 +3,7 @@
 // (Holdings): the settings come from them now, the retry policy when the
 // run ends (completer.ts). The handler runs with a durable context
 // (stored id, attempt, ctx.transaction()).
+import { TaskheapError } from '../core/errors.js';
 import type { Run, TaskFunction, TaskContext, TaskObserver, TaskSettings } from '../core/task.js';
 import { toLogLine, toProgress } from '../core/journal.js';
 import { JournalWriter } from './journal-writer.js';
@@ -151,5 +152,18 @@ function durableContext(
     startedAt: ctx.startedAt,
     attempt: claim.attempts,
     name: claim.name,
+    step: notStored,
+    sleep: notStored,
+    receive: notStored,
   };
+}
+
+/** Steps keep their record in memory only, for now: a stored task is told so at the call. */
+function notStored(): Promise<never> {
+  return Promise.reject(
+    new TaskheapError(
+      'ctx.step(), ctx.sleep() and ctx.receive() are not available to a stored task yet: only in memory',
+      'ERR_STEPS_NOT_STORED',
+    ),
+  );
 }

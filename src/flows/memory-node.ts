@@ -3,6 +3,8 @@
 // shape `flows.get()` and `scheduler.waitFor()` give on every backend) and the
 // context its function receives (a task's, plus its id and
 // `dependencies()`). The graph that moves it is memory-graph.ts.
+import type { Duration } from '../core/duration.js';
+import type { SleepFor } from '../core/steps.js';
 import type { Task, TaskContext, TaskSettings } from '../core/task.js';
 import type { FlowContext, FlowFunction } from '../durable/flow-graph.js';
 import type { AttemptError, DependencyInfo, OnFailure, StoredState, StoredTask } from '../durable/store.js';
@@ -149,6 +151,15 @@ export class FlowRunContext implements FlowContext {
   }
   log(line: string): void {
     this.#run.log(line);
+  }
+  step<T>(name: string, fn: () => T | PromiseLike<T>): Promise<T> {
+    return this.#run.step(name, fn);
+  }
+  sleep(duration: SleepFor): Promise<void> {
+    return this.#run.sleep(duration);
+  }
+  receive<T = unknown>(topic: string, options: { timeout: Duration }): Promise<T | undefined> {
+    return this.#run.receive<T>(topic, options);
   }
   dependencies(): Promise<DependencyInfo[]> {
     return Promise.resolve(this.#node.dependencies());

@@ -421,5 +421,8 @@ function lateContext(run: Run, scheduledAt: number): TaskContext {
     name: run.name,
     progress: (value) => run.progress(value),
     log: (line) => run.log(line),
+    step: (name, fn) => run.step(name, fn),
+    sleep: (duration) => run.sleep(duration),
+    receive: (topic, options) => run.receive(topic, options),
   };
 }

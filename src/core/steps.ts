@@ -1,0 +1,207 @@
+// A task's steps (`ctx.step`, `ctx.sleep`, `ctx.receive`): the rule every
+// engine follows, and the record memory keeps. A handler that uses them runs
+// again from its start after a retry, a sleep or a wait (and, with a store,
+// after a crash); each call is matched to the record by its position among
+// the run's calls and its name, so a finished step returns what it returned
+// the first time without running again. A run that reaches a step its record
+// contradicts (another name at that position) ends with ERR_STEP_MISMATCH.
+//
+// The states of one record:
+//
+//   step:     finished when recorded (a step that throws records nothing)
+//   sleep:    recorded at the call with its wake time; done once it has passed
+//   receive:  recorded at the call with its deadline; done once a message is
+//             taken (its result) or the deadline passed (timedOut)
+import { toDuration } from './duration.js';
+import { StepSuspended, TaskheapError } from './errors.js';
+import { assertStorableText, describe, MAX_TIME, toEpoch, type When } from './validate.js';
+
+/** What a task recorded of one step call. */
+export interface StepRecord {
+  /** The call's name: its own for `step`, `sleep` for `sleep`, the topic for `receive`; `#2`, `#3`... for repeats in one run. */
+  readonly id: string;
+  readonly kind: 'step' | 'sleep' | 'receive';
+  /** When the call first ran (the scheduler's clock). */
+  readonly startedAt: number;
+  /** When it finished; undefined while a sleep or a wait is under way. */
+  endedAt?: number;
+  /** A step's or a received message's JSON value. */
+  result?: unknown;
+  /** A sleep's wake time, a receive's deadline. */
+  readonly until?: number;
+  /** A receive that reached its deadline without a message. */
+  timedOut?: boolean;
+}
+
+/** Characters a step name or topic may have. */
+const MAX_NAME = 200;
+
+/**
+ * The record of a task's steps, carried from run to run, and its messages
+ * not yet taken (by topic). Memory keeps it per task until the task ends.
+ */
+export class StepLog {
+  /** By position in the run's calls. */
+  readonly records: StepRecord[] = [];
+  /** Messages sent and not yet taken, oldest first, by topic. */
+  mailbox: Map<string, unknown[]> | undefined;
+  /** The topic a run suspended on, waiting for a message: a message on it makes the task due at once. */
+  waitingOn: string | undefined;
+
+  /** Keeps `message` for the task; true if the task waits for it now (the caller makes it due). */
+  deliver(topic: string, message: unknown): boolean {
+    const mailbox = (this.mailbox ??= new Map());
+    const queue = mailbox.get(topic);
+    if (queue === undefined) mailbox.set(topic, [message]);
+    else queue.push(message);
+    return this.waitingOn === topic;
+  }
+
+  /** Takes the oldest message on `topic`, if any. */
+  take(topic: string): { message: unknown } | undefined {
+    const queue = this.mailbox?.get(topic);
+    if (queue === undefined || queue.length === 0) return undefined;
+    const message = queue.shift();
+    if (queue.length === 0) this.mailbox!.delete(topic);
+    return { message };
+  }
+}
+
+/** What a run's step calls need of its engine: the record, the clock, and where to mark a suspension. */
+export interface StepHost {
+  /** The task's record (made on first use). */
+  readonly log: StepLog;
+  now(): number;
+  /** Marks the run suspended until `until` (ms). */
+  suspend(until: number): void;
+}
+
+/**
+ * One run's walk through its steps: the position of the next call and how
+ * often each name came so far (repeats in a loop are told apart by count).
+ */
+export class StepCursor {
+  #position = 0;
+  #seen = new Map<string, number>();
+  /** Set once the run suspended: later calls suspend at once. */
+  suspended = false;
+
+  constructor(readonly host: StepHost) {}
+
+  /** `ctx.step(name, fn)`. */
+  async step<T>(name: string, fn: () => T | PromiseLike<T>): Promise<T> {
+    checkName(name, 'step name');
+    if (typeof fn !== 'function') throw new TypeError(`Expected ctx.step()'s second argument to be a function, got ${describe(fn)}`);
+    const [position, id, record] = this.#next(name, 'step');
+    if (record !== undefined) return record.result as T;
+    const startedAt = this.host.now();
+    const value = await fn();
+    const result = toStepJson(value, `The value of step '${id}'`);
+    this.host.log.records[position] = { id, kind: 'step', startedAt, endedAt: this.host.now(), result };
+    return result as T;
+  }
+
+  /** `ctx.sleep(duration)`, or `ctx.sleep({ until })`. */
+  async sleep(duration: SleepFor): Promise<void> {
+    const until = this.#wakeAt(duration);
+    const [position, id, record] = this.#next('sleep', 'sleep');
+    const log = this.host.log;
+    const due = record?.until ?? until;
+    if (record === undefined) log.records[position] = { id, kind: 'sleep', startedAt: this.host.now(), until };
+    else if (record.endedAt !== undefined) return;
+    if (this.host.now() >= due) {
+      log.records[position]!.endedAt = this.host.now();
+      return;
+    }
+    return this.#suspend(due);
+  }
+
+  /** `ctx.receive(topic, { timeout })`. */
+  async receive<T>(topic: string, options: { timeout: unknown }): Promise<T | undefined> {
+    checkName(topic, 'topic');
+    if (typeof options !== 'object' || options === null)
+      throw new TypeError(`Expected ctx.receive()'s options to be { timeout }, got ${describe(options)}`);
+    const timeout = toDuration(options.timeout, 'receive timeout');
+    const [position, id, record] = this.#next(topic, 'receive');
+    const log = this.host.log;
+    if (record !== undefined && record.endedAt !== undefined) return (record.timedOut ? undefined : record.result) as T;
+    const now = this.host.now();
+    const current = record ?? { id, kind: 'receive', startedAt: now, until: Math.min(now + timeout, MAX_TIME) };
+    log.records[position] = current;
+    const taken = log.take(topic);
+    if (taken !== undefined) {
+      current.result = taken.message;
+      current.endedAt = now;
+      log.waitingOn = undefined;
+      return taken.message as T;
+    }
+    if (now >= current.until!) {
+      current.timedOut = true;
+      current.endedAt = now;
+      log.waitingOn = undefined;
+      return undefined;
+    }
+    log.waitingOn = topic;
+    return this.#suspend(current.until!);
+  }
+
+  /** The next call's position, id and record (undefined: not run yet); throws on a contradiction. */
+  #next(name: string, kind: StepRecord['kind']): [number, string, StepRecord | undefined] {
+    if (this.suspended) throw new StepSuspended();
+    const count = (this.#seen.get(name) ?? 0) + 1;
+    this.#seen.set(name, count);
+    const id = count === 1 ? name : `${name}#${count}`;
+    const position = this.#position++;
+    const record = this.host.log.records[position];
+    if (record !== undefined && (record.id !== id || record.kind !== kind)) {
+      throw new TaskheapError(
+        `Step ${position + 1} of this run is ${kind} '${id}', but the task's record has ${record.kind} '${record.id}' there: ` +
+          'the handler changed its steps before this point (see the steps guide on changing a handler safely)',
+        'ERR_STEP_MISMATCH',
+      );
+    }
+    return [position, id, record];
+  }
+
+  #wakeAt(duration: SleepFor): number {
+    if (typeof duration === 'object' && duration !== null && !(duration instanceof Date) && 'until' in duration) {
+      return toEpoch(duration.until, 'sleep until');
+    }
+    return Math.min(this.host.now() + toDuration(duration, 'sleep duration'), MAX_TIME);
+  }
+
+  #suspend(until: number): never {
+    this.suspended = true;
+    this.host.suspend(until);
+    throw new StepSuspended();
+  }
+}
+
+/** `ctx.sleep()`'s argument: a duration (ms, or a string such as `'1d'`), or `{ until }` a time. */
+export type SleepFor =
+  | number
+  | string
+  | {
+      /** The time to wake up at. */
+      until: When;
+    };
+
+/** Throws unless `name` is a step name or topic: 1 to 200 characters a database can store. */
+export function checkName(name: unknown, what: string): asserts name is string {
+  if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME) {
+    throw new TypeError(`Expected the ${what} to be a string of 1 to ${MAX_NAME} characters, got ${describe(name)}`);
+  }
+  assertStorableText(name, what);
+}
+
+/** A step's value or a message as it is recorded and returned, every time: its JSON (undefined stays undefined). */
+export function toStepJson(value: unknown, id: string): unknown {
+  if (value === undefined) return undefined;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (error) {
+    throw new TypeError(`${id} is not JSON (${(error as Error).message})`);
+  }
+  return json === undefined ? undefined : JSON.parse(json);
+}
