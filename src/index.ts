@@ -58,6 +58,7 @@ export {
 } from './durable/errors.js';
 export type {
   StoredTask,
+  StoredStep,
   EnqueuedTask,
   StoredJob,
   StoredState,

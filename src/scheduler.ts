@@ -13,7 +13,8 @@ import type { RateLimit } from './core/limit-options.js';
 import { configureQueues, listQueues, Queue } from './core/queues.js';
 import type { SchedulerQueue, SchedulerQueueInfo } from './scheduler-queues.js';
 import { cancelFlowTask, Flows, retryFlowTask, waitForFlowTask } from './scheduler-flows.js';
-import type { Task, TaskFunction } from './core/task.js';
+import { Task, type TaskFunction } from './core/task.js';
+import { toSendArgs } from './core/steps.js';
 import type { Duration } from './core/duration.js';
 import { describe, toEpoch, type When } from './core/validate.js';
 import type { DurableTaskItem, DurableTaskOptions, Handler, StoredJobOptions } from './durable/options.js';
@@ -326,15 +327,19 @@ export class Scheduler {
   }
 
   /**
-   * Sends `message` (a JSON value) on `topic` to a task that waits for it with `ctx.receive(topic)`: the `Task`
-   * itself, or `{ key }`, the unfinished task with that `key`. A message sent before the task reaches its wait is kept
-   * for it, each is taken once, and a task waiting for one is due at once. Resolves false if the task has ended (or
-   * no unfinished task has the key). Tasks in memory, for now.
+   * Sends `message` (a JSON value) on `topic` to a task that waits for it with `ctx.receive(topic)`: a `Task`, a
+   * stored task's id, or `{ key }`, the unfinished task with that `key` (a stored one when the scheduler has a store,
+   * from any process sharing it). A message sent before the task reaches its wait is kept for it, each is taken
+   * once, and a task waiting for one is due at once. Resolves false if the task has ended (or no unfinished task has
+   * the key).
    * @example
    * await scheduler.send({ key: `chat:${chat}` }, 'reply', text);
    */
-  send(to: Task | { key: string }, topic: string, message?: unknown): Promise<boolean> {
-    return Promise.resolve(this.#loop.send(to, topic, message));
+  send(to: Task | number | { key: string }, topic: string, message?: unknown): Promise<boolean> {
+    const value = toSendArgs(to, topic, message, (x) => x instanceof Task);
+    if (to instanceof Task || (this.#client === undefined && typeof to === 'object'))
+      return Promise.resolve(this.#loop.send(to, topic, value));
+    return this.#requireStore('send() to a stored task').send(to, topic, value);
   }
 
   /**

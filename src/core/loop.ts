@@ -5,7 +5,7 @@
 // of time are its base class (loop-clock.ts), its types are in loop-types.ts,
 // its read-only views of the waiting tasks in waiting.ts.
 import type { Emitter } from './emitter.js';
-import { ClosedError, QueueFullError, TaskheapError, TimeoutError } from './errors.js';
+import { ClosedError, QueueFullError, TimeoutError } from './errors.js';
 import { Gate } from './gate.js';
 import { toRate, type Rate, type RateLimit } from './limit-options.js';
 import { LatenessRecorder } from './lateness.js';
@@ -15,7 +15,7 @@ import { LoopClock } from './loop-clock.js';
 import { countByName, listWaiting, type WaitingCounts } from './waiting.js';
 import { retryDelay } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
-import { checkName, StepLog, toStepJson } from './steps.js';
+import { isStepMismatch, StepLog } from './steps.js';
 import { toSettings, type TaskOptions } from './task-options.js';
 import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type TaskSettings } from './task.js';
 import { TaskQueue } from './task-queue.js';
@@ -320,6 +320,8 @@ export class TaskLoop extends LoopClock implements TaskOwner {
 
   /** @internal The record of a task's steps, kept until the task ends. */
   stepLog(run: Run): StepLog {
+    // A step called after its run ended (not awaited by the handler) keeps nothing.
+    if (run.done) return new StepLog();
     const logs = (this.#stepLogs ??= new Map());
     let log = logs.get(run.task);
     if (log === undefined) logs.set(run.task, (log = new StepLog()));
@@ -332,16 +334,11 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   }
 
   /**
-   * `scheduler.send()` in memory: keeps `message` for `task`'s
+   * `scheduler.send()` in memory (its arguments checked: toSendArgs()): keeps `message` for `task`'s
    * `ctx.receive(topic)`; a task suspended waiting on that topic is due at
    * once. False if the task has ended.
    */
   send(to: Task | { key: string }, topic: string, message: unknown): boolean {
-    if (!(to instanceof Task) && (typeof to !== 'object' || to === null || typeof to.key !== 'string')) {
-      throw new TypeError(`Expected send()'s first argument to be a Task or { key }, got ${describe(to)}`);
-    }
-    checkName(topic, 'topic');
-    message = toStepJson(message, 'The message');
     const task = to instanceof Task ? to : this.#gate?.dedupe.unfinished(to.key);
     if (task === undefined) return false;
     const state = task._state;
@@ -568,7 +565,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       this.#detach(task);
       // A durable task retried by its store reports a `retry` (the store runs it
       // again after `later` ms), and only its last attempt as failed, as in memory.
-      const later = task._settings.observer?.retriesLater?.(task);
+      const later = task._settings.observer?.retriesLater?.(task, error);
       this.#finish(task, timedOut ? State.TimedOut : State.Failed, error);
       if (later !== undefined) {
         this.#retried++;
@@ -591,14 +588,24 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   #suspend(run: Run): void {
     this.#release(run);
     const task = run.task;
+    const observer = task._settings.observer;
     if (run.cancelled) {
       this.#detach(task);
       this.#finish(task, State.Cancelled, run.abortReason);
       this.#cancelled++;
       if (this.#events.has('cancel')) this.#events.emit('cancel', task, run.abortReason);
+    } else if (observer?.suspended !== undefined) {
+      // A stored task: its store keeps it waiting; here it is done with.
+      this.#detach(task);
+      if (task._settings.limits !== undefined) this.#gate?.settled(task, this.readElapsed());
+      task._state = State.Succeeded;
+      observer.suspended(task, run.suspendedUntil!);
     } else {
       task._state = State.Waiting;
-      task._time = run.suspendedUntil!;
+      // A message on the topic it waits on came while it ran: due at once.
+      const log = this.#stepLogs?.get(task);
+      const waiting = log?.waitingOn;
+      task._time = waiting !== undefined && log!.has(waiting) ? this.clock.now() : run.suspendedUntil!;
       this.#enqueue(task);
     }
     this.#afterRun();
@@ -660,9 +667,4 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     }
     if (this.#events.has('idle')) this.#events.emit('idle');
   }
-}
-
-/** A run that reached a step its record contradicts fails the same way every time: it is not retried. */
-function isStepMismatch(error: unknown): boolean {
-  return error instanceof TaskheapError && error.code === 'ERR_STEP_MISMATCH';
 }

@@ -57,6 +57,11 @@ export class StepLog {
     return this.waitingOn === topic;
   }
 
+  /** Whether a message on `topic` waits to be taken. */
+  has(topic: string): boolean {
+    return (this.mailbox?.get(topic)?.length ?? 0) > 0;
+  }
+
   /** Takes the oldest message on `topic`, if any. */
   take(topic: string): { message: unknown } | undefined {
     const queue = this.mailbox?.get(topic);
@@ -67,13 +72,26 @@ export class StepLog {
   }
 }
 
-/** What a run's step calls need of its engine: the record, the clock, and where to mark a suspension. */
+/** What a run's step calls need of its engine: the record, the clock, messages, and where to mark a suspension. */
 export interface StepHost {
-  /** The task's record (made on first use). */
+  /** The task's record. */
   readonly log: StepLog;
   now(): number;
+  /**
+   * Takes the oldest message on `topic` for the call at `position`: memory
+   * takes it from the log; a store marks it taken by that call, so a run
+   * that crashed before it recorded the step takes the same one again.
+   */
+  take(topic: string, position: number): Promise<{ message: unknown } | undefined>;
+  /** A record finished (a step's value, a message, a timeout): a store writes the log before the handler goes on. */
+  recorded(): Promise<void>;
   /** Marks the run suspended until `until` (ms). */
   suspend(until: number): void;
+}
+
+/** The host of an in-memory task's steps: its log is the record. */
+export function memoryHost(log: StepLog, now: () => number, suspend: (until: number) => void): StepHost {
+  return { log, now, suspend, take: (topic) => Promise.resolve(log.take(topic)), recorded: () => Promise.resolve() };
 }
 
 /**
@@ -98,6 +116,7 @@ export class StepCursor {
     const value = await fn();
     const result = toStepJson(value, `The value of step '${id}'`);
     this.host.log.records[position] = { id, kind: 'step', startedAt, endedAt: this.host.now(), result };
+    await this.host.recorded();
     return result as T;
   }
 
@@ -128,18 +147,15 @@ export class StepCursor {
     const now = this.host.now();
     const current = record ?? { id, kind: 'receive', startedAt: now, until: Math.min(now + timeout, MAX_TIME) };
     log.records[position] = current;
-    const taken = log.take(topic);
-    if (taken !== undefined) {
-      current.result = taken.message;
+    const taken = await this.host.take(topic, position);
+    if (taken !== undefined || now >= current.until!) {
+      // Recorded before the handler goes on: a replay returns this, whatever comes meanwhile.
+      if (taken !== undefined) current.result = taken.message;
+      else current.timedOut = true;
       current.endedAt = now;
       log.waitingOn = undefined;
-      return taken.message as T;
-    }
-    if (now >= current.until!) {
-      current.timedOut = true;
-      current.endedAt = now;
-      log.waitingOn = undefined;
-      return undefined;
+      await this.host.recorded();
+      return taken?.message as T | undefined;
     }
     log.waitingOn = topic;
     return this.#suspend(current.until!);
@@ -187,7 +203,7 @@ export type SleepFor =
     };
 
 /** Throws unless `name` is a step name or topic: 1 to 200 characters a database can store. */
-export function checkName(name: unknown, what: string): asserts name is string {
+function checkName(name: unknown, what: string): asserts name is string {
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME) {
     throw new TypeError(`Expected the ${what} to be a string of 1 to ${MAX_NAME} characters, got ${describe(name)}`);
   }
@@ -195,7 +211,7 @@ export function checkName(name: unknown, what: string): asserts name is string {
 }
 
 /** A step's value or a message as it is recorded and returned, every time: its JSON (undefined stays undefined). */
-export function toStepJson(value: unknown, id: string): unknown {
+function toStepJson(value: unknown, id: string): unknown {
   if (value === undefined) return undefined;
   let json: string | undefined;
   try {
@@ -204,4 +220,22 @@ export function toStepJson(value: unknown, id: string): unknown {
     throw new TypeError(`${id} is not JSON (${(error as Error).message})`);
   }
   return json === undefined ? undefined : JSON.parse(json);
+}
+
+/**
+ * `scheduler.send()`'s arguments, checked: `to` a task (`isTask`), a stored
+ * task's id, or `{ key }`; the topic; the message as its JSON value.
+ */
+export function toSendArgs(to: unknown, topic: unknown, message: unknown, isTask: (value: unknown) => boolean): unknown {
+  const byKey = typeof to === 'object' && to !== null && typeof (to as { key?: unknown }).key === 'string';
+  if (!isTask(to) && !byKey && !(typeof to === 'number' && Number.isSafeInteger(to) && to > 0)) {
+    throw new TypeError(`Expected send()'s first argument to be a Task, a stored task's id or { key }, got ${describe(to)}`);
+  }
+  checkName(topic, 'topic');
+  return toStepJson(message, 'The message');
+}
+
+/** A run that reached a step its record contradicts fails the same way every time: it is not retried. */
+export function isStepMismatch(error: unknown): boolean {
+  return error instanceof TaskheapError && error.code === 'ERR_STEP_MISMATCH';
 }

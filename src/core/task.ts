@@ -5,7 +5,7 @@ import type { DedupeOutcome, TaskLimits } from './limit-options.js';
 import type { RetryPolicy } from './retry.js';
 import type { Duration } from './duration.js';
 import { toLogLine, toProgress, type Journal, type TaskLogLine } from './journal.js';
-import { StepCursor, type SleepFor, type StepLog } from './steps.js';
+import { memoryHost, StepCursor, type SleepFor, type StepLog } from './steps.js';
 
 /**
  * The life of a task: `waiting` until it starts (for its time, a worker, or its
@@ -49,7 +49,7 @@ export interface TaskContext {
    * finished step returns the kept value without running `fn`. A step that
    * throws fails the run and is run again by the next one. Steps are matched
    * by name and order; the same name in a loop is told apart by its count
-   * (see the steps guide). In memory, and with a SQLite store.
+   * (see the steps guide). In memory and with a store.
    * @example
    * scheduler.after(0, async (ctx) => {
    *   const order = await ctx.step('charge', () => charge(card));
@@ -130,13 +130,19 @@ export interface TaskObserver {
    * the loop reports a `retry` and the `failure` event and `onError` wait for
    * its last attempt; undefined when this was its last attempt.
    */
-  retriesLater?(task: Task): number | undefined;
+  retriesLater?(task: Task, error: unknown): number | undefined;
   /**
    * Asked before a due task runs: false when it is not to run at all (a job's
    * occurrence skipped by its overlap or misfire policy). It then ends without
    * a run: no `start` event, no outcome, nothing counted.
    */
   admit?(task: Task): boolean;
+  /**
+   * A run that a step suspended until `until` (ms): a stored task's observer
+   * hands it to its store, which keeps it waiting, and the loop lets the
+   * task go; without this the loop keeps it waiting itself.
+   */
+  suspended?(task: Task, until: number): void;
 }
 
 /** The scheduler side of a task: what `task.cancel()` calls. */
@@ -378,8 +384,8 @@ export class Run implements TaskContext {
   onAbort: (() => void) | undefined = undefined;
   /** @internal set when a step call suspended the run: when the task is due again (its outcome is then ignored) */
   suspendedUntil: number | undefined = undefined;
-  /** @internal this run's walk through its steps, made on the first step call */
-  #steps: StepCursor | undefined = undefined;
+  /** @internal this run's walk through its steps, made on the first step call (a stored task's by its dispatcher) */
+  stepCursor: StepCursor | undefined = undefined;
   #controller: AbortController | undefined = undefined;
   #aborted = false;
   #reason: unknown = undefined;
@@ -416,16 +422,16 @@ export class Run implements TaskContext {
   }
 
   #cursor(): StepCursor {
-    if (this.#steps !== undefined) return this.#steps;
+    if (this.stepCursor !== undefined) return this.stepCursor;
     const owner = this.task._settings.owner;
-    const log = owner.stepLog(this);
-    return (this.#steps = new StepCursor({
-      log,
-      now: () => owner.stepNow(),
-      suspend: (until) => {
+    const host = memoryHost(
+      owner.stepLog(this),
+      () => owner.stepNow(),
+      (until) => {
         this.suspendedUntil = until;
       },
-    }));
+    );
+    return (this.stepCursor = new StepCursor(host));
   }
 
   get signal(): AbortSignal {

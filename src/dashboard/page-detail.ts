@@ -52,6 +52,19 @@ function logRows(logs, now) {
   });
 }
 
+function stepRows(steps, now) {
+  return (steps ?? []).map((s) => {
+    const tr = document.createElement('tr');
+    cell(tr, s.name);
+    cell(tr, s.kind);
+    cell(tr, s.state);
+    when(tr, iso(s.startedAt), now);
+    when(tr, iso(s.endedAt ?? s.until), now);
+    cell(tr, s.resultSize);
+    return tr;
+  });
+}
+
 function drawDetail(task, now) {
   const box = $('detail');
   box.hidden = false;
@@ -82,6 +95,7 @@ function drawDetail(task, now) {
     return tr;
   }), 'No errors');
   fill('detail-logs', logRows(task.logs, now), 'No log lines');
+  fill('detail-steps', stepRows(task.steps, now), 'No steps');
 }
 
 /** An in-memory task (a heap task of the Waiting tasks table) while it waits or runs: what memory knows of it. */
@@ -105,6 +119,7 @@ function drawMemoryTask(task, now) {
   $('detail-links').hidden = true;
   fill('detail-errors', [], 'Not kept in memory (onError and the failure event have them)');
   fill('detail-logs', logRows(task.logs, now), 'No log lines');
+  fill('detail-steps', [], 'Not shown for in-memory tasks');
 }
 
 function linkRows(list) {
@@ -262,6 +277,8 @@ export const DETAIL_HTML = `<section id="detail" hidden>
 <table><thead><tr><th>Task</th><th>Handler</th><th>Waits for</th></tr></thead><tbody id="detail-flow-blocked"></tbody></table>
 </div>
 </div>
+<h3>Steps</h3>
+<table><thead><tr><th>Step</th><th>Kind</th><th>State</th><th>Started</th><th>Ended, or until</th><th>JSON characters</th></tr></thead><tbody id="detail-steps"></tbody></table>
 <h3>Errors by attempt</h3>
 <table><thead><tr><th>Attempt</th><th>At</th><th>Error</th></tr></thead><tbody id="detail-errors"></tbody></table>
 <h3>Log</h3>

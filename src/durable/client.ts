@@ -20,6 +20,7 @@ import { taskLinks } from './links.js';
 import { emptyQueue, QueueBook, queueInfo, type DurableQueueInfo } from './queues.js';
 import {
   FINAL_STATES,
+  hasSteps,
   type JobFilter,
   type LimitGroup,
   type Store,
@@ -162,6 +163,22 @@ export class DurableClient {
     if (task === undefined) throw notRetryable(id, await this.#ctx.store.getTask(id));
     this.#hooks.wake(task.runAt.getTime());
     return task;
+  }
+
+  /** `scheduler.send()` to a stored task (checked by the caller): kept by the store, which wakes a task waiting on the topic. */
+  async send(to: number | { key: string }, topic: string, message: unknown): Promise<boolean> {
+    const store = this.#ctx.store;
+    if (!hasSteps(store))
+      throw new TaskheapError(
+        'scheduler.send() to a stored task needs a store that keeps steps (its capabilities.steps is false)',
+        'ERR_STEPS_NOT_STORED',
+      );
+    await this.ready();
+    const now = this.#ctx.clock.now();
+    const sent = await store.send({ to, topic, message: JSON.stringify(message ?? null), now });
+    // A task waiting on the topic is due now: this process's claimer need not wait for a poll.
+    if (sent) this.#hooks.wake(now);
+    return sent;
   }
 
   async cancelJob(key: string): Promise<boolean> {

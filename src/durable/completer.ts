@@ -9,6 +9,7 @@
 // on its way the next one gathers. It knows nothing of claims: the end of a
 // turn and a freed serial group reach the claimer through callbacks.
 import { retryDelay, toRetryPolicy, type RetryOptions } from '../core/retry.js';
+import { isStepMismatch } from '../core/steps.js';
 import { State, type Task, type TaskObserver } from '../core/task.js';
 import type { ClaimedTask, Outcome } from './store.js';
 import type { Holdings } from './holdings.js';
@@ -57,9 +58,10 @@ export class Completer implements TaskObserver {
   }
 
   /** TaskObserver: the delay after which the store retries this failed run (attempts left), or undefined: its last attempt. */
-  retriesLater(task: Task): number | undefined {
+  retriesLater(task: Task, error: unknown): number | undefined {
     const held = this.#holdings.get(task);
     if (held === undefined || held.claim.attempts >= held.claim.maxAttempts || held.options.retry === undefined) return undefined;
+    if (isStepMismatch(error)) return undefined;
     return Math.min(retryDelay(toRetryPolicy(held.options.retry), held.claim.attempts), MAX_RETRY_DELAY);
   }
 
@@ -68,6 +70,17 @@ export class Completer implements TaskObserver {
     const held = this.#holdings.take(task);
     if (held === undefined) return;
     this.#pending.set(held.claim.id, this.#outcome(held.claim, held.options.retry, state, outcome));
+    this.#endOfTurn();
+  }
+
+  /** TaskObserver: a step suspended the run until `until`; the store keeps the task waiting, its step record with it. */
+  suspended(task: Task, until: number): void {
+    const held = this.#holdings.take(task);
+    if (held === undefined) return;
+    const steps = held.steps!;
+    const delay = Math.min(Math.max(0, until - this.#ctx.loop.clock.now()), MAX_RETRY_DELAY);
+    const waitingOn = steps.waitingOn ?? null;
+    this.#pending.set(held.claim.id, { id: held.claim.id, kind: 'suspend', delay, steps: JSON.stringify(steps.records), waitingOn });
     this.#endOfTurn();
   }
 
@@ -150,7 +163,7 @@ export class Completer implements TaskObserver {
     // Handed back unstarted, its queue paused: back to waiting as well.
     if (state === State.Cancelled && this.#holdings.handedBack.delete(id)) return { id, kind: 'release' };
     if (state === State.Cancelled) return { id, kind: 'complete', state: 'cancelled', error: errorText(outcome) };
-    if (retry !== undefined && claim.attempts < claim.maxAttempts) {
+    if (retry !== undefined && claim.attempts < claim.maxAttempts && !isStepMismatch(outcome)) {
       // A stored time must stay within what the columns hold, whatever the policy says.
       const delay = Math.min(retryDelay(toRetryPolicy(retry), claim.attempts), MAX_RETRY_DELAY);
       return { id, kind: 'retry', delay, error: errorText(outcome) };

@@ -10,9 +10,10 @@ import { JournalWriter } from './journal-writer.js';
 import { describe } from '../core/validate.js';
 import { toLimits } from '../core/limit-options.js';
 import type { DurableContext, StoredOptions } from './options.js';
-import { hasFlows, type ClaimedTask, type DependencyInfo, type QueryClient } from './store.js';
+import { hasFlows, hasSteps, type ClaimedTask, type DependencyInfo, type QueryClient } from './store.js';
 import { toResult } from './validate.js';
-import { LeaseExpiredError, UnknownHandlerError } from './errors.js';
+import { LeaseExpiredError, LeaseLostError, UnknownHandlerError } from './errors.js';
+import { StepCursor, StepLog, type StepRecord } from '../core/steps.js';
 import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
 import type { Prefetch } from './prefetch.js';
@@ -53,7 +54,9 @@ export class Dispatcher {
             if (!claim.started) this.#holdings.starts.add(claim.id);
             const started = performance.now();
             try {
-              return toResult(await handler(durableContext(ctx, claim, this.#transaction, this.#journal, this.#dependencies), payload));
+              return toResult(
+                await handler(durableContext(ctx, claim, this.#transaction, this.#journal, this.#dependencies, this.#steps), payload),
+              );
             } finally {
               this.#prefetch.ran(performance.now() - started);
               // What it told is written before its outcome is (a write already on its way included).
@@ -109,6 +112,40 @@ export class Dispatcher {
     return (await store.getDependencies(id)).filter((dep) => dep.onFailure !== 'ignore' || dep.state === 'succeeded');
   };
 
+  /**
+   * The run's walk through its steps (ctx.step, ctx.sleep, ctx.receive),
+   * made on its first step call: the record comes from the claim, and each
+   * finished step is written to the store before the handler goes on.
+   */
+  #steps = (run: Run, claim: ClaimedTask): StepCursor => {
+    if (run.stepCursor !== undefined) return run.stepCursor;
+    const { store, owner, loop } = this.#ctx;
+    if (!hasSteps(store))
+      throw new TaskheapError(
+        'ctx.step(), ctx.sleep() and ctx.receive() need a store that keeps steps (its capabilities.steps is false)',
+        'ERR_STEPS_NOT_STORED',
+      );
+    const id = claim.id;
+    // A step called after its run ended (not awaited by the handler): the task is no longer this run's.
+    const held = this.#holdings.get(run.task);
+    if (held === undefined) throw new LeaseLostError(id);
+    const log = (held.steps ??= readSteps(claim.steps));
+    return (run.stepCursor = new StepCursor({
+      log,
+      now: () => loop.clock.now(),
+      suspend: (until) => {
+        run.suspendedUntil = until;
+      },
+      take: async (topic, position) => {
+        const body = await store.takeMessage({ owner, id, topic, position });
+        return body === undefined ? undefined : { message: JSON.parse(body) as unknown };
+      },
+      recorded: async () => {
+        if (!(await store.recordSteps({ owner, id, steps: JSON.stringify(log.records) }))) throw new LeaseLostError(id);
+      },
+    }));
+  };
+
   /** ctx.transaction(): the handler's writes and the task's completion in one transaction. */
   #transaction = <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>): Promise<T> => {
     if (typeof fn !== 'function')
@@ -129,6 +166,7 @@ function durableContext(
   transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>,
   journal: JournalWriter,
   dependencies: (id: number) => Promise<DependencyInfo[]>,
+  steps: (run: Run, claim: ClaimedTask) => StepCursor,
 ): DurableContext {
   // The loop's run keeps and announces them; the journal writes them.
   const run = ctx as Run;
@@ -152,18 +190,36 @@ function durableContext(
     startedAt: ctx.startedAt,
     attempt: claim.attempts,
     name: claim.name,
-    step: notStored,
-    sleep: notStored,
-    receive: notStored,
+    step: (name, fn) =>
+      withSteps(
+        () => steps(run, claim),
+        (cursor) => cursor.step(name, fn),
+      ),
+    sleep: (duration) =>
+      withSteps(
+        () => steps(run, claim),
+        (cursor) => cursor.sleep(duration),
+      ),
+    receive: (topic, options) =>
+      withSteps(
+        () => steps(run, claim),
+        (cursor) => cursor.receive(topic, options),
+      ),
   };
 }
 
-/** Steps keep their record in memory only, for now: a stored task is told so at the call. */
-function notStored(): Promise<never> {
-  return Promise.reject(
-    new TaskheapError(
-      'ctx.step(), ctx.sleep() and ctx.receive() are not available to a stored task yet: only in memory',
-      'ERR_STEPS_NOT_STORED',
-    ),
-  );
+/** A step call on the run's cursor; its store's refusal (no steps) as the call's rejection. */
+function withSteps<T>(steps: () => StepCursor, call: (cursor: StepCursor) => Promise<T>): Promise<T> {
+  try {
+    return call(steps());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** A claim's step record (JSON from its store), as the log its run replays. */
+function readSteps(json: string | undefined): StepLog {
+  const log = new StepLog();
+  if (json !== undefined) log.records.push(...(JSON.parse(json) as StepRecord[]));
+  return log;
 }

@@ -3,6 +3,7 @@
 // (the store tells of a lost lease or a cancel). The dispatcher adds a claim,
 // the completer takes it out when its task settles, leases cancel lost ones.
 // Each keeps its stored options, parsed once at dispatch.
+import type { StepLog } from '../core/steps.js';
 import { State, type Task } from '../core/task.js';
 import type { StoredOptions } from './options.js';
 import type { ClaimedTask } from './store.js';
@@ -13,6 +14,8 @@ export interface Held {
   readonly claim: ClaimedTask;
   /** `claim.options`, parsed once: the settings come from it, and the retry policy when a run fails. */
   readonly options: StoredOptions;
+  /** Its step record, read from `claim.steps` on the first step call (dispatch.ts). */
+  steps?: StepLog;
 }
 
 /** @internal */

@@ -5,7 +5,19 @@ import type { TaskLogLine } from '../core/journal.js';
 import type { StoredOptions } from './options.js';
 import { ruleFromJson } from './rule-json.js';
 import type { Rule } from '../rules/rule.js';
-import type { AttemptError, ClaimedTask, DueJob, EndedTasks, NewTask, StoredJob, StoredQueue, StoredState, StoredTask } from './store.js';
+import type { StepRecord } from '../core/steps.js';
+import type {
+  AttemptError,
+  ClaimedTask,
+  DueJob,
+  EndedTasks,
+  NewTask,
+  StoredJob,
+  StoredQueue,
+  StoredState,
+  StoredStep,
+  StoredTask,
+} from './store.js';
 
 /** A `taskheap_tasks` row. */
 export interface TaskRow {
@@ -39,6 +51,8 @@ export interface TaskRow {
   /** The claim's owner and lease end (epoch ms), while held. */
   locked_by?: string | null;
   locked_until?: number | string | null;
+  /** Version 11: its step record (JSON, core/steps.ts). */
+  steps?: string | null;
 }
 
 /** The `taskheap_jobs` columns a `StoredJob` shows. */
@@ -90,6 +104,8 @@ export interface ClaimRow {
   started?: boolean | number | null;
   /** Set on a task the claim failed for its lease expiries (see ClaimedTask): the expiries, counted. */
   failed_after?: number | string | null;
+  /** Its step record, JSON (stores with steps; null: none yet). */
+  steps?: string | null;
 }
 
 /** One queue and one state of its tasks (state null: it has none): what `listQueues` statements return. */
@@ -164,6 +180,7 @@ export function toTask(row: TaskRow): StoredTask {
     startedAt: row.started_at === null || row.started_at === undefined ? null : new Date(Number(row.started_at)),
     progress: row.progress === null || row.progress === undefined ? undefined : (JSON.parse(row.progress) as unknown),
     logs: row.logs === null || row.logs === undefined ? [] : toLogs(row.logs),
+    steps: row.steps === null || row.steps === undefined ? [] : toSteps(row.steps),
     ...(typeof row.locked_by === 'string' && row.locked_until != null
       ? { lease: { owner: row.locked_by, until: new Date(Number(row.locked_until)) } }
       : {}),
@@ -291,7 +308,28 @@ function toClaim(row: ClaimRow): ClaimedTask {
     started: row.started === undefined || row.started === null ? true : Boolean(row.started),
   };
   if (row.failed_after !== undefined && row.failed_after !== null) claim.failedAfterExpiries = Number(row.failed_after);
+  if (row.steps !== undefined && row.steps !== null) claim.steps = row.steps;
   return claim;
+}
+
+/** A task's step record (JSON of StepRecord[]) as `StoredTask.steps`. */
+function toSteps(json: string): StoredStep[] {
+  return (JSON.parse(json) as (StepRecord | null)[]).flatMap((record) => {
+    if (record === null) return [];
+    const { id, kind, startedAt, endedAt, until, result } = record;
+    const state = endedAt !== undefined ? 'done' : kind === 'sleep' ? 'sleeping' : 'waiting';
+    return [
+      {
+        name: id,
+        kind,
+        state,
+        startedAt: new Date(startedAt),
+        endedAt: endedAt === undefined ? null : new Date(endedAt),
+        until: until === undefined ? null : new Date(until),
+        resultSize: result === undefined ? 0 : JSON.stringify(result).length,
+      } satisfies StoredStep,
+    ];
+  });
 }
 
 function toErrors(json: string): AttemptError[] {

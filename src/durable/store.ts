@@ -72,6 +72,8 @@ export interface StoredTask {
   progress?: unknown;
   /** Its latest 100 `ctx.log()` lines, oldest first (retries included). */
   logs?: TaskLogLine[];
+  /** Its steps (`ctx.step`, `ctx.sleep`, `ctx.receive`) in the order its runs reached them; empty if none. */
+  steps?: StoredStep[];
   /** While a process holds it (running, or claimed): that process's claim owner id and when its lease runs out. */
   lease?: {
     /** The holding process's claim owner id. */
@@ -368,6 +370,8 @@ export interface ClaimedTask {
    * the claiming process reports it once (`failure`, `onError`), never runs it.
    */
   failedAfterExpiries?: number;
+  /** Its step record (JSON) from earlier runs; absent: none. */
+  steps?: string;
 }
 
 /** A recurring job due for its next occurrence. */
@@ -597,6 +601,13 @@ export interface StoreCapabilities {
    * does. Where false, `fair` is refused at the call.
    */
   readonly fairShares: boolean;
+  /**
+   * Steps (`ctx.step`, `ctx.sleep`, `ctx.receive`, `scheduler.send`): it is
+   * a `StepStore`, keeps a task's step record and messages, and settles a
+   * `suspend` outcome. Where false, the calls reject with
+   * `ERR_STEPS_NOT_STORED`.
+   */
+  readonly steps: boolean;
 }
 
 /**
@@ -615,7 +626,22 @@ export type Outcome =
   /** Waiting again, due `delay` ms after the store's now. */
   | { readonly id: number; readonly kind: 'retry'; readonly delay: number; readonly error: string }
   /** Handed back unrun: waiting again, the claim's attempt not counted. */
-  | { readonly id: number; readonly kind: 'release' };
+  | { readonly id: number; readonly kind: 'release' }
+  /**
+   * Suspended by a step (a sleep, a wait for a message): waiting again, due
+   * `delay` ms after the store's now, the attempt not counted, its step
+   * record `steps` (JSON) kept and `waitingOn` the topic a message on which
+   * makes it due at once. It keeps its serial group's place.
+   */
+  | {
+      readonly id: number;
+      readonly kind: 'suspend';
+      readonly delay: number;
+      /** The task's step record, JSON. */
+      readonly steps: string;
+      /** The topic whose message makes it due at once; null: none. */
+      readonly waitingOn: string | null;
+    };
 
 /**
  * Where durable work lives. taskheap ships two: `sqliteStore` (one process)
@@ -836,10 +862,71 @@ export function hasFlows(store: Store): store is Store & FlowStore {
   return store.capabilities.flows;
 }
 
+/** One step of a stored task (`ctx.step`, `ctx.sleep`, `ctx.receive`) as its record keeps it. */
+export interface StoredStep {
+  /** Its name: a step's own (`name#2` for its second call in a run), `sleep`, or a receive's topic. */
+  name: string;
+  /** The call: `ctx.step`, `ctx.sleep` or `ctx.receive`. */
+  kind: 'step' | 'sleep' | 'receive';
+  /** `done`, or, until `until`, `sleeping` (a sleep) or `waiting` (a receive, for a message). */
+  state: 'done' | 'sleeping' | 'waiting';
+  /** When a run first reached it. */
+  startedAt: Date;
+  /** When it finished; null while it sleeps or waits. */
+  endedAt: Date | null;
+  /** A sleep's wake-up time, a receive's deadline; null for a step. */
+  until: Date | null;
+  /** Characters of the JSON it keeps (a step's value, the message taken); 0 if none. */
+  resultSize: number;
+}
+
+/** A step record write (`StepStore.recordSteps`). */
+export interface RecordStepsParams {
+  readonly owner: string;
+  readonly id: number;
+  /** The task's whole step record, JSON. */
+  readonly steps: string;
+}
+
+/** A message taken for a `ctx.receive()` (`StepStore.takeMessage`). */
+export interface TakeMessageParams {
+  readonly owner: string;
+  readonly id: number;
+  readonly topic: string;
+  /** The receive's place among the run's step calls: a message it took before is taken again. */
+  readonly position: number;
+}
+
+/** A message sent to a stored task (`StepStore.send`). */
+export interface SendParams {
+  /** The task's id, or the dedupe key of an unfinished task. */
+  readonly to: number | { readonly key: string };
+  readonly topic: string;
+  /** The message, JSON. */
+  readonly message: string;
+  /** The scheduler's clock (a clock-driven store's "now"). */
+  readonly now: number;
+}
+
+/** What a store with `capabilities.steps` adds: a task's step record and its messages. */
+export interface StepStore {
+  /** Writes task `id`'s step record while `owner` holds it; false if it no longer does (nothing written). */
+  recordSteps(params: RecordStepsParams): Promise<boolean>;
+  /** The oldest message on the topic for the task (or the one this receive took before), marked taken; undefined if none. JSON. */
+  takeMessage(params: TakeMessageParams): Promise<string | undefined>;
+  /** Keeps a message for an unfinished task, due at once if it waits on the topic; false if there is no such task. */
+  send(params: SendParams): Promise<boolean>;
+}
+
+/** Whether a store is a `StepStore`: its capabilities say so. @internal */
+export function hasSteps(store: Store): store is Store & StepStore {
+  return store.capabilities.steps;
+}
+
 /** Whether a store is a `LimitListStore`: its capabilities say so. @internal */
 export function listsLimits(store: Store): store is Store & LimitListStore {
   return store.capabilities.limitList;
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 10;
+export const SCHEMA_VERSION = 11;

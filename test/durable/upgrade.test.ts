@@ -57,6 +57,8 @@ const ADDED: Record<string, unknown> = {
   fair_group: null,
   fair_weight: 1,
   fair_tag: null,
+  steps: null,
+  waiting_on: null,
 };
 
 /** From version 6 the serial groups are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */

@@ -549,7 +549,7 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, F: stri
         CROSS JOIN LATERAL unnest(a.ids, a.held, a.expired, a.now, a.tags) AS due(id, held, expired, now, tag)
       WHERE t.id = due.id AND (t.state = 'waiting' OR (t.state = 'running' AND t.locked_until <= now()))
       RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
-        t.serial, t.rate_key, due.held, t.queue, due.expired, due.now AS started, due.tag AS fair_tag),
+        t.serial, t.rate_key, due.held, t.queue, due.expired, due.now AS started, due.tag AS fair_tag, t.steps),
     -- A statement updates a row once (a second UPDATE of it in the same statement is lost): each
     -- queue row and concurrency row gets one UPDATE, with the slots the claim took and those
     -- that the tasks it failed for good gave back, and a queue row the tokens its starts took.
@@ -579,8 +579,8 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, F: stri
       FROM (SELECT queue, max(fair_tag) AS latest FROM claimed WHERE fair_tag IS NOT NULL GROUP BY queue) AS g WHERE f.queue = g.queue)
     -- The tasks claimed, and those failed for their expiries (failed_after set): the process reports those.
     ${unlessJobsDue ? 'SELECT flag.jobs_due, c.* FROM flag LEFT JOIN (' : ''}
-      SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after FROM claimed
-      UNION ALL SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, false, expiries FROM failed
+      SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after, steps FROM claimed
+      UNION ALL SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, false, expiries, NULL FROM failed
     ${unlessJobsDue ? ') AS c ON true' : ''}`;
 }
 
@@ -706,8 +706,8 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F:
         CROSS JOIN LATERAL unnest(a.ids, a.now) AS due(id, now)
       WHERE t.id = due.id AND t.state = 'waiting'
       RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
-        due.now AS started)
+        due.now AS started, t.steps)
     SELECT flag.jobs_due, limited.yes AS limited, c.* FROM flag CROSS JOIN limited LEFT JOIN (
-      SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after FROM claimed
+      SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after, steps FROM claimed
     ) AS c ON true`;
 }

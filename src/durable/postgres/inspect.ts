@@ -47,6 +47,8 @@ function listParams(filter: TaskFilter): unknown[] {
 export function inspectStatements(schema: string | undefined) {
   const { t, T, Q, D } = tables(schema);
   const link = `json_build_object('id', l.id::float8, 'name', l.name, 'state', l.state, 'on_failure', d.on_failure, 'counted', d.counted)`;
+  /** SQL: a CTE deleting the messages (steps.ts) of the tasks in `cte`, deleted with them. */
+  const messagesOf = (cte: string) => `messages_gone AS (DELETE FROM ${t('taskheap_messages')} WHERE task_id IN (SELECT id FROM ${cte}))`;
   return {
     /** Every filter is optional (NULL), as listTasks's. */
     countTasks: `SELECT t.state, count(*) AS n FROM ${T} AS t
@@ -55,12 +57,14 @@ export function inspectStatements(schema: string | undefined) {
         AND ($5::float8 IS NULL OR t.run_at >= ${ts('$5')}) AND ($6::float8 IS NULL OR t.run_at < ${ts('$6')})
       GROUP BY t.state`,
     /** Finished tasks under the filters of countTasks ($7: one final state, or any), $8 at most. */
-    deleteTasks: `DELETE FROM ${T} WHERE id IN (SELECT t.id FROM ${T} AS t
+    deleteTasks: `WITH doomed AS (SELECT t.id FROM ${T} AS t
       WHERE t.state IN ('succeeded', 'failed', 'timed-out', 'cancelled') AND ($7::text IS NULL OR t.state = $7)
         AND ($1::text IS NULL OR t.name = $1) AND ($2::text IS NULL OR t.job_key = $2)
         AND ($3::text IS NULL OR left(t.key, length($3)) = $3) AND ($4::text IS NULL OR t.queue = $4)
         AND ($5::float8 IS NULL OR t.run_at >= ${ts('$5')}) AND ($6::float8 IS NULL OR t.run_at < ${ts('$6')})
-      ORDER BY t.id LIMIT $8 FOR UPDATE SKIP LOCKED)`,
+      ORDER BY t.id LIMIT $8 FOR UPDATE SKIP LOCKED),
+        ${messagesOf('doomed')}
+      DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
     /**
      * Per task: the latest progress ($3, null: unchanged) and new log lines
      * ($4, a JSON array) appended to the kept ones, the latest MAX_LOG_LINES
@@ -103,7 +107,8 @@ export function inspectStatements(schema: string | undefined) {
         WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
           AND updated_at < now() - ${millis('LEAST($1::float8, $2::float8)')}
           AND updated_at < now() - ${millis(`CASE WHEN state = 'succeeded' THEN $1::float8 ELSE $2::float8 END`)}
-        ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+        ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED),
+        ${messagesOf('doomed')}
       DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
     /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
     // One scan of the tasks: the counts also name the queues that have tasks.

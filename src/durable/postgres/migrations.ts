@@ -502,6 +502,24 @@ export const MIGRATIONS: readonly Migration[] = [
           OR (NEW.options IS DISTINCT FROM OLD.options AND (NEW.options LIKE '%"fair"%' OR OLD.fair_group IS NOT NULL)))
         EXECUTE FUNCTION :SCHEMA.taskheap_fair_columns();`,
   },
+  {
+    // Version 11: steps (docs/steps.md), as on SQLite: a task's step record and the topic it waits
+    // on; messages sent to tasks, each marked with the receive that took it. (No foreign key: a
+    // cascade would add a trigger to every task deleted; the statements that delete tasks take
+    // their messages, inspect.ts.)
+    version: 11,
+    sql: `
+      ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN steps text, ADD COLUMN waiting_on text;
+      CREATE TABLE :SCHEMA.taskheap_messages (
+        id bigserial PRIMARY KEY,
+        task_id bigint NOT NULL,
+        topic text NOT NULL,
+        body text NOT NULL,
+        sent_at timestamptz NOT NULL DEFAULT now(),
+        taken_by integer
+      );
+      CREATE INDEX taskheap_messages_task ON :SCHEMA.taskheap_messages (task_id, topic, id);`,
+  },
 ];
 
 /**

@@ -9,6 +9,7 @@ import type { Outcome, QueryClient, StoredState, StoredTask } from '../store.js'
 import type { Connection } from './connection.js';
 import { CANCEL, DONE, DONE_IDS, WAKE } from './listener.js';
 import { freeSlots, letGo } from './limits.js';
+import { suspend, type stepStatements } from './steps.js';
 import { millis, ms, tables, taskColumns } from './tables.js';
 
 /** How many attempts' errors a task keeps (the latest). */
@@ -50,6 +51,8 @@ function outcomeArrays(
   const error: (string | null)[] = [];
   const result: (string | null)[] = [];
   for (const outcome of outcomes) {
+    // Suspended runs have a statement of their own (steps.ts).
+    if (outcome.kind === 'suspend') continue;
     id.push(outcome.id);
     kind.push(outcome.kind);
     state.push(outcome.kind === 'complete' ? outcome.state : null);
@@ -171,7 +174,8 @@ export function settleStatements(schema: string | undefined) {
 }
 
 /** The statements of outcomes. */
-type SettleStatements = ReturnType<typeof settleStatements>;
+/** The settle's statements, with the suspension's (steps.ts). */
+type SettleStatements = ReturnType<typeof settleStatements> & ReturnType<typeof stepStatements>;
 
 /**
  * Renews the leases of `ids` that `owner` holds for `lease` ms, marks
@@ -205,7 +209,8 @@ export async function settle(
 ): Promise<void> {
   if (outcomes.length === 0) return;
   const [id, kind, state, delay, error, result] = outcomeArrays(outcomes);
-  await db.query(sql.settle, [id, kind, state, delay, error, owner, prefix, result], true);
+  if (id.length > 0) await db.query(sql.settle, [id, kind, state, delay, error, owner, prefix, result], true);
+  if (outcomes.some((outcome) => outcome.kind === 'suspend')) await suspend(db, sql, prefix, owner, outcomes);
 }
 
 /** Runs `fn` in a transaction that also completes task `id` (succeeded, with `result`), if `owner` still holds it. */

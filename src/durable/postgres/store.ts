@@ -24,7 +24,11 @@ import type {
   QueryClient,
   QueueChange,
   RenewParams,
+  RecordStepsParams,
+  SendParams,
+  StepStore,
   Store,
+  TakeMessageParams,
   StoreCapabilities,
   StoredFlowGraph,
   StoredJob,
@@ -48,6 +52,7 @@ import { cancel, completeWithin, renew, requeue, settle, settleStatements } from
 import { limitStatements, pruneLimits, setQueue, setRate } from './limits.js';
 import { addJob, cancelJob, getJob, jobStatements, listJobs, pruneJobs, resumeJob, setJobState, triggerJob } from './jobs.js';
 import { addFlow, flowStatements, getDependencies, getFlow } from './flows.js';
+import { recordSteps, send, stepStatements, takeMessage } from './steps.js';
 import {
   countTasks,
   deleteTasks,
@@ -71,6 +76,7 @@ export function statements(schema: string | undefined) {
     ...claimStatements(schema),
     ...fairStatements(schema),
     ...settleStatements(schema),
+    ...stepStatements(schema),
     ...limitStatements(schema),
     ...jobStatements(schema),
     ...flowStatements(schema),
@@ -112,9 +118,10 @@ export const POSTGRES_CAPABILITIES: StoreCapabilities = {
   flows: true,
   limitList: true,
   fairShares: true,
+  steps: true,
 };
 
-class PostgresStore implements Store, FlowStore, LimitListStore {
+class PostgresStore implements Store, FlowStore, LimitListStore, StepStore {
   readonly capabilities = POSTGRES_CAPABILITIES;
   /** What a scheduler given this store runs it with: it comes with the store, so that `taskheap` alone never loads it. */
   readonly runner = durableRunner;
@@ -198,6 +205,18 @@ class PostgresStore implements Store, FlowStore, LimitListStore {
 
   renew({ owner, ids, lease, handBack = true, started = [] }: RenewParams): Promise<number[]> {
     return renew(this.#db, this.#sql, owner, ids, lease, 3 * this.#timeout, handBack, started);
+  }
+
+  recordSteps(params: RecordStepsParams): Promise<boolean> {
+    return recordSteps(this.#db, this.#sql, params);
+  }
+
+  takeMessage(params: TakeMessageParams): Promise<string | undefined> {
+    return takeMessage(this.#db, this.#sql, params);
+  }
+
+  send(params: SendParams): Promise<boolean> {
+    return send(this.#db, this.#sql, this.#prefix, params);
   }
 
   settle(owner: string, outcomes: readonly Outcome[]): Promise<void> {

@@ -38,7 +38,7 @@ export function taskColumns(a: string): string {
   return `${a}.id, ${a}.name, ${a}.key, ${a}.payload, ${a}.state, ${ms(`${a}.run_at`)} AS run_at, ${a}.attempts, ${a}.max_attempts,
     ${a}.options, ${a}.last_error, ${a}.job_key, ${ms(`${a}.created_at`)} AS created_at, ${ms(`${a}.updated_at`)} AS updated_at,
     ${a}.result, ${a}.errors, ${a}.serial, ${a}.priority, ${a}.queue, ${a}.rate_key, ${ms(`${a}.started_at`)} AS started_at,
-    ${a}.progress, ${a}.logs, ${a}.locked_by, ${ms(`${a}.locked_until`)} AS locked_until`;
+    ${a}.progress, ${a}.logs, ${a}.locked_by, ${ms(`${a}.locked_until`)} AS locked_until, ${a}.steps`;
 }
 
 /** SQL: what the plain waiting indexes hold (migrations.ts, versions 6 and 10). */

@@ -272,6 +272,19 @@ CREATE TABLE taskheap_deps (
    CREATE TRIGGER taskheap_fair_turn AFTER UPDATE ON taskheap_tasks WHEN OLD.fair_tag IS NOT NULL AND NEW.fair_tag IS OLD.fair_tag
    BEGIN UPDATE taskheap_tasks SET fair_tag = NULL WHERE id = NEW.id; END;`,
   },
+  {
+    // Version 11: steps (docs/steps.md). A task's step record and the topic it waits on; messages
+    // sent to tasks, each marked with the receive that took it (its place among the run's step
+    // calls), and gone with their task.
+    version: 11,
+    sql: `ALTER TABLE taskheap_tasks ADD COLUMN steps TEXT;
+   ALTER TABLE taskheap_tasks ADD COLUMN waiting_on TEXT;
+   CREATE TABLE taskheap_messages (id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL, topic TEXT NOT NULL, body TEXT NOT NULL,
+     sent_at INTEGER NOT NULL, taken_by INTEGER);
+   CREATE INDEX taskheap_messages_task ON taskheap_messages (task_id, topic, id);
+   CREATE TRIGGER taskheap_messages_gone AFTER DELETE ON taskheap_tasks
+   BEGIN DELETE FROM taskheap_messages WHERE task_id = OLD.id; END;`,
+  },
 ];
 
 /**

@@ -1,6 +1,6 @@
 // Outcomes on SQLite, each in the caller's transaction: the handing back
 // of a dead owner's running work at start-up, lease renewals, a batch of
-// outcomes (a final state, a retry, a release), a cancel, and a retry asked
+// outcomes (a final state, a retry, a suspension, a release), a cancel, and a retry asked
 // for by a caller (requeue: with the failed tasks of its flow above it). A
 // final state or a cancel lets go of the task's slot (limits.ts).
 import type { Outcome } from '../store.js';
@@ -61,6 +61,15 @@ const SETTLE_SQL = {
     WHERE d.task_id = @task AND (f.state NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled') OR d.dep_id IN (SELECT value FROM json_each(@all)))`,
   uncount: `UPDATE taskheap_deps SET counted = 0 WHERE task_id = @task AND counted
     AND (dep_id IN (SELECT value FROM json_each(@all)) OR (SELECT state FROM taskheap_tasks WHERE id = dep_id) NOT IN ('succeeded', 'failed', 'timed-out', 'cancelled'))`,
+  /**
+   * Suspended by a step: waiting until @runAt (at once if a message on the topic it waits on came
+   * while it ran), the attempt given back, its step record kept; its serial place stays.
+   */
+  suspend: `UPDATE taskheap_tasks SET state = 'waiting', attempts = attempts - 1, steps = @steps, waiting_on = @waitingOn,
+    run_at = CASE WHEN EXISTS (SELECT 1 FROM taskheap_messages WHERE task_id = @id AND topic = @waitingOn AND taken_by IS NULL)
+      THEN MIN(@now, @runAt) ELSE @runAt END,
+    locked_by = NULL, locked_until = NULL, updated_at = @at
+    WHERE id = @id AND locked_by = @owner AND state = 'running'`,
   release: `UPDATE taskheap_tasks SET state = 'waiting', attempts = attempts - 1, locked_by = NULL, locked_until = NULL, updated_at = ?
     WHERE id = ? AND locked_by = ? AND state = 'running'`,
   cancel: `UPDATE taskheap_tasks SET state = 'cancelled', locked_by = NULL, locked_until = NULL, updated_at = ?
@@ -113,6 +122,9 @@ export function settle(prepare: Prepare, owner: string, outcomes: readonly Outco
       if (Number(changes) > 0) letGo(prepare, outcome.id);
     } else if (outcome.kind === 'retry') {
       prepare(SETTLE_SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
+    } else if (outcome.kind === 'suspend') {
+      const { steps, waitingOn } = outcome;
+      prepare(SETTLE_SQL.suspend).run({ runAt: now + outcome.delay, now, steps, waitingOn, at, id: outcome.id, owner });
     } else prepare(SETTLE_SQL.release).run(at, outcome.id, owner);
   }
 }

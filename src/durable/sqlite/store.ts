@@ -25,7 +25,10 @@ import type {
   Outcome,
   QueryClient,
   QueueChange,
+  RecordStepsParams,
   RenewParams,
+  SendParams,
+  StepStore,
   Store,
   StoreCapabilities,
   StoredFlowGraph,
@@ -33,6 +36,7 @@ import type {
   StoredQueue,
   StoredState,
   StoredTask,
+  TakeMessageParams,
   TaskFilter,
   TaskLinks,
 } from '../store.js';
@@ -53,6 +57,7 @@ import { pruneHolders, pruneIdle, setQueue, setRate } from './limits.js';
 import { cancel, recover, renew, requeue, settle } from './settle.js';
 import { cancelJob, getJob, listJobs, materialize, pruneJobs, resumeJob, setJobState, triggerJob, upsertJob } from './jobs.js';
 import { addFlow, anyDependency, getDependencies, getFlow, hadDependents } from './flows.js';
+import { recordSteps, send, takeMessage } from './steps.js';
 import {
   countTasks,
   deleteTasks,
@@ -150,9 +155,10 @@ export const SQLITE_CAPABILITIES: StoreCapabilities = {
   flows: true,
   limitList: true,
   fairShares: true,
+  steps: true,
 };
 
-class SqliteStore implements Store, FlowStore, LimitListStore {
+class SqliteStore implements Store, FlowStore, LimitListStore, StepStore {
   readonly capabilities = SQLITE_CAPABILITIES;
   /** What a scheduler given this store runs it with: it comes with the store, so that `taskheap` alone never loads it. */
   readonly runner = durableRunner;
@@ -337,6 +343,25 @@ class SqliteStore implements Store, FlowStore, LimitListStore {
     const at = Date.now();
     this.#named(() => db.transaction(() => settle(this.#prepare, owner, outcomes, now, at))());
     this.#wakeDependents(outcomes.filter((outcome) => outcome.kind === 'complete').map((outcome) => outcome.id));
+    // A task that suspended to wait for a message may have got one while it ran: it is due now.
+    if (outcomes.some((outcome) => outcome.kind === 'suspend' && outcome.waitingOn !== null)) this.#onWake?.(now);
+  }
+
+  async recordSteps(params: RecordStepsParams): Promise<boolean> {
+    const db = this.#open;
+    return this.#named(() => db.transaction(() => recordSteps(this.#prepare, params, Date.now()))());
+  }
+
+  async takeMessage(params: TakeMessageParams): Promise<string | undefined> {
+    const db = this.#open;
+    return this.#named(() => db.transaction(() => takeMessage(this.#prepare, params))());
+  }
+
+  async send(params: SendParams): Promise<boolean> {
+    const db = this.#open;
+    const { sent, woke } = this.#named(() => db.transaction(() => send(this.#prepare, params, Date.now()))());
+    if (woke) this.#onWake?.(params.now);
+    return sent;
   }
 
   /**

@@ -1,0 +1,75 @@
+// Steps of stored tasks on PostgreSQL, in real time (the server's clock): a
+// sleeping task is a waiting row that another process resumes, its finished
+// steps not run again; a producer (a scheduler that never starts) sends
+// messages by key, before the wait and during it, each taken once by the
+// worker that runs the task; a timeout resolves undefined.
+import { describe, expect, it } from 'vitest';
+import { Scheduler } from '../../../src/index.js';
+import { postgresStore } from '../../../src/postgres.js';
+import { until } from '../handler-gates.js';
+import type { PgServer } from '../pg-server.js';
+import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
+
+let server: PgServer;
+usePostgres((started) => {
+  server = started;
+});
+
+const schemaName = schemaNamer('steps_');
+const opened = closedAfterEach<Scheduler>((scheduler) => scheduler.close({ abort: true }));
+
+function scheduler(schema: string, define?: (s: Scheduler) => void): Scheduler {
+  const s = new Scheduler({ store: postgresStore({ connectionString: server.url, schema, poll: '1h' }), onError: () => {} });
+  define?.(s);
+  opened.push(s);
+  return s;
+}
+
+describe('steps on PostgreSQL', () => {
+  it('a sleeping task outlives its process: another resumes it after the sleep, finished steps not run again', async () => {
+    const schema = schemaName();
+    const calls: string[] = [];
+    const define = (s: Scheduler) =>
+      s.define('follow-up', async (ctx) => {
+        await ctx.step('ask', () => calls.push('ask'));
+        await ctx.sleep(1_500);
+        await ctx.step('nudge', () => calls.push('nudge'));
+        return ctx.attempt;
+      });
+    const first = scheduler(schema, define);
+    await first.start();
+    const { id } = await first.schedule(Date.now(), 'follow-up');
+    await until(async () => (await first.getTask(id))?.steps?.length === 2, 'the task sleeps');
+    const sleeping = (await first.getTask(id))!;
+    expect([sleeping.state, sleeping.attempts]).toEqual(['waiting', 0]);
+    await first.close();
+    const second = scheduler(schema, define);
+    await second.start();
+    const done = await second.waitFor(id, { timeout: 20_000 });
+    expect([done.state, done.result, done.attempts]).toEqual(['succeeded', 1, 1]);
+    expect(calls).toEqual(['ask', 'nudge']);
+  });
+
+  it('a producer sends by key: before the wait it is kept, during it the task is due at once; each taken once; late sends refused', async () => {
+    const schema = schemaName();
+    const worker = scheduler(schema, (s) =>
+      s.define('chat', async (ctx) => {
+        const first = await ctx.receive('reply', { timeout: '1h' });
+        const second = await ctx.receive('reply', { timeout: '1h' });
+        const third = await ctx.receive('reply', { timeout: 300 });
+        return [first, second, third ?? 'timed out'];
+      }),
+    );
+    const producer = scheduler(schema);
+    const { id } = await producer.schedule(Date.now(), 'chat', { key: 'chat:7' });
+    await expect(producer.send({ key: 'chat:7' }, 'reply', 'early')).resolves.toBe(true);
+    await worker.start();
+    await until(async () => (await worker.getTask(id))?.steps?.length === 2, 'the second wait');
+    await expect(producer.send({ key: 'chat:7' }, 'reply', { n: 2 })).resolves.toBe(true);
+    // Woken by the message's announcement: the wait's timeout and the worker's poll are an hour.
+    const done = await producer.waitFor(id, { timeout: 20_000 });
+    expect([done.state, done.result, done.attempts]).toEqual(['succeeded', ['early', { n: 2 }, 'timed out'], 1]);
+    await expect(producer.send({ key: 'chat:7' }, 'reply', 'late')).resolves.toBe(false);
+    await expect(producer.send(id, 'reply', 'late')).resolves.toBe(false);
+  });
+});
