@@ -16,6 +16,8 @@
  *   snooze 3 5m                        one-shot: fire again 5m from now (same id/text);
  *                                      recurring: an extra one-shot in 5m (again: moves it)
  *   pause 3 / resume 3 / cancel 3      ids may be written 3 or #3
+ *   ask 10m what time suits you?       a conversation: asks, waits for `answer 4 <text>` up to
+ *   answer 4 10:30                     10m, nudges once, then gives up (ctx.step, ctx.receive)
  *   list / help / quit
  *
  * Times are shown in the scheduler's time zone (the system zone; set TZ to
@@ -48,7 +50,7 @@ import { pathToFileURL } from 'node:url';
 import { DateTime } from 'luxon';
 import { Scheduler, TaskheapError } from '../src/index.js';
 import { sqliteStore } from '../src/sqlite.js';
-import type { Job, JobBuilder, Task } from '../src/index.js';
+import type { Job, JobBuilder, Task, TaskContext } from '../src/index.js';
 import { parseDuration as parseTaskheapDuration } from '../src/index.js';
 
 export interface BotOptions {
@@ -112,6 +114,8 @@ const HELP = [
   '  cron <5 fields> <text>            e.g. cron */5 * * * * check mail (or @daily, or "0 */5 * * * *" quoted)',
   '  snooze <id> [duration]            remind again in <duration> (default 5m)',
   '  pause <id> | resume <id> | cancel <id>',
+  '  ask <duration> <question>         asks, waits <duration> for "answer <id> <text>", nudges once',
+  '  answer <id> <text>                answers a question the bot asked',
   '  list | help | quit',
   'durations: 500ms 10s 5m 2h 1d, or combined: 1h30m',
 ];
@@ -272,7 +276,54 @@ function needText(words: string[], usage: string): string {
 }
 
 /** The commands a bot runs by name; `help` and `quit` are the shell's. */
-type Commands = Record<'remind' | 'every' | 'cron' | 'snooze' | 'pause' | 'resume' | 'cancel' | 'list', (args: string[]) => unknown>;
+type Commands = Record<
+  'remind' | 'every' | 'cron' | 'snooze' | 'pause' | 'resume' | 'cancel' | 'list' | 'ask' | 'answer',
+  (args: string[]) => unknown
+>;
+
+/** A question the bot asks (`ask`): the payload of its conversation task, keyed `ask:<id>`. */
+interface Question {
+  id: number;
+  question: string;
+  /** How long to wait for an answer, ms, before the nudge and again after it. */
+  timeout: number;
+}
+
+const askKey = (id: number) => `ask:${id}`;
+
+/**
+ * A conversation, in steps: ask, wait for the answer (a message on `answer`,
+ * which `answer <id> <text>` sends by the task's key), nudge once if none
+ * came, then say how it ended. Each line is printed inside a step, so the
+ * runs after a wait (and, with a store, after a restart) print nothing twice.
+ */
+async function converse(ctx: TaskContext, { id, question, timeout }: Question, output: (line: string) => void): Promise<void> {
+  await ctx.step('ask', () => output(`❓ #${id} ${question} (answer ${id} <text>)`));
+  let answer = await ctx.receive<string>('answer', { timeout });
+  if (answer === undefined) {
+    await ctx.step('nudge', () => output(`❓ #${id} still there? ${question}`));
+    answer = await ctx.receive<string>('answer', { timeout });
+  }
+  await ctx.step('end', () => output(answer === undefined ? `#${id} no answer: ${question}` : `💬 #${id} ${answer}`));
+}
+
+/** `ask <duration> <question>`: the question, checked. */
+function parseAsk(args: string[], id: number): Question {
+  const usage = 'ask <duration> <question>, e.g. ask 10m what time suits you?';
+  if (args.length === 0) throw new UsageError(`usage: ${usage}`);
+  return { id, timeout: needDuration(args[0]!), question: needText(args.slice(1), usage) };
+}
+
+/** `answer <id> <text>`: sends the text to the question's conversation, by its key. */
+async function answerQuestion(scheduler: Scheduler, args: string[]): Promise<void> {
+  const usage = 'answer <id> <text>, e.g. answer 4 10:30';
+  const match = /^#?(\d+)$/.exec(args[0] ?? '');
+  if (match === null) throw new UsageError(`usage: ${usage}`);
+  const text = needText(args.slice(1), usage);
+  if (!(await scheduler.send({ key: askKey(Number(match[1])) }, 'answer', text))) {
+    throw new UsageError(`no question #${match[1]} waits for an answer`);
+  }
+}
 
 /** A reminder's time as the bot prints it, in the scheduler's zone. */
 function formatTime(zone: string, ms: number): string {
@@ -360,12 +411,32 @@ export function createBot({ scheduler, output }: BotOptions): Bot {
 
   const now = () => scheduler.clock.now();
   const time = (ms: number) => formatTime(scheduler.timezone, ms);
-  const { bot, notify } = shell(scheduler, output, { remind, every, cron, snooze, pause, resume, cancel, list }, waitingOneShots);
+  /** Conversations under way. */
+  const asking = new Set<Task>();
+  const { bot, notify } = shell(
+    scheduler,
+    output,
+    { remind, every, cron, snooze, pause, resume, cancel, list, ask, answer: (args) => answerQuestion(scheduler, args) },
+    waitingOneShots,
+  );
 
   function waitingOneShots(): number {
-    let count = 0;
+    let count = asking.size;
     for (const reminder of reminders.values()) if (reminder.timer?.task !== undefined) count++;
     return count;
+  }
+
+  function ask(args: string[]): void {
+    const question = parseAsk(args, nextId);
+    nextId++;
+    const task = scheduler.after(0, (ctx) => converse(ctx, question, output), { key: askKey(question.id) });
+    asking.add(task);
+    task.result
+      .catch(() => {})
+      .finally(() => {
+        asking.delete(task);
+        notify();
+      });
   }
 
   /**
@@ -610,14 +681,32 @@ export async function createStoredBot({
       resume,
       cancel,
       list,
+      ask,
+      answer: (args) => answerQuestion(scheduler, args),
     },
     waitingOneShots,
   );
+  /** Ids of conversations under way (their tasks waiting or running). */
+  const asking = new Set<number>();
 
   function waitingOneShots(): number {
-    let count = 0;
+    let count = asking.size;
     for (const reminder of reminders.values()) if (reminder.timer !== undefined && !reminder.paused) count++;
     return count;
+  }
+
+  // A conversation's task: it sleeps between its runs as a waiting row, so a restart resumes it.
+  scheduler.define('ask', async (ctx, question: Question) => {
+    await converse(ctx, question, output);
+    asking.delete(question.id);
+    notify();
+  });
+
+  async function ask(args: string[]): Promise<void> {
+    const question = parseAsk(args, nextId);
+    nextId++;
+    asking.add(question.id);
+    await scheduler.schedule(now(), 'ask', { key: askKey(question.id), payload: question });
   }
 
   scheduler.define('remind', (ctx, payload: ReminderPayload) => {
@@ -777,6 +866,11 @@ export async function createStoredBot({
 
   // The list first, so reminders that are overdue and fire at start() find theirs.
   await restore();
+  for (const task of await scheduler.listTasks({ name: 'ask', keyPrefix: 'ask:', limit: 10_000 })) {
+    const { id } = task.payload as Question;
+    nextId = Math.max(nextId, id + 1);
+    if (task.state === 'waiting' || task.state === 'running') asking.add(id);
+  }
   onRestore?.(reminders.size);
   await scheduler.start();
   // Waiting reminders stay in the store for the next start, `quit` included.

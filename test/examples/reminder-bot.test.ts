@@ -497,3 +497,72 @@ describe('reminder bot, list', () => {
     ]);
   });
 });
+
+describe('reminder bot, a conversation (ctx.step, ctx.receive)', () => {
+  it('asks, takes the answer sent while it waits, and ends; unanswered, it nudges once and gives up', async () => {
+    const { send, advance, bot, out } = setup();
+    /** What a command and the runs it makes due print (a run may print after the command returned). */
+    const run = async (command: string) => {
+      const from = out.length;
+      await send(command);
+      await advance(0);
+      return out.slice(from);
+    };
+    // Asked at once (due now), then waiting for the answer.
+    expect(await run('ask 10m what time suits you?')).toEqual(['❓ #1 what time suits you? (answer 1 <text>)']);
+    expect(bot.waitingOneShots).toBe(1);
+    // The answer makes it due at once, well before its 10 minutes.
+    expect(await run('answer 1 10:30')).toEqual(['💬 #1 10:30']);
+    expect(await send('answer 1 again')).toEqual(['error: no question #1 waits for an answer']);
+    expect(await run('ask 5m lunch?')).toEqual(['❓ #2 lunch? (answer 2 <text>)']);
+    expect(await advance(5 * MINUTE)).toEqual(['❓ #2 still there? lunch?']);
+    expect(await advance(5 * MINUTE)).toEqual(['#2 no answer: lunch?']);
+    expect(bot.waitingOneShots).toBe(0);
+    expect(await send('ask', 'ask 5m', 'answer x hi')).toEqual([
+      'error: usage: ask <duration> <question>, e.g. ask 10m what time suits you?',
+      'error: missing the reminder text; usage: ask <duration> <question>, e.g. ask 10m what time suits you?',
+      'error: usage: answer <id> <text>, e.g. answer 4 10:30',
+    ]);
+  });
+
+  it('with a store, a conversation outlives a restart: the nudge and the answer come after it, nothing printed twice', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'taskheap-bot-'));
+    const file = join(dir, 'reminders.db');
+    try {
+      const lines: string[] = [];
+      const output = (line: string) => lines.push(line);
+      const clock = new ManualClock(START);
+      const before = new Scheduler({ clock, timezone: 'UTC', store: sqliteStore(file) });
+      const first = await createStoredBot({ scheduler: before, output });
+      await first.handle('ask 10m what time suits you?');
+      await clock.advance(0);
+      await until(() => lines.length === 1);
+      await first.handle('quit');
+      const after = new Scheduler({ clock, timezone: 'UTC', store: sqliteStore(file) });
+      const second = await createStoredBot({ scheduler: after, output });
+      expect(second.waitingOneShots).toBe(1);
+      await clock.advance(10 * MINUTE);
+      await until(() => lines.length === 3);
+      await second.handle('answer 1 10:30');
+      await clock.advance(0);
+      await until(() => lines.length === 4);
+      expect(lines).toEqual([
+        '❓ #1 what time suits you? (answer 1 <text>)',
+        'bye',
+        '❓ #1 still there? what time suits you?',
+        '💬 #1 10:30',
+      ]);
+      await second.oneShotsDone();
+      await second.handle('quit');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; !condition(); i++) {
+    if (i > 1_000) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
