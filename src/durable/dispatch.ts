@@ -220,6 +220,8 @@ function withSteps<T>(steps: () => StepCursor, call: (cursor: StepCursor) => Pro
 /** A claim's step record (JSON from its store), as the log its run replays. */
 function readSteps(json: string | undefined): StepLog {
   const log = new StepLog();
-  if (json !== undefined) log.records.push(...(JSON.parse(json) as StepRecord[]));
+  // A hole (null in the JSON) stays one: the call at that place has not finished.
+  if (json !== undefined)
+    for (const [i, record] of (JSON.parse(json) as (StepRecord | null)[]).entries()) if (record !== null) log.records[i] = record;
   return log;
 }

@@ -158,6 +158,32 @@ describe('steps on SQLite', () => {
     expect(done.result).toEqual(['no reply', 'sorry, late']);
   });
 
+  it('a step that threw and was caught is run again by the next run; the steps after it are not', async () => {
+    const clock = new ManualClock(START);
+    const calls: string[] = [];
+    const scheduler = await worker(tempDb(), clock, (s) =>
+      s.define('careful', async (ctx) => {
+        const flaky = await ctx
+          .step('flaky', () => {
+            calls.push('flaky');
+            if (calls.length === 1) throw new Error('once');
+            return 'ok';
+          })
+          .catch(() => 'caught');
+        await ctx.step('after', () => calls.push('after'));
+        await ctx.sleep('1m');
+        return flaky;
+      }),
+    );
+    const { id } = await scheduler.schedule(START, 'careful');
+    await clock.advance(0);
+    await until(async () => (await stateOf(scheduler, id)).runAt.getTime() === START + 60_000, 'the sleep');
+    await clock.advance(60_000);
+    const done = await scheduler.waitFor(id, { timeout: 10_000 });
+    expect([done.state, done.result]).toEqual(['succeeded', 'ok']);
+    expect(calls).toEqual(['flaky', 'after', 'flaky']);
+  });
+
   it('a handler whose steps changed fails with ERR_STEP_MISMATCH, not retried', async () => {
     const path = tempDb();
     const clock = new ManualClock(START);
