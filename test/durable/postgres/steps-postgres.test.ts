@@ -73,3 +73,34 @@ describe('steps on PostgreSQL', () => {
     await expect(producer.send(id, 'reply', 'late')).resolves.toBe(false);
   });
 });
+
+describe('steps on PostgreSQL, two workers and a producer', () => {
+  it('messages by key reach the right conversation exactly once, whichever worker runs it', async () => {
+    const schema = schemaName();
+    const define = (s: Scheduler) =>
+      s.define('talk', async (ctx, { n }: { n: number }) => {
+        const first = await ctx.receive<string>('msg', { timeout: '1h' });
+        const second = await ctx.receive<string>('msg', { timeout: 400 });
+        const late = await ctx.receive<string>('msg', { timeout: '1h' });
+        return { n, got: [first, second ?? 'timed out', late] };
+      });
+    const workers = [scheduler(schema, define), scheduler(schema, define)];
+    const producer = scheduler(schema);
+    const ids: number[] = [];
+    for (let n = 0; n < 6; n++) ids.push((await producer.schedule(Date.now(), 'talk', { key: `talk:${n}`, payload: { n } })).id);
+    // Before any worker runs them: kept for the first receive.
+    for (let n = 0; n < 6; n++) await producer.send({ key: `talk:${n}` }, 'msg', `early ${n}`);
+    for (const w of workers) await w.start();
+    await until(async () => {
+      const tasks = await Promise.all(ids.map((id) => producer.getTask(id)));
+      return tasks.every((t) => t?.steps?.some((s) => s.name === 'msg#2' && s.state !== 'waiting'));
+    }, 'every second wait timed out');
+    // Sent after the second receive timed out: the third (a later receive of the topic) takes it, woken at once.
+    for (let n = 0; n < 6; n++) await producer.send({ key: `talk:${n}` }, 'msg', `late ${n}`);
+    const results = await Promise.all(ids.map((id) => producer.waitFor(id, { timeout: 20_000 })));
+    expect(results.map((t) => [t.state, t.result])).toEqual(
+      ids.map((_, n) => ['succeeded', { n, got: [`early ${n}`, 'timed out', `late ${n}`] }]),
+    );
+    expect(results.map((t) => t.attempts)).toEqual(ids.map(() => 1));
+  });
+});
