@@ -241,7 +241,8 @@ export function toSendArgs(to: unknown, topic: unknown, message: unknown, isTask
     throw new TypeError(`Expected send()'s first argument to be a Task, a stored task's id or { key }, got ${describe(to)}`);
   }
   checkName(topic, 'topic');
-  return toStepJson(message, 'The message');
+  // A message is a value: none given is null, so a receive tells it from its timeout (undefined).
+  return toStepJson(message ?? null, 'The message');
 }
 
 /** A run that reached a step its record contradicts fails the same way every time: it is not retried. */

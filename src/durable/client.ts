@@ -175,7 +175,7 @@ export class DurableClient {
       );
     await this.ready();
     const now = this.#ctx.clock.now();
-    const sent = await store.send({ to, topic, message: JSON.stringify(message ?? null), now });
+    const sent = await store.send({ to, topic, message: JSON.stringify(message), now });
     // A task waiting on the topic is due now: this process's claimer need not wait for a poll.
     if (sent) this.#hooks.wake(now);
     return sent;

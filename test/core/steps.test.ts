@@ -155,6 +155,12 @@ describe('steps in memory', () => {
     await clock.advance(0);
     await expect(task.result).resolves.toBe('over');
     expect(got).toEqual(['first', 'first', { text: 'second' }]);
+    // A message without a value is null, not a timeout's undefined.
+    const bare = scheduler.after(0, (ctx) => ctx.receive('ping', { timeout: 1_000 }));
+    await clock.advance(0);
+    await scheduler.send(bare, 'ping');
+    await clock.advance(0);
+    await expect(bare.result).resolves.toBeNull();
     // Ended: nothing to send to.
     await expect(scheduler.send(task, 'reply', 'late')).resolves.toBe(false);
     await expect(scheduler.send({ key: 'chat:1' }, 'reply', 'late')).resolves.toBe(false);
