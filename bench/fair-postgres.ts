@@ -30,11 +30,10 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { Scheduler, type DurableTaskItem } from '../src/index.js';
 import { advanceJob } from '../src/durable/advance-job.js';
 import { postgresStore } from '../src/postgres.js';
-import { startPgServer } from '../test/durable/pg-server.js';
+import { MINE, profiledPg } from './lib/profiled-pg.js';
 import { formatValue } from './lib/format.js';
 
 function flag(name: string): string | undefined {
@@ -53,33 +52,8 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 const count = (n: number) => n.toLocaleString('en-US');
 const ratio = (value: number, reference: number) => `${(value / reference).toFixed(2)}×`;
 
-const server = await startPgServer({
-  database: 'taskheap_fair_bench',
-  settings: [
-    '-c shared_preload_libraries=pg_stat_statements',
-    '-c pg_stat_statements.track=top',
-    '-c pg_stat_statements.track_planning=on',
-  ],
-});
-const admin = new pg.Pool({ connectionString: server.url, max: 2 });
-await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+const { server, admin, serverWork, resetWork, close } = await profiledPg('taskheap_fair_bench');
 let schemas = 0;
-const dbid = (await admin.query<{ oid: number }>('SELECT oid FROM pg_database WHERE datname = current_database()')).rows[0]!.oid;
-
-/** The bench's own statements say so, and are left out of the server's counts. */
-const MINE = '/* bench */';
-
-/** Top-level statements the server ran since the last reset, and ms it spent planning and executing them. */
-async function serverWork(): Promise<{ calls: number; ms: number; plans: number }> {
-  const { rows } = await admin.query<{ calls: number; ms: number; plans: number }>(
-    `${MINE} SELECT COALESCE(sum(calls), 0)::int AS calls, COALESCE(sum(plans), 0)::int AS plans,
-      COALESCE(sum(total_exec_time + total_plan_time), 0)::float8 AS ms FROM pg_stat_statements
-      WHERE dbid = $1 AND query NOT LIKE '%${MINE}%' AND query NOT LIKE '%pg_stat_statements_reset%'`,
-    [dbid],
-  );
-  return rows[0]!;
-}
-const resetWork = () => admin.query(`${MINE} SELECT pg_stat_statements_reset()`);
 
 /** Where the small tenants' last start is among all starts (1-based), given the tenants in start order. */
 function lastSmall(order: readonly string[]): number {
@@ -357,6 +331,5 @@ try {
   );
   console.log(`\n${ROUNDS} round${ROUNDS === 1 ? '' : 's'}, ${((performance.now() - began) / 1000).toFixed(0)} s.`);
 } finally {
-  await admin.end();
-  await server.destroy();
+  await close();
 }

@@ -15,10 +15,9 @@
  *   its time on them (pg_stat_statements: top-level, planning and execution).
  * Prints markdown tables.
  */
-import pg from 'pg';
 import { Scheduler, type TaskContext } from '../src/index.js';
 import { postgresStore } from '../src/postgres.js';
-import { startPgServer } from '../test/durable/pg-server.js';
+import { MINE, profiledPg } from './lib/profiled-pg.js';
 
 function flag(name: string, fallback: number): number {
   const prefix = `--${name}=`;
@@ -80,27 +79,8 @@ async function memory(): Promise<string[]> {
   ];
 }
 
-const server = await startPgServer({
-  database: 'taskheap_steps_bench',
-  settings: [
-    '-c shared_preload_libraries=pg_stat_statements',
-    '-c pg_stat_statements.track=top',
-    '-c pg_stat_statements.track_planning=on',
-  ],
-});
-const admin = new pg.Pool({ connectionString: server.url, max: 2 });
-await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-const MINE = '/* bench */';
+const { server, admin, serverWork, resetWork, close } = await profiledPg('taskheap_steps_bench');
 let schemas = 0;
-
-async function serverWork(): Promise<{ calls: number; ms: number }> {
-  const { rows } = await admin.query<{ calls: number; ms: number }>(
-    `${MINE} SELECT COALESCE(sum(calls), 0)::int AS calls, COALESCE(sum(total_exec_time + total_plan_time), 0)::float8 AS ms
-      FROM pg_stat_statements WHERE query NOT LIKE '%${MINE}%' AND query NOT LIKE '%pg_stat_statements_reset%'`,
-  );
-  return rows[0]!;
-}
-const resetWork = () => admin.query(`${MINE} SELECT pg_stat_statements_reset()`);
 
 function pgScheduler(schema: string): Scheduler {
   return new Scheduler({ store: postgresStore({ connectionString: server.url, schema }), workers: 16 });
@@ -185,5 +165,4 @@ const row = (label: string, w: { calls: number; ms: number }, steps: number) =>
 console.log(row('plain', plain, 0));
 console.log(row('one step', one, 1));
 console.log(row('three steps', three, 3));
-await admin.end();
-await server.destroy();
+await close();

@@ -321,10 +321,14 @@ export class TaskLoop extends LoopClock implements TaskOwner {
   /** @internal The record of a task's steps, kept until the task ends. */
   stepLog(run: Run): StepLog {
     // A step called after its run ended (not awaited by the handler) keeps nothing.
-    if (run.done) return new StepLog();
+    return run.done ? new StepLog() : this.#logOf(run.task);
+  }
+
+  /** The step record kept for `task` until it ends, made on first use. */
+  #logOf(task: Task): StepLog {
     const logs = (this.#stepLogs ??= new Map());
-    let log = logs.get(run.task);
-    if (log === undefined) logs.set(run.task, (log = new StepLog()));
+    let log = logs.get(task);
+    if (log === undefined) logs.set(task, (log = new StepLog()));
     return log;
   }
 
@@ -343,10 +347,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     if (task === undefined) return false;
     const state = task._state;
     if (state !== State.Waiting && state !== State.Held && state !== State.Running) return false;
-    const logs = (this.#stepLogs ??= new Map());
-    let log = logs.get(task);
-    if (log === undefined) logs.set(task, (log = new StepLog()));
-    if (!log.deliver(topic, message) || state !== State.Waiting) return true;
+    if (!this.#logOf(task).deliver(topic, message) || state !== State.Waiting) return true;
     if (this.#queue.moveEarlier(task, this.clock.now())) {
       this.disarm();
       this.#pump();

@@ -165,6 +165,11 @@ export const TASK_STATES: readonly StoredState[] = ['blocked', 'waiting', 'runni
 /** The states a stored task does not leave by itself (the last four of TASK_STATES). */
 export const FINAL_STATES: ReadonlySet<StoredState> = new Set(TASK_STATES.slice(3));
 
+/** SQL: the states not final, as a list (\`('blocked', 'waiting', 'running')\`), for the statements that look for a task still under way. @internal */
+export const UNFINISHED_SQL = `(${TASK_STATES.filter((state) => !FINAL_STATES.has(state))
+  .map((state) => `'${state}'`)
+  .join(', ')})`;
+
 /** A recurring job as the store keeps it. */
 export interface StoredJob {
   /** The job's key (given, or generated when none was). */

@@ -5,7 +5,7 @@
 // announced on WAKE), and the settle of suspended runs: waiting until their
 // wake-up time, the attempt given back, their queue slots freed, their
 // serial places kept (as a retry's).
-import type { Outcome, RecordStepsParams, SendParams, TakeMessageParams } from '../store.js';
+import { UNFINISHED_SQL, type Outcome, type RecordStepsParams, type SendParams, type TakeMessageParams } from '../store.js';
 import type { Connection } from './connection.js';
 import { WAKE } from './listener.js';
 import { freeSlots } from './limits.js';
@@ -28,7 +28,7 @@ export function stepStatements(schema: string | undefined) {
       RETURNING m.body`,
     /** A message $4 on topic $3 for the unfinished task with id $1 or key $2; it is due now if it waits on the topic. */
     send: `WITH target AS (SELECT id FROM ${T}
-          WHERE ($1::bigint IS NOT NULL AND id = $1 OR $1::bigint IS NULL AND key = $2) AND state IN ('waiting', 'running', 'blocked')),
+          WHERE ($1::bigint IS NOT NULL AND id = $1 OR $1::bigint IS NULL AND key = $2) AND state IN ${UNFINISHED_SQL}),
         kept AS (INSERT INTO ${S} (task_id, topic, body) SELECT id, $3, $4 FROM target RETURNING task_id),
         woke AS (UPDATE ${T} AS t SET run_at = now(), waiting_on = NULL, updated_at = now() FROM kept
           WHERE t.id = kept.task_id AND t.state = 'waiting' AND t.waiting_on = $3 AND t.run_at > now() RETURNING t.run_at)

@@ -3,11 +3,8 @@
 // `ctx.receive()` (the same one again for the same receive, should the run
 // have stopped before its record was written), and a message sent, which
 // makes a task waiting on its topic due at once.
-import type { RecordStepsParams, SendParams, TakeMessageParams } from '../store.js';
+import { UNFINISHED_SQL as UNFINISHED, type RecordStepsParams, type SendParams, type TakeMessageParams } from '../store.js';
 import type { Prepare } from './driver.js';
-
-/** The task states a message may still reach. */
-const UNFINISHED = `('waiting', 'running', 'blocked')`;
 
 /** The statements of steps and messages. */
 const STEPS_SQL = {
