@@ -157,6 +157,7 @@ async function claimCost(
         null,
         null,
         0, // no takeover wait
+        null, // no lease announcement
       ]);
       await client.query('ROLLBACK');
       const plan = rows.map((row) => row['QUERY PLAN']).join('\n');

@@ -74,7 +74,7 @@ async function round(kind: Kind): Promise<{ cpu: number; seconds: number }> {
       ids = (await client.query({ name: 'aclaim', text: ADVISORY_CLAIM, values: [BATCH] })).rows.map((r) => r.id as string);
       await client.query({ name: 'asettle', text: ADVISORY_SETTLE, values: [ids] });
     } else {
-      const claimed = await client.query({ name: 'claim', text: sql.claimPlain, values: [BATCH, 'me', 30_000, null, BATCH] });
+      const claimed = await client.query({ name: 'claim', text: sql.claimPlain, values: [BATCH, 'me', 30_000, null, BATCH, null] });
       ids = claimed.rows.filter((r) => r.id !== null).map((r) => r.id as string);
       const n = ids.length;
       await client.query({

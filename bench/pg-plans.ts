@@ -31,7 +31,7 @@ const PLAIN = process.argv.includes('--plain');
 const sql = PLAIN ? statements(undefined).claimPlain : statements(undefined).claimUnlessJobsDue;
 const types = PLAIN ? 'int, text, float8, text[], int' : 'int, text, float8, int, text, text[], boolean, int, text[], int[], float8';
 await c.query(`PREPARE claim(${types}) AS ${sql}`);
-const params = PLAIN ? [273, 'me', 30000, null, 16] : [273, 'me', 30000, 3, 'lease expired', null, false, 16, null, null, 0];
+const params = PLAIN ? [273, 'me', 30000, null, 16, null] : [273, 'me', 30000, 3, 'lease expired', null, false, 16, null, null, 0, null];
 const lit = params.map((p) => (p === null ? 'NULL' : typeof p === 'string' ? `'${p}'` : String(p))).join(', ');
 for (let round = 0; round < 6; round++) {
   for (const mode of ['force_custom_plan', 'force_generic_plan']) {

@@ -70,6 +70,7 @@ try {
         null,
         null,
         0, // no takeover wait
+        null, // no lease announcement
       ]);
       console.log(plan.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n'));
       await admin.query(

@@ -103,31 +103,19 @@ export class Claims {
     // leases are the server's: this process's clock is not used.
     const plain = ask.rated || (ask.rooms !== undefined && ask.rooms.size > 0) ? undefined : await this.#plain(ask);
     // The plain claim takes no expired lease over, so it fails no task: nothing to announce but its leases.
-    if (plain !== undefined && !plain.limited && !plain.jobsDue) return this.#leased(ask, plain.claims);
+    if (plain !== undefined && !plain.limited && !plain.jobsDue) return plain.claims;
     const params = this.#fullParams(ask);
     await this.#fair.tag();
     if (plain === undefined || !plain.jobsDue) {
       const { rows } = await this.#db.query<FlaggedRow>(this.#sql.claimUnlessJobsDue, params, true);
-      if (rows[0]?.jobs_due !== true) return this.#leased(ask, this.#announced(claimsOf(rows)));
+      if (rows[0]?.jobs_due !== true) return this.#announced(claimsOf(rows));
     }
     const claims = await this.#db.transaction(async (client) => {
       await materialize(client, this.#sql, advance);
       const { rows } = await client.query<ClaimRow>(this.#sql.claim, params);
       return toClaims(rows);
     });
-    return this.#leased(ask, this.#announced(claims));
-  }
-
-  /**
-   * A process that held nothing tells the others on WAKE, after its claim's
-   * commit and without waiting, when the leases it took run out: an idle
-   * process knows the leases held when it last asked what is due, and from
-   * then on those that holders renew, but not the first of a holder that held
-   * none. Only on that transition, so a busy process announces nothing.
-   */
-  #leased(ask: ClaimAsk, claims: ClaimedTask[]): ClaimedTask[] {
-    if (ask.announceLease && claims.length > 0) this.#db.query(this.#sql.announceLease, [this.#prefix, ask.lease]).catch(() => {});
-    return claims;
+    return this.#announced(claims);
   }
 
   /**
@@ -165,7 +153,7 @@ export class Claims {
     }
     const { rows } = await this.#db.query<FlaggedRow>(
       this.#sql.claimPlain,
-      [ask.limit, ask.owner, ask.lease, ask.names ?? null, ask.free],
+      [ask.limit, ask.owner, ask.lease, ask.names ?? null, ask.free, this.#announcing(ask)],
       true,
     );
     const limited = rows[0]?.limited === true;
@@ -198,7 +186,7 @@ export class Claims {
   warmups(owner: string, lease: number, names: readonly string[] | undefined) {
     const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0, announceLease: false };
     return [
-      { text: this.#sql.claimPlain, values: [0, owner, lease, names ?? null, 0] },
+      { text: this.#sql.claimPlain, values: [0, owner, lease, names ?? null, 0, null] },
       { text: this.#sql.claimUnlessJobsDue, values: this.#fullParams(full) },
       { text: this.#sql.nextDue, values: [names ?? null, false, null, null, lease, 0] },
     ];
@@ -216,7 +204,13 @@ export class Claims {
       ask.free,
       ...roomArrays(ask.rooms),
       ask.takeoverWait,
+      this.#announcing(ask),
     ];
+  }
+
+  /** The claim's announcement parameter: the payload's prefix if it is to announce its leases, else null. */
+  #announcing(ask: ClaimAsk): string | null {
+    return ask.announceLease ? this.#prefix : null;
   }
 }
 
@@ -250,8 +244,6 @@ export function claimStatements(schema: string | undefined) {
     markServer: markServerSql(M),
     /** Announces on DONE ($1: the prefix and the ids) the tasks a claim failed for their lease expiries. */
     announceDone: `SELECT pg_notify('${DONE}', $1)`,
-    /** When leases written now for $2 ms run out, as a wake-up (payload prefix $1). */
-    announceLease: `SELECT pg_notify('${WAKE}', $1 || (extract(epoch from clock_timestamp()) * 1000 + $2::float8)::bigint::text)`,
   };
 }
 
@@ -276,6 +268,25 @@ const markServerSql = (M: string) => `UPDATE ${M} SET server_started = pg_postma
 
 /** A claim's CTE marking the server it runs on (markServerSql). */
 const serverMarkCte = (M: string) => `server_mark AS (${markServerSql(M)} RETURNING 1)`;
+
+/**
+ * A claim's CTE announcing on WAKE, if it claimed anything and \`prefix\` (a
+ * parameter: the payload's prefix, or null) is set, when the leases it wrote
+ * (for \`lease\` ms) run out. A process that held nothing sets it: an idle
+ * process knows the leases held when it last asked what is due, and from then
+ * on those that holders renew, but not the first of a holder that held none.
+ * Sent by the claim itself, the announcement commits with the leases: a
+ * process killed as its claim commits (or whose claim the server finishes
+ * after it died) is still heard, and its tasks taken over when the leases run
+ * out, not at an idle process's safety check. Evaluated once, where the
+ * claim's rows are read (\`announcedFirst\`).
+ */
+const leaseAnnouncedCte = (prefix: string, lease: string) =>
+  `announced AS (SELECT pg_notify('${WAKE}', ${prefix}::text || (extract(epoch from clock_timestamp()) * 1000 + ${lease}::float8)::bigint::text)
+      FROM (SELECT 1 FROM claimed LIMIT 1) AS c WHERE ${prefix}::text IS NOT NULL)`;
+
+/** SQL: a filter that is always true, so that the claim's announcement (leaseAnnouncedCte) runs once before its first row. */
+const announcedFirst = '(SELECT count(*) FROM announced) >= 0';
 
 /** SQL: only tasks whose handler is among $6 (null: any). */
 const NAMED = `AND ($6::text[] IS NULL OR name = ANY($6::text[]))`;
@@ -410,7 +421,9 @@ const fairTurns = (T: string, Q: string, F: string, gate: string) => `fair AS (S
  * scheduler-wide bucket (key ''). $8: free workers, the most limited tasks
  * (a key, a queue with a rate, the scheduler-wide bucket, a fair share) claimed: never
  * more than can start.
- * $9/$10: this process's rooms for queues (names, counts).
+ * $9/$10: this process's rooms for queues (names, counts). $11: ms this
+ * process still waits before it takes over leases. $12: the prefix of the
+ * announcement of its leases (leaseAnnouncedCte), or null.
  *
  * Candidates: plain tasks of open queues (openQueues), keyed ones from the
  * limit rows with room (keyed) whose queue has room in the snapshot, and
@@ -576,10 +589,12 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, F: stri
       WHERE l.kind = 'rate' AND l.key = g.key),
     -- A queue's virtual time: the latest turn started (fair.ts); its row is locked last.
     virtual_moved AS (UPDATE ${F} AS f SET virtual = GREATEST(f.virtual, g.latest)
-      FROM (SELECT queue, max(fair_tag) AS latest FROM claimed WHERE fair_tag IS NOT NULL GROUP BY queue) AS g WHERE f.queue = g.queue)
+      FROM (SELECT queue, max(fair_tag) AS latest FROM claimed WHERE fair_tag IS NOT NULL GROUP BY queue) AS g WHERE f.queue = g.queue),
+    ${leaseAnnouncedCte('$12', '$3')}
     -- The tasks claimed, and those failed for their expiries (failed_after set): the process reports those.
     ${unlessJobsDue ? 'SELECT flag.jobs_due, c.* FROM flag LEFT JOIN (' : ''}
       SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after, steps FROM claimed
+      WHERE ${announcedFirst}
       UNION ALL SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, false, expiries, NULL FROM failed
     ${unlessJobsDue ? ') AS c ON true' : ''}`;
 }
@@ -670,8 +685,9 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string, F: st
  * Claims up to $1 plain waiting tasks that are due, by priority (highest
  * first), then due time, then id, for owner $2 for $3 ms; $4 (text[], or
  * null for any): only tasks of these handler names; $5: free workers (the
- * first $5 start at once, the rest are prefetched, as in the full claim).
- * Claims nothing if a recurring job is due (`jobs_due`) or a limit is in
+ * first $5 start at once, the rest are prefetched, as in the full claim);
+ * $6: the prefix of the announcement of its leases (leaseAnnouncedCte), or
+ * null. Claims nothing if a recurring job is due (`jobs_due`) or a limit is in
  * play (`limited`): the first row carries both flags (with a null id if
  * nothing was claimed). Used only by a process without queue rooms or the
  * scheduler-wide bucket (the full claim's $9 and $7). (Its SQL comment's
@@ -706,8 +722,10 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F:
         CROSS JOIN LATERAL unnest(a.ids, a.now) AS due(id, now)
       WHERE t.id = due.id AND t.state = 'waiting'
       RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
-        due.now AS started, t.steps)
+        due.now AS started, t.steps),
+    ${leaseAnnouncedCte('$6', '$3')}
     SELECT flag.jobs_due, limited.yes AS limited, c.* FROM flag CROSS JOIN limited LEFT JOIN (
       SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after, steps FROM claimed
+      WHERE ${announcedFirst}
     ) AS c ON true`;
 }

@@ -17,12 +17,14 @@ import { postgresStore } from '../../../src/postgres.js';
 import { ManualClock } from '../../../src/testing.js';
 import type { PgServer } from '../pg-server.js';
 import { schemaNamer, usePostgres } from '../use-postgres.js';
+import { workerProcesses } from '../worker-process.js';
 import { countedPool as countingPool } from './counted-pool.js';
 
 const POLL = 60_000;
 const LEASE = 30_000;
 
 describe('an idle worker on PostgreSQL', () => {
+  const spawnWorker = workerProcesses();
   let server: PgServer;
   const schema = schemaNamer('idle');
   const opened: Scheduler[] = [];
@@ -205,6 +207,27 @@ describe('an idle worker on PostgreSQL', () => {
     } finally {
       await listener.end();
     }
+  }, 60_000);
+
+  it('a process killed as its claim commits is heard all the same: an idle worker with a poll of an hour takes its task over when the lease runs out', async () => {
+    const name = schema();
+    const worker = new Scheduler({ store: postgresStore({ connectionString: server.url, schema: name, poll: '1h', lease: 2_000 }), onError: () => {} });
+    opened.push(worker);
+    const ran: number[] = [];
+    worker.define('work', () => void ran.push(Date.now()));
+    await worker.start();
+    const doomed = spawnWorker('test/fixtures/pg-claim-and-die.ts', [server.url, name, '1500']);
+    await doomed.ready;
+    // Added without an announcement, as if before the worker asked what is due: only the doomed process's claim tells it.
+    const admin = new pg.Pool({ connectionString: server.url, max: 1 });
+    pools.push(admin);
+    await admin.query(`INSERT INTO "${name}".taskheap_tasks (name, payload, run_at) VALUES ('work', 'null', now())`);
+    doomed.next();
+    await expect(doomed.done).rejects.toThrow(/exited with null/);
+    const { rows } = await admin.query<{ locked_by: string }>(`SELECT locked_by FROM "${name}".taskheap_tasks`);
+    expect(rows).toEqual([{ locked_by: 'doomed' }]);
+    // Bounded for a stuck takeover, not by speed: without the announcement the worker would look in an hour.
+    await until(() => ran.length === 1);
   }, 60_000);
 
   it('its LISTEN connection, killed, comes back by itself: a task added afterwards elsewhere starts without a poll', async () => {
