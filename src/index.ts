@@ -67,7 +67,14 @@ export type {
   AttemptError,
   JobFilter,
 } from './durable/store.js';
-export type { Handler, DurableTaskOptions, DurableTaskItem, DurableContext, StoredJobOptions } from './durable/options.js';
+export type {
+  Handler,
+  DurableTaskOptions,
+  DurableTaskItem,
+  DurableContext,
+  StoredJobOptions,
+  TransactionClient,
+} from './durable/options.js';
 export type { DurableQueue, DurableQueueInfo, DurableQueueOptions, DurableQueueCounts } from './durable/queues.js';
 export type { DefineOptions } from './durable/handlers.js';
 export { Flows } from './scheduler-flows.js';

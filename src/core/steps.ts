@@ -8,7 +8,9 @@
 //
 // The states of one record:
 //
-//   step:     finished when recorded (a step that throws records nothing)
+//   step:     finished when recorded with its value (a transaction step in
+//             its own transaction); one whose fn threw is recorded
+//             unfinished, its failures counted, and runs again
 //   sleep:    recorded at the call with its wake time; done once it has passed
 //   receive:  recorded at the call with its deadline; done once a message is
 //             taken (its result) or the deadline passed (timedOut)
@@ -31,6 +33,8 @@ export interface StepRecord {
   readonly until?: number;
   /** A receive that reached its deadline without a message. */
   timedOut?: boolean;
+  /** Runs in which a step's `fn` threw (a step not finished since is run again). */
+  readonly failures?: number;
 }
 
 /** Characters a step name or topic may have. */
@@ -87,6 +91,12 @@ export interface StepHost {
   recorded(): Promise<void>;
   /** Marks the run suspended until `until` (ms). */
   suspend(until: number): void;
+  /**
+   * Runs `body` in a transaction and writes the record, as `body` left it, in
+   * that same transaction (`ctx.transactionStep()`); undefined where the
+   * engine cannot (memory, SQLite).
+   */
+  readonly within?: (body: (client: unknown) => Promise<void>) => Promise<void>;
 }
 
 /** The host of an in-memory task's steps: its log is the record. */
@@ -111,13 +121,59 @@ export class StepCursor {
     checkName(name, 'step name');
     if (typeof fn !== 'function') throw new TypeError(`Expected ctx.step()'s second argument to be a function, got ${describe(fn)}`);
     const [position, id, record] = this.#next(name, 'step');
-    if (record !== undefined) return record.result as T;
-    const startedAt = this.host.now();
-    const value = await fn();
-    const result = toStepJson(value, `The value of step '${id}'`);
-    this.host.log.records[position] = { id, kind: 'step', startedAt, endedAt: this.host.now(), result };
+    if (record?.endedAt !== undefined) return record.result as T;
+    const startedAt = record?.startedAt ?? this.host.now();
+    const failures = record?.failures;
+    let result: unknown;
+    try {
+      result = toStepJson(await fn(), `The value of step '${id}'`);
+    } catch (error) {
+      return this.#failed(position, id, startedAt, error);
+    }
+    this.host.log.records[position] = { id, kind: 'step', startedAt, endedAt: this.host.now(), result, failures };
     await this.host.recorded();
     return result as T;
+  }
+
+  /**
+   * `ctx.transactionStep(name, fn)`: a step whose writes commit with its
+   * record (the host's `within`). Rolled back, it is recorded unfinished
+   * (#failed): a later write of the record must not claim a step whose
+   * effects are gone.
+   */
+  async transactionStep<T, C>(name: string, fn: (client: C) => PromiseLike<T>): Promise<T> {
+    checkName(name, 'step name');
+    if (typeof fn !== 'function')
+      throw new TypeError(`Expected ctx.transactionStep()'s second argument to be a function, got ${describe(fn)}`);
+    const within = this.host.within;
+    if (within === undefined) throw new TypeError('ctx.transactionStep() needs postgresStore(): only PostgreSQL hands out its connection');
+    const [position, id, record] = this.#next(name, 'step');
+    if (record?.endedAt !== undefined) return record.result as T;
+    const startedAt = record?.startedAt ?? this.host.now();
+    const records = this.host.log.records;
+    let result: unknown;
+    try {
+      await within(async (client) => {
+        result = toStepJson(await fn(client as C), `The value of step '${id}'`);
+        records[position] = { id, kind: 'step', startedAt, endedAt: this.host.now(), result, failures: record?.failures };
+      });
+    } catch (error) {
+      return this.#failed(position, id, startedAt, error);
+    }
+    return result as T;
+  }
+
+  /**
+   * A step's `fn` threw (or its transaction rolled back): the record counts
+   * the failure, unfinished, so the next run runs it again; written as the
+   * other records are, at best (a lost lease refuses it), before the error
+   * goes on to the handler.
+   */
+  async #failed(position: number, id: string, startedAt: number, error: unknown): Promise<never> {
+    const failures = (this.host.log.records[position]?.failures ?? 0) + 1;
+    this.host.log.records[position] = { id, kind: 'step', startedAt, failures };
+    await this.host.recorded().catch(() => {});
+    throw error;
   }
 
   /** `ctx.sleep(duration)`, or `ctx.sleep({ until })`. */

@@ -58,6 +58,7 @@ function stepRows(steps, now) {
     cell(tr, s.name);
     cell(tr, s.kind);
     cell(tr, s.state);
+    cell(tr, s.attempts);
     when(tr, iso(s.startedAt), now);
     when(tr, iso(s.endedAt ?? s.until), now);
     cell(tr, s.resultSize);
@@ -278,7 +279,7 @@ export const DETAIL_HTML = `<section id="detail" hidden>
 </div>
 </div>
 <h3>Steps</h3>
-<table><thead><tr><th>Step</th><th>Kind</th><th>State</th><th>Started</th><th>Ended, or until</th><th>JSON characters</th></tr></thead><tbody id="detail-steps"></tbody></table>
+<table><thead><tr><th>Step</th><th>Kind</th><th>State</th><th>Attempts</th><th>Started</th><th>Ended, or until</th><th>JSON characters</th></tr></thead><tbody id="detail-steps"></tbody></table>
 <h3>Errors by attempt</h3>
 <table><thead><tr><th>Attempt</th><th>At</th><th>Error</th></tr></thead><tbody id="detail-errors"></tbody></table>
 <h3>Log</h3>

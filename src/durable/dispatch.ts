@@ -143,6 +143,10 @@ export class Dispatcher {
       recorded: async () => {
         if (!(await store.recordSteps({ owner, id, steps: JSON.stringify(log.records) }))) throw new LeaseLostError(id);
       },
+      // The capability says the store has it (StepStore.recordStepsWithin).
+      within: store.capabilities.transactionsWithClient
+        ? (body) => store.recordStepsWithin!(owner, id, body, () => JSON.stringify(log.records))
+        : undefined,
     }));
   };
 
@@ -204,6 +208,11 @@ function durableContext(
       withSteps(
         () => steps(run, claim),
         (cursor) => cursor.receive(topic, options),
+      ),
+    transactionStep: (name, fn) =>
+      withSteps(
+        () => steps(run, claim),
+        (cursor) => cursor.transactionStep(name, fn),
       ),
   };
 }

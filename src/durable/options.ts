@@ -7,6 +7,19 @@ import type { FairShare } from '../core/limit-options.js';
 import type { DedupeOptions, JobPolicyOptions, LimitOptions, RunOptions } from '../core/options.js';
 import type { DependencyInfo } from './store.js';
 
+/** The connection `ctx.transaction()` and `ctx.transactionStep()` hand their callback: one of the store's, in a transaction. */
+export interface TransactionClient {
+  /** Runs one statement with its `$1`... values, in the transaction. */
+  query(
+    text: string,
+    values?: unknown[],
+  ): Promise<{
+    /** The rows it returned. */
+    // biome-ignore lint/suspicious/noExplicitAny: rows are whatever the caller's statement returns, as pg types them
+    rows: any[];
+  }>;
+}
+
 /** What a durable handler receives: the run's context plus the stored task's id. */
 export interface DurableContext extends TaskContext {
   /**
@@ -27,8 +40,23 @@ export interface DurableContext extends TaskContext {
    *   return { paid: order };
    * }));
    */
-  // biome-ignore lint/suspicious/noExplicitAny: rows are whatever the caller's statement returns, as pg types them
-  transaction<T>(fn: (client: { query(text: string, values?: unknown[]): Promise<{ rows: any[] }> }) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (client: TransactionClient) => Promise<T>): Promise<T>;
+  /**
+   * PostgreSQL only: a step (`ctx.step()`) whose database writes commit
+   * with its record. Runs `fn` in a transaction on the store's database and
+   * records the step, with what `fn` returns, in that same transaction: its
+   * writes happen exactly once, and a run after a crash, a retry or a sleep
+   * returns the kept value without running `fn`. If `fn` throws it rolls
+   * back and the attempt fails as a step's would; if the lease was lost
+   * meanwhile it rolls back and rejects with `LeaseLostError`. Rejects on
+   * SQLite and in memory.
+   * @example
+   * const charge = await ctx.transactionStep('charge', async (client) => {
+   *   const { rows } = await client.query('INSERT INTO charges (order_id) VALUES ($1) RETURNING id', [order]);
+   *   return rows[0].id;
+   * });
+   */
+  transactionStep<T>(name: string, fn: (client: TransactionClient) => Promise<T>): Promise<T>;
   /**
    * Flows (see docs/flows.md): the tasks this one depends on, in the order
    * of its \`after\`, each with its id, handler name, state, \`result\` and

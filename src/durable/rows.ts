@@ -316,13 +316,14 @@ function toClaim(row: ClaimRow): ClaimedTask {
 function toSteps(json: string): StoredStep[] {
   return (JSON.parse(json) as (StepRecord | null)[]).flatMap((record) => {
     if (record === null) return [];
-    const { id, kind, startedAt, endedAt, until, result } = record;
-    const state = endedAt !== undefined ? 'done' : kind === 'sleep' ? 'sleeping' : 'waiting';
+    const { id, kind, startedAt, endedAt, until, result, failures = 0 } = record;
+    const state = endedAt !== undefined ? 'done' : kind === 'step' ? 'failed' : kind === 'sleep' ? 'sleeping' : 'waiting';
     return [
       {
         name: id,
         kind,
         state,
+        attempts: failures + (state === 'failed' ? 0 : 1),
         startedAt: new Date(startedAt),
         endedAt: endedAt === undefined ? null : new Date(endedAt),
         until: until === undefined ? null : new Date(until),

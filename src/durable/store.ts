@@ -594,7 +594,7 @@ export interface StoreCapabilities {
   readonly multiProcess: boolean;
   /** Work added, cancels and final states reach the other processes at once (LISTEN/NOTIFY): \`watch()\` and \`subscribe()\` are told. */
   readonly notify: boolean;
-  /** Adds through a caller's \`client\`, in their transaction, and has \`completeWithin()\` (\`ctx.transaction()\`). */
+  /** Adds through a caller's \`client\`, in their transaction, and has \`completeWithin()\` (\`ctx.transaction()\`) and, with \`steps\`, \`recordStepsWithin()\`. */
   readonly transactionsWithClient: boolean;
   /** Flows: it is a \`FlowStore\` (dependencies between tasks, a task's links). */
   readonly flows: boolean;
@@ -656,8 +656,8 @@ export type Outcome =
  * processes (PostgreSQL) ignores them for due times and leases and uses the
  * database server's clock instead, so process clocks may disagree.
  *
- * Capabilities: every method is required (a no-op where a store has nothing to do, as documented on it) but `completeWithin`, there
- * when `capabilities.transactionsWithClient` says so; `flows` and `limitList` add `FlowStore` and `LimitListStore`. Nothing is
+ * Capabilities: every method is required (a no-op where a store has nothing to do, as documented on it) but `completeWithin` and
+ * `recordStepsWithin`, there when `capabilities.transactionsWithClient` says so; `flows` and `limitList` add `FlowStore` and `LimitListStore`. Nothing is
  * guessed from the presence of a method.
  */
 export interface Store {
@@ -873,8 +873,10 @@ export interface StoredStep {
   name: string;
   /** The call: `ctx.step`, `ctx.sleep` or `ctx.receive`. */
   kind: 'step' | 'sleep' | 'receive';
-  /** `done`, or, until `until`, `sleeping` (a sleep) or `waiting` (a receive, for a message). */
-  state: 'done' | 'sleeping' | 'waiting';
+  /** `done`; `failed` (a step whose last run threw: the next run runs it again); or, until `until`, `sleeping` (a sleep) or `waiting` (a receive, for a message). */
+  state: 'done' | 'failed' | 'sleeping' | 'waiting';
+  /** Runs that ran it: each one in which a step threw, and the one that finished it (or sleeps or waits in it). A run its process died in is not counted. */
+  attempts: number;
   /** When a run first reached it. */
   startedAt: Date;
   /** When it finished; null while it sleeps or waits. */
@@ -921,6 +923,14 @@ export interface StepStore {
   takeMessage(params: TakeMessageParams): Promise<string | undefined>;
   /** Keeps a message for an unfinished task, due at once if it waits on the topic; false if there is no such task. */
   send(params: SendParams): Promise<boolean>;
+  /**
+   * Runs `body` in a transaction on the store's database, then writes task
+   * `id`'s step record (`steps()`, read once `body` resolved) in the same
+   * transaction while `owner` holds the task; rolls back and rejects with
+   * `LeaseLostError` if it does not (`ctx.transactionStep()`). There exactly
+   * when `capabilities.transactionsWithClient` is true, as `completeWithin`.
+   */
+  recordStepsWithin?(owner: string, id: number, body: (client: QueryClient) => Promise<void>, steps: () => string): Promise<void>;
 }
 
 /** Whether a store is a `StepStore`: its capabilities say so. @internal */

@@ -171,6 +171,31 @@ describe('dashboard in Chromium', () => {
     }
   }, 60_000);
 
+  it("a stored task's detail lists its steps: name, kind, state and attempts", async () => {
+    const scheduler = new Scheduler({ store: sqliteStore(join(dir, 'steps.db')), onError: () => {} });
+    scheduler.define('follow-up', async (ctx) => {
+      await ctx.step('ask', () => 'What time suits you?');
+      await ctx.sleep('1h');
+    });
+    await scheduler.start();
+    const server: Server = createServer(dashboard(scheduler, { authorize: () => true }).handle);
+    try {
+      const task = await scheduler.schedule(Date.now(), 'follow-up', { key: 'chat:42' });
+      await expect.poll(async () => (await scheduler.getTask(task.id))?.steps?.length, { timeout: 10_000 }).toBe(2);
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const page = await openAs(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, '/', false);
+      await row(page, 'stored', 'chat:42').locator('a').click();
+      await expect.poll(() => page.locator('#detail-steps tr').count()).toBe(2);
+      const cells = async (i: number) => (await page.locator('#detail-steps tr').nth(i).locator('td').allTextContents()).slice(0, 4);
+      expect(await cells(0)).toEqual(['ask', 'step', 'done', '1']);
+      expect(await cells(1)).toEqual(['sleep', 'sleep', 'sleeping', '1']);
+      expect(await page.locator('#detail-steps tr').nth(0).locator('td').last().textContent()).toBe('22');
+    } finally {
+      server.close();
+      await scheduler.close();
+    }
+  }, 60_000);
+
   it('renders an injected <script> in a job name and a payload as text, and runs none of it', async () => {
     const app = await serve({ actions: true });
     try {

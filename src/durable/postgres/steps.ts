@@ -5,7 +5,15 @@
 // announced on WAKE), and the settle of suspended runs: waiting until their
 // wake-up time, the attempt given back, their queue slots freed, their
 // serial places kept (as a retry's).
-import { UNFINISHED_SQL, type Outcome, type RecordStepsParams, type SendParams, type TakeMessageParams } from '../store.js';
+import { LeaseLostError } from '../errors.js';
+import {
+  UNFINISHED_SQL,
+  type Outcome,
+  type QueryClient,
+  type RecordStepsParams,
+  type SendParams,
+  type TakeMessageParams,
+} from '../store.js';
 import type { Connection } from './connection.js';
 import { WAKE } from './listener.js';
 import { freeSlots } from './limits.js';
@@ -19,7 +27,8 @@ export function stepStatements(schema: string | undefined) {
   const wake = (cte: string, prefix: string) =>
     `SELECT pg_notify('${WAKE}', ${prefix} || ${ms('MIN(run_at)')}::bigint::text) FROM ${cte} HAVING count(*) > 0`;
   return {
-    recordSteps: `UPDATE ${T} SET steps = $3, updated_at = now() WHERE id = $1 AND locked_by = $2 AND state = 'running'`,
+    /** Task $1's step record $3, while $2 holds it; a row if it wrote. */
+    recordSteps: `UPDATE ${T} SET steps = $3, updated_at = now() WHERE id = $1 AND locked_by = $2 AND state = 'running' RETURNING 1`,
     /** The message receive $4 took before, else the oldest untaken one on topic $3 of task $1 (held by $2); marked taken by it. */
     takeMessage: `UPDATE ${S} AS m SET taken_by = $4 WHERE m.id = (
         SELECT n.id FROM ${S} AS n JOIN ${T} AS t ON t.id = n.task_id
@@ -58,8 +67,29 @@ type StepStatements = ReturnType<typeof stepStatements>;
 
 /** Writes the step record of task `id` while `owner` holds it; false if it does not. */
 export async function recordSteps(db: Connection, sql: StepStatements, { owner, id, steps }: RecordStepsParams): Promise<boolean> {
-  const { rowCount } = await db.query(sql.recordSteps, [id, owner, steps]);
-  return (rowCount ?? 0) > 0;
+  const { rows } = await db.query(sql.recordSteps, [id, owner, steps]);
+  return rows.length > 0;
+}
+
+/**
+ * ctx.transactionStep(): `body` in a transaction, then task `id`'s step
+ * record (`steps()`, as `body` left it) written in it while `owner` holds the
+ * task, so the step's writes and its record commit together; rolled back
+ * with LeaseLostError if the task is no longer ours.
+ */
+export function recordStepsWithin(
+  db: Connection,
+  sql: StepStatements,
+  owner: string,
+  id: number,
+  body: (client: QueryClient) => Promise<void>,
+  steps: () => string,
+): Promise<void> {
+  return db.transaction(async (client) => {
+    await body(client);
+    const { rows } = await client.query(sql.recordSteps, [id, owner, steps()]);
+    if (rows.length === 0) throw new LeaseLostError(id);
+  });
 }
 
 /** The message for `position`'s receive (JSON), marked taken; undefined if none. */

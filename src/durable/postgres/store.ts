@@ -52,7 +52,7 @@ import { cancel, completeWithin, renew, requeue, settle, settleStatements } from
 import { limitStatements, pruneLimits, setQueue, setRate } from './limits.js';
 import { addJob, cancelJob, getJob, jobStatements, listJobs, pruneJobs, resumeJob, setJobState, triggerJob } from './jobs.js';
 import { addFlow, flowStatements, getDependencies, getFlow } from './flows.js';
-import { recordSteps, send, stepStatements, takeMessage } from './steps.js';
+import { recordSteps, recordStepsWithin, send, stepStatements, takeMessage } from './steps.js';
 import {
   countTasks,
   deleteTasks,
@@ -209,6 +209,10 @@ class PostgresStore implements Store, FlowStore, LimitListStore, StepStore {
 
   recordSteps(params: RecordStepsParams): Promise<boolean> {
     return recordSteps(this.#db, this.#sql, params);
+  }
+
+  recordStepsWithin(owner: string, id: number, body: (client: QueryClient) => Promise<void>, steps: () => string): Promise<void> {
+    return recordStepsWithin(this.#db, this.#sql, owner, id, body, steps);
   }
 
   takeMessage(params: TakeMessageParams): Promise<string | undefined> {

@@ -211,7 +211,10 @@ describe('an idle worker on PostgreSQL', () => {
 
   it('a process killed as its claim commits is heard all the same: an idle worker with a poll of an hour takes its task over when the lease runs out', async () => {
     const name = schema();
-    const worker = new Scheduler({ store: postgresStore({ connectionString: server.url, schema: name, poll: '1h', lease: 2_000 }), onError: () => {} });
+    const worker = new Scheduler({
+      store: postgresStore({ connectionString: server.url, schema: name, poll: '1h', lease: 2_000 }),
+      onError: () => {},
+    });
     opened.push(worker);
     const ran: number[] = [];
     worker.define('work', () => void ran.push(Date.now()));

@@ -88,7 +88,9 @@ describe('limits across processes on PostgreSQL (issue 22)', () => {
       // What to look at when it fails: the chat messages not done, and who held them.
       const { rows: left } = await admin.query(`SELECT id, state, rate_key, locked_by, locked_until - now() AS left, attempts, expiries
         FROM "${schema}".taskheap_tasks WHERE state <> 'succeeded' AND rate_key LIKE 'chat:%'`);
-      expect.fail(`${chats} of 60 chat messages succeeded; the others: ${JSON.stringify(left)}; workers ${workers.map((w) => w.pid)} (the last killed)`);
+      expect.fail(
+        `${chats} of 60 chat messages succeeded; the others: ${JSON.stringify(left)}; workers ${workers.map((w) => w.pid)} (the last killed)`,
+      );
     }
     await until(`SELECT 1 - count(*) AS n FROM "${schema}".taskheap_tasks WHERE state = 'running' AND locked_until > now()`, 1, 60_000);
     for (const w of workers.slice(0, 2)) w.next();

@@ -2,7 +2,9 @@
 // sleeping task is a waiting row that another process resumes, its finished
 // steps not run again; a producer (a scheduler that never starts) sends
 // messages by key, before the wait and during it, each taken once by the
-// worker that runs the task; a timeout resolves undefined.
+// worker that runs the task; a timeout resolves undefined. A transaction
+// step's writes commit with its record, or neither does.
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres.js';
@@ -11,8 +13,10 @@ import type { PgServer } from '../pg-server.js';
 import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
 
 let server: PgServer;
-usePostgres((started) => {
+let admin: pg.Pool;
+usePostgres((started, pool) => {
   server = started;
+  admin = pool;
 });
 
 const schemaName = schemaNamer('steps_');
@@ -48,6 +52,57 @@ describe('steps on PostgreSQL', () => {
     const done = await second.waitFor(id, { timeout: 20_000 });
     expect([done.state, done.result, done.attempts]).toEqual(['succeeded', 1, 1]);
     expect(calls).toEqual(['ask', 'nudge']);
+  });
+
+  it("a transaction step's writes commit with its record: rolled back when it throws, never run again once committed", async () => {
+    const schema = schemaName();
+    let runs = 0;
+    const worker = scheduler(schema, (s) =>
+      s.define('pay', async (ctx) => {
+        runs++;
+        const charged = await ctx.transactionStep('charge', async (client) => {
+          await client.query(`INSERT INTO "${schema}".charges (task) VALUES ($1)`, [ctx.id]);
+          if (runs === 1) throw new Error('card declined');
+          const { rows } = await client.query(`SELECT count(*)::int AS n FROM "${schema}".charges`);
+          return rows[0].n as number;
+        });
+        // After the step committed: the retry must not charge again.
+        if (runs === 2) throw new Error('the receipt failed');
+        return charged;
+      }),
+    );
+    await worker.start();
+    await admin.query(`CREATE TABLE "${schema}".charges (task bigint NOT NULL)`);
+    const { id } = await worker.schedule(Date.now(), 'pay', { retry: { attempts: 3, delay: 10 } });
+    const done = await worker.waitFor(id, { timeout: 20_000 });
+    expect([done.state, done.result, done.attempts, runs]).toEqual(['succeeded', 1, 3, 3]);
+    expect((await admin.query(`SELECT task FROM "${schema}".charges`)).rows).toEqual([{ task: String(id) }]);
+    expect(done.steps?.map((step) => [step.name, step.state, step.attempts])).toEqual([['charge', 'done', 2]]);
+  });
+
+  it('a transaction step whose lease was lost rolls back, records nothing, and rejects with LeaseLostError', async () => {
+    const schema = schemaName();
+    let error: unknown;
+    const worker = scheduler(schema, (s) =>
+      s.define('pay', async (ctx) => {
+        try {
+          await ctx.transactionStep('charge', async (client) => {
+            await client.query(`INSERT INTO "${schema}".charges (task) VALUES ($1)`, [ctx.id]);
+            // Another process took the task over meanwhile.
+            await admin.query(`UPDATE "${schema}".taskheap_tasks SET locked_by = 'another' WHERE id = $1`, [ctx.id]);
+          });
+        } catch (caught) {
+          error = caught;
+        }
+      }),
+    );
+    await worker.start();
+    await admin.query(`CREATE TABLE "${schema}".charges (task bigint NOT NULL)`);
+    const { id } = await worker.schedule(Date.now(), 'pay');
+    await until(() => error !== undefined, 'the step rejects');
+    expect(error).toMatchObject({ name: 'LeaseLostError', code: 'ERR_LEASE_LOST' });
+    expect((await admin.query(`SELECT count(*)::int AS n FROM "${schema}".charges`)).rows).toEqual([{ n: 0 }]);
+    expect((await admin.query(`SELECT steps FROM "${schema}".taskheap_tasks WHERE id = $1`, [id])).rows).toEqual([{ steps: null }]);
   });
 
   it('a producer sends by key: before the wait it is kept, during it the task is due at once; each taken once; late sends refused', async () => {

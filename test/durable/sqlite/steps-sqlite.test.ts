@@ -59,11 +59,21 @@ describe('steps on SQLite', () => {
     expect(calls).toEqual(['ask ada']);
     // What getTask(), the dashboard's task detail and the CLI's `task <id>` show of its steps.
     const steps = [
-      { name: 'ask', kind: 'step', state: 'done', startedAt: new Date(START), endedAt: new Date(START), until: null, resultSize: 1 },
+      {
+        name: 'ask',
+        kind: 'step',
+        state: 'done',
+        attempts: 1,
+        startedAt: new Date(START),
+        endedAt: new Date(START),
+        until: null,
+        resultSize: 1,
+      },
       {
         name: 'sleep',
         kind: 'sleep',
         state: 'sleeping',
+        attempts: 1,
         startedAt: new Date(START),
         endedAt: null,
         until: new Date(START + HOUR),
@@ -107,10 +117,19 @@ describe('steps on SQLite', () => {
       async () => (await stateOf(scheduler, id)).attempts === 1 && (await stateOf(scheduler, id)).state === 'waiting',
       'the retry',
     );
+    // Between the runs, the failed step is recorded unfinished, counted.
+    expect((await stateOf(scheduler, id)).steps?.map((step) => [step.name, step.state, step.attempts])).toEqual([
+      ['charge', 'done', 1],
+      ['email', 'failed', 1],
+    ]);
     await clock.advance(1_000);
     const done = await scheduler.waitFor(id, { timeout: 10_000 });
     expect([done.state, done.result, done.attempts]).toEqual(['succeeded', { receipt: 7 }, 2]);
     expect(calls).toEqual(['charge', 'email 1', 'email 2']);
+    expect(done.steps?.map((step) => [step.name, step.state, step.attempts])).toEqual([
+      ['charge', 'done', 1],
+      ['email', 'done', 2],
+    ]);
   });
 
   it('messages by key: one sent before the wait is taken at it, one sent during it makes the task due at once, each once', async () => {
@@ -206,5 +225,20 @@ describe('steps on SQLite', () => {
     const done = await second.waitFor(id, { timeout: 10_000 });
     expect([done.state, done.attempts]).toEqual(['failed', 1]);
     expect(done.lastError).toMatch(/step 'renamed'.*step 'one'/);
+  });
+  it('ctx.transactionStep() rejects with a TypeError (SQLite hands out no connection), and the run goes on to the next step', async () => {
+    const path = tempDb();
+    const clock = new ManualClock(START);
+    const scheduler = await worker(path, clock, (s) =>
+      s.define('pay', async (ctx) => {
+        const refused = await ctx.transactionStep('charge', async () => 1).catch((error: unknown) => error);
+        return [String(refused), await ctx.step('fallback', () => 2)];
+      }),
+    );
+    const { id } = await scheduler.schedule(START, 'pay');
+    await clock.advance(0);
+    const done = await scheduler.waitFor(id, { timeout: 10_000 });
+    expect(done.result).toEqual(['TypeError: ctx.transactionStep() needs postgresStore(): only PostgreSQL hands out its connection', 2]);
+    expect(done.steps?.map((step) => step.name)).toEqual(['fallback']);
   });
 });
