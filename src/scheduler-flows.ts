@@ -173,6 +173,15 @@ export function retryFlowTask(loop: TaskLoop, id: number): Promise<StoredTask> {
 }
 
 /**
+ * `scheduler.send(id, ...)` without a store: to a task of an in-memory flow
+ * (kept for it while it is blocked); false if it is final or there is none.
+ * @internal
+ */
+export function sendFlowTask(loop: TaskLoop, id: number, topic: string, message: unknown): Promise<boolean> {
+  return Promise.resolve(graphs.get(loop)?.send(id, topic, message) ?? false);
+}
+
+/**
  * `scheduler.waitFor(id)` without a store: an in-memory flow's task once it
  * is final (at once if it is); `TaskNotFoundError` for an unknown id.
  * @internal

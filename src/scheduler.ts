@@ -12,7 +12,7 @@ import type { TaskOptions } from './core/task-options.js';
 import type { RateLimit } from './core/limit-options.js';
 import { configureQueues, listQueues, Queue } from './core/queues.js';
 import type { SchedulerQueue, SchedulerQueueInfo } from './scheduler-queues.js';
-import { cancelFlowTask, Flows, retryFlowTask, waitForFlowTask } from './scheduler-flows.js';
+import { cancelFlowTask, Flows, retryFlowTask, sendFlowTask, waitForFlowTask } from './scheduler-flows.js';
 import { Task, type TaskFunction } from './core/task.js';
 import { toSendArgs } from './core/steps.js';
 import type { Duration } from './core/duration.js';
@@ -329,9 +329,9 @@ export class Scheduler {
   /**
    * Sends `message` (a JSON value) on `topic` to a task that waits for it with `ctx.receive(topic)`: a `Task`, a
    * stored task's id, or `{ key }`, the unfinished task with that `key` (a stored one when the scheduler has a store,
-   * from any process sharing it). A message sent before the task reaches its wait is kept for it, each is taken
-   * once, and a task waiting for one is due at once. Resolves false if the task has ended (or no unfinished task has
-   * the key).
+   * from any process sharing it); without a store, an id is an in-memory flow's task. A message sent before the task
+   * reaches its wait is kept for it, each is taken once, and a task waiting for one is due at once. Resolves false if
+   * the task has ended (or no unfinished task has the key).
    * @example
    * await scheduler.send({ key: `chat:${chat}` }, 'reply', text);
    */
@@ -339,6 +339,8 @@ export class Scheduler {
     const value = toSendArgs(to, topic, message, (x) => x instanceof Task);
     if (to instanceof Task || (this.#client === undefined && typeof to === 'object'))
       return Promise.resolve(this.#loop.send(to, topic, value));
+    // Without a store, an id is an in-memory flow's task (as for waitFor() and cancelTask()).
+    if (this.#client === undefined) return sendFlowTask(this.#loop, to as number, topic, value);
     return this.#requireStore('send() to a stored task').send(to, topic, value);
   }
 

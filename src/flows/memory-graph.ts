@@ -133,6 +133,19 @@ export class MemoryFlowGraph {
   }
 
   /**
+   * `send(id)` to a flow's task (`scheduler.send()`): to its task in the
+   * loop, or, while it is blocked, kept until it enters the loop. False if
+   * it is final or unknown.
+   */
+  send(id: number, topic: string, message: unknown): boolean {
+    const node = this.#nodes.get(id);
+    if (node === undefined || FINAL_STATES.has(node.state)) return false;
+    if (node.task !== undefined) return this.#loop.send(node.task, topic, message);
+    (node.mailbox ??= []).push([topic, message]);
+    return true;
+  }
+
+  /**
    * Cancels a task of a flow: a blocked one at once; a waiting or running
    * one as `task.cancel()` does (a running one sees its signal abort, and
    * ends `cancelled` if it then fails). False if it is final or unknown.
@@ -279,7 +292,11 @@ export class MemoryFlowGraph {
       return;
     }
     node.state = 'waiting';
-    node.task = this.#loop.push(node.runAt, (run) => this.#run(node, run), node.settings);
+    const task = this.#loop.push(node.runAt, (run) => this.#run(node, run), node.settings);
+    node.task = task;
+    // Messages sent while it was blocked, in the order they came.
+    for (const [topic, message] of node.mailbox ?? []) this.#loop.send(task, topic, message);
+    node.mailbox = undefined;
   }
 
   /** A task that no longer may run leaves the loop (its cancel is not the node's: the observer ignores it). */

@@ -45,6 +45,8 @@ export class MemoryNode {
   /** Its dependencies in the order of its `after`, and the edges of the tasks that depend on it. */
   readonly deps: MemoryEdge[] = [];
   readonly dependents: MemoryEdge[] = [];
+  /** Messages sent to it while it was blocked (`send()`): its task gets them when it enters the loop. */
+  mailbox: [topic: string, message: unknown][] | undefined = undefined;
   /** Told when it reaches a final state (`scheduler.waitFor()`). */
   waiters: (() => void)[] = [];
 

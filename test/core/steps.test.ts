@@ -101,6 +101,42 @@ describe('steps in memory', () => {
     expect(task.attempts).toBe(1);
   });
 
+  it("with queues, concurrency groups and flows: a waiting task frees its queue's slot, keeps its group's place, and its flow goes on after it", async () => {
+    const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
+    const scheduler = new Scheduler({ clock, queues: { bots: { concurrency: 1 } }, onError: () => {} });
+    const ran: string[] = [];
+    const user = { group: 'user:1', limit: 1 };
+    const flow = await scheduler.flows.add({
+      tasks: {
+        first: { handler: () => ran.push('first') },
+        chat: {
+          handler: async (ctx) => {
+            await ctx.step('ask', () => ran.push('ask'));
+            return [await ctx.receive<string>('early', { timeout: '1h' }), await ctx.receive<string>('reply', { timeout: '1h' })];
+          },
+          queue: 'bots',
+          concurrency: user,
+          after: ['first'],
+        },
+        sum: { handler: async (ctx) => `summary of ${(await ctx.dependencies()).map((dep) => dep.result).join()}`, after: ['chat'] },
+      },
+    });
+    // Sent by id while the task waits for its dependency: kept for its wait.
+    await expect(scheduler.send(flow.tasks.chat!.id, 'early', 'hello')).resolves.toBe(true);
+    await clock.advance(0);
+    const queued = scheduler.after(0, () => void ran.push('queued'), { queue: 'bots' });
+    const grouped = scheduler.after(0, () => void ran.push('grouped'), { concurrency: user });
+    await clock.advance(0);
+    await queued.result;
+    expect(grouped.state).toBe('waiting');
+    await expect(scheduler.send(flow.tasks.chat!.id, 'reply', '10:30')).resolves.toBe(true);
+    await clock.advance(0);
+    await expect(scheduler.waitFor(flow.tasks.sum!.id)).resolves.toMatchObject({ result: 'summary of hello,10:30' });
+    await grouped.result;
+    expect(ran).toEqual(['first', 'ask', 'queued', 'grouped']);
+    await expect(scheduler.send(flow.tasks.chat!.id, 'reply', 'late')).resolves.toBe(false);
+  });
+
   it('sleep until a time; a sleeping task cancelled ends at once', async () => {
     const { clock, scheduler } = setup();
     const task = scheduler.after(0, async (ctx) => {
@@ -239,7 +275,9 @@ describe('steps in memory', () => {
     await expect(task.result).resolves.toBe('ok');
     expect(errors).toEqual(['TypeError', 'TypeError', 'TypeError', 'TypeError', 'RangeError', 'TypeError', 'TypeError', 'TypeError']);
     const waiting = scheduler.after(1_000, () => 'still here');
-    expect(() => scheduler.send(42 as never, 'reply', 1)).toThrow(TypeError);
+    // Without a store an id is an in-memory flow's task: none has this one.
+    await expect(scheduler.send(42, 'reply', 1)).resolves.toBe(false);
+    expect(() => scheduler.send(0, 'reply', 1)).toThrow(TypeError);
     expect(() => scheduler.send(waiting, '', 1)).toThrow(TypeError);
     expect(() => scheduler.send(waiting, 'reply', 10n)).toThrow(/The message is not JSON/);
     await clock.advance(1_000);

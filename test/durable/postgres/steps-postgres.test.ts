@@ -105,6 +105,77 @@ describe('steps on PostgreSQL', () => {
     expect((await admin.query(`SELECT steps FROM "${schema}".taskheap_tasks WHERE id = $1`, [id])).rows).toEqual([{ steps: null }]);
   });
 
+  it('cancelling a sleeping task from another process ends it at once; cancelling one mid-step aborts its ctx.signal', async () => {
+    const schema = schemaName();
+    let aborted = false;
+    const worker = scheduler(schema, (s) => {
+      s.define('nap', async (ctx) => {
+        await ctx.step('ask', () => 1);
+        await ctx.sleep('1h');
+      });
+      s.define('long', async (ctx) => {
+        await ctx.step(
+          'wait',
+          () =>
+            new Promise<never>((_, reject) =>
+              ctx.signal.addEventListener('abort', () => {
+                aborted = true;
+                reject(ctx.signal.reason);
+              }),
+            ),
+        );
+      });
+    });
+    const producer = scheduler(schema);
+    await worker.start();
+    const nap = await producer.schedule(Date.now(), 'nap');
+    await until(async () => (await producer.getTask(nap.id))?.steps?.length === 2, 'the task sleeps');
+    await expect(producer.cancelTask(nap.id)).resolves.toBe(true);
+    expect((await producer.getTask(nap.id))?.state).toBe('cancelled');
+    await expect(producer.send(nap.id, 'reply', 'late')).resolves.toBe(false);
+    const long = await producer.schedule(Date.now(), 'long');
+    await until(async () => (await producer.getTask(long.id))?.state === 'running', 'the step runs');
+    await expect(producer.cancelTask(long.id)).resolves.toBe(true);
+    await until(() => aborted, "the step's signal aborts");
+    expect((await producer.waitFor(long.id, { timeout: 20_000 })).state).toBe('cancelled');
+  });
+
+  it("with queues, concurrency groups and flows: a waiting task frees its queue's slot, keeps its group's place, and its flow goes on after it", async () => {
+    const schema = schemaName();
+    const ran: string[] = [];
+    const worker = new Scheduler({
+      store: postgresStore({ connectionString: server.url, schema, poll: '1h' }),
+      queues: { bots: { globalConcurrency: 1 } },
+      onError: () => {},
+    });
+    opened.push(worker);
+    worker.define('converse', async (ctx) => {
+      await ctx.step('ask', () => ran.push('ask'));
+      return await ctx.receive<string>('reply', { timeout: '1h' });
+    });
+    worker.define('other', (_ctx, { name }: { name: string }) => void ran.push(name));
+    worker.define('summary', async (ctx) => `summary of ${(await ctx.dependencies()).map((dep) => dep.result).join()}`);
+    await worker.start();
+    const user = { group: 'user:1', limit: 1 };
+    const flow = await worker.flows.add({
+      tasks: {
+        chat: { handler: 'converse', queue: 'bots', concurrency: user },
+        sum: { handler: 'summary', after: ['chat'] },
+      },
+    });
+    const chat = flow.tasks.chat!.id;
+    await until(async () => (await worker.getTask(chat))?.steps?.length === 2, 'the conversation waits');
+    // The queue's one slot is free while it waits; its concurrency group keeps its place, as a retry does.
+    const queued = await worker.schedule(Date.now(), 'other', { queue: 'bots', payload: { name: 'queued' } });
+    const grouped = await worker.schedule(Date.now(), 'other', { concurrency: user, payload: { name: 'grouped' } });
+    expect((await worker.waitFor(queued.id, { timeout: 20_000 })).state).toBe('succeeded');
+    expect((await worker.getTask(grouped.id))?.state).toBe('waiting');
+    await expect(worker.send(chat, 'reply', '10:30')).resolves.toBe(true);
+    expect((await worker.waitFor(flow.tasks.sum!.id, { timeout: 20_000 })).result).toBe('summary of 10:30');
+    expect((await worker.waitFor(grouped.id, { timeout: 20_000 })).state).toBe('succeeded');
+    expect(ran).toEqual(['ask', 'queued', 'grouped']);
+  });
+
   it('a producer sends by key: before the wait it is kept, during it the task is due at once; each taken once; late sends refused', async () => {
     const schema = schemaName();
     const worker = scheduler(schema, (s) =>

@@ -241,4 +241,33 @@ describe('steps on SQLite', () => {
     expect(done.result).toEqual(['TypeError: ctx.transactionStep() needs postgresStore(): only PostgreSQL hands out its connection', 2]);
     expect(done.steps?.map((step) => step.name)).toEqual(['fallback']);
   });
+  it("with queues, concurrency groups and flows: a waiting task frees its queue's slot, keeps its group's place, and its flow goes on after it", async () => {
+    const ran: string[] = [];
+    const scheduler = new Scheduler({ store: sqliteStore(tempDb()), queues: { bots: { concurrency: 1 } }, onError: () => {} });
+    opened.push(scheduler);
+    scheduler.define('converse', async (ctx) => {
+      await ctx.step('ask', () => ran.push('ask'));
+      return await ctx.receive<string>('reply', { timeout: '1h' });
+    });
+    scheduler.define('other', (_ctx, { name }: { name: string }) => void ran.push(name));
+    scheduler.define('summary', async (ctx) => `summary of ${(await ctx.dependencies()).map((dep) => dep.result).join()}`);
+    await scheduler.start();
+    const user = { group: 'user:1', limit: 1 };
+    const flow = await scheduler.flows.add({
+      tasks: {
+        chat: { handler: 'converse', queue: 'bots', concurrency: user },
+        sum: { handler: 'summary', after: ['chat'] },
+      },
+    });
+    const chat = flow.tasks.chat!.id;
+    await until(async () => (await stateOf(scheduler, chat)).steps?.length === 2, 'the conversation waits');
+    const queued = await scheduler.schedule(Date.now(), 'other', { queue: 'bots', payload: { name: 'queued' } });
+    const grouped = await scheduler.schedule(Date.now(), 'other', { concurrency: user, payload: { name: 'grouped' } });
+    expect((await scheduler.waitFor(queued.id, { timeout: 20_000 })).state).toBe('succeeded');
+    expect((await stateOf(scheduler, grouped.id)).state).toBe('waiting');
+    await expect(scheduler.send(chat, 'reply', '10:30')).resolves.toBe(true);
+    expect((await scheduler.waitFor(flow.tasks.sum!.id, { timeout: 20_000 })).result).toBe('summary of 10:30');
+    expect((await scheduler.waitFor(grouped.id, { timeout: 20_000 })).state).toBe('succeeded');
+    expect(ran).toEqual(['ask', 'queued', 'grouped']);
+  });
 });
