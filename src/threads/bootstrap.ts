@@ -116,6 +116,10 @@ class Context {
     storable(line, 'the ctx.log() line');
     parentPort.postMessage({ type: 'log', id: this.#id, line });
   }
+  // Steps keep their record on the main thread, which a thread cannot write: refused with a reason.
+  step() { return noSteps('step'); }
+  sleep() { return noSteps('sleep'); }
+  receive() { return noSteps('receive'); }
   // Static, so a handler sees neither on its ctx.
   static abort(ctx, reason) {
     if (ctx.#reason !== undefined) return;
@@ -125,6 +129,10 @@ class Context {
   static threwReason(ctx, error) {
     return ctx.#reason !== undefined && error === ctx.#reason;
   }
+}
+
+function noSteps(call) {
+  return Promise.reject(new TypeError('ctx.' + call + '() is not available to a worker-thread handler: steps run in a handler defined as a function (see the steps guide)'));
 }
 
 function succeed(id, value) {

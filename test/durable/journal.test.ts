@@ -158,7 +158,11 @@ describe.each(Object.keys(PLACES))('progress and logs on %s', (kind) => {
     const task = await scheduler.schedule(Date.now(), 'report', { payload: { steps: 3 } });
     const done = await scheduler.waitFor(task.id, { timeout: 60_000 });
     expect(done.state).toBe('succeeded');
-    expect(done.result).toEqual({ errors: ['TypeError', 'RangeError', 'TypeError'], refused: UNSTORABLE_MESSAGES });
+    expect(done.result).toEqual({
+      errors: ['TypeError', 'RangeError', 'TypeError'],
+      refused: UNSTORABLE_MESSAGES,
+      steps: ['TypeError', 'TypeError', 'TypeError'],
+    });
     expect(done.progress).toEqual({ step: 3 });
     expect(done.logs!.map((l) => l.line)).toEqual(['step 1', 'step 2', 'step 3']);
     expect(seen).toEqual([
