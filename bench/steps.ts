@@ -1,5 +1,5 @@
 /**
- * `npm run bench:steps [-- --tasks=100000 --pg-tasks=20000 --overhead=5000]`
+ * `npm run bench:steps [-- --tasks=100000 --pg-tasks=100000 --overhead=5000]`
  *
  * Steps (docs/steps.md):
  * - in memory, `--tasks` tasks that each run a step, then sleep until one
@@ -26,7 +26,7 @@ function flag(name: string, fallback: number): number {
 }
 
 const TASKS = flag('tasks', 100_000);
-const PG_TASKS = flag('pg-tasks', 20_000);
+const PG_TASKS = flag('pg-tasks', 100_000);
 const OVERHEAD = flag('overhead', 5_000);
 const count = (n: number) => Math.round(n).toLocaleString('en-US');
 const gc = (globalThis as { gc?: () => void }).gc;
