@@ -324,6 +324,11 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     return run.done ? new StepLog() : this.#logOf(run.task);
   }
 
+  /** @internal `task` uses `log` as its step record: a flow's task keeps one across its retries (a new task each). */
+  keepSteps(task: Task, log: StepLog): void {
+    (this.#stepLogs ??= new Map()).set(task, log);
+  }
+
   /** The step record kept for `task` until it ends, made on first use. */
   #logOf(task: Task): StepLog {
     const logs = (this.#stepLogs ??= new Map());

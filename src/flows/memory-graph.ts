@@ -8,6 +8,7 @@
 // a `'fail'` dependency. `cancel()`, `retry()` and `waitFor()` by id; a
 // flow's status as the stores give it. (Not the limits gate of core/gate.ts,
 // which decides when due tasks may start.)
+import { StepLog } from '../core/steps.js';
 import { ClosedError } from '../core/errors.js';
 import type { TaskLoop } from '../core/loop.js';
 import { materialize, State, type Task, type TaskContext, type TaskSettings } from '../core/task.js';
@@ -134,14 +135,14 @@ export class MemoryFlowGraph {
 
   /**
    * `send(id)` to a flow's task (`scheduler.send()`): to its task in the
-   * loop, or, while it is blocked, kept until it enters the loop. False if
-   * it is final or unknown.
+   * loop, or, while it is blocked, kept in its step record until it enters
+   * the loop. False if it is final or unknown.
    */
   send(id: number, topic: string, message: unknown): boolean {
     const node = this.#nodes.get(id);
     if (node === undefined || FINAL_STATES.has(node.state)) return false;
     if (node.task !== undefined) return this.#loop.send(node.task, topic, message);
-    (node.mailbox ??= []).push([topic, message]);
+    (node.steps ??= new StepLog()).deliver(topic, message);
     return true;
   }
 
@@ -292,11 +293,9 @@ export class MemoryFlowGraph {
       return;
     }
     node.state = 'waiting';
-    const task = this.#loop.push(node.runAt, (run) => this.#run(node, run), node.settings);
-    node.task = task;
-    // Messages sent while it was blocked, in the order they came.
-    for (const [topic, message] of node.mailbox ?? []) this.#loop.send(task, topic, message);
-    node.mailbox = undefined;
+    node.task = this.#loop.push(node.runAt, (run) => this.#run(node, run), node.settings);
+    // One step record for all its runs: a retry of the flow's task (a new task) resumes as a store's does.
+    this.#loop.keepSteps(node.task, (node.steps ??= new StepLog()));
   }
 
   /** A task that no longer may run leaves the loop (its cancel is not the node's: the observer ignores it). */

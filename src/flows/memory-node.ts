@@ -5,6 +5,7 @@
 // `dependencies()`). The graph that moves it is memory-graph.ts.
 import type { Duration } from '../core/duration.js';
 import type { SleepFor } from '../core/steps.js';
+import type { StepLog } from '../core/steps.js';
 import type { Task, TaskContext, TaskSettings } from '../core/task.js';
 import type { FlowContext, FlowFunction } from '../durable/flow-graph.js';
 import type { AttemptError, DependencyInfo, OnFailure, StoredState, StoredTask } from '../durable/store.js';
@@ -45,8 +46,8 @@ export class MemoryNode {
   /** Its dependencies in the order of its `after`, and the edges of the tasks that depend on it. */
   readonly deps: MemoryEdge[] = [];
   readonly dependents: MemoryEdge[] = [];
-  /** Messages sent to it while it was blocked (`send()`): its task gets them when it enters the loop. */
-  mailbox: [topic: string, message: unknown][] | undefined = undefined;
+  /** Its step record (and messages sent to it, blocked or not), kept across its retries as a store keeps it. */
+  steps: StepLog | undefined = undefined;
   /** Told when it reaches a final state (`scheduler.waitFor()`). */
   waiters: (() => void)[] = [];
 

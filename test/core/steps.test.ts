@@ -137,6 +137,34 @@ describe('steps in memory', () => {
     await expect(scheduler.send(flow.tasks.chat!.id, 'reply', 'late')).resolves.toBe(false);
   });
 
+  it("an operator's retry of a failed flow task resumes it: its finished steps are not run again", async () => {
+    const { clock, scheduler } = setup();
+    const calls: string[] = [];
+    let down = true;
+    const flow = await scheduler.flows.add({
+      tasks: {
+        order: {
+          handler: async (ctx) => {
+            await ctx.step('charge', () => calls.push('charge'));
+            await ctx.step('ship', () => {
+              calls.push('ship');
+              if (down) throw new Error('carrier down');
+            });
+            return 'shipped';
+          },
+        },
+      },
+    });
+    const id = flow.tasks.order!.id;
+    await clock.advance(0);
+    expect((await scheduler.waitFor(id)).state).toBe('failed');
+    down = false;
+    await scheduler.retryTask(id);
+    await clock.advance(0);
+    expect(await scheduler.waitFor(id)).toMatchObject({ state: 'succeeded', result: 'shipped' });
+    expect(calls).toEqual(['charge', 'ship', 'ship']);
+  });
+
   it('sleep until a time; a sleeping task cancelled ends at once', async () => {
     const { clock, scheduler } = setup();
     const task = scheduler.after(0, async (ctx) => {

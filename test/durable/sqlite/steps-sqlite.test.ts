@@ -270,4 +270,32 @@ describe('steps on SQLite', () => {
     expect((await scheduler.waitFor(grouped.id, { timeout: 20_000 })).state).toBe('succeeded');
     expect(ran).toEqual(['ask', 'queued', 'grouped']);
   });
+  it("an operator's retry of a failed task resumes it: its finished steps are not run again", async () => {
+    const clock = new ManualClock(START);
+    const calls: string[] = [];
+    let down = true;
+    const scheduler = await worker(tempDb(), clock, (s) =>
+      s.define('order', async (ctx) => {
+        await ctx.step('charge', () => calls.push('charge'));
+        await ctx.step('ship', () => {
+          calls.push('ship');
+          if (down) throw new Error('carrier down');
+        });
+        return 'shipped';
+      }),
+    );
+    const { id } = await scheduler.schedule(START, 'order');
+    await clock.advance(0);
+    expect((await scheduler.waitFor(id, { timeout: 10_000 })).state).toBe('failed');
+    down = false;
+    await scheduler.retryTask(id);
+    await clock.advance(0);
+    const done = await scheduler.waitFor(id, { timeout: 10_000 });
+    expect([done.state, done.result]).toEqual(['succeeded', 'shipped']);
+    expect(calls).toEqual(['charge', 'ship', 'ship']);
+    expect(done.steps?.map((step) => [step.name, step.state, step.attempts])).toEqual([
+      ['charge', 'done', 1],
+      ['ship', 'done', 2],
+    ]);
+  });
 });
