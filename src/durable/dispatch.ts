@@ -4,16 +4,17 @@
 // run ends (completer.ts). The handler runs with a durable context
 // (stored id, attempt, ctx.transaction()).
 import { TaskheapError } from '../core/errors.js';
-import type { Run, TaskFunction, TaskContext, TaskObserver, TaskSettings } from '../core/task.js';
+import type { Run, TaskFunction, TaskObserver, TaskSettings } from '../core/task.js';
 import { toLogLine, toProgress } from '../core/journal.js';
 import { JournalWriter } from './journal-writer.js';
 import { describe } from '../core/validate.js';
 import { toLimits } from '../core/limit-options.js';
-import type { DurableContext, StoredOptions } from './options.js';
+import type { DurableContext, StoredOptions, TransactionClient } from './options.js';
 import { hasFlows, hasSteps, type ClaimedTask, type DependencyInfo, type QueryClient } from './store.js';
 import { toResult } from './validate.js';
 import { LeaseExpiredError, LeaseLostError, UnknownHandlerError } from './errors.js';
-import { StepCursor, StepLog, type StepRecord } from '../core/steps.js';
+import { StepCursor, StepLog, type SleepFor, type StepRecord } from '../core/steps.js';
+import type { Duration } from '../core/duration.js';
 import type { Handlers } from './handlers.js';
 import type { Holdings } from './holdings.js';
 import type { Prefetch } from './prefetch.js';
@@ -29,6 +30,8 @@ export class Dispatcher {
   readonly #observer: TaskObserver;
   /** ctx.progress() and ctx.log() on their way to the store. */
   readonly #journal: JournalWriter;
+  /** What the handlers' contexts ask of this dispatcher. */
+  readonly #services: RunServices;
 
   constructor(ctx: RunnerContext, handlers: Handlers, holdings: Holdings, prefetch: Prefetch, observer: TaskObserver) {
     this.#ctx = ctx;
@@ -37,6 +40,7 @@ export class Dispatcher {
     this.#prefetch = prefetch;
     this.#observer = observer;
     this.#journal = new JournalWriter(ctx);
+    this.#services = { journal: this.#journal, transaction: this.#transaction, dependencies: this.#dependencies, steps: this.#steps };
   }
 
   /** Pushes a claimed task into the loop (it runs when a worker is free) and holds it. */
@@ -54,9 +58,7 @@ export class Dispatcher {
             if (!claim.started) this.#holdings.starts.add(claim.id);
             const started = performance.now();
             try {
-              return toResult(
-                await handler(durableContext(ctx, claim, this.#transaction, this.#journal, this.#dependencies, this.#steps), payload),
-              );
+              return toResult(await handler(new StoredRunContext(ctx as Run, claim, this.#services), payload));
             } finally {
               this.#prefetch.ran(performance.now() - started);
               // What it told is written before its outcome is (a write already on its way included).
@@ -163,66 +165,97 @@ export class Dispatcher {
   };
 }
 
-/** The context a handler sees: the run's, with the stored attempt count and due time. */
-function durableContext(
-  ctx: TaskContext,
-  claim: ClaimedTask,
-  transaction: <T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>) => Promise<T>,
-  journal: JournalWriter,
-  dependencies: (id: number) => Promise<DependencyInfo[]>,
-  steps: (run: Run, claim: ClaimedTask) => StepCursor,
-): DurableContext {
-  // The loop's run keeps and announces them; the journal writes them.
-  const run = ctx as Run;
-  const owner = run.task._settings.owner;
-  return {
-    progress(value) {
-      const kept = toProgress(value);
-      if (owner.noteProgress(run, kept, claim.id)) journal.progress(claim.id, kept);
-    },
-    log(text) {
-      const line = owner.noteLog(run, toLogLine(text), claim.id);
-      if (line !== undefined) journal.log(claim.id, line);
-    },
-    id: claim.id,
-    transaction: (fn) => transaction(claim, fn as never),
-    dependencies: () => dependencies(claim.id),
-    get signal() {
-      return ctx.signal;
-    },
-    scheduledAt: new Date(claim.runAt),
-    startedAt: ctx.startedAt,
-    attempt: claim.attempts,
-    name: claim.name,
-    step: (name, fn) =>
-      withSteps(
-        () => steps(run, claim),
-        (cursor) => cursor.step(name, fn),
-      ),
-    sleep: (duration) =>
-      withSteps(
-        () => steps(run, claim),
-        (cursor) => cursor.sleep(duration),
-      ),
-    receive: (topic, options) =>
-      withSteps(
-        () => steps(run, claim),
-        (cursor) => cursor.receive(topic, options),
-      ),
-    transactionStep: (name, fn) =>
-      withSteps(
-        () => steps(run, claim),
-        (cursor) => cursor.transactionStep(name, fn),
-      ),
-  };
+/** What each stored run's context asks of its dispatcher; one object for all of them. */
+interface RunServices {
+  readonly journal: JournalWriter;
+  transaction<T>(claim: ClaimedTask, fn: (client: QueryClient) => Promise<T>): Promise<T>;
+  dependencies(id: number): Promise<DependencyInfo[]>;
+  steps(run: Run, claim: ClaimedTask): StepCursor;
 }
 
-/** A step call on the run's cursor; its store's refusal (no steps) as the call's rejection. */
-function withSteps<T>(steps: () => StepCursor, call: (cursor: StepCursor) => Promise<T>): Promise<T> {
-  try {
-    return call(steps());
-  } catch (error) {
-    return Promise.reject(error);
+/**
+ * The context a handler sees: the run's, with the stored task's id, attempt
+ * count and due time. One object a run, its methods on the prototype (as the
+ * in-memory run's are): a closure per method for every stored task was most
+ * of what making it cost.
+ */
+class StoredRunContext implements DurableContext {
+  readonly #run: Run;
+  readonly #claim: ClaimedTask;
+  readonly #services: RunServices;
+
+  constructor(run: Run, claim: ClaimedTask, services: RunServices) {
+    this.#run = run;
+    this.#claim = claim;
+    this.#services = services;
+  }
+
+  get id(): number {
+    return this.#claim.id;
+  }
+
+  get name(): string {
+    return this.#claim.name;
+  }
+
+  get attempt(): number {
+    return this.#claim.attempts;
+  }
+
+  get scheduledAt(): Date {
+    return new Date(this.#claim.runAt);
+  }
+
+  get startedAt(): Date {
+    return this.#run.startedAt;
+  }
+
+  get signal(): AbortSignal {
+    return this.#run.signal;
+  }
+
+  // The loop's run keeps and announces them; the journal writes them.
+  progress(value: unknown): void {
+    const kept = toProgress(value);
+    if (this.#run.task._settings.owner.noteProgress(this.#run, kept, this.#claim.id)) this.#services.journal.progress(this.#claim.id, kept);
+  }
+
+  log(text: string): void {
+    const line = this.#run.task._settings.owner.noteLog(this.#run, toLogLine(text), this.#claim.id);
+    if (line !== undefined) this.#services.journal.log(this.#claim.id, line);
+  }
+
+  transaction<T>(fn: (client: TransactionClient) => Promise<T>): Promise<T> {
+    return this.#services.transaction(this.#claim, fn);
+  }
+
+  dependencies(): Promise<DependencyInfo[]> {
+    return this.#services.dependencies(this.#claim.id);
+  }
+
+  step<T>(name: string, fn: () => T | PromiseLike<T>): Promise<T> {
+    return this.#steps((cursor) => cursor.step(name, fn));
+  }
+
+  sleep(duration: SleepFor): Promise<void> {
+    return this.#steps((cursor) => cursor.sleep(duration));
+  }
+
+  receive<T = unknown>(topic: string, options: { timeout: Duration }): Promise<T | undefined> {
+    return this.#steps((cursor) => cursor.receive<T>(topic, options));
+  }
+
+  transactionStep<T>(name: string, fn: (client: TransactionClient) => Promise<T>): Promise<T> {
+    return this.#steps((cursor) => cursor.transactionStep(name, fn));
+  }
+
+  /** A step call on the run's cursor; its store's refusal (no steps) as the call's rejection. */
+  #steps<T>(call: (cursor: StepCursor) => Promise<T>): Promise<T> {
+    try {
+      return call(this.#services.steps(this.#run, this.#claim));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 }
 
