@@ -324,7 +324,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
     return run.done ? new StepLog() : this.#logOf(run.task);
   }
 
-  /** @internal `task` uses `log` as its step record: a flow's task keeps one across its retries (a new task each). */
+  /** @internal `task` uses `log` as its step record: a caller that runs one piece of work as several tasks (one per retry) keeps one record for all. */
   keepSteps(task: Task, log: StepLog): void {
     (this.#stepLogs ??= new Map()).set(task, log);
   }
