@@ -176,6 +176,33 @@ describe('steps on PostgreSQL', () => {
     expect(ran).toEqual(['ask', 'queued', 'grouped']);
   });
 
+  it("an operator's retry of a failed task resumes it: its finished steps are not run again", async () => {
+    const schema = schemaName();
+    const calls: string[] = [];
+    let down = true;
+    const worker = scheduler(schema, (s) =>
+      s.define('order', async (ctx) => {
+        await ctx.step('charge', () => calls.push('charge'));
+        await ctx.step('ship', () => {
+          calls.push('ship');
+          if (down) throw new Error('carrier down');
+        });
+        return 'shipped';
+      }),
+    );
+    await worker.start();
+    const { id } = await worker.schedule(Date.now(), 'order');
+    expect((await worker.waitFor(id, { timeout: 20_000 })).state).toBe('failed');
+    down = false;
+    await worker.retryTask(id);
+    const done = await worker.waitFor(id, { timeout: 20_000 });
+    expect([done.state, done.result, calls]).toEqual(['succeeded', 'shipped', ['charge', 'ship', 'ship']]);
+    expect(done.steps?.map((step) => [step.name, step.state, step.attempts])).toEqual([
+      ['charge', 'done', 1],
+      ['ship', 'done', 2],
+    ]);
+  });
+
   it('a producer sends by key: before the wait it is kept, during it the task is due at once; each taken once; late sends refused', async () => {
     const schema = schemaName();
     const worker = scheduler(schema, (s) =>
