@@ -15,7 +15,7 @@ import { LoopClock } from './loop-clock.js';
 import { countByName, listWaiting, type WaitingCounts } from './waiting.js';
 import { retryDelay } from './retry.js';
 import { SignalRegistry } from './signal-registry.js';
-import { isStepMismatch, StepLog } from './steps.js';
+import { isStepMismatch, StepLog, SUSPENDED_CURSOR } from './steps.js';
 import { toSettings, type TaskOptions } from './task-options.js';
 import { materialize, Run, State, Task, type TaskFunction, type TaskOwner, type TaskSettings } from './task.js';
 import { TaskQueue } from './task-queue.js';
@@ -608,6 +608,7 @@ export class TaskLoop extends LoopClock implements TaskOwner {
       observer.suspended(task, run.suspendedUntil!);
     } else {
       task._state = State.Waiting;
+      run.stepCursor = SUSPENDED_CURSOR;
       // A message on the topic it waits on came while it ran: due at once.
       const log = this.#stepLogs?.get(task);
       const waiting = log?.waitingOn;

@@ -251,6 +251,15 @@ export class StepCursor {
 }
 
 /**
+ * What a run that suspended keeps in place of its cursor once it ended (its
+ * task keeps its last run while it sleeps, and its own cursor, host and
+ * closures were most of what a sleeping task held): a later call suspends at
+ * once, as its own would have.
+ */
+export const SUSPENDED_CURSOR: StepCursor = new StepCursor(memoryHost(new StepLog(), Date.now, () => {}));
+SUSPENDED_CURSOR.suspended = true;
+
+/**
  * The one StepSuspended every suspension throws: it only says "let this
  * through" (the run is marked), and an Error's stack trace, taken for each
  * of a hundred thousand sleeping tasks, was most of what a sleep cost.

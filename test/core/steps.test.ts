@@ -181,11 +181,13 @@ describe('steps in memory', () => {
   it('a handler that catches StepSuspended still suspends: its outcome is not taken', async () => {
     const { clock, scheduler } = setup();
     let caught: unknown;
+    let first: TaskContext | undefined;
     const task = scheduler.after(0, async (ctx) => {
       try {
         await ctx.sleep(500);
       } catch (error) {
         caught = error;
+        first = ctx;
         // Later calls in the suspended run suspend too.
         await expect(ctx.step('after', () => 1)).rejects.toBeInstanceOf(StepSuspended);
         return 'swallowed';
@@ -195,6 +197,10 @@ describe('steps in memory', () => {
     await clock.advance(0);
     expect(caught).toBeInstanceOf(StepSuspended);
     expect(task.state).toBe('waiting');
+    // And after it ended, while the task sleeps: nothing runs.
+    let ran = false;
+    await expect(first!.step('late', () => (ran = true))).rejects.toBeInstanceOf(StepSuspended);
+    expect(ran).toBe(false);
     await clock.advance(500);
     await expect(task.result).resolves.toBe('woke');
   });
