@@ -174,10 +174,19 @@ export async function startPgServer(options: { database?: string; settings?: rea
     log: logText,
     pids,
     freeze() {
-      for (const pid of pids()) process.kill(pid, 'SIGSTOP');
+      for (const pid of pids()) signal(pid, 'SIGSTOP');
     },
     thaw() {
-      for (const pid of pids()) process.kill(pid, 'SIGCONT');
+      for (const pid of pids()) signal(pid, 'SIGCONT');
     },
   };
+}
+
+/** Sends `name` to `pid`; a process that exited since it was listed (a backend whose client left) needs none. */
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
 }
