@@ -83,7 +83,10 @@ async function once(url: string, starts: Map<number, number>, total: number, exc
     (row) => !except.includes(Number(row.id)),
   );
   expect(rows).toHaveLength(total);
-  expect(rows.filter((row) => row.state !== 'succeeded' || row.attempts !== 1)).toEqual([]);
+  // With how often each ran here: a claim counted twice and run once is a lost claim answer taken over, not a second run.
+  expect(
+    rows.filter((row) => row.state !== 'succeeded' || row.attempts !== 1).map((row) => ({ ...row, ran: starts.get(Number(row.id)) ?? 0 })),
+  ).toEqual([]);
   expect([...starts.entries()].filter(([, n]) => n !== 1)).toEqual([]);
   expect(starts.size).toBe(total);
 }
