@@ -116,23 +116,12 @@ export class StepCursor {
 
   constructor(readonly host: StepHost) {}
 
-  /** `ctx.step(name, fn)`. */
-  async step<T>(name: string, fn: () => T | PromiseLike<T>): Promise<T> {
-    checkName(name, 'step name');
-    if (typeof fn !== 'function') throw new TypeError(`Expected ctx.step()'s second argument to be a function, got ${describe(fn)}`);
-    const [position, id, record] = this.#next(name, 'step');
-    if (record?.endedAt !== undefined) return record.result as T;
-    const startedAt = record?.startedAt ?? this.host.now();
-    const failures = record?.failures;
-    let result: unknown;
-    try {
-      result = toStepJson(await fn(), `The value of step '${id}'`);
-    } catch (error) {
-      return this.#failed(position, id, startedAt, error);
-    }
-    this.host.log.records[position] = { id, kind: 'step', startedAt, endedAt: this.host.now(), result, failures };
-    await this.host.recorded();
-    return result as T;
+  /** `ctx.step(name, fn)`: the record is written once `fn`'s value is in it. */
+  step<T>(name: string, fn: () => T | PromiseLike<T>): Promise<T> {
+    return this.#step(name, fn, 'ctx.step()', async (body) => {
+      await body(undefined);
+      await this.host.recorded();
+    });
   }
 
   /**
@@ -141,21 +130,33 @@ export class StepCursor {
    * (#failed): a later write of the record must not claim a step whose
    * effects are gone.
    */
-  async transactionStep<T, C>(name: string, fn: (client: C) => PromiseLike<T>): Promise<T> {
+  transactionStep<T, C>(name: string, fn: (client: C) => PromiseLike<T>): Promise<T> {
+    return this.#step(name, fn, 'ctx.transactionStep()', this.host.within);
+  }
+
+  /**
+   * A step: its kept value if it finished, else `write` runs `body` (`fn`,
+   * then its record) and writes the record; a failure of either is recorded
+   * unfinished (#failed). `write` undefined: the engine cannot run `call`.
+   */
+  async #step<T, C>(
+    name: string,
+    fn: (client: C) => T | PromiseLike<T>,
+    call: string,
+    write: ((body: (client: unknown) => Promise<void>) => Promise<void>) | undefined,
+  ): Promise<T> {
     checkName(name, 'step name');
-    if (typeof fn !== 'function')
-      throw new TypeError(`Expected ctx.transactionStep()'s second argument to be a function, got ${describe(fn)}`);
-    const within = this.host.within;
-    if (within === undefined) throw new TypeError('ctx.transactionStep() needs postgresStore(): only PostgreSQL hands out its connection');
+    if (typeof fn !== 'function') throw new TypeError(`Expected ${call}'s second argument to be a function, got ${describe(fn)}`);
+    if (write === undefined) throw new TypeError(`${call} needs postgresStore(): only PostgreSQL hands out its connection`);
     const [position, id, record] = this.#next(name, 'step');
     if (record?.endedAt !== undefined) return record.result as T;
     const startedAt = record?.startedAt ?? this.host.now();
-    const records = this.host.log.records;
+    const failures = record?.failures;
     let result: unknown;
     try {
-      await within(async (client) => {
+      await write(async (client) => {
         result = toStepJson(await fn(client as C), `The value of step '${id}'`);
-        records[position] = { id, kind: 'step', startedAt, endedAt: this.host.now(), result, failures: record?.failures };
+        this.host.log.records[position] = { id, kind: 'step', startedAt, endedAt: this.host.now(), result, failures };
       });
     } catch (error) {
       return this.#failed(position, id, startedAt, error);
