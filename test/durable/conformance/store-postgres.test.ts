@@ -1,74 +1,9 @@
-// The store conformance suite (test/durable/conformance/) on PostgreSQL: one
-// throwaway server for the file, a fresh schema per test. Due times are the
-// server's, so scenarios run in real time here (short delays, bounded waits).
+// The store conformance suite on PostgreSQL, its first half: tasks, recurring
+// jobs, batched outcomes, claims, serial groups and a queue's rate
+// (postgres-backend.ts; the other half is store-postgres-limits.test.ts).
 // PostgreSQL-only behaviour (NOTIFY, worker processes, the server stopped,
 // frozen or restarted, query plans, its options) is in postgres.test.ts,
 // postgres-delivery.test.ts, postgres-batching.test.ts and serial-postgres.test.ts.
-import { POSTGRES_CAPABILITIES } from '../../../src/durable/postgres/store.js';
-import type pg from 'pg';
-import { postgresStore } from '../../../src/postgres.js';
-import { storeConformance } from './index.js';
-import type { PgServer } from '../pg-server.js';
-import { schemaNamer, usePostgres } from '../use-postgres.js';
+import { postgresConformance } from './postgres-backend.js';
 
-let server: PgServer;
-let admin: pg.Pool;
-
-usePostgres((started, pool) => {
-  server = started;
-  admin = pool;
-});
-
-const freshSchema = schemaNamer('c');
-
-storeConformance({
-  name: 'postgres',
-  caps: {
-    store: true,
-    oneTaskPerKey: true,
-    storedJobs: true,
-    cancelIsFinal: true,
-    handlerNames: true,
-    batches: true,
-    // What the store says it can do (clockDriven, multiProcess, notify, transactionsWithClient), as the scheduler reads it.
-    ...POSTGRES_CAPABILITIES,
-  },
-  async fresh() {
-    const schema = freshSchema();
-    const q = (sql: string) => sql.replaceAll('{s}', `"${schema}".`);
-    return {
-      store: (options = {}) => postgresStore({ connectionString: server.url, schema, timeout: 5_000, ...options }),
-      async ownerDies(store) {
-        await store.close();
-        // Its leases run out: the next claim, anywhere, takes them over, once the server has
-        // been up for the claim's lease (the scenarios claim with 30 s): no lease ran out in a restart.
-        // Up since the first claim on it in this schema (taskheap_meta): as if that was long ago.
-        await admin.query(q(`UPDATE {s}taskheap_tasks SET locked_until = now() - interval '1 second' WHERE state = 'running'`));
-        await admin.query(q(`UPDATE {s}taskheap_meta SET server_seen = server_seen - interval '1 hour'`));
-        await admin.query(`SELECT pg_sleep(GREATEST(0, 31 - extract(epoch from now() - pg_postmaster_start_time())))`);
-      },
-      async writeNewerSchema(version) {
-        await admin.query(
-          q(
-            `CREATE SCHEMA "${schema}"; CREATE TABLE {s}taskheap_meta (version integer NOT NULL); INSERT INTO {s}taskheap_meta VALUES (${version})`,
-          ),
-        );
-      },
-      async tables() {
-        const { rows } = await admin.query<{ table_name: string }>(
-          `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
-          [schema],
-        );
-        return rows.map((row) => row.table_name);
-      },
-      async refuseLongPayloads() {
-        const store = postgresStore({ connectionString: server.url, schema });
-        await store.migrate();
-        await store.close();
-        await admin.query(q(`ALTER TABLE {s}taskheap_tasks ADD CONSTRAINT short_payload CHECK (length(payload) < 20)`));
-      },
-      connect: () => admin.connect(),
-      peek: async (sql) => (await admin.query(q(sql))).rows as Record<string, unknown>[],
-    };
-  },
-});
+postgresConformance(1);
