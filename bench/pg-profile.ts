@@ -11,8 +11,11 @@
  * before the run (the bench does not); `--drop-index=a,b` drops those
  * indexes first (what one costs: compare with a run that keeps it); `--schedulers=3` claims with
  * three schedulers (three owners, three pools) in this process; `--log` prints the server's log
- * (with auto_explain in `--settings`, the plans). On a loaded machine, read the CPU
- * and the counts, not the wall clock.
+ * (with auto_explain in `--settings`, the plans). `--trickle=K`: the `n` jobs are
+ * added as finished rows, then K jobs run one at a time, each added once the last
+ * has ended (a quiet app's: a claim finds one task); `--limited`: their queue has a
+ * concurrency limit (the full claim runs). On a loaded machine, read the CPU and
+ * the counts, not the wall clock.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -40,6 +43,13 @@ try {
   const store = postgresStore({ connectionString: server.url, prefetch: 500 });
   await store.migrate();
   await addNoopTasks(store, N);
+  const trickle = Number(process.argv.find((a) => a.startsWith('--trickle='))?.slice('--trickle='.length) ?? 0);
+  if (trickle > 0) {
+    await admin.query(`UPDATE taskheap_tasks SET state = 'succeeded'`);
+    await admin.query('VACUUM ANALYZE taskheap_tasks');
+  }
+  const queues: Record<string, { concurrency: number }> = process.argv.includes('--limited') ? { default: { concurrency: 16 } } : {};
+  const jobs = trickle > 0 ? trickle : N;
   // As the peer bench runs it, the table fresh (autovacuum may analyze it meanwhile); `--vacuum`: analyzed first.
   if (process.argv.includes('--vacuum')) await admin.query('VACUUM ANALYZE taskheap_tasks');
   const dropped =
@@ -58,9 +68,9 @@ try {
   const count = Number(process.argv.find((a) => a.startsWith('--schedulers='))?.slice('--schedulers='.length) ?? 1);
   const schedulers = Array.from({ length: count }, (_, i) => {
     const own = i === 0 ? store : postgresStore({ connectionString: server.url, prefetch: 500 });
-    const scheduler = new Scheduler({ store: own, workers: 16, onError: (error) => process.stderr.write(`${String(error)}\n`) });
+    const scheduler = new Scheduler({ store: own, workers: 16, queues, onError: (error) => process.stderr.write(`${String(error)}\n`) });
     scheduler.define('noop', () => {
-      if (++done === N) finish();
+      if (++done === jobs) finish();
     });
     return scheduler;
   });
@@ -68,16 +78,17 @@ try {
   const node0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(schedulers.map((scheduler) => scheduler.start()));
+  for (let i = 0; i < trickle; i++) await schedulers[0]!.waitFor((await schedulers[0]!.schedule(Date.now(), 'noop')).id);
   await finished;
   const seconds = (performance.now() - t0) / 1000;
   await Promise.all(schedulers.map((scheduler) => scheduler.close()));
   const node = process.cpuUsage(node0);
   const pgCpu = serverCpuMs(server.pids()) - cpu0;
-  const per1k = (x: number) => ((x * 1000) / N).toFixed(1);
-  console.log(`${N} jobs in ${seconds.toFixed(2)} s (${Math.round(N / seconds)} jobs/s under the current load)`);
+  const per1k = (x: number) => ((x * 1000) / jobs).toFixed(1);
+  console.log(`${jobs} jobs in ${seconds.toFixed(2)} s (${Math.round(jobs / seconds)} jobs/s under the current load)`);
   console.log(`CPU per 1,000 jobs: PostgreSQL ${per1k(pgCpu)} ms, Node ${per1k((node.user + node.system) / 1000)} ms`);
   const wal = (await admin.query<{ b: string }>(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS b`, [wal0])).rows[0]!.b;
-  console.log(`WAL per job: ${(Number(wal) / N).toFixed(0)} bytes`);
+  console.log(`WAL per job: ${(Number(wal) / jobs).toFixed(0)} bytes`);
   await new Promise((resolve) => setTimeout(resolve, 700)); // stats reach the views
   const statements =
     await admin.query(`SELECT calls, plans, round(total_exec_time::numeric, 1) AS exec_ms, round(total_plan_time::numeric, 1) AS plan_ms,

@@ -346,17 +346,23 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     expect(errors).toEqual([]);
   }, 30_000);
 
-  it('both claims and the next-due query are named statements: PostgreSQL plans them once per connection, not on every call', async () => {
-    // Planned on every call, the claim cost 25-60 ms of server CPU on a loaded
-    // machine, for 1 ms of work: the whole cost of a step of a chain (issue 28).
+  it('both claims, the next-due query and the settle are named statements, parsed once per connection', async () => {
+    // Parsed and planned on every call, the claim cost 25-60 ms of server CPU on a loaded
+    // machine, for 1 ms of work: the whole cost of a step of a chain.
     // A keyed task puts a limit in play: the plain claim says so, and the full one is sent.
     const names = new Map<string, string | undefined>();
     const pool = new pg.Pool({ connectionString: server.url });
-    const query = pool.query.bind(pool) as (config: unknown) => Promise<unknown>;
-    (pool as { query: unknown }).query = (config: { text?: string; name?: string }) => {
-      if (typeof config === 'object' && config.text !== undefined) names.set(config.text, config.name);
-      return query(config);
-    };
+    // Every statement of every connection, the pool's own query() and a checked-out client's alike.
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (config: unknown, ...rest: unknown[]) => unknown;
+      (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+        if (typeof config === 'object' && config !== null && 'text' in config) {
+          const { text, name } = config as { text: string; name?: string };
+          names.set(text, name);
+        }
+        return query(config, ...rest);
+      };
+    });
     const schema = freshSchema();
     const scheduler = new Scheduler({ store: postgresStore({ pool, schema }) });
     opened.push(scheduler);
