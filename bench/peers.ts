@@ -21,6 +21,11 @@
  *   their close), which a loaded machine disturbs far less than jobs/s;
  * - delayed jobs: 1,000 jobs due 2 to 4 s ahead, one worker process; lateness
  *   is the handler's start minus the due time;
+ * - quiet (`quiet`): a quiet app's worker, 300 jobs (quick: 150) due one by one
+ *   over 15 s (quick: 7.5 s), each claimed alone: statements and server CPU per
+ *   job from the first due time to the last job (the enqueue before it is not
+ *   counted), which a quiet app pays for far more than for a flood's, beside
+ *   how late the jobs start (a worker that polls runs them late, in batches);
  * - idle: statements a worker process runs in 30 s (quick: 10 s) with nothing to do;
  * - held snapshot (`snapshot`): processing with 1 process while another
  *   connection to the same database holds a REPEATABLE READ snapshot open
@@ -50,7 +55,7 @@ const ONLY = process.argv
   .find((arg) => arg.startsWith('--contenders='))
   ?.slice('--contenders='.length)
   .split(',');
-/** `--workloads=delayed,idle`: only these of enqueue, bulk, processing, delayed, snapshot and idle (an A/B run of one, say); default all. */
+/** `--workloads=delayed,idle`: only these of enqueue, bulk, processing, delayed, quiet, snapshot and idle (an A/B run of one, say); default all. */
 const WORKLOADS = process.argv
   .find((arg) => arg.startsWith('--workloads='))
   ?.slice('--workloads='.length)
@@ -59,6 +64,9 @@ const WORKLOADS = process.argv
 const N = Number(process.argv.find((arg) => arg.startsWith('--n='))?.slice('--n='.length) ?? (QUICK ? 2_000 : 20_000));
 const ROUNDS = QUICK ? 1 : 3;
 const DELAYED = 1_000;
+/** The quiet workload: jobs due one by one, 20 a second. */
+const QUIET = QUICK ? 150 : 300;
+const QUIET_SPREAD = QUIET * 50;
 const IDLE_SECONDS = QUICK ? 10 : 30;
 const STATS = ['-c shared_preload_libraries=pg_stat_statements', '-c pg_stat_statements.track=all', '-c pg_stat_statements.max=10000'];
 const FSYNC_ON = ['-c fsync=on', '-c synchronous_commit=on', '-c full_page_writes=on'];
@@ -290,6 +298,49 @@ async function delayed(env: Env, contender: string, fsync: Fsync): Promise<Sampl
   return { workload: 'delayed jobs, lateness', fsync, contender, p50: pick(0.5), p99: pick(0.99), check: exactlyOnce(reports, DELAYED) };
 }
 
+/**
+ * A quiet app's worker: QUIET jobs due one by one over QUIET_SPREAD ms, each
+ * claimed alone. Statements and CPU are read from the first due time (the
+ * enqueue before it not counted) to the end.
+ */
+async function quiet(env: Env, contender: string, fsync: Fsync): Promise<Sample> {
+  const workload = `quiet worker (${QUIET} jobs due one by one over ${QUIET_SPREAD / 1000} s)`;
+  const { name, target } = await freshTarget(env, contender);
+  const pgBased = contender !== 'bullmq';
+  const serverPids = () => (pgBased ? env.server.pids() : env.redisPid === undefined ? [] : [env.redisPid]);
+  let before = 0;
+  let cpuBefore = 0;
+  const { reports } = await work(env, contender, target, 1, QUIET, undefined, async () => {
+    await sleep(500); // the worker is up and idle
+    const at = Date.now() + 2_000;
+    await once(
+      env,
+      { contender, role: 'enqueue', target, n: QUIET, bulk: false, due: { at, spread: QUIET_SPREAD } },
+      `${contender} quiet enqueue`,
+    );
+    if (Date.now() > at) process.stderr.write(`bench: ${contender} took longer to enqueue the quiet jobs than their lead\n`);
+    await sleep(Math.max(0, at - Date.now()));
+    if (pgBased) before = await statements(env, name);
+    cpuBefore = serverCpuMs(serverPids());
+  });
+  const serverCpu = ((serverCpuMs(serverPids()) - cpuBefore) * 1000) / QUIET;
+  const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / QUIET;
+  const statementsPerJob = pgBased ? ((await statements(env, name)) - before) / QUIET : undefined;
+  const lateness = reports.flatMap((r) => r.lateness).sort((a, b) => a - b);
+  const pick = (q: number) => lateness[Math.min(lateness.length - 1, Math.floor(q * lateness.length))] ?? NaN;
+  return {
+    workload,
+    fsync,
+    contender,
+    statementsPerJob,
+    serverCpu,
+    nodeCpu,
+    p50: pick(0.5),
+    p99: pick(0.99),
+    check: exactlyOnce(reports, QUIET),
+  };
+}
+
 /** Statements each contender's idle worker runs; all at once, each in its own database. */
 async function idle(env: Env): Promise<Sample[]> {
   const pgContenders = env.contenders.filter((c) => c !== 'bullmq');
@@ -327,7 +378,7 @@ async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
     ['processing', (c) => processing(env, c, fsync, 1)],
     ['processing', (c) => processing(env, c, fsync, 3)],
   ];
-  if (fsync === 'off') named.push(['delayed', (c) => delayed(env, c, fsync)]);
+  if (fsync === 'off') named.push(['delayed', (c) => delayed(env, c, fsync)], ['quiet', (c) => quiet(env, c, fsync)]);
   // A held snapshot costs what it costs whatever the fsync setting: measured once, beside the unheld run.
   if (fsync === 'off') named.push(['snapshot', (c) => processing(env, c, fsync, 1, true)]);
   const workloads = named.filter(([name]) => chosen(name)).map(([, run]) => run);
@@ -347,8 +398,9 @@ async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
 
 function describe(s: Sample): string {
   if (s.note !== undefined) return s.note;
-  if (s.p99 !== undefined) return `p50 ${s.p50} ms, p99 ${s.p99} ms (${s.check})`;
+  if (s.p99 !== undefined && s.serverCpu === undefined) return `p50 ${s.p50} ms, p99 ${s.p99} ms (${s.check})`;
   const extra = [
+    s.p99 === undefined ? '' : `late p50 ${s.p50} ms, p99 ${s.p99} ms`,
     s.statementsPerJob === undefined ? '' : `${s.statementsPerJob.toFixed(2)} statements/job`,
     s.serverCpu === undefined ? '' : `CPU/1k jobs: server ${s.serverCpu.toFixed(1)} ms, Node ${s.nodeCpu!.toFixed(1)} ms`,
     s.deadTuples === undefined ? '' : `${s.deadTuples} dead tuples`,
@@ -356,7 +408,8 @@ function describe(s: Sample): string {
   ]
     .filter(Boolean)
     .join(', ');
-  return `${Math.round(s.value!)}${extra === '' ? '' : ` (${extra})`}`;
+  if (s.value === undefined) return extra;
+  return `${Math.round(s.value)}${extra === '' ? '' : ` (${extra})`}`;
 }
 
 const median = (values: number[]) => {
@@ -393,9 +446,14 @@ function table(samples: Sample[], contenders: string[]): string {
   };
   for (const key of keys) {
     const [workload, fsync] = key.split('|') as [string, Fsync];
-    const suffix = workload.startsWith('statements while idle') || workload.startsWith('delayed') ? '' : `, fsync ${fsync}`;
+    const suffix = /^(statements while idle|delayed|quiet)/.test(workload) ? '' : `, fsync ${fsync}`;
     if (workload.startsWith('delayed')) emit(`${workload} p99, ms`, 'p99', key, (v) => v.toFixed(0), false);
-    else if (workload.startsWith('statements')) emit(workload, 'value', key, (v) => v.toFixed(0), false);
+    else if (workload.startsWith('quiet')) {
+      emit(`${workload}: late, p99, ms`, 'p99', key, (v) => v.toFixed(0), false);
+      emit(`${workload}: statements per job`, 'statementsPerJob', key, (v) => v.toFixed(2), false);
+      emit(`${workload}: server CPU ms per 1,000 jobs`, 'serverCpu', key, (v) => v.toFixed(1), false);
+      emit(`${workload}: Node CPU ms per 1,000 jobs`, 'nodeCpu', key, (v) => v.toFixed(1), false);
+    } else if (workload.startsWith('statements')) emit(workload, 'value', key, (v) => v.toFixed(0), false);
     else {
       emit(`${workload}: jobs/s${suffix}`, 'value', key, (v) => Math.round(v).toLocaleString('en-US'), true);
       if (workload.startsWith('processing')) {
