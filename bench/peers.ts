@@ -211,6 +211,19 @@ async function work(
   return { goAt, reports: reports as WorkerReport[] };
 }
 
+/** The median and 99th percentile of the reports' lateness, ms. */
+function lateness(reports: WorkerReport[]): { p50: number; p99: number } {
+  const sorted = reports.flatMap((r) => r.lateness).sort((a, b) => a - b);
+  const pick = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
+  return { p50: pick(0.5), p99: pick(0.99) };
+}
+
+/** The server's processes, whose CPU a workload reads: PostgreSQL's, or redis-server for BullMQ on Redis. */
+function serverPids(env: Env, contender: string): number[] {
+  if (contender !== 'bullmq') return env.server.pids();
+  return env.redisPid === undefined ? [] : [env.redisPid];
+}
+
 function exactlyOnce(reports: WorkerReport[], n: number): string {
   const seen = new Uint32Array(n);
   for (const report of reports) for (const i of report.ids) seen[i]!++;
@@ -256,15 +269,14 @@ async function processing(env: Env, contender: string, fsync: Fsync, processes: 
   let before = 0;
   let cpuBefore = 0;
   const pgBased = contender !== 'bullmq';
-  const serverPids = () => (pgBased ? env.server.pids() : env.redisPid === undefined ? [] : [env.redisPid]);
   const snapshot = held && pgBased ? await holdSnapshot(env, name) : undefined;
   const { goAt, reports } = await work(env, contender, target, processes, N, async () => {
     if (pgBased) before = await statements(env, name);
-    cpuBefore = serverCpuMs(serverPids());
+    cpuBefore = serverCpuMs(serverPids(env, contender));
   });
   const deadTuples = await snapshot?.deadTuples();
   await snapshot?.release();
-  const serverCpu = ((serverCpuMs(serverPids()) - cpuBefore) * 1000) / N;
+  const serverCpu = ((serverCpuMs(serverPids(env, contender)) - cpuBefore) * 1000) / N;
   const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / N;
   const lastAt = Math.max(...reports.map((r) => r.lastAt));
   const statementsPerJob = pgBased ? ((await statements(env, name)) - before) / N : undefined;
@@ -293,9 +305,7 @@ async function delayed(env: Env, contender: string, fsync: Fsync): Promise<Sampl
     );
     if (Date.now() > at) process.stderr.write(`bench: ${contender} took longer to enqueue the delayed jobs than their lead\n`);
   });
-  const lateness = reports.flatMap((r) => r.lateness).sort((a, b) => a - b);
-  const pick = (q: number) => lateness[Math.min(lateness.length - 1, Math.floor(q * lateness.length))] ?? NaN;
-  return { workload: 'delayed jobs, lateness', fsync, contender, p50: pick(0.5), p99: pick(0.99), check: exactlyOnce(reports, DELAYED) };
+  return { workload: 'delayed jobs, lateness', fsync, contender, ...lateness(reports), check: exactlyOnce(reports, DELAYED) };
 }
 
 /**
@@ -307,7 +317,6 @@ async function quiet(env: Env, contender: string, fsync: Fsync): Promise<Sample>
   const workload = `quiet worker (${QUIET} jobs due one by one over ${QUIET_SPREAD / 1000} s)`;
   const { name, target } = await freshTarget(env, contender);
   const pgBased = contender !== 'bullmq';
-  const serverPids = () => (pgBased ? env.server.pids() : env.redisPid === undefined ? [] : [env.redisPid]);
   let before = 0;
   let cpuBefore = 0;
   const { reports } = await work(env, contender, target, 1, QUIET, undefined, async () => {
@@ -321,24 +330,12 @@ async function quiet(env: Env, contender: string, fsync: Fsync): Promise<Sample>
     if (Date.now() > at) process.stderr.write(`bench: ${contender} took longer to enqueue the quiet jobs than their lead\n`);
     await sleep(Math.max(0, at - Date.now()));
     if (pgBased) before = await statements(env, name);
-    cpuBefore = serverCpuMs(serverPids());
+    cpuBefore = serverCpuMs(serverPids(env, contender));
   });
-  const serverCpu = ((serverCpuMs(serverPids()) - cpuBefore) * 1000) / QUIET;
+  const serverCpu = ((serverCpuMs(serverPids(env, contender)) - cpuBefore) * 1000) / QUIET;
   const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / QUIET;
   const statementsPerJob = pgBased ? ((await statements(env, name)) - before) / QUIET : undefined;
-  const lateness = reports.flatMap((r) => r.lateness).sort((a, b) => a - b);
-  const pick = (q: number) => lateness[Math.min(lateness.length - 1, Math.floor(q * lateness.length))] ?? NaN;
-  return {
-    workload,
-    fsync,
-    contender,
-    statementsPerJob,
-    serverCpu,
-    nodeCpu,
-    p50: pick(0.5),
-    p99: pick(0.99),
-    check: exactlyOnce(reports, QUIET),
-  };
+  return { workload, fsync, contender, statementsPerJob, serverCpu, nodeCpu, ...lateness(reports), check: exactlyOnce(reports, QUIET) };
 }
 
 /** Statements each contender's idle worker runs; all at once, each in its own database. */

@@ -77,6 +77,20 @@ export interface Capabilities {
 }
 
 /**
+ * The capabilities every store has where memory differs (the rest are the
+ * store's own `capabilities`): SQLite's and PostgreSQL's backends spread
+ * them, then their store's.
+ */
+export const STORE_CAPS = {
+  store: true,
+  oneTaskPerKey: true,
+  storedJobs: true,
+  cancelIsFinal: true,
+  handlerNames: true,
+  batches: true,
+} as const satisfies Omit<Capabilities, 'clockDriven' | 'multiProcess' | 'notify' | 'transactionsWithClient'>;
+
+/**
  * Options of a store a scenario opens: the factories' own (`lease`,
  * `maxLeaseExpiries`), and the Store interface's `poll` and `prefetch`, which
  * a backend whose factory has no such option sets on the store it returns.

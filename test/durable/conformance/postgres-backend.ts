@@ -9,6 +9,7 @@ import { POSTGRES_CAPABILITIES } from '../../../src/durable/postgres/store.js';
 import type pg from 'pg';
 import { postgresStore } from '../../../src/postgres.js';
 import { ALL_SCENARIOS, storeConformance, type ScenarioGroup } from './index.js';
+import { STORE_CAPS } from './backend.js';
 import type { PgServer } from '../pg-server.js';
 import { schemaNamer, usePostgres } from '../use-postgres.js';
 
@@ -32,12 +33,7 @@ export function postgresConformance(half: 1 | 2): void {
     {
       name: 'postgres',
       caps: {
-        store: true,
-        oneTaskPerKey: true,
-        storedJobs: true,
-        cancelIsFinal: true,
-        handlerNames: true,
-        batches: true,
+        ...STORE_CAPS,
         // What the store says it can do (clockDriven, multiProcess, notify, transactionsWithClient), as the scheduler reads it.
         ...POSTGRES_CAPABILITIES,
       },

@@ -12,18 +12,14 @@ import { openDatabase, SQLITE_DRIVERS, type SqliteDriver } from '../../../src/du
 import { sqliteStore } from '../../../src/sqlite.js';
 import { unavailable } from '../sqlite-drivers.js';
 import { storeConformance, type Backend } from './index.js';
+import { STORE_CAPS } from './backend.js';
 
 function sqliteBackend(driver: SqliteDriver, reason: string | undefined): Backend {
   return {
     name: `sqlite (${driver})`,
     ...(reason === undefined ? {} : { unavailable: reason }),
     caps: {
-      store: true,
-      oneTaskPerKey: true,
-      storedJobs: true,
-      cancelIsFinal: true,
-      handlerNames: true,
-      batches: true,
+      ...STORE_CAPS,
       // What the store says it can do (clockDriven, multiProcess, notify, transactionsWithClient), as the scheduler reads it.
       ...SQLITE_CAPABILITIES,
     },
