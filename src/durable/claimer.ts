@@ -43,8 +43,6 @@ interface Answer {
   readonly idle: boolean;
   /** It could claim no limited task: no worker was free (each held a task, or was spoken for by a claim on its way). */
   readonly workersTaken: boolean;
-  /** The store has nothing due before `delay`, and announces what changes that (see #drained). */
-  readonly drained: boolean;
 }
 
 /** Told of stored job occurrences the job's policies dropped, once the claim that decided it committed. @internal */
@@ -79,23 +77,6 @@ export class Claimer {
   #missed = false;
   /** A round found every worker taken: the next worker to free claims, whatever the room (limited work may wait for it). */
   #waitingForWorker = false;
-  /**
-   * The last round claimed all it could and the store had nothing due before
-   * its timer, and every change that makes work due is announced here
-   * (Store.listening): a retry, a release, a freed key, new work, each wakes
-   * the claimer (wakeAt). A worker freed since then learns nothing new, so
-   * it claims nothing: a quiet worker pays one claim and one question per
-   * job, not two of each. Set by a whole round that claimed less than it
-   * asked for (until its question is answered) and by the last round back
-   * (the one that arms the timer), unless work comes due about as fast as
-   * a claim answers (#soon); cleared by every round. A wake-up needs no
-   * clearing: due now, a round follows; due later, the timer is armed for it.
-   */
-  #drained = false;
-  /** ms the last round back said nothing was due for: how fast work has been coming due. */
-  #lastWait = 0;
-  /** The earliest time a wake-up announced work due while rounds were on their way: the timer is armed no later. */
-  #wokenFor = Infinity;
   /** The scheduler-wide rate last stored (`store.setRate`), as `limit/interval`; '' for none. */
   #storedRate = '';
   /** The claim's and the next-due question's parameters: one object each, changed per round (the store reads them at the call). */
@@ -156,43 +137,33 @@ export class Claimer {
   /** Work is due at `runAt`: look then, unless a look is planned sooner. */
   wakeAt(runAt: number): void {
     if (this.#ctx.closed || !this.#started) return;
-    const now = this.#ctx.loop.clock.now();
     if (this.#rounds.size > 0) {
       // The rounds on their way may have read the store before this work was
-      // committed. Due later, the last one back sleeps no longer than until
-      // it is due (a claim now would find nothing: a worker's own lease
-      // announcement cost each job a claim and a question). Due now, it is
-      // missed until a whole round asks, and it gets a round of its own
-      // beside them (#tick decides if there is room for one): waiting for
-      // them would cost a round trip or two (their claim, then their
-      // nextDue) every time, and a chain of dependent tasks pays that at
-      // every step.
-      if (runAt > now) {
-        this.#wokenFor = Math.min(this.#wokenFor, runAt);
-        return;
-      }
+      // committed: it is missed until a whole round asks. Due now, it gets a
+      // round of its own beside them (#tick decides if there is room for
+      // one): waiting for them would cost a round trip or two (their claim,
+      // then their nextDue) every time, and a chain of dependent tasks pays
+      // that at every step.
       this.#missed = true;
-      if (this.#rounds.size < MAX_CLAIMS) this.#tick();
+      if (runAt <= this.#ctx.loop.clock.now() && this.#rounds.size < MAX_CLAIMS) this.#tick();
       return;
     }
-    if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - now));
+    if (runAt < this.#timerAt) this.#arm(Math.max(0, runAt - this.#ctx.loop.clock.now()));
   }
 
   /**
    * Tasks finished and their room was freed: refill once half the capacity
-   * is free (fewer, fuller claims) unless nothing was due when the last
-   * round looked (#drained), or at once if a worker is free and a round
-   * found every worker taken (limited work claims only into a free one).
+   * is free (fewer, fuller claims), or at once if a worker is free and a
+   * round found every worker taken (limited work claims only into a free one).
    */
   refill(): void {
     // A queue at its concurrency here had a task end: its room is worth a claim of its own.
     const reopened = this.#holdings.queues.reopened;
     this.#holdings.queues.reopened = false;
     const room = this.#room();
-    if (room > 0 && (reopened || (this.#waitingForWorker && this.#workersFree(room) > 0))) return this.#tick();
-    // A listening connection lost may have missed an announcement: claim as if nothing were known.
-    const drained = this.#drained && this.#ctx.store.listening;
-    if (!drained && room >= this.#prefetch.refill()) this.#tick();
+    if (room >= this.#prefetch.refill() || (room > 0 && (reopened || (this.#waitingForWorker && this.#workersFree(room) > 0)))) {
+      this.#tick();
+    }
   }
 
   /**
@@ -211,7 +182,6 @@ export class Claimer {
       return;
     }
     this.#disarm();
-    this.#drained = false;
     const round = this.#claim(idle);
     this.#rounds.add(round);
     void round.then((answer) => this.#back(round, answer));
@@ -238,12 +208,7 @@ export class Claimer {
     // did not ask (undefined) looks again at once.
     if (this.#rounds.size > 0) return;
     if (answer.delay === undefined) return this.#tick();
-    this.#drained = answer.drained;
-    this.#lastWait = answer.delay;
-    const woken = this.#wokenFor - this.#ctx.loop.clock.now();
-    this.#wokenFor = Infinity;
-    if (woken < answer.delay) this.#arm(Math.max(0, woken));
-    else this.#arm(answer.delay, answer.idle);
+    this.#arm(answer.delay, answer.idle);
   }
 
   /** Room for claimed tasks that no claim on its way has asked for yet. */
@@ -265,7 +230,7 @@ export class Claimer {
    */
   async #claim(idle: boolean): Promise<Answer> {
     const { poll } = this.#ctx;
-    const held = (delay: number, workersTaken = false): Answer => ({ delay, idle: false, workersTaken, drained: false });
+    const held = (delay: number, workersTaken = false): Answer => ({ delay, idle: false, workersTaken });
     let asked = 0;
     let answering = false;
     let rooms: QueueRooms | undefined;
@@ -313,9 +278,6 @@ export class Claimer {
       // Every worker is busy (or spoken for), so limited work (which is claimed only to start at once)
       // waits: the end of a turn frees a worker and claims again (#back checks it still will).
       if (workersFree === 0) return held(poll, true);
-      // It claimed all it could: until its next-due question is answered (#back), a worker freed
-      // learns nothing new, unless work has been coming due about as fast as a claim answers.
-      if (whole && this.#rounds.size === 1 && !this.#soon(this.#lastWait)) this.#drained = this.#ctx.store.listening;
       // Another round is on its way: the last round back asks when something
       // is due (or, not having asked, claims again at once); one question is
       // enough. A chain of dependent tasks asked twice per step: the refill
@@ -325,7 +287,7 @@ export class Claimer {
       // the poll), so the last one back claims, and asks, once more.
       if (this.#rounds.size > 1) {
         if (answering) this.#missed = true;
-        return { delay: undefined, idle: false, workersTaken: false, drained: false };
+        return { delay: undefined, idle: false, workersTaken: false };
       }
       // The store says how long until something is due, by its own clock.
       return this.#sleep(await this.#nextDue());
@@ -415,24 +377,12 @@ export class Claimer {
     return rate;
   }
 
-  /**
-   * Work due within `wait` ms comes due about as fast as a claim answers
-   * (two claims' time): a freed worker's claim then takes it a round trip
-   * sooner than the timer's (1,000 jobs due over 2 s: lateness p50 2 ms,
-   * against 3 ms without it), so the claimer does not count on the timer
-   * alone (#drained).
-   */
-  #soon(wait: number): boolean {
-    return wait <= 2 * this.#prefetch.claimTime;
-  }
-
   /** The answer when the store says something is due in `wait` ms (undefined: nothing is); at most the idle check. */
   #sleep(wait: number | undefined): Answer {
     // While new work is announced here (Store.listening), the idle check is a long safety net; else the poll.
-    const listening = this.#ctx.store.listening;
-    const idle = listening ? idleCheck(this.#ctx.poll) : this.#ctx.poll;
+    const idle = this.#ctx.store.listening ? idleCheck(this.#ctx.poll) : this.#ctx.poll;
     const delay = Math.max(0, Math.min(wait ?? idle, idle));
-    return { delay, idle: delay === idle, workersTaken: false, drained: listening && !this.#soon(delay) };
+    return { delay, idle: delay === idle, workersTaken: false };
   }
 
   /** Arms the claim timer; `idle`: it is the poll, nothing being known to be due before it. */

@@ -35,11 +35,6 @@ export class Prefetch {
     this.#claimTime = average(this.#claimTime, ms);
   }
 
-  /** ms a claim takes to answer (a moving average; 0 until one has). */
-  get claimTime(): number {
-    return this.#claimTime ?? 0;
-  }
-
   /** How many claimed tasks this process holds at most: its workers, and `prefetch` more waiting for one. */
   capacity(): number {
     const workers = this.#loop.workers;

@@ -61,11 +61,7 @@ export class DurableWorker {
     this.#closeTimeout = store.closeTimeout ?? CLOSE_TIMEOUT;
     const handlers = new Handlers(known);
     const holdings = (this.#holdings = new Holdings(new QueueBook(queues)));
-    // Where every change that makes work due is announced to this process (Store.listening), the
-    // announcement is the wake-up: one of its own too would send a second claim beside the first.
-    const wake = (runAt: number): void => {
-      if (!store.listening) this.#claimer.wakeAt(runAt);
-    };
+    const wake = (runAt: number): void => this.#claimer.wakeAt(runAt);
     this.client = new DurableClient(ctx, handlers, holdings.queues, { wake, cancelled: (id) => holdings.cancel(id) });
     const prefetch = new Prefetch(loop, store);
     this.#completer = new Completer(ctx, holdings, {

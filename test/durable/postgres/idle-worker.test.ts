@@ -135,16 +135,6 @@ describe('an idle worker on PostgreSQL', () => {
     expect(done).toMatchObject({ state: 'succeeded', result: 'done' });
   }
 
-  it('a quiet worker asks once per task it adds and runs: one claim and one question about what is due next (none for the worker freed, its own lease announcement, or its add heard twice)', async () => {
-    const sent: string[] = [];
-    const { scheduler, clock } = await started(sent);
-    const from = sent.length;
-    for (let i = 0; i < 5; i++) await ran(scheduler, clock);
-    const counts = counted(sent, from);
-    expect((counts.claimPlain ?? 0) + (counts.claim ?? 0)).toBe(5);
-    expect(counts.nextDue).toBe(5);
-  }, 120_000);
-
   it('sweeps again after a task ran, then is quiet again: no renewal, no sweep', async () => {
     const sent: string[] = [];
     const { scheduler, clock } = await started(sent);
