@@ -41,30 +41,18 @@ const TASK_COLUMNS = (a: string) =>
 /** The statements of an add for tables in `schema` (undefined: the search_path). */
 export function addStatements(schema: string | undefined) {
   const { T, L, D } = tables(schema);
-  // A replaced keyed task starts over: it lets go of any slot it held (waiting for a retry), under
-  // whichever key (its new one may differ). Only replaced rows look (xmax: the row was updated).
-  const REPLACED_LET_GO = `released AS (UPDATE ${L} AS l SET holders = ARRAY(SELECT h FROM unnest(l.holders) AS h WHERE h <> ALL (r.ids))
-        FROM (SELECT array_agg(id) AS ids FROM saved WHERE replaced) AS r
-        WHERE l.kind = 'concurrency' AND r.ids IS NOT NULL AND l.holders && r.ids),
-      ${upsertLimits(L, 'limits', 'saved')}`;
   return {
     /**
      * A task without a key (keyed ones go through addKeyed, which decides by
-     * their dedupe mode and says what it did; the conflict clause here only
-     * keeps the statement safe should a key come this way).
+     * their dedupe mode and says what it did): a plain insert, as in
+     * addTasks, with nothing stored to meet or let go of.
      */
     addTask: `WITH saved AS (
-        INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key)
-        VALUES ($1, $2, $3, ${ts('$4')}, $5, $6, $8, $9, $10, $11)
-        ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET name = EXCLUDED.name, payload = EXCLUDED.payload, state = 'waiting', run_at = EXCLUDED.run_at,
-          attempts = 0, max_attempts = EXCLUDED.max_attempts, options = EXCLUDED.options, locked_by = NULL, locked_until = NULL,
-          last_error = NULL, expiries = 0, result = NULL, errors = NULL, started_at = NULL, progress = NULL, logs = NULL,
-          serial = EXCLUDED.serial, priority = EXCLUDED.priority, queue = EXCLUDED.queue, rate_key = EXCLUDED.rate_key,
-          updated_at = now()
-        WHERE t.state <> 'running'
-        RETURNING ${taskColumns('t')}, (t.xmax <> 0) AS replaced),
-      ${REPLACED_LET_GO}
-      SELECT saved.*, pg_notify('${WAKE}', $7) FROM saved`,
+        INSERT INTO ${T} AS t (name, payload, run_at, max_attempts, options, serial, priority, queue, rate_key)
+        VALUES ($1, $2, ${ts('$3')}, $4, $5, $7, $8, $9, $10)
+        RETURNING ${taskColumns('t')}),
+      ${upsertLimits(L, 'limits', 'saved')}
+      SELECT saved.*, pg_notify('${WAKE}', $6) FROM saved`,
     /**
      * Many tasks without keys in one statement (keyed batches go through
      * addKeyed, which decides each key's dedupe); one wake for the earliest.
@@ -186,7 +174,6 @@ export async function addTask(
   if (task.key !== null) return (await addKeyed(sql, prefix, query, [task]))[0]!;
   const { rows } = await query(sql.addTask, [
     task.name,
-    task.key,
     task.payload,
     task.runAt,
     task.maxAttempts,
