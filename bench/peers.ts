@@ -218,10 +218,37 @@ function lateness(reports: WorkerReport[]): { p50: number; p99: number } {
   return { p50: pick(0.5), p99: pick(0.99) };
 }
 
+/** Whether a contender keeps its jobs in PostgreSQL: every one but BullMQ on Redis. */
+function onPostgres(contender: string): boolean {
+  return contender !== 'bullmq';
+}
+
 /** The server's processes, whose CPU a workload reads: PostgreSQL's, or redis-server for BullMQ on Redis. */
 function serverPids(env: Env, contender: string): number[] {
-  if (contender !== 'bullmq') return env.server.pids();
+  if (onPostgres(contender)) return env.server.pids();
   return env.redisPid === undefined ? [] : [env.redisPid];
+}
+
+/**
+ * What a run costs from `start()` on: the statements run in database `name`
+ * (PostgreSQL contenders) and the server's CPU, then per job, beside the
+ * worker processes' CPU from their reports.
+ */
+function costMeter(env: Env, contender: string, name: string) {
+  let statementsBefore = 0;
+  let cpuBefore = 0;
+  return {
+    async start(): Promise<void> {
+      if (onPostgres(contender)) statementsBefore = await statements(env, name);
+      cpuBefore = serverCpuMs(serverPids(env, contender));
+    },
+    async perJob(reports: WorkerReport[], n: number): Promise<Pick<Sample, 'statementsPerJob' | 'serverCpu' | 'nodeCpu'>> {
+      const serverCpu = ((serverCpuMs(serverPids(env, contender)) - cpuBefore) * 1000) / n;
+      const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / n;
+      const statementsPerJob = onPostgres(contender) ? ((await statements(env, name)) - statementsBefore) / n : undefined;
+      return { statementsPerJob, serverCpu, nodeCpu };
+    },
+  };
 }
 
 function exactlyOnce(reports: WorkerReport[], n: number): string {
@@ -263,31 +290,21 @@ async function holdSnapshot(env: Env, database: string): Promise<{ deadTuples():
 
 async function processing(env: Env, contender: string, fsync: Fsync, processes: number, held = false): Promise<Sample> {
   const workload = `processing, ${processes} process${processes > 1 ? 'es' : ''}${held ? ', snapshot held' : ''}`;
-  if (held && contender === 'bullmq') return { workload, fsync, contender, note: 'Redis: no snapshot' };
+  if (held && !onPostgres(contender)) return { workload, fsync, contender, note: 'Redis: no snapshot' };
   const { name, target } = await freshTarget(env, contender);
   await once(env, { contender, role: 'fill', target, n: N }, `${contender} fill`);
-  let before = 0;
-  let cpuBefore = 0;
-  const pgBased = contender !== 'bullmq';
-  const snapshot = held && pgBased ? await holdSnapshot(env, name) : undefined;
-  const { goAt, reports } = await work(env, contender, target, processes, N, async () => {
-    if (pgBased) before = await statements(env, name);
-    cpuBefore = serverCpuMs(serverPids(env, contender));
-  });
+  const cost = costMeter(env, contender, name);
+  const snapshot = held && onPostgres(contender) ? await holdSnapshot(env, name) : undefined;
+  const { goAt, reports } = await work(env, contender, target, processes, N, cost.start);
   const deadTuples = await snapshot?.deadTuples();
   await snapshot?.release();
-  const serverCpu = ((serverCpuMs(serverPids(env, contender)) - cpuBefore) * 1000) / N;
-  const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / N;
   const lastAt = Math.max(...reports.map((r) => r.lastAt));
-  const statementsPerJob = pgBased ? ((await statements(env, name)) - before) / N : undefined;
   return {
     workload,
     fsync,
     contender,
     value: N / ((lastAt - goAt) / 1000),
-    statementsPerJob,
-    serverCpu,
-    nodeCpu,
+    ...(await cost.perJob(reports, N)),
     check: exactlyOnce(reports, N),
     deadTuples,
   };
@@ -316,9 +333,7 @@ async function delayed(env: Env, contender: string, fsync: Fsync): Promise<Sampl
 async function quiet(env: Env, contender: string, fsync: Fsync): Promise<Sample> {
   const workload = `quiet worker (${QUIET} jobs due one by one over ${QUIET_SPREAD / 1000} s)`;
   const { name, target } = await freshTarget(env, contender);
-  const pgBased = contender !== 'bullmq';
-  let before = 0;
-  let cpuBefore = 0;
+  const cost = costMeter(env, contender, name);
   const { reports } = await work(env, contender, target, 1, QUIET, undefined, async () => {
     await sleep(500); // the worker is up and idle
     const at = Date.now() + 2_000;
@@ -329,18 +344,14 @@ async function quiet(env: Env, contender: string, fsync: Fsync): Promise<Sample>
     );
     if (Date.now() > at) process.stderr.write(`bench: ${contender} took longer to enqueue the quiet jobs than their lead\n`);
     await sleep(Math.max(0, at - Date.now()));
-    if (pgBased) before = await statements(env, name);
-    cpuBefore = serverCpuMs(serverPids(env, contender));
+    await cost.start();
   });
-  const serverCpu = ((serverCpuMs(serverPids(env, contender)) - cpuBefore) * 1000) / QUIET;
-  const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / QUIET;
-  const statementsPerJob = pgBased ? ((await statements(env, name)) - before) / QUIET : undefined;
-  return { workload, fsync, contender, statementsPerJob, serverCpu, nodeCpu, ...lateness(reports), check: exactlyOnce(reports, QUIET) };
+  return { workload, fsync, contender, ...(await cost.perJob(reports, QUIET)), ...lateness(reports), check: exactlyOnce(reports, QUIET) };
 }
 
 /** Statements each contender's idle worker runs; all at once, each in its own database. */
 async function idle(env: Env): Promise<Sample[]> {
-  const pgContenders = env.contenders.filter((c) => c !== 'bullmq');
+  const pgContenders = env.contenders.filter(onPostgres);
   const targets = await Promise.all(pgContenders.map((c) => freshTarget(env, c)));
   const workers = pgContenders.map((contender, k) => start(env, { contender, role: 'worker', target: targets[k]!.target }));
   for (const w of workers) await nextLine(w, 'idle worker');
@@ -368,7 +379,7 @@ function chosen(name: string): boolean {
 
 async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
   const samples: Sample[] = [];
-  const contenders = fsync === 'on' ? env.contenders.filter((c) => c !== 'bullmq') : env.contenders;
+  const contenders = fsync === 'on' ? env.contenders.filter(onPostgres) : env.contenders;
   const named: [string, (contender: string) => Promise<Sample>][] = [
     ['enqueue', (c) => enqueue(env, c, fsync, false)],
     ['bulk', (c) => enqueue(env, c, fsync, true)],
