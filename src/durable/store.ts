@@ -944,4 +944,4 @@ export function listsLimits(store: Store): store is Store & LimitListStore {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 11;
+export const SCHEMA_VERSION = 12;

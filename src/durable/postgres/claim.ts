@@ -33,7 +33,7 @@ import type { Connection } from './connection.js';
 import { materialize, type JobStatements } from './jobs.js';
 import { lockQueues, queueTokens, spent } from './limits.js';
 import { FairTurns, untaggedDue, type FairStatements } from './fair.js';
-import { descending, levels, millis, ms, plainWaiting, tables, untaggedShared } from './tables.js';
+import { millis, ms, plainWaiting, tables, untaggedShared, waitingPairs } from './tables.js';
 import { DONE, DONE_IDS, WAKE } from './listener.js';
 
 /** How a due recurring job advances (the scheduler's rule): its next occurrence, or its end. @internal */
@@ -320,25 +320,17 @@ const queueRoom = (Q: string, name: string) => `LEAST(COALESCE((SELECT n FROM ro
           FROM ${Q} AS qr WHERE qr.name = ${name}), ${NO_LIMIT}))`;
 
 /**
- * Named queues: \`queues\` lists the queues that have plain waiting tasks,
- * one index probe each (a skip scan of the queue-leading waiting index),
- * from the last name down: a probe from the first name up started at the
- * queue's oldest entries, those of the tasks claimed since the last vacuum,
- * and walked every one of them (3.3 of a claim's 8 ms after 10,000 claims),
- * where the newest entries of a queue are those of tasks still
- * waiting;
- * \`open\` keeps those a claim may take from, with the room each has (see
- * queueRoom; rooms \`rooms\` names, \`counts\` counts). The claim then reads
- * the plain waiting tasks of open queues only, so tasks of paused or full
- * queues, or of queues whose rate bucket is empty, cost nothing.
+ * Named queues: \`pairs\` lists the (queue, priority) pairs that have plain
+ * waiting tasks (waitingPairs); \`open\` keeps those a claim may take from,
+ * with the room their queue has (see queueRoom; rooms \`rooms\` names,
+ * \`counts\` counts). The claim then reads the plain waiting tasks of open
+ * queues only, so tasks of paused or full queues, or of queues whose rate
+ * bucket is empty, cost nothing.
  */
-const openQueues = (T: string, Q: string, rooms: string, counts: string) => `${queuesWithWork(T)},
+const openQueues = (T: string, Q: string, rooms: string, counts: string) => `${waitingPairs(T)},
   rooms(name, n) AS (SELECT * FROM unnest(${rooms}::text[], ${counts}::int[])),
-  open AS (SELECT o.name, o.room FROM (SELECT queues.q AS name, ${queueRoom(Q, 'queues.q')} AS room
-    FROM queues WHERE queues.q IS NOT NULL) AS o WHERE o.room > 0 ORDER BY o.name)`;
-
-/** SQL: \`queues(q)\`, the queues that have plain waiting tasks, from the last name down (see descending and openQueues). */
-const queuesWithWork = (T: string) => descending(T, 'queues', 'q', 'queue');
+  open AS (SELECT o.name, o.p, o.room FROM (SELECT pairs.q AS name, pairs.p, ${queueRoom(Q, 'pairs.q')} AS room FROM pairs) AS o
+    WHERE o.room > 0)`;
 
 /**
  * How many (open queue, priority level) pairs a claim reads at most, each up
@@ -348,7 +340,7 @@ const queuesWithWork = (T: string) => descending(T, 'queues', 'q', 'queue');
  * rows) made the plan cost a hundred million, and PostgreSQL compiled it
  * with JIT on every claim (1.8 s of compilation for 2 ms of work, measured
  * with EXPLAIN ANALYZE). Beyond this many pairs with due work, the claim
- * takes from the first ones in name and priority order.
+ * takes from the first ones in their walk's order (waitingPairs).
  */
 const QUEUE_LEVELS = 64;
 
@@ -460,7 +452,6 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, F: stri
   return `WITH RECURSIVE
     ${unlessJobsDue ? `flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),` : ''}
     ${serverMarkCte(M)},
-    ${levels(T)},
     ${openQueues(T, Q, '$9', '$10')},
     expired AS (SELECT id, run_at, priority, serial, rate_key, queue, expiries, NOT prefetched AS started FROM ${T}
       WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2 ${gate} ${NAMED}
@@ -477,14 +468,14 @@ function claimSql(T: string, J: string, L: string, Q: string, M: string, F: stri
       RETURNING t.id, t.serial, t.queue, t.name, t.payload, t.attempts, t.max_attempts, ${ms('t.run_at')} AS run_at, t.options, t.priority,
         t.expiries),
 
-    plain AS (SELECT w.id, w.run_at, w.priority, w.queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (
+    plain AS (SELECT w.id, w.run_at, w.priority, w.queue FROM open CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority, t.queue FROM ${T} AS t
-        WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = levels.p
+        WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = open.p
           AND t.run_at <= now() ${gate} ${NAMED}
           -- A queue with shares gives its plain tasks turns too (fair.ts): those are in \`fair\`.
           AND NOT EXISTS (SELECT 1 FROM ${F} AS f WHERE f.queue = open.name)
         ORDER BY t.run_at, t.id LIMIT LEAST($1, open.room) FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
-      WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
+      LIMIT $1 * ${QUEUE_LEVELS}),
     ${fairTurns(T, Q, F, gate)},
     keyed AS (SELECT k.* FROM (${keyed(T, L)}) AS k WHERE ${queueRoom(Q, 'k.queue')} > 0),
     keyed_locked AS (SELECT t.id FROM ${T} AS t
@@ -618,11 +609,11 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string, F: st
   const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
   // When bucket \`l\` has room again: its oldest start in the window leaves it.
   const refill = (l: string) => `CASE WHEN ${spent(l)} < ${l}.lim THEN now() ELSE ${refillOf(`${l}.starts`, `${l}.interval_ms`)} END`;
-  return `WITH RECURSIVE ${levels(T)}, ${openQueues(T, Q, '$3', '$4')},
-      firsts AS (SELECT w.run_at, open.name AS queue FROM open CROSS JOIN levels CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
-          WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = levels.p AND ${named}
+  return `WITH RECURSIVE ${openQueues(T, Q, '$3', '$4')},
+      firsts AS (SELECT w.run_at, open.name AS queue FROM open CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
+          WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = open.p AND ${named}
           ORDER BY t.run_at, t.id LIMIT 1) AS w
-        WHERE levels.p IS NOT NULL LIMIT ${QUEUE_LEVELS}),
+        LIMIT ${QUEUE_LEVELS}),
       heads AS (SELECT h.at AS run_at FROM (SELECT w.run_at AS at, w.queue FROM ${L} AS l CROSS JOIN LATERAL (
             SELECT t.run_at, t.name, t.queue FROM ${T} AS t
             WHERE t.serial = l.key AND t.state = 'waiting' AND NOT (t.id = ANY (l.holders)) ORDER BY t.run_at, t.id LIMIT 1) AS w
@@ -702,17 +693,15 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F:
       OR EXISTS (SELECT 1 FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2)
       OR EXISTS (SELECT 1 FROM ${F}) OR ${untaggedDue(T)} AS yes),
     ${serverMarkCte(M)},
-    ${levels(T)},
-    ${queuesWithWork(T)},
-    open AS (SELECT queues.q AS name FROM queues
-      WHERE queues.q IS NOT NULL AND NOT COALESCE((SELECT paused FROM ${Q} WHERE name = queues.q), false)),
-    plain AS (SELECT w.id, w.run_at, w.priority FROM open CROSS JOIN levels CROSS JOIN LATERAL (
+    ${waitingPairs(T)},
+    open AS (SELECT pairs.q AS name, pairs.p FROM pairs WHERE NOT COALESCE((SELECT paused FROM ${Q} WHERE name = pairs.q), false)),
+    plain AS (SELECT w.id, w.run_at, w.priority FROM open CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority FROM ${T} AS t
-        WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = levels.p
+        WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = open.p
           AND t.run_at <= now() AND ($4::text[] IS NULL OR t.name = ANY($4::text[]))
           AND NOT (SELECT jobs_due FROM flag) AND NOT (SELECT yes FROM limited)
         ORDER BY t.run_at, t.id LIMIT $1 FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
-      WHERE levels.p IS NOT NULL LIMIT $1 * ${QUEUE_LEVELS}),
+      LIMIT $1 * ${QUEUE_LEVELS}),
     starting AS (SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) <= $5 AS now FROM plain
       ORDER BY priority DESC, run_at, id LIMIT $1),
     -- Read back as arrays (see claimed in claim-sql.ts): a few rows of unknown number, found by the primary key.

@@ -20,7 +20,7 @@
 // group) order; nothing else takes a group row. The claim takes the queue
 // rows of taskheap_fair_queues last, after the limit rows.
 import type { Connection } from './connection.js';
-import { levels, plainWaiting, tables, untaggedShared } from './tables.js';
+import { plainWaiting, tables, untaggedShared, waitingPairs } from './tables.js';
 
 /** How many due tasks one tagging turns at most (in due order); the rest wait for the next claim's. */
 const TAG_BATCH = 1_000;
@@ -53,12 +53,12 @@ export function fairStatements(schema: string | undefined) {
         WHERE ${untaggedShared('t')} AND t.run_at <= now()
         ORDER BY t.run_at, t.id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),
       -- A queue's tasks without a share take turns as one group, '', once the queue has shares.
-      ${levels(T)},
-      unshared AS (SELECT w.* FROM ${F} AS f CROSS JOIN levels CROSS JOIN LATERAL (
+      ${waitingPairs(T)},
+      unshared AS (SELECT w.* FROM pairs CROSS JOIN LATERAL (
           SELECT t.id, t.queue, ''::text AS grp, 1::float8 AS step, t.priority, t.run_at FROM ${T} AS t
-          WHERE ${plainWaiting('t')} AND t.queue = f.queue AND t.priority = levels.p AND t.run_at <= now()
+          WHERE ${plainWaiting('t')} AND t.queue = pairs.q AND t.priority = pairs.p AND t.run_at <= now()
           ORDER BY t.run_at, t.id LIMIT $1 FOR NO KEY UPDATE OF t SKIP LOCKED) AS w
-        WHERE levels.p IS NOT NULL LIMIT $1),
+        WHERE pairs.q IN (SELECT queue FROM ${F}) LIMIT $1),
       due AS (SELECT * FROM shared UNION ALL SELECT * FROM unshared),
       registered AS (INSERT INTO ${F} (queue) SELECT DISTINCT queue FROM shared ON CONFLICT (queue) DO NOTHING RETURNING queue),
       -- Each group's next turn moves on by its batch's steps, from the virtual time if that is later.

@@ -285,6 +285,12 @@ CREATE TABLE taskheap_deps (
    CREATE TRIGGER taskheap_messages_gone AFTER DELETE ON taskheap_tasks
    BEGIN DELETE FROM taskheap_messages WHERE task_id = OLD.id; END;`,
   },
+  {
+    // Version 12: a change of the PostgreSQL schema only (one index of plain waiting tasks); one
+    // version number for both stores.
+    version: 12,
+    sql: `SELECT 1;`,
+  },
 ];
 
 /**
