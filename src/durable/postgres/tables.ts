@@ -61,7 +61,10 @@ export const plainWaiting = (t: string) =>
  * exact range of that index. Backwards: the newest entries of a pair are
  * those of tasks still waiting, where its oldest are the entries of tasks
  * claimed since the last vacuum (3.3 of a claim's 8 ms after 10,000 claims,
- * when the walk went up).
+ * when the walk went up). Each probe is an ORDER BY ... LIMIT 1, not a
+ * max(): on a table not analyzed yet the planner priced max() as an
+ * aggregate over every waiting task (next-due: 26 ms at 100,000 waiting,
+ * where the probes take 0.3 ms).
  *
  * Why pairs of the one index, and not the queues and the priority levels
  * walked apart on two indexes: on a table not analyzed yet (a bulk add into
