@@ -184,6 +184,13 @@ function rowsRead(plan: { 'Actual Rows'?: number; 'Actual Loops'?: number; Plans
   return [own, ...(plan.Plans ?? []).flatMap((child) => rowsRead(child as typeof plan))];
 }
 
+/**
+ * The full claim's parameters for an EXPLAIN (claimSql's $1..$12): 16 tasks for owner 'explain' for
+ * 30 s, failing a task after 1 expiry, any handler, no scheduler-wide bucket, 16 free workers, no
+ * queue rooms, no takeover wait, no lease announcement.
+ */
+const FULL_CLAIM = [16, 'explain', 30_000, 1, 'expired', null, false, 16, null, null, 0, null];
+
 /** The most rows any node of `sql`'s plan read, run with `params` (EXPLAIN ANALYZE, rolled back). */
 async function mostRowsRead(sql: string, params: unknown[]): Promise<number> {
   const client = await admin.connect();
@@ -229,20 +236,7 @@ describe('a claim with blocked work (issue 22)', () => {
         [5_000, bucket],
       );
       await admin.query(`ANALYZE "${schema}".taskheap_tasks`);
-      const most = await mostRowsRead(statements(schema).claim, [
-        16,
-        'explain',
-        30_000,
-        1,
-        'expired',
-        null,
-        false,
-        16,
-        null,
-        null,
-        0,
-        null,
-      ]);
+      const most = await mostRowsRead(statements(schema).claim, FULL_CLAIM);
       expect(most, 'the most rows a plan node read').toBeLessThan(100);
     } finally {
       await store.close();
@@ -266,7 +260,7 @@ describe('a claim on a table not analyzed yet', () => {
       const { statements } = await import('../../../src/durable/postgres/store.js');
       const sql = statements(schema);
       const plain = await mostRowsRead(sql.claimPlain, [16, 'explain', 30_000, null, 16, null]);
-      const full = await mostRowsRead(sql.claimUnlessJobsDue, [16, 'explain', 30_000, 1, 'expired', null, false, 16, null, null, 0, null]);
+      const full = await mostRowsRead(sql.claimUnlessJobsDue, FULL_CLAIM);
       const nextDue = await mostRowsRead(sql.nextDue, [null, false, null, null, 30_000, 0]);
       expect(Math.max(plain, full, nextDue), `the most rows a plan node read: ${JSON.stringify({ plain, full, nextDue })}`).toBeLessThan(
         100,
