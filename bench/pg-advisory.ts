@@ -11,6 +11,8 @@
  *   (the claim updates each row: running, the attempt counted, the lease).
  * - `bare skip locked`: the least a SKIP LOCKED claim and settle can be (no
  *   flags, levels, queues, notifications or limits): the row writes alone.
+ * - `bare, deleted`: the same claim, and a settle that deletes the row
+ *   (graphile-worker's shape: nothing kept once a job ends).
  * - `advisory`: a claim that only reads, taking `pg_try_advisory_lock(id)`
  *   on the rows it returns (held by the session until the settle), and a
  *   settle that writes the outcome and the attempt in one update, then lets
@@ -25,6 +27,7 @@
 import pg from 'pg';
 import { postgresStore } from '../src/postgres.js';
 import { statements } from '../src/durable/postgres/store.js';
+import { plainWaiting } from '../src/durable/postgres/tables.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 import { addNoopTasks } from './lib/noop-tasks.js';
 import { serverCpuMs } from './peers/cpu.js';
@@ -36,7 +39,7 @@ const server = await startPgServer({
   settings: ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off'],
 });
 const sql = statements(undefined);
-const PLAIN = `state = 'waiting' AND serial IS NULL AND rate_key IS NULL AND queue = 'default' AND priority = 0 AND run_at <= now()`;
+const PLAIN = `${plainWaiting('taskheap_tasks')} AND queue = 'default' AND priority = 0 AND run_at <= now()`;
 // The candidates bounded first, then locked in order until the batch is full: a lock function in the
 // scan's own filter is evaluated on every row a plan reads (a sort under the limit reads them all).
 const ADVISORY_CLAIM = `SELECT id, name, payload, attempts, max_attempts, (extract(epoch from run_at) * 1000)::float8 AS run_at, options, priority
@@ -49,11 +52,13 @@ const BARE_CLAIM = `UPDATE taskheap_tasks AS t SET state = 'running', locked_by 
   RETURNING t.id, t.name, t.payload, t.attempts, t.max_attempts, (extract(epoch from t.run_at) * 1000)::float8 AS run_at, t.options, t.priority`;
 const BARE_SETTLE = `UPDATE taskheap_tasks SET state = 'succeeded', locked_by = NULL, locked_until = NULL, updated_at = now()
   WHERE id = ANY($1::bigint[]) AND locked_by = 'me'`;
+// graphile-worker's shape: the same claim, and a settle that deletes the row (nothing kept after it ends).
+const DELETE_SETTLE = `DELETE FROM taskheap_tasks WHERE id = ANY($1::bigint[]) AND locked_by = 'me'`;
 const ADVISORY_SETTLE = `WITH done AS (UPDATE taskheap_tasks SET state = 'succeeded', attempts = attempts + 1, updated_at = now()
     WHERE id = ANY($1::bigint[]) AND state = 'waiting' RETURNING id)
   SELECT count(pg_advisory_unlock(id)) FROM done`;
 
-type Kind = 'skip locked' | 'bare skip locked' | 'advisory';
+type Kind = 'skip locked' | 'bare skip locked' | 'bare, deleted' | 'advisory';
 
 async function round(kind: Kind): Promise<{ cpu: number; seconds: number }> {
   const store = postgresStore({ connectionString: server.url });
@@ -67,9 +72,10 @@ async function round(kind: Kind): Promise<{ cpu: number; seconds: number }> {
   const t0 = performance.now();
   for (let done = 0; done < N; ) {
     let ids: string[];
-    if (kind === 'bare skip locked') {
+    if (kind === 'bare skip locked' || kind === 'bare, deleted') {
       ids = (await client.query({ name: 'bclaim', text: BARE_CLAIM, values: [BATCH] })).rows.map((r) => r.id as string);
-      await client.query({ name: 'bsettle', text: BARE_SETTLE, values: [ids] });
+      if (kind === 'bare skip locked') await client.query({ name: 'bsettle', text: BARE_SETTLE, values: [ids] });
+      else await client.query({ name: 'dsettle', text: DELETE_SETTLE, values: [ids] });
     } else if (kind === 'advisory') {
       ids = (await client.query({ name: 'aclaim', text: ADVISORY_CLAIM, values: [BATCH] })).rows.map((r) => r.id as string);
       await client.query({ name: 'asettle', text: ADVISORY_SETTLE, values: [ids] });
@@ -96,14 +102,14 @@ async function round(kind: Kind): Promise<{ cpu: number; seconds: number }> {
     done += ids.length;
   }
   const result = { cpu: ((serverCpuMs(server.pids()) - cpu0) * 1000) / N, seconds: (performance.now() - t0) / 1000 };
-  await client.query('DROP TABLE taskheap_deps, taskheap_tasks, taskheap_jobs, taskheap_limits, taskheap_queues, taskheap_meta CASCADE');
-  await client.query('DROP FUNCTION taskheap_deps_changed() CASCADE');
+  // Every table, function and trigger of the schema, whatever its version has.
+  await client.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public');
   await client.end();
   return result;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const KINDS: Kind[] = ['skip locked', 'bare skip locked', 'advisory'];
+const KINDS: Kind[] = ['skip locked', 'bare skip locked', 'bare, deleted', 'advisory'];
 const results = Object.fromEntries(KINDS.map((kind) => [kind, { cpu: [] as number[], rate: [] as number[] }]));
 try {
   for (let r = 0; r < 3; r++) {

@@ -18,6 +18,7 @@ export type {
   ClaimParams,
   RenewParams,
   NextDueParams,
+  WarmParams,
   EndedTasks,
   DueJob,
   JobAdvance,

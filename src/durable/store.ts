@@ -294,6 +294,18 @@ export interface ClaimParams {
   announceLease?: boolean;
 }
 
+/** What `Store.warm` is told of the process about to claim. */
+export interface WarmParams {
+  /** The claiming process's id. */
+  owner: string;
+  /** ms a claim lasts. */
+  lease: number;
+  /** The handlers it runs. */
+  names?: readonly string[];
+  /** It applies limits of its own (a queue's concurrency in this process, the scheduler-wide rate): every claim it sends weighs them. */
+  ownLimits: boolean;
+}
+
 /** What `Store.renew` is asked. */
 export interface RenewParams {
   /** The process whose leases they are. */
@@ -830,12 +842,12 @@ export interface Store {
    */
   recover(): Promise<ClaimedTask[]>;
   /**
-   * Readies the store for the first claims of `owner` (`names`: the handlers
-   * it runs) once it starts: PostgreSQL opens a few connections and plans the
-   * claim on each, so work due right after start() is not late by a cold
-   * connection's first plan; SQLite has nothing to ready. Best effort: it never rejects.
+   * Readies the store for the first claims of a process once it starts:
+   * PostgreSQL opens a few connections and plans on each the claims they will
+   * send, so work due right after start() is not late by a cold connection's
+   * first plan; SQLite has nothing to ready. Best effort: it never rejects.
    */
-  warm(owner: string, lease: number, names?: readonly string[]): Promise<void>;
+  warm(params: WarmParams): Promise<void>;
   /** Releases connections and files. */
   close(): Promise<void>;
 }

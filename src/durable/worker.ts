@@ -119,7 +119,9 @@ export class DurableWorker {
         (queue) => this.#holdings.handBack(queue),
       );
       // Before the first claim: claims right after start() find their connections ready.
-      await store.warm(this.#ctx.owner, this.#ctx.lease, this.client.handlers.names);
+      const { owner, lease, loop } = this.#ctx;
+      const ownLimits = this.#holdings.queues.rooms() !== undefined || loop.rate !== undefined;
+      await store.warm({ owner, lease, names: this.client.handlers.names, ownLimits });
       this.#leases.start();
       this.#claimer.start();
       this.#maintenance.start();

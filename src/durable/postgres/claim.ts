@@ -1,10 +1,10 @@
-// The PostgreSQL claim and next-due. Which claim statement a claim sends:
-// the plain claim while no limit is in play, else the full one; and the due
-// recurring jobs materialised first (jobs.ts), in one transaction with the
-// claim, when a claim finds some. Below, the statements: the full claim,
-// next-due, and the plain claim, with the SQL pieces only they use (the
-// pieces of limit rows and queue rows they share with the outcomes are
-// limits.ts's).
+// The PostgreSQL claim and next-due. Which statement a claim or a next-due
+// question sends: the plain one while no limit is in play, else the full
+// one; and the due recurring jobs materialised first (jobs.ts), in one
+// transaction with the claim, when a claim finds some. Below, the
+// statements: the full claim, next-due, the plain claim and the plain
+// next-due, with the SQL pieces only they use (the pieces of limit rows and
+// queue rows they share with the outcomes are limits.ts's).
 //
 // How a claim stays exact across processes: it picks candidates from its
 // snapshot, then locks the queue rows (by name) and limit rows (in (kind,
@@ -27,9 +27,9 @@
 // as an unready one does), then queue rows in name order (lockQueues), then
 // limit rows in (kind, key) order; a settle locks the tasks it holds, then
 // the queue rows (freeSlots), then the limit rows (letGo, after `after`).
-import type { ClaimedTask, DueJob, JobAdvance, NextDueParams, QueueRooms } from '../store.js';
+import type { ClaimedTask, DueJob, JobAdvance, NextDueParams, QueueRooms, WarmParams } from '../store.js';
 import { toClaims, type ClaimRow } from '../rows.js';
-import type { Connection } from './connection.js';
+import type { Connection, WarmQuery } from './connection.js';
 import { materialize, type JobStatements } from './jobs.js';
 import { lockQueues, queueTokens, spent } from './limits.js';
 import { FairTurns, untaggedDue, type FairStatements } from './fair.js';
@@ -167,14 +167,19 @@ export class Claims {
    * to have been up, and this process to have reached it, for that long.
    */
   async nextDue({ names, rooms, rated = false }: NextDueParams, lease: number): Promise<number | undefined> {
+    // As the claim: the plain question while nothing is limited (and this process limits nothing itself).
+    if (!rated && (rooms === undefined || rooms.size === 0) && this.#fullOnly === 0) {
+      const { rows } = await this.#db.query<{ t: number | string | null; limited: boolean }>(this.#sql.nextDuePlain, [names ?? null], true);
+      if (rows[0]?.limited !== true) return untilDue(rows[0]?.t);
+      this.#fullOnly = FULL_AFTER_LIMITED;
+    }
     const { rows } = await this.#db.query<{ t: number | string | null; untagged: boolean }>(
       this.#sql.nextDue,
       [names ?? null, rated, ...roomArrays(rooms), lease, this.#db.takeoverWait(lease)],
       true,
     );
     if (rows[0]?.untagged === true) this.#fair.untagged();
-    const t = rows[0]?.t;
-    return t === null || t === undefined ? undefined : Math.max(0, Number(t));
+    return untilDue(rows[0]?.t);
   }
 
   /** Marks the server this store reaches as a claim would (see markServer), before any claim; best effort, as the warm-ups are. */
@@ -182,14 +187,28 @@ export class Claims {
     await this.#db.query(this.#sql.markServer, []).catch(() => {});
   }
 
-  /** The statements to ready on a fresh connection (Connection.warm): each claim, of nothing, and a next-due question. */
-  warmups(owner: string, lease: number, names: readonly string[] | undefined) {
-    const full = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0, announceLease: false };
-    return [
-      { text: this.#sql.claimPlain, values: [0, owner, lease, names ?? null, 0, null] },
-      { text: this.#sql.claimUnlessJobsDue, values: this.#fullParams(full) },
-      { text: this.#sql.nextDue, values: [names ?? null, false, null, null, lease, 0] },
-    ];
+  /**
+   * Readies a fresh connection (Connection.warm) for the claims this process
+   * will send, each of nothing: the plain claim, unless the process has
+   * limits of its own (then every claim is the full one); the full claim if
+   * so, or if the plain one says a limit is in play now; a next-due
+   * question of the same kind. The full statements are the dearest to plan
+   * (the claim about 40 ms on a cold connection, next-due 25, three
+   * connections a start: most of a start's server CPU), and a process
+   * without limits never sends them. One that meets its first limit later
+   * pays those plans on each connection's first full claim, once.
+   */
+  async ready(query: WarmQuery, { owner, lease, names, ownLimits }: WarmParams): Promise<void> {
+    let full = ownLimits;
+    if (!full) {
+      const rows = await query(this.#sql.claimPlain, [0, owner, lease, names ?? null, 0, null]);
+      full = rows[0]?.limited === true;
+    }
+    if (full) {
+      const ask = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0, announceLease: false };
+      await query(this.#sql.claimUnlessJobsDue, this.#fullParams(ask));
+      await query(this.#sql.nextDue, [names ?? null, false, null, null, lease, 0]);
+    } else await query(this.#sql.nextDuePlain, [names ?? null]);
   }
 
   #fullParams(ask: ClaimAsk): unknown[] {
@@ -214,6 +233,11 @@ export class Claims {
   }
 }
 
+/** A next-due answer in ms, 0 for overdue; undefined: nothing is due. */
+function untilDue(t: number | string | null | undefined): number | undefined {
+  return t === null || t === undefined ? undefined : Math.max(0, Number(t));
+}
+
 function claimsOf(rows: FlaggedRow[]): ClaimedTask[] {
   return toClaims(rows.filter((row): row is ClaimRow & FlaggedRow => row.id !== null));
 }
@@ -234,6 +258,8 @@ export function claimStatements(schema: string | undefined) {
     /** The claim when no limit is in play anywhere; says so (`limited`), claiming nothing, when one is. */
     claimPlain: plainClaimSql(T, J, L, Q, M, F),
     nextDue: nextDueSql(T, J, L, Q, M, F),
+    /** Next-due when no limit is in play anywhere; says so (\`limited\`), answering nothing, when one is. */
+    nextDuePlain: plainNextDueSql(T, J, L, Q, F),
     /**
      * The server mark alone (markServer), which start() commits before it
      * readies connections: their claims of nothing then find it set and
@@ -688,10 +714,7 @@ function nextDueSql(T: string, J: string, L: string, Q: string, M: string, F: st
 function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F: string): string {
   return `WITH RECURSIVE
     flag AS (SELECT EXISTS (SELECT 1 FROM ${J} WHERE state = 'scheduled' AND next_run_at <= now()) AS jobs_due),
-    limited AS (SELECT EXISTS (SELECT 1 FROM ${L})
-      OR EXISTS (SELECT 1 FROM ${Q} WHERE global_concurrency IS NOT NULL OR rate_limit IS NOT NULL)
-      OR EXISTS (SELECT 1 FROM ${T} WHERE state = 'running' AND locked_until <= now() AND locked_by <> $2)
-      OR EXISTS (SELECT 1 FROM ${F}) OR ${untaggedDue(T)} AS yes),
+    ${limitedCte(T, L, Q, F, '$2')},
     ${serverMarkCte(M)},
     ${waitingPairs(T)},
     open AS (SELECT pairs.q AS name, pairs.p FROM pairs WHERE NOT COALESCE((SELECT paused FROM ${Q} WHERE name = pairs.q), false)),
@@ -717,4 +740,52 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F:
       SELECT id, name, payload, attempts, max_attempts, run_at, options, priority, started, NULL::int AS failed_after, steps FROM claimed
       WHERE ${announcedFirst}
     ) AS c ON true`;
+}
+
+/**
+ * SQL: a CTE \`limited(yes)\`: whether anything the plain statements leave
+ * out is in play anywhere: a limit row, a queue with a global concurrency
+ * or a rate, a lease that ran out (but owner \`owner\`'s, if given: the
+ * plain claim's own are its to take back), a queue with shares or a due
+ * shared task without a turn. Broader than what the full statements act on,
+ * never narrower.
+ */
+function limitedCte(T: string, L: string, Q: string, F: string, owner?: string): string {
+  const othersLease = owner === undefined ? '' : ` AND locked_by <> ${owner}`;
+  return `limited AS (SELECT EXISTS (SELECT 1 FROM ${L})
+      OR EXISTS (SELECT 1 FROM ${Q} WHERE global_concurrency IS NOT NULL OR rate_limit IS NOT NULL)
+      OR EXISTS (SELECT 1 FROM ${T} WHERE state = 'running' AND locked_until <= now()${othersLease})
+      OR EXISTS (SELECT 1 FROM ${F}) OR ${untaggedDue(T)} AS yes)`;
+}
+
+// The plain next-due: the full one above for the plain claim's case, as a
+// statement of its own. The full one plans every part a limit may need
+// (keyed tasks' heads, buckets' refills, fair turns, takeovers of expired
+// leases): about 15 ms a custom plan, and 25 on a cold connection, each
+// connection planning it five times; a process start readies three. With
+// nothing limited those parts find nothing, and the answer is this one's.
+/**
+ * ms until something is due (negative: overdue), by the server's clock,
+ * while no limit is in play (\`limited\`, as the plain claim's, any expired
+ * lease counting): the first plain waiting task of a queue not paused, a
+ * shared task (its turn is given when it is due), a lease running out, a
+ * recurring job; tasks only of the names $1 (null: any). With a limit in
+ * play it answers nothing and says so: the full next-due follows.
+ */
+function plainNextDueSql(T: string, J: string, L: string, Q: string, F: string): string {
+  const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
+  return `WITH RECURSIVE ${limitedCte(T, L, Q, F)},
+    ${waitingPairs(T)},
+    open AS (SELECT pairs.q AS name, pairs.p FROM pairs WHERE NOT COALESCE((SELECT paused FROM ${Q} WHERE name = pairs.q), false)),
+    firsts AS (SELECT w.run_at FROM open CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
+        WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = open.p AND ${named}
+        ORDER BY t.run_at, t.id LIMIT 1) AS w
+      LIMIT ${QUEUE_LEVELS})
+    SELECT CASE WHEN NOT limited.yes THEN (extract(epoch from LEAST(
+        (SELECT MIN(run_at) FROM firsts),
+        (SELECT t.run_at FROM ${T} AS t WHERE ${untaggedShared('t')} AND ${named} ORDER BY t.run_at, t.id LIMIT 1),
+        (SELECT MIN(t.locked_until) FROM ${T} AS t WHERE t.state = 'running' AND ${named}),
+        (SELECT MIN(next_run_at) FROM ${J} WHERE state = 'scheduled')) - now()) * 1000)::float8 END AS t,
+      limited.yes AS limited
+    FROM limited`;
 }

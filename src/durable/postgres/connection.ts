@@ -13,6 +13,9 @@ function noop(): void {}
 /** How many pooled connections warm() readies and our own pool keeps open: a claim round or two, a next-due question, a settle. */
 export const WARM_CONNECTIONS = 3;
 
+/** Runs a named statement on the connection being warmed (Connection.warm); its rows. */
+export type WarmQuery = (text: string, values: unknown[]) => Promise<Record<string, unknown>[]>;
+
 /** The longest a client waits for an answer (the timer limit): pg reads a query_timeout of 0 as "the default". */
 const MAX_QUERY_WAIT = 2 ** 31 - 1;
 
@@ -257,8 +260,8 @@ export class Connection {
 
   /**
    * Readies `count` pooled connections for the hot path: each is opened and
-   * parses and plans `statements` (named, as query() runs them) in a
-   * transaction that is rolled back, their generic plan forced so that it
+   * `ready` runs the statements to parse and plan on it (named, as query()
+   * runs them) in a transaction that is rolled back, their generic plan forced so that it
    * counts as none of the five custom plans PostgreSQL weighs it against. A
    * connection's first claim otherwise pays for loading its catalog caches
    * and its first plan, about 30 ms, and work due at once pays that as
@@ -269,7 +272,7 @@ export class Connection {
    * choice. Behind PgBouncer there are no named statements, and its server
    * connections are not ours: nothing to do there either.
    */
-  async warm(statements: readonly { text: string; values: unknown[] }[], count: number): Promise<void> {
+  async warm(ready: (query: WarmQuery) => Promise<void>, count: number): Promise<void> {
     if (this.#pgbouncer || !this.#ownsPool) return;
     const clients = await Promise.all(Array.from({ length: count }, () => this.#db.connect().catch(() => undefined)));
     await Promise.all(
@@ -282,9 +285,15 @@ export class Connection {
         try {
           await client.query('BEGIN');
           await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
-          for (const { text, values } of statements) {
-            await client.query({ name: statementName(text), text, values, query_timeout: this.#timeout + 500 } as never);
-          }
+          await ready(async (text, values) => {
+            const result = (await client.query({
+              name: statementName(text),
+              text,
+              values,
+              query_timeout: this.#timeout + 500,
+            } as never)) as PgResult;
+            return result.rows as Record<string, unknown>[];
+          });
           await client.query('ROLLBACK');
         } catch (error) {
           // Best effort: a failed warm-up costs only the first claims' speed. A connection left mid-transaction is dropped.

@@ -24,6 +24,7 @@ import type {
   QueryClient,
   QueueChange,
   RenewParams,
+  WarmParams,
   RecordStepsParams,
   SendParams,
   StepStore,
@@ -189,10 +190,10 @@ class PostgresStore implements Store, FlowStore, LimitListStore, StepStore {
     return Promise.resolve([]);
   }
 
-  /** Readies connections for the first claims: a claim of nothing and a next-due question on each (Connection.warm). */
-  async warm(owner: string, lease: number, names?: readonly string[]): Promise<void> {
+  /** Readies connections for the first claims (Connection.warm): the statements they will send, of nothing, on each. */
+  async warm(params: WarmParams): Promise<void> {
     await this.#claims.markServer();
-    await this.#db.warm(this.#claims.warmups(owner, lease, names), WARM_CONNECTIONS);
+    await this.#db.warm((query) => this.#claims.ready(query, params), WARM_CONNECTIONS);
   }
 
   nextDue(params: NextDueParams): Promise<number | undefined> {

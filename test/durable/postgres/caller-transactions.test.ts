@@ -138,13 +138,16 @@ describe("a caller's open transaction on PostgreSQL", () => {
     await first.migrate();
     await second.migrate();
     // The first start marks the server (committed); the claims of nothing that ready connections then write nothing.
-    await first.warm('first', LEASE, ['quick']);
+    await first.warm({ owner: 'first', lease: LEASE, names: ['quick'], ownLimits: true });
     const client = await admin.connect();
     try {
       await client.query('BEGIN');
       await client.query(`SELECT * FROM "${schema}".taskheap_meta FOR UPDATE`);
-      const warmed = second.warm('second', LEASE, ['quick']).then(() => 'ready');
-      expect(await Promise.race([warmed, sleep(20_000).then(() => 'waiting for the row lock')])).toBe('ready');
+      // Either set of statements: the plain claim's, and the full claim's of a process with limits of its own.
+      for (const ownLimits of [false, true]) {
+        const warmed = second.warm({ owner: 'second', lease: LEASE, names: ['quick'], ownLimits }).then(() => 'ready');
+        expect(await Promise.race([warmed, sleep(20_000).then(() => 'waiting for the row lock')])).toBe('ready');
+      }
     } finally {
       await client.query('ROLLBACK');
       client.release();

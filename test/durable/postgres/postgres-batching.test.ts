@@ -346,7 +346,7 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     expect(errors).toEqual([]);
   }, 30_000);
 
-  it('both claims, the next-due query and the settle are named statements, parsed once per connection', async () => {
+  it('both claims, both next-due queries and the settle are named statements, parsed once per connection', async () => {
     // Parsed and planned on every call, the claim cost 25-60 ms of server CPU on a loaded
     // machine, for 1 ms of work: the whole cost of a step of a chain.
     // A keyed task puts a limit in play: the plain claim says so, and the full one is sent.
@@ -370,14 +370,15 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     scheduler.define('x', () => {});
     await scheduler.start();
     await scheduler.waitFor((await scheduler.schedule(Date.now(), 'x')).id);
-    await waitFor('the plain claim and a next-due query sent', () => names.has(sql.claimPlain) && names.has(sql.nextDue));
-    expect(names.has(sql.claimUnlessJobsDue)).toBe(false);
+    await waitFor('the plain claim and a next-due query sent', () => names.has(sql.claimPlain) && names.has(sql.nextDuePlain));
+    expect(names.has(sql.claimUnlessJobsDue) || names.has(sql.nextDue)).toBe(false);
     await scheduler.waitFor((await scheduler.schedule(Date.now(), 'x', { serial: 'k' })).id);
     await scheduler.close();
     await pool.end();
     expect(names.get(sql.claimPlain)).toMatch(/^taskheap_/);
     expect(names.get(sql.claimUnlessJobsDue)).toMatch(/^taskheap_/);
     expect(names.get(sql.nextDue)).toMatch(/^taskheap_/);
+    expect(names.get(sql.nextDuePlain)).toMatch(/^taskheap_/);
     expect(names.get(sql.settle)).toMatch(/^taskheap_/);
   }, 30_000);
 
@@ -405,6 +406,106 @@ describe('postgresStore: claims and outcomes on their way together', () => {
     await small.close();
     await pool.end();
   }, 30_000);
+
+  it('start() readies the claims and next-due questions its process will send: the full ones only where a limit is in play or the process has limits of its own', async () => {
+    // The full claim and next-due are the dearest statements to plan (about 40 and 25 ms on a cold
+    // connection, on each of three): most of a start's server CPU, for statements a process without
+    // limits never sends.
+    const schema = freshSchema();
+    const sql = statements(schema);
+    const readied = async (options: {
+      queues?: Record<string, { concurrency?: number; globalConcurrency?: number }>;
+      rate?: { limit: number; interval: string };
+    }) => {
+      // Every named statement any connection sends while start() runs (its connections are the store's own).
+      const texts = new Set<string>();
+      const query = pg.Client.prototype.query;
+      pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest: unknown[]) {
+        if (typeof config === 'object' && config !== null && 'name' in config) texts.add((config as unknown as { text: string }).text);
+        return (query as (...args: unknown[]) => unknown).call(this, config, ...rest);
+      } as typeof query;
+      const scheduler = new Scheduler({ store: postgresStore({ connectionString: server.url, schema }), ...options });
+      opened.push(scheduler);
+      scheduler.define('x', () => {});
+      try {
+        await scheduler.start();
+      } finally {
+        pg.Client.prototype.query = query;
+      }
+      await scheduler.close();
+      const has = (text: string) => (texts.has(text) ? 'readied' : '-');
+      return { claim: [has(sql.claimPlain), has(sql.claimUnlessJobsDue)], nextDue: [has(sql.nextDuePlain), has(sql.nextDue)] };
+    };
+    // Which are readied, the plain statement and the full one, of each.
+    const plain = { claim: ['readied', '-'], nextDue: ['readied', '-'] };
+    const full = { claim: ['-', 'readied'], nextDue: ['-', 'readied'] };
+    expect(await readied({})).toEqual(plain);
+    // Limits of its own: every claim it sends is the full one.
+    expect(await readied({ queues: { q: { concurrency: 1 } } })).toEqual(full);
+    expect(await readied({ rate: { limit: 10, interval: '1s' } })).toEqual(full);
+    // A limit in play in the database (this start stores a queue's global concurrency), and for the next process too:
+    // the plain claim says so, and the full statements follow.
+    const limited = { claim: ['readied', 'readied'], nextDue: ['-', 'readied'] };
+    expect(await readied({ queues: { q: { globalConcurrency: 2 } } })).toEqual(limited);
+    expect(await readied({})).toEqual(limited);
+  }, 30_000);
+
+  it('the plain next-due answers as the full one wherever nothing is limited, and says so, answering nothing, where something is', async () => {
+    const schema = freshSchema();
+    const store = postgresStore({ connectionString: server.url, schema });
+    await store.migrate();
+    const sql = statements(schema);
+    const T = `"${schema}".taskheap_tasks`;
+    const task = (name: string, inMs: number, extra: object = {}) =>
+      store.addTask({ name, key: null, payload: '{}', runAt: Date.now() + inMs, maxAttempts: 1, options: '{}', ...extra });
+    // Both questions in one transaction: one now(), so equal answers are equal to the ms. Names: any, then 'x' alone.
+    const answers = async () => {
+      const client = await admin.connect();
+      try {
+        await client.query('BEGIN');
+        const both = [];
+        for (const names of [null, ['x']]) {
+          const full = await client.query(sql.nextDue, [names, false, null, null, 30_000, 0]);
+          const plain = await client.query(sql.nextDuePlain, [names]);
+          both.push({ full: full.rows[0].t, plain: plain.rows[0].t, limited: plain.rows[0].limited });
+        }
+        return both;
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    };
+    const agree = async (step: string) => {
+      for (const { full, plain, limited } of await answers())
+        expect({ step, plain, limited }).toEqual({ step, plain: full, limited: false });
+    };
+    try {
+      await agree('nothing at all');
+      await task('x', 60_000);
+      await agree('a plain task');
+      // A paused queue's tasks count in neither.
+      await store.setQueue('held', { paused: true });
+      await task('x', 30_000, { queue: 'held' });
+      await agree('a paused queue');
+      await task('y', 50_000, { priority: 5, queue: 'other' });
+      await agree('another queue and priority, another name');
+      await task('x', 40_000, { fairGroup: 'g', options: JSON.stringify({ fair: { group: 'g' } }) });
+      await agree('a shared task, its turn not given yet');
+      await task('y', 0);
+      await admin.query(
+        `UPDATE ${T} SET state = 'running', locked_by = 'w', locked_until = now() + interval '20 s' WHERE name = 'y' AND priority = 0`,
+      );
+      await agree('a lease running out');
+      await admin.query(`INSERT INTO "${schema}".taskheap_jobs (key, name, payload, rule, next_run_at, options)
+        VALUES ('j', 'x', '{}', '{}', now() + interval '10 s', '{}')`);
+      await agree('a recurring job');
+      // A keyed task puts a limit in play: only the full question answers.
+      await task('x', 5_000, { key: null, serial: 's', options: JSON.stringify({ serial: 's' }) });
+      for (const { plain, limited } of await answers()) expect({ plain, limited }).toEqual({ plain: null, limited: true });
+    } finally {
+      await store.close();
+    }
+  });
 
   it('close() waits for both claims on their way and hands back, unrun and uncounted, what they bring', async () => {
     const schema = freshSchema();
