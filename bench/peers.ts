@@ -26,6 +26,8 @@
  *   job from the first due time to the last job (the enqueue before it is not
  *   counted), which a quiet app pays for far more than for a flood's, beside
  *   how late the jobs start (a worker that polls runs them late, in batches);
+ * - start (\`start\`): a worker process started with nothing to do: the
+ *   server's CPU and the statements from "go" to a second later;
  * - idle: statements a worker process runs in 30 s (quick: 10 s) with nothing to do;
  * - held snapshot (`snapshot`): processing with 1 process while another
  *   connection to the same database holds a REPEATABLE READ snapshot open
@@ -55,7 +57,7 @@ const ONLY = process.argv
   .find((arg) => arg.startsWith('--contenders='))
   ?.slice('--contenders='.length)
   .split(',');
-/** `--workloads=delayed,idle`: only these of enqueue, bulk, processing, delayed, quiet, snapshot and idle (an A/B run of one, say); default all. */
+/** `--workloads=delayed,idle`: only these of enqueue, bulk, processing, delayed, quiet, start, snapshot and idle (an A/B run of one, say); default all. */
 const WORKLOADS = process.argv
   .find((arg) => arg.startsWith('--workloads='))
   ?.slice('--workloads='.length)
@@ -237,16 +239,21 @@ function serverPids(env: Env, contender: string): number[] {
 function costMeter(env: Env, contender: string, name: string) {
   let statementsBefore = 0;
   let cpuBefore = 0;
+  /** The statements (PostgreSQL contenders) and the server's CPU ms since start(). */
+  const spent = async () => ({
+    statements: onPostgres(contender) ? (await statements(env, name)) - statementsBefore : undefined,
+    serverCpu: serverCpuMs(serverPids(env, contender)) - cpuBefore,
+  });
   return {
     async start(): Promise<void> {
       if (onPostgres(contender)) statementsBefore = await statements(env, name);
       cpuBefore = serverCpuMs(serverPids(env, contender));
     },
+    spent,
     async perJob(reports: WorkerReport[], n: number): Promise<Pick<Sample, 'statementsPerJob' | 'serverCpu' | 'nodeCpu'>> {
-      const serverCpu = ((serverCpuMs(serverPids(env, contender)) - cpuBefore) * 1000) / n;
+      const { statements: count, serverCpu } = await spent();
       const nodeCpu = (reports.reduce((sum, r) => sum + r.cpuMs, 0) * 1000) / n;
-      const statementsPerJob = onPostgres(contender) ? ((await statements(env, name)) - statementsBefore) / n : undefined;
-      return { statementsPerJob, serverCpu, nodeCpu };
+      return { statementsPerJob: count === undefined ? undefined : count / n, serverCpu: (serverCpu * 1000) / n, nodeCpu };
     },
   };
 }
@@ -349,6 +356,29 @@ async function quiet(env: Env, contender: string, fsync: Fsync): Promise<Sample>
   return { workload, fsync, contender, ...(await cost.perJob(reports, QUIET)), ...lateness(reports), check: exactlyOnce(reports, QUIET) };
 }
 
+/**
+ * A worker's start with nothing to do: the server's CPU ms (as \`value\`) and
+ * the statements (as \`statementsPerJob\`) from "go" to a second later, its
+ * start-up and its first idle round: what every process start, deploy or
+ * scale-out costs the database.
+ */
+async function startup(env: Env, contender: string, fsync: Fsync): Promise<Sample> {
+  const { name, target } = await freshTarget(env, contender);
+  const cost = costMeter(env, contender, name);
+  let spent: Awaited<ReturnType<typeof cost.spent>> | undefined;
+  await work(env, contender, target, 1, 0, cost.start, async () => {
+    await sleep(1_000);
+    spent = await cost.spent();
+  });
+  return {
+    workload: 'a worker start, nothing due (go + 1 s)',
+    fsync,
+    contender,
+    value: spent!.serverCpu,
+    statementsPerJob: spent!.statements,
+  };
+}
+
 /** Statements each contender's idle worker runs; all at once, each in its own database. */
 async function idle(env: Env): Promise<Sample[]> {
   const pgContenders = env.contenders.filter(onPostgres);
@@ -386,7 +416,12 @@ async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
     ['processing', (c) => processing(env, c, fsync, 1)],
     ['processing', (c) => processing(env, c, fsync, 3)],
   ];
-  if (fsync === 'off') named.push(['delayed', (c) => delayed(env, c, fsync)], ['quiet', (c) => quiet(env, c, fsync)]);
+  if (fsync === 'off')
+    named.push(
+      ['delayed', (c) => delayed(env, c, fsync)],
+      ['quiet', (c) => quiet(env, c, fsync)],
+      ['start', (c) => startup(env, c, fsync)],
+    );
   // A held snapshot costs what it costs whatever the fsync setting: measured once, beside the unheld run.
   if (fsync === 'off') named.push(['snapshot', (c) => processing(env, c, fsync, 1, true)]);
   const workloads = named.filter(([name]) => chosen(name)).map(([, run]) => run);
@@ -406,6 +441,7 @@ async function pass(env: Env, fsync: Fsync): Promise<Sample[]> {
 
 function describe(s: Sample): string {
   if (s.note !== undefined) return s.note;
+  if (s.workload.startsWith('a worker start')) return `${s.value!.toFixed(0)} ms server CPU, ${s.statementsPerJob ?? '—'} statements`;
   if (s.p99 !== undefined && s.serverCpu === undefined) return `p50 ${s.p50} ms, p99 ${s.p99} ms (${s.check})`;
   const extra = [
     s.p99 === undefined ? '' : `late p50 ${s.p50} ms, p99 ${s.p99} ms`,
@@ -454,9 +490,12 @@ function table(samples: Sample[], contenders: string[]): string {
   };
   for (const key of keys) {
     const [workload, fsync] = key.split('|') as [string, Fsync];
-    const suffix = /^(statements while idle|delayed|quiet)/.test(workload) ? '' : `, fsync ${fsync}`;
+    const suffix = /^(statements while idle|delayed|quiet|a worker start)/.test(workload) ? '' : `, fsync ${fsync}`;
     if (workload.startsWith('delayed')) emit(`${workload} p99, ms`, 'p99', key, (v) => v.toFixed(0), false);
-    else if (workload.startsWith('quiet')) {
+    else if (workload.startsWith('a worker start')) {
+      emit(`${workload}: server CPU ms`, 'value', key, (v) => v.toFixed(0), false);
+      emit(`${workload}: statements`, 'statementsPerJob', key, (v) => v.toFixed(0), false);
+    } else if (workload.startsWith('quiet')) {
       emit(`${workload}: late, p99, ms`, 'p99', key, (v) => v.toFixed(0), false);
       emit(`${workload}: statements per job`, 'statementsPerJob', key, (v) => v.toFixed(2), false);
       emit(`${workload}: server CPU ms per 1,000 jobs`, 'serverCpu', key, (v) => v.toFixed(1), false);
