@@ -259,9 +259,9 @@ export class Connection {
   }
 
   /**
-   * Readies `count` pooled connections for the hot path: each is opened and
-   * `ready` runs the statements to parse and plan on it (named, as query()
-   * runs them) in a transaction that is rolled back, their generic plan forced so that it
+   * Readies `count` pooled connections for the hot path: on each, `ready`
+   * runs the statements to parse and plan (named, as query() runs them) in a
+   * transaction that is rolled back, their generic plan forced so that it
    * counts as none of the five custom plans PostgreSQL weighs it against. A
    * connection's first claim otherwise pays for loading its catalog caches
    * and its first plan, about 30 ms, and work due at once pays that as
