@@ -26,8 +26,8 @@
  *   job from the first due time to the last job (the enqueue before it is not
  *   counted), which a quiet app pays for far more than for a flood's, beside
  *   how late the jobs start (a worker that polls runs them late, in batches);
- * - start (\`start\`): a worker process started with nothing to do: the
- *   server's CPU and the statements from "go" to a second later;
+ * - start (`start`): a worker process started with nothing to do: the CPU of
+ *   its database's connections and the statements from "go" to a second later;
  * - idle: statements a worker process runs in 30 s (quick: 10 s) with nothing to do;
  * - held snapshot (`snapshot`): processing with 1 process while another
  *   connection to the same database holds a REPEATABLE READ snapshot open
@@ -48,7 +48,7 @@ import pg from 'pg';
 import { startPgServer, type PgServer } from '../test/durable/pg-server.js';
 import { BUILD_DIR, buildForChildren } from './lib/build.js';
 import { SETTINGS } from './peers/contenders.js';
-import { serverCpuMs } from './peers/cpu.js';
+import { processesCpuMs, serverCpuMs } from './peers/cpu.js';
 import { ensureRuntime, startRedis, type PeerRuntime } from './peers/runtime.js';
 
 const QUICK = process.argv.includes('--quick');
@@ -357,10 +357,13 @@ async function quiet(env: Env, contender: string, fsync: Fsync): Promise<Sample>
 }
 
 /**
- * A worker's start with nothing to do: the server's CPU ms (as \`value\`) and
- * the statements (as \`statementsPerJob\`) from "go" to a second later, its
+ * A worker's start with nothing to do: the server's CPU ms (as `value`) and
+ * the statements (as `statementsPerJob`) from "go" to a second later, its
  * start-up and its first idle round: what every process start, deploy or
- * scale-out costs the database.
+ * scale-out costs the database. On PostgreSQL the CPU is that of the
+ * connections open to the run's database a second after "go" (each opened
+ * since): the server's whole CPU would count autovacuum's rounds over the
+ * databases of the runs before, as large as a start.
  */
 async function startup(env: Env, contender: string, fsync: Fsync): Promise<Sample> {
   const { name, target } = await freshTarget(env, contender);
@@ -369,6 +372,12 @@ async function startup(env: Env, contender: string, fsync: Fsync): Promise<Sampl
   await work(env, contender, target, 1, 0, cost.start, async () => {
     await sleep(1_000);
     spent = await cost.spent();
+    if (!onPostgres(contender)) return;
+    const { rows } = await env.admin.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`,
+      [name],
+    );
+    spent.serverCpu = processesCpuMs(rows.map((row) => row.pid));
   });
   return {
     workload: 'a worker start, nothing due (go + 1 s)',

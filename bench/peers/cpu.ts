@@ -32,3 +32,13 @@ export function serverCpuMs(pids: readonly number[]): number {
   });
   return total;
 }
+
+/** CPU ms used so far by the live processes \`pids\`, each its own (not its children's): a database's backends, say. */
+export function processesCpuMs(pids: readonly number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    const [utime, stime] = times(pid);
+    total += utime + stime;
+  }
+  return total;
+}

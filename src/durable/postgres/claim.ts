@@ -258,7 +258,7 @@ export function claimStatements(schema: string | undefined) {
     /** The claim when no limit is in play anywhere; says so (`limited`), claiming nothing, when one is. */
     claimPlain: plainClaimSql(T, J, L, Q, M, F),
     nextDue: nextDueSql(T, J, L, Q, M, F),
-    /** Next-due when no limit is in play anywhere; says so (\`limited\`), answering nothing, when one is. */
+    /** Next-due when no limit is in play anywhere; says so (`limited`), answering nothing, when one is. */
     nextDuePlain: plainNextDueSql(T, J, L, Q, F),
     /**
      * The server mark alone (markServer), which start() commits before it
@@ -743,9 +743,9 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F:
 }
 
 /**
- * SQL: a CTE \`limited(yes)\`: whether anything the plain statements leave
+ * SQL: a CTE `limited(yes)`: whether anything the plain statements leave
  * out is in play anywhere: a limit row, a queue with a global concurrency
- * or a rate, a lease that ran out (but owner \`owner\`'s, if given: the
+ * or a rate, a lease that ran out (but owner `owner`'s, if given: the
  * plain claim's own are its to take back), a queue with shares or a due
  * shared task without a turn. Broader than what the full statements act on,
  * never narrower.
@@ -766,7 +766,7 @@ function limitedCte(T: string, L: string, Q: string, F: string, owner?: string):
 // nothing limited those parts find nothing, and the answer is this one's.
 /**
  * ms until something is due (negative: overdue), by the server's clock,
- * while no limit is in play (\`limited\`, as the plain claim's, any expired
+ * while no limit is in play (`limited`, as the plain claim's, any expired
  * lease counting): the first plain waiting task of a queue not paused, a
  * shared task (its turn is given when it is due), a lease running out, a
  * recurring job; tasks only of the names $1 (null: any). With a limit in
