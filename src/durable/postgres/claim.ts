@@ -101,7 +101,7 @@ export class Claims {
     // The common case, no recurring job due: one statement claims, and says whether a job is due.
     // Both claims are named statements, planned once per connection (prepared.ts). Due times and
     // leases are the server's: this process's clock is not used.
-    const plain = ask.rated || (ask.rooms !== undefined && ask.rooms.size > 0) ? undefined : await this.#plain(ask);
+    const plain = limitsItself(ask.rooms, ask.rated) ? undefined : await this.#plain(ask);
     // The plain claim takes no expired lease over, so it fails no task: nothing to announce but its leases.
     if (plain !== undefined && !plain.limited && !plain.jobsDue) return plain.claims;
     const params = this.#fullParams(ask);
@@ -168,7 +168,7 @@ export class Claims {
    */
   async nextDue({ names, rooms, rated = false }: NextDueParams, lease: number): Promise<number | undefined> {
     // As the claim: the plain question while nothing is limited (and this process limits nothing itself).
-    if (!rated && (rooms === undefined || rooms.size === 0) && this.#fullOnly === 0) {
+    if (!limitsItself(rooms, rated) && this.#fullOnly === 0) {
       const { rows } = await this.#db.query<{ t: number | string | null; limited: boolean }>(this.#sql.nextDuePlain, [names ?? null], true);
       if (rows[0]?.limited !== true) return untilDue(rows[0]?.t);
       this.#fullOnly = FULL_AFTER_LIMITED;
@@ -231,6 +231,11 @@ export class Claims {
   #announcing(ask: ClaimAsk): string | null {
     return ask.announceLease ? this.#prefix : null;
   }
+}
+
+/** Whether a process limits its own work (rooms for queues, the scheduler-wide bucket): its claims and next-due questions are the full ones. */
+function limitsItself(rooms: QueueRooms | undefined, rated: boolean): boolean {
+  return rated || (rooms !== undefined && rooms.size > 0);
 }
 
 /** A next-due answer in ms, 0 for overdue; undefined: nothing is due. */
@@ -717,7 +722,7 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F:
     ${limitedCte(T, L, Q, F, '$2')},
     ${serverMarkCte(M)},
     ${waitingPairs(T)},
-    open AS (SELECT pairs.q AS name, pairs.p FROM pairs WHERE NOT COALESCE((SELECT paused FROM ${Q} WHERE name = pairs.q), false)),
+    ${openPairs(Q)},
     plain AS (SELECT w.id, w.run_at, w.priority FROM open CROSS JOIN LATERAL (
         SELECT t.id, t.run_at, t.priority FROM ${T} AS t
         WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = open.p
@@ -741,6 +746,10 @@ function plainClaimSql(T: string, J: string, L: string, Q: string, M: string, F:
       WHERE ${announcedFirst}
     ) AS c ON true`;
 }
+
+/** SQL: a CTE `open(name, p)`: the (queue, priority) pairs of `pairs` whose queue is not paused (the plain statements'). */
+const openPairs = (Q: string) =>
+  `open AS (SELECT pairs.q AS name, pairs.p FROM pairs WHERE NOT COALESCE((SELECT paused FROM ${Q} WHERE name = pairs.q), false))`;
 
 /**
  * SQL: a CTE `limited(yes)`: whether anything the plain statements leave
@@ -776,7 +785,7 @@ function plainNextDueSql(T: string, J: string, L: string, Q: string, F: string):
   const named = `($1::text[] IS NULL OR t.name = ANY($1::text[]))`;
   return `WITH RECURSIVE ${limitedCte(T, L, Q, F)},
     ${waitingPairs(T)},
-    open AS (SELECT pairs.q AS name, pairs.p FROM pairs WHERE NOT COALESCE((SELECT paused FROM ${Q} WHERE name = pairs.q), false)),
+    ${openPairs(Q)},
     firsts AS (SELECT w.run_at FROM open CROSS JOIN LATERAL (SELECT t.run_at FROM ${T} AS t
         WHERE ${plainWaiting('t')} AND t.queue = open.name AND t.priority = open.p AND ${named}
         ORDER BY t.run_at, t.id LIMIT 1) AS w
