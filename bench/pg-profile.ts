@@ -7,7 +7,8 @@
  * throwaway server with pg_stat_statements. Prints CPU per 1,000 jobs (every
  * PostgreSQL process from /proc, and this process), the statements by total
  * execution time, the row and index traffic of taskheap_tasks (HOT updates,
- * index entries per job) and WAL per job; `--vacuum` analyzes the table
+ * index entries per job) and WAL per job, then what the retention sweep of
+ * the finished rows costs (PostgreSQL CPU per 1,000 rows); `--vacuum` analyzes the table
  * before the run (the bench does not); `--drop-index=a,b` drops those
  * indexes first (what one costs: compare with a run that keeps it); `--schedulers=3` claims with
  * three schedulers (three owners, three pools) in this process; `--log` prints the server's log
@@ -101,6 +102,14 @@ try {
   const indexes = await admin.query(`SELECT indexrelname AS index, idx_scan, idx_tup_read,
       pg_relation_size(indexrelid) / 8192 AS pages FROM pg_stat_user_indexes WHERE relname = 'taskheap_tasks' ORDER BY indexrelname`);
   console.table(indexes.rows);
+  // What the retention sweep then pays to delete the finished rows, in its batches (as with retention 0).
+  const sweeper = postgresStore({ connectionString: server.url });
+  await sweeper.migrate();
+  const sweep0 = serverCpuMs(server.pids());
+  let swept = 0;
+  for (let batch = 500; batch >= 500; swept += batch) batch = await sweeper.prune(0, 0, 500);
+  console.log(`The retention sweep after it: ${swept} rows, PostgreSQL CPU ${per1k(serverCpuMs(server.pids()) - sweep0)} ms per 1,000`);
+  await sweeper.close();
   // With --settings=-c session_preload_libraries=auto_explain,-c auto_explain.log_min_duration=0,...: the plans.
   if (process.argv.includes('--log')) console.log(readFileSync(join(dirname(server.dataDir), 'server.log'), 'utf8'));
 } finally {

@@ -956,4 +956,4 @@ export function listsLimits(store: Store): store is Store & LimitListStore {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 12;
+export const SCHEMA_VERSION = 13;

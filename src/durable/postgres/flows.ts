@@ -18,14 +18,16 @@ export function flowStatements(schema: string | undefined) {
   return {
     /**
      * The stored tasks a flow depends on, as the statement sees them: their
-     * states decide the births. Read, not locked: a caller's transaction
-     * must hold nothing a worker running one of them writes. An outcome that
+     * states decide the births. Locked FOR KEY SHARE only, until the commit:
+     * no delete (retention, deleteTasks) takes them from under the flow's
+     * edges, while a worker running one of them writes it as before (its
+     * updates change no key, so they never wait for this lock). An outcome that
      * slips between this read and the commit is applied to the new edges at
      * the commit, by the deferred trigger of their \`external\` mark
-     * (migrations.ts, version 7), which also marks the task as having
+     * (migrations.ts, versions 7 and 13), which also marks the task as having
      * dependents.
      */
-    readExternal: `SELECT id::float8 AS id, state FROM ${T} WHERE id = ANY($1::bigint[])`,
+    readExternal: `SELECT id::float8 AS id, state FROM ${T} WHERE id = ANY($1::bigint[]) FOR KEY SHARE`,
     /** $2 ids of the tasks' sequence, in order: known before the insert, the edges can name them. */
     flowIds: `SELECT nextval(pg_get_serial_sequence($1, 'id'))::float8 AS id FROM generate_series(1, $2::int) ORDER BY 1`,
     /** Every task and edge of a flow in one statement; one wake for the earliest task born waiting. */

@@ -49,6 +49,14 @@ export function inspectStatements(schema: string | undefined) {
   const link = `json_build_object('id', l.id::float8, 'name', l.name, 'state', l.state, 'on_failure', d.on_failure, 'counted', d.counted)`;
   /** SQL: a CTE deleting the messages (steps.ts) of the tasks in `cte`, deleted with them. */
   const messagesOf = (cte: string) => `messages_gone AS (DELETE FROM ${t('taskheap_messages')} WHERE task_id IN (SELECT id FROM ${cte}))`;
+  /**
+   * SQL: CTEs deleting the flow edges of the tasks in `cte`, deleted with
+   * them (no foreign key: migrations.ts, version 13): as dependent, then as
+   * dependency, each by its index (one OR would read every edge).
+   */
+  const edgesOf = (cte: string) =>
+    `edges_out AS (DELETE FROM ${D} WHERE task_id IN (SELECT id FROM ${cte})),
+        edges_in AS (DELETE FROM ${D} WHERE dep_id IN (SELECT id FROM ${cte}))`;
   return {
     /** Every filter is optional (NULL), as listTasks's. */
     countTasks: `SELECT t.state, count(*) AS n FROM ${T} AS t
@@ -63,7 +71,8 @@ export function inspectStatements(schema: string | undefined) {
         AND ($3::text IS NULL OR left(t.key, length($3)) = $3) AND ($4::text IS NULL OR t.queue = $4)
         AND ($5::float8 IS NULL OR t.run_at >= ${ts('$5')}) AND ($6::float8 IS NULL OR t.run_at < ${ts('$6')})
       ORDER BY t.id LIMIT $8 FOR UPDATE SKIP LOCKED),
-        ${messagesOf('doomed')}
+        ${messagesOf('doomed')},
+        ${edgesOf('doomed')}
       DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
     /**
      * Per task: the latest progress ($3, null: unchanged) and new log lines
@@ -108,7 +117,8 @@ export function inspectStatements(schema: string | undefined) {
           AND updated_at < now() - ${millis('LEAST($1::float8, $2::float8)')}
           AND updated_at < now() - ${millis(`CASE WHEN state = 'succeeded' THEN $1::float8 ELSE $2::float8 END`)}
         ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED),
-        ${messagesOf('doomed')}
+        ${messagesOf('doomed')},
+        ${edgesOf('doomed')}
       DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
     /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
     // One scan of the tasks: the counts also name the queues that have tasks.

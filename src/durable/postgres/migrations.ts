@@ -529,6 +529,52 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: `
       DROP INDEX :SCHEMA.taskheap_tasks_waiting;`,
   },
+  {
+    // Version 13: the flow edges without foreign keys. Each key's ON DELETE CASCADE was a trigger
+    // run once per task deleted, flows or not, whose query cost more than the delete itself (the
+    // retention sweep and deleteTasks: 44 ms of server CPU per 1,000 rows against 20 without,
+    // bench/NOTES.md). The statements that delete tasks take their edges (inspect.ts), as they
+    // take their messages (version 11). The lock the key's check took on insert, which kept a
+    // flow's stored dependency from deletion until the flow committed, the flow's read of it now
+    // takes (FOR KEY SHARE, flows.ts); the commit trigger checks that the dependency is still
+    // there, and fails the flow with the key's error code if it is not.
+    version: 13,
+    sql: `
+      ALTER TABLE :SCHEMA.taskheap_deps DROP CONSTRAINT taskheap_deps_task_id_fkey, DROP CONSTRAINT taskheap_deps_dep_id_fkey;
+      CREATE OR REPLACE FUNCTION :SCHEMA.taskheap_deps_committed() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      DECLARE
+        dep record;
+        tries integer := 0;
+      BEGIN
+        -- Locked for the commit's instant only: a statement ending it now waits for this commit, then sees the edge.
+        -- Without waiting while it holds the dependencies locked before it: a worker's outcome batch ending two of
+        -- them in the other order would deadlock with it. A worker's statement is short; after 5 s, wait.
+        LOOP
+          BEGIN
+            IF tries < 500 THEN
+              SELECT id, state, failed_dep, has_dependents INTO dep FROM :SCHEMA.taskheap_tasks WHERE id = NEW.dep_id
+                FOR NO KEY UPDATE NOWAIT;
+            ELSE
+              SELECT id, state, failed_dep, has_dependents INTO dep FROM :SCHEMA.taskheap_tasks WHERE id = NEW.dep_id
+                FOR NO KEY UPDATE;
+            END IF;
+            EXIT;
+          EXCEPTION WHEN lock_not_available THEN
+            tries := tries + 1;
+            PERFORM pg_sleep(0.01);
+          END;
+        END LOOP;
+        IF NOT FOUND THEN
+          RAISE EXCEPTION 'taskheap: task % was deleted before the flow that depends on it was committed', NEW.dep_id
+            USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        IF NOT dep.has_dependents THEN
+          UPDATE :SCHEMA.taskheap_tasks SET has_dependents = true WHERE id = dep.id;
+        END IF;
+        PERFORM :SCHEMA.taskheap_dep_moved(dep.id, dep.state, dep.failed_dep, TG_TABLE_SCHEMA);
+        RETURN NULL;
+      END $fn$;`,
+  },
 ];
 
 /**
