@@ -26,6 +26,7 @@ import { Scheduler, type DurableTaskItem } from '../src/index.js';
 import { postgresStore } from '../src/postgres.js';
 import { advanceJob } from '../src/durable/advance-job.js';
 import { statements } from '../src/durable/postgres/store.js';
+import { fullClaimParams } from '../src/durable/postgres/claim.js';
 import type { NewTask, Store } from '../src/durable/store.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 
@@ -145,20 +146,23 @@ async function claimCost(
     for (let i = 0; i < 5; i++) {
       await reset?.();
       await client.query('BEGIN');
-      const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [
-        16,
-        'explain',
-        30_000,
-        1,
-        'expired',
-        null,
-        false,
-        16,
-        null,
-        null,
-        0, // no takeover wait
-        null, // no lease announcement
-      ]);
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+        `EXPLAIN (ANALYZE, BUFFERS) ${sql}`,
+        fullClaimParams(
+          {
+            owner: 'explain',
+            lease: 30_000,
+            limit: 16,
+            names: undefined,
+            rooms: undefined,
+            rated: false,
+            free: 16,
+            takeoverWait: 0,
+            announceLease: false,
+          },
+          { prefix: '', maxExpiries: 1, expiredText: 'expired' },
+        ),
+      );
       await client.query('ROLLBACK');
       const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
       execs.push(Number(/Execution Time: ([\d.]+)/.exec(plan)![1]));

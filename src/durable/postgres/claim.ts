@@ -73,27 +73,15 @@ export class Claims {
   readonly #sql: ClaimStatements & JobStatements;
   /** Gives due shared tasks their turns before a full claim. */
   readonly #fair: FairTurns;
-  /** What every notification of this store's schema starts with. */
-  readonly #prefix: string;
-  /** The full claim's $4 and $5: a task whose lease ran out more than this many times fails, with this error. */
-  readonly #maxExpiries: number;
-  readonly #expiredText: string;
+  readonly #settings: ClaimSettings;
   /** Claims left to send straight to the full statement (see FULL_AFTER_LIMITED). */
   #fullOnly = 0;
 
-  constructor(
-    db: Connection,
-    sql: ClaimStatements & JobStatements & FairStatements,
-    prefix: string,
-    maxExpiries: number,
-    expiredText: string,
-  ) {
+  constructor(db: Connection, sql: ClaimStatements & JobStatements & FairStatements, settings: ClaimSettings) {
     this.#db = db;
     this.#sql = sql;
     this.#fair = new FairTurns(db, sql);
-    this.#prefix = prefix;
-    this.#maxExpiries = maxExpiries;
-    this.#expiredText = expiredText;
+    this.#settings = settings;
   }
 
   /** Claims what `ask` asks for; due recurring jobs are materialized first (their occurrences may be claimed too). */
@@ -104,7 +92,7 @@ export class Claims {
     const plain = limitsItself(ask.rooms, ask.rated) ? undefined : await this.#plain(ask);
     // The plain claim takes no expired lease over, so it fails no task: nothing to announce but its leases.
     if (plain !== undefined && !plain.limited && !plain.jobsDue) return plain.claims;
-    const params = this.#fullParams(ask);
+    const params = fullClaimParams(ask, this.#settings);
     await this.#fair.tag();
     if (plain === undefined || !plain.jobsDue) {
       const { rows } = await this.#db.query<FlaggedRow>(this.#sql.claimUnlessJobsDue, params, true);
@@ -142,7 +130,7 @@ export class Claims {
   }
 
   #announce(ids: string): void {
-    this.#db.query(this.#sql.announceDone, [this.#prefix + ids]).catch(() => {});
+    this.#db.query(this.#sql.announceDone, [this.#settings.prefix + ids]).catch(() => {});
   }
 
   /** The plain claim, unless a recent one found a limit in play. */
@@ -151,11 +139,7 @@ export class Claims {
       this.#fullOnly--;
       return undefined;
     }
-    const { rows } = await this.#db.query<FlaggedRow>(
-      this.#sql.claimPlain,
-      [ask.limit, ask.owner, ask.lease, ask.names ?? null, ask.free, this.#announcing(ask)],
-      true,
-    );
+    const { rows } = await this.#db.query<FlaggedRow>(this.#sql.claimPlain, plainClaimParams(ask, this.#settings), true);
     const limited = rows[0]?.limited === true;
     if (limited) this.#fullOnly = FULL_AFTER_LIMITED;
     return { claims: claimsOf(rows), limited, jobsDue: rows[0]?.jobs_due === true };
@@ -175,7 +159,7 @@ export class Claims {
     }
     const { rows } = await this.#db.query<{ t: number | string | null; untagged: boolean }>(
       this.#sql.nextDue,
-      [names ?? null, rated, ...roomArrays(rooms), lease, this.#db.takeoverWait(lease)],
+      nextDueParams({ names, rooms, rated }, lease, this.#db.takeoverWait(lease)),
       true,
     );
     if (rows[0]?.untagged === true) this.#fair.untagged();
@@ -199,38 +183,65 @@ export class Claims {
    * pays those plans on each connection's first full claim, once.
    */
   async ready(query: WarmQuery, { owner, lease, names, ownLimits }: WarmParams): Promise<void> {
+    const ask = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0, announceLease: false };
     let full = ownLimits;
     if (!full) {
-      const rows = await query(this.#sql.claimPlain, [0, owner, lease, names ?? null, 0, null]);
+      const rows = await query(this.#sql.claimPlain, plainClaimParams(ask, this.#settings));
       full = rows[0]?.limited === true;
     }
     if (full) {
-      const ask = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0, announceLease: false };
-      await query(this.#sql.claimUnlessJobsDue, this.#fullParams(ask));
-      await query(this.#sql.nextDue, [names ?? null, false, null, null, lease, 0]);
+      await query(this.#sql.claimUnlessJobsDue, fullClaimParams(ask, this.#settings));
+      await query(this.#sql.nextDue, nextDueParams({ names }, lease, 0));
     } else await query(this.#sql.nextDuePlain, [names ?? null]);
   }
+}
 
-  #fullParams(ask: ClaimAsk): unknown[] {
-    return [
-      ask.limit,
-      ask.owner,
-      ask.lease,
-      this.#maxExpiries,
-      this.#expiredText,
-      ask.names ?? null,
-      ask.rated,
-      ask.free,
-      ...roomArrays(ask.rooms),
-      ask.takeoverWait,
-      this.#announcing(ask),
-    ];
-  }
+/** The store's settings a claim's parameters hold beside its ask. */
+export interface ClaimSettings {
+  /** What every notification of this store's schema starts with. */
+  readonly prefix: string;
+  /** A task whose lease ran out more than this many times fails (the full claim), with \`expiredText\` as its error. */
+  readonly maxExpiries: number;
+  readonly expiredText: string;
+}
 
-  /** The claim's announcement parameter: the payload's prefix if it is to announce its leases, else null. */
-  #announcing(ask: ClaimAsk): string | null {
-    return ask.announceLease ? this.#prefix : null;
-  }
+/**
+ * The plain claim's parameters (plainClaimSql's $1..$6), in their one order:
+ * the store's, the warm-up's, the tests' and the benches' claims build them here.
+ */
+export function plainClaimParams(ask: ClaimAsk, settings: ClaimSettings): unknown[] {
+  return [ask.limit, ask.owner, ask.lease, ask.names ?? null, ask.free, announcing(ask, settings)];
+}
+
+/** The full claim's parameters (claimSql's $1..$12), in their one order, as plainClaimParams. */
+export function fullClaimParams(ask: ClaimAsk, settings: ClaimSettings): unknown[] {
+  return [
+    ask.limit,
+    ask.owner,
+    ask.lease,
+    settings.maxExpiries,
+    settings.expiredText,
+    ask.names ?? null,
+    ask.rated,
+    ask.free,
+    ...roomArrays(ask.rooms),
+    ask.takeoverWait,
+    announcing(ask, settings),
+  ];
+}
+
+/** The full next-due question's parameters ($1..$6), in their one order: \`takeoverWait\` as ClaimAsk's. */
+export function nextDueParams(
+  { names, rooms, rated = false }: Pick<NextDueParams, 'names' | 'rooms' | 'rated'>,
+  lease: number,
+  takeoverWait: number,
+): unknown[] {
+  return [names ?? null, rated, ...roomArrays(rooms), lease, takeoverWait];
+}
+
+/** The claim's announcement parameter: the payload's prefix if it is to announce its leases, else null. */
+function announcing(ask: ClaimAsk, settings: ClaimSettings): string | null {
+  return ask.announceLease ? settings.prefix : null;
 }
 
 /** Whether a process limits its own work (rooms for queues, the scheduler-wide bucket): its claims and next-due questions are the full ones. */

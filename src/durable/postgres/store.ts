@@ -150,7 +150,11 @@ class PostgresStore implements Store, FlowStore, LimitListStore, StepStore {
     this.#sql = statements(options.schema);
     this.#prefix = options.schema === undefined ? '' : `${options.schema}:`;
     this.#db = new Connection(options);
-    this.#claims = new Claims(this.#db, this.#sql, this.#prefix, options.maxLeaseExpiries, leaseExpiredText(options.maxLeaseExpiries + 1));
+    this.#claims = new Claims(this.#db, this.#sql, {
+      prefix: this.#prefix,
+      maxExpiries: options.maxLeaseExpiries,
+      expiredText: leaseExpiredText(options.maxLeaseExpiries + 1),
+    });
     this.#listener = new Listener(this.#db, this.#prefix, options.timeout);
   }
 

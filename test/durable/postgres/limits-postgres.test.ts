@@ -10,6 +10,13 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler, type DurableTaskItem } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres.js';
+import {
+  fullClaimParams,
+  nextDueParams,
+  plainClaimParams,
+  type ClaimAsk,
+  type ClaimSettings,
+} from '../../../src/durable/postgres/claim.js';
 import type { PgServer } from '../pg-server.js';
 import { schemaNamer, usePostgres } from '../use-postgres.js';
 import { workerProcesses, type WorkerProcess } from '../worker-process.js';
@@ -185,11 +192,23 @@ function rowsRead(plan: { 'Actual Rows'?: number; 'Actual Loops'?: number; Plans
 }
 
 /**
- * The full claim's parameters for an EXPLAIN (claimSql's $1..$12): 16 tasks for owner 'explain' for
- * 30 s, failing a task after 1 expiry, any handler, no scheduler-wide bucket, 16 free workers, no
- * queue rooms, no takeover wait, no lease announcement.
+ * A claim for an EXPLAIN: 16 tasks for owner 'explain' for 30 s, any handler, no scheduler-wide
+ * bucket, 16 free workers, no queue rooms, no takeover wait, no lease announcement; a task fails
+ * after 1 expiry.
  */
-const FULL_CLAIM = [16, 'explain', 30_000, 1, 'expired', null, false, 16, null, null, 0, null];
+const EXPLAIN_ASK: ClaimAsk = {
+  owner: 'explain',
+  lease: 30_000,
+  limit: 16,
+  names: undefined,
+  rooms: undefined,
+  rated: false,
+  free: 16,
+  takeoverWait: 0,
+  announceLease: false,
+};
+const EXPLAIN_SETTINGS: ClaimSettings = { prefix: '', maxExpiries: 1, expiredText: 'expired' };
+const FULL_CLAIM = fullClaimParams(EXPLAIN_ASK, EXPLAIN_SETTINGS);
 
 /** The most rows any node of `sql`'s plan read, run with `params` (EXPLAIN ANALYZE, rolled back). */
 async function mostRowsRead(sql: string, params: unknown[]): Promise<number> {
@@ -259,9 +278,9 @@ describe('a claim on a table not analyzed yet', () => {
       );
       const { statements } = await import('../../../src/durable/postgres/store.js');
       const sql = statements(schema);
-      const plain = await mostRowsRead(sql.claimPlain, [16, 'explain', 30_000, null, 16, null]);
+      const plain = await mostRowsRead(sql.claimPlain, plainClaimParams(EXPLAIN_ASK, EXPLAIN_SETTINGS));
       const full = await mostRowsRead(sql.claimUnlessJobsDue, FULL_CLAIM);
-      const nextDue = await mostRowsRead(sql.nextDue, [null, false, null, null, 30_000, 0]);
+      const nextDue = await mostRowsRead(sql.nextDue, nextDueParams({}, 30_000, 0));
       const plainNextDue = await mostRowsRead(sql.nextDuePlain, [null]);
       const most = { plain, full, nextDue, plainNextDue };
       expect(Math.max(...Object.values(most)), `the most rows a plan node read: ${JSON.stringify(most)}`).toBeLessThan(100);

@@ -12,6 +12,7 @@ import { Scheduler } from '../../../src/index.js';
 import type { ClaimParams, NextDueParams, Outcome, Store } from '../../../src/store.js';
 import { postgresStore } from '../../../src/postgres.js';
 import { statements } from '../../../src/durable/postgres/store.js';
+import { nextDueParams } from '../../../src/durable/postgres/claim.js';
 import type { PgServer } from '../pg-server.js';
 import { gate } from '../../helpers.js';
 import { closedAfterEach, schemaNamer, usePostgres } from '../use-postgres.js';
@@ -465,7 +466,7 @@ describe('postgresStore: claims and outcomes on their way together', () => {
         await client.query('BEGIN');
         const both = [];
         for (const names of [null, ['x']]) {
-          const full = await client.query(sql.nextDue, [names, false, null, null, 30_000, 0]);
+          const full = await client.query(sql.nextDue, nextDueParams({ names: names ?? undefined }, 30_000, 0));
           const plain = await client.query(sql.nextDuePlain, [names]);
           both.push({ full: full.rows[0].t, plain: plain.rows[0].t, limited: plain.rows[0].limited });
         }
