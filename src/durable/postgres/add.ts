@@ -11,7 +11,7 @@ import { enqueued, type EnqueuedTask, type NewTask, type QueryClient } from '../
 import type { Connection } from './connection.js';
 import { WAKE } from './listener.js';
 import { applyLimits, upsertLimits, type LimitStatements } from './limits.js';
-import { millis, ms, tables, taskColumns, ts } from './tables.js';
+import { millis, ms, tables, taskColumns, ts, unlessUsual } from './tables.js';
 
 /** The columns \`taskColumns\` names, read from \`a\` (a CTE that returned them). */
 const TASK_COLUMNS = (a: string) =>
@@ -56,6 +56,7 @@ export function addStatements(schema: string | undefined) {
     /**
      * Many tasks without keys in one statement (keyed batches go through
      * addKeyed, which decides each key's dedupe); one wake for the earliest.
+     * A column every task leaves at its usual value comes empty (unlessUsual).
      * Nothing to meet, so a plain insert: no ON CONFLICT (its speculative
      * insertion costs each row), no replaced task to let go of. Each comes
      * back as its id, due time and creation time (the statement's now()):
@@ -66,7 +67,8 @@ export function addStatements(schema: string | undefined) {
      */
     addTasks: `WITH saved AS (
         INSERT INTO ${T} AS t (name, key, payload, run_at, max_attempts, options, serial, priority, queue, rate_key)
-        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, u.options, u.serial, u.priority, u.queue, u.rate_key
+        SELECT u.name, u.key, u.payload, ${ts('u.at')}, u.max_attempts, COALESCE(u.options, '{}'), u.serial, COALESCE(u.priority, 0),
+          COALESCE(u.queue, 'default'), u.rate_key
         FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int[], $6::text[], $8::text[], $9::int[], $10::text[], $11::text[])
           WITH ORDINALITY AS u(name, key, payload, at, max_attempts, options, serial, priority, queue, rate_key, ord)
         ORDER BY u.ord
@@ -339,16 +341,16 @@ async function addUnkeyed(
   // One statement: atomic on its own, in the caller's transaction or not.
   const { rows } = await queryVia(db, via)<InsertedRow>(sql.addTasks, [
     columns.name,
-    columns.key,
+    unlessUsual(columns.key, null),
     columns.payload,
     columns.at,
     columns.max,
-    columns.options,
+    unlessUsual(columns.options, '{}'),
     prefix,
-    columns.serial,
-    columns.priority,
-    columns.queue,
-    columns.rateGroup,
+    unlessUsual(columns.serial, null),
+    unlessUsual(columns.priority, 0),
+    unlessUsual(columns.queue, 'default'),
+    unlessUsual(columns.rateGroup, null),
   ]);
   return rows.map((row, i) => enqueued(insertedTask(tasks[i]!, row), 'inserted'));
 }

@@ -10,7 +10,7 @@ import type { Connection } from './connection.js';
 import { CANCEL, DONE, DONE_IDS, WAKE } from './listener.js';
 import { freeSlots, letGo } from './limits.js';
 import { suspend, type stepStatements } from './steps.js';
-import { millis, ms, tables, taskColumns } from './tables.js';
+import { millis, ms, tables, taskColumns, unlessUsual } from './tables.js';
 
 /** How many attempts' errors a task keeps (the latest). */
 const MAX_ERRORS = 10;
@@ -40,7 +40,7 @@ const batch = (arrays: string) =>
     .map((array) => `(SELECT ${array})`)
     .join(', ')})`;
 
-/** A settle's outcomes as the statement's parallel arrays: id, kind, state, delay, error, result. */
+/** A settle's outcomes as the statement's parallel arrays: id, kind, state, delay, error, result (see unlessUsual). */
 function outcomeArrays(
   outcomes: readonly Outcome[],
 ): [number[], string[], (string | null)[], (number | null)[], (string | null)[], (string | null)[]] {
@@ -60,7 +60,14 @@ function outcomeArrays(
     error.push(outcome.kind === 'release' ? null : outcome.error);
     result.push(outcome.kind === 'complete' ? (outcome.result ?? null) : null);
   }
-  return [id, kind, state, delay, error, result];
+  return [
+    id,
+    unlessUsual(kind, 'complete'),
+    unlessUsual(state, 'succeeded'),
+    unlessUsual(delay, null),
+    unlessUsual(error, null),
+    unlessUsual(result, null),
+  ];
 }
 
 /** The statements of outcomes for tables in `schema` (undefined: the search_path). */
@@ -86,7 +93,8 @@ export function settleStatements(schema: string | undefined) {
       SELECT id FROM renewed`,
     /**
      * Records a batch of outcomes in one statement, for the tasks owner $6
-     * still holds: per row, kind 'complete' (final state, error, the
+     * still holds (an array sent empty holds each row's usual value: see
+     * unlessUsual): per row, kind 'complete' (final state, error, the
      * handler's return value as `result`), 'retry' (waiting again, due delay
      * ms after the server's now, error) or 'release' (waiting again, the
      * claim's attempt not counted). A failure's error (final or retried)
@@ -101,8 +109,8 @@ export function settleStatements(schema: string | undefined) {
      * throughput of no-op tasks.
      */
     settle: `WITH
-        u AS (SELECT * FROM ${batch('$1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[], $8::text[]')}
-          AS u(id, kind, state, delay, error, result)),
+        u AS (SELECT id, COALESCE(kind, 'complete') AS kind, COALESCE(state, 'succeeded') AS state, delay, error, result
+          FROM ${batch('$1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[], $8::text[]')} AS u(id, kind, state, delay, error, result)),
         done AS (UPDATE ${T} AS t SET
             state = CASE u.kind WHEN 'complete' THEN u.state ELSE 'waiting' END,
             run_at = CASE u.kind WHEN 'retry' THEN now() + ${millis('u.delay')} ELSE t.run_at END,

@@ -30,6 +30,18 @@ export function tables(schema: string | undefined) {
 export const ts = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`;
 export const ms = (expression: string) => `(extract(epoch from ${expression}) * 1000)::float8`;
 
+/**
+ * A column of a batch's parallel arrays, or none when each of its values is
+ * `usual` or null: unnest pads a shorter array with NULLs, which the
+ * statement reads as `usual` (COALESCE). A batch of plain tasks or of no-op
+ * successes then sends a few full columns and the rest empty, not a
+ * thousand elements each for pg to escape and the server to parse.
+ */
+export function unlessUsual<T>(values: T[], usual: T | null): T[] {
+  for (const value of values) if (value !== null && value !== usual) return values;
+  return [];
+}
+
 /** SQL: $n milliseconds as an interval. */
 export const millis = (param: string) => `(${param}::float8 * interval '1 millisecond')`;
 

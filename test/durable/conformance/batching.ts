@@ -274,14 +274,24 @@ export function batchingScenarios(backend: Backend, setup: () => Promise<Env>): 
       const t = time.now() + 3_600_000;
       const added = await scheduler.scheduleMany([
         { when: t + 0.5, name: 'a', payload: { n: 1 } },
-        { when: t, name: 'b', payload: 'two', priority: 7, serial: 's', retry: { attempts: 4, delay: 10 } },
+        { when: t, name: 'b', payload: 'two', priority: 7, serial: 's', queue: 'mail', retry: { attempts: 4, delay: 10 } },
         { when: t + 1, name: 'a', payload: null, rate: { limit: 2, interval: 1_000, group: 'r' } },
       ]);
       for (const task of added) expect(await scheduler.getTask(task.id)).toEqual(task);
-      expect(added.map((task) => [task.name, task.priority, task.serial, task.rate, task.maxAttempts, task.state])).toEqual([
-        ['a', 0, null, null, 1, 'waiting'],
-        ['b', 7, 's', null, 4, 'waiting'],
-        ['a', 0, null, { limit: 2, interval: 1_000, group: 'r' }, 1, 'waiting'],
+      expect(added.map((task) => [task.name, task.priority, task.serial, task.queue, task.rate, task.maxAttempts, task.state])).toEqual([
+        ['a', 0, null, 'default', null, 1, 'waiting'],
+        ['b', 7, 's', 'mail', null, 4, 'waiting'],
+        ['a', 0, null, 'default', { limit: 2, interval: 1_000, group: 'r' }, 1, 'waiting'],
+      ]);
+      // A batch whose tasks all leave an option at its usual value stores that value for each.
+      const plain = await scheduler.scheduleMany([
+        { when: t, name: 'a', payload: 1 },
+        { when: t, name: 'b', payload: 2 },
+      ]);
+      for (const task of plain) expect(await scheduler.getTask(task.id)).toEqual(task);
+      expect(plain.map((task) => [task.priority, task.serial, task.queue, task.rate])).toEqual([
+        [0, null, 'default', null],
+        [0, null, 'default', null],
       ]);
     });
 

@@ -128,6 +128,60 @@ describe('postgresStore: batched outcomes', () => {
   });
 });
 
+describe('postgresStore: one settle, mixed outcomes', () => {
+  it('writes each row its own outcome (the columns a batch leaves at their usual values are sent empty, the others whole)', async () => {
+    const schema = freshSchema();
+    const { store } = open(schema);
+    await store.migrate();
+    await store.addTasks(
+      Array.from({ length: 6 }, (_, i) => ({
+        name: 'x',
+        key: null,
+        payload: `${i}`,
+        runAt: Date.now() - 1_000,
+        maxAttempts: 3,
+        options: '{}',
+      })),
+    );
+    const none = () => ({ occurrences: [], nextRunAt: null, remaining: null });
+    const ids = (await store.claim({ owner: 'me', now: Date.now(), lease: 30_000, limit: 6, advance: none })).map((claim) => claim.id);
+    expect(ids).toHaveLength(6);
+    const [a, b, c, d, e, f] = ids as [number, number, number, number, number, number];
+    const read = async () =>
+      (
+        await admin.query(
+          `SELECT state, attempts, last_error, result, run_at > now() + interval '50 seconds' AS later FROM "${schema}".taskheap_tasks ORDER BY id`,
+        )
+      ).rows;
+    // A batch of plain successes: every column but the ids at its usual value.
+    await store.settle('me', [{ id: a, kind: 'complete', state: 'succeeded', error: null }], Date.now());
+    await store.settle(
+      'me',
+      [
+        { id: b, kind: 'complete', state: 'succeeded', error: null, result: '"r"' },
+        { id: c, kind: 'complete', state: 'failed', error: 'boom' },
+        { id: d, kind: 'retry', delay: 60_000, error: 'again' },
+        { id: e, kind: 'release' },
+        { id: f, kind: 'complete', state: 'timed-out', error: 'slow' },
+      ],
+      Date.now(),
+    );
+    expect(await read()).toEqual([
+      { state: 'succeeded', attempts: 1, last_error: null, result: null, later: false },
+      { state: 'succeeded', attempts: 1, last_error: null, result: '"r"', later: false },
+      { state: 'failed', attempts: 1, last_error: 'boom', result: null, later: false },
+      { state: 'waiting', attempts: 1, last_error: 'again', result: null, later: true },
+      { state: 'waiting', attempts: 0, last_error: null, result: null, later: false },
+      { state: 'timed-out', attempts: 1, last_error: 'slow', result: null, later: false },
+    ]);
+    // A release alone (no state at all in the batch) and a retry alone (no result, no final state).
+    await store.claim({ owner: 'me', now: Date.now(), lease: 30_000, limit: 1, advance: none });
+    await store.settle('me', [{ id: e, kind: 'release' }], Date.now());
+    expect((await read())[4]).toEqual({ state: 'waiting', attempts: 0, last_error: null, result: null, later: false });
+    await store.close();
+  });
+});
+
 describe('postgresStore: completion announcements', () => {
   it("a batch's final states go out in one notification per 300 tasks at most; a waiter in another process wakes for each", async () => {
     const schema = freshSchema();
