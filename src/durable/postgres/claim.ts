@@ -200,7 +200,7 @@ export class Claims {
 export interface ClaimSettings {
   /** What every notification of this store's schema starts with. */
   readonly prefix: string;
-  /** A task whose lease ran out more than this many times fails (the full claim), with \`expiredText\` as its error. */
+  /** A task whose lease ran out more than this many times fails (the full claim), with `expiredText` as its error. */
   readonly maxExpiries: number;
   readonly expiredText: string;
 }
@@ -230,7 +230,7 @@ export function fullClaimParams(ask: ClaimAsk, settings: ClaimSettings): unknown
   ];
 }
 
-/** The full next-due question's parameters ($1..$6), in their one order: \`takeoverWait\` as ClaimAsk's. */
+/** The full next-due question's parameters ($1..$6), in their one order: `takeoverWait` as ClaimAsk's. */
 export function nextDueParams(
   { names, rooms, rated = false }: Pick<NextDueParams, 'names' | 'rooms' | 'rated'>,
   lease: number,
