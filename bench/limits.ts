@@ -26,7 +26,7 @@ import { Scheduler, type DurableTaskItem } from '../src/index.js';
 import { postgresStore } from '../src/postgres.js';
 import { advanceJob } from '../src/durable/advance-job.js';
 import { statements } from '../src/durable/postgres/store.js';
-import { fullClaimParams } from '../src/durable/postgres/claim.js';
+import { fullClaimParams, simpleAsk } from '../src/durable/postgres/claim.js';
 import type { NewTask, Store } from '../src/durable/store.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 
@@ -148,20 +148,7 @@ async function claimCost(
       await client.query('BEGIN');
       const { rows } = await client.query<{ 'QUERY PLAN': string }>(
         `EXPLAIN (ANALYZE, BUFFERS) ${sql}`,
-        fullClaimParams(
-          {
-            owner: 'explain',
-            lease: 30_000,
-            limit: 16,
-            names: undefined,
-            rooms: undefined,
-            rated: false,
-            free: 16,
-            takeoverWait: 0,
-            announceLease: false,
-          },
-          { prefix: '', maxExpiries: 1, expiredText: 'expired' },
-        ),
+        fullClaimParams(simpleAsk('explain', 30_000, 16), { prefix: '', maxExpiries: 1, expiredText: 'expired' }),
       );
       await client.query('ROLLBACK');
       const plan = rows.map((row) => row['QUERY PLAN']).join('\n');

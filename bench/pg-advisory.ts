@@ -27,7 +27,7 @@
 import pg from 'pg';
 import { postgresStore } from '../src/postgres.js';
 import { statements } from '../src/durable/postgres/store.js';
-import { plainClaimParams } from '../src/durable/postgres/claim.js';
+import { plainClaimParams, simpleAsk } from '../src/durable/postgres/claim.js';
 import { plainWaiting } from '../src/durable/postgres/tables.js';
 import { startPgServer } from '../test/durable/pg-server.js';
 import { addNoopTasks } from './lib/noop-tasks.js';
@@ -81,18 +81,7 @@ async function round(kind: Kind): Promise<{ cpu: number; seconds: number }> {
       ids = (await client.query({ name: 'aclaim', text: ADVISORY_CLAIM, values: [BATCH] })).rows.map((r) => r.id as string);
       await client.query({ name: 'asettle', text: ADVISORY_SETTLE, values: [ids] });
     } else {
-      const ask = {
-        owner: 'me',
-        lease: 30_000,
-        limit: BATCH,
-        names: undefined,
-        rooms: undefined,
-        rated: false,
-        free: BATCH,
-        takeoverWait: 0,
-        announceLease: false,
-      };
-      const values = plainClaimParams(ask, { prefix: '', maxExpiries: 1, expiredText: 'expired' });
+      const values = plainClaimParams(simpleAsk('me', 30_000, BATCH), { prefix: '', maxExpiries: 1, expiredText: 'expired' });
       const claimed = await client.query({ name: 'claim', text: sql.claimPlain, values });
       ids = claimed.rows.filter((r) => r.id !== null).map((r) => r.id as string);
       const n = ids.length;

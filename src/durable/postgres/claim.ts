@@ -183,7 +183,7 @@ export class Claims {
    * pays those plans on each connection's first full claim, once.
    */
   async ready(query: WarmQuery, { owner, lease, names, ownLimits }: WarmParams): Promise<void> {
-    const ask = { owner, lease, limit: 0, names, rooms: undefined, rated: false, free: 0, takeoverWait: 0, announceLease: false };
+    const ask = simpleAsk(owner, lease, 0, names);
     let full = ownLimits;
     if (!full) {
       const rows = await query(this.#sql.claimPlain, plainClaimParams(ask, this.#settings));
@@ -203,6 +203,16 @@ export interface ClaimSettings {
   /** A task whose lease ran out more than this many times fails (the full claim), with `expiredText` as its error. */
   readonly maxExpiries: number;
   readonly expiredText: string;
+}
+
+/**
+ * An ask for `limit` tasks into as many free workers, of any handler or of
+ * `names`, with nothing else: no queue rooms, no scheduler-wide bucket, no
+ * takeover wait, no announcement (the warm-up's claims of nothing, and the
+ * tests' and benches' EXPLAINs).
+ */
+export function simpleAsk(owner: string, lease: number, limit: number, names?: readonly string[]): ClaimAsk {
+  return { owner, lease, limit, names, rooms: undefined, rated: false, free: limit, takeoverWait: 0, announceLease: false };
 }
 
 /**

@@ -10,13 +10,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Scheduler, type DurableTaskItem } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres.js';
-import {
-  fullClaimParams,
-  nextDueParams,
-  plainClaimParams,
-  type ClaimAsk,
-  type ClaimSettings,
-} from '../../../src/durable/postgres/claim.js';
+import { fullClaimParams, nextDueParams, plainClaimParams, simpleAsk, type ClaimSettings } from '../../../src/durable/postgres/claim.js';
 import type { PgServer } from '../pg-server.js';
 import { schemaNamer, usePostgres } from '../use-postgres.js';
 import { workerProcesses, type WorkerProcess } from '../worker-process.js';
@@ -196,17 +190,7 @@ function rowsRead(plan: { 'Actual Rows'?: number; 'Actual Loops'?: number; Plans
  * bucket, 16 free workers, no queue rooms, no takeover wait, no lease announcement; a task fails
  * after 1 expiry.
  */
-const EXPLAIN_ASK: ClaimAsk = {
-  owner: 'explain',
-  lease: 30_000,
-  limit: 16,
-  names: undefined,
-  rooms: undefined,
-  rated: false,
-  free: 16,
-  takeoverWait: 0,
-  announceLease: false,
-};
+const EXPLAIN_ASK = simpleAsk('explain', 30_000, 16);
 const EXPLAIN_SETTINGS: ClaimSettings = { prefix: '', maxExpiries: 1, expiredText: 'expired' };
 const FULL_CLAIM = fullClaimParams(EXPLAIN_ASK, EXPLAIN_SETTINGS);
 
