@@ -178,8 +178,10 @@ describe('postgresStore: three processes share one schedule', () => {
   it('runs 10,000 tasks and three recurring jobs with one worker SIGKILLed: nothing lost, no occurrence run twice at once', async () => {
     const schema = freshSchema();
     const N = 10_000;
-    // Long enough that renewals (every lease / 3, each query bounded by lease / 3) keep up on a loaded machine.
-    const lease = 3_000;
+    // Long enough that renewals (every lease / 3) and every query (each bounded by lease / 3 + 0.5 s,
+    // the start's job registrations too) keep up on a loaded machine: at 3 s, a registration beside
+    // 48 busy workers, two CPU burners and the rest of the suite once took longer than 1.5 s.
+    const lease = 6_000;
     await admin.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.runs (
       id serial PRIMARY KEY, n integer, job_key text, scheduled_at timestamptz, pid integer NOT NULL,
       started_at timestamptz NOT NULL DEFAULT clock_timestamp(), finished_at timestamptz)`);
