@@ -97,6 +97,7 @@ async function round(kind: Kind): Promise<{ cpu: number; seconds: number }> {
           'me',
           '',
           Array(n).fill(null),
+          [],
         ],
       });
     }

@@ -76,17 +76,21 @@ export interface SchedulerOptions {
    * (a scheduler that called `start()`) deletes them: `succeeded` for
    * succeeded tasks, `failed` for failed, timed-out and cancelled ones (and
    * recurring jobs that are over). ms or a duration string; `false` keeps
-   * that kind forever; `retention: false` keeps everything.
+   * that kind forever; `retention: false` keeps everything. `0` keeps
+   * nothing: the worker deletes such a task as it ends, unless it has a key,
+   * belongs to a flow, used steps or a `waitFor()` waits for it (those go with
+   * the next sweep, a waited one at least 10 minutes after it ended).
    * @default { succeeded: '1d', failed: '7d' }
    * @example
    * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
+   * new Scheduler({ store, retention: { succeeded: 0 } }); // as graphile-worker: done means gone
    */
   retention?:
     | false
     | {
-        /** How long succeeded tasks are kept; `false` keeps them forever. @default '1d' */
+        /** How long succeeded tasks are kept; `false` keeps them forever, `0` not at all. @default '1d' */
         succeeded?: Duration | false;
-        /** How long failed, timed-out and cancelled tasks (and jobs that are over) are kept; `false` keeps them forever. @default '7d' */
+        /** How long failed, timed-out and cancelled tasks (and jobs that are over) are kept; `false` keeps them forever, `0` not at all. @default '7d' */
         failed?: Duration | false;
       };
   /**
@@ -316,7 +320,7 @@ function toRetention(retention: SchedulerOptions['retention'], defaults: Retenti
   const age = (value: Duration | false | undefined, what: 'succeeded' | 'failed') => {
     if (value === undefined) return defaults[what];
     if (value === false) return null;
-    return toDuration(value, `retention.${what}`, 1);
+    return toDuration(value, `retention.${what}`);
   };
   return { succeeded: age(retention.succeeded, 'succeeded'), failed: age(retention.failed, 'failed') };
 }

@@ -11,7 +11,7 @@
 import { retryDelay, toRetryPolicy, type RetryOptions } from '../core/retry.js';
 import { isStepMismatch } from '../core/steps.js';
 import { State, type Task, type TaskObserver } from '../core/task.js';
-import type { ClaimedTask, Outcome } from './store.js';
+import type { ClaimedTask, FinalState, Outcome } from './store.js';
 import type { Holdings } from './holdings.js';
 import { backoff, type RunnerContext } from './runner-context.js';
 
@@ -26,6 +26,8 @@ export interface CompleterEvents {
   wake(at: number): void;
   /** Task `id` reached a final state in the store. */
   done(id: number): void;
+  /** Whether task `id`, ended in `state`, may go from the store with its outcome (retention 0, nobody here waiting). */
+  discards(id: number, state: FinalState): boolean;
 }
 
 /** @internal */
@@ -157,19 +159,27 @@ export class Completer implements TaskObserver {
   #outcome(claim: ClaimedTask, retry: RetryOptions | undefined, state: State, outcome: unknown): Outcome {
     const id = claim.id;
     // The dispatcher's wrapper turned the handler's value into JSON text (or null).
-    if (state === State.Succeeded) return { id, kind: 'complete', state: 'succeeded', error: null, result: outcome as string | null };
+    if (state === State.Succeeded) {
+      const discard = this.#events.discards(id, 'succeeded');
+      return { id, kind: 'complete', state: 'succeeded', error: null, result: outcome as string | null, discard };
+    }
     // Cancelled because this process is shutting down: the work is not done, hand it back.
     if (state === State.Cancelled && this.#ctx.closed) return { id, kind: 'release' };
     // Handed back unstarted, its queue paused: back to waiting as well.
     if (state === State.Cancelled && this.#holdings.handedBack.delete(id)) return { id, kind: 'release' };
-    if (state === State.Cancelled) return { id, kind: 'complete', state: 'cancelled', error: errorText(outcome) };
+    if (state === State.Cancelled) return this.#final(id, 'cancelled', outcome);
     if (retry !== undefined && claim.attempts < claim.maxAttempts && !isStepMismatch(outcome)) {
       // A stored time must stay within what the columns hold, whatever the policy says.
       const delay = Math.min(retryDelay(toRetryPolicy(retry), claim.attempts), MAX_RETRY_DELAY);
       return { id, kind: 'retry', delay, error: errorText(outcome) };
     }
     // The last attempt: the loop reports it (failure event, onError), once.
-    return { id, kind: 'complete', state: state === State.TimedOut ? 'timed-out' : 'failed', error: errorText(outcome) };
+    return this.#final(id, state === State.TimedOut ? 'timed-out' : 'failed', outcome);
+  }
+
+  /** A final state other than success, its error the text of `error`. */
+  #final(id: number, state: Exclude<FinalState, 'succeeded'>, error: unknown): Outcome {
+    return { id, kind: 'complete', state, error: errorText(error), discard: this.#events.discards(id, state) };
   }
 
   /**

@@ -4,11 +4,17 @@
 // Apart from the claim path: it only reads the retention ages, whether the
 // runner has stopped, and whether work finished here since the last sweep.
 import type { RunnerContext } from './runner-context.js';
+import type { FinalState } from './store.js';
 
-/** How long finished rows are kept, ms; null: forever. */
+/** How long finished rows are kept, ms; null: forever; 0: not at all (the settle deletes what nothing else keeps). */
 export interface Retention {
   readonly succeeded: number | null;
   readonly failed: number | null;
+}
+
+/** Whether `retention` keeps nothing of final state `state` (failed, timed-out and cancelled share `failed`). */
+export function keepsNothing(retention: Retention, state: FinalState): boolean {
+  return (state === 'succeeded' ? retention.succeeded : retention.failed) === 0;
 }
 
 /** A day for succeeded tasks, a week for failed, timed-out and cancelled ones (and finished jobs). */

@@ -639,6 +639,13 @@ export type Outcome =
       readonly state: FinalState;
       readonly error: string | null;
       readonly result?: string | null;
+      /**
+       * The worker keeps nothing of this state (retention 0) and nobody in
+       * its process waits for the task: the store deletes the row instead of
+       * recording the outcome, unless something still needs it (a key, a
+       * flow, steps, a waiter's mark: see docs/retention.md).
+       */
+      readonly discard?: boolean;
     }
   /** Waiting again, due `delay` ms after the store's now. */
   | { readonly id: number; readonly kind: 'retry'; readonly delay: number; readonly error: string }
@@ -749,9 +756,13 @@ export interface Store {
   /**
    * Of `ids`, the tasks that are over (a final state), whole, and the ids
    * of those that do not exist (`gone`); tasks still to run are left out.
-   * One read for many waitFor() calls of a process.
+   * One read for many waitFor() calls of a process. With `awaited` (a
+   * waiter's first look), those still to run are marked where another
+   * process may settle them, so that its settle keeps their rows whatever
+   * its retention (PostgreSQL); where one process owns the database (SQLite)
+   * its worker asks its own waiters instead.
    */
-  endedTasks(ids: readonly number[]): Promise<EndedTasks>;
+  endedTasks(ids: readonly number[], awaited?: boolean): Promise<EndedTasks>;
   /** Tasks matching `filter`, earliest first. */
   listTasks(filter: TaskFilter): Promise<StoredTask[]>;
   /** Tasks matching `filter` (`state`, `after` and `limit` aside) counted by state. */
@@ -956,4 +967,4 @@ export function listsLimits(store: Store): store is Store & LimitListStore {
 }
 
 /** The schema version this library writes. */
-export const SCHEMA_VERSION = 13;
+export const SCHEMA_VERSION = 14;

@@ -7,10 +7,13 @@
 // calls made at once cost ten reads, not 10,000. Waiting itself reads
 // nothing but the sweep, one timer for all waiters, which asks the same of
 // every waited task, as does a reconnect of the listener (announcements may
-// have been lost meanwhile). Where announcements reach this process the
-// sweep is only a safety net and runs every safetyPoll(); where none do
-// (SQLite, PgBouncer without a listening connection) it is how waiters learn
-// and runs every poll. Apart from the claim path: it only reads tasks.
+// have been lost meanwhile). A waiter's reads mark what is still to run as
+// awaited, so that a worker elsewhere whose retention keeps nothing keeps
+// that row (endedTasks); the sweep only reads. Where announcements reach
+// this process the sweep is only a safety net and runs every safetyPoll();
+// where none do (SQLite, PgBouncer without a listening connection) it is how
+// waiters learn and runs every poll. Apart from the claim path: it reads
+// tasks and writes nothing but that mark.
 import { ClosedError } from '../core/errors.js';
 import { TaskNotFoundError, WaitTimeoutError } from './errors.js';
 import type { EndedTasks, StoredTask } from './store.js';
@@ -53,6 +56,8 @@ export class Waiters {
   readonly #byId = new Map<number, Set<Waiter>>();
   /** Ids to read at the end of this turn. */
   readonly #toRead = new Set<number>();
+  /** Ids of new waiters, not read yet: their first read marks them awaited (endedTasks). */
+  readonly #firstLooks = new Set<number>();
   /** Ids whose read is on its way. */
   readonly #reading = new Set<number>();
   /** Ids woken while their read was on its way: read again after it, unless it found them over. */
@@ -103,6 +108,11 @@ export class Waiters {
     this.#toRead.add(id);
   }
 
+  /** Whether a waitFor() call of this process waits for task `id` (its worker then keeps the row: retention 0). */
+  waiting(id: number): boolean {
+    return this.#byId.has(id);
+  }
+
   /** close(): every waiter rejects with ClosedError. */
   closeAll(): void {
     if (this.#sweep !== undefined) this.#ctx.clock.clearTimer(this.#sweep);
@@ -117,7 +127,9 @@ export class Waiters {
     for (const id of ids) this.#reading.add(id);
     for (let i = 0; i < ids.length; i += READ_IDS) {
       const chunk = ids.slice(i, i + READ_IDS);
-      this.#ctx.store.endedTasks(chunk).then(
+      let first = false;
+      for (const id of chunk) if (this.#firstLooks.delete(id)) first = true;
+      this.#ctx.store.endedTasks(chunk, first).then(
         (ended) => {
           for (const id of chunk) this.#reading.delete(id);
           this.#found(ended);
@@ -190,7 +202,10 @@ export class Waiters {
     const waiters = set;
     const finish = (outcome: () => void) => {
       if (!waiters.delete(waiter)) return;
-      if (waiters.size === 0 && this.#byId.get(id) === waiters) this.#byId.delete(id);
+      if (waiters.size === 0 && this.#byId.get(id) === waiters) {
+        this.#byId.delete(id);
+        this.#firstLooks.delete(id);
+      }
       if (deadline !== undefined) clock.clearTimer(deadline);
       signal?.removeEventListener('abort', aborted);
       outcome();
@@ -207,6 +222,7 @@ export class Waiters {
     }
     this.#sweep ??= clock.setTimer(this.#swept, this.#every, unref);
     // Its first look: the task may be over already.
+    this.#firstLooks.add(id);
     this.done(id);
   }
 }

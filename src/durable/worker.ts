@@ -20,7 +20,7 @@ import { Dispatcher } from './dispatch.js';
 import { Handlers } from './handlers.js';
 import { Holdings } from './holdings.js';
 import { Leases } from './leases.js';
-import { DEFAULT_RETENTION, Maintenance, type Retention } from './maintenance.js';
+import { DEFAULT_RETENTION, keepsNothing, Maintenance, type Retention } from './maintenance.js';
 import { Prefetch } from './prefetch.js';
 import { RunnerContext } from './runner-context.js';
 import { DurableQueue, QueueBook, type DurableQueueOptions } from './queues.js';
@@ -68,6 +68,7 @@ export class DurableWorker {
       turn: () => this.#claimer.refill(),
       wake,
       done: (id) => this.client.waiters.done(id),
+      discards: (id, state) => keepsNothing(retention, state) && !this.client.waiters.waiting(id),
     });
     const dispatcher = (this.#dispatcher = new Dispatcher(ctx, handlers, holdings, prefetch, this.#completer));
     this.#claimer = new Claimer(ctx, handlers, holdings, prefetch, dispatcher, (claims) => this.#completer.handBack(claims));

@@ -59,6 +59,8 @@ const ADDED: Record<string, unknown> = {
   fair_tag: null,
   steps: null,
   waiting_on: null,
+  // Version 14 (PostgreSQL): no waiter marked a task of an earlier version.
+  awaited: false,
 };
 
 /** From version 6 the serial groups are rows of taskheap_limits (taskheap_serial_keys is a read-only view of them). */

@@ -15,6 +15,9 @@ import { toLimitGroup, type LimitGroupRow } from '../limit-list.js';
 import type { Connection } from './connection.js';
 import { millis, tables, taskColumns, ts } from './tables.js';
 
+/** ms a finished task a waiter marked is kept at least, whatever the retention: its waiter reads it well within (an announcement, or the sweep's minute). */
+const AWAITED_GRACE = 600_000;
+
 /**
  * The due time cut to ms, as listings order by it (the cursor is in ms): in
  * UTC, so it is immutable and the index taskheap_tasks_listing (migrations.ts)
@@ -90,6 +93,16 @@ export function inspectStatements(schema: string | undefined) {
     endedTasks: `SELECT i::float8 AS asked, ${taskColumns('t')} FROM unnest($1::bigint[]) AS i LEFT JOIN ${T} AS t ON t.id = i
       WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
     /**
+     * endedTasks, the others marked awaited first: a worker's settle then
+     * keeps them whatever its retention (settle.ts). A settle that committed
+     * first is not waited for: its announcement wakes the waiter, which reads
+     * the row, or learns it is gone. Not a change of the task: updated_at stays.
+     */
+    awaitTasks: `WITH marked AS (UPDATE ${T} SET awaited = true
+          WHERE id = ANY($1::bigint[]) AND state IN ('blocked', 'waiting', 'running') AND NOT awaited)
+      SELECT i::float8 AS asked, ${taskColumns('t')} FROM unnest($1::bigint[]) AS i LEFT JOIN ${T} AS t ON t.id = i
+      WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
+    /**
      * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
      * the previous page as the caller saw it, in ms: rows are ordered by
      * their due time cut to ms, then id, so a cursor never skips a row.
@@ -110,12 +123,15 @@ export function inspectStatements(schema: string | undefined) {
     /**
      * Retention: deletes up to $3 finished tasks older than their age ($1 ms
      * for succeeded ones, $2 for the others; null: kept), oldest first, by
-     * the server's clock. Rows another process is deleting are skipped.
+     * the server's clock. Rows another process is deleting are skipped. A
+     * task a waiter marked (awaitTasks) stays AWAITED_GRACE at least, so
+     * that a retention of 0 does not take it before its waiter read it.
      */
     pruneTasks: `WITH doomed AS (SELECT id FROM ${T}
         WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
           AND updated_at < now() - ${millis('LEAST($1::float8, $2::float8)')}
           AND updated_at < now() - ${millis(`CASE WHEN state = 'succeeded' THEN $1::float8 ELSE $2::float8 END`)}
+          AND (NOT awaited OR updated_at < now() - ${millis(String(AWAITED_GRACE))})
         ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED),
         ${messagesOf('doomed')},
         ${edgesOf('doomed')}
@@ -239,9 +255,9 @@ export async function getTask(db: Connection, sql: InspectStatements, id: number
   return rows[0] === undefined ? undefined : toTask(rows[0]);
 }
 
-/** Of `ids`, the tasks over, and those gone. */
-export async function endedTasks(db: Connection, sql: InspectStatements, ids: readonly number[]): Promise<EndedTasks> {
-  const { rows } = await db.query<TaskRow & { asked: number }>(sql.endedTasks, [ids]);
+/** Of `ids`, the tasks over, and those gone; with `awaited`, the others marked so that a settle keeps them. */
+export async function endedTasks(db: Connection, sql: InspectStatements, ids: readonly number[], awaited: boolean): Promise<EndedTasks> {
+  const { rows } = await db.query<TaskRow & { asked: number }>(awaited ? sql.awaitTasks : sql.endedTasks, [ids]);
   return toEnded(rows);
 }
 

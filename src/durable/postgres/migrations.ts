@@ -575,6 +575,13 @@ export const MIGRATIONS: readonly Migration[] = [
         RETURN NULL;
       END $fn$;`,
   },
+  {
+    // Version 14: a task somebody waits for (waitFor() in any process marks it before it ends): the
+    // settle of a worker whose retention for the state is 0 keeps it (settle.ts), so the waiter
+    // reads how it ended. Not indexed: the mark is a HOT update.
+    version: 14,
+    sql: `ALTER TABLE :SCHEMA.taskheap_tasks ADD COLUMN awaited boolean NOT NULL DEFAULT false;`,
+  },
 ];
 
 /**

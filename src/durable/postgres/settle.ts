@@ -40,16 +40,17 @@ const batch = (arrays: string) =>
     .map((array) => `(SELECT ${array})`)
     .join(', ')})`;
 
-/** A settle's outcomes as the statement's parallel arrays: id, kind, state, delay, error, result (see unlessUsual). */
+/** A settle's outcomes as the statement's parallel arrays: id, kind, state, delay, error, result, discard (see unlessUsual). */
 function outcomeArrays(
   outcomes: readonly Outcome[],
-): [number[], string[], (string | null)[], (number | null)[], (string | null)[], (string | null)[]] {
+): [number[], string[], (string | null)[], (number | null)[], (string | null)[], (string | null)[], boolean[]] {
   const id: number[] = [];
   const kind: string[] = [];
   const state: (string | null)[] = [];
   const delay: (number | null)[] = [];
   const error: (string | null)[] = [];
   const result: (string | null)[] = [];
+  const discard: boolean[] = [];
   for (const outcome of outcomes) {
     // Suspended runs have a statement of their own (steps.ts).
     if (outcome.kind === 'suspend') continue;
@@ -59,6 +60,7 @@ function outcomeArrays(
     delay.push(outcome.kind === 'retry' ? outcome.delay : null);
     error.push(outcome.kind === 'release' ? null : outcome.error);
     result.push(outcome.kind === 'complete' ? (outcome.result ?? null) : null);
+    discard.push(outcome.kind === 'complete' && outcome.discard === true);
   }
   return [
     id,
@@ -67,6 +69,7 @@ function outcomeArrays(
     unlessUsual(delay, null),
     unlessUsual(error, null),
     unlessUsual(result, null),
+    unlessUsual(discard, false),
   ];
 }
 
@@ -100,6 +103,12 @@ export function settleStatements(schema: string | undefined) {
      * claim's attempt not counted). A failure's error (final or retried)
      * joins the bounded `errors` history. A final state lets go of the
      * task's serial group (a retried or released task keeps it: strict order).
+     * A final state marked `discard` ($9: retention 0 for it) deletes the
+     * row instead, with any messages sent to it, unless something still needs
+     * it: a key (dedupe reads a key's last task), a flow (dependents read its
+     * state), steps, or the mark of a waiter in another process (`awaited`:
+     * endedTasks). A waiter's mark committed first is seen here (the delete
+     * re-reads the row it waited for), so that row is updated instead.
      * One wake carries the earliest time a retried or released task, or the
      * next task of a freed serial group, is due (it reaches this process too,
      * whose next claim may already be on its way); the final states are
@@ -109,9 +118,16 @@ export function settleStatements(schema: string | undefined) {
      * throughput of no-op tasks.
      */
     settle: `WITH
-        u AS (SELECT id, COALESCE(kind, 'complete') AS kind, COALESCE(state, 'succeeded') AS state, delay, error, result
-          FROM ${batch('$1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[], $8::text[]')} AS u(id, kind, state, delay, error, result)),
-        done AS (UPDATE ${T} AS t SET
+        u AS (SELECT id, COALESCE(kind, 'complete') AS kind, COALESCE(state, 'succeeded') AS state, delay, error, result,
+            COALESCE(discard, false) AS discard
+          FROM ${batch('$1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[], $8::text[], $9::boolean[]')}
+            AS u(id, kind, state, delay, error, result, discard)),
+        gone AS (DELETE FROM ${T} AS t USING u
+          WHERE t.id = u.id AND u.discard AND u.kind = 'complete' AND t.locked_by = $6
+            AND t.key IS NULL AND t.flow_id IS NULL AND NOT t.has_dependents AND t.steps IS NULL AND NOT t.awaited
+          RETURNING t.id, u.kind, t.run_at, t.serial, t.queue),
+        gone_messages AS (DELETE FROM ${t('taskheap_messages')} WHERE task_id IN (SELECT id FROM gone)),
+        kept AS (UPDATE ${T} AS t SET
             state = CASE u.kind WHEN 'complete' THEN u.state ELSE 'waiting' END,
             run_at = CASE u.kind WHEN 'retry' THEN now() + ${millis('u.delay')} ELSE t.run_at END,
             last_error = CASE u.kind WHEN 'release' THEN t.last_error ELSE u.error END,
@@ -120,8 +136,9 @@ export function settleStatements(schema: string | undefined) {
               THEN ${appendError('u.error')} ELSE t.errors END,
             attempts = t.attempts - (u.kind = 'release')::int,
             locked_by = NULL, locked_until = NULL, updated_at = now()
-          FROM u WHERE t.id = u.id AND t.locked_by = $6 AND (u.kind <> 'release' OR t.state = 'running')
+          FROM u WHERE t.id = u.id AND t.locked_by = $6 AND (u.kind <> 'release' OR t.state = 'running') AND t.id NOT IN (SELECT id FROM gone)
           RETURNING t.id, u.kind, t.run_at, t.serial, t.queue),
+        done AS (SELECT * FROM kept UNION ALL SELECT * FROM gone),
         ${freeSlots(Q, 'done')},
         ${letGo(L, 'freed', 'done', "kind = 'complete'", 'unslotted_locks')},
         next AS (SELECT (SELECT h.run_at FROM ${T} AS h WHERE h.serial = freed.key AND h.state = 'waiting' ORDER BY h.run_at, h.id LIMIT 1) AS run_at
@@ -216,8 +233,8 @@ export async function settle(
   outcomes: readonly Outcome[],
 ): Promise<void> {
   if (outcomes.length === 0) return;
-  const [id, kind, state, delay, error, result] = outcomeArrays(outcomes);
-  if (id.length > 0) await db.query(sql.settle, [id, kind, state, delay, error, owner, prefix, result], true);
+  const [id, kind, state, delay, error, result, discard] = outcomeArrays(outcomes);
+  if (id.length > 0) await db.query(sql.settle, [id, kind, state, delay, error, owner, prefix, result, discard], true);
   if (outcomes.some((outcome) => outcome.kind === 'suspend')) await suspend(db, sql, prefix, owner, outcomes);
 }
 

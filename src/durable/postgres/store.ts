@@ -268,8 +268,8 @@ class PostgresStore implements Store, FlowStore, LimitListStore, StepStore {
     return getTask(this.#db, this.#sql, id);
   }
 
-  endedTasks(ids: readonly number[]): Promise<EndedTasks> {
-    return endedTasks(this.#db, this.#sql, ids);
+  endedTasks(ids: readonly number[], awaited = false): Promise<EndedTasks> {
+    return endedTasks(this.#db, this.#sql, ids, awaited);
   }
 
   listTasks(filter: TaskFilter): Promise<StoredTask[]> {

@@ -297,6 +297,12 @@ CREATE TABLE taskheap_deps (
     version: 13,
     sql: `SELECT 1;`,
   },
+  {
+    // Version 14: a change of the PostgreSQL schema only (the mark of a task another process waits
+    // for: here one process owns the file, and its worker knows its own waiters).
+    version: 14,
+    sql: `SELECT 1;`,
+  },
 ];
 
 /**

@@ -42,6 +42,12 @@ const SETTLE_SQL = {
     errors = CASE WHEN @state IN ('failed', 'timed-out') THEN ${APPEND_ERROR} ELSE errors END,
     locked_by = NULL, locked_until = NULL, updated_at = @at
     WHERE id = @id AND locked_by = @owner`,
+  /**
+   * A final state nothing keeps (retention 0, nobody waiting): the row goes,
+   * unless a key (dedupe reads a key's last task), a flow or steps still need
+   * it. Its messages go with it (a trigger).
+   */
+  discard: `DELETE FROM taskheap_tasks WHERE id = ? AND key IS NULL AND flow_id IS NULL AND NOT has_dependents AND steps IS NULL`,
   retry: `UPDATE taskheap_tasks SET state = 'waiting', run_at = @runAt, last_error = @error, errors = ${APPEND_ERROR},
     locked_by = NULL, locked_until = NULL, updated_at = @at
     WHERE id = @id AND locked_by = @owner`,
@@ -120,6 +126,7 @@ export function settle(prepare: Prepare, owner: string, outcomes: readonly Outco
       });
       // Final: its serial group goes to the next task (a retried or released one keeps it: strict order).
       if (Number(changes) > 0) letGo(prepare, outcome.id);
+      if (Number(changes) > 0 && outcome.discard === true) prepare(SETTLE_SQL.discard).run(outcome.id);
     } else if (outcome.kind === 'retry') {
       prepare(SETTLE_SQL.retry).run({ runAt: now + outcome.delay, error: outcome.error, at, id: outcome.id, owner });
     } else if (outcome.kind === 'suspend') {

@@ -21,9 +21,9 @@ export function dependencyScenarios(backend: Backend, setup: () => Promise<Env>)
    * A scheduler with 'step' (payload { id, fail?: attempts to fail, gate?: true }) recording starts and what it saw;
    * held at its gate, it stops (fails) when its signal aborts, as a handler should.
    */
-  async function openSteps(workers = 4) {
+  async function openSteps(workers = 4, retention?: { succeeded: number }) {
     const env = await setup();
-    const { scheduler, errors } = env.open({ workers, store: env.db.store({ poll: HOUR }) });
+    const { scheduler, errors } = env.open({ workers, store: env.db.store({ poll: HOUR }), ...(retention && { retention }) });
     const gate = new Gate();
     const starts: string[] = [];
     const seen = new Map<string, DependencyInfo[]>();
@@ -241,6 +241,25 @@ export function dependencyScenarios(backend: Backend, setup: () => Promise<Env>)
       expect(late.tasks.z!.state).toBe('failed');
       expect(late.tasks.z!.lastError).toBe(`DependencyError: dependency ${failed.id} failed`);
     });
+
+    itStored(
+      'retention 0: a flow runs whole and in order, a stored task it depends on included (flows keep their tasks until the sweep)',
+      async () => {
+        const { scheduler, starts, seen, gate, time, finished } = await openSteps(4, { succeeded: 0 });
+        const slow = await scheduler.schedule(time.now(), 'step', { payload: { id: 'slow', gate: true } });
+        const flow = await scheduler.flows.add({
+          tasks: {
+            a: { handler: 'step', payload: { id: 'a' }, after: [slow.id] },
+            b: { handler: 'step', payload: { id: 'b' }, after: ['a'] },
+          },
+        });
+        gate.open('slow');
+        expect((await finished(flow.tasks.b!.id)).state).toBe('succeeded');
+        expect(starts).toEqual(['slow', 'a', 'b']);
+        expect(seen.get('a')!.map((dep) => dep.result)).toEqual(['slow!']);
+        expect(seen.get('b')!.map((dep) => dep.result)).toEqual(['a!']);
+      },
+    );
 
     itStored(
       'a finished task that flows depend on stays as it ended when its key is used again: the key names a new task, its dependents stay as they ended',

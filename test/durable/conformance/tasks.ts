@@ -3,7 +3,7 @@
 // and their misfire policy, validation at the call, and a newer schema refused.
 // (Formerly copied between sqlite.test.ts and postgres.test.ts.)
 import { describe, expect } from 'vitest';
-import { JobKeyError, SchemaVersionError, UnknownHandlerError, type SkipInfo } from '../../../src/index.js';
+import { JobKeyError, SchemaVersionError, TaskNotFoundError, UnknownHandlerError, type SkipInfo } from '../../../src/index.js';
 import { ManualClock } from '../../../src/testing.js';
 import { HOUR, itWhen, type Backend, type Env } from './backend.js';
 
@@ -459,5 +459,65 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
         { job: undefined, name: 'tick', key: 'skip', scheduledAt: new Date(base + 60_000), reason: 'misfire' },
       ]);
     });
+
+    itStore(
+      'retention 0: a task leaves the store as it ends, unless it has a key or a waiter; the waiter gets its outcome, a later waitFor() a TaskNotFoundError',
+      async () => {
+        const { open, time } = await setup();
+        const { scheduler, errors } = open({ retention: { succeeded: 0, failed: 0 } });
+        let runs = 0;
+        scheduler.define('ok', (_ctx, n: number) => {
+          runs++;
+          return n * 2;
+        });
+        scheduler.define('bad', () => {
+          runs++;
+          throw new Error('no');
+        });
+        await scheduler.start();
+        // On the real clock, far enough ahead that the waiter is waiting before the tasks run.
+        const ahead = time.exact ? 100 : 1_500;
+        const at = time.now() + ahead;
+        const plain = await scheduler.schedule(at, 'ok', { payload: 1 });
+        const keyed = await scheduler.schedule(at, 'ok', { payload: 2, key: 'kept' });
+        const waited = await scheduler.schedule(at, 'ok', { payload: 3 });
+        const failed = await scheduler.schedule(at, 'bad');
+        const outcome = scheduler.waitFor(waited.id);
+        await time.until(() => runs === 4, 'the four tasks run', ahead);
+        expect(await outcome).toMatchObject({ id: waited.id, state: 'succeeded', result: 6 });
+        await time.until(
+          async () => (await scheduler.getTask(plain.id)) === undefined && (await scheduler.getTask(failed.id)) === undefined,
+          'the plain and the failed task are deleted',
+        );
+        expect(await scheduler.getTask(keyed.id)).toMatchObject({ state: 'succeeded', result: 4 });
+        expect(await scheduler.getTask(waited.id)).toMatchObject({ state: 'succeeded', result: 6 });
+        await expect(scheduler.waitFor(plain.id)).rejects.toThrow(TaskNotFoundError);
+        expect(errors).toHaveLength(1);
+      },
+    );
+
+    itWhen(caps.multiProcess, 'needs multiProcess: one store per database')(
+      'retention 0: a waitFor() in another process keeps the task it waits for (and the sweep leaves it to its waiter a while)',
+      async () => {
+        const { open, openStore, db, time } = await setup();
+        const { scheduler } = open({ retention: { succeeded: 0 } });
+        scheduler.define('ok', (_ctx, n: number) => n + 1);
+        await scheduler.start();
+        // A process that adds and waits (a web request), polling once an hour.
+        const waiter = open({ store: db.store({ poll: HOUR }) }).scheduler;
+        const at = time.now() + 1_500;
+        const waited = await waiter.schedule(at, 'ok', { payload: 1 });
+        const plain = await waiter.schedule(at, 'ok', { payload: 2 });
+        const keyed = await waiter.schedule(at, 'ok', { payload: 3, key: 'kept' });
+        expect(await waiter.waitFor(waited.id, { timeout: 60_000 })).toMatchObject({ state: 'succeeded', result: 2 });
+        await time.until(async () => (await waiter.getTask(plain.id)) === undefined, 'the task nobody waits for is deleted');
+        expect(await waiter.getTask(keyed.id)).toMatchObject({ state: 'succeeded' });
+        // A sweep that keeps nothing: the keyed task goes, the waited one stays for its waiter.
+        const store = await openStore();
+        expect(await store.prune(0, 0, 100)).toBe(1);
+        expect(await waiter.getTask(keyed.id)).toBeUndefined();
+        expect(await waiter.getTask(waited.id)).toMatchObject({ state: 'succeeded', result: 2 });
+      },
+    );
   });
 }
