@@ -15,7 +15,8 @@
  * (with auto_explain in `--settings`, the plans). `--trickle=K`: the `n` jobs are
  * added as finished rows, then K jobs run one at a time, each added once the last
  * has ended (a quiet app's: a claim finds one task); `--limited`: their queue has a
- * concurrency limit (the full claim runs). On a loaded machine, read the CPU and
+ * concurrency limit (the full claim runs); `--retention=0`: succeeded tasks deleted as
+ * they end (the peer bench's setting). On a loaded machine, read the CPU and
  * the counts, not the wall clock.
  */
 import { readFileSync } from 'node:fs';
@@ -67,9 +68,18 @@ try {
   // `--schedulers=3`: that many schedulers, each with a store (a pool) of its own, in this process:
   // three owners claiming beside each other, as three worker processes do (their Node CPU is summed).
   const count = Number(process.argv.find((a) => a.startsWith('--schedulers='))?.slice('--schedulers='.length) ?? 1);
+  // `--retention=0`: succeeded tasks kept that long (0: deleted as they end, as the peer bench runs it).
+  const kept = process.argv.find((a) => a.startsWith('--retention='))?.slice('--retention='.length);
+  const retention = kept === undefined ? undefined : { succeeded: Number(kept) };
   const schedulers = Array.from({ length: count }, (_, i) => {
     const own = i === 0 ? store : postgresStore({ connectionString: server.url, prefetch: 500 });
-    const scheduler = new Scheduler({ store: own, workers: 16, queues, onError: (error) => process.stderr.write(`${String(error)}\n`) });
+    const scheduler = new Scheduler({
+      store: own,
+      workers: 16,
+      queues,
+      retention,
+      onError: (error) => process.stderr.write(`${String(error)}\n`),
+    });
     scheduler.define('noop', () => {
       if (++done === jobs) finish();
     });
@@ -109,7 +119,8 @@ try {
   let swept = 0;
   for (let batch = 500; batch >= 500; swept += batch) batch = await sweeper.prune(0, 0, 500);
   const sweepCpu = serverCpuMs(server.pids()) - sweep0;
-  console.log(`The retention sweep after it: ${swept} rows, PostgreSQL CPU ${((sweepCpu * 1000) / swept).toFixed(1)} ms per 1,000 rows`);
+  const perRow = swept === 0 ? 'nothing left to sweep' : `PostgreSQL CPU ${((sweepCpu * 1000) / swept).toFixed(1)} ms per 1,000 rows`;
+  console.log(`The retention sweep after it: ${swept} rows, ${perRow}`);
   await sweeper.close();
   // With --settings=-c session_preload_libraries=auto_explain,-c auto_explain.log_min_duration=0,...: the plans.
   if (process.argv.includes('--log')) console.log(readFileSync(join(dirname(server.dataDir), 'server.log'), 'utf8'));

@@ -40,7 +40,7 @@ const PREFETCH = 500;
 
 /** What each contender runs with, for the report. */
 export const SETTINGS: Record<string, string> = {
-  taskheap: `postgresStore defaults (lease 30 s, poll 5 s) but prefetch ${PREFETCH} (as graphile-worker's localQueue.size), workers: ${CONCURRENCY}`,
+  taskheap: `postgresStore defaults (lease 30 s, poll 5 s) but prefetch ${PREFETCH} (as graphile-worker's localQueue.size), workers: ${CONCURRENCY}, retention { succeeded: 0 } (as graphile-worker, which deletes a job as it completes)`,
   'graphile-worker': `the performance preset of its docs with concurrentJobs ${CONCURRENCY}: maxPoolSize ${CONCURRENCY + 1}, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0`,
   'pg-boss': `work() with batchSize ${CONCURRENCY}, burstWhenBatchFull, pollingIntervalSeconds 0.5 (its minimum)`,
   bullmq: `Worker concurrency ${CONCURRENCY}; Redis in memory (no RDB, no AOF)`,
@@ -105,7 +105,12 @@ async function taskheap(target: Target): Promise<Contender> {
       await store.addTasks(jobs.map(row));
     },
     work: async (concurrency, onJob) => {
-      scheduler = new Scheduler({ store, workers: concurrency, onError: (error) => process.stderr.write(`taskheap: ${String(error)}\n`) });
+      scheduler = new Scheduler({
+        store,
+        workers: concurrency,
+        retention: { succeeded: 0 },
+        onError: (error) => process.stderr.write(`taskheap: ${String(error)}\n`),
+      });
       scheduler.define('noop', (_ctx, job: BenchJob) => onJob(job));
       await scheduler.start();
     },
