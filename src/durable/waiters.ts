@@ -7,9 +7,9 @@
 // calls made at once cost ten reads, not 10,000. Waiting itself reads
 // nothing but the sweep, one timer for all waiters, which asks the same of
 // every waited task, as does a reconnect of the listener (announcements may
-// have been lost meanwhile). A waiter's reads mark what is still to run as
-// awaited, so that a worker elsewhere whose retention keeps nothing keeps
-// that row (endedTasks); the sweep only reads. Where announcements reach
+// have been lost meanwhile). A waiter's first read marks its task, if still
+// to run, as awaited, so that a worker elsewhere whose retention keeps
+// nothing keeps that row (endedTasks); later reads and the sweep only read. Where announcements reach
 // this process the sweep is only a safety net and runs every safetyPoll();
 // where none do (SQLite, PgBouncer without a listening connection) it is how
 // waiters learn and runs every poll. Apart from the claim path: it reads
