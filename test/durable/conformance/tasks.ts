@@ -496,6 +496,23 @@ export function taskScenarios(backend: Backend, setup: () => Promise<Env>): void
       },
     );
 
+    itStore('retention 0: a deleted task lets go of its serial group and its place in a queue limited across processes', async () => {
+      const { open, time } = await setup();
+      const { scheduler } = open({ retention: { succeeded: 0 }, queues: { one: { globalConcurrency: 1 } } });
+      const ran: string[] = [];
+      scheduler.define('ok', (_ctx, id: string) => void ran.push(id));
+      await scheduler.start();
+      const at = time.now() + (time.exact ? 0 : 300);
+      const tasks = await scheduler.scheduleMany([
+        ...['s1', 's2', 's3'].map((id) => ({ when: at, name: 'ok', payload: id, serial: 'g' })),
+        ...['q1', 'q2', 'q3'].map((id) => ({ when: at, name: 'ok', payload: id, queue: 'one' })),
+      ]);
+      await time.until(() => ran.length === 6, 'the six tasks run, one at a time in their group and in their queue', 300);
+      expect(ran.filter((id) => id.startsWith('s'))).toEqual(['s1', 's2', 's3']);
+      await time.until(async () => (await scheduler.listTasks({ limit: 10 })).length === 0, 'every task is deleted');
+      expect(await scheduler.getTask(tasks[0]!.id)).toBeUndefined();
+    });
+
     itWhen(caps.multiProcess, 'needs multiProcess: one store per database')(
       'retention 0: a waitFor() in another process keeps the task it waits for (and the sweep leaves it to its waiter a while)',
       async () => {
