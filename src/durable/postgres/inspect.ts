@@ -126,6 +126,9 @@ export function inspectStatements(schema: string | undefined) {
      * the server's clock. Rows another process is deleting are skipped. A
      * task a waiter marked (awaitTasks) stays AWAITED_GRACE at least, so
      * that a retention of 0 does not take it before its waiter read it.
+     * Also up to $3 messages whose task is gone: a send() that committed
+     * while a settle deleted its task (retention 0) left its message behind,
+     * as the settle's snapshot could not see it.
      */
     pruneTasks: `WITH doomed AS (SELECT id FROM ${T}
         WHERE state IN ('succeeded', 'failed', 'timed-out', 'cancelled')
@@ -134,7 +137,9 @@ export function inspectStatements(schema: string | undefined) {
           AND (NOT awaited OR updated_at < now() - ${millis(String(AWAITED_GRACE))})
         ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED),
         ${messagesOf('doomed')},
-        ${edgesOf('doomed')}
+        ${edgesOf('doomed')},
+        orphans AS (DELETE FROM ${t('taskheap_messages')} WHERE id IN (SELECT m.id FROM ${t('taskheap_messages')} AS m
+          WHERE NOT EXISTS (SELECT 1 FROM ${T} AS o WHERE o.id = m.task_id) LIMIT $3))
       DELETE FROM ${T} AS t USING doomed WHERE t.id = doomed.id`,
     /** Every queue ($1 null) or one: its settings and its tasks by state (a queue row without tasks too). */
     // One scan of the tasks: the counts also name the queues that have tasks.

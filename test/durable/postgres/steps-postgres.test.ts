@@ -225,6 +225,25 @@ describe('steps on PostgreSQL', () => {
     await expect(producer.send({ key: 'chat:7' }, 'reply', 'late')).resolves.toBe(false);
     await expect(producer.send(id, 'reply', 'late')).resolves.toBe(false);
   });
+
+  it('the retention sweep takes a message whose task is gone (a send that raced a delete at retention 0), and no other', async () => {
+    const schema = schemaName();
+    const producer = scheduler(schema);
+    const { id } = await producer.schedule(Date.now() + 3_600_000, 'chat', { key: 'chat:8' });
+    await expect(producer.send(id, 'reply', 'kept')).resolves.toBe(true);
+    await admin.query(`INSERT INTO "${schema}".taskheap_messages (task_id, topic, body) VALUES ($1, 'reply', '"left behind"')`, [
+      id + 1_000,
+    ]);
+    const store = postgresStore({ connectionString: server.url, schema });
+    await store.migrate();
+    try {
+      await store.prune(86_400_000, 86_400_000, 100);
+    } finally {
+      await store.close();
+    }
+    const { rows } = await admin.query(`SELECT task_id, body FROM "${schema}".taskheap_messages`);
+    expect(rows.map((row) => [Number(row.task_id), row.body])).toEqual([[id, '"kept"']]);
+  });
 });
 
 describe('steps on PostgreSQL, two workers and a producer', () => {
