@@ -79,7 +79,7 @@ export interface SchedulerOptions {
    * that kind forever; `retention: false` keeps everything. `0` keeps
    * nothing: the worker deletes such a task as it ends, unless it has a key,
    * belongs to a flow, used steps or a `waitFor()` waits for it (those go with
-   * the next sweep, a waited one at least 10 minutes after it ended).
+   * a later sweep, once its waiter has read it).
    * @default { succeeded: '1d', failed: '7d' }
    * @example
    * new Scheduler({ store, retention: { succeeded: '1h', failed: '30d' } });
