@@ -9,11 +9,13 @@
 // every waited task, as does a reconnect of the listener (announcements may
 // have been lost meanwhile). A waiter's first read marks its task, if still
 // to run, as awaited, so that a worker elsewhere whose retention keeps
-// nothing keeps that row (endedTasks); later reads and the sweep only read. Where announcements reach
-// this process the sweep is only a safety net and runs every safetyPoll();
-// where none do (SQLite, PgBouncer without a listening connection) it is how
-// waiters learn and runs every poll. Apart from the claim path: it reads
-// tasks and writes nothing but that mark.
+// nothing keeps that row (endedTasks); later reads and the sweep only read.
+// (This process's own worker asks waiting() instead: its settle may be on
+// another connection than the mark, and SQLite has no mark.) Where
+// announcements reach this process the sweep is only a safety net and runs
+// every safetyPoll(); where none do (SQLite, PgBouncer without a listening
+// connection) it is how waiters learn and runs every poll. Apart from the
+// claim path: it reads tasks and writes nothing but that mark.
 import { ClosedError } from '../core/errors.js';
 import { TaskNotFoundError, WaitTimeoutError } from './errors.js';
 import type { EndedTasks, StoredTask } from './store.js';

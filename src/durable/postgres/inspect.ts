@@ -9,7 +9,16 @@
 // flush, bounded to the latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
-import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter, TaskLinks, LimitGroup } from '../store.js';
+import {
+  UNFINISHED_SQL,
+  type EndedTasks,
+  type StoredQueue,
+  type StoredState,
+  type StoredTask,
+  type TaskFilter,
+  type TaskLinks,
+  type LimitGroup,
+} from '../store.js';
 import { toLink, type LinkRow } from '../links.js';
 import { toLimitGroup, type LimitGroupRow } from '../limit-list.js';
 import type { Connection } from './connection.js';
@@ -49,6 +58,9 @@ function listParams(filter: TaskFilter): unknown[] {
 /** The statements of this file for tables in `schema` (undefined: the search_path). @internal */
 export function inspectStatements(schema: string | undefined) {
   const { t, T, Q, D } = tables(schema);
+  /** Of the ids $1, the tasks over, and those gone (no columns but `asked`): one probe of the primary key each, nothing read of the others. */
+  const endedSql = `SELECT i::float8 AS asked, ${taskColumns('t')} FROM unnest($1::bigint[]) AS i LEFT JOIN ${T} AS t ON t.id = i
+      WHERE t.id IS NULL OR t.state NOT IN ${UNFINISHED_SQL}`;
   const link = `json_build_object('id', l.id::float8, 'name', l.name, 'state', l.state, 'on_failure', d.on_failure, 'counted', d.counted)`;
   /** SQL: a CTE deleting the messages (steps.ts) of the tasks in `cte`, deleted with them. */
   const messagesOf = (cte: string) => `messages_gone AS (DELETE FROM ${t('taskheap_messages')} WHERE task_id IN (SELECT id FROM ${cte}))`;
@@ -89,9 +101,7 @@ export function inspectStatements(schema: string | undefined) {
       FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, progress, lines)
       WHERE t.id = u.id AND t.locked_by = $1 AND t.state = 'running'`,
     taskById: `SELECT ${taskColumns('t')} FROM ${T} AS t WHERE t.id = $1`,
-    /** Of the ids $1, the tasks over, and those gone (no columns but \`asked\`): one probe of the primary key each, nothing read of the others. */
-    endedTasks: `SELECT i::float8 AS asked, ${taskColumns('t')} FROM unnest($1::bigint[]) AS i LEFT JOIN ${T} AS t ON t.id = i
-      WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
+    endedTasks: endedSql,
     /**
      * endedTasks, the others marked awaited first: a worker's settle then
      * keeps them whatever its retention (settle.ts). A settle that committed
@@ -99,9 +109,8 @@ export function inspectStatements(schema: string | undefined) {
      * the row, or learns it is gone. Not a change of the task: updated_at stays.
      */
     awaitTasks: `WITH marked AS (UPDATE ${T} SET awaited = true
-          WHERE id = ANY($1::bigint[]) AND state IN ('blocked', 'waiting', 'running') AND NOT awaited)
-      SELECT i::float8 AS asked, ${taskColumns('t')} FROM unnest($1::bigint[]) AS i LEFT JOIN ${T} AS t ON t.id = i
-      WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
+          WHERE id = ANY($1::bigint[]) AND state IN ${UNFINISHED_SQL} AND NOT awaited)
+      ${endedSql}`,
     /**
      * Every filter is optional (NULL). The cursor ($8, $9) is the last row of
      * the previous page as the caller saw it, in ms: rows are ordered by

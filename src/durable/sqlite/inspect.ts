@@ -8,7 +8,16 @@
 // latest MAX_LOG_LINES lines).
 import { MAX_LOG_LINES, type TaskLogLine } from '../../core/journal.js';
 import { logsJson, toCounts, toEnded, toQueues, toTask, type QueueRow, type TaskRow } from '../rows.js';
-import type { EndedTasks, StoredQueue, StoredState, StoredTask, TaskFilter, TaskLinks, LimitGroup } from '../store.js';
+import {
+  UNFINISHED_SQL,
+  type EndedTasks,
+  type StoredQueue,
+  type StoredState,
+  type StoredTask,
+  type TaskFilter,
+  type TaskLinks,
+  type LimitGroup,
+} from '../store.js';
 import type { Prepare } from './driver.js';
 import { toLink, type LinkRow } from '../links.js';
 import { toLimitGroup } from '../limit-list.js';
@@ -44,7 +53,7 @@ const INSPECT_SQL = {
   taskById: `SELECT * FROM taskheap_tasks WHERE id = ?`,
   /** Of the ids ? (a JSON array), the tasks over, and those gone (no columns but \`asked\`). */
   endedTasks: `SELECT j.value AS asked, t.* FROM json_each(?) AS j LEFT JOIN taskheap_tasks AS t ON t.id = j.value
-    WHERE t.id IS NULL OR t.state NOT IN ('blocked', 'waiting', 'running')`,
+    WHERE t.id IS NULL OR t.state NOT IN ${UNFINISHED_SQL}`,
   /**
    * Retention: up to @limit finished tasks last changed before their cutoff
    * (@succeeded for succeeded ones, @failed for the others), oldest first,
